@@ -1,0 +1,1 @@
+"""Accountant backends and the selection of the smallest certified bound."""

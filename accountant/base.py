@@ -1,0 +1,141 @@
+"""The interface every accountant backend implements, and its result types.
+
+Results are brackets ``(lower, upper, method)``. Only ``upper`` is ever reported as the
+guarantee; ``lower`` exists to cross-check backends against each other.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from typing import Any
+
+import attrs
+import numpy as np
+from numpy.typing import NDArray
+
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
+from dpledger.core.events import Event
+from dpledger.core.validation import check_delta_query, check_epsilon_query
+
+
+@attrs.frozen
+class EpsilonBound:
+    """A certified epsilon upper bound at a fixed delta, with a lower bound beside it."""
+
+    epsilon: float
+    epsilon_lower: float
+    delta: float
+    method: str
+    details: dict[str, Any] = attrs.field(factory=dict, eq=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "epsilon": self.epsilon,
+            "epsilon_lower": self.epsilon_lower,
+            "delta": self.delta,
+            "method": self.method,
+        }
+
+
+@attrs.frozen
+class DeltaBound:
+    """A certified delta upper bound at a fixed epsilon, with a lower bound beside it."""
+
+    delta: float
+    delta_lower: float
+    epsilon: float
+    method: str
+    details: dict[str, Any] = attrs.field(factory=dict, eq=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "delta": self.delta,
+            "delta_lower": self.delta_lower,
+            "epsilon": self.epsilon,
+            "method": self.method,
+        }
+
+
+def _check_count(count: int) -> int:
+    if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
+        raise InvalidParameterError("count", f"must be an integer >= 0, got {count!r}", "pass e.g. 1")
+    return int(count)
+
+
+class Accountant(abc.ABC):
+    """Composes events under one row- or unit-level neighbouring relation.
+
+    Subclasses implement :meth:`_unsupported_reason`, :meth:`_epsilon` and :meth:`_delta`.
+    Queries are pure: they never change the ledger.
+    """
+
+    #: short method name printed next to every bound
+    name: str = "abstract"
+
+    def __init__(self, adjacency: Adjacency | None = None) -> None:
+        self.adjacency = adjacency or Adjacency()
+        self._ledger: list[tuple[Event, int]] = []
+
+    # -- composition -------------------------------------------------------------------
+    @abc.abstractmethod
+    def _unsupported_reason(self, event: Event) -> str | None:
+        """None if supported; otherwise the reason, naming the offending sub-event."""
+
+    def supports(self, event: Event) -> bool:
+        """Whether this backend can characterise ``event`` (checked recursively)."""
+        return self._unsupported_reason(event) is None
+
+    def compose(self, event: Event, count: int = 1) -> Accountant:
+        """Add ``count`` repetitions of ``event``; raise if unsupported (nothing is added)."""
+        count = _check_count(count)
+        if not isinstance(event, Event):
+            raise InvalidParameterError("event", f"expected an Event, got {event!r}", "pass an event")
+        reason = self._unsupported_reason(event)
+        if reason is not None:
+            raise UnsupportedEventError(
+                f"{self.name} accountant cannot handle {event.describe()} under "
+                f"{self.adjacency.relation}: {reason}"
+            )
+        if count:
+            self._ledger.append((event, count))
+            self._invalidate()
+        return self
+
+    def _invalidate(self) -> None:
+        """Hook for subclasses that cache composed state."""
+
+    @property
+    def ledger(self) -> tuple[tuple[Event, int], ...]:
+        return tuple(self._ledger)
+
+    # -- queries -----------------------------------------------------------------------
+    def get_epsilon(self, delta: float) -> EpsilonBound:
+        """Smallest certified epsilon such that the composition is (epsilon, delta)-DP."""
+        delta = check_delta_query(delta)
+        if not self._ledger:
+            return EpsilonBound(0.0, 0.0, delta, self.name)
+        return self._epsilon(delta)
+
+    def get_delta(self, epsilon: float) -> DeltaBound:
+        """Certified delta(epsilon) of the composition."""
+        epsilon = check_epsilon_query(epsilon)
+        if not self._ledger:
+            return DeltaBound(0.0, 0.0, epsilon, self.name)
+        return self._delta(epsilon)
+
+    def privacy_profile(self, epsilons: NDArray[np.float64] | list[float]) -> NDArray[np.float64]:
+        """Certified delta upper bounds on a grid of epsilons."""
+        return np.array([self.get_delta(float(e)).delta for e in epsilons], dtype=float)
+
+    @abc.abstractmethod
+    def _epsilon(self, delta: float) -> EpsilonBound: ...
+
+    @abc.abstractmethod
+    def _delta(self, epsilon: float) -> DeltaBound: ...
+
+
+def infinite_epsilon(delta: float, method: str) -> EpsilonBound:
+    """The bound for a non-private release."""
+    return EpsilonBound(math.inf, math.inf, delta, method)

@@ -1,0 +1,1 @@
+"""Core abstractions: mechanism events, adjacency, composition graphs, plugin hooks."""

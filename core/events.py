@@ -1,0 +1,335 @@
+"""Immutable, validated mechanism events.
+
+An event describes *what a release does*, not which accountant analyses it. Noise is always
+stated relative to the per-record (per-unit) contribution bound ``C`` of the query: a
+:class:`GaussianEvent` with ``noise_multiplier = s`` adds ``N(0, (s*C)^2)`` noise to a query in
+which adding or removing one record moves the output by at most ``C`` in L2 norm. The factor
+that a replace-one relation or a user-level lift adds is carried by the adjacency (see
+:mod:`dpledger.core.adjacency`), never by the caller.
+
+Semantics are stable: an event class is never redefined, only new ones are added.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+import attrs
+
+from dpledger.core.errors import InvalidParameterError
+from dpledger.core.validation import (
+    delta_closed_open,
+    nonnegative_finite,
+    nonnegative_int,
+    positive_finite,
+    positive_int,
+    probability,
+)
+
+EVENT_KINDS: dict[str, type[Event]] = {}
+
+
+@attrs.frozen
+class Event:
+    """Base class of all mechanism events."""
+
+    kind: ClassVar[str] = "event"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            EVENT_KINDS[cls.kind] = cls
+
+    def children(self) -> tuple[Event, ...]:
+        """Direct sub-events (empty for leaves)."""
+        return ()
+
+    def walk(self) -> Iterator[Event]:
+        """This event and all nested sub-events, depth first."""
+        yield self
+        for child in self.children():
+            yield from child.walk()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with a ``kind`` tag; inverse of :func:`event_from_dict`."""
+        out: dict[str, Any] = {"kind": self.kind}
+        for field in attrs.fields(type(self)):
+            value = getattr(self, field.name)
+            if isinstance(value, Event):
+                out[field.name] = value.to_dict()
+            elif isinstance(value, tuple):
+                out[field.name] = [v.to_dict() for v in value]
+            else:
+                out[field.name] = value
+        return out
+
+    def describe(self) -> str:
+        """A short human-readable description."""
+        params = ", ".join(
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in attrs.fields(type(self))
+            if not isinstance(getattr(self, f.name), Event | tuple)
+        )
+        inner = ", ".join(c.describe() for c in self.children())
+        sep = ", " if params and inner else ""
+        return f"{self.kind}({params}{sep}{inner})"
+
+
+@attrs.frozen
+class NoOpEvent(Event):
+    """A step that touches no private data."""
+
+    kind: ClassVar[str] = "noop"
+
+
+@attrs.frozen
+class NonPrivateEvent(Event):
+    """A release with no privacy guarantee (epsilon = infinity)."""
+
+    kind: ClassVar[str] = "non_private"
+
+
+@attrs.frozen
+class GaussianEvent(Event):
+    """Gaussian noise of std ``noise_multiplier * C`` on a query of L2 contribution bound ``C``."""
+
+    kind: ClassVar[str] = "gaussian"
+    noise_multiplier: float = attrs.field(validator=positive_finite, converter=float)
+
+
+@attrs.frozen
+class LaplaceEvent(Event):
+    """Laplace noise of scale ``noise_multiplier * C`` on a query of L1 contribution bound ``C``."""
+
+    kind: ClassVar[str] = "laplace"
+    noise_multiplier: float = attrs.field(validator=positive_finite, converter=float)
+
+
+@attrs.frozen
+class PureDPEvent(Event):
+    """A black-box epsilon-DP release (w.r.t. the source's row-level relation)."""
+
+    kind: ClassVar[str] = "pure_dp"
+    epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)
+
+
+@attrs.frozen
+class ApproxDPEvent(Event):
+    """A black-box (epsilon, delta)-DP release (w.r.t. the source's row-level relation)."""
+
+    kind: ClassVar[str] = "approx_dp"
+    epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)
+    delta: float = attrs.field(validator=delta_closed_open, converter=float)
+
+
+@attrs.frozen
+class RandomizedResponseEvent(Event):
+    """k-ary randomized response: report the true bucket w.p. e^eps/(e^eps + k - 1)."""
+
+    kind: ClassVar[str] = "randomized_response"
+    epsilon: float = attrs.field(validator=positive_finite, converter=float)
+    num_buckets: int = attrs.field(default=2, validator=positive_int)
+
+    def __attrs_post_init__(self) -> None:
+        if self.num_buckets < 2:
+            raise InvalidParameterError(
+                "num_buckets", f"must be >= 2, got {self.num_buckets}", "use at least two buckets"
+            )
+
+
+@attrs.frozen
+class ExponentialMechanismEvent(Event):
+    """Exponential mechanism whose privacy parameter is ``epsilon`` (pure epsilon-DP)."""
+
+    kind: ClassVar[str] = "exponential_mechanism"
+    epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)
+
+
+@attrs.frozen
+class ReportNoisyMaxEvent(Event):
+    """Report-noisy-max (Gumbel or Laplace noise) at pure epsilon-DP."""
+
+    kind: ClassVar[str] = "report_noisy_max"
+    epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)
+
+
+def _event_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, Event):
+        raise InvalidParameterError(
+            attribute.name, f"must be an Event, got {type(value).__name__}", "pass an event object"
+        )
+
+
+@attrs.frozen
+class PoissonSampledEvent(Event):
+    """Each record is included independently with probability ``sampling_probability``."""
+
+    kind: ClassVar[str] = "poisson_sampled"
+    sampling_probability: float = attrs.field(validator=probability, converter=float)
+    event: Event = attrs.field(validator=_event_validator)
+
+    def children(self) -> tuple[Event, ...]:
+        return (self.event,)
+
+
+@attrs.frozen
+class SampledWithoutReplacementEvent(Event):
+    """A uniformly random batch of exactly ``sample_size`` of ``source_size`` records."""
+
+    kind: ClassVar[str] = "sampled_without_replacement"
+    source_size: int = attrs.field(validator=positive_int)
+    sample_size: int = attrs.field(validator=nonnegative_int)
+    event: Event = attrs.field(validator=_event_validator)
+
+    def __attrs_post_init__(self) -> None:
+        if self.sample_size > self.source_size:
+            raise InvalidParameterError(
+                "sample_size",
+                f"{self.sample_size} exceeds source_size {self.source_size}",
+                "use a batch no larger than the dataset",
+            )
+
+    @property
+    def sampling_probability(self) -> float:
+        return self.sample_size / self.source_size
+
+    def children(self) -> tuple[Event, ...]:
+        return (self.event,)
+
+
+@attrs.frozen
+class SelfComposedEvent(Event):
+    """``count`` independent repetitions of ``event``."""
+
+    kind: ClassVar[str] = "self_composed"
+    event: Event = attrs.field(validator=_event_validator)
+    count: int = attrs.field(validator=nonnegative_int)
+
+    def children(self) -> tuple[Event, ...]:
+        return (self.event,)
+
+
+def _events_converter(value: Any) -> tuple[Event, ...]:
+    return tuple(value)
+
+
+def _events_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    for i, item in enumerate(value):
+        if not isinstance(item, Event):
+            raise InvalidParameterError(
+                f"{attribute.name}[{i}]",
+                f"must be an Event, got {type(item).__name__}",
+                "pass event objects",
+            )
+
+
+@attrs.frozen
+class ComposedEvent(Event):
+    """Sequential (possibly heterogeneous) composition of ``events``."""
+
+    kind: ClassVar[str] = "composed"
+    events: tuple[Event, ...] = attrs.field(converter=_events_converter, validator=_events_validator)
+
+    def children(self) -> tuple[Event, ...]:
+        return self.events
+
+
+def event_from_dict(data: Mapping[str, Any]) -> Event:
+    """Rebuild an event from :meth:`Event.to_dict` output (or a pipeline file entry)."""
+    if not isinstance(data, Mapping) or "kind" not in data:
+        raise InvalidParameterError(
+            "kind", f"event entry {data!r} has no 'kind'", f"add kind = one of {sorted(EVENT_KINDS)}"
+        )
+    kind = data["kind"]
+    cls = EVENT_KINDS.get(kind)
+    if cls is None:
+        raise InvalidParameterError(
+            "kind", f"unknown mechanism {kind!r}", f"use one of {sorted(EVENT_KINDS)}"
+        )
+    kwargs: dict[str, Any] = {}
+    names = {f.name for f in attrs.fields(cls)}
+    for key, value in data.items():
+        if key == "kind":
+            continue
+        if key not in names:
+            raise InvalidParameterError(
+                f"{kind}.{key}", "is not a parameter of this mechanism", f"use {sorted(names)}"
+            )
+        if key == "event":
+            kwargs[key] = event_from_dict(value)
+        elif key == "events":
+            kwargs[key] = [event_from_dict(v) for v in value]
+        else:
+            kwargs[key] = value
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise InvalidParameterError(
+            kind, str(exc), f"give the parameters {sorted(names)}"
+        ) from None
+
+
+def flatten(event: Event) -> list[tuple[Event, int]]:
+    """Expand composition into ``(leaf_or_sampled_event, count)`` pairs.
+
+    Sampled events are kept whole (sampling does not distribute over composition).
+    Counts of zero and no-ops are dropped.
+    """
+    out: list[tuple[Event, int]] = []
+
+    def visit(e: Event, mult: int) -> None:
+        if mult == 0 or isinstance(e, NoOpEvent):
+            return
+        if isinstance(e, ComposedEvent):
+            for sub in e.events:
+                visit(sub, mult)
+        elif isinstance(e, SelfComposedEvent):
+            visit(e.event, mult * e.count)
+        else:
+            out.append((e, mult))
+
+    visit(event, 1)
+    return out
+
+
+def is_pure(event: Event) -> bool:
+    """True when the event is (a composition of) pure-DP events and samplings of them."""
+    return all(
+        isinstance(
+            e,
+            PureDPEvent
+            | LaplaceEvent
+            | RandomizedResponseEvent
+            | ExponentialMechanismEvent
+            | ReportNoisyMaxEvent
+            | NoOpEvent
+            | ComposedEvent
+            | SelfComposedEvent
+            | PoissonSampledEvent
+            | SampledWithoutReplacementEvent,
+        )
+        for e in event.walk()
+    )
+
+
+def pure_epsilon(event: Event) -> float:
+    """The basic-composition epsilon of a pure event (used as a cap and by group privacy)."""
+    if isinstance(event, NoOpEvent):
+        return 0.0
+    if isinstance(event, PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent):
+        return event.epsilon
+    if isinstance(event, RandomizedResponseEvent):
+        return event.epsilon
+    if isinstance(event, LaplaceEvent):
+        return 1.0 / event.noise_multiplier
+    if isinstance(event, ComposedEvent):
+        return math.fsum(pure_epsilon(e) for e in event.events)
+    if isinstance(event, SelfComposedEvent):
+        return event.count * pure_epsilon(event.event)
+    if isinstance(event, PoissonSampledEvent | SampledWithoutReplacementEvent):
+        q = event.sampling_probability
+        e0 = pure_epsilon(event.event)
+        return math.log1p(q * math.expm1(e0)) if q > 0 else 0.0
+    raise InvalidParameterError("event", f"{event.kind} is not a pure-DP event", "use an accountant")

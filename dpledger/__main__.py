@@ -1,0 +1,3 @@
+from dpledger.cli import main
+
+raise SystemExit(main())

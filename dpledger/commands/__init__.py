@@ -1,0 +1,1 @@
+"""Sub-commands of the ``dpledger`` CLI, one module each (``register(subparsers)``)."""

@@ -1,0 +1,1 @@
+"""Builtin method and mechanism plugins."""
