@@ -1,0 +1,171 @@
+"""Rényi-DP curves of single mechanisms, each rounded up by its floating-point error.
+
+Orders whose value cannot be computed are returned as ``inf`` (the order is excluded from
+the minimum over orders, never set to zero).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from dpledger.accountant.conversions import U
+from numpy.typing import NDArray
+from scipy import special
+
+FloatArray = NDArray[np.float64]
+
+
+def default_orders() -> FloatArray:
+    """1.01 ... 10^4: fine fractional low orders, all integers to 64, then a geometric tail."""
+    low = [1.0 + x / 100.0 for x in range(1, 10)]
+    mid = [1.0 + x / 10.0 for x in range(1, 100)]
+    ints = [float(x) for x in range(11, 65)]
+    tail = [80.0, 96.0, 128.0, 160.0, 192.0, 256.0, 320.0, 384.0, 512.0, 640.0, 768.0, 1024.0]
+    tail += [1536.0, 2048.0, 3072.0, 4096.0, 6144.0, 8192.0, 10000.0]
+    return np.array(sorted(set(low + mid + ints + tail)), dtype=np.float64)
+
+
+def gaussian_rdp(orders: FloatArray, mu: float) -> FloatArray:
+    """RDP of the Gaussian mechanism with mu = sensitivity / std: alpha mu^2 / 2 (Mironov 2017)."""
+    return orders * (mu * mu / 2.0) * (1 + 8 * U)
+
+
+def pure_dp_rdp(orders: FloatArray, eps: float) -> FloatArray:
+    """RDP implied by pure eps-DP.
+
+    Binary randomized response is the dominating pair of eps-DP (Kairouz, Oh & Viswanath 2015),
+    so D_a <= log((e^{a eps} + e^{(1-a) eps}) / (1 + e^eps)) / (a - 1), the expression in the
+    proof of Bun & Steinke (2016, Prop. 3.3); it is also capped by eps and by a eps^2 / 2.
+    """
+    out = np.empty_like(orders)
+    for n, a in enumerate(orders.tolist()):
+        num = float(np.logaddexp(a * eps, (1 - a) * eps) - np.logaddexp(0.0, eps))
+        err = 16 * U * (a * eps + eps + 2.0)
+        rr = (num + err) / (a - 1.0)
+        out[n] = min(rr, eps * (1 + 4 * U), a * eps * eps / 2.0 * (1 + 8 * U))
+    return np.maximum(out, 0.0)
+
+
+def laplace_rdp(orders: FloatArray, eps: float) -> FloatArray:
+    """RDP of the Laplace mechanism with eps = sensitivity / scale (Mironov 2017, Prop. 6).
+
+    eps + log(1 + (a-1) (exp((1-2a) eps) - 1) / (2a - 1)) / (a - 1), tight for Laplace.
+    """
+    out = np.empty_like(orders)
+    for n, a in enumerate(orders.tolist()):
+        c = math.expm1(eps * (1 - 2 * a)) / (2 * a - 1)
+        v = (a - 1) * c
+        if abs(v) < 0.1:
+            # log1p(v)/(a-1) = c * sum_k (-v)^{k-1} / k, stable as a -> 1
+            tail = c * math.fsum((-v) ** (k - 1) / k for k in range(1, 60))
+        else:
+            tail = math.log1p(v) / (a - 1)
+        val = eps + tail
+        val += 32 * U * (eps + abs(tail) + 1e-300) * a
+        out[n] = min(val, eps * (1 + 4 * U))
+    return np.maximum(out, 0.0)
+
+
+# -- Poisson-subsampled Gaussian (Mironov, Talwar & Zhang 2019) --------------------------------
+def _log_a_int(q: float, sigma: float, alpha: int) -> float:
+    """Upper bound of log A_alpha for integer alpha via log1p(A - 1).
+
+    A - 1 = sum_{i>=2} C(a,i) q^i (1-q)^{a-i} (exp((i^2-i)/(2 sigma^2)) - 1): positive terms,
+    so small q loses no precision.
+    """
+    i = np.arange(2, alpha + 1, dtype=float)
+    c = (i * i - i) / (2 * sigma * sigma)
+    log_expm1 = c + np.log(-np.expm1(-c))
+    log_comb = special.gammaln(alpha + 1) - special.gammaln(i + 1) - special.gammaln(alpha - i + 1)
+    log_t = log_comb + i * math.log(q) + (alpha - i) * math.log1p(-q) + log_expm1
+    mag = np.abs(log_comb) + i * abs(math.log(q)) + (alpha - i) * abs(math.log1p(-q)) + c + 1
+    if not np.all(np.isfinite(log_t)):
+        return math.inf
+    m = float(log_t.max())
+    s = math.fsum(np.exp(log_t - m).tolist())
+    log_am1 = m + math.log(s) + float(np.expm1(32 * U * mag.max())) + 4 * U
+    # log A = log1p(exp(log_am1)), written to avoid overflow
+    if log_am1 < 0:
+        return math.log1p(math.exp(log_am1)) * (1 + 4 * U)
+    return (log_am1 + math.log1p(math.exp(-log_am1))) * (1 + 4 * U)
+
+
+def _frac_terms(q: float, sigma: float, alpha: float, n: int) -> tuple[FloatArray, ...]:
+    """log|s0_i|, log|s1_i|, signs and error magnitudes for i = 0..n (Sec. 3.3 series)."""
+    i = np.arange(n + 1, dtype=float)
+    j = alpha - i
+    log_binom = special.gammaln(alpha + 1) - special.gammaln(i + 1) - special.gammaln(j + 1)
+    neg = np.maximum(0.0, i - math.floor(alpha) - 1)
+    sign = np.where(neg % 2 == 1, -1.0, 1.0)
+    lq, l1q = math.log(q), math.log1p(-q)
+    s2 = 2 * sigma * sigma
+    z0 = sigma * sigma * math.log(1 / q - 1) + 0.5
+    common = alpha * l1q - z0 * z0 / s2  # value of the exponent after the Gaussian cancellation
+
+    def side(m: FloatArray, x: FloatArray, log_t: FloatArray) -> tuple[FloatArray, FloatArray]:
+        # term = t * exp((m^2 - m)/(2 sigma^2)) * Phi_bar(x), with x = (m - z0)/sigma-type argument
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            direct = log_t + (m * m - m) / s2 + special.log_ndtr(-x)
+            scaled = log_binom + common + np.log(0.5 * special.erfcx(x / math.sqrt(2)))
+        val = np.where(x > 0, scaled, direct)
+        mag = np.abs(log_t) + np.abs((m * m - m) / s2) + np.abs(common) + np.abs(x) ** 2 + 1
+        mag = np.where(x > 0, np.abs(log_binom) + abs(common) + np.abs(x) + 1, mag)
+        return val, mag
+
+    log_s0, mag0 = side(i, (i - z0) / sigma, log_binom + i * lq + j * l1q)
+    log_s1, mag1 = side(j, (z0 - j) / sigma, log_binom + j * lq + i * l1q)
+    return log_s0, log_s1, sign, mag0, mag1
+
+
+def _log_a_frac(q: float, sigma: float, alpha: float) -> float:
+    """Upper bound of log A_alpha for fractional alpha (Mironov, Talwar & Zhang 2019, Sec. 3.3).
+
+    A = sum_i C(a, i) [s0_i + s1_i] with signed binomials. For i > a the magnitudes decrease
+    and the signs alternate, so the truncation error is at most the first omitted term, which
+    is added. Rounding errors (relative, per term) are added too.
+    """
+    n = max(256, 4 * math.ceil(alpha))
+    while True:
+        log_s0, log_s1, sign, mag0, mag1 = _frac_terms(q, sigma, alpha, n + 1)
+        body0, body1 = log_s0[:-1], log_s1[:-1]
+        logs = np.concatenate([body0, body1])
+        if not np.all(np.isfinite(logs) | (logs == -np.inf)):
+            return math.inf
+        m = float(np.max(logs))
+        if not math.isfinite(m):
+            return math.inf
+        signs = np.concatenate([sign[:-1], sign[:-1]])
+        scaled = np.exp(logs - m)
+        total = math.fsum((signs * scaled).tolist())
+        mags = np.concatenate([mag0[:-1], mag1[:-1]])
+        err = float(np.sum(scaled * np.expm1(64 * U * mags + 1e-14)))
+        rem = math.exp(float(np.logaddexp(log_s0[-1], log_s1[-1])) - m) * (1 + 1e-6)
+        if rem <= 1e-9 * abs(total) or n >= 2**17:
+            break
+        n *= 4
+    upper = total + err + rem
+    if not (total > 0 and math.isfinite(upper)):
+        return math.inf
+    return (m + math.log(upper)) + 4 * U * (abs(m) + 1)
+
+
+def poisson_gaussian_rdp(orders: FloatArray, q: float, sigma: float) -> FloatArray:
+    """RDP of the Poisson-subsampled Gaussian (add/remove) at every order; inf marks exclusion."""
+    if q == 0.0:
+        return np.zeros_like(orders)
+    if q == 1.0:
+        return gaussian_rdp(orders, 1.0 / sigma)
+    out = np.empty_like(orders)
+    for n, a in enumerate(orders.tolist()):
+        try:
+            if float(a).is_integer():
+                log_a = _log_a_int(q, sigma, int(a))
+            else:
+                log_a = _log_a_frac(q, sigma, a)
+        except (OverflowError, ValueError, FloatingPointError):
+            log_a = math.inf
+        val = log_a / (a - 1) if math.isfinite(log_a) else math.inf
+        # never above the unsampled Gaussian, never negative
+        out[n] = min(max(val, 0.0), a / (2 * sigma * sigma) * (1 + 8 * U))
+    return out

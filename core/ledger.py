@@ -1,0 +1,638 @@
+"""The runtime privacy ledger: every bit of noise and every sample a method draws goes through it.
+
+A method declares the event it may spend (``MethodSpec.declare``); its ``run`` then gets a
+:class:`PrivacyLedger` built on that declaration and must use the ledger's primitives for all
+noise and sampling. Each primitive records the event it *executes* (as core events) and is
+checked against the declaration *before* any noise is drawn: a step that is not covered raises
+:class:`~dpledger.core.errors.LedgerViolationError` naming the step, so nothing noisy is
+returned. :func:`run_verified` runs a method and releases its outputs only after
+:meth:`PrivacyLedger.verify` has passed.
+
+The comparison is deliberately simple and sound. Both events are flattened
+(:func:`dpledger.core.events.flatten`) into multisets of leaf (or sampled) events, and every
+executed step must be matched to its own declared step that *dominates* it: the same kind, a
+noise multiplier at least as large, an epsilon at most as large, a sampling rate at most as
+large (a sampled step is matched inside declared sampled steps recursively). The matching is a
+maximum flow, so the order of steps does not matter.
+
+Sensitivity. ``sensitivity`` is the per-record *add/remove* contribution bound of the query
+(the adjacency object carries the factor of a replace-one relation; see
+:mod:`dpledger.core.events`). After :meth:`PrivacyLedger.clip_rows_l2` the clip bound stays in
+force: a noise call that claims a smaller sensitivity is booked with the clip bound, i.e. with a
+proportionally smaller effective noise multiplier, and so fails verification.
+
+Floating point. The noise comes from a numpy ``Generator`` and is added in floating point.
+Textbook floating-point samplers are *porous* (Mironov, CCS 2012: the set of reachable outputs
+depends on the input, which can break differential privacy outright; Jin et al., S&P 2022 show
+the same for the Gaussian). The guarantees accounted here are those of the ideal real-valued
+mechanisms ("idealized numerics"). ``secure=True`` seeds the generator from the operating
+system's CSPRNG (``secrets``), so the seed cannot be guessed or replayed; it does **not** make
+the stream cryptographic and does **not** fix floating-point porosity.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import numpy as np
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.errors import InvalidParameterError, LedgerViolationError, PluginError
+from dpledger.core.events import (
+    ApproxDPEvent,
+    ComposedEvent,
+    Event,
+    ExponentialMechanismEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    PoissonSampledEvent,
+    PureDPEvent,
+    RandomizedResponseEvent,
+    ReportNoisyMaxEvent,
+    SampledWithoutReplacementEvent,
+    SelfComposedEvent,
+    flatten,
+)
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from dpledger.core.specs import MethodSpec
+
+FloatArray = NDArray[np.float64]
+
+#: relative shrink applied to clipped rows so that rounding never leaves a norm above the bound
+_CLIP_SHRINK = 1.0 - 8.0 * np.finfo(np.float64).eps
+
+
+# ---------------------------------------------------------------------------------------------
+# Canonical multisets and dominance
+# ---------------------------------------------------------------------------------------------
+@attrs.frozen
+class _Sampled:
+    """Canonical form of a sampled step: the scheme and the multiset of what runs inside."""
+
+    scheme: str  # "poisson" | "wor"
+    rate: float
+    source_size: int
+    sample_size: int
+    inner: tuple[tuple[Hashable, int], ...]
+
+
+Multiset = tuple[tuple[Hashable, int], ...]
+
+
+def _canon(event: Event) -> Hashable:
+    if isinstance(event, PoissonSampledEvent):
+        return _Sampled("poisson", event.sampling_probability, 0, 0, canonical_multiset(event.event))
+    if isinstance(event, SampledWithoutReplacementEvent):
+        return _Sampled(
+            "wor", event.sampling_probability, event.source_size, event.sample_size,
+            canonical_multiset(event.event),
+        )
+    return event
+
+
+def canonical_multiset(event: Event) -> Multiset:
+    """``flatten(event)`` as a sorted multiset of canonical (hashable) steps."""
+    counts: Counter[Hashable] = Counter()
+    for leaf, count in flatten(event):
+        counts[_canon(leaf)] += count
+    return tuple(sorted(counts.items(), key=lambda kv: repr(kv[0])))
+
+
+_EPSILON_KINDS = (PureDPEvent, ExponentialMechanismEvent, ReportNoisyMaxEvent)
+
+
+def dominates(declared: Hashable, executed: Hashable) -> bool:
+    """Whether one declared step covers one executed step (both canonical)."""
+    if isinstance(declared, NonPrivateEvent):
+        return True
+    if isinstance(executed, _Sampled):
+        if isinstance(declared, _Sampled):
+            if declared.scheme != executed.scheme:
+                return False
+            if executed.scheme == "poisson":
+                ok = executed.rate <= declared.rate
+            else:
+                ok = (
+                    executed.source_size == declared.source_size
+                    and executed.sample_size <= declared.sample_size
+                )
+            return ok and multiset_covered(executed.inner, declared.inner)
+        # subsampling (rate <= 1) never costs more than running the inner step on everything
+        return len(executed.inner) == 1 and executed.inner[0][1] == 1 and dominates(
+            declared, executed.inner[0][0]
+        )
+    if isinstance(declared, _Sampled) or type(declared) is not type(executed):
+        return False
+    if isinstance(executed, GaussianEvent | LaplaceEvent):
+        return executed.noise_multiplier >= declared.noise_multiplier  # type: ignore[union-attr]
+    if isinstance(executed, _EPSILON_KINDS):
+        return executed.epsilon <= declared.epsilon  # type: ignore[union-attr]
+    if isinstance(executed, ApproxDPEvent):
+        assert isinstance(declared, ApproxDPEvent)
+        return executed.epsilon <= declared.epsilon and executed.delta <= declared.delta
+    if isinstance(executed, RandomizedResponseEvent):
+        assert isinstance(declared, RandomizedResponseEvent)
+        return (
+            executed.num_buckets == declared.num_buckets and executed.epsilon <= declared.epsilon
+        )
+    return bool(executed == declared)
+
+
+def _max_flow(supply: Sequence[int], capacity: Sequence[int], edges: list[list[int]]) -> int:
+    """Maximum flow of a bipartite transport problem (Edmonds-Karp on a tiny graph)."""
+    n_e, n_d = len(supply), len(capacity)
+    src, sink = n_e + n_d, n_e + n_d + 1
+    size = n_e + n_d + 2
+    cap = [[0] * size for _ in range(size)]
+    for i, s in enumerate(supply):
+        cap[src][i] = s
+        for j in edges[i]:
+            cap[i][n_e + j] = s
+    for j, c in enumerate(capacity):
+        cap[n_e + j][sink] = c
+    flow = 0
+    while True:
+        parent = [-1] * size
+        parent[src] = src
+        queue = [src]
+        for u in queue:
+            for v in range(size):
+                if parent[v] < 0 and cap[u][v] > 0:
+                    parent[v] = u
+                    queue.append(v)
+        if parent[sink] < 0:
+            return flow
+        bottleneck, v = math.inf, sink
+        while v != src:
+            bottleneck = min(bottleneck, cap[parent[v]][v])
+            v = parent[v]
+        b = int(bottleneck)
+        v = sink
+        while v != src:
+            cap[parent[v]][v] -= b
+            cap[v][parent[v]] += b
+            v = parent[v]
+        flow += b
+
+
+def multiset_covered(executed: Multiset, declared: Multiset) -> bool:
+    """Every executed step is matched to its own dominating declared step."""
+    total = sum(c for _, c in executed)
+    if total == 0:
+        return True
+    edges = [[j for j, (d, _) in enumerate(declared) if dominates(d, e)] for e, _ in executed]
+    return _max_flow([c for _, c in executed], [c for _, c in declared], edges) == total
+
+
+def _describe(step: Hashable) -> str:
+    if isinstance(step, _Sampled):
+        inner = ", ".join(f"{_describe(e)} x{c}" for e, c in step.inner)
+        if step.scheme == "poisson":
+            return f"poisson_sampled(q={step.rate!r}, {inner})"
+        return f"sampled_without_replacement({step.sample_size}/{step.source_size}, {inner})"
+    assert isinstance(step, Event)
+    return step.describe()
+
+
+def _explain(step: Hashable, executed: Multiset, declared: Multiset) -> str:
+    """Why ``step`` (part of ``executed``) is not covered by ``declared``."""
+    covering = [(d, c) for d, c in declared if dominates(d, step)]
+    if covering:
+        used = sum(c for e, c in executed if any(dominates(d, e) for d, _ in covering))
+        return (
+            f"more steps than declared: {used} executed steps need the declared "
+            f"{', '.join(_describe(d) for d, _ in covering)}, which allows only "
+            f"{sum(c for _, c in covering)}"
+        )
+    if isinstance(step, _Sampled):
+        same = [d for d, _ in declared if isinstance(d, _Sampled) and d.scheme == step.scheme]
+        if not same:
+            return f"no {step.scheme} sampled step is declared"
+        if step.scheme == "poisson" and all(step.rate > d.rate for d in same):
+            return (
+                f"sampling rate {step.rate!r} exceeds the declared "
+                f"{max(d.rate for d in same)!r}"
+            )
+        if step.scheme == "wor" and not any(
+            d.source_size == step.source_size and step.sample_size <= d.sample_size for d in same
+        ):
+            return "the sample is larger than declared (or drawn from a different source size)"
+        d0 = same[0]
+        for inner, _ in step.inner:
+            if not multiset_covered(((inner, 1),), d0.inner):
+                return "inside the sample: " + _explain(inner, step.inner, d0.inner)
+        return "inside the sample: more steps than declared"
+    same_kind = [d for d, _ in declared if type(d) is type(step)]
+    if not same_kind:
+        return f"no {getattr(step, 'kind', type(step).__name__)} step is declared"
+    if isinstance(step, GaussianEvent | LaplaceEvent):
+        best = max(d.noise_multiplier for d in same_kind)  # type: ignore[attr-defined]
+        return f"noise multiplier {step.noise_multiplier!r} is smaller than the declared {best!r}"
+    if hasattr(step, "epsilon"):
+        best = min(d.epsilon for d in same_kind)  # type: ignore[attr-defined]
+        return f"epsilon {step.epsilon!r} exceeds the declared {best!r}"
+    return "its parameters differ from every declared step of this kind"
+
+
+# ---------------------------------------------------------------------------------------------
+# The ledger
+# ---------------------------------------------------------------------------------------------
+def _check_step(step: Any) -> str:
+    if not isinstance(step, str) or not step:
+        raise InvalidParameterError("step", f"must be a non-empty name, got {step!r}", "name it")
+    return step
+
+
+def _positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        raise InvalidParameterError(name, f"expected a number, got {value!r}", "pass a float")
+    v = float(value)
+    if not (v > 0 and math.isfinite(v)):
+        raise InvalidParameterError(name, f"must be > 0 and finite, got {value!r}", "pass e.g. 1.0")
+    return v
+
+
+def _finite_array(name: str, values: Any) -> FloatArray:
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(name, "is not numeric", "pass an array of numbers") from None
+    if not np.all(np.isfinite(arr)):
+        raise InvalidParameterError(name, "contains NaN or infinite values", "clean the input")
+    return arr
+
+
+class Sample:
+    """A drawn sample; use it as a context manager around the steps that run on it.
+
+    ``indices`` may be empty (a Poisson sample of size zero is a valid outcome and is never
+    re-drawn: re-drawing would break the Poisson analysis).
+    """
+
+    def __init__(self, ledger: PrivacyLedger, kind: str, step: str, wrap: Callable[[Event], Event],
+                 indices: NDArray[np.int64]) -> None:
+        self._ledger = ledger
+        self.kind = kind
+        self.step = step
+        self.indices = indices
+        self._wrap = wrap
+        self._inner: list[Event] = []
+        self._open = False
+        self._closed = False
+
+    def __len__(self) -> int:
+        return int(self.indices.size)
+
+    def wrapped(self, extra: Event | None = None) -> Event | None:
+        """The executed sampled event (with ``extra`` appended inside); None if empty."""
+        inner = [*self._inner, *([extra] if extra is not None else [])]
+        if not inner:
+            return None
+        return self._wrap(inner[0] if len(inner) == 1 else ComposedEvent(inner))
+
+    def __enter__(self) -> Sample:
+        if self._open or self._closed:
+            raise PluginError(f"sample {self.step!r} can be entered only once")
+        self._open = True
+        self._ledger._scopes.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._ledger._scopes or self._ledger._scopes[-1] is not self:
+            raise PluginError(f"sample {self.step!r} closed out of order")
+        self._ledger._scopes.pop()
+        self._open = False
+        self._closed = True
+        event = self.wrapped()
+        if event is not None:
+            self._ledger._append(event, self.step, checked=True)
+
+
+def make_rng(seed: int | np.random.Generator | None = None, *, secure: bool = False
+             ) -> np.random.Generator:
+    """A numpy Generator: seeded, fresh, or (``secure``) keyed from the OS CSPRNG."""
+    if secure:
+        if seed is not None:
+            raise InvalidParameterError(
+                "seed", "a secure generator cannot be seeded", "drop the seed or secure=True"
+            )
+        return np.random.Generator(np.random.Philox(key=secrets.randbits(128)))
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise InvalidParameterError("seed", f"must be an integer >= 0, got {seed!r}", "pass 0")
+    return np.random.default_rng(seed)
+
+
+class PrivacyLedger:
+    """Records executed privacy events and refuses any step the declaration does not cover."""
+
+    def __init__(
+        self,
+        declared: Event,
+        adjacency: Adjacency | None = None,
+        rng: np.random.Generator | int | None = None,
+        *,
+        secure: bool = False,
+    ) -> None:
+        if not isinstance(declared, Event):
+            raise InvalidParameterError(
+                "declared", f"must be an Event, got {type(declared).__name__}", "pass an event"
+            )
+        self.declared = declared
+        self.adjacency = adjacency or Adjacency()
+        self.secure = secure
+        self.rng = make_rng(rng, secure=secure)
+        self._declared_ms = canonical_multiset(declared)
+        self._entries: list[Event] = []
+        self._counts: Counter[Hashable] = Counter()
+        self._scopes: list[Sample] = []
+        self._clip_l2: tuple[float, str] | None = None
+        self.log: list[dict[str, Any]] = []
+
+    # -- bookkeeping -------------------------------------------------------------------
+    def _candidate(self, event: Event) -> tuple[Event, Counter[Hashable]]:
+        """The top-level entry ``event`` becomes (wrapped by open scopes) and the new counts."""
+        entry: Event | None = event
+        for scope in reversed(self._scopes):
+            entry = scope.wrapped(entry)
+        assert entry is not None
+        counts = Counter(self._counts)
+        for step, c in canonical_multiset(entry):
+            counts[step] += c
+        return entry, counts
+
+    def _check(self, event: Event, step: str) -> None:
+        # open samples are not in the counts yet: the candidate entry holds all their steps
+        entry, counts = self._candidate(event)
+        executed = tuple(sorted(((k, v) for k, v in counts.items() if v > 0),
+                                key=lambda kv: repr(kv[0])))
+        if not multiset_covered(executed, self._declared_ms):
+            culprit = _canon(flatten(entry)[0][0]) if flatten(entry) else entry
+            reason = _explain(culprit, executed, self._declared_ms)
+            raise LedgerViolationError(
+                f"step {step!r}: executed {_describe(culprit)} is not covered by the declared "
+                f"{self.declared.describe()}: {reason}. Fix: make run() match declare()"
+            )
+
+    def _record(self, event: Event, step: str, detail: dict[str, Any]) -> None:
+        """Check ``event`` against the declaration, then book it (before any noise is drawn)."""
+        self._check(event, step)
+        self.log.append({"step": step, "event": event.to_dict(), **detail})
+        self._append(event, step, checked=True)
+
+    def _append(self, event: Event, step: str, *, checked: bool) -> None:
+        if self._scopes:
+            self._scopes[-1]._inner.append(event)
+            return
+        if not checked:
+            self._check(event, step)
+        self._entries.append(event)
+        for s, c in canonical_multiset(event):
+            self._counts[s] += c
+
+    def _effective(self, sensitivity: float, norm: str, dim: int) -> tuple[float, str]:
+        if self._clip_l2 is None:
+            return sensitivity, ""
+        bound, clip_step = self._clip_l2
+        implied = bound if norm == "l2" else bound * math.sqrt(max(dim, 1))
+        if sensitivity >= implied:
+            return sensitivity, ""
+        return implied, (
+            f"claimed sensitivity {sensitivity!r} is below the {norm.upper()} bound {implied!r} "
+            f"implied by the clip at step {clip_step!r}"
+        )
+
+    # -- clipping ----------------------------------------------------------------------
+    def clip_rows_l2(self, x: Any, bound: float, *, step: str = "clip") -> FloatArray:
+        """Scale each row of ``x`` to L2 norm at most ``bound``; the bound stays in force."""
+        step = _check_step(step)
+        c = _positive("bound", bound)
+        arr = _finite_array("x", x)
+        if arr.ndim == 0:
+            raise InvalidParameterError("x", "must have one row per record", "pass a 2-D array")
+        rows = arr.reshape(arr.shape[0], int(np.prod(arr.shape[1:], dtype=np.int64)))
+        norms = np.linalg.norm(rows, axis=1)
+        factor = np.where(norms > c, (c / np.maximum(norms, np.finfo(float).tiny)) * _CLIP_SHRINK,
+                          1.0)
+        clipped = rows * factor[:, None]
+        self._clip_l2 = (c, step)
+        self.log.append({"step": step, "clip_l2": c, "rows": int(rows.shape[0])})
+        return clipped.reshape(arr.shape)
+
+    # -- additive noise ----------------------------------------------------------------
+    def gaussian(self, values: Any, sensitivity: float, noise_multiplier: float, *,
+                 step: str) -> Any:
+        """``values + N(0, (noise_multiplier * sensitivity)^2)``; books GaussianEvent."""
+        step = _check_step(step)
+        s = _positive("sensitivity", sensitivity)
+        m = _positive("noise_multiplier", noise_multiplier)
+        arr = _finite_array("values", values)
+        eff, note = self._effective(s, "l2", arr.size)
+        event = GaussianEvent(m * s / eff)
+        try:
+            self._record(event, step, {"sensitivity": s, "std": m * s, "note": note})
+        except LedgerViolationError as exc:
+            raise LedgerViolationError(f"{exc} ({note})" if note else str(exc)) from None
+        out = arr + self.rng.normal(0.0, m * s, size=arr.shape)
+        return float(out) if out.ndim == 0 else out
+
+    def laplace(self, values: Any, sensitivity: float, noise_multiplier: float, *,
+                step: str) -> Any:
+        """``values + Laplace(noise_multiplier * sensitivity)`` (L1 sensitivity); books LaplaceEvent."""
+        step = _check_step(step)
+        s = _positive("sensitivity", sensitivity)
+        m = _positive("noise_multiplier", noise_multiplier)
+        arr = _finite_array("values", values)
+        eff, note = self._effective(s, "l1", arr.size)
+        event = LaplaceEvent(m * s / eff)
+        try:
+            self._record(event, step, {"sensitivity": s, "scale": m * s, "note": note})
+        except LedgerViolationError as exc:
+            raise LedgerViolationError(f"{exc} ({note})" if note else str(exc)) from None
+        out = arr + self.rng.laplace(0.0, m * s, size=arr.shape)
+        return float(out) if out.ndim == 0 else out
+
+    # -- selection ---------------------------------------------------------------------
+    def _scores(self, scores: Any) -> FloatArray:
+        arr = _finite_array("scores", scores)
+        if arr.ndim != 1 or arr.size == 0:
+            raise InvalidParameterError("scores", "must be a non-empty 1-D array", "pass a vector")
+        return arr
+
+    def exponential_mechanism(self, scores: Any, sensitivity: float, epsilon: float, *,
+                              step: str, monotonic: bool = False) -> int:
+        """Index ``i`` with probability proportional to ``exp(epsilon * s_i / (2 * sensitivity))``.
+
+        With ``monotonic=True`` (scores move in one direction between neighbours) the factor 2
+        is dropped. Sampled exactly via the Gumbel-max trick; books ExponentialMechanismEvent.
+        """
+        step = _check_step(step)
+        s = _positive("sensitivity", sensitivity)
+        eps = _positive("epsilon", epsilon)
+        arr = self._scores(scores)
+        self._record(ExponentialMechanismEvent(eps), step, {"sensitivity": s})
+        scale = (1.0 if monotonic else 2.0) * s / eps
+        return int(np.argmax(arr / scale + self.rng.gumbel(size=arr.shape)))
+
+    def report_noisy_max(self, scores: Any, sensitivity: float, epsilon: float, *,
+                         step: str, monotonic: bool = False) -> int:
+        """Argmax of scores plus Laplace(2 * sensitivity / epsilon) noise; books ReportNoisyMaxEvent."""
+        step = _check_step(step)
+        s = _positive("sensitivity", sensitivity)
+        eps = _positive("epsilon", epsilon)
+        arr = self._scores(scores)
+        self._record(ReportNoisyMaxEvent(eps), step, {"sensitivity": s})
+        scale = (1.0 if monotonic else 2.0) * s / eps
+        return int(np.argmax(arr + self.rng.laplace(0.0, scale, size=arr.shape)))
+
+    def noisy_top_k(self, scores: Any, sensitivity: float, epsilon: float, k: int, *,
+                    step: str, monotonic: bool = False) -> NDArray[np.int64]:
+        """Top ``k`` indices of scores plus Gumbel noise (one shot).
+
+        Equal in distribution to ``k`` rounds of peeling exponential mechanisms at ``epsilon``
+        each (Durfee & Rogers 2019), and booked as ``k`` ExponentialMechanismEvents.
+        """
+        step = _check_step(step)
+        s = _positive("sensitivity", sensitivity)
+        eps = _positive("epsilon", epsilon)
+        arr = self._scores(scores)
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= arr.size:
+            raise InvalidParameterError("k", f"must be in [1, {arr.size}], got {k!r}",
+                                        "pick at most as many as there are candidates")
+        self._record(SelfComposedEvent(ExponentialMechanismEvent(eps), int(k)), step,
+                     {"sensitivity": s, "k": int(k)})
+        scale = (1.0 if monotonic else 2.0) * s / eps
+        noisy = arr / scale + self.rng.gumbel(size=arr.shape)
+        return np.argsort(-noisy, kind="stable")[: int(k)].astype(np.int64)
+
+    # -- sampling ----------------------------------------------------------------------
+    def poisson_sample(self, n: int, q: float, *, step: str) -> Sample:
+        """Include each of ``n`` records independently with probability ``q``.
+
+        Use the result as a context manager around the steps that run on the sample; they are
+        booked as ``PoissonSampledEvent(q, ...)``. An empty sample is returned as is.
+        """
+        step = _check_step(step)
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+            raise InvalidParameterError("n", f"must be an integer >= 0, got {n!r}", "pass len(data)")
+        if isinstance(q, bool) or not isinstance(q, int | float) or not 0.0 <= float(q) <= 1.0:
+            raise InvalidParameterError("q", f"must lie in [0, 1], got {q!r}", "pass a rate")
+        rate = float(q)
+        indices = np.flatnonzero(self.rng.random(int(n)) < rate).astype(np.int64)
+        self.log.append({"step": step, "poisson_sample": rate, "size": int(indices.size)})
+        return Sample(self, "poisson", step, lambda e: PoissonSampledEvent(rate, e), indices)
+
+    def sample_without_replacement(self, n: int, m: int, *, step: str) -> Sample:
+        """A uniformly random subset of exactly ``m`` of ``n`` records (booked as such)."""
+        step = _check_step(step)
+        for name, v in (("n", n), ("m", m)):
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
+                raise InvalidParameterError(name, f"must be an integer >= 0, got {v!r}", "fix it")
+        if n < 1 or m > n:
+            raise InvalidParameterError("m", f"cannot draw {m} of {n} records", "use m <= n")
+        indices = np.sort(self.rng.choice(int(n), size=int(m), replace=False)).astype(np.int64)
+        self.log.append({"step": step, "sample_without_replacement": [int(m), int(n)]})
+        return Sample(
+            self, "wor", step,
+            lambda e: SampledWithoutReplacementEvent(int(n), int(m), e), indices,
+        )
+
+    # -- results -----------------------------------------------------------------------
+    def executed_event(self) -> Event:
+        """Everything executed so far (open samples included) as one composed event."""
+        entries = list(self._entries)
+        if self._scopes:
+            open_entry = self._scopes[0].wrapped()
+            if open_entry is not None:
+                entries.append(open_entry)
+        return ComposedEvent(entries)
+
+    def verify(self) -> None:
+        """Raise LedgerViolationError unless the declaration covers every executed step."""
+        if self._scopes:
+            raise LedgerViolationError(
+                f"step {self._scopes[-1].step!r}: a sample is still open. Fix: leave the "
+                "`with` block of every sample before returning"
+            )
+        executed = canonical_multiset(self.executed_event())
+        if not multiset_covered(executed, self._declared_ms):
+            culprit = next(
+                (s for s, _ in executed if not multiset_covered(((s, 1),), self._declared_ms)),
+                executed[-1][0],
+            )
+            raise LedgerViolationError(
+                f"executed {_describe(culprit)} is not covered by the declared "
+                f"{self.declared.describe()}: {_explain(culprit, executed, self._declared_ms)}"
+            )
+
+    def matches_exactly(self) -> bool:
+        """Whether the executed multiset equals the declared one (no unspent declared step)."""
+        return canonical_multiset(self.executed_event()) == self._declared_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "declared": self.declared.to_dict(),
+            "executed": self.executed_event().to_dict(),
+            "adjacency": self.adjacency.to_dict(),
+            "secure_seed": self.secure,
+            "steps": list(self.log),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a method
+# ---------------------------------------------------------------------------------------------
+@attrs.frozen
+class RunResult:
+    """Outputs of a verified run, the declaration and the ledger."""
+
+    outputs: Mapping[str, Any]
+    declared: Event
+    ledger: PrivacyLedger = attrs.field(eq=False)
+
+
+def declare_checked(spec: MethodSpec, params: Any, adjacency: Adjacency) -> Event:
+    """``spec.declare`` with its result checked to be an Event."""
+    if not isinstance(params, spec.params):
+        raise InvalidParameterError(
+            "params", f"expected {spec.params.__name__}, got {type(params).__name__}",
+            f"build them with {spec.name}'s parameter class",
+        )
+    event = spec.declare(params, adjacency)
+    if not isinstance(event, Event):
+        raise PluginError(
+            f"method {spec.name!r}: declare() returned {type(event).__name__}, not an Event"
+        )
+    return event
+
+
+def run_verified(
+    spec: MethodSpec,
+    params: Any,
+    data: Any,
+    *,
+    adjacency: Adjacency | None = None,
+    seed: int | None = None,
+    secure: bool = False,
+) -> RunResult:
+    """Declare, run under a ledger, verify, and only then hand back the outputs."""
+    adjacency = adjacency or Adjacency()
+    declared = declare_checked(spec, params, adjacency)
+    root = make_rng(seed, secure=secure)
+    ledger_rng, run_rng = root.spawn(2)
+    ledger = PrivacyLedger(declared, adjacency, ledger_rng)
+    ledger.secure = secure
+    outputs = spec.run(params, data, ledger, run_rng)
+    ledger.verify()
+    if not isinstance(outputs, Mapping) or not all(isinstance(k, str) for k in outputs):
+        raise PluginError(f"method {spec.name!r}: run() must return a mapping of named outputs")
+    return RunResult(dict(outputs), declared, ledger)
+

@@ -1,0 +1,423 @@
+"""Load a pipeline file (TOML or JSON, same structure) into a :class:`CompositionGraph`.
+
+The format is documented in ``docs/pipeline-format.md`` and described by the JSON Schema
+``pipeline_schema.json`` next to this module. The loader does not need ``jsonschema``: it checks
+everything itself, and every error is a :class:`PipelineFileError` whose message names the field
+path (e.g. ``releases[2].event.noise_multiplier``) and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.errors import GraphError, InvalidParameterError, PipelineFileError
+from dpledger.core.events import EVENT_KINDS, Event
+from dpledger.core.graph import TRANSFORM_KINDS, CompositionGraph
+
+SCHEMA_PATH = Path(__file__).with_name("pipeline_schema.json")
+
+TOP_KEYS = (
+    "name",
+    "description",
+    "delta",
+    "epsilon",
+    "disjoint_sources",
+    "sources",
+    "transforms",
+    "releases",
+    "postprocess",
+)
+SOURCE_KEYS = ("name", "description", "adjacency")
+ADJACENCY_KEYS = ("relation", "unit", "unit_key", "max_contributions", "contribution")
+TRANSFORM_KEYS = (
+    "id",
+    "description",
+    "kind",
+    "input",
+    "key",
+    "cells",
+    "public_key",
+    "max_contributions",
+)
+RELEASE_KEYS = (
+    "id",
+    "description",
+    "input",
+    "after",
+    "event",
+    "count",
+    "declared_unit",
+    "method",
+    "plugin",
+)
+POSTPROCESS_KEYS = ("id", "description", "inputs")
+
+
+@attrs.frozen(eq=False)
+class Pipeline:
+    """A loaded pipeline: its graph and the defaults stated in the file."""
+
+    graph: CompositionGraph
+    name: str | None = None
+    delta: float | None = None
+    epsilon: float | None = None
+    origin: str = "<pipeline>"
+    node_fields: Mapping[str, str] = attrs.field(factory=dict)
+
+
+class _Ctx:
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+
+    def fail(self, field: str, problem: str, fix: str) -> PipelineFileError:
+        return PipelineFileError(f"{self.origin}: {field}: {problem}. Fix: {fix}")
+
+
+def _keys(ctx: _Ctx, data: Any, path: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise ctx.fail(path, f"expected a table, got {type(data).__name__}", "write a table {...}")
+    for key in data:
+        if key not in allowed:
+            raise ctx.fail(
+                f"{path}.{key}" if path else str(key),
+                "is not a known field",
+                f"use one of {list(allowed)}",
+            )
+    return data
+
+
+def _string(
+    ctx: _Ctx, data: Mapping[str, Any], key: str, path: str, *, required: bool = True
+) -> str | None:
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise ctx.fail(f"{path}.{key}", "is missing", f'add {key} = "..."')
+        return None
+    if not isinstance(value, str) or not value:
+        raise ctx.fail(
+            f"{path}.{key}", f"must be a non-empty string, got {value!r}", f'write {key} = "..."'
+        )
+    return value
+
+
+def _int(ctx: _Ctx, value: Any, field: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ctx.fail(
+            field,
+            f"must be an integer >= {minimum}, got {value!r}",
+            f"write a whole number >= {minimum} (no decimal point)",
+        )
+    return value
+
+
+def _probability_query(ctx: _Ctx, value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise ctx.fail(field, f"must lie in (0, 1), got {value!r}", "write e.g. delta = 1e-5")
+    return float(value)
+
+
+def _list(ctx: _Ctx, data: Mapping[str, Any], key: str) -> list[Any]:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise ctx.fail(
+            key,
+            f"must be a list of tables, got {type(value).__name__}",
+            f"write [[{key}]] entries (TOML) or a JSON array",
+        )
+    return value
+
+
+def parse_event(ctx: _Ctx, data: Any, path: str) -> Event:
+    """Build an event from its table, naming the exact field path on any error."""
+    if not isinstance(data, Mapping):
+        raise ctx.fail(
+            path,
+            f"expected an event table, got {type(data).__name__}",
+            "write an event table with a kind",
+        )
+    kind = data.get("kind")
+    if kind is None:
+        raise ctx.fail(f"{path}.kind", "is missing", f"add kind = one of {sorted(EVENT_KINDS)}")
+    cls = EVENT_KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ctx.fail(
+            f"{path}.kind", f"unknown mechanism {kind!r}", f"use one of {sorted(EVENT_KINDS)}"
+        )
+    fields = {f.name: f for f in attrs.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "kind":
+            continue
+        if key not in fields:
+            raise ctx.fail(
+                f"{path}.{key}",
+                f"is not a parameter of {kind}",
+                f"use {sorted(fields) or 'no parameters'}",
+            )
+        if key == "event":
+            kwargs[key] = parse_event(ctx, value, f"{path}.event")
+        elif key == "events":
+            if not isinstance(value, list):
+                raise ctx.fail(
+                    f"{path}.events",
+                    "must be a list of event tables",
+                    "write events = [{kind = ...}, ...]",
+                )
+            kwargs[key] = [parse_event(ctx, v, f"{path}.events[{i}]") for i, v in enumerate(value)]
+        else:
+            kwargs[key] = value
+    missing = [n for n, f in fields.items() if f.default is attrs.NOTHING and n not in kwargs]
+    if missing:
+        raise ctx.fail(
+            f"{path}.{missing[0]}", f"is missing (required by {kind})", f"add {missing[0]} = ..."
+        )
+    try:
+        return cls(**kwargs)
+    except InvalidParameterError as exc:
+        field = exc.field.split(".")[-1].split("[")[0]
+        sub = f"{path}.{field}" if field in fields else path
+        raise ctx.fail(sub, exc.problem, exc.fix) from None
+    except (TypeError, ValueError) as exc:
+        raise ctx.fail(path, str(exc), f"give the parameters {sorted(fields)}") from None
+
+
+def _adjacency(ctx: _Ctx, data: Any, path: str) -> Adjacency:
+    if data is None:
+        return Adjacency()
+    table = _keys(ctx, data, path, ADJACENCY_KEYS)
+    try:
+        return Adjacency(**table)
+    except InvalidParameterError as exc:
+        raise ctx.fail(f"{path}.{exc.field}", exc.problem, exc.fix) from None
+
+
+def parse_pipeline(data: Any, origin: str = "<pipeline>") -> Pipeline:
+    """Build a :class:`Pipeline` from parsed TOML/JSON data."""
+    ctx = _Ctx(origin)
+    top = _keys(ctx, data, "", TOP_KEYS)
+    delta = top.get("delta")
+    epsilon = top.get("epsilon")
+    if delta is not None:
+        delta = _probability_query(ctx, delta, "delta")
+    if epsilon is not None:
+        if (
+            isinstance(epsilon, bool)
+            or not isinstance(epsilon, int | float)
+            or not math.isfinite(epsilon)
+        ):
+            raise ctx.fail(
+                "epsilon", f"must be a finite number, got {epsilon!r}", "write e.g. epsilon = 1.0"
+            )
+        epsilon = float(epsilon)
+    if delta is not None and epsilon is not None:
+        raise ctx.fail(
+            "epsilon",
+            "give at most one of delta and epsilon",
+            "remove epsilon to report epsilon at the file's delta",
+        )
+    disjoint = top.get("disjoint_sources", False)
+    if not isinstance(disjoint, bool):
+        raise ctx.fail(
+            "disjoint_sources",
+            f"must be true or false, got {disjoint!r}",
+            "write disjoint_sources = true",
+        )
+    name = _string(ctx, top, "name", "", required=False) if "name" in top else None
+    graph = CompositionGraph(disjoint_sources=disjoint)
+    fields: dict[str, str] = {}
+    sources = _list(ctx, top, "sources")
+    if not sources:
+        raise ctx.fail(
+            "sources", "no source is declared", "add a [[sources]] entry with name and adjacency"
+        )
+
+    def register(node: str, path: str) -> None:
+        if node in fields:
+            raise ctx.fail(
+                f"{path}.id",
+                f"id {node!r} is already used by {fields[node]}",
+                "give every source, transform, release and step a unique id",
+            )
+        fields[node] = path
+
+    for i, entry in enumerate(sources):
+        path = f"sources[{i}]"
+        table = _keys(ctx, entry, path, SOURCE_KEYS)
+        node = _string(ctx, table, "name", path)
+        assert node is not None
+        register(node, path)
+        graph.add_source(node, _adjacency(ctx, table.get("adjacency"), f"{path}.adjacency"))
+    for i, entry in enumerate(_list(ctx, top, "transforms")):
+        path = f"transforms[{i}]"
+        _transform(ctx, graph, _keys(ctx, entry, path, TRANSFORM_KEYS), path, register)
+    for i, entry in enumerate(_list(ctx, top, "releases")):
+        path = f"releases[{i}]"
+        _release(ctx, graph, _keys(ctx, entry, path, RELEASE_KEYS), path, register)
+    for i, entry in enumerate(_list(ctx, top, "postprocess")):
+        path = f"postprocess[{i}]"
+        table = _keys(ctx, entry, path, POSTPROCESS_KEYS)
+        node = _string(ctx, table, "id", path)
+        assert node is not None
+        register(node, path)
+        graph.add_postprocess(node, _id_list(ctx, table, "inputs", path, fields))
+    _validate(ctx, graph, fields)
+    return Pipeline(graph, name, delta, epsilon, origin, fields)
+
+
+def _id_list(
+    ctx: _Ctx, table: Mapping[str, Any], key: str, path: str, fields: Mapping[str, str]
+) -> list[str]:
+    value = table.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ctx.fail(
+            f"{path}.{key}", f"must be a list of ids, got {value!r}", f'write {key} = ["id", ...]'
+        )
+    return list(value)
+
+
+def _transform(
+    ctx: _Ctx, graph: CompositionGraph, table: Mapping[str, Any], path: str, register: Any
+) -> None:
+    node = _string(ctx, table, "id", path)
+    assert node is not None
+    register(node, path)
+    kind = _string(ctx, table, "kind", path)
+    if kind not in TRANSFORM_KINDS:
+        raise ctx.fail(
+            f"{path}.kind", f"unknown transform {kind!r}", f"use one of {list(TRANSFORM_KINDS)}"
+        )
+    source = _string(ctx, table, "input", path)
+    key = None
+    cells = None
+    public_key = False
+    k = None
+    if kind == "partition":
+        key = _string(ctx, table, "key", path)
+        if table.get("cells") is not None:
+            cells = _int(ctx, table["cells"], f"{path}.cells", 1)
+        public_key = table.get("public_key", False)
+        if not isinstance(public_key, bool):
+            raise ctx.fail(
+                f"{path}.public_key",
+                f"must be true or false, got {public_key!r}",
+                "write public_key = true",
+            )
+        if "max_contributions" in table:
+            raise ctx.fail(
+                f"{path}.max_contributions",
+                "is not a field of a partition",
+                "use a separate contribution_bound transform",
+            )
+    elif kind == "cell":
+        for extra in ("cells", "public_key", "max_contributions"):
+            if extra in table:
+                raise ctx.fail(
+                    f"{path}.{extra}", "is not a field of a cell", "remove it from the cell"
+                )
+        key = _string(ctx, table, "key", path, required=False)
+    else:
+        if "max_contributions" not in table:
+            raise ctx.fail(
+                f"{path}.max_contributions",
+                "is missing",
+                "add max_contributions = 1 (rows kept per user)",
+            )
+        k = _int(ctx, table["max_contributions"], f"{path}.max_contributions", 1)
+        for extra in ("cells", "public_key"):
+            if extra in table:
+                raise ctx.fail(
+                    f"{path}.{extra}",
+                    "is a field of partitions only",
+                    "remove it from the contribution_bound",
+                )
+        key = _string(ctx, table, "key", path, required=False)
+    graph.add_transform(
+        node, kind, source, key=key, cells=cells, public_key=public_key, max_contributions=k
+    )
+
+
+def _release(
+    ctx: _Ctx, graph: CompositionGraph, table: Mapping[str, Any], path: str, register: Any
+) -> None:
+    node = _string(ctx, table, "id", path)
+    assert node is not None
+    register(node, path)
+    source = _string(ctx, table, "input", path)
+    if "event" not in table:
+        raise ctx.fail(
+            f"{path}.event", "is missing", 'add event = {kind = "gaussian", noise_multiplier = 1.0}'
+        )
+    event = parse_event(ctx, table["event"], f"{path}.event")
+    count = _int(ctx, table.get("count", 1), f"{path}.count", 0)
+    unit = table.get("declared_unit", "row")
+    if unit not in ("row", "user"):
+        raise ctx.fail(
+            f"{path}.declared_unit",
+            f"unknown unit {unit!r}",
+            "use 'row' (event w.r.t. one row) or 'user' (already per user)",
+        )
+    method = _string(ctx, table, "method", path, required=False)
+    plugin = _string(ctx, table, "plugin", path, required=False)
+    after = _id_list(ctx, table, "after", path, {})
+    graph.add_release(
+        node,
+        event,
+        [str(source), *after],
+        count=count,
+        declared_unit=unit,
+        method=method,
+        plugin=plugin,
+    )
+
+
+def _validate(ctx: _Ctx, graph: CompositionGraph, fields: Mapping[str, str]) -> None:
+    try:
+        graph.validate()
+    except GraphError as exc:
+        node = getattr(exc, "node", None)
+        where = fields.get(node, "graph") if isinstance(node, str) else "graph"
+        raise PipelineFileError(f"{ctx.origin}: {where}: {exc}") from None
+
+
+def load_pipeline(path: str | Path) -> Pipeline:
+    """Read a ``.toml`` or ``.json`` pipeline file."""
+    p = Path(path)
+    origin = str(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise PipelineFileError(
+            f"{origin}: cannot read the file ({exc.strerror}). Fix: pass an existing file"
+        ) from None
+    suffix = p.suffix.lower()
+    try:
+        if suffix == ".json":
+            data = json.loads(raw.decode("utf-8"))
+        elif suffix == ".toml":
+            data = tomllib.loads(raw.decode("utf-8"))
+        else:
+            raise PipelineFileError(
+                f"{origin}: unknown file type {suffix!r}. Fix: use a .toml or .json file"
+            )
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        msg = str(exc).splitlines()[0]
+        raise PipelineFileError(
+            f"{origin}: not valid {suffix[1:].upper()} ({msg}). Fix: correct the syntax"
+        ) from None
+    return parse_pipeline(data, origin)
+
+
+def load_schema() -> dict[str, Any]:
+    """The JSON Schema of the pipeline format."""
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return schema

@@ -1,0 +1,488 @@
+"""Loading plugins in isolation, and the typed facade the rest of dpledger uses.
+
+:func:`make_plugin_manager` builds a pluggy manager for the ``"dpledger"`` entry-point group.
+Builtin plugins are announced by dpledger's own ``pyproject.toml`` in the same group, so they go
+through exactly the same path as third-party ones. Each plugin is loaded, registered and checked
+on its own: an import error, a misspelled hook, a malformed spec or a duplicate name becomes a
+:class:`PluginProblem` naming the plugin and its distribution, and every other plugin keeps
+working. :class:`PluginHost` collects the specs (once, validated, with provenance) and is the
+only place that calls hooks.
+
+Environment: ``DPLEDGER_PLUGINS_ALLOW`` (comma-separated plugin or distribution names; only
+those load; an empty value loads none), ``DPLEDGER_PLUGINS_BLOCK`` (never load these) and
+``DPLEDGER_PLUGINS_TRACE`` (``1`` traces loading and hook calls to stderr).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib import metadata
+from typing import Any, TypeVar
+
+import attrs
+import pluggy
+from dpledger.core import hookspecs
+from dpledger.core.errors import InvalidParameterError, PluginError, UnsupportedEventError
+from dpledger.core.events import Event
+from dpledger.core.hookspecs import HOOK_NAMES, PROJECT_NAME
+from dpledger.core.specs import (
+    AnySpec,
+    MechanismSpec,
+    MethodSpec,
+    Provenance,
+    ReportSectionSpec,
+)
+
+ENTRY_POINT_GROUP = PROJECT_NAME
+ENV_ALLOW = "DPLEDGER_PLUGINS_ALLOW"
+ENV_BLOCK = "DPLEDGER_PLUGINS_BLOCK"
+ENV_TRACE = "DPLEDGER_PLUGINS_TRACE"
+#: the distribution whose plugins are builtin (trust tier ``contrib`` rather than ``unverified``)
+BUILTIN_DISTRIBUTION = "dpledger"
+
+
+@attrs.frozen
+class PluginProblem:
+    """One thing that went wrong with one plugin; the plugin's other parts may still work."""
+
+    plugin: str
+    distribution: str | None
+    version: str | None
+    stage: str  # load | register | hook | spec | duplicate
+    message: str
+
+    def describe(self) -> str:
+        dist = f"{self.distribution} {self.version or ''}".strip() if self.distribution else "-"
+        return f"{self.plugin} ({dist}) [{self.stage}]: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class PluginOrigin:
+    """Where a registered plugin came from."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    entry_point: str | None
+    tier: str
+
+
+def trust_tier(distribution: str | None) -> str:
+    """``contrib`` for plugins shipped with dpledger, ``unverified`` for everyone else."""
+    return "contrib" if distribution == BUILTIN_DISTRIBUTION else "unverified"
+
+
+class DPLedgerPluginManager(pluggy.PluginManager):
+    """A pluggy manager that also keeps plugin origins and the problems met while loading."""
+
+    def __init__(self) -> None:
+        super().__init__(PROJECT_NAME)
+        self.add_hookspecs(hookspecs)
+        self.problems: list[PluginProblem] = []
+        self.origins: dict[str, PluginOrigin] = {}
+        self.skipped: list[tuple[str, str]] = []
+
+
+def _env_names(var: str) -> list[str] | None:
+    raw = os.environ.get(var)
+    if raw is None:
+        return None
+    return [n.strip() for n in raw.split(",") if n.strip()]
+
+
+def _env_flag(var: str) -> bool:
+    return os.environ.get(var, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def make_plugin_manager(
+    *,
+    load_entrypoints: bool = True,
+    allow: Sequence[str] | None = None,
+    block: Sequence[str] | None = None,
+    trace: bool = False,
+) -> DPLedgerPluginManager:
+    """A fresh manager; ``allow``/``block``/``trace`` default to the environment variables."""
+    pm = DPLedgerPluginManager()
+    allow = list(allow) if allow is not None else _env_names(ENV_ALLOW)
+    block = list(block) if block is not None else (_env_names(ENV_BLOCK) or [])
+    if trace or _env_flag(ENV_TRACE):
+        pm.trace.root.setwriter(sys.stderr.write)
+        pm.enable_tracing()
+    if load_entrypoints:
+        load_entry_points(pm, allow=allow, block=block)
+    return pm
+
+
+def _dist_of(ep: metadata.EntryPoint) -> tuple[str | None, str | None]:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return None, None
+    try:
+        return str(dist.metadata["Name"]), str(dist.version)
+    except (KeyError, TypeError):  # pragma: no cover - malformed metadata
+        return None, None
+
+
+def load_entry_points(
+    pm: DPLedgerPluginManager,
+    *,
+    allow: Sequence[str] | None = None,
+    block: Sequence[str] = (),
+    entry_points: Iterable[metadata.EntryPoint] | None = None,
+) -> None:
+    """Load every ``dpledger`` entry point, each in isolation (problems are recorded)."""
+    eps = entry_points if entry_points is not None else metadata.entry_points(group=ENTRY_POINT_GROUP)
+    seen: set[tuple[str, str, str | None]] = set()
+    for ep in sorted(eps, key=lambda e: (e.name, e.value)):
+        dist, version = _dist_of(ep)
+        key = (ep.name, ep.value, dist)
+        if key in seen:  # the same distribution found twice on sys.path
+            continue
+        seen.add(key)
+        if ep.name in block or (dist is not None and dist in block):
+            pm.skipped.append((ep.name, "blocked"))
+            continue
+        if allow is not None and ep.name not in allow and dist not in allow:
+            pm.skipped.append((ep.name, "not in the allow list"))
+            continue
+        origin = PluginOrigin(ep.name, dist, version, ep.value, trust_tier(dist))
+        try:
+            plugin = ep.load()
+        except (Exception, SystemExit) as exc:
+            pm.problems.append(PluginProblem(
+                ep.name, dist, version, "load", f"importing {ep.value} failed: "
+                f"{type(exc).__name__}: {exc}",
+            ))
+            continue
+        register_plugin(pm, plugin, name=ep.name, origin=origin)
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:  # pragma: no cover - caught per plugin above
+        pm.problems.append(PluginProblem("?", None, None, "register", str(exc)))
+
+
+def _near_miss_hooks(plugin: object) -> list[str]:
+    """Functions that look like hooks but are not registered as hookimpls."""
+    out = []
+    for attr in dir(plugin):
+        if not attr.startswith(f"{PROJECT_NAME}_"):
+            continue
+        obj = getattr(plugin, attr, None)
+        if not callable(obj) or getattr(obj, f"{PROJECT_NAME}_impl", None) is not None:
+            continue
+        if getattr(obj, "__module__", None) == hookspecs.__name__:
+            continue
+        if attr in HOOK_NAMES:
+            out.append(f"{attr} is not marked with @hookimpl")
+        else:
+            out.append(f"{attr} is not a dpledger hook (known hooks: {', '.join(HOOK_NAMES)})")
+    return out
+
+
+def register_plugin(
+    pm: DPLedgerPluginManager,
+    plugin: object,
+    *,
+    name: str,
+    origin: PluginOrigin | None = None,
+) -> bool:
+    """Register one plugin with all checks; on any problem it is recorded and not registered."""
+    origin = origin or PluginOrigin(name, None, None, None, trust_tier(None))
+    if pm.has_plugin(name) or name in pm.origins:
+        other = pm.origins.get(name)
+        where = f" from {other.distribution}" if other and other.distribution else ""
+        pm.problems.append(PluginProblem(
+            name, origin.distribution, origin.version, "duplicate",
+            f"a plugin named {name!r}{where} is already registered; this one is ignored",
+        ))
+        return False
+    if pm.is_registered(plugin):
+        pm.problems.append(PluginProblem(
+            name, origin.distribution, origin.version, "duplicate",
+            f"the same object is already registered as {pm.get_name(plugin)!r}",
+        ))
+        return False
+    try:
+        pm.register(plugin, name=name)
+    except (Exception, SystemExit) as exc:
+        pm.problems.append(PluginProblem(
+            name, origin.distribution, origin.version, "register", f"{type(exc).__name__}: {exc}"
+        ))
+        return False
+    pending = [
+        f"{hc.name} is not a dpledger hook (known hooks: {', '.join(HOOK_NAMES)})"
+        for hc in pm.get_hookcallers(plugin) or []
+        if not hc.has_spec()
+        and not any(impl.optionalhook for impl in hc.get_hookimpls() if impl.plugin is plugin)
+    ]
+    pending += [m for m in _near_miss_hooks(plugin) if m not in pending]
+    if pending:
+        pm.unregister(plugin)
+        pm.problems.append(PluginProblem(
+            name, origin.distribution, origin.version, "register", "; ".join(pending)
+        ))
+        return False
+    pm.origins[name] = origin
+    pm.trace.get("load")(f"registered {name!r} from {origin.distribution or 'module'}")
+    return True
+
+
+S = TypeVar("S", MethodSpec, MechanismSpec, ReportSectionSpec)
+
+_SPEC_TYPES: dict[str, type[Any]] = {
+    "dpledger_register_methods": MethodSpec,
+    "dpledger_register_mechanisms": MechanismSpec,
+    "dpledger_register_report_sections": ReportSectionSpec,
+}
+
+
+@attrs.frozen
+class PluginInfo:
+    """One plugin as listed by ``dpledger plugins``."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    tier: str
+    methods: tuple[str, ...]
+    mechanisms: tuple[str, ...]
+    report_sections: tuple[str, ...]
+    problems: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(self).items()}
+
+
+class PluginHost:
+    """The typed facade over the plugin manager: validated specs with provenance."""
+
+    def __init__(self, pm: DPLedgerPluginManager | None = None) -> None:
+        self.pm = pm if pm is not None else make_plugin_manager()
+        self._specs: dict[str, dict[str, AnySpec]] | None = None
+        self._problems: list[PluginProblem] = []
+
+    @classmethod
+    def create(cls, **kwargs: Any) -> PluginHost:
+        """``PluginHost(make_plugin_manager(**kwargs))``."""
+        return cls(make_plugin_manager(**kwargs))
+
+    # -- registration (tests and embedding) --------------------------------------------
+    def register(self, plugin: object, *, name: str) -> bool:
+        """Register a plugin object (e.g. a module) directly, with the same checks."""
+        ok = register_plugin(self.pm, plugin, name=name)
+        self._specs = None
+        return ok
+
+    def unregister(self, name: str) -> None:
+        plugin = self.pm.get_plugin(name)
+        if plugin is not None:
+            self.pm.unregister(plugin)
+        self.pm.origins.pop(name, None)
+        self._specs = None
+
+    # -- collection ---------------------------------------------------------------------
+    def _ordered_plugins(self) -> list[tuple[str, object]]:
+        items = [(n, p) for n, p in self.pm.list_name_plugin() if p is not None]
+
+        def key(item: tuple[str, object]) -> tuple[int, str]:
+            origin = self.pm.origins.get(item[0])
+            builtin = origin is not None and origin.distribution == BUILTIN_DISTRIBUTION
+            return (0 if builtin else 1, item[0])
+
+        return sorted(items, key=key)
+
+    def _collect(self) -> dict[str, dict[str, AnySpec]]:
+        if self._specs is not None:
+            return self._specs
+        specs: dict[str, dict[str, AnySpec]] = {h: {} for h in HOOK_NAMES}
+        kinds: dict[str, str] = {}
+        self._problems = []
+        plugins = self._ordered_plugins()
+        for hook_name in HOOK_NAMES:
+            for name, plugin in plugins:
+                hook = getattr(self.pm.hook, hook_name)
+                if not any(impl.plugin is plugin for impl in hook.get_hookimpls()):
+                    continue
+                got = self._call_one(hook_name, name, plugin, [p for _, p in plugins])
+                for spec in got:
+                    self._accept(hook_name, name, spec, specs[hook_name], kinds)
+        self._specs = specs
+        return specs
+
+    def _problem(self, plugin: str, stage: str, message: str) -> None:
+        origin = self.pm.origins.get(plugin)
+        dist, version = (origin.distribution, origin.version) if origin else (None, None)
+        self._problems.append(PluginProblem(plugin, dist, version, stage, message))
+
+    def _call_one(
+        self, hook_name: str, name: str, plugin: object, all_plugins: list[object]
+    ) -> list[AnySpec]:
+        expected = _SPEC_TYPES[hook_name]
+        got: list[AnySpec] = []
+
+        def register(spec: Any) -> None:
+            if not isinstance(spec, expected):
+                self._problem(name, "spec", f"{hook_name} registered {type(spec).__name__}, "
+                              f"expected a {expected.__name__}")
+                return
+            if spec.provenance is not None:
+                self._problem(name, "spec", f"{spec.name!r} sets provenance; the host sets it")
+                return
+            got.append(spec)
+
+        caller = self.pm.subset_hook_caller(
+            hook_name, remove_plugins=[p for p in all_plugins if p is not plugin]
+        )
+        try:
+            caller(register=register)
+        except (Exception, SystemExit) as exc:
+            self._problem(name, "hook", f"{hook_name} raised {type(exc).__name__}: {exc}")
+            return []
+        return got
+
+    def _accept(
+        self,
+        hook_name: str,
+        plugin: str,
+        spec: AnySpec,
+        table: dict[str, AnySpec],
+        kinds: dict[str, str],
+    ) -> None:
+        existing = table.get(spec.name)
+        if existing is not None:
+            assert existing.provenance is not None
+            self._problem(plugin, "duplicate", (
+                f"{spec.name!r} is already registered by plugin {existing.provenance.plugin!r} "
+                f"({existing.provenance.distribution or 'no distribution'}); this one is ignored"
+            ))
+            return
+        if isinstance(spec, MechanismSpec):
+            owner = kinds.get(spec.kind)
+            if owner is not None:
+                self._problem(plugin, "duplicate", (
+                    f"event kind {spec.kind!r} is already registered by plugin {owner!r}; "
+                    "this one is ignored"
+                ))
+                return
+            kinds[spec.kind] = plugin
+        origin = self.pm.origins.get(plugin)
+        provenance = Provenance(
+            plugin=plugin,
+            distribution=origin.distribution if origin else None,
+            version=origin.version if origin else None,
+            tier=origin.tier if origin else trust_tier(None),
+        )
+        table[spec.name] = attrs.evolve(spec, provenance=provenance)
+
+    def refresh(self) -> None:
+        """Collect the specs again (after registering or unregistering plugins)."""
+        self._specs = None
+
+    # -- queries ------------------------------------------------------------------------
+    def methods(self) -> dict[str, MethodSpec]:
+        return _typed(self._collect()["dpledger_register_methods"], MethodSpec)
+
+    def mechanisms(self) -> dict[str, MechanismSpec]:
+        return _typed(self._collect()["dpledger_register_mechanisms"], MechanismSpec)
+
+    def report_sections(self) -> dict[str, ReportSectionSpec]:
+        return _typed(self._collect()["dpledger_register_report_sections"], ReportSectionSpec)
+
+    def method(self, name: str) -> MethodSpec:
+        """The method called ``name``; the error lists the available ones."""
+        methods = self.methods()
+        if name not in methods:
+            raise InvalidParameterError(
+                "method", f"no method named {name!r}",
+                f"use one of {sorted(methods)} (see `dpledger plugins`)",
+            )
+        return methods[name]
+
+    def problems(self) -> tuple[PluginProblem, ...]:
+        self._collect()
+        return (*self.pm.problems, *self._problems)
+
+    def plugins(self) -> list[PluginInfo]:
+        """Every registered plugin, and every plugin that failed to load, with its problems."""
+        self._collect()
+        problems = self.problems()
+        by_plugin: dict[str, list[AnySpec]] = {}
+        for table in self._collect().values():
+            for spec in table.values():
+                assert spec.provenance is not None
+                by_plugin.setdefault(spec.provenance.plugin, []).append(spec)
+        names = [n for n, _ in self._ordered_plugins()]
+        names += sorted({p.plugin for p in problems} - set(names))
+        out = []
+        for name in names:
+            origin = self.pm.origins.get(name)
+            mine = [p for p in problems if p.plugin == name]
+            first = mine[0] if mine else None
+            specs = by_plugin.get(name, [])
+            out.append(PluginInfo(
+                name=name,
+                distribution=origin.distribution if origin else (first.distribution if first else None),
+                version=origin.version if origin else (first.version if first else None),
+                tier=origin.tier if origin else trust_tier(first.distribution if first else None),
+                methods=tuple(s.name for s in specs if isinstance(s, MethodSpec)),
+                mechanisms=tuple(s.name for s in specs if isinstance(s, MechanismSpec)),
+                report_sections=tuple(s.name for s in specs if isinstance(s, ReportSectionSpec)),
+                problems=tuple(f"[{p.stage}] {p.message}" for p in mine),
+            ))
+        return out
+
+    # -- accounting support ---------------------------------------------------------------
+    def lower(self, event: Event) -> Event:
+        """Replace every plugin mechanism event by its (at least as lossy) core mapping."""
+        by_class = {spec.event_class: spec for spec in self.mechanisms().values()}
+        return _lower(event, by_class, depth=0)
+
+
+def _typed(table: Mapping[str, AnySpec], cls: type[S]) -> dict[str, S]:
+    return {k: v for k, v in table.items() if isinstance(v, cls)}
+
+
+def _lower(event: Event, by_class: Mapping[type[Event], MechanismSpec], depth: int) -> Event:
+    if depth > 32:
+        raise PluginError("mechanism mappings nest more than 32 levels deep (a cycle?)")
+    spec = by_class.get(type(event))
+    if spec is not None:
+        if spec.to_core is None:
+            raise UnsupportedEventError(
+                f"{event.kind} (plugin {spec.provenance.plugin if spec.provenance else '?'}) has "
+                "only a privacy profile and no mapping onto core events"
+            )
+        mapped = spec.to_core(event)
+        if not isinstance(mapped, Event):
+            raise PluginError(f"mechanism {spec.name!r}: to_core returned {mapped!r}")
+        return _lower(mapped, by_class, depth + 1)
+    if not event.children():
+        return event
+    changes: dict[str, Any] = {}
+    for field in attrs.fields(type(event)):
+        value = getattr(event, field.name)
+        if isinstance(value, Event):
+            changes[field.name] = _lower(value, by_class, depth)
+        elif isinstance(value, tuple) and all(isinstance(v, Event) for v in value):
+            changes[field.name] = tuple(_lower(v, by_class, depth) for v in value)
+    return attrs.evolve(event, **changes)
+
+
+def host_from_options(
+    *,
+    allow: str | None = None,
+    block: str | None = None,
+    trace: bool = False,
+    factory: Callable[..., DPLedgerPluginManager] = make_plugin_manager,
+) -> PluginHost:
+    """A host from comma-separated CLI option values (None means: use the environment)."""
+
+    def names(raw: str | None) -> list[str] | None:
+        return None if raw is None else [n.strip() for n in raw.split(",") if n.strip()]
+
+    return PluginHost(factory(allow=names(allow), block=names(block), trace=trace))

@@ -1,0 +1,277 @@
+"""What plugins register: methods, mechanisms and report sections, each with a proof reference.
+
+Plugins build these specs and hand them to the ``register`` callable of a hook (see
+:mod:`dpledger.core.hookspecs`). The host fills in :class:`Provenance` (plugin, distribution,
+version, trust tier); a plugin never sets it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import numpy as np
+from dpledger.core import events as _events
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.errors import InvalidParameterError
+from dpledger.core.events import Event
+
+if TYPE_CHECKING:
+    from dpledger.core.ledger import PrivacyLedger
+
+TrustTier = Literal["vetted", "contrib", "unverified"]
+#: ``vetted``: proof reviewed; ``contrib``: proof shipped with dpledger, not yet reviewed;
+#: ``unverified``: third-party spec, correct only if its author is (honest-but-curious).
+TRUST_TIERS: tuple[str, ...] = ("vetted", "contrib", "unverified")
+
+_NAME = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}$")
+
+#: kinds of the events defined by dpledger itself; a plugin may not reuse them
+CORE_EVENT_KINDS: frozenset[str] = frozenset(
+    obj.kind
+    for obj in vars(_events).values()
+    if isinstance(obj, type)
+    and issubclass(obj, Event)
+    and obj.__module__ == _events.__name__
+    and "kind" in obj.__dict__
+)
+_CORE_EVENT_CLASSES: dict[str, type[Event]] = {
+    obj.kind: obj
+    for obj in vars(_events).values()
+    if isinstance(obj, type)
+    and issubclass(obj, Event)
+    and obj.__module__ == _events.__name__
+    and "kind" in obj.__dict__
+}
+
+
+def _name_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise InvalidParameterError(
+            attribute.name,
+            f"{value!r} is not a valid name",
+            "use 1-64 lowercase letters, digits, '_', '-' or '.', starting with a letter",
+        )
+
+
+def _text_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidParameterError(attribute.name, "must be a non-empty string", "describe it")
+
+
+def _callable_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not callable(value):
+        raise InvalidParameterError(
+            attribute.name, f"must be callable, got {type(value).__name__}", "pass a function"
+        )
+
+
+def _optional_callable(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None:
+        _callable_validator(instance, attribute, value)
+
+
+@attrs.frozen
+class ProofRef:
+    """Where the privacy claim of a spec is proven.
+
+    ``citation`` names the result (paper and theorem, or a proof document); ``location`` is an
+    optional path or URL of the proof text.
+    """
+
+    citation: str = attrs.field(validator=_text_validator)
+    location: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"citation": self.citation, "location": self.location}
+
+
+def _proof_converter(value: Any) -> Any:
+    return ProofRef(value) if isinstance(value, str) else value
+
+
+def _proof_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, ProofRef):
+        raise InvalidParameterError(
+            attribute.name, f"must be a ProofRef or a citation string, got {value!r}",
+            "cite the theorem that proves the privacy claim",
+        )
+
+
+@attrs.frozen
+class Provenance:
+    """Who registered a spec. Set by the plugin host, never by the plugin."""
+
+    plugin: str
+    distribution: str | None
+    version: str | None
+    tier: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+def _provenance_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, Provenance):
+        raise InvalidParameterError(attribute.name, "must be a Provenance", "leave it unset")
+
+
+def _params_class_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not (isinstance(value, type) and attrs.has(value)):
+        raise InvalidParameterError(
+            attribute.name,
+            f"must be an attrs class, got {value!r}",
+            "decorate the parameter class with @attrs.frozen and validate its fields",
+        )
+
+
+#: ``declare(params, adjacency) -> Event``
+DeclareFn = Callable[[Any, Adjacency], Event]
+#: ``run(params, data, ledger, rng) -> outputs``
+RunFn = Callable[[Any, Any, "PrivacyLedger", np.random.Generator], Mapping[str, Any]]
+
+
+@attrs.frozen
+class MethodSpec:
+    """A private method: its parameters, the privacy event it declares, and how it runs.
+
+    ``declare(params, adjacency)`` returns the event the run is allowed to spend. It must be
+    cheap and must not import torch or POT (the accountant runs without them).
+    ``run(params, data, ledger, rng)`` draws every bit of noise and every sample through
+    ``ledger`` (a :class:`~dpledger.core.ledger.PrivacyLedger`) and returns a mapping of
+    named outputs; ``rng`` is for non-private randomness only (initialisation, shuffling of
+    public data). The host checks the executed steps against the declaration before it
+    releases the outputs.
+    """
+
+    name: str = attrs.field(validator=_name_validator)
+    params: type = attrs.field(validator=_params_class_validator)
+    declare: DeclareFn = attrs.field(validator=_callable_validator)
+    run: RunFn = attrs.field(validator=_callable_validator)
+    description: str = attrs.field(validator=_text_validator)
+    proof: ProofRef = attrs.field(converter=_proof_converter, validator=_proof_validator)
+    provenance: Provenance | None = attrs.field(
+        default=None, validator=_provenance_validator, eq=False
+    )
+
+    def make_params(self, values: Mapping[str, Any] | None = None) -> Any:
+        """Build validated parameters from a plain mapping (a config file table)."""
+        values = dict(values or {})
+        names = {f.name for f in attrs.fields(self.params) if f.init}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise InvalidParameterError(
+                f"{self.name}.{unknown[0]}", "is not a parameter of this method",
+                f"use {sorted(names)}",
+            )
+        try:
+            return self.params(**values)
+        except TypeError as exc:
+            raise InvalidParameterError(
+                self.name, str(exc), f"give the parameters {sorted(names)}"
+            ) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "params": [f.name for f in attrs.fields(self.params) if f.init],
+            "proof": self.proof.to_dict(),
+            "provenance": self.provenance.to_dict() if self.provenance else None,
+        }
+
+
+#: maps a plugin event onto core events that are at least as lossy: ``to_core(event) -> Event``
+ToCoreFn = Callable[[Event], Event]
+#: a certified privacy profile: ``privacy_profile(event, adjacency, epsilon) -> delta upper bound``
+ProfileFn = Callable[[Event, Adjacency, float], float]
+
+
+def _event_class_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not (isinstance(value, type) and issubclass(value, Event) and attrs.has(value)):
+        raise InvalidParameterError(
+            attribute.name, f"must be an attrs Event subclass, got {value!r}",
+            "define the leaf event with @attrs.frozen class MyEvent(Event)",
+        )
+    kind = value.__dict__.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise InvalidParameterError(
+            attribute.name, f"{value.__name__} has no own 'kind'", "set kind: ClassVar[str]"
+        )
+    if kind in CORE_EVENT_KINDS and _CORE_EVENT_CLASSES[kind] is not value:
+        # Event.__init_subclass__ has already overwritten the registry entry: put it back.
+        _events.EVENT_KINDS[kind] = _CORE_EVENT_CLASSES[kind]
+        raise InvalidParameterError(
+            attribute.name, f"kind {kind!r} is a core event kind", "choose a new, prefixed kind"
+        )
+
+
+@attrs.frozen
+class MechanismSpec:
+    """A new leaf mechanism event with at least one accountant characterisation.
+
+    ``to_core`` maps an instance onto an event built from core events that is *at least as
+    lossy* (the accountant then handles it exactly like a core event); ``privacy_profile`` is
+    a certified upper bound on ``delta(epsilon)`` of one instance. Give at least one.
+    """
+
+    name: str = attrs.field(validator=_name_validator)
+    event_class: type[Event] = attrs.field(validator=_event_class_validator)
+    description: str = attrs.field(validator=_text_validator)
+    proof: ProofRef = attrs.field(converter=_proof_converter, validator=_proof_validator)
+    to_core: ToCoreFn | None = attrs.field(default=None, validator=_optional_callable)
+    privacy_profile: ProfileFn | None = attrs.field(default=None, validator=_optional_callable)
+    provenance: Provenance | None = attrs.field(
+        default=None, validator=_provenance_validator, eq=False
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.to_core is None and self.privacy_profile is None:
+            raise InvalidParameterError(
+                "to_core", "a mechanism needs at least one accountant characterisation",
+                "give to_core (a mapping onto core events) or privacy_profile",
+            )
+
+    @property
+    def kind(self) -> str:
+        return str(self.event_class.kind)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "description": self.description,
+            "characterisations": [
+                n for n in ("to_core", "privacy_profile") if getattr(self, n) is not None
+            ],
+            "proof": self.proof.to_dict(),
+            "provenance": self.provenance.to_dict() if self.provenance else None,
+        }
+
+
+#: ``render(context) -> Markdown``; ``context`` holds the report's data as plain values
+RenderFn = Callable[[Mapping[str, Any]], str]
+
+
+@attrs.frozen
+class ReportSectionSpec:
+    """An extra section of the privacy report, rendered to Markdown from the report's data."""
+
+    name: str = attrs.field(validator=_name_validator)
+    title: str = attrs.field(validator=_text_validator)
+    render: RenderFn = attrs.field(validator=_callable_validator)
+    provenance: Provenance | None = attrs.field(
+        default=None, validator=_provenance_validator, eq=False
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "provenance": self.provenance.to_dict() if self.provenance else None,
+        }
+
+
+AnySpec = MethodSpec | MechanismSpec | ReportSectionSpec

@@ -1,0 +1,166 @@
+"""``dpledger account FILE``: the certified privacy cost of a pipeline file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any, NoReturn
+
+from dpledger.core.errors import InvalidParameterError
+from dpledger.core.graph import GraphAccount, account_graph
+from dpledger.core.pipeline import load_pipeline
+from dpledger.core.validation import check_delta_query, check_epsilon_query
+
+DEFAULT_DELTA = 1e-5
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "account",
+        help="certified epsilon (or delta) of a pipeline file",
+        description="Reduce a pipeline file (TOML or JSON) to per-source events and report "
+        "the smallest certified upper bound over the available accountants.",
+    )
+    parser.add_argument("file", help="pipeline file (.toml or .json)")
+    query = parser.add_mutually_exclusive_group()
+    query.add_argument("--delta", help="report epsilon at this delta (default: file's, or 1e-5)")
+    query.add_argument("--epsilon", help="report delta at this epsilon")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--backends", nargs="+", metavar="NAME", help="only use these accountants (e.g. pld rdp)"
+    )
+    parser.add_argument(
+        "--per-release", action="store_true", help="also bound each release on its own"
+    )
+    parser.set_defaults(func=run)
+    one_line_errors(parser)
+
+
+def one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """Usage errors print one line (no usage block) and exit with code 2."""
+
+    def error(message: str) -> NoReturn:
+        sys.stderr.write(f"{parser.prog}: error: {message}. Fix: see {parser.prog} --help\n")
+        raise SystemExit(2)
+
+    parser.error = error  # type: ignore[method-assign]
+
+
+def parse_number(text: str, option: str, example: str) -> float:
+    """A float from the command line, or an error naming the option."""
+    try:
+        return float(text)
+    except ValueError:
+        raise InvalidParameterError(
+            option, f"expected a number, got {text!r}", f"pass {example}"
+        ) from None
+
+
+def _query(
+    args: argparse.Namespace, file_delta: float | None, file_eps: float | None
+) -> tuple[float | None, float | None]:
+    if args.delta is not None:
+        delta = parse_number(args.delta, "--delta", "--delta 1e-5")
+        if not 0 < delta < 1:
+            raise InvalidParameterError(
+                "--delta", f"must lie in (0, 1), got {args.delta}", "pass e.g. --delta 1e-5"
+            )
+        return check_delta_query(delta), None
+    if args.epsilon is not None:
+        eps = parse_number(args.epsilon, "--epsilon", "--epsilon 1.0")
+        if not math.isfinite(eps):
+            raise InvalidParameterError(
+                "--epsilon", f"must be finite, got {args.epsilon}", "pass e.g. --epsilon 1.0"
+            )
+        return None, check_epsilon_query(eps)
+    if file_eps is not None:
+        return None, file_eps
+    return (file_delta if file_delta is not None else DEFAULT_DELTA), None
+
+
+def run(args: argparse.Namespace) -> int:
+    pipeline = load_pipeline(args.file)
+    delta, epsilon = _query(args, pipeline.delta, pipeline.epsilon)
+    if args.backends is not None and not args.backends:
+        raise InvalidParameterError("--backends", "is empty", "name at least one accountant")
+    result = account_graph(
+        pipeline.graph,
+        delta=delta,
+        epsilon=epsilon,
+        backends=args.backends,
+        per_release=args.per_release,
+    )
+    if args.json:
+        out = result.to_dict()
+        out["pipeline"] = pipeline.name
+        out["file"] = pipeline.origin
+        json.dump(_json_safe(out), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_account(result, pipeline.name or pipeline.origin))
+    return 0
+
+
+def _json_safe(value: Any) -> Any:
+    """JSON has no infinity: an unbounded loss is written as the string "inf"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _fmt(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.6g}"
+
+
+def _bound_line(b: Any) -> str:
+    d = b.to_dict()
+    if "epsilon_lower" in d:
+        return (
+            f"epsilon <= {_fmt(d['epsilon'])} at delta = {d['delta']:g} "
+            f"(certified upper bound; lower bound {_fmt(d['epsilon_lower'])}; method {d['method']})"
+        )
+    return (
+        f"delta <= {_fmt(d['delta'])} at epsilon = {d['epsilon']:g} "
+        f"(certified upper bound; lower bound {_fmt(d['delta_lower'])}; method {d['method']})"
+    )
+
+
+def format_account(result: GraphAccount, name: str) -> str:
+    """A readable summary: overall bound, per source, per release with lifting rules."""
+    lines = [f"pipeline: {name}", _bound_line(result.bound)]
+    lines.append(f"adjacency: {result.adjacency_description()}")
+    if len(result.sources) > 1:
+        lines.append(f"sources combined: {result.combined}")
+    lines.append("sources:")
+    for s in result.sources:
+        red = s.reduction
+        lines.append(f"  {red.source}: {_bound_line(s.bound)}")
+        lines.append(f"    adjacency: {red.adjacency.describe()}")
+        if len(red.alternatives) > 1:
+            lines.append(
+                f"    parallel composition: worst of {len(red.alternatives)} cell alternatives"
+            )
+        lines.extend(f"    note: {n}" for n in red.notes)
+    lines.append("releases:")
+    for r in result.releases:
+        meta = [f"source {r.source}", f"{r.declared_unit} level", f"count {r.count}"]
+        if r.max_contributions > 1:
+            meta.append(f"up to {r.max_contributions} rows per user")
+        if r.method:
+            meta.append(f"method {r.method}")
+        if r.plugin:
+            meta.append(f"plugin {r.plugin}")
+        lines.append(f"  {r.release_id} [{', '.join(meta)}]")
+        lines.append(f"    event: {r.event.describe()}")
+        if r.lifted != r.event:
+            lines.append(f"    lifted: {r.lifted.describe()}")
+        lines.append(f"    lifting: {', '.join(r.rules)}")
+        if r.release_id in result.release_bounds:
+            lines.append(f"    alone: {_bound_line(result.release_bounds[r.release_id])}")
+    return "\n".join(lines) + "\n"

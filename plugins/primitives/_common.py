@@ -1,0 +1,51 @@
+"""Small helpers shared by the primitive plugins."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+from dpledger.core.errors import InvalidParameterError
+from numpy.typing import NDArray
+
+
+def is_bool(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Require a real bool."""
+    if not isinstance(value, bool):
+        raise InvalidParameterError(attribute.name, f"must be true or false, got {value!r}",
+                                    "pass a boolean")
+
+
+def one_of(*choices: str) -> Any:
+    """Require one of ``choices``."""
+
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value not in choices:
+            raise InvalidParameterError(attribute.name, f"unknown value {value!r}",
+                                        f"use one of {list(choices)}")
+
+    return check
+
+
+def float_matrix(name: str, data: Any, *, ndim: int | None) -> NDArray[np.float64]:
+    """``data`` as a finite float array with ``ndim`` dimensions (any if None)."""
+    try:
+        arr = np.asarray(data, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(name, "is not numeric", "pass an array of numbers") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise InvalidParameterError(name, f"must be {ndim}-D, got shape {arr.shape}",
+                                    f"pass a {ndim}-D array")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidParameterError(name, "contains NaN or infinite values", "clean the data")
+    return arr
+
+
+def field_of(data: Any, key: str) -> Any:
+    """``data[key]`` for a mapping (an .npz file) with a clear error."""
+    try:
+        return data[key]
+    except (KeyError, TypeError, IndexError, ValueError):
+        raise InvalidParameterError("data", f"needs an array named {key!r}",
+                                    f"pass a mapping (or .npz file) with {key!r}") from None

@@ -1,0 +1,1 @@
+"""SHK flows (temporary)."""
