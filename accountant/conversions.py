@@ -215,7 +215,7 @@ def rdp_to_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[f
         if not math.isfinite(r) or a <= 1.0:
             continue
         r = max(r, 0.0)
-        if delta * delta + math.expm1(-r) > 8 * U:
+        if r == 0.0 or delta * delta + math.expm1(-r) > 8 * U:
             return 0.0, a
         t1 = math.log1p(-1.0 / a)
         t2 = (log_delta + math.log(a)) / (a - 1.0)

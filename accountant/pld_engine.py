@@ -65,14 +65,30 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
     slopes[0] = (1.0 - d[0]) / x[0]
     slopes[1:-1] = (d[:-1] - d[1:]) / dx
     slopes[-1] = 0.0
-    q_mass = np.maximum(slopes[:-1] - slopes[1:], 0.0)
+    q_mass = slopes[:-1] - slopes[1:]
+    neg = eps < 0
+    if neg.sum() > 1:
+        # where delta ~ 1 - e^eps, work with the excess c = delta - (1 - e^eps) to avoid
+        # cancellation: slope = 1 - c', so q-masses are differences of c-slopes
+        k = int(neg.sum())
+        c = profile.excess(eps[:k])
+        c = np.maximum.accumulate(c)  # c is non-decreasing in eps; raising keeps an upper bound
+        cs = np.empty(k + 1)
+        cs[0] = c[0] / x[0]
+        cs[1:k] = np.diff(c) / dx[: k - 1]
+        cs[k] = 1.0 - slopes[k]
+        q_mass[:k] = cs[1:] - cs[:-1]
+        d[:k] = np.maximum(d[:k], -np.expm1(eps[:k]) + c)
+    q_mass = np.maximum(q_mass, 0.0)
     p_mass = x * q_mass
     inf_mass = float(d[-1])
     # re-check the chord on the grid: value at eps_i = inf + sum_{j>i} p_j (1 - e^{eps_i - eps_j})
     tail_p = np.concatenate([np.cumsum(p_mass[::-1])[::-1][1:], [0.0]])
     tail_q = np.concatenate([np.cumsum(q_mass[::-1])[::-1][1:], [0.0]])
     chord = inf_mass + tail_p - x * tail_q
-    deficit = float(np.max(d - chord))
+    # (only where eps >= 0: below, both sides are ~1 - e^eps and the comparison is round-off)
+    nonneg = eps >= 0
+    deficit = float(np.max(d[nonneg] - chord[nonneg])) if nonneg.any() else 0.0
     if deficit > 0:
         inf_mass += deficit
     return DiscretePLD(j_lo, p_mass, min(inf_mass, 1.0), h)

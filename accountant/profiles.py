@@ -50,10 +50,21 @@ class Profile:
     loss_hi: float
     exact: bool
     name: str
+    #: curve of the swapped pair (Q, P); gives delta(eps) - (1 - e^eps) = e^eps * dual(-eps)
+    #: without cancellation for eps < 0
+    dual: Callable[[Array], Array] | None = None
 
     def __call__(self, eps: Array) -> Array:
         d = self.delta(np.asarray(eps, dtype=float))
         return np.minimum(1.0, np.maximum(0.0, d) * (1 + REL_MARGIN))
+
+    def excess(self, eps: Array) -> Array:
+        """delta(eps) - (1 - e^eps) >= 0, accurate for eps < 0 when the dual curve is known."""
+        eps = np.asarray(eps, dtype=float)
+        if self.dual is None:
+            return np.maximum(0.0, self(eps) + np.expm1(eps))
+        d = np.maximum(0.0, self.dual(-eps)) * (1 + REL_MARGIN)
+        return np.asarray(np.exp(eps) * np.minimum(d, 1.0), dtype=float)
 
 
 def _log_ndtr_diff_delta(a: Array, eps: Array, mu: float) -> Array:
@@ -79,7 +90,8 @@ def gaussian_delta(mu: float) -> Callable[[Array], Array]:
 def gaussian_profile(mu: float) -> Profile:
     lo = mu * mu / 2 - GAUSS_SPAN * mu
     hi = mu * mu / 2 + GAUSS_SPAN * mu
-    return Profile(gaussian_delta(mu), min(lo, -hi), hi, True, f"gaussian(mu={mu:.6g})")
+    d = gaussian_delta(mu)
+    return Profile(d, min(lo, -hi), hi, True, f"gaussian(mu={mu:.6g})", d)
 
 
 def laplace_delta(eps0: float) -> Callable[[Array], Array]:
@@ -110,9 +122,8 @@ def approx_dp_profile(eps0: float, delta0: float) -> Profile:
     ex = math.exp(eps0)
     losses = np.array([eps0, -eps0])
     masses = (1 - delta0) * np.array([ex / (1 + ex), 1 / (1 + ex)])
-    return Profile(
-        discrete_delta(losses, masses, delta0), -eps0, eps0, True, f"approx_dp({eps0:g},{delta0:g})"
-    )
+    d = discrete_delta(losses, masses, delta0)
+    return Profile(d, -eps0, eps0, True, f"approx_dp({eps0:g},{delta0:g})", d)
 
 
 def randomized_response_profile(eps0: float, k: int) -> Profile:
@@ -120,38 +131,59 @@ def randomized_response_profile(eps0: float, k: int) -> Profile:
     z = ex + k - 1
     losses = np.array([eps0, 0.0, -eps0])
     masses = np.array([ex / z, (k - 2) / z, 1 / z])
-    return Profile(discrete_delta(losses, masses, 0.0), -eps0, eps0, True, f"rr({eps0:g},{k})")
+    d = discrete_delta(losses, masses, 0.0)
+    return Profile(d, -eps0, eps0, True, f"rr({eps0:g},{k})", d)
 
 
-def poisson_remove(base: Profile, q: float) -> Profile:
-    """(1-q)Q0 + qP0 vs Q0: delta'(eps') = q * delta0(log(1 + (e^eps' - 1)/q))."""
-    lo = math.log1p(-q) if q < 1 else base.loss_lo
+def _poisson_remove_delta(base_delta: Callable[[Array], Array], q: float) -> Callable[[Array], Array]:
+    lo = math.log1p(-q) if q < 1 else -math.inf
 
     def delta(eps: Array) -> Array:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             inner = np.log1p(np.expm1(eps) / q)
-            val = q * base.delta(np.where(eps > lo, inner, 0.0))
+            val = q * base_delta(np.where(eps > lo, inner, 0.0))
         return np.where(eps > lo, val, -np.expm1(eps))
 
-    hi = math.log1p(q * math.expm1(base.loss_hi)) if base.loss_hi < 700 else base.loss_hi
-    return Profile(delta, lo, hi, base.exact, f"poisson_remove(q={q:g}, {base.name})")
+    return delta
 
 
-def poisson_add(base_reverse: Profile, q: float) -> Profile:
-    """Q0 vs (1-q)Q0 + qP0, from the reverse base curve delta0_rev (Zhu, Dong, Wang 2022)."""
-    hi = -math.log1p(-q) if q < 1 else base_reverse.loss_hi
-
+def _poisson_add_delta(base_reverse: Callable[[Array], Array], q: float) -> Callable[[Array], Array]:
     def delta(eps: Array) -> Array:
         x = np.exp(eps)
         c = 1 - x * (1 - q)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             alpha_log = np.log(x * q / np.where(c > 0, c, 1.0))
-            val = c * base_reverse.delta(np.where(c > 0, alpha_log, 0.0))
+            val = c * base_reverse(np.where(c > 0, alpha_log, 0.0))
         return np.where(c > 0, val, 0.0)
 
+    return delta
+
+
+def _symmetric_base(base: Profile, q: float) -> bool:
+    return base.dual is base.delta and q < 1
+
+
+def poisson_remove(base: Profile, q: float) -> Profile:
+    """(1-q)Q0 + qP0 vs Q0: delta'(eps') = q * delta0(log(1 + (e^eps' - 1)/q))."""
+    lo = math.log1p(-q) if q < 1 else base.loss_lo
+    hi = math.log1p(q * math.expm1(base.loss_hi)) if base.loss_hi < 700 else base.loss_hi
+    dual = _poisson_add_delta(base.delta, q) if _symmetric_base(base, q) else None
+    return Profile(
+        _poisson_remove_delta(base.delta, q), lo, hi, base.exact,
+        f"poisson_remove(q={q:g}, {base.name})", dual,
+    )
+
+
+def poisson_add(base_reverse: Profile, q: float) -> Profile:
+    """Q0 vs (1-q)Q0 + qP0, from the reverse base curve delta0_rev (Zhu, Dong, Wang 2022)."""
+    hi = -math.log1p(-q) if q < 1 else base_reverse.loss_hi
     lo_inner = base_reverse.loss_hi
     lo = -math.log1p(q * math.expm1(lo_inner)) if lo_inner < 700 else -lo_inner
-    return Profile(delta, lo, hi, base_reverse.exact, f"poisson_add(q={q:g}, {base_reverse.name})")
+    dual = _poisson_remove_delta(base_reverse.delta, q) if _symmetric_base(base_reverse, q) else None
+    return Profile(
+        _poisson_add_delta(base_reverse.delta, q), lo, hi, base_reverse.exact,
+        f"poisson_add(q={q:g}, {base_reverse.name})", dual,
+    )
 
 
 def poisson_gaussian_replace_one(a: float, q: float) -> Profile:
@@ -177,32 +209,25 @@ def poisson_gaussian_replace_one(a: float, q: float) -> Profile:
         return np.asarray(np.maximum(out, 0.0), dtype=float)
 
     hi = 2 * a * (a + GAUSS_SPAN)
-    return Profile(delta, -hi, hi, True, f"poisson_replace_one(q={q:g}, gaussian a={a:g})")
+    return Profile(delta, -hi, hi, True, f"poisson_replace_one(q={q:g}, gaussian a={a:g})", delta)
 
 
-def max_profile(first: Profile, second: Profile) -> Profile:
-    """Pointwise maximum of two upper-bound curves (still convex in e^eps)."""
+def self_dual(profile: Profile, exact: bool) -> Profile:
+    """The curve equal to ``profile`` for eps >= 0 and to its dual extension for eps < 0.
 
-    def delta(eps: Array) -> Array:
-        return np.maximum(first.delta(eps), second.delta(eps))
-
-    return Profile(
-        delta,
-        min(first.loss_lo, second.loss_lo),
-        max(first.loss_hi, second.loss_hi),
-        False,
-        f"max({first.name}, {second.name})",
-    )
-
-
-def reverse_via_identity(profile: Profile) -> Profile:
-    """Curve of the swapped pair: H_x(Q||P) = 1 - x + x H_{1/x}(P||Q)."""
+    For a symmetric neighbouring relation the true curve is self-dual,
+    delta(eps) = 1 - e^eps + e^eps delta(-eps), so an upper bound valid for eps >= 0 extends to
+    all eps this way.
+    """
 
     def delta(eps: Array) -> Array:
-        x = np.exp(eps)
-        return -np.expm1(eps) + x * profile.delta(-eps)
+        pos = profile.delta(np.abs(eps))
+        with np.errstate(over="ignore", invalid="ignore"):
+            neg = -np.expm1(np.minimum(eps, 0.0)) + np.exp(np.minimum(eps, 0.0)) * pos
+        return np.where(eps >= 0, pos, neg)
 
-    return Profile(delta, -profile.loss_hi, -profile.loss_lo, profile.exact, f"rev({profile.name})")
+    hi = max(profile.loss_hi, -profile.loss_lo)
+    return Profile(delta, -hi, hi, exact, f"self_dual({profile.name})", delta)
 
 
 @attrs.frozen
@@ -225,7 +250,8 @@ def _base_profile(event: Event, factor: float) -> Profile:
         return gaussian_profile(factor / event.noise_multiplier)
     if isinstance(event, LaplaceEvent):
         e0 = factor / event.noise_multiplier
-        return Profile(laplace_delta(e0), -e0, e0, True, f"laplace(eps0={e0:g})")
+        d = laplace_delta(e0)
+        return Profile(d, -e0, e0, True, f"laplace(eps0={e0:g})", d)
     if isinstance(event, PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent):
         return approx_dp_profile(event.epsilon, 0.0)
     if isinstance(event, ApproxDPEvent):
@@ -271,10 +297,9 @@ def leaf_profiles(event: Event, adjacency: Adjacency) -> DirectedProfiles:
         # Upper: Balle, Barthe, Gaboardi (2018), Thm 10 for eps >= 0, extended to eps < 0 by the
         # symmetry of the substitution relation. Lower: the achievable configuration in which the
         # record swapped out of the batch equals the original record (an add-type pair).
-        upper_pos = poisson_remove(base, q)
-        upper = max_profile(upper_pos, reverse_via_identity(upper_pos))
+        upper = self_dual(poisson_remove(base, q), exact=False)
         lower = poisson_add(base, q)
-        return DirectedProfiles(upper, upper, lower, reverse_via_identity(lower))
+        return DirectedProfiles(upper, upper, lower, poisson_remove(base, q))
     return _symmetric(_base_profile(event, factor))
 
 

@@ -1,0 +1,218 @@
+"""The PLD accountant against closed forms, golden values and published cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import optimize, special
+
+from dpledger.accountant.pld import PLDAccountant
+from dpledger.core.adjacency import ROW_REPLACE_ONE, Adjacency
+from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
+from dpledger.core.events import (
+    ComposedEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    NoOpEvent,
+    PoissonSampledEvent,
+    PureDPEvent,
+    SampledWithoutReplacementEvent,
+    SelfComposedEvent,
+)
+
+
+def exact_gaussian_delta(mu: float, eps: float) -> float:
+    a = -eps / mu + mu / 2
+    return float(np.exp(special.log_ndtr(a)) - np.exp(eps + special.log_ndtr(a - mu)))
+
+
+def exact_gaussian_epsilon(mu: float, delta: float) -> float:
+    if exact_gaussian_delta(mu, 0.0) <= delta:
+        return 0.0
+    return float(
+        optimize.brentq(lambda e: exact_gaussian_delta(mu, e) - delta, 0.0, 500.0, xtol=1e-13)
+    )
+
+
+def account(event, count=1, adjacency=None):
+    acc = PLDAccountant(adjacency)
+    acc.compose(event, count)
+    return acc
+
+
+def assert_tight_upper(bound: float, truth: float) -> None:
+    assert bound >= truth - 1e-9, f"{bound} under-reports {truth}"
+    assert bound <= truth * 1.01 + 0.01, f"{bound} is not within 1% of {truth}"
+
+
+def test_v01_gaussian_golden_delta():
+    d = account(GaussianEvent(math.sqrt(3)), 3).get_delta(1.0)
+    assert d.delta_lower <= 0.12693673750664 <= d.delta
+    assert d.delta - 0.12693673750664 < 1e-6
+
+
+@pytest.mark.parametrize(
+    ("sigma", "k", "delta"),
+    [(0.3, 1, 1e-5), (1.0, 1, 1e-10), (2.0, 10, 1e-5), (5.0, 100, 1e-3), (100.0, 10_000, 1e-6)],
+)
+def test_gaussian_battery_matches_closed_form(sigma, k, delta):
+    mu = math.sqrt(k) / sigma
+    truth = exact_gaussian_epsilon(mu, delta)
+    bound = account(GaussianEvent(sigma), k).get_epsilon(delta)
+    assert_tight_upper(bound.epsilon, truth)
+    assert bound.epsilon_lower <= truth + 1e-9
+
+
+def test_v02_laplace_profile():
+    acc = account(LaplaceEvent(1.0))
+    assert acc.get_delta(0.5).delta == pytest.approx(0.2211992169, rel=1e-6)
+    assert acc.get_delta(0.5).delta >= 0.2211992169
+    assert acc.get_delta(0.0).delta == pytest.approx(0.39346934, rel=1e-6)
+    assert acc.get_delta(-2.0).delta == pytest.approx(0.86466472, rel=1e-6)
+    assert acc.get_delta(1.0).delta == 0.0
+
+
+@pytest.mark.parametrize(
+    ("eps", "golden"), [(0.0, 0.5570521), (1.0, 0.3316785), (2.0, 0.1454664), (3.0, 0.04102841)]
+)
+def test_v03_kov_optimal_pure_composition(eps, golden):
+    d = account(PureDPEvent(0.5), 10).get_delta(eps)
+    assert d.delta_lower - 1e-7 <= golden <= d.delta + 1e-7
+    assert d.delta - golden < 1e-5
+
+
+def test_v04_poisson_subsampled_laplace():
+    eps = account(PoissonSampledEvent(0.2, LaplaceEvent(0.5)), 3).get_epsilon(1e-14)
+    truth = 3 * math.log1p(0.2 * math.expm1(2.0))
+    assert truth - 1e-9 <= eps.epsilon <= truth + 1e-6
+
+
+def test_v14_both_directions_single_subsampled_step():
+    d = account(PoissonSampledEvent(0.2, GaussianEvent(0.5))).get_delta(1.0)
+    assert d.delta == pytest.approx(0.0578, abs=1e-4)
+
+
+def test_v16_total_variation_gives_zero_epsilon():
+    acc = account(PoissonSampledEvent(0.00105, GaussianEvent(1.0)))
+    assert acc.get_delta(0.0).delta == pytest.approx(4.0207e-4, rel=1e-4)
+    assert acc.get_epsilon(1e-3).epsilon == 0.0
+
+
+def test_v16_empty_noop_and_non_private():
+    assert PLDAccountant().get_epsilon(1e-5).epsilon == 0.0
+    assert account(NoOpEvent()).get_epsilon(1e-5).epsilon == 0.0
+    assert account(NonPrivateEvent()).get_epsilon(1e-5).epsilon == math.inf
+    assert account(NonPrivateEvent()).get_delta(3.0).delta == 1.0
+
+
+def test_pitfall1_replace_one_doubles_sensitivity():
+    rep = account(GaussianEvent(2.0), 10, ROW_REPLACE_ONE).get_epsilon(1e-5).epsilon
+    add = account(GaussianEvent(1.0), 10).get_epsilon(1e-5).epsilon
+    assert rep == pytest.approx(add, abs=1e-6)
+    assert rep == pytest.approx(17.857, abs=2e-3)
+
+
+def test_pitfall3_adjacency_changes_epsilon():
+    ev = PoissonSampledEvent(256 / 60000, GaussianEvent(1.0))
+    assert account(ev, 1000).get_epsilon(1e-5).epsilon == pytest.approx(0.728, abs=2e-3)
+    assert account(ev, 1000, ROW_REPLACE_ONE).get_epsilon(1e-5).epsilon == pytest.approx(
+        1.112, abs=2e-3
+    )
+
+
+def test_pitfall5_without_replacement_is_bounded_and_below_rdp_golden():
+    ev = SampledWithoutReplacementEvent(60000, 256, GaussianEvent(1.0))
+    b = account(ev, 1000, ROW_REPLACE_ONE).get_epsilon(1e-5)
+    poisson_replace = account(
+        PoissonSampledEvent(256 / 60000, GaussianEvent(1.0)), 1000, ROW_REPLACE_ONE
+    )
+    assert b.epsilon <= 12.113
+    assert b.epsilon_lower <= b.epsilon
+    assert b.epsilon >= poisson_replace.get_epsilon(1e-5).epsilon_lower
+
+
+def test_pitfall2_without_replacement_under_add_remove_is_refused():
+    ev = SampledWithoutReplacementEvent(100, 10, GaussianEvent(1.0))
+    acc = PLDAccountant(Adjacency())
+    assert not acc.supports(ev)
+    with pytest.raises(UnsupportedEventError, match="replace-one"):
+        acc.compose(ev)
+
+
+def test_pitfall11_s11_large_epsilon_is_finite_and_consistent():
+    b = account(PoissonSampledEvent(0.1, GaussianEvent(0.6)), 1000).get_epsilon(1e-5)
+    assert 78.55 <= b.epsilon_lower <= b.epsilon <= 78.6485 * 1.001
+
+
+def test_v09_dp_sgd_reference_points():
+    cases = [((0.8, 0.001, 100), 0.2603), ((1.5, 0.05, 1000), 6.1997)]
+    for (sigma, q, steps), pld_ref in cases:
+        b = account(PoissonSampledEvent(q, GaussianEvent(sigma)), steps).get_epsilon(1e-6)
+        assert b.epsilon_lower <= b.epsilon
+        assert b.epsilon == pytest.approx(pld_ref, rel=2e-3)
+
+
+def test_pure_dp_capped_by_basic_composition():
+    b = account(PureDPEvent(1.0), 10).get_epsilon(1e-12)
+    assert b.epsilon <= 10.0 * (1 + 1e-9)
+    assert b.epsilon == pytest.approx(9.99977, abs=1e-3)
+
+
+def test_queries_are_pure_and_validate():
+    acc = account(GaussianEvent(1.0), 5)
+    first = acc.get_epsilon(1e-5)
+    assert acc.get_epsilon(1e-5) == first
+    with pytest.raises(InvalidParameterError, match="delta"):
+        acc.get_epsilon(0.0)
+    with pytest.raises(InvalidParameterError, match="delta"):
+        acc.get_epsilon(1.5)
+
+
+def test_self_composed_equals_repeated_and_composed():
+    ev = PoissonSampledEvent(0.01, GaussianEvent(1.0))
+    a = account(SelfComposedEvent(ev, 6)).get_epsilon(1e-5).epsilon
+    b = account(ComposedEvent([ev] * 6)).get_epsilon(1e-5).epsilon
+    c = account(ev, 6).get_epsilon(1e-5).epsilon
+    assert a == pytest.approx(b, abs=1e-12)
+    assert a == pytest.approx(c, abs=1e-12)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    sigma=st.floats(0.5, 5.0),
+    q=st.floats(1e-3, 0.1),
+    steps=st.integers(1, 300),
+)
+def test_property_monotone_in_steps_q_sigma_delta(sigma, q, steps):
+    base = account(PoissonSampledEvent(q, GaussianEvent(sigma)), steps)
+    e = base.get_epsilon(1e-5)
+    more_steps = account(PoissonSampledEvent(q, GaussianEvent(sigma)), steps + 10).get_epsilon(1e-5)
+    more_q = account(
+        PoissonSampledEvent(min(1.0, q * 1.5), GaussianEvent(sigma)), steps
+    ).get_epsilon(1e-5)
+    more_sigma = account(PoissonSampledEvent(q, GaussianEvent(sigma * 1.5)), steps).get_epsilon(
+        1e-5
+    )
+    bigger_delta = base.get_epsilon(1e-3)
+    assert more_steps.epsilon >= e.epsilon_lower
+    assert more_q.epsilon >= e.epsilon_lower
+    assert more_sigma.epsilon_lower <= e.epsilon
+    assert bigger_delta.epsilon <= e.epsilon + 1e-9
+    # round trip: delta(eps(delta)) <= delta
+    assert base.get_delta(e.epsilon).delta <= 1e-5 * (1 + 1e-6)
+
+
+@settings(max_examples=10, deadline=None)
+@given(sigmas=st.lists(st.floats(0.5, 10.0), min_size=2, max_size=5))
+def test_property_order_invariance_and_closed_form(sigmas):
+    events = [GaussianEvent(s) for s in sigmas]
+    fwd = account(ComposedEvent(events)).get_epsilon(1e-6)
+    rev = account(ComposedEvent(events[::-1])).get_epsilon(1e-6)
+    assert fwd.epsilon == pytest.approx(rev.epsilon, abs=1e-9)
+    mu = math.sqrt(sum(1 / s**2 for s in sigmas))
+    assert_tight_upper(fwd.epsilon, exact_gaussian_epsilon(mu, 1e-6))
