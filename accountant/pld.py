@@ -28,7 +28,15 @@ from dpledger.accountant.pld_engine import (
 from dpledger.accountant.profiles import DirectedProfiles, Profile, leaf_profiles
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import BoundUnavailable, UnsupportedEventError
-from dpledger.core.events import Event, NonPrivateEvent, flatten
+from dpledger.core.events import (
+    Event,
+    GaussianEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    PoissonSampledEvent,
+    PureDPEvent,
+    flatten,
+)
 
 Window = tuple[float, float, float, float]
 
@@ -38,6 +46,60 @@ TARGET_POINTS = 1 << 19
 MAX_COMPONENT_POINTS = 1 << 22
 #: truncation mass of the composed window (charged to delta)
 TAIL_MASS = 1e-18
+#: above this many distinct leaf events, parameters are rounded to dominating representatives
+MAX_DISTINCT_COMPONENTS = 64
+#: relative step of the representative grid (noise rounded down, rates and epsilons rounded up)
+REPRESENTATIVE_STEP = 1e-3
+
+
+def _merge_gaussians(merged: dict[Event, int]) -> dict[Event, int]:
+    """Unsampled Gaussians compose exactly into one Gaussian: 1/s^2 = sum k_i / s_i^2."""
+    gaussians = [(e, k) for e, k in merged.items() if isinstance(e, GaussianEvent)]
+    if len(gaussians) <= 1:
+        return merged
+    out = {e: k for e, k in merged.items() if not isinstance(e, GaussianEvent)}
+    precision = math.fsum(k / e.noise_multiplier**2 for e, k in gaussians)
+    # round the merged noise multiplier down (more privacy loss) to absorb float error
+    sigma = math.nextafter(1.0 / math.sqrt(precision) * (1 - 1e-12), 0.0)
+    out[GaussianEvent(sigma)] = out.get(GaussianEvent(sigma), 0) + 1
+    return out
+
+
+def _round_up(x: float, step: float = REPRESENTATIVE_STEP) -> float:
+    if x <= 0:
+        return x
+    return float(math.exp(math.ceil(math.log(x) / math.log1p(step)) * math.log1p(step)))
+
+
+def _round_down(x: float, step: float = REPRESENTATIVE_STEP) -> float:
+    return float(math.exp(math.floor(math.log(x) / math.log1p(step)) * math.log1p(step)))
+
+
+def _dominating(event: Event, step: float) -> Event:
+    """An event at least as privacy-costly, with parameters on a geometric grid of ``step``."""
+    if isinstance(event, GaussianEvent):
+        return GaussianEvent(_round_down(event.noise_multiplier, step))
+    if isinstance(event, LaplaceEvent):
+        return LaplaceEvent(_round_down(event.noise_multiplier, step))
+    if isinstance(event, PureDPEvent):
+        return PureDPEvent(_round_up(event.epsilon, step))
+    if isinstance(event, PoissonSampledEvent):
+        q = min(1.0, _round_up(event.sampling_probability, step))
+        return PoissonSampledEvent(q, _dominating(event.event, step))
+    return event
+
+
+def _dominating_representatives(merged: dict[Event, int]) -> dict[Event, int]:
+    """Round parameters to the safe side on a geometric grid, coarsening until few remain."""
+    step = REPRESENTATIVE_STEP
+    while True:
+        out: dict[Event, int] = {}
+        for event, k in merged.items():
+            rep = _dominating(event, step)
+            out[rep] = out.get(rep, 0) + k
+        if len(out) <= MAX_DISTINCT_COMPONENTS or step >= 0.02:
+            return out
+        step *= 2
 
 
 @attrs.frozen
@@ -82,6 +144,9 @@ class PLDAccountant(Accountant):
                     self._non_private = True
                     continue
                 merged[leaf] = merged.get(leaf, 0) + k * count
+        merged = _merge_gaussians(merged)
+        if len(merged) > MAX_DISTINCT_COMPONENTS:
+            merged = _dominating_representatives(merged)
         return [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in merged.items()]
 
     def _composed(self) -> _Composed | None:
@@ -170,7 +235,7 @@ class PLDAccountant(Accountant):
             return EpsilonBound(0.0, 0.0, delta, self.name)
         upper = max(epsilon_for(c, delta, upper=True) for c in state.upper)
         lower = max(epsilon_for(c, delta, upper=False) for c in state.lower) if state.lower else 0.0
-        upper = min(upper, _round_up(state.pure_cap))
+        upper = min(upper, _next_up(state.pure_cap))
         lower = min(lower, upper)
         return EpsilonBound(upper, lower, delta, self.name, {"grid_spacing": state.h})
 
@@ -194,7 +259,7 @@ def _arr(x: float):  # type: ignore[no-untyped-def]
     return np.array([x])
 
 
-def _round_up(x: float) -> float:
+def _next_up(x: float) -> float:
     return x if not math.isfinite(x) else math.nextafter(x * (1 + 1e-12), math.inf)
 
 

@@ -78,7 +78,7 @@ def dpledger_register_mechanisms(register: Callable[[MechanismSpec], None]) -> N
 
 @hookspec
 def dpledger_register_report_sections(register: Callable[[ReportSectionSpec], None]) -> None:
-    """Register extra sections of the privacy report (:class:`~dpledger.core.specs.ReportSectionSpec`).
+    """Register extra report sections (:class:`~dpledger.core.specs.ReportSectionSpec`).
 
     Example::
 

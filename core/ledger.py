@@ -88,13 +88,15 @@ Multiset = tuple[tuple[Hashable, int], ...]
 
 def _canon(event: Event) -> Hashable:
     if isinstance(event, PoissonSampledEvent):
-        return _Sampled("poisson", event.sampling_probability, 0, 0, canonical_multiset(event.event))
+        inner = canonical_multiset(event.event)
+        return _Sampled("poisson", event.sampling_probability, 0, 0, inner)
     if isinstance(event, SampledWithoutReplacementEvent):
         return _Sampled(
             "wor", event.sampling_probability, event.source_size, event.sample_size,
             canonical_multiset(event.event),
         )
-    return event
+    hashable: Hashable = event
+    return hashable
 
 
 def canonical_multiset(event: Event) -> Multiset:
@@ -131,15 +133,17 @@ def dominates(declared: Hashable, executed: Hashable) -> bool:
     if isinstance(declared, _Sampled) or type(declared) is not type(executed):
         return False
     if isinstance(executed, GaussianEvent | LaplaceEvent):
-        return executed.noise_multiplier >= declared.noise_multiplier  # type: ignore[union-attr]
+        assert isinstance(declared, GaussianEvent | LaplaceEvent)
+        return bool(executed.noise_multiplier >= declared.noise_multiplier)
     if isinstance(executed, _EPSILON_KINDS):
-        return executed.epsilon <= declared.epsilon  # type: ignore[union-attr]
+        assert isinstance(declared, _EPSILON_KINDS)
+        return bool(executed.epsilon <= declared.epsilon)
     if isinstance(executed, ApproxDPEvent):
         assert isinstance(declared, ApproxDPEvent)
-        return executed.epsilon <= declared.epsilon and executed.delta <= declared.delta
+        return bool(executed.epsilon <= declared.epsilon and executed.delta <= declared.delta)
     if isinstance(executed, RandomizedResponseEvent):
         assert isinstance(declared, RandomizedResponseEvent)
-        return (
+        return bool(
             executed.num_buckets == declared.num_buckets and executed.epsilon <= declared.epsilon
         )
     return bool(executed == declared)
@@ -198,7 +202,7 @@ def _describe(step: Hashable) -> str:
             return f"poisson_sampled(q={step.rate!r}, {inner})"
         return f"sampled_without_replacement({step.sample_size}/{step.source_size}, {inner})"
     assert isinstance(step, Event)
-    return step.describe()
+    return str(step.describe())
 
 
 def _explain(step: Hashable, executed: Multiset, declared: Multiset) -> str:
@@ -419,7 +423,9 @@ class PrivacyLedger:
         if arr.ndim == 0:
             raise InvalidParameterError("x", "must have one row per record", "pass a 2-D array")
         rows = arr.reshape(arr.shape[0], int(np.prod(arr.shape[1:], dtype=np.int64)))
-        norms = np.linalg.norm(rows, axis=1)
+        peak = np.max(np.abs(rows), axis=1, initial=0.0)
+        safe = np.where(peak > 0, peak, 1.0)
+        norms = peak * np.linalg.norm(rows / safe[:, None], axis=1)  # no overflow for huge rows
         factor = np.where(norms > c, (c / np.maximum(norms, np.finfo(float).tiny)) * _CLIP_SHRINK,
                           1.0)
         clipped = rows * factor[:, None]
@@ -446,7 +452,7 @@ class PrivacyLedger:
 
     def laplace(self, values: Any, sensitivity: float, noise_multiplier: float, *,
                 step: str) -> Any:
-        """``values + Laplace(noise_multiplier * sensitivity)`` (L1 sensitivity); books LaplaceEvent."""
+        """``values + Laplace(noise_multiplier * sensitivity)`` (L1); books LaplaceEvent."""
         step = _check_step(step)
         s = _positive("sensitivity", sensitivity)
         m = _positive("noise_multiplier", noise_multiplier)
@@ -484,7 +490,7 @@ class PrivacyLedger:
 
     def report_noisy_max(self, scores: Any, sensitivity: float, epsilon: float, *,
                          step: str, monotonic: bool = False) -> int:
-        """Argmax of scores plus Laplace(2 * sensitivity / epsilon) noise; books ReportNoisyMaxEvent."""
+        """Argmax of scores + Laplace(2 * sensitivity / epsilon); books ReportNoisyMaxEvent."""
         step = _check_step(step)
         s = _positive("sensitivity", sensitivity)
         eps = _positive("epsilon", epsilon)
@@ -522,7 +528,8 @@ class PrivacyLedger:
         """
         step = _check_step(step)
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-            raise InvalidParameterError("n", f"must be an integer >= 0, got {n!r}", "pass len(data)")
+            raise InvalidParameterError("n", f"must be an integer >= 0, got {n!r}",
+                                        "pass len(data)")
         if isinstance(q, bool) or not isinstance(q, int | float) or not 0.0 <= float(q) <= 1.0:
             raise InvalidParameterError("q", f"must lie in [0, 1], got {q!r}", "pass a rate")
         rate = float(q)

@@ -108,7 +108,18 @@ def _string(
     return value
 
 
+INT_EVENT_FIELDS = ("count", "source_size", "sample_size", "num_buckets")
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema counts 10.0 as an integer; accept it as 10 (anything else is unchanged)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _int(ctx: _Ctx, value: Any, field: str, minimum: int) -> int:
+    value = _integral(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ctx.fail(
             field,
@@ -173,7 +184,7 @@ def parse_event(ctx: _Ctx, data: Any, path: str) -> Event:
                 )
             kwargs[key] = [parse_event(ctx, v, f"{path}.events[{i}]") for i, v in enumerate(value)]
         else:
-            kwargs[key] = value
+            kwargs[key] = _integral(value) if key in INT_EVENT_FIELDS else value
     missing = [n for n, f in fields.items() if f.default is attrs.NOTHING and n not in kwargs]
     if missing:
         raise ctx.fail(
@@ -385,7 +396,14 @@ def _validate(ctx: _Ctx, graph: CompositionGraph, fields: Mapping[str, str]) -> 
         graph.validate()
     except GraphError as exc:
         node = getattr(exc, "node", None)
-        where = fields.get(node, "graph") if isinstance(node, str) else "graph"
+        where = "graph"
+        if isinstance(node, str) and node in fields:
+            where = fields[node]
+        elif isinstance(node, str) and graph.g.has_node(node):
+            refs = sorted(set(graph.g.successors(node)) | set(graph.g.predecessors(node)))
+            known = [fields[r] for r in refs if r in fields]
+            if known:
+                where = known[0]
         raise PipelineFileError(f"{ctx.origin}: {where}: {exc}") from None
 
 

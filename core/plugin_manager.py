@@ -136,7 +136,9 @@ def load_entry_points(
     entry_points: Iterable[metadata.EntryPoint] | None = None,
 ) -> None:
     """Load every ``dpledger`` entry point, each in isolation (problems are recorded)."""
-    eps = entry_points if entry_points is not None else metadata.entry_points(group=ENTRY_POINT_GROUP)
+    if entry_points is None:
+        entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    eps = entry_points
     seen: set[tuple[str, str, str | None]] = set()
     for ep in sorted(eps, key=lambda e: (e.name, e.value)):
         dist, version = _dist_of(ep)
@@ -424,11 +426,12 @@ class PluginHost:
             mine = [p for p in problems if p.plugin == name]
             first = mine[0] if mine else None
             specs = by_plugin.get(name, [])
+            dist = origin.distribution if origin else (first.distribution if first else None)
             out.append(PluginInfo(
                 name=name,
-                distribution=origin.distribution if origin else (first.distribution if first else None),
+                distribution=dist,
                 version=origin.version if origin else (first.version if first else None),
-                tier=origin.tier if origin else trust_tier(first.distribution if first else None),
+                tier=origin.tier if origin else trust_tier(dist),
                 methods=tuple(s.name for s in specs if isinstance(s, MethodSpec)),
                 mechanisms=tuple(s.name for s in specs if isinstance(s, MechanismSpec)),
                 report_sections=tuple(s.name for s in specs if isinstance(s, ReportSectionSpec)),

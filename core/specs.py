@@ -28,23 +28,16 @@ TRUST_TIERS: tuple[str, ...] = ("vetted", "contrib", "unverified")
 
 _NAME = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}$")
 
-#: kinds of the events defined by dpledger itself; a plugin may not reuse them
-CORE_EVENT_KINDS: frozenset[str] = frozenset(
-    obj.kind
-    for obj in vars(_events).values()
-    if isinstance(obj, type)
-    and issubclass(obj, Event)
-    and obj.__module__ == _events.__name__
-    and "kind" in obj.__dict__
-)
 _CORE_EVENT_CLASSES: dict[str, type[Event]] = {
-    obj.kind: obj
+    str(obj.__dict__["kind"]): obj
     for obj in vars(_events).values()
     if isinstance(obj, type)
     and issubclass(obj, Event)
     and obj.__module__ == _events.__name__
     and "kind" in obj.__dict__
 }
+#: kinds of the events defined by dpledger itself; a plugin may not reuse them
+CORE_EVENT_KINDS: frozenset[str] = frozenset(_CORE_EVENT_CLASSES)
 
 
 def _name_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

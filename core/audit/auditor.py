@@ -43,6 +43,10 @@ TAILS: tuple[str, str] = ("upper", "lower")
 VIOLATION = "violation"
 NO_VIOLATION = "no violation found"
 NO_CLAIM = "no claim"
+#: outputs are drawn and scored in chunks of this many samples
+CHUNK = 1 << 17
+#: samples per side used to train the linear discriminant for vector outputs
+TRAIN_SAMPLES = 100_000
 
 
 def _json_float(x: float | None) -> float | str | None:
@@ -222,6 +226,17 @@ def _draw(sampler: Sampler, dataset: Any, n: int, rng: np.random.Generator) -> A
     return out
 
 
+def _scores(
+    sampler: Sampler, dataset: Any, n: int, rng: np.random.Generator, reduce: Score
+) -> Array:
+    """Scores of ``n`` fresh outputs, drawn in chunks so vector outputs stay small in memory."""
+    parts = []
+    for start in range(0, n, CHUNK):
+        m = min(CHUNK, n - start)
+        parts.append(_as_scores(reduce(_draw(sampler, dataset, m, rng)), "score"))
+    return np.concatenate(parts)
+
+
 def linear_discriminant(x0: Array, x1: Array, ridge: float = 1e-9) -> Score:
     """Fisher's linear discriminant trained on samples of two vector-valued distributions."""
     x0 = x0.reshape(len(x0), -1)
@@ -263,6 +278,9 @@ def _search(
 ) -> tuple[str, str, float, float]:
     """Best (direction, tail, threshold) on the search split and its search-split bound."""
     thresholds = _candidates(s0, s1, max_thresholds)
+    # rank events by a bound that is Bonferroni-corrected over all candidate events, so that a
+    # far-tail event whose few search hits happen to look extreme is not preferred
+    alpha = alpha / (4 * len(thresholds))
     n0, n1 = len(s0), len(s1)
     up0, lo0 = _event_counts(np.sort(s0), thresholds)
     up1, lo1 = _event_counts(np.sort(s1), thresholds)
@@ -318,25 +336,25 @@ def audit_mechanism(
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     a_eff = alpha / len(deltas)
 
-    x0 = _draw(sampler, d, n_search, gen)
-    x1 = _draw(sampler, d_prime, n_search, gen)
+    probe = _draw(sampler, d, 2, gen)
     if log_likelihood_ratio is not None:
         reduce, mode = log_likelihood_ratio, "white-box: declared log-likelihood ratio"
     elif score is not None:
         reduce, mode = score, "given score"
-    elif x0.ndim == 1:
+    elif probe.ndim == 1:
         reduce, mode = (lambda x: x), "identity"
     else:
+        n_train = min(n_search, TRAIN_SAMPLES)
         reduce = linear_discriminant(
-            _draw(sampler, d, n_search, gen), _draw(sampler, d_prime, n_search, gen)
+            _draw(sampler, d, n_train, gen), _draw(sampler, d_prime, n_train, gen)
         )
         mode = "linear discriminant trained on separate samples"
-    s0 = _as_scores(reduce(x0), "score")
-    s1 = _as_scores(reduce(x1), "score")
+    s0 = _scores(sampler, d, n_search, gen, reduce)
+    s1 = _scores(sampler, d_prime, n_search, gen, reduce)
     witnesses = [_search(s0, s1, delta, a_eff, max_thresholds) for delta in deltas]
 
-    t0 = _as_scores(reduce(_draw(sampler, d, n_test, gen)), "score")
-    t1 = _as_scores(reduce(_draw(sampler, d_prime, n_test, gen)), "score")
+    t0 = _scores(sampler, d, n_test, gen, reduce)
+    t1 = _scores(sampler, d_prime, n_test, gen, reduce)
     audits = []
     for delta, (direction, tail, threshold, search_lb) in zip(deltas, witnesses, strict=True):
         h0, h1 = _count(t0, tail, threshold), _count(t1, tail, threshold)
@@ -383,10 +401,20 @@ def audit_event(
     """Audit the accountant's certified bound for ``event`` on its canonical worst-case pair.
 
     Without ``claimed_epsilon`` the claim is the selected accountant's certified upper bound.
+    A user-level adjacency is first lifted to a row-level event (:func:`lift_event`), whose
+    canonical pair is then audited.
     ``white_box`` scores outputs by the exact log-likelihood ratio (the optimal test);
     otherwise scalar outputs are thresholded directly.
     """
     adjacency = adjacency or Adjacency()
+    lifted_from = ""
+    if adjacency.unit != "row":
+        from dpledger.core.lifting import lift_event
+
+        original = event
+        event, rules = lift_event(event, adjacency.max_contributions)
+        adjacency = adjacency.row_level
+        lifted_from = f" (lifted from {original.describe()} by {', '.join(rules)})"
     pair = canonical_pair(event, adjacency)
     source = "given"
     if claimed_epsilon is None:
@@ -403,6 +431,8 @@ def audit_event(
         n_test=n_test,
         rng=rng,
         log_likelihood_ratio=pair.log_likelihood_ratio if white_box else None,
-        description=f"{event.describe()} under {adjacency.describe()}: {pair.description}",
+        description=(
+            f"{event.describe()}{lifted_from} under {adjacency.describe()}: {pair.description}"
+        ),
         claim_source=source,
     )

@@ -2,8 +2,8 @@
 
 For every supported event the pair ``(D, D')`` is the one whose output distributions attain
 the event's privacy profile (the dominating pair). Noise is relative to the per-record
-add/remove bound ``C = 1``; the adjacency's sensitivity factor (2 for replace-one) and the
-user-level contribution bound ``k`` scale the shift (L2/L1 norm of ``k`` rows is at most ``k``).
+add/remove bound ``C = 1``; the adjacency's sensitivity factor (2 for replace-one) scales the
+shift. Pairs are row level: lift a user-level release first (:mod:`dpledger.core.lifting`).
 """
 
 from __future__ import annotations
@@ -53,8 +53,23 @@ class _Leaf:
     description: str
 
 
+def _rounded(llr: Array) -> Array:
+    """Round an LLR to 1e-9 so float noise cannot separate the samplers' float lattices.
+
+    Example: ``|x| - |x - 2|`` is -2 on ``x <= 0`` in exact arithmetic, but its rounding error
+    depends on the low-order bits of ``x``, which differ between ``rng.laplace(0, b)`` and
+    ``2 + rng.laplace(0, b)``; an event ``{score <= -2 - ulp}`` would then measure the float
+    lattice (a real, but different, leak: Mironov 2012), not the mechanism's math.
+    """
+    return np.asarray(np.round(llr, 9), dtype=float)
+
+
 def _shift(adjacency: Adjacency) -> float:
-    return float(adjacency.sensitivity_factor) * int(adjacency.max_contributions)
+    if adjacency.unit != "row":
+        raise UnsupportedEventError(
+            "canonical pairs are row level; lift the event with dpledger.core.lifting first"
+        )
+    return float(adjacency.sensitivity_factor)
 
 
 def _gaussian(s: float, shift: float) -> _Leaf:
@@ -62,7 +77,7 @@ def _gaussian(s: float, shift: float) -> _Leaf:
         return rng.normal(shift * which, s, n)
 
     def llr(x: Array) -> Array:
-        return np.asarray((2 * x * shift - shift * shift) / (2 * s * s), dtype=float)
+        return _rounded((2 * x * shift - shift * shift) / (2 * s * s))
 
     return _Leaf(sample, llr, f"N(0, {s:g}^2) vs N({shift:g}, {s:g}^2)")
 
@@ -72,7 +87,7 @@ def _laplace(b: float, shift: float) -> _Leaf:
         return rng.laplace(shift * which, b, n)
 
     def llr(x: Array) -> Array:
-        return np.asarray((np.abs(x) - np.abs(x - shift)) / b, dtype=float)
+        return _rounded((np.abs(x) - np.abs(x - shift)) / b)
 
     return _Leaf(sample, llr, f"Lap(0, {b:g}) vs Lap({shift:g}, {b:g})")
 
@@ -106,7 +121,7 @@ def _mixture(leaf_noise: str, scale: float, q: float, low: float, high: float) -
         )
 
     def llr(x: Array) -> Array:
-        return np.asarray(log_mix(x, high) - log_mix(x, low), dtype=float)
+        return _rounded(log_mix(x, high) - log_mix(x, low))
 
     return _Leaf(
         sample, llr, f"Poisson(q={q:g}) {leaf_noise}(scale {scale:g}) at {low:g} vs {high:g}"
@@ -140,10 +155,7 @@ def _leaf(event: Event, adjacency: Adjacency) -> _Leaf:
         return _randomized_response(event.epsilon, event.num_buckets)
     if isinstance(event, PoissonSampledEvent):
         inner = event.event
-        if adjacency.unit != "row":
-            raise UnsupportedEventError(
-                "the canonical pair of a sampled event is defined for row-level adjacency only"
-            )
+        _shift(adjacency)  # row level only
         if not isinstance(inner, GaussianEvent | LaplaceEvent):
             raise UnsupportedEventError(
                 f"no canonical pair for Poisson sampling of {inner.describe()}"

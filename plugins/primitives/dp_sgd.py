@@ -1,4 +1,4 @@
-"""DP-SGD in numpy: Poisson sampling, per-example clipping and Gaussian noise on the summed gradient.
+"""DP-SGD in numpy: Poisson sampling, per-example clipping, Gaussian noise on the gradient sum.
 
 Each of ``steps`` steps includes every record independently with probability
 ``sampling_probability`` (an empty batch is kept, never re-drawn), clips each per-example
@@ -34,7 +34,7 @@ GradFn = Callable[[FloatArray, FloatArray, FloatArray], FloatArray]
 
 @attrs.frozen
 class DPSGDParams:
-    """Training hyper-parameters; ``expected_batch_size`` must be public (not computed from data)."""
+    """Hyper-parameters; ``expected_batch_size`` must be public (not computed from the data)."""
 
     steps: int = attrs.field(validator=positive_int)
     sampling_probability: float = attrs.field(validator=probability)
@@ -75,7 +75,7 @@ def dp_sgd_step(ledger: PrivacyLedger, w: FloatArray, x: FloatArray, y: FloatArr
 
 
 def _xy(data: Any) -> tuple[FloatArray, FloatArray]:
-    if isinstance(data, np.ndarray) or isinstance(data, list):
+    if isinstance(data, np.ndarray | list):
         arr = float_matrix("data", data, ndim=2)
         x, y = arr[:, :-1], arr[:, -1]
     else:

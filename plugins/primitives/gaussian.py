@@ -21,7 +21,7 @@ from dpledger.plugins.primitives._common import float_matrix
 
 @attrs.frozen
 class GaussianParams:
-    """``sensitivity``: add/remove L2 bound of the query; noise std is ``noise_multiplier * sensitivity``."""
+    """``sensitivity``: add/remove L2 bound; noise std is ``noise_multiplier * sensitivity``."""
 
     sensitivity: float = attrs.field(validator=positive_finite)
     noise_multiplier: float = attrs.field(validator=positive_finite)

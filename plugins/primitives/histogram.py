@@ -40,7 +40,8 @@ def counts_of(params: HistogramParams, data: Any) -> np.ndarray:
     bins = float_matrix("data", data, ndim=1)
     if bins.size and (np.any(bins != np.floor(bins)) or bins.min() < 0
                       or bins.max() >= params.num_bins):
-        raise InvalidParameterError("data", f"bin indices must be integers in [0, {params.num_bins})",
+        raise InvalidParameterError("data",
+                                    f"bin indices must be integers in [0, {params.num_bins})",
                                     "map every record to a bin of the public domain first")
     return np.bincount(bins.astype(np.int64), minlength=params.num_bins).astype(np.float64)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from dpledger.core.errors import InvalidParameterError
 from dpledger.plugins.shk.torus import FloatArray
 

@@ -16,11 +16,12 @@ Experiments 1–2, the grid size, the time step or the data of Experiment 3. Cho
   ``a = 0.727934`` calibrated so that the exponential-mechanism utility floor equals the paper's
   0.10755 (the floor depends on the data only through the mean resultant length); the neighbour
   moves the point nearest 0.25 (index 50) to −2.4;
-* Experiment 4 uses its own ``ρ_0 ∝ exp(5.5 cos(x − 0.3825))``: the shared ``ρ_0`` straddles the
-  barrier of the bimodal target, so Langevin would not be metastable; μ = 0.3825 is calibrated so
-  that Langevin's ``KL(ρ_6‖π) = 0.371``.
+* Experiment 4 uses its own ``ρ_0 ∝ exp(5.5 cos x)`` (centred in the well at 0): the shared ``ρ_0``
+  straddles the barrier of the bimodal target, so Langevin would not be metastable. It is not
+  calibrated; Langevin's ``KL(ρ_6‖π)`` comes out at 0.356 against the paper's 0.371.
 
-Numbers that depend on a calibrated input are flagged ``calibrated`` in :data:`PAPER`.
+Numbers that depend on a calibrated input: the A1 / A1′ / target-floor envelopes of Tables 1–2
+(through ``T``), Table 4 (through ``B``) and Experiment 3's utility floor (through ``a``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import math
 from typing import Any
 
 import numpy as np
-
 from dpledger.plugins.shk import bounds
 from dpledger.plugins.shk.solvers import solve_fokker_planck, solve_shk
 from dpledger.plugins.shk.torus import (
@@ -55,19 +55,46 @@ C_GRID = np.linspace(0.02, 0.98, 200)
 #: Reported values, as printed in the paper.
 PAPER: dict[str, dict[str, float]] = {
     "table1": {
-        "empirical": 0.644016, "a1": 3.365895, "a1_prime": 1.365895, "target_bound": 0.809605,
-        "sup": 1.599920, "two_sup": 3.199839, "osc": 1.199839, "floor": 0.643549,
+        "empirical": 0.644016,
+        "a1": 3.365895,
+        "a1_prime": 1.365895,
+        "target_bound": 0.809605,
+        "sup": 1.599920,
+        "two_sup": 3.199839,
+        "osc": 1.199839,
+        "floor": 0.643549,
     },
     "table2": {
-        "empirical": 1.505272, "a1": 1.797173, "a1_prime": 1.797173, "target_bound": 1.698790,
-        "sup": 0.799893, "two_sup": 1.599786, "osc": 1.599786, "floor": 1.501403,
+        "empirical": 1.505272,
+        "a1": 1.797173,
+        "a1_prime": 1.797173,
+        "target_bound": 1.698790,
+        "sup": 0.799893,
+        "two_sup": 1.599786,
+        "osc": 1.599786,
+        "floor": 1.501403,
     },
-    "table3": {"D2": 0.055881, "D3": 0.083185, "D5": 0.133828, "D10": 0.228820,
-               "envelope": 0.635315},
-    "table4": {"c_plateau": 0.497588, "plateau": 111060.018822, "c_finite": 0.98,
-               "finite": 29.683066},
-    "exp3": {"loss": 0.1816, "bound": 0.2201, "target_bound": 0.2058, "utility": 0.10746,
-             "utility_floor": 0.10755, "hockey_stick": 6.57e-6},
+    "table3": {
+        "D2": 0.055881,
+        "D3": 0.083185,
+        "D5": 0.133828,
+        "D10": 0.228820,
+        "envelope": 0.635315,
+    },
+    "table4": {
+        "c_plateau": 0.497588,
+        "plateau": 111060.018822,
+        "c_finite": 0.98,
+        "finite": 29.683066,
+    },
+    "exp3": {
+        "loss": 0.1816,
+        "bound": 0.2201,
+        "target_bound": 0.2058,
+        "utility": 0.10746,
+        "utility_floor": 0.10755,
+        "hockey_stick": 6.57e-6,
+    },
     "exp4": {"shk_log_ratio": 0.362, "envelope": 0.414, "kl_shk": 2.91e-5, "kl_langevin": 0.371},
 }
 
@@ -141,8 +168,10 @@ def renyi_table(t: float = T_EXP2, n_cells: int = N_CELLS) -> dict[str, float]:
     v, vp = potentials("exp2")
     st = _static(grid, v, vp, rho0)
     res = solve_shk([v, vp], t, grid, rho0)
-    out = {f"D{a}": bounds.renyi_divergence(res.final(0), res.final(1), a, grid.dx)
-           for a in RENYI_ORDERS}
+    out = {
+        f"D{a}": bounds.renyi_divergence(res.final(0), res.final(1), a, grid.dx)
+        for a in RENYI_ORDERS
+    }
     out["envelope"] = bounds.log_ratio_envelope(t, st["floor"], st["r0"], st["r0_prime"])
     return out
 
@@ -164,8 +193,14 @@ def c_tradeoff(t: float = 2.0, n_cells: int = N_CELLS) -> dict[str, float]:
     plateau = [bounds.kl_plateau(c, dgrad, b, lam) for c in C_GRID]
     finite = [bounds.kl_bound_theorem2(t, c, dgrad, st["osc"], b, lam) for c in C_GRID]
     i, j = int(np.argmin(plateau)), int(np.argmin(finite))
-    return {"c_plateau": float(C_GRID[i]), "plateau": plateau[i],
-            "c_finite": float(C_GRID[j]), "finite": finite[j], "b": b, "lambda": lam}
+    return {
+        "c_plateau": float(C_GRID[i]),
+        "plateau": plateau[i],
+        "c_finite": float(C_GRID[j]),
+        "finite": finite[j],
+        "b": b,
+        "lambda": lam,
+    }
 
 
 def experiment3(n_cells: int = N_CELLS, record_every: int | None = None) -> dict[str, Any]:
@@ -182,13 +217,17 @@ def experiment3(n_cells: int = N_CELLS, record_every: int | None = None) -> dict
     lx = loss(grid.x)
     return {
         "loss": bounds.sup_log_ratio(p, q),
-        "bound": max(bounds.epsilon_a1(EXP3_T, st["sup"], b),
-                     bounds.epsilon_a1_prime(EXP3_T, st["osc"], b)),
+        "bound": max(
+            bounds.epsilon_a1(EXP3_T, st["sup"], b), bounds.epsilon_a1_prime(EXP3_T, st["osc"], b)
+        ),
         "target_bound": bounds.log_ratio_envelope(EXP3_T, st["floor"], st["r0"], st["r0_prime"]),
         "utility": grid.integrate(p * lx) - float(np.min(lx)),
         "utility_floor": grid.integrate(grid.gibbs(v(grid.x)) * lx) - float(np.min(lx)),
         "hockey_stick": bounds.symmetric_hockey_stick(p, q, 0.15, grid.dx),
-        "b": b, "sup": st["sup"], "osc": st["osc"], "result": res,
+        "b": b,
+        "sup": st["sup"],
+        "osc": st["osc"],
+        "result": res,
     }
 
 

@@ -11,15 +11,14 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from numpy.typing import NDArray
-
 from dpledger.core.errors import InvalidParameterError
+from numpy.typing import NDArray
 
 Potential = Callable[[NDArray[np.float64]], NDArray[np.float64]]
 FloatArray = NDArray[np.float64]
 
-#: Default number of cells. The paper's reported grid quantities (e.g. ``‖V−V′‖∞ = 1.599920`` for
-#: ``h = 0.6 sin x + 1``) are exactly those of the midpoint grid with N = 192, so that is the default.
+#: Default number of cells. The paper's reported grid quantities (e.g. ``‖V−V′‖∞ = 1.599920``
+#: for ``h = 0.6 sin x + 1``) are exactly those of the N = 192 midpoint grid.
 DEFAULT_CELLS = 192
 
 #: Absolute tolerance of the periodicity check (``|V(x) − V(x + 2π)|``), relative to ``1 + |V|``.
@@ -40,7 +39,9 @@ class TorusGrid:
             )
         self.n_cells = int(n_cells)
         self.dx = 2.0 * math.pi / self.n_cells
-        self.x: FloatArray = -math.pi + (np.arange(self.n_cells) + 0.5) * self.dx
+        self.x: FloatArray = np.asarray(
+            -math.pi + (np.arange(self.n_cells) + 0.5) * self.dx, dtype=np.float64
+        )
 
     def integrate(self, f: FloatArray) -> float:
         """Midpoint-rule integral of cell values over the torus."""

@@ -18,7 +18,14 @@ from typing import Protocol
 
 import attrs
 import numpy as np
-from dpledger.core.errors import InvalidParameterError
+from dpledger.core.errors import InvalidParameterError, LedgerViolationError
+from dpledger.core.events import (
+    ComposedEvent,
+    Event,
+    GaussianEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+)
 
 PUBLIC_PREFIX = "public/"
 
@@ -88,4 +95,47 @@ def summarise_private_calls(calls: list[NoiseCall]) -> dict[int, Counter[tuple[s
         i = int(head[1:])
         release = "warm" if rest.startswith("warm") else "step"
         out.setdefault(i, Counter())[(release, c.kind, round(c.param, 12))] += 1
+    return out
+
+
+def executed_marginal_events(
+    calls: list[NoiseCall], C: float, warm_contributions: dict[int, tuple[float, ...]]
+) -> dict[int, Event]:
+    """Rebuild, per marginal, the event that the recorded private draws actually executed.
+
+    Warm-start Gaussian draws become ``GaussianEvent(std / contribution)`` (contributions in
+    order); every ``sample`` + ``noise`` pair of a particle step becomes
+    ``PoissonSampledEvent(q, GaussianEvent(std / C))``; consecutive equal steps are grouped into
+    a :class:`SelfComposedEvent`. The result has the structure of
+    :func:`dpledger.plugins.trajectories.declare.marginal_event`, so the two can be compared.
+    """
+    per: dict[int, list[NoiseCall]] = {}
+    for c in calls:
+        if not c.public:
+            per.setdefault(int(c.step.partition("/")[0][1:]), []).append(c)
+    out: dict[int, Event] = {}
+    for i, cs in per.items():
+        parts: list[Event] = []
+        warm = [c for c in cs if c.step.partition("/")[2].startswith("warm")]
+        contribs = warm_contributions.get(i, ())
+        if len(warm) != len(contribs):
+            raise LedgerViolationError(
+                f"marginal {i}: {len(warm)} warm-start draws but {len(contribs)} contributions"
+            )
+        parts.extend(GaussianEvent(c.param / r) for c, r in zip(warm, contribs, strict=True))
+        steps = [c for c in cs if c not in warm]
+        run: list[Event] = []
+        for j in range(0, len(steps), 2):
+            pair = steps[j : j + 2]
+            if len(pair) != 2 or pair[0].kind != "poisson" or pair[1].kind != "gaussian":
+                raise LedgerViolationError(f"marginal {i}: step draws are not sample+noise pairs")
+            run.append(PoissonSampledEvent(pair[0].param, GaussianEvent(pair[1].param / C)))
+        j = 0
+        while j < len(run):
+            k = j
+            while k < len(run) and run[k] == run[j]:
+                k += 1
+            parts.append(SelfComposedEvent(run[j], k - j))
+            j = k
+        out[i] = parts[0] if len(parts) == 1 else ComposedEvent(parts)
     return out

@@ -1,0 +1,54 @@
+"""Printing numbers in reports: upper bounds round up, lower bounds round down.
+
+A report shows ``6`` significant digits; rounding to the nearest could print an epsilon a
+hair *below* the certified bound, so every upper bound is rounded toward ``+inf`` and every
+lower bound toward ``-inf``. Exact values stay in the JSON.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from typing import Any
+
+SIGNIFICANT = 6
+
+
+def _fmt(x: float, rounding: str, sig: int) -> str:
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0:
+        return "0"
+    exact = Decimal(x)
+    exponent = math.floor(math.log10(abs(x)))
+    scale = Decimal(10) ** (exponent - sig + 1)
+    rounded = (exact / scale).to_integral_value(rounding=rounding) * scale
+    return f"{float(rounded):.{sig}g}"
+
+
+def fmt_up(x: Any, sig: int = SIGNIFICANT) -> str:
+    """``x`` with ``sig`` significant digits, rounded toward +inf (for upper bounds)."""
+    return _fmt(as_float(x), ROUND_CEILING, sig)
+
+
+def fmt_down(x: Any, sig: int = SIGNIFICANT) -> str:
+    """``x`` with ``sig`` significant digits, rounded toward -inf (for lower bounds)."""
+    return _fmt(as_float(x), ROUND_FLOOR, sig)
+
+
+def fmt_exact(x: Any) -> str:
+    """A query parameter as given (``repr``-short, e.g. ``1e-05``)."""
+    return f"{as_float(x):g}" if _short_enough(as_float(x)) else repr(as_float(x))
+
+
+def _short_enough(x: float) -> bool:
+    return math.isfinite(x) and float(f"{x:g}") == x
+
+
+def as_float(x: Any) -> float:
+    """Numbers from report JSON (``"inf"`` strings included) as floats."""
+    if isinstance(x, str):
+        return float(x)
+    return float(x)

@@ -1,0 +1,180 @@
+"""``dpledger run METHOD --config FILE --out DIR``: run a method under a verified privacy ledger.
+
+The method's executed steps are checked against its declaration; the declaration is accounted
+with :func:`dpledger.accountant.select.account`. Outputs and ``ledger.json`` are written to a
+temporary directory beside ``--out`` and moved into place only when everything has passed, so
+a failed run leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from dpledger import __version__
+from dpledger.accountant import select
+from dpledger.commands.plugins import add_plugin_options, host_from_args
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.errors import InvalidParameterError
+from dpledger.core.ledger import declare_checked, run_verified
+
+DEFAULT_DELTA = 1e-5
+_RESERVED = {"params", "data", "adjacency", "delta"}
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run a method under a verified privacy ledger",
+        description="Run METHOD on data, verify its ledger, account it and write the outputs.",
+    )
+    parser.add_argument("method", metavar="METHOD", help="method name (see `dpledger plugins`)")
+    parser.add_argument("--config", required=True, type=Path,
+                        help="TOML or JSON file: [params], data = 'file', [adjacency], delta")
+    parser.add_argument("--out", required=True, type=Path, help="output directory (must not exist "
+                        "or be empty)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the noise generator")
+    parser.add_argument("--secure", action="store_true",
+                        help="seed from the OS CSPRNG (no replay; floating-point caveats remain)")
+    parser.add_argument("--data", type=Path, default=None, help="data file (overrides the config)")
+    parser.add_argument("--delta", type=float, default=None,
+                        help=f"delta at which epsilon is reported (default {DEFAULT_DELTA})")
+    add_plugin_options(parser)
+    parser.set_defaults(func=main)
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A TOML (``.toml``) or JSON config file as a dict."""
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise InvalidParameterError("--config", f"cannot read {path}: {exc.strerror}",
+                                    "pass an existing file") from None
+    try:
+        if path.suffix.lower() == ".toml":
+            config = tomllib.loads(text.decode("utf-8"))
+        else:
+            config = json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidParameterError("--config", f"{path} is not valid: {exc}",
+                                    "use TOML (.toml) or JSON") from None
+    if not isinstance(config, dict):
+        raise InvalidParameterError("--config", "must hold a table", "use key = value pairs")
+    return config
+
+
+def load_data(path: Path) -> Any:
+    """``.npy`` (array), ``.npz`` (mapping of arrays), ``.csv`` (numeric) or ``.json``."""
+    suffix = path.suffix.lower()
+    if not path.is_file():
+        raise InvalidParameterError("data", f"{path} does not exist", "pass an existing file")
+    if suffix == ".npy":
+        return np.load(path, allow_pickle=False)
+    if suffix == ".npz":
+        with np.load(path, allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    if suffix == ".csv":
+        return np.loadtxt(path, delimiter=",", ndmin=1)
+    if suffix == ".json":
+        value = json.loads(path.read_text())
+        if isinstance(value, dict):
+            return {k: np.asarray(v) for k, v in value.items()}
+        return np.asarray(value)
+    raise InvalidParameterError("data", f"unknown data format {suffix!r}",
+                                "use .npy, .npz, .csv or .json")
+
+
+def _prepare_out(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InvalidParameterError("--out", f"{out} exists and is not an empty directory",
+                                    "choose a new output directory")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def write_atomically(out: Path, outputs: Mapping[str, Any], ledger: dict[str, Any]) -> None:
+    """Write everything into a temporary sibling of ``out``, then rename it into place."""
+    parent = out.resolve().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    try:
+        scalars: dict[str, Any] = {}
+        files: dict[str, str] = {}
+        for name, value in outputs.items():
+            if isinstance(value, np.ndarray):
+                fname = f"{name}.npy"
+                np.save(tmp / fname, value, allow_pickle=False)
+                files[name] = fname
+            else:
+                scalars[name] = _jsonable(value)
+        ledger = {**ledger, "outputs": {"files": files, "values": scalars}}
+        (tmp / "outputs.json").write_text(json.dumps(scalars, indent=2, sort_keys=True) + "\n")
+        (tmp / "ledger.json").write_text(json.dumps(ledger, indent=2, sort_keys=True) + "\n")
+        if out.exists():
+            out.rmdir()  # checked empty before the run
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def main(args: argparse.Namespace) -> int:
+    _prepare_out(args.out)
+    config = read_config(args.config)
+    host = host_from_args(args)
+    spec = host.method(args.method)
+    params_table = config.get("params", {k: v for k, v in config.items() if k not in _RESERVED})
+    if not isinstance(params_table, dict):
+        raise InvalidParameterError("params", "must be a table", "write [params] key = value")
+    params = spec.make_params(params_table)
+    adj_table = config.get("adjacency", {})
+    if not isinstance(adj_table, dict):
+        raise InvalidParameterError("adjacency", "must be a table", "write [adjacency]")
+    adjacency = Adjacency(**adj_table)
+    delta = args.delta if args.delta is not None else float(config.get("delta", DEFAULT_DELTA))
+    data_path = args.data or (
+        (args.config.parent / config["data"]) if "data" in config else None
+    )
+    data = load_data(data_path) if data_path is not None else None
+    # account first: a declaration no accountant can bound is refused before any noise is drawn
+    declared = declare_checked(spec, params, adjacency)
+    selection = select.account(host.lower(declared), adjacency, delta=delta)
+    result = run_verified(spec, params, data, adjacency=adjacency, seed=args.seed,
+                          secure=args.secure)
+    ledger = {
+        "dpledger_version": __version__,
+        "method": spec.name,
+        "provenance": spec.provenance.to_dict() if spec.provenance else None,
+        "params": _jsonable(attrs.asdict(params)),
+        "seed": args.seed,
+        **result.ledger.to_dict(),
+        "declared_core": host.lower(declared).to_dict(),
+        "verified": True,
+        "privacy": {
+            **selection.bound.to_dict(),
+            "candidates": [c.to_dict() for c in selection.candidates],
+            "unavailable": [{"backend": n, "reason": r} for n, r in selection.unavailable],
+        },
+    }
+    write_atomically(args.out, result.outputs, ledger)
+    bound = selection.bound
+    print(f"{spec.name}: verified; epsilon <= {bound.to_dict().get('epsilon')} at delta={delta} "
+          f"({bound.method}, {adjacency.describe()}); wrote {args.out}")
+    return 0

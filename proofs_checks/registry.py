@@ -1,0 +1,256 @@
+"""Proof records: which code object each proof covers, at which version, and how trusted it is.
+
+A :class:`ProofRecord` ties a proof document to a code object by the SHA-256 of the object's
+source (``inspect.getsource``). When the source changes, ``proofs_checks/check_registry.py``
+fails until someone re-reads the proof against the new code and refreshes the hash:
+
+    python -m dpledger.proofs_checks.registry --update dpledger.core.events.GaussianEvent
+    python -m dpledger.proofs_checks.registry --add TARGET --proof proofs_checks/<folder>/proof.md
+    python -m dpledger.proofs_checks.registry --check
+
+Trust tiers (OpenDP's model): ``vetted`` (proof reviewed by a second person), ``contrib``
+(proof written, not independently reviewed), ``unverified`` (no proof, or a stale one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import inspect
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+from dpledger.core.errors import InvalidParameterError
+
+STATUSES: tuple[str, ...] = ("vetted", "contrib", "unverified")
+#: the repository root (proof paths are relative to it)
+ROOT = Path(__file__).resolve().parent.parent
+REGISTRY_FILE = Path(__file__).resolve()
+
+
+def _status_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in STATUSES:
+        raise InvalidParameterError(attribute.name, f"unknown status {value!r}", f"use {STATUSES}")
+
+
+@attrs.frozen
+class ProofRecord:
+    """One proven code object (dotted path), its proof document and the vetted source hash."""
+
+    target: str
+    status: str = attrs.field(validator=_status_validator)
+    proof: str
+    source_sha256: str
+
+
+def resolve(target: str) -> Any:
+    """Import the object named by a dotted path (module prefix, then attributes)."""
+    parts = target.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[cut:]:
+                obj = getattr(obj, name)
+        except AttributeError:
+            break
+        return obj
+    raise InvalidParameterError("target", f"cannot import {target!r}", "give module.attribute")
+
+
+def source_hash(target: str) -> str:
+    """SHA-256 of ``inspect.getsource`` of the target."""
+    return hashlib.sha256(inspect.getsource(resolve(target)).encode("utf-8")).hexdigest()
+
+
+def stale_message(target: str) -> str:
+    return (
+        f"source of {target} changed since its proof was vetted; re-vet and update the hash "
+        f"(python -m dpledger.proofs_checks.registry --update {target})"
+    )
+
+
+def stale_records(records: Iterable[ProofRecord]) -> list[str]:
+    """One message per record whose target's current source hash differs from the record."""
+    return [stale_message(r.target) for r in records if source_hash(r.target) != r.source_sha256]
+
+
+# -- the records ---------------------------------------------------------------------------
+# Add a record with: python -m dpledger.proofs_checks.registry --add TARGET --proof PATH
+RECORDS: tuple[ProofRecord, ...] = (
+    ProofRecord(
+        target="dpledger.core.events.GaussianEvent",
+        status="contrib",
+        proof="proofs_checks/gaussian/proof.md",
+        source_sha256="1ca4f64288c0fb0e7b708bc57de3ef7bd90f0c80ca1f43d0c7c8fcbea8b8b04b",
+    ),
+    ProofRecord(
+        target="dpledger.core.events.LaplaceEvent",
+        status="contrib",
+        proof="proofs_checks/laplace/proof.md",
+        source_sha256="85f4eed683c22b4a3b8ba8fd3544cd3824a21f32733b1f9770066fc3606172f0",
+    ),
+    ProofRecord(
+        target="dpledger.core.events.PoissonSampledEvent",
+        status="contrib",
+        proof="proofs_checks/poisson_subsampling/proof.md",
+        source_sha256="fb8adbb9b4be2c7b18c6ee2537dc9a9545afeeafffeaa02a8fd5765ec5bd32ff",
+    ),
+    ProofRecord(
+        target="dpledger.core.events.SampledWithoutReplacementEvent",
+        status="contrib",
+        proof="proofs_checks/wor_subsampling/proof.md",
+        source_sha256="4fbd9c463a2ca56858c3fa3c537fa8aa104cf58cac542a2ccc7708c0d0d1d317",
+    ),
+    ProofRecord(
+        target="dpledger.core.events.SelfComposedEvent",
+        status="contrib",
+        proof="proofs_checks/composition/proof.md",
+        source_sha256="d758c9b774edfbb8376e3fa43440cf11bc4a76252b7867fb2eed43a02146d144",
+    ),
+    ProofRecord(
+        target="dpledger.core.events.ComposedEvent",
+        status="contrib",
+        proof="proofs_checks/composition/proof.md",
+        source_sha256="f46719ab19294ab3d32cbd0b1738a2cba4b67be21e1dbb5eb72f5fe05f05a687",
+    ),
+    ProofRecord(
+        target="dpledger.core.events.flatten",
+        status="contrib",
+        proof="proofs_checks/composition/proof.md",
+        source_sha256="71e706cb7beb34461d99864ec09aa143d91c366072edcc14e69eea9753a6b984",
+    ),
+    ProofRecord(
+        target="dpledger.core.events.pure_epsilon",
+        status="contrib",
+        proof="proofs_checks/composition/proof.md",
+        source_sha256="44c76ae821e7eac2a5d6b2db70391c64e8fef3aa708ded180d74f20864a7cb0c",
+    ),
+    ProofRecord(
+        target="dpledger.core.events.RandomizedResponseEvent",
+        status="contrib",
+        proof="proofs_checks/composition/proof.md",
+        source_sha256="418b9a7786ea5abe21ee8268303c14c07adf28b37d2b6867f983fc04fc8613aa",
+    ),
+    ProofRecord(
+        target="dpledger.core.adjacency.Adjacency",
+        status="contrib",
+        proof="proofs_checks/group_privacy_lifting/proof.md",
+        source_sha256="fcbf78b110b8d5d5fda43c7a583a61864b51e0cebb98965a81bcf527e9d41d8e",
+    ),
+)
+
+#: proofs whose code objects live in modules still being written; each becomes a record
+#: (one ``--add`` command) once its source is stable. (proof folder, intended target)
+PENDING: tuple[tuple[str, str], ...] = (
+    ("gaussian", "dpledger.accountant.conversions.gaussian_delta_bracket"),
+    ("gaussian", "dpledger.accountant.profiles.gaussian_delta"),
+    ("laplace", "dpledger.accountant.conversions.laplace_delta_bracket"),
+    ("laplace", "dpledger.accountant.profiles.laplace_delta"),
+    ("poisson_subsampling", "dpledger.accountant.profiles.poisson_remove"),
+    ("poisson_subsampling", "dpledger.accountant.profiles.poisson_add"),
+    ("poisson_subsampling", "dpledger.accountant.profiles.poisson_gaussian_replace_one"),
+    ("composition", "dpledger.accountant.conversions.kov_delta_bracket"),
+    ("rdp_conversion", "dpledger.accountant.conversions.rdp_to_epsilon"),
+    ("rdp_conversion", "dpledger.accountant.conversions.rdp_to_delta"),
+    ("group_privacy_lifting", "dpledger.core.lifting.lift_event"),
+    ("analytic_gaussian_calibration", "dpledger.accountant.calibrate.calibrate_noise_multiplier"),
+    ("private_mean", "dpledger.accountant.calibrate.calibrate_noise_multiplier"),
+    ("wor_subsampling", "dpledger.accountant.profiles.leaf_profiles"),
+)
+
+
+def records_for(target: str, records: Sequence[ProofRecord] = RECORDS) -> list[ProofRecord]:
+    return [r for r in records if r.target == target]
+
+
+def tier_of(target: str, records: Sequence[ProofRecord] = RECORDS) -> str:
+    """Trust tier of a code object: its record's status, or 'unverified' if none or stale."""
+    found = records_for(target, records)
+    if not found:
+        return "unverified"
+    try:
+        current = source_hash(target)
+    except (InvalidParameterError, OSError, TypeError):
+        return "unverified"
+    fresh = [r.status for r in found if r.source_sha256 == current]
+    if not fresh:
+        return "unverified"
+    return min(fresh, key=STATUSES.index)
+
+
+# -- maintenance CLI -----------------------------------------------------------------------
+_RECORD_RE = (
+    r'(target="{target}",\s*status="[a-z]+",\s*proof="[^"]*",\s*source_sha256=")'
+    r'([0-9a-f]*)(")'
+)
+
+
+def update_hash(target: str, path: Path = REGISTRY_FILE) -> str:
+    """Rewrite the record of ``target`` in this file with the current source hash."""
+    text = path.read_text(encoding="utf-8")
+    pattern = re.compile(_RECORD_RE.format(target=re.escape(target)))
+    if not pattern.search(text):
+        raise InvalidParameterError("target", f"{target!r} has no record", "add it with --add")
+    new_hash = source_hash(target)
+    path.write_text(pattern.sub(lambda m: m.group(1) + new_hash + m.group(3), text), "utf-8")
+    return new_hash
+
+
+def add_record(target: str, proof: str, status: str = "contrib", path: Path = REGISTRY_FILE) -> str:
+    """Append a record for ``target`` (current source hash) to :data:`RECORDS` in this file."""
+    if status not in STATUSES:
+        raise InvalidParameterError("status", f"unknown {status!r}", f"use {STATUSES}")
+    if not (ROOT / proof).is_file():
+        raise InvalidParameterError("proof", f"{proof} does not exist", "write the proof first")
+    text = path.read_text(encoding="utf-8")
+    if f'target="{target}",' in text:
+        raise InvalidParameterError("target", f"{target} already has a record", "use --update")
+    new_hash = source_hash(target)
+    entry = (
+        f'    ProofRecord(\n        target="{target}",\n        status="{status}",\n'
+        f'        proof="{proof}",\n        source_sha256="{new_hash}",\n    ),\n'
+    )
+    marker = ")\n\n#: proofs whose code objects"
+    if marker not in text:
+        raise InvalidParameterError("registry", "cannot find the end of RECORDS", "edit by hand")
+    path.write_text(text.replace(marker, entry + marker, 1), encoding="utf-8")
+    return new_hash
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dpledger.proofs_checks.registry")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--update", nargs="+", metavar="TARGET", help="refresh vetted hashes")
+    group.add_argument("--add", metavar="TARGET", help="add a record with the current hash")
+    group.add_argument("--check", action="store_true", help="list stale records")
+    parser.add_argument("--proof", help="proof path for --add (proofs_checks/<folder>/proof.md)")
+    parser.add_argument("--status", default="contrib", choices=STATUSES)
+    args = parser.parse_args(argv)
+    try:
+        if args.check:
+            stale = stale_records(RECORDS)
+            print("\n".join(stale) if stale else f"all {len(RECORDS)} records are current")
+            return 1 if stale else 0
+        if args.add:
+            if not args.proof:
+                parser.error("--add needs --proof")
+            print(f"{args.add}: {add_record(args.add, args.proof, args.status)}")
+            return 0
+        for target in args.update:
+            print(f"{target}: {update_hash(target)}")
+        return 0
+    except InvalidParameterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""Calibration: never overshoots the target, inverts the accountant, refuses bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from dpledger.accountant.calibrate import (
+    analytic_gaussian_sigma,
+    calibrate_noise_multiplier,
+    calibrate_steps,
+)
+from dpledger.accountant.conversions import gaussian_delta_bracket
+from dpledger.accountant.select import account
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.errors import InvalidParameterError
+from dpledger.core.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent, SelfComposedEvent
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+BACKENDS = ("closed_form", "rdp")
+
+
+def _dpsgd(q: float, steps: int):
+    return lambda s: SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(s)), steps)
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    eps=st.floats(1.0, 10.0),
+    steps=st.integers(10, 100),
+    q=st.sampled_from([1e-3, 0.01, 0.1]),
+    delta=st.sampled_from([1e-4, 1e-5, 1e-6]),
+)
+def test_noise_calibration_never_overshoots(eps: float, steps: int, q: float, delta: float) -> None:
+    res = calibrate_noise_multiplier(
+        _dpsgd(q, steps), None, eps, delta, bracket=(0.05, 50.0), rtol=1e-3, backends=BACKENDS
+    )
+    assert res.epsilon <= eps
+    check = account(_dpsgd(q, steps)(res.noise_multiplier), delta=delta, backends=BACKENDS)
+    assert check.bound.epsilon <= eps
+    # tight: 0.1 % less noise already exceeds the target
+    if res.noise_multiplier > 0.05:
+        less = account(
+            _dpsgd(q, steps)(res.noise_multiplier / 1.002), delta=delta, backends=BACKENDS
+        )
+        assert less.bound.epsilon > eps
+
+
+def test_gaussian_calibration_inverts_closed_form() -> None:
+    res = calibrate_noise_multiplier(
+        lambda s: SelfComposedEvent(GaussianEvent(s), 10),
+        None,
+        2.0,
+        1e-5,
+        rtol=1e-9,
+        backends=BACKENDS,
+    )
+    assert res.method == "closed_form" and res.epsilon <= 2.0
+    mu = math.sqrt(10) / res.noise_multiplier
+    assert gaussian_delta_bracket(2.0, mu)[0] == pytest.approx(1e-5, rel=1e-3)
+
+
+def test_replace_one_needs_twice_the_noise() -> None:
+    make = lambda s: GaussianEvent(s)  # noqa: E731
+    add = calibrate_noise_multiplier(make, None, 1.0, 1e-5, rtol=1e-8, backends=BACKENDS)
+    rep = calibrate_noise_multiplier(
+        make, Adjacency("replace_one"), 1.0, 1e-5, rtol=1e-8, backends=BACKENDS
+    )
+    assert rep.noise_multiplier == pytest.approx(2 * add.noise_multiplier, rel=1e-6)
+
+
+def test_laplace_calibration() -> None:
+    res = calibrate_noise_multiplier(LaplaceEvent, None, 0.5, 1e-9, rtol=1e-6, backends=BACKENDS)
+    # one Laplace: delta(eps) = 1 - exp((eps - 1/b)/2) <= 1e-9 needs 1/b <= 0.5 + 2e-9
+    assert res.epsilon <= 0.5
+    assert 1 / res.noise_multiplier == pytest.approx(0.5, rel=1e-5)
+
+
+def test_bracket_too_small_and_lower_end() -> None:
+    with pytest.raises(InvalidParameterError, match="bracket"):
+        calibrate_noise_multiplier(
+            GaussianEvent, None, 0.1, 1e-5, bracket=(0.1, 1.0), backends=BACKENDS
+        )
+    res = calibrate_noise_multiplier(
+        GaussianEvent, None, 50.0, 1e-5, bracket=(1.0, 2.0), backends=BACKENDS
+    )
+    assert res.noise_multiplier == 1.0
+
+
+def test_steps_calibration() -> None:
+    make = lambda n: SelfComposedEvent(GaussianEvent(10.0), n)  # noqa: E731
+    res = calibrate_steps(make, None, 1.0, 1e-5, backends=BACKENDS)
+    assert res.epsilon <= 1.0
+    assert account(make(res.count + 1), delta=1e-5, backends=BACKENDS).bound.epsilon > 1.0
+    # closed form: K Gaussians of sigma=10 is mu = sqrt(K)/10; largest K with eps(1e-5) <= 1
+    sigma_1 = analytic_gaussian_sigma(1.0, 1e-5)
+    assert res.count == math.floor((10.0 / sigma_1) ** 2)
+    none = calibrate_steps(
+        lambda n: SelfComposedEvent(GaussianEvent(0.1), n), None, 0.5, 1e-5, backends=BACKENDS
+    )
+    assert none.count == 0
+    capped = calibrate_steps(make, None, 1000.0, 1e-5, max_count=37, backends=BACKENDS)
+    assert capped.count == 37
+
+
+def test_analytic_gaussian_sigma() -> None:
+    sigma = analytic_gaussian_sigma(1.0, 1e-5)
+    assert sigma == pytest.approx(3.7307, abs=1e-3)
+    lo, hi = gaussian_delta_bracket(1.0, 1 / sigma)
+    assert hi <= 1e-5 and lo >= 1e-5 * (1 - 1e-6)
+    # classical calibration fails at eps >= ~10 (SEED_NOTES 1.3.4); analytic is always valid
+    assert gaussian_delta_bracket(10.0, 1 / analytic_gaussian_sigma(10.0, 5e-6))[1] <= 5e-6
+    assert analytic_gaussian_sigma(1.0, 1e-5, sensitivity=3.0) == pytest.approx(
+        3 * sigma, rel=1e-12
+    )
+
+
+@pytest.mark.parametrize(
+    ("eps", "delta", "field"),
+    [
+        (0.0, 1e-5, "target_epsilon"),
+        (math.inf, 1e-5, "target_epsilon"),
+        (-1.0, 1e-5, "target_epsilon"),
+        (1.0, 0.0, "target_delta"),
+        (1.0, 1.0, "target_delta"),
+        (1.0, math.nan, "target_delta"),
+        ("1", 1e-5, "target_epsilon"),
+    ],
+)
+def test_bad_targets(eps, delta, field: str) -> None:
+    with pytest.raises(InvalidParameterError, match=field):
+        calibrate_noise_multiplier(GaussianEvent, None, eps, delta, backends=BACKENDS)
+    with pytest.raises(InvalidParameterError, match=field):
+        calibrate_steps(lambda n: SelfComposedEvent(GaussianEvent(1.0), n), None, eps, delta)
+
+
+def test_bad_options() -> None:
+    with pytest.raises(InvalidParameterError, match="bracket"):
+        calibrate_noise_multiplier(GaussianEvent, None, 1.0, 1e-5, bracket=(2.0, 1.0))
+    with pytest.raises(InvalidParameterError, match="max_count"):
+        calibrate_steps(lambda n: GaussianEvent(1.0), None, 1.0, 1e-5, max_count=0)
+    with pytest.raises(InvalidParameterError, match="sensitivity"):
+        analytic_gaussian_sigma(1.0, 1e-5, sensitivity=0.0)
+    with pytest.raises(InvalidParameterError, match="target_epsilon"):
+        analytic_gaussian_sigma(-1.0, 1e-5)

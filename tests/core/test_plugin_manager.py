@@ -1,0 +1,205 @@
+"""PluginHost: direct registration, duplicates, provenance, mechanism lowering, builtins."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+import types
+from importlib import metadata
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+import pytest
+from dpledger.core import testing as _testing
+from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
+from dpledger.core.events import (
+    EVENT_KINDS,
+    ComposedEvent,
+    Event,
+    GaussianEvent,
+    PureDPEvent,
+    SelfComposedEvent,
+)
+from dpledger.core.hookspecs import hookimpl
+from dpledger.core.plugin_manager import (
+    PluginHost,
+    PluginOrigin,
+    load_entry_points,
+    make_plugin_manager,
+    register_plugin,
+)
+from dpledger.core.specs import MechanismSpec, MethodSpec
+from dpledger.core.testing import MechanismSpecContract
+from dpledger.core.validation import positive_finite
+from dpledger.plugins.primitives import PRIMITIVE_MODULES, gaussian, laplace
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@attrs.frozen
+class PureStaircaseEvent(Event):
+    """A pure epsilon-DP leaf used to test plugin mechanisms."""
+
+    kind: ClassVar[str] = "test_pure_staircase"
+    epsilon: float = attrs.field(validator=positive_finite)
+
+
+def _rr_profile(event: Event, adjacency: Any, eps: float) -> float:
+    """Worst-case delta(eps) of any pure e0-DP mechanism (binary randomized response)."""
+    assert isinstance(event, PureStaircaseEvent)
+    e0 = event.epsilon * (2.0 if adjacency.relation == "replace_one" else 1.0)
+    return max(0.0, (math.exp(e0) - math.exp(eps)) / (1.0 + math.exp(e0)))
+
+
+STAIRCASE = MechanismSpec(
+    name="pure_staircase",
+    event_class=PureStaircaseEvent,
+    description="staircase mechanism, pure epsilon-DP",
+    proof="Geng & Viswanath 2014, Theorem 3; Kairouz, Oh & Viswanath 2015 (worst-case profile)",
+    to_core=lambda e: PureDPEvent(e.epsilon),  # type: ignore[attr-defined]
+    privacy_profile=_rr_profile,
+)
+
+# fixtures (also provided by the pytest11 plugin once dpledger is installed)
+dpledger_pm = _testing.dpledger_pm
+dpledger_register = _testing.dpledger_register
+
+
+def _module(name: str, **hooks: Any) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    for key, fn in hooks.items():
+        setattr(mod, key, hookimpl(fn))
+    return mod
+
+
+def test_direct_registration_and_unregistration(dpledger_register) -> None:  # type: ignore[no-untyped-def]
+    with dpledger_register(gaussian, name="g") as host:
+        spec = host.method("gaussian_mechanism")
+        assert spec.provenance is not None
+        assert (spec.provenance.plugin, spec.provenance.distribution,
+                spec.provenance.tier) == ("g", None, "unverified")
+    assert host.methods() == {}
+    assert not host.pm.has_plugin("g")
+
+
+def test_unknown_method_lists_available(dpledger_register) -> None:  # type: ignore[no-untyped-def]
+    with dpledger_register(laplace, name="l") as host, pytest.raises(
+        InvalidParameterError, match="laplace_mechanism"
+    ):
+        host.method("gausian_mechanism")
+
+
+def test_builtin_wins_a_duplicate_name_regardless_of_order(dpledger_pm) -> None:  # type: ignore[no-untyped-def]
+    impostor = _module("aaa_impostor",
+                       dpledger_register_methods=lambda register: register(
+                           attrs.evolve(laplace.SPEC, description="impostor")))
+    register_plugin(dpledger_pm, impostor, name="aaa")
+    register_plugin(dpledger_pm, laplace, name="zzz-builtin",
+                    origin=PluginOrigin("zzz-builtin", "dpledger", "0.1.0", None, "contrib"))
+    host = PluginHost(dpledger_pm)
+    spec = host.method("laplace_mechanism")
+    assert spec.description != "impostor" and spec.provenance is not None
+    assert spec.provenance.tier == "contrib"
+    [problem] = host.problems()
+    assert problem.plugin == "aaa" and problem.stage == "duplicate"
+    assert "'zzz-builtin' (dpledger)" in problem.message
+
+
+def test_plugin_name_and_object_duplicates(dpledger_pm) -> None:  # type: ignore[no-untyped-def]
+    assert register_plugin(dpledger_pm, gaussian, name="g")
+    assert not register_plugin(dpledger_pm, laplace, name="g")
+    assert not register_plugin(dpledger_pm, gaussian, name="g2")
+    stages = [(p.plugin, p.stage) for p in dpledger_pm.problems]
+    assert stages == [("g", "duplicate"), ("g2", "duplicate")]
+
+
+def test_hook_with_unexpected_argument_is_a_register_problem(dpledger_pm) -> None:  # type: ignore[no-untyped-def]
+    bad = _module("bad_args", dpledger_register_methods=lambda register, extra: None)
+    assert not register_plugin(dpledger_pm, bad, name="bad")
+    assert "extra" in dpledger_pm.problems[0].message
+
+
+def test_mechanism_lowering_and_spec_checks(dpledger_pm) -> None:  # type: ignore[no-untyped-def]
+    mod = _module("stair", dpledger_register_mechanisms=lambda register: register(STAIRCASE))
+    host = PluginHost(dpledger_pm)
+    host.register(mod, name="stair")
+    assert set(host.mechanisms()) == {"pure_staircase"}
+    event = ComposedEvent([SelfComposedEvent(PureStaircaseEvent(0.5), 3), GaussianEvent(1.0)])
+    lowered = host.lower(event)
+    assert lowered == ComposedEvent([SelfComposedEvent(PureDPEvent(0.5), 3), GaussianEvent(1.0)])
+    profile_only = attrs.evolve(STAIRCASE, to_core=None, provenance=None)
+    host.unregister("stair")
+    host.register(_module("p", dpledger_register_mechanisms=lambda register: register(
+        profile_only)), name="p")
+    with pytest.raises(UnsupportedEventError, match="only a privacy profile"):
+        host.lower(PureStaircaseEvent(1.0))
+
+
+def test_mechanism_spec_validation() -> None:
+    with pytest.raises(InvalidParameterError, match="at least one accountant"):
+        MechanismSpec(name="x", event_class=PureStaircaseEvent, description="d", proof="p")
+
+    @attrs.frozen
+    class Impostor(Event):
+        kind: ClassVar[str] = "gaussian"
+        noise_multiplier: float = 1.0
+
+    with pytest.raises(InvalidParameterError, match="core event kind"):
+        MechanismSpec(name="x", event_class=Impostor, description="d", proof="p",
+                      to_core=lambda e: e)
+    assert EVENT_KINDS["gaussian"] is GaussianEvent  # the registry entry was restored
+    with pytest.raises(InvalidParameterError, match="attrs class"):
+        MethodSpec(name="m", params=dict, declare=lambda p, a: GaussianEvent(1.0),
+                   run=lambda *a: {}, description="d", proof="p")
+
+
+class TestStaircaseContract(MechanismSpecContract):
+    spec = STAIRCASE
+    example_events = (PureStaircaseEvent(0.5), PureStaircaseEvent(2.0))
+    bad_event_kwargs = ({"epsilon": -1.0}, {"epsilon": math.inf})
+
+
+def test_rr_profile_values() -> None:
+    # e0 = 1: delta(0) = (e - 1)/(e + 1) = tanh(1/2)
+    assert _rr_profile(PureStaircaseEvent(1.0), make_adj(), 0.0) == pytest.approx(
+        math.tanh(0.5), rel=1e-14)
+    assert _rr_profile(PureStaircaseEvent(1.0), make_adj(), 1.0) == 0.0
+
+
+def make_adj() -> Any:
+    from dpledger.core.adjacency import Adjacency
+
+    return Adjacency()
+
+
+def _builtin_entry_points() -> dict[str, str]:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return dict(data["project"].get("entry-points", {}).get("dpledger", {}))
+
+
+def test_every_primitive_module_is_an_entry_point_of_dpledger() -> None:
+    eps = _builtin_entry_points()
+    targets = set(eps.values())
+    missing = [m for m in PRIMITIVE_MODULES if f"dpledger.plugins.primitives.{m}" not in targets]
+    assert not missing, f"add to [project.entry-points.dpledger]: {missing}"
+
+
+def test_builtins_load_through_the_entry_point_loader(dpledger_pm) -> None:  # type: ignore[no-untyped-def]
+    eps = [
+        metadata.EntryPoint(f"primitives.{m}", f"dpledger.plugins.primitives.{m}", "dpledger")
+        for m in PRIMITIVE_MODULES
+    ]
+    load_entry_points(dpledger_pm, entry_points=eps)
+    host = PluginHost(dpledger_pm)
+    assert host.problems() == ()
+    assert set(host.methods()) == {
+        "gaussian_mechanism", "laplace_mechanism", "private_mean", "private_histogram",
+        "exponential_mechanism", "report_noisy_max", "noisy_top_k", "nn_vote_selection",
+        "dp_sgd_logistic",
+    }
+
+
+def test_make_plugin_manager_has_no_side_effects_without_entry_points() -> None:
+    pm = make_plugin_manager(load_entrypoints=False)
+    assert pm.get_plugins() == set() and pm.problems == []

@@ -1,0 +1,39 @@
+"""Fixtures that build throwaway plugin distributions on sys.path (real entry points)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+MakeDist = Callable[[str, str, Mapping[str, str], Mapping[str, str]], Path]
+
+
+@pytest.fixture
+def make_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeDist]:
+    """``make_dist(name, version, {module: source}, {entry_point: target})``."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    created: list[str] = []
+
+    def make(name: str, version: str, modules: Mapping[str, str],
+             entry_points: Mapping[str, str]) -> Path:
+        for module, source in modules.items():
+            (site / f"{module}.py").write_text(textwrap.dedent(source))
+            created.append(module)
+        info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        lines = "".join(f"{k} = {v}\n" for k, v in entry_points.items())
+        (info / "entry_points.txt").write_text(f"[dpledger]\n{lines}")
+        importlib.invalidate_caches()
+        return site
+
+    yield make
+    for module in created:
+        sys.modules.pop(module, None)
