@@ -41,7 +41,7 @@ from dpledger.core.events import (
 Window = tuple[float, float, float, float]
 
 #: grid points targeted for the composed window (accuracy/speed trade-off)
-TARGET_POINTS = 1 << 19
+TARGET_POINTS = 1 << 18
 #: largest number of grid points one component may use
 MAX_COMPONENT_POINTS = 1 << 22
 #: truncation mass of the composed window (charged to delta)
@@ -170,7 +170,7 @@ class PLDAccountant(Accountant):
     ) -> tuple[float, dict[str, Window]]:
         """Grid spacing from Chernoff windows computed on a coarse grid, and those windows."""
         span = max(p.loss_hi - p.loss_lo for d, _ in comps for p in (d.remove, d.add))
-        h0 = max(span / 2048.0, 1e-9)
+        h0 = max(span / 1024.0, 1e-9)
         windows: dict[str, Window] = {}
         for name in ("remove", "add"):
             coarse = [(discretise(getattr(d, name), h0), k) for d, k in comps]

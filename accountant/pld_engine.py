@@ -123,7 +123,7 @@ class ComposedPLD:
 def _window(
     plds: Sequence[tuple[DiscretePLD, int]], tail: float
 ) -> tuple[float, float, float, float]:
-    lam = np.geomspace(1e-3, 1e5, 160)
+    lam = np.geomspace(1e-3, 1e5, 64)
     log_up = np.zeros_like(lam)
     log_dn = np.zeros_like(lam)
     for pld, count in plds:
