@@ -31,6 +31,8 @@ from dpledger.accountant.profiles import REL_MARGIN, Profile
 from dpledger.core.errors import BoundUnavailable
 
 Array = NDArray[np.float64]
+#: largest finite privacy loss represented on the grid
+MAX_LOSS = 600.0
 #: largest FFT length (complex128 rfft of 2^23 doubles is ~70 MB)
 MAX_FFT_LEN = 1 << 23
 
@@ -51,8 +53,10 @@ class DiscretePLD:
 
 def discretise(profile: Profile, h: float) -> DiscretePLD:
     """Connect-the-dots PMF of an upper-bound curve on the grid ``j * h``."""
-    j_lo = math.floor(profile.loss_lo / h)
-    j_hi = math.ceil(profile.loss_hi / h)
+    # losses beyond +-MAX_LOSS are lumped: above into the mass at +infinity, below into the
+    # lowest grid point (both on the safe side); this keeps e^eps finite
+    j_lo = math.floor(max(profile.loss_lo, -MAX_LOSS) / h)
+    j_hi = math.ceil(min(profile.loss_hi, MAX_LOSS) / h)
     if j_hi <= j_lo:
         j_hi = j_lo + 1
     eps = (j_lo + np.arange(j_hi - j_lo + 1)) * h
@@ -136,6 +140,11 @@ def _window(
     ia = int(np.argmax(a_candidates))
     b = float(b_candidates[ib])
     a = float(a_candidates[ia])
+    # the discretised sum never leaves [sum of lowest losses, sum of highest losses]
+    lowest = sum(c * float(p.losses[0]) for p, c in plds)
+    highest = sum(c * float(p.losses[-1]) for p, c in plds)
+    a = lowest if not math.isfinite(a) else max(a, lowest)
+    b = highest if not math.isfinite(b) else min(b, highest)
     return a, b, float(lam[ib]), float(lam[ia])
 
 

@@ -275,13 +275,18 @@ def flatten(event: Event) -> list[tuple[Event, int]]:
     """Expand composition into ``(leaf_or_sampled_event, count)`` pairs.
 
     Sampled events are kept whole (sampling does not distribute over composition).
-    Counts of zero and no-ops are dropped.
+    Counts of zero, no-ops and sampling at rate zero are dropped.
     """
     out: list[tuple[Event, int]] = []
 
     def visit(e: Event, mult: int) -> None:
         if mult == 0 or isinstance(e, NoOpEvent):
             return
+        if (
+            isinstance(e, PoissonSampledEvent | SampledWithoutReplacementEvent)
+            and e.sampling_probability == 0
+        ):
+            return  # a batch that never contains the unit touches none of its data
         if isinstance(e, ComposedEvent):
             for sub in e.events:
                 visit(sub, mult)

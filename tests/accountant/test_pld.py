@@ -216,3 +216,9 @@ def test_property_order_invariance_and_closed_form(sigmas):
     assert fwd.epsilon == pytest.approx(rev.epsilon, abs=1e-9)
     mu = math.sqrt(sum(1 / s**2 for s in sigmas))
     assert_tight_upper(fwd.epsilon, exact_gaussian_epsilon(mu, 1e-6))
+
+
+def test_zero_sampling_rate_and_extreme_noise_do_not_overflow():
+    assert account(PoissonSampledEvent(0.0, GaussianEvent(0.05)), 10).get_epsilon(1e-6).epsilon == 0.0
+    b = account(GaussianEvent(0.01)).get_epsilon(1e-5)  # mu = 100: losses beyond the float range
+    assert b.epsilon >= exact_gaussian_epsilon(100.0, 1e-5) - 1e-9
