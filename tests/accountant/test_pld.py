@@ -35,7 +35,7 @@ def exact_gaussian_epsilon(mu: float, delta: float) -> float:
     if exact_gaussian_delta(mu, 0.0) <= delta:
         return 0.0
     return float(
-        optimize.brentq(lambda e: exact_gaussian_delta(mu, e) - delta, 0.0, 500.0, xtol=1e-13)
+        optimize.brentq(lambda e: exact_gaussian_delta(mu, e) - delta, 0.0, 1e4, xtol=1e-13)
     )
 
 
