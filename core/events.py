@@ -40,6 +40,13 @@ class Event:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "kind" in cls.__dict__:
+            existing = EVENT_KINDS.get(cls.kind)
+            if existing is not None and existing.__qualname__ != cls.__qualname__:
+                raise InvalidParameterError(
+                    "kind",
+                    f"event kind {cls.kind!r} is already defined by {existing.__module__}",
+                    "choose a new, unique kind name (events are never redefined)",
+                )
             EVENT_KINDS[cls.kind] = cls
 
     def children(self) -> tuple[Event, ...]:
@@ -234,6 +241,10 @@ class ComposedEvent(Event):
 
     def children(self) -> tuple[Event, ...]:
         return self.events
+
+
+#: the kinds defined by the core (plugins may register more in EVENT_KINDS)
+CORE_EVENT_KINDS: frozenset[str] = frozenset(EVENT_KINDS)
 
 
 def event_from_dict(data: Mapping[str, Any]) -> Event:

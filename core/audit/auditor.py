@@ -61,7 +61,8 @@ class Witness:
 
     ``tail='upper'`` is ``S = {score >= threshold}``, ``'lower'`` is ``{score <= threshold}``.
     ``hits_first``/``hits_second`` count S among the test outputs of the first/second dataset
-    of ``direction``.
+    of ``direction``. ``search_epsilon_lower`` is the event's bound on the search split,
+    Bonferroni-corrected over all candidate events (it only ranked the events).
     """
 
     direction: str

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError, InvalidParameterError
 from dpledger.core.events import (
@@ -117,7 +116,7 @@ def _registry_tier(target: str) -> str | None:
     Adapter: the registry is optional; any failure to look a target up means "no record".
     """
     try:
-        from dpledger.proofs_checks import registry  # type: ignore[attr-defined]
+        from dpledger.proofs_checks import registry
     except ImportError:
         return None
     tier_of = getattr(registry, "tier_of", None)
@@ -241,6 +240,7 @@ def _brackets(
     delta: float | None,
     epsilon: float | None,
     backends: Sequence[str] | None,
+    reasons: Mapping[str, str],
 ) -> tuple[Bracket, ...]:
     from dpledger.accountant.select import backend_factories
 
@@ -252,7 +252,7 @@ def _brackets(
         try:
             acc = account_graph(graph, delta=delta, epsilon=epsilon, backends=[name])
         except DPLedgerError as exc:
-            out.append(Bracket(name, None, str(exc)))
+            out.append(Bracket(name, None, reasons.get(name, str(exc))))
             continue
         out.append(Bracket(name, json_safe(acc.bound.to_dict())))
     return tuple(out)
@@ -422,10 +422,11 @@ def build_report(
     bound = json_safe(account.bound.to_dict())
     adjacency = account.adjacency_description()
     rows = _release_rows(account, host, provenances or {})
-    bracket_list = _brackets(graph, delta, epsilon, names) if brackets else ()
     unavailable: list[tuple[str, str]] = []
     for s in account.sources:
         unavailable.extend(u for u in s.unavailable if u not in unavailable)
+    reasons = dict(reversed(unavailable))
+    bracket_list = _brackets(graph, delta, epsilon, names, reasons) if brackets else ()
     warnings = _warnings(rows, account, bracket_list, eps_query)
     warnings.extend(extra_warnings)
     query = ("delta", float(delta)) if delta is not None else ("epsilon", float(epsilon or 0.0))

@@ -80,11 +80,22 @@ def _query(
     return (file_delta if file_delta is not None else DEFAULT_DELTA), None
 
 
+def _check_backends(names: list[str]) -> None:
+    from dpledger.accountant.select import backend_factories
+
+    known = sorted({name for name, _, _ in backend_factories()})
+    for name in names:
+        if name not in known:
+            raise InvalidParameterError(
+                "--backends", f"unknown accountant {name!r}", f"use some of {known}"
+            )
+
+
 def run(args: argparse.Namespace) -> int:
     pipeline = load_pipeline(args.file)
     delta, epsilon = _query(args, pipeline.delta, pipeline.epsilon)
-    if args.backends is not None and not args.backends:
-        raise InvalidParameterError("--backends", "is empty", "name at least one accountant")
+    if args.backends is not None:
+        _check_backends(args.backends)
     result = account_graph(
         pipeline.graph,
         delta=delta,

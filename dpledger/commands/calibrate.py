@@ -28,6 +28,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--adjacency", default="add_remove", help=f"neighbouring relation: {list(RELATIONS)}"
     )
+    parser.add_argument(
+        "--min-sigma", default="0.3", help="lower end of the search range (default 0.3)"
+    )
+    parser.add_argument(
+        "--max-sigma", default="1000", help="upper end of the search range (default 1000)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=run)
     one_line_errors(parser)
@@ -66,6 +72,16 @@ def _inputs(args: argparse.Namespace) -> tuple[float, float, float, int, Adjacen
     return eps, delta, q, steps, Adjacency(relation=args.adjacency)
 
 
+def _bracket(args: argparse.Namespace) -> tuple[float, float]:
+    lo = parse_number(args.min_sigma, "--min-sigma", "--min-sigma 0.3")
+    hi = parse_number(args.max_sigma, "--max-sigma", "--max-sigma 1000")
+    if not (0 < lo < hi and math.isfinite(hi)):
+        raise InvalidParameterError(
+            "--min-sigma", f"need 0 < min {lo:g} < max {hi:g} < inf", "pass e.g. --min-sigma 0.3"
+        )
+    return lo, hi
+
+
 def make_event_factory(q: float, steps: int) -> Any:
     """sigma -> the composed event of ``steps`` Poisson(q)-subsampled Gaussian steps."""
 
@@ -80,6 +96,7 @@ def make_event_factory(q: float, steps: int) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     eps, delta, q, steps, adjacency = _inputs(args)
+    bracket = _bracket(args)
     if q == 0:
         raise InvalidParameterError(
             "--sampling-rate",
@@ -92,12 +109,14 @@ def run(args: argparse.Namespace) -> int:
         raise DPLedgerError(
             f"calibration is unavailable ({exc}). Fix: install dpledger with its accountants"
         ) from None
+    from dpledger.accountant.base import EpsilonBound
     from dpledger.accountant.select import account
 
     make_event = make_event_factory(q, steps)
-    result = calibrate_noise_multiplier(make_event, adjacency, eps, delta)
-    sigma = float(getattr(result, "noise_multiplier", result))
+    result = calibrate_noise_multiplier(make_event, adjacency, eps, delta, bracket=bracket)
+    sigma = float(result.noise_multiplier)
     check = account(make_event(sigma), adjacency, delta=delta).bound
+    assert isinstance(check, EpsilonBound)
     if check.epsilon > eps:
         raise DPLedgerError(
             f"calibrated sigma {sigma:.6g} gives certified epsilon {check.epsilon:.6g} above the "
@@ -113,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         "steps": steps,
         "adjacency": adjacency.relation,
         "method": check.method,
+        "at_min_sigma": sigma <= bracket[0],
     }
     if args.json:
         json.dump(out, sys.stdout, indent=2)
@@ -125,4 +145,9 @@ def run(args: argparse.Namespace) -> int:
             f"mechanism: {steps} Poisson-subsampled Gaussian steps, q = {q:g}, "
             f"adjacency {adjacency.describe()}\n"
         )
+        if sigma <= bracket[0]:
+            sys.stdout.write(
+                f"note: the target is already met at --min-sigma {bracket[0]:g}; lower it to "
+                "search for less noise\n"
+            )
     return 0

@@ -70,7 +70,7 @@ def test_unsupported_events_raise() -> None:
 
 
 def test_replace_one_doubles_the_sensitivity() -> None:
-    """Pitfall 1: replace-one Gaussian(2) is mu = 1; a claim made for add/remove is caught."""
+    """Replace-one Gaussian(2) is mu = 1; a claim made for add/remove is caught."""
     add_remove_claim = gaussian_epsilon(0.5, 1e-3)
     r = audit_event(
         GaussianEvent(2.0),

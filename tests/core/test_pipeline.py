@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from dpledger.core.errors import PipelineFileError
-from dpledger.core.events import EVENT_KINDS, GaussianEvent, PoissonSampledEvent
+from dpledger.core.events import CORE_EVENT_KINDS, GaussianEvent, PoissonSampledEvent
 from dpledger.core.pipeline import load_pipeline, load_schema, parse_pipeline
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples" / "pipelines").glob("*.toml"))
@@ -87,7 +87,7 @@ def test_schema_is_valid_and_covers_every_event_kind() -> None:
         for k, d in schema["$defs"].items()
         if k.startswith("event_")
     }
-    assert kinds == set(EVENT_KINDS)
+    assert kinds == set(CORE_EVENT_KINDS)
 
 
 def test_json_and_toml_give_the_same_graph(tmp_path: Path) -> None:

@@ -1,0 +1,38 @@
+"""Privacy reports: the data (:mod:`.model`), how it is built (:mod:`.build`), its renderings
+(Markdown, self-contained HTML, deterministic JSON), figures and report diffs."""
+
+from __future__ import annotations
+
+from dpledger.core.report.build import (
+    BuiltReport,
+    build_report,
+    report_input,
+    report_pipeline,
+    report_pipeline_file,
+    report_run_dir,
+)
+from dpledger.core.report.diff import ReportDiff, diff_reports
+from dpledger.core.report.model import SCHEMA_VERSION, PrivacyReport
+from dpledger.core.report.render_html import render_html
+from dpledger.core.report.render_json import render_json
+from dpledger.core.report.render_md import render_markdown
+from dpledger.core.report.write import FORMATS, render, write_report
+
+__all__ = [
+    "FORMATS",
+    "SCHEMA_VERSION",
+    "BuiltReport",
+    "PrivacyReport",
+    "ReportDiff",
+    "build_report",
+    "diff_reports",
+    "render",
+    "render_html",
+    "render_json",
+    "render_markdown",
+    "report_input",
+    "report_pipeline",
+    "report_pipeline_file",
+    "report_run_dir",
+    "write_report",
+]

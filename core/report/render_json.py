@@ -1,0 +1,19 @@
+"""Deterministic JSON: sorted keys, lists in report order, ``schema_version``, no NaN."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dpledger.core.report.model import PrivacyReport
+
+
+def report_dict(report: PrivacyReport) -> dict[str, Any]:
+    out: dict[str, Any] = report.to_dict()
+    return out
+
+
+def render_json(report: PrivacyReport) -> str:
+    """Two equal reports give byte-identical text (so ``diff`` and snapshots work)."""
+    return json.dumps(report.to_dict(), sort_keys=True, indent=2, ensure_ascii=False,
+                      allow_nan=False) + "\n"

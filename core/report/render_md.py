@@ -1,0 +1,216 @@
+"""Markdown rendering of a :class:`PrivacyReport` (figures linked as PNG files beside it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dpledger.core.report.model import PrivacyReport
+from dpledger.core.report.numbers import fmt_down, fmt_exact, fmt_up
+
+#: section titles, in order (tests check that each is present)
+SECTIONS: tuple[str, ...] = (
+    "Formal statement",
+    "DP setting",
+    "Data accesses covered",
+    "What is released",
+    "Unit of privacy and adjacency",
+    "Accounting method and assumptions",
+    "Releases",
+    "Accountants side by side",
+    "Audit",
+    "Runtime ledger",
+    "Warnings",
+)
+
+
+def cell(value: Any) -> str:
+    """A table cell: ``-`` for nothing, pipes escaped."""
+    if value is None or value == "" or value == []:
+        return "-"
+    text = ", ".join(str(v) for v in value) if isinstance(value, list | tuple) else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines.extend("| " + " | ".join(cell(v) for v in row) + " |" for row in rows)
+    return lines
+
+
+def bound_pair(bound: Mapping[str, Any] | None, eps_query: bool) -> tuple[str, str]:
+    """(lower, upper) of a bound, rounded to the safe sides."""
+    if bound is None:
+        return "-", "-"
+    if eps_query:
+        return fmt_down(bound["epsilon_lower"]), fmt_up(bound["epsilon"])
+    return fmt_down(bound["delta_lower"]), fmt_up(bound["delta"])
+
+
+def proof_text(proof: str | None, location: str | None) -> str:
+    if proof is None:
+        return "-"
+    return f"[{proof}]({location})" if location else proof
+
+
+def _releases(report: PrivacyReport) -> list[str]:
+    q = "ε" if report.reports_epsilon else "δ"
+    header = (
+        "node", "method", "plugin", "distribution / version", "parameters", "lifting rule",
+        "trust tier", "proof", f"{q} alone (upper)",
+    )
+    rows = []
+    for r in report.releases:
+        params = r.event if r.count == 1 else f"{r.event} × {r.count}"
+        if r.lifted_event != r.event:
+            params += f" → {r.lifted_event}"
+        dist = f"{r.distribution} {r.version or ''}".strip() if r.distribution else "-"
+        _, upper = bound_pair(r.bound, report.reports_epsilon)
+        rows.append((
+            r.node, r.method, r.plugin, dist, params, ", ".join(r.lift_rules), r.tier,
+            proof_text(r.proof, r.proof_location), upper,
+        ))
+    return table(header, rows)
+
+
+def _brackets(report: PrivacyReport) -> list[str]:
+    q = "ε" if report.reports_epsilon else "δ"
+    rows = []
+    for b in report.brackets:
+        lo, hi = bound_pair(b.bound, report.reports_epsilon)
+        chosen = "yes" if b.bound is not None and b.backend == report.accounting_method else ""
+        rows.append((b.backend, lo, hi, b.bound["method"] if b.bound else "-", chosen,
+                     b.reason or ""))
+    lines = table(("backend", f"{q} lower", f"{q} upper", "method", "reported", "unavailable "
+                   "because"), rows)
+    lines.append("")
+    lines.append(
+        "Only the smallest upper bound is the guarantee; lower bounds cross-check the backends "
+        "(a lower bound above another backend's upper bound would stop the report)."
+    )
+    return lines
+
+
+def _audit(audit: Mapping[str, Any] | None) -> list[str]:
+    if audit is None:
+        return ["No audit was supplied with this input."]
+    lines = [
+        f"Verdict: **{audit.get('verdict')}** at confidence {audit.get('confidence')} "
+        f"(n_test = {audit.get('n_test')}, score {audit.get('score')}). "
+        "An empirical lower bound can falsify a claim, never verify it.",
+        "",
+    ]
+    rows = []
+    for a in audit.get("audits", []):
+        rows.append((
+            fmt_exact(a["delta"]), _maybe_up(a.get("claimed_epsilon")),
+            fmt_down(a["epsilon_lower"]), _maybe_up(a.get("ceiling")), a.get("verdict"),
+        ))
+    lines.extend(table(("δ", "claimed ε (upper)", "empirical ε lower", "ceiling for n", "verdict"),
+                       rows))
+    if audit.get("description"):
+        lines += ["", f"Audited: {audit['description']}"]
+    return lines
+
+
+def _maybe_up(x: Any) -> str:
+    return "-" if x is None else fmt_up(x)
+
+
+def _runtime(runtime: Mapping[str, Any] | None) -> list[str]:
+    if runtime is None:
+        return ["No runtime ledger was supplied (the report covers the declared pipeline)."]
+    lines = [
+        f"- method: {runtime.get('method')}",
+        f"- ledger verified (every executed step covered by the declaration): "
+        f"{'yes' if runtime.get('verified') else 'NO'}",
+        f"- seed: {runtime.get('seed')}; secure seed: {runtime.get('secure_seed')}",
+    ]
+    if runtime.get("declared_core"):
+        lines.append(f"- declared: {runtime['declared_core']}")
+    if runtime.get("executed"):
+        lines.append(f"- executed: {runtime['executed']}")
+    for entry in runtime.get("ledgers") or []:
+        lines.append(
+            f"- ledger {entry.get('name')}: declared {entry.get('declared')}; executed "
+            f"{entry.get('executed')}; verified {entry.get('verified')}"
+        )
+    rec = runtime.get("recorded_bound")
+    if rec and "epsilon" in rec:
+        lines.append(
+            f"- recorded at run time: ε ≤ {fmt_up(rec['epsilon'])} at δ = "
+            f"{fmt_exact(rec['delta'])} ({rec.get('method')})"
+        )
+    if runtime.get("outputs"):
+        lines.append(f"- outputs: {', '.join(runtime['outputs'])}")
+    return lines
+
+
+def render_markdown(report: PrivacyReport, figures: Mapping[str, str] | None = None) -> str:
+    """The report as Markdown; ``figures`` maps a caption to a relative PNG path."""
+    b = report.bound
+    lo, hi = bound_pair(b, report.reports_epsilon)
+    q = "ε" if report.reports_epsilon else "δ"
+    out = [
+        f"# Privacy report: {report.title}",
+        "",
+        f"Generated by dpledger {report.dpledger_version} from {report.input_kind} "
+        f"`{report.input_name}` (report schema {report.schema_version}).",
+        "",
+        "## Formal statement",
+        "",
+        report.statement,
+        "",
+        f"Certified bracket: {lo} ≤ {q} ≤ {hi} (the upper end is the guarantee).",
+        "",
+        "## DP setting",
+        "",
+        report.setting,
+        "",
+        "## Data accesses covered",
+        "",
+    ]
+    out += table(
+        ("source", "adjacency", "releases", "notes"),
+        [(d.source, d.adjacency, list(d.releases), list(d.notes)) for d in report.data_accesses],
+    )
+    out += ["", "## What is released", ""]
+    out += table(
+        ("node", "kind", "inputs", "description"),
+        [(r.node, r.kind, list(r.inputs), r.description) for r in report.released],
+    )
+    out += [
+        "",
+        "## Unit of privacy and adjacency",
+        "",
+        f"- unit of privacy: {report.unit_of_privacy}",
+        f"- adjacency: {report.adjacency}",
+        "",
+        "## Accounting method and assumptions",
+        "",
+        f"- reported by: {report.accounting_method} (smallest certified upper bound among the "
+        "accountants below)",
+        f"- sources combined: {report.combined}",
+    ]
+    out += [f"- {a}" for a in report.assumptions]
+    out += ["", "## Releases", ""]
+    out += _releases(report)
+    out += ["", "## Accountants side by side", ""]
+    out += _brackets(report) if report.brackets else ["Brackets were not computed."]
+    if report.unavailable:
+        out += ["", "Backends unavailable for the reported bound:", ""]
+        out += [f"- {n}: {r}" for n, r in report.unavailable]
+    out += ["", "## Audit", ""]
+    out += _audit(report.audit)
+    out += ["", "## Runtime ledger", ""]
+    out += _runtime(report.runtime)
+    out += ["", "## Warnings", ""]
+    out += [f"- {w}" for w in report.warnings] or ["- none"]
+    if figures:
+        out += ["", "## Figures", ""]
+        for caption, path in figures.items():
+            out += [f"![{caption}]({path})", ""]
+        out.pop()
+    for s in report.sections:
+        out += ["", f"## {s.title}", "", f"(section by plugin {s.plugin})", "", s.markdown.strip()]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import base64
+from html.parser import HTMLParser
+from pathlib import Path
+
+from dpledger.cli import main
+
+
+class _Collector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attrs: list[tuple[str, str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attrs.extend((tag, k, v or "") for k, v in attrs)
+
+
+def test_html_embeds_figures_and_references_nothing_external(
+    pipeline_file: Path, tmp_path: Path, capsys: object
+) -> None:
+    out = tmp_path / "report.html"
+    assert main(["report", str(pipeline_file), "--format", "html", "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    parser = _Collector()
+    parser.feed(text)
+    parser.close()
+    imgs = [v for tag, k, v in parser.attrs if tag == "img" and k == "src"]
+    assert len(imgs) == 3  # profile, steps (sgd repeats 20 times), composition graph
+    for src in imgs:
+        assert src.startswith("data:image/png;base64,")
+        png = base64.b64decode(src.split(",", 1)[1], validate=True)
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    for _tag, key, value in parser.attrs:
+        if key in ("src", "href", "action", "data"):
+            assert not value.lower().startswith(("http://", "https://", "//")), value
+    assert "script" not in parser.tags and "link" not in parser.tags
+    assert "http://" not in text and "https://" not in text
+    assert "Formal statement" in text and "Accountants side by side" in text
+
+
+def test_markdown_figures_are_files_beside_it(pipeline_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "md" / "report.md"
+    assert main(["report", str(pipeline_file), "--out", str(out)]) == 0
+    md = out.read_text(encoding="utf-8")
+    for key in ("privacy_profile", "epsilon_vs_steps", "composition_graph"):
+        png = out.with_name(f"report-{key}.png")
+        assert png.read_bytes()[:4] == b"\x89PNG"
+        assert f"](report-{key}.png)" in md
