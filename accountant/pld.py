@@ -180,7 +180,8 @@ class PLDAccountant(Accountant):
             windows[name] = (a - pad, b + pad, lam_b, lam_a)
         width = max(w[1] - w[0] for w in windows.values())
         h = width / self.target_points
-        return max(h, span / MAX_COMPONENT_POINTS, 1e-9), windows
+        # never ask the FFT for more than half its maximum length
+        return max(h, span / MAX_COMPONENT_POINTS, 2.0 * width / MAX_FFT_LEN, 1e-9), windows
 
     def _compose_at(
         self,

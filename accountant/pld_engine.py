@@ -282,12 +282,12 @@ def epsilon_for(pld: ComposedPLD, delta: float, *, upper: bool) -> float:
     if i == 0:
         num = extra + float(masses.sum()) + err * masses.size - delta
         den = float(np.sum(masses * np.exp(-losses)))
-        eps = math.log(num / den) if num > 0 and den > 0 else -math.inf
+        eps = math.log(num) - math.log(den) if num > 0 and den > 0 else -math.inf
         eps = min(eps, float(losses[0]))
     else:
         num = extra + a[i - 1] + err * counts[i - 1] - delta
         den = b[i - 1]
-        eps = math.log(num / den) if num > 0 and den > 0 else float(losses[i - 1])
+        eps = math.log(num) - math.log(den) if num > 0 and den > 0 else float(losses[i - 1])
         eps = min(max(eps, float(losses[i - 1])), float(losses[i]))
     eps = float(np.nextafter(eps, math.inf if upper else -math.inf))
     return max(0.0, eps)
