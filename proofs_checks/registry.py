@@ -125,7 +125,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.events.flatten",
         status="contrib",
         proof="proofs_checks/composition/proof.md",
-        source_sha256="71e706cb7beb34461d99864ec09aa143d91c366072edcc14e69eea9753a6b984",
+        source_sha256="1de6fcc4a9aecf3babce26ad7f22be71cd039423d7c0f26e4324b8ef353fd8d2",
     ),
     ProofRecord(
         target="dpledger.core.events.pure_epsilon",
