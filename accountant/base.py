@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
-from dpledger.core.events import Event
+from dpledger.core.events import Event, canonical
 from dpledger.core.validation import check_delta_query, check_epsilon_query
 
 
@@ -92,6 +92,7 @@ class Accountant(abc.ABC):
         count = _check_count(count)
         if not isinstance(event, Event):
             raise InvalidParameterError("event", f"expected an Event, got {event!r}", "pass an event")
+        event = canonical(event)
         reason = self._unsupported_reason(event)
         if reason is not None:
             raise UnsupportedEventError(

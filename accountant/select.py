@@ -19,7 +19,7 @@ from dpledger.core.errors import (
     InvalidParameterError,
     UnsupportedEventError,
 )
-from dpledger.core.events import Event
+from dpledger.core.events import Event, canonical
 
 #: (module, class) of every backend, tightest first. Modules that fail to import are skipped
 #: (recorded as unavailable), so the core works without optional cross-check libraries.
@@ -78,6 +78,9 @@ def account(
     if (delta is None) == (epsilon is None):
         raise InvalidParameterError("delta", "give exactly one of delta or epsilon", "pass delta=1e-5")
     adjacency = adjacency or Adjacency()
+    if not isinstance(event, Event):
+        raise InvalidParameterError("event", f"expected an Event, got {event!r}", "pass an event")
+    event = canonical(event)
     candidates: list[EpsilonBound | DeltaBound] = []
     unavailable: list[tuple[str, str]] = []
     for name, factory, reason in backend_factories(backends):

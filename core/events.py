@@ -123,6 +123,32 @@ class PureDPEvent(Event):
 
 
 @attrs.frozen
+class TimeProfiledPureDPEvent(Event):
+    """A pure-DP release whose epsilon depends on how long a flow ran before it was sampled.
+
+    ``epsilon = floor_epsilon + transient_epsilon * exp(-decay_rate * time)``: e.g. a sample
+    of an exponential mechanism's law after running a contracting flow (a Langevin or
+    birth-death flow) for time ``time`` from an initial law whose log-density oscillation is
+    bounded, where ``floor_epsilon`` is the target's own epsilon. Accountants treat it as
+    :class:`PureDPEvent` with that epsilon, rounded up (see :func:`canonical`).
+    """
+
+    kind: ClassVar[str] = "time_profiled_pure_dp"
+    floor_epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)
+    transient_epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)
+    time: float = attrs.field(validator=nonnegative_finite, converter=float)
+    decay_rate: float = attrs.field(default=1.0, validator=positive_finite, converter=float)
+
+    @property
+    def epsilon(self) -> float:
+        """The epsilon at ``time``, rounded up to a float that is never below the real value."""
+        value = self.floor_epsilon + self.transient_epsilon * math.exp(-self.decay_rate * self.time)
+        for _ in range(4):  # covers the rounding of exp, the product and the sum
+            value = math.nextafter(value, math.inf)
+        return value
+
+
+@attrs.frozen
 class ApproxDPEvent(Event):
     """A black-box (epsilon, delta)-DP release (w.r.t. the source's row-level relation)."""
 
@@ -282,6 +308,26 @@ def event_from_dict(data: Mapping[str, Any]) -> Event:
         ) from None
 
 
+def canonical(event: Event) -> Event:
+    """Rewrite derived core events into the base events the accountants characterise.
+
+    :class:`TimeProfiledPureDPEvent` becomes :class:`PureDPEvent` of its (rounded-up) epsilon;
+    everything else is unchanged. Every accountant and the lifting rules call this first.
+    """
+    if isinstance(event, TimeProfiledPureDPEvent):
+        return PureDPEvent(event.epsilon)
+    if not event.children():
+        return event
+    changes: dict[str, Any] = {}
+    for field in attrs.fields(type(event)):
+        value = getattr(event, field.name)
+        if isinstance(value, Event):
+            changes[field.name] = canonical(value)
+        elif isinstance(value, tuple) and value and all(isinstance(v, Event) for v in value):
+            changes[field.name] = tuple(canonical(v) for v in value)
+    return attrs.evolve(event, **changes)
+
+
 def flatten(event: Event) -> list[tuple[Event, int]]:
     """Expand composition into ``(leaf_or_sampled_event, count)`` pairs.
 
@@ -316,6 +362,7 @@ def is_pure(event: Event) -> bool:
         isinstance(
             e,
             PureDPEvent
+            | TimeProfiledPureDPEvent
             | LaplaceEvent
             | RandomizedResponseEvent
             | ExponentialMechanismEvent
@@ -334,7 +381,9 @@ def pure_epsilon(event: Event) -> float:
     """The basic-composition epsilon of a pure event (used as a cap and by group privacy)."""
     if isinstance(event, NoOpEvent):
         return 0.0
-    if isinstance(event, PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent):
+    if isinstance(
+        event, PureDPEvent | TimeProfiledPureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent
+    ):
         return event.epsilon
     if isinstance(event, RandomizedResponseEvent):
         return event.epsilon

@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
+from numpy.typing import NDArray
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError, PluginError
 from dpledger.core.events import (
@@ -56,9 +58,10 @@ from dpledger.core.events import (
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
+    TimeProfiledPureDPEvent,
+    canonical,
     flatten,
 )
-from numpy.typing import NDArray
 
 if TYPE_CHECKING:
     from dpledger.core.specs import MethodSpec
@@ -87,6 +90,8 @@ Multiset = tuple[tuple[Hashable, int], ...]
 
 
 def _canon(event: Event) -> Hashable:
+    if isinstance(event, TimeProfiledPureDPEvent):
+        return canonical(event)
     if isinstance(event, PoissonSampledEvent):
         inner = canonical_multiset(event.event)
         return _Sampled("poisson", event.sampling_probability, 0, 0, inner)
@@ -472,6 +477,26 @@ class PrivacyLedger:
         if arr.ndim != 1 or arr.size == 0:
             raise InvalidParameterError("scores", "must be a non-empty 1-D array", "pass a vector")
         return arr
+
+    def sample_certified(self, sampler: Callable[[np.random.Generator], Any], event: Event, *,
+                         step: str, note: str = "") -> Any:
+        """Run ``sampler(rng)`` as one release whose privacy ``event`` certifies.
+
+        For mechanisms the ledger cannot draw itself, e.g. sampling the law of a flow whose
+        epsilon a theorem states (:class:`~dpledger.core.events.TimeProfiledPureDPEvent`). The
+        event is checked against the declaration and booked *before* the sampler runs; the
+        sampler gets the ledger's generator so the run stays reproducible. ``note`` (e.g. which
+        approximation of the certified law was sampled) goes into the log.
+        """
+        step = _check_step(step)
+        if not isinstance(event, Event):
+            raise InvalidParameterError(
+                "event", f"must be an Event, got {type(event).__name__}", "pass the certifying event"
+            )
+        if not callable(sampler):
+            raise InvalidParameterError("sampler", "must be callable", "pass a function of an rng")
+        self._record(event, step, {"note": note} if note else {})
+        return sampler(self.rng)
 
     def exponential_mechanism(self, scores: Any, sensitivity: float, epsilon: float, *,
                               step: str, monotonic: bool = False) -> int:

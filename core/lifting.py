@@ -45,6 +45,7 @@ from dpledger.core.events import (
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
+    canonical,
 )
 
 RULE_UNCHANGED = "unchanged_k1"
@@ -159,6 +160,7 @@ def lift_event(
             f"release {release!r}: expected an Event, got {type(event).__name__}. "
             "Fix: pass an event object"
         )
+    event = canonical(event)
     if k == 1:
         return event, (RULE_UNCHANGED,)
     rules: list[str] = []

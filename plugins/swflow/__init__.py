@@ -1,0 +1,1 @@
+"""Method B: DP sliced-Wasserstein gradient flows (DPSWflow-r, DPSWflow, DPSWgen)."""
