@@ -142,10 +142,13 @@ class TimeProfiledPureDPEvent(Event):
     @property
     def epsilon(self) -> float:
         """The epsilon at ``time``, rounded up to a float that is never below the real value."""
-        value = self.floor_epsilon + self.transient_epsilon * math.exp(-self.decay_rate * self.time)
-        for _ in range(4):  # covers the rounding of exp, the product and the sum
-            value = math.nextafter(value, math.inf)
-        return value
+        if self.transient_epsilon == 0.0:
+            return self.floor_epsilon
+        up = math.inf
+        exponent = math.nextafter(self.decay_rate * self.time, -up)  # rounded product, made lower
+        factor = math.nextafter(math.nextafter(math.exp(-exponent), up), up)  # exp within 1 ulp
+        value = math.nextafter(self.transient_epsilon * factor, up)
+        return math.nextafter(self.floor_epsilon + value, up)
 
 
 @attrs.frozen
