@@ -60,7 +60,9 @@ class DeltaBound:
 
 def _check_count(count: int) -> int:
     if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
-        raise InvalidParameterError("count", f"must be an integer >= 0, got {count!r}", "pass e.g. 1")
+        raise InvalidParameterError(
+            "count", f"must be an integer >= 0, got {count!r}", "pass e.g. 1"
+        )
     return int(count)
 
 
@@ -91,7 +93,9 @@ class Accountant(abc.ABC):
         """Add ``count`` repetitions of ``event``; raise if unsupported (nothing is added)."""
         count = _check_count(count)
         if not isinstance(event, Event):
-            raise InvalidParameterError("event", f"expected an Event, got {event!r}", "pass an event")
+            raise InvalidParameterError(
+                "event", f"expected an Event, got {event!r}", "pass an event"
+            )
         event = canonical(event)
         reason = self._unsupported_reason(event)
         if reason is not None:
@@ -104,7 +108,7 @@ class Accountant(abc.ABC):
             self._invalidate()
         return self
 
-    def _invalidate(self) -> None:
+    def _invalidate(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Hook for subclasses that cache composed state."""
 
     @property

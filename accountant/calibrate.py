@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import attrs
+
 from dpledger.accountant.base import EpsilonBound
 from dpledger.accountant.conversions import U, gaussian_delta_bracket
 from dpledger.accountant.select import account

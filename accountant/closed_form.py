@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+
 from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
 from dpledger.accountant.conversions import (
     REL_SLACK,

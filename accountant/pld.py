@@ -21,9 +21,9 @@ from dpledger.accountant.pld_engine import (
     DiscretePLD,
     compose,
     delta_at,
-    window,
     discretise,
     epsilon_for,
+    window,
 )
 from dpledger.accountant.profiles import DirectedProfiles, Profile, leaf_profiles
 from dpledger.core.adjacency import Adjacency

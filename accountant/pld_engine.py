@@ -59,7 +59,7 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
     j_hi = math.ceil(min(profile.loss_hi, MAX_LOSS) / h)
     if j_hi <= j_lo:
         j_hi = j_lo + 1
-    eps = (j_lo + np.arange(j_hi - j_lo + 1)) * h
+    eps: Array = np.asarray((j_lo + np.arange(j_hi - j_lo + 1)) * h, dtype=np.float64)
     d = profile(eps)
     # enforce monotonicity (a curve is non-increasing); raising values keeps it an upper bound
     d = np.maximum.accumulate(d[::-1])[::-1]
@@ -185,11 +185,13 @@ def compose(
         inf_keep *= (1.0 - pld.inf_mass) ** count
     out = sfft.irfft(spectrum, n)
     out = np.roll(out, -(lo_idx % n))
-    fft_err = 4.0 * max(0.0, -float(out.min())) + 64 * np.finfo(float).eps * float(np.abs(out).max())
+    fft_err = 4.0 * max(0.0, -float(out.min()))
+    fft_err += 64 * np.finfo(float).eps * float(np.abs(out).max())
     out = np.maximum(out, 0.0)
     # exact tail masses of the discretised sum beyond the window, by Chernoff at the chosen lambdas
     lu = sum(c * float(_log_mgf(p, np.array([lam_b]))[0]) for p, c in plds)
-    upper_tail = math.exp(min(0.0, lu - lam_b * (lo_idx + n) * h))  # P(S >= first index past window)
+    # P(S >= first index past the window)
+    upper_tail = math.exp(min(0.0, lu - lam_b * (lo_idx + n) * h))
     ld = sum(c * float(_log_mgf(p, np.array([-lam_a]))[0]) for p, c in plds)
     lower_tail = math.exp(min(0.0, ld + lam_a * lo_idx * h))
     return ComposedPLD(

@@ -135,7 +135,9 @@ def randomized_response_profile(eps0: float, k: int) -> Profile:
     return Profile(d, -eps0, eps0, True, f"rr({eps0:g},{k})", d)
 
 
-def _poisson_remove_delta(base_delta: Callable[[Array], Array], q: float) -> Callable[[Array], Array]:
+def _poisson_remove_delta(
+    base_delta: Callable[[Array], Array], q: float
+) -> Callable[[Array], Array]:
     lo = math.log1p(-q) if q < 1 else -math.inf
 
     def delta(eps: Array) -> Array:
@@ -147,7 +149,9 @@ def _poisson_remove_delta(base_delta: Callable[[Array], Array], q: float) -> Cal
     return delta
 
 
-def _poisson_add_delta(base_reverse: Callable[[Array], Array], q: float) -> Callable[[Array], Array]:
+def _poisson_add_delta(
+    base_reverse: Callable[[Array], Array], q: float
+) -> Callable[[Array], Array]:
     def delta(eps: Array) -> Array:
         x = np.exp(eps)
         c = 1 - x * (1 - q)
@@ -179,7 +183,8 @@ def poisson_add(base_reverse: Profile, q: float) -> Profile:
     hi = -math.log1p(-q) if q < 1 else base_reverse.loss_hi
     lo_inner = base_reverse.loss_hi
     lo = -math.log1p(q * math.expm1(lo_inner)) if lo_inner < 700 else -lo_inner
-    dual = _poisson_remove_delta(base_reverse.delta, q) if _symmetric_base(base_reverse, q) else None
+    symmetric = _symmetric_base(base_reverse, q)
+    dual = _poisson_remove_delta(base_reverse.delta, q) if symmetric else None
     return Profile(
         _poisson_add_delta(base_reverse.delta, q), lo, hi, base_reverse.exact,
         f"poisson_add(q={q:g}, {base_reverse.name})", dual,

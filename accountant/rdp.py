@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 import numpy as np
+
 from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
 from dpledger.accountant.conversions import U, rdp_to_delta, rdp_to_epsilon
 from dpledger.accountant.rdp_orders import (

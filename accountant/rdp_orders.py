@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from dpledger.accountant.conversions import U
 from numpy.typing import NDArray
 from scipy import special
+
+from dpledger.accountant.conversions import U
 
 FloatArray = NDArray[np.float64]
 

@@ -76,7 +76,9 @@ def account(
 ) -> Selection:
     """Certified epsilon at ``delta`` (or delta at ``epsilon``) of one event tree."""
     if (delta is None) == (epsilon is None):
-        raise InvalidParameterError("delta", "give exactly one of delta or epsilon", "pass delta=1e-5")
+        raise InvalidParameterError(
+            "delta", "give exactly one of delta or epsilon", "pass delta=1e-5"
+        )
     adjacency = adjacency or Adjacency()
     if not isinstance(event, Event):
         raise InvalidParameterError("event", f"expected an Event, got {event!r}", "pass an event")
@@ -94,7 +96,11 @@ def account(
             continue
         try:
             acc.compose(event)
-            candidates.append(acc.get_epsilon(delta) if delta is not None else acc.get_delta(epsilon))  # type: ignore[arg-type]
+            if delta is not None:
+                candidates.append(acc.get_epsilon(delta))
+            else:
+                assert epsilon is not None
+                candidates.append(acc.get_delta(epsilon))
         except BoundUnavailable as exc:
             unavailable.append((name, exc.reason))
         except UnsupportedEventError as exc:

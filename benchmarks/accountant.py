@@ -112,7 +112,8 @@ def main() -> None:
     args = parser.parse_args()
     cases = DP_SGD_CASES[:3] if args.quick else DP_SGD_CASES
     header = f"{'sigma':>6} {'q':>9} {'steps':>7} {'delta':>7} | {'ours [lo, up]':>22} "
-    header += f"{'width':>8} | {'dpa-PLD':>9} {'dpa-RDP':>9} {'prv':>20} | {'t ours':>7} {'t dpa':>7} ratio"
+    header += f"{'width':>8} | {'dpa-PLD':>9} {'dpa-RDP':>9} {'prv':>20} | "
+    header += f"{'t ours':>7} {'t dpa':>7} ratio"
     print(header)
     ratios = []
     for sigma, q, steps, delta in cases:

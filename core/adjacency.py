@@ -33,7 +33,9 @@ def _unit_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) 
 def _contribution_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value not in CONTRIBUTION_KINDS:
         raise InvalidParameterError(
-            attribute.name, f"unknown contribution kind {value!r}", f"use {list(CONTRIBUTION_KINDS)}"
+            attribute.name,
+            f"unknown contribution kind {value!r}",
+            f"use {list(CONTRIBUTION_KINDS)}",
         )
 
 

@@ -266,7 +266,9 @@ class ComposedEvent(Event):
     """Sequential (possibly heterogeneous) composition of ``events``."""
 
     kind: ClassVar[str] = "composed"
-    events: tuple[Event, ...] = attrs.field(converter=_events_converter, validator=_events_validator)
+    events: tuple[Event, ...] = attrs.field(
+        converter=_events_converter, validator=_events_validator
+    )
 
     def children(self) -> tuple[Event, ...]:
         return self.events
@@ -280,7 +282,9 @@ def event_from_dict(data: Mapping[str, Any]) -> Event:
     """Rebuild an event from :meth:`Event.to_dict` output (or a pipeline file entry)."""
     if not isinstance(data, Mapping) or "kind" not in data:
         raise InvalidParameterError(
-            "kind", f"event entry {data!r} has no 'kind'", f"add kind = one of {sorted(EVENT_KINDS)}"
+            "kind",
+            f"event entry {data!r} has no 'kind'",
+            f"add kind = one of {sorted(EVENT_KINDS)}",
         )
     kind = data["kind"]
     cls = EVENT_KINDS.get(kind)
@@ -385,7 +389,8 @@ def pure_epsilon(event: Event) -> float:
     if isinstance(event, NoOpEvent):
         return 0.0
     if isinstance(
-        event, PureDPEvent | TimeProfiledPureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent
+        event,
+        PureDPEvent | TimeProfiledPureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent,
     ):
         return event.epsilon
     if isinstance(event, RandomizedResponseEvent):
@@ -400,4 +405,6 @@ def pure_epsilon(event: Event) -> float:
         q = event.sampling_probability
         e0 = pure_epsilon(event.event)
         return math.log1p(q * math.expm1(e0)) if q > 0 else 0.0
-    raise InvalidParameterError("event", f"{event.kind} is not a pure-DP event", "use an accountant")
+    raise InvalidParameterError(
+        "event", f"{event.kind} is not a pure-DP event", "use an accountant"
+    )

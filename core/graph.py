@@ -44,6 +44,7 @@ from typing import Any
 
 import attrs
 import networkx as nx
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import GraphError
 from dpledger.core.events import ComposedEvent, Event, NoOpEvent, SelfComposedEvent

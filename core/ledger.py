@@ -491,7 +491,9 @@ class PrivacyLedger:
         step = _check_step(step)
         if not isinstance(event, Event):
             raise InvalidParameterError(
-                "event", f"must be an Event, got {type(event).__name__}", "pass the certifying event"
+                "event",
+                f"must be an Event, got {type(event).__name__}",
+                "pass the certifying event",
             )
         if not callable(sampler):
             raise InvalidParameterError("sampler", "must be callable", "pass a function of an rng")

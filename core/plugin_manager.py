@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import attrs
 import pluggy
+
 from dpledger.core import hookspecs
 from dpledger.core.errors import InvalidParameterError, PluginError, UnsupportedEventError
 from dpledger.core.events import Event

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import numpy as np
+
 from dpledger.core import events as _events
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError

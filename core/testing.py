@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pytest
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import EVENT_KINDS, Event, event_from_dict

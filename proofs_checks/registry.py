@@ -119,7 +119,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.events.ComposedEvent",
         status="contrib",
         proof="proofs_checks/composition/proof.md",
-        source_sha256="f46719ab19294ab3d32cbd0b1738a2cba4b67be21e1dbb5eb72f5fe05f05a687",
+        source_sha256="fc647094cbf249f0dcc9a7b3af54d2c4491a359bda71a3b45402e53994ef23b2",
     ),
     ProofRecord(
         target="dpledger.core.events.flatten",
@@ -131,7 +131,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.events.pure_epsilon",
         status="contrib",
         proof="proofs_checks/composition/proof.md",
-        source_sha256="44c76ae821e7eac2a5d6b2db70391c64e8fef3aa708ded180d74f20864a7cb0c",
+        source_sha256="7e431a74bfbfacfd65cba61c8e0dbd5d32d4a21d06f9571b7c7a7d5680774b27",
     ),
     ProofRecord(
         target="dpledger.core.events.RandomizedResponseEvent",

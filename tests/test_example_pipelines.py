@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from dpledger.cli import main
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import (
     ComposedEvent,
@@ -18,8 +20,6 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-
-from dpledger.cli import main
 
 pytest.importorskip("dpledger.accountant.pld")
 

@@ -17,7 +17,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     pytest.importorskip("build")
     subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation",
+         "--outdir", str(out), str(ROOT)],
         check=True,
         capture_output=True,
         cwd=out,

@@ -23,13 +23,14 @@ from typing import Any
 
 import attrs
 import numpy as np
+from numpy.typing import NDArray
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.audit import stats
 from dpledger.core.audit.canonical import canonical_pair
 from dpledger.core.audit.reference import epsilon_for_delta
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event
-from numpy.typing import NDArray
 
 Array = NDArray[np.float64]
 Sampler = Callable[[Any, int, np.random.Generator], Array]

@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 import numpy as np
+from numpy.typing import NDArray
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 from dpledger.core.events import (
@@ -23,7 +25,6 @@ from dpledger.core.events import (
     RandomizedResponseEvent,
     SelfComposedEvent,
 )
-from numpy.typing import NDArray
 
 Array = NDArray[np.float64]
 Sampler = Callable[[Any, int, np.random.Generator], Array]

@@ -16,11 +16,12 @@ from typing import Any
 
 import attrs
 import numpy as np
+from numpy.typing import NDArray
+
 from dpledger.core.audit.reference import (
     gaussian_epsilon,
     subsampled_gaussian_epsilon,
 )
-from numpy.typing import NDArray
 
 Array = NDArray[np.float64]
 Sampler = Callable[[Any, int, np.random.Generator], Array]

@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from dpledger.core.errors import InvalidParameterError
 from scipy import special
+
+from dpledger.core.errors import InvalidParameterError
 
 
 def _phi(x: float) -> float:

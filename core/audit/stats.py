@@ -15,9 +15,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from dpledger.core.errors import InvalidParameterError
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
+
+from dpledger.core.errors import InvalidParameterError
 
 
 def _check_alpha(alpha: float) -> float:

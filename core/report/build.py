@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError, InvalidParameterError
 from dpledger.core.events import (

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.report.model import SCHEMA_VERSION
 from dpledger.core.report.numbers import as_float, fmt_down, fmt_up

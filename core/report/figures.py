@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import networkx as nx
 import numpy as np
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError
 from dpledger.core.events import ComposedEvent, Event

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from dpledger.accountant.calibrate import (
     analytic_gaussian_sigma,
     calibrate_noise_multiplier,
@@ -15,8 +18,6 @@ from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent, SelfComposedEvent
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 BACKENDS = ("closed_form", "rdp")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from dpledger.accountant.closed_form import ClosedFormAccountant
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import UnsupportedEventError

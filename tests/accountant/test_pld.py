@@ -219,6 +219,7 @@ def test_property_order_invariance_and_closed_form(sigmas):
 
 
 def test_zero_sampling_rate_and_extreme_noise_do_not_overflow():
-    assert account(PoissonSampledEvent(0.0, GaussianEvent(0.05)), 10).get_epsilon(1e-6).epsilon == 0.0
+    acc = account(PoissonSampledEvent(0.0, GaussianEvent(0.05)), 10)
+    assert acc.get_epsilon(1e-6).epsilon == 0.0
     b = account(GaussianEvent(0.01)).get_epsilon(1e-5)  # mu = 100: losses beyond the float range
     assert b.epsilon >= exact_gaussian_epsilon(100.0, 1e-5) - 1e-9

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from dpledger.accountant.closed_form import ClosedFormAccountant
 from dpledger.accountant.prv_adapter import EPS_ERROR, PRVAccountant
 from dpledger.core.adjacency import Adjacency

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from dpledger.accountant.closed_form import ClosedFormAccountant
 from dpledger.accountant.conversions import rdp_to_delta, rdp_to_epsilon
 from dpledger.accountant.rdp import RDPAccountant

@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from dpledger.accountant.select import account
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.events import ComposedEvent, LaplaceEvent, PureDPEvent
 from scipy.optimize import brentq
 from scipy.stats import norm
 
+from dpledger.accountant.select import account
 from dpledger.cli import main
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.events import ComposedEvent, LaplaceEvent, PureDPEvent
 
 PIPELINE = """
 name = "small"

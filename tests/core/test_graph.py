@@ -5,6 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import GraphError, LiftingError
 from dpledger.core.events import (
@@ -18,8 +21,6 @@ from dpledger.core.events import (
     SelfComposedEvent,
 )
 from dpledger.core.graph import MAX_ALTERNATIVES, CompositionGraph, account_graph
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 ROW = Adjacency()
 STEP = PoissonSampledEvent(0.01, GaussianEvent(1.0))

@@ -7,6 +7,7 @@ import types
 from typing import Any, ClassVar
 
 import attrs
+
 from dpledger.core import hookspecs
 from dpledger.core import testing as _testing
 from dpledger.core.events import Event, GaussianEvent, PureDPEvent, SelfComposedEvent

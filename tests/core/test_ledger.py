@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError
 from dpledger.core.events import (
     ComposedEvent,

@@ -5,6 +5,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import norm
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import LiftingError
 from dpledger.core.events import (
@@ -24,9 +28,6 @@ from dpledger.core.events import (
     SelfComposedEvent,
 )
 from dpledger.core.lifting import RULES, div_down, exp_up, lift_event, lift_release, mul_up
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from scipy.stats import norm
 
 USER5 = Adjacency(unit="user", unit_key="user_id", max_contributions=5)
 

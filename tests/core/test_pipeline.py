@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dpledger.core.errors import PipelineFileError
 from dpledger.core.events import CORE_EVENT_KINDS, GaussianEvent, PoissonSampledEvent
 from dpledger.core.pipeline import load_pipeline, load_schema, parse_pipeline

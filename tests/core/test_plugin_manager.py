@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import attrs
 import pytest
+
 from dpledger.core import testing as _testing
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 from dpledger.core.events import (

@@ -7,6 +7,9 @@ import math
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from dpledger.accountant.select import account
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError
 from dpledger.core.events import (
@@ -21,8 +24,6 @@ from dpledger.core.events import (
 )
 from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.lifting import lift_event
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 @given(

@@ -14,7 +14,6 @@ pytest.importorskip("ot")
 def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
     from dpledger.core.graph import account_graph
     from dpledger.core.pipeline import load_pipeline
-
     from dpledger.demo import TINY, run_demo
 
     out = tmp_path / "demo"

@@ -5,10 +5,10 @@ import json
 from pathlib import Path
 
 import pytest
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.report import diff_reports
 
 from dpledger.cli import main
+from dpledger.core.errors import InvalidParameterError
+from dpledger.core.report import diff_reports
 
 from .conftest import PIPELINE, write_pipeline
 

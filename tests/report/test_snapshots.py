@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dpledger.core.report import render_json, render_markdown, report_pipeline_file
 
 from dpledger import __version__
+from dpledger.core.report import render_json, render_markdown, report_pipeline_file
 
 SNAPSHOTS = Path(__file__).with_name("snapshots")
 UPDATE = os.environ.get("DPLEDGER_UPDATE_SNAPSHOTS") == "1"
