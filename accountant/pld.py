@@ -10,7 +10,7 @@ by basic composition.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import attrs
 
@@ -47,9 +47,13 @@ MAX_COMPONENT_POINTS = 1 << 22
 #: truncation mass of the composed window (charged to delta)
 TAIL_MASS = 1e-18
 #: above this many distinct leaf events, parameters are rounded to dominating representatives
-MAX_DISTINCT_COMPONENTS = 64
+MAX_DISTINCT_COMPONENTS = 256
 #: relative step of the representative grid (noise rounded down, rates and epsilons rounded up)
 REPRESENTATIVE_STEP = 1e-3
+#: up to this many distinct components the window gets TARGET_POINTS grid points ...
+FULL_RESOLUTION_COMPONENTS = 16
+#: ... beyond, the FFT budget is shared, down to this many points
+MIN_POINTS = 1 << 15
 
 
 def _merge_gaussians(merged: dict[Event, int]) -> dict[Event, int]:
@@ -75,31 +79,72 @@ def _round_down(x: float, step: float = REPRESENTATIVE_STEP) -> float:
     return float(math.exp(math.floor(math.log(x) / math.log1p(step)) * math.log1p(step)))
 
 
+def _representative(event: Event, step: float, *, up: bool) -> Event:
+    """An event on a geometric parameter grid of ``step``: at least (``up``) or at most as
+    privacy-costly as ``event``. Upper bounds use the first, lower bounds the second."""
+    cost_up, cost_down = (_round_up, _round_down) if up else (_round_down, _round_up)
+    if isinstance(event, GaussianEvent):
+        return GaussianEvent(cost_down(event.noise_multiplier, step))
+    if isinstance(event, LaplaceEvent):
+        return LaplaceEvent(cost_down(event.noise_multiplier, step))
+    if isinstance(event, PureDPEvent):
+        return PureDPEvent(cost_up(event.epsilon, step))
+    if isinstance(event, PoissonSampledEvent):
+        q = min(1.0, cost_up(event.sampling_probability, step))
+        return PoissonSampledEvent(q, _representative(event.event, step, up=up))
+    return event
+
+
 def _dominating(event: Event, step: float) -> Event:
     """An event at least as privacy-costly, with parameters on a geometric grid of ``step``."""
-    if isinstance(event, GaussianEvent):
-        return GaussianEvent(_round_down(event.noise_multiplier, step))
-    if isinstance(event, LaplaceEvent):
-        return LaplaceEvent(_round_down(event.noise_multiplier, step))
+    return _representative(event, step, up=True)
+
+
+def _group(merged: dict[Event, int], step: float, *, up: bool) -> dict[Event, int]:
+    out: dict[Event, int] = {}
+    for event, k in merged.items():
+        rep = _representative(event, step, up=up)
+        out[rep] = out.get(rep, 0) + k
+    return out
+
+
+def _grid_key(event: Event, step: float) -> Hashable:
+    """The cell of ``event`` on the representative grid (cheap: builds no event)."""
+    scale = math.log1p(step)
+    if isinstance(event, GaussianEvent | LaplaceEvent):
+        return (event.kind, math.floor(math.log(event.noise_multiplier) / scale))
     if isinstance(event, PureDPEvent):
-        return PureDPEvent(_round_up(event.epsilon, step))
+        return (event.kind, math.ceil(math.log(event.epsilon) / scale) if event.epsilon else None)
     if isinstance(event, PoissonSampledEvent):
-        q = min(1.0, _round_up(event.sampling_probability, step))
-        return PoissonSampledEvent(q, _dominating(event.event, step))
+        q = event.sampling_probability
+        return (event.kind, math.ceil(math.log(q) / scale), _grid_key(event.event, step))
     return event
+
+
+def _representative_step(merged: dict[Event, int]) -> float:
+    """The finest grid step (growing from REPRESENTATIVE_STEP to ~3%) leaving few components."""
+    step = REPRESENTATIVE_STEP
+    while step < 0.025 and len({_grid_key(e, step) for e in merged}) > MAX_DISTINCT_COMPONENTS:
+        step *= 1.5
+    return step
 
 
 def _dominating_representatives(merged: dict[Event, int]) -> dict[Event, int]:
     """Round parameters to the safe side on a geometric grid, coarsening until few remain."""
-    step = REPRESENTATIVE_STEP
-    while True:
-        out: dict[Event, int] = {}
-        for event, k in merged.items():
-            rep = _dominating(event, step)
-            out[rep] = out.get(rep, 0) + k
-        if len(out) <= MAX_DISTINCT_COMPONENTS or step >= 0.02:
-            return out
-        step *= 2
+    return _group(merged, _representative_step(merged), up=True)
+
+
+def _resolution(target_points: int, components: int) -> int:
+    """Grid points for the composed window: full resolution for a few distinct components,
+    then a fixed FFT budget shared among them (never below MIN_POINTS).
+
+    Upper bounds (connect-the-dots) are insensitive to the grid; only the lower bound's
+    Hoeffding shift grows with the spacing, so many-component pipelines trade lower-bound
+    tightness for time.
+    """
+    if components <= FULL_RESOLUTION_COMPONENTS:
+        return target_points
+    return max(MIN_POINTS, target_points * FULL_RESOLUTION_COMPONENTS // components)
 
 
 @attrs.frozen
@@ -135,7 +180,16 @@ class PLDAccountant(Accountant):
         self._cache = None
 
     # -- composition -------------------------------------------------------------------
-    def _components(self) -> list[tuple[DirectedProfiles, int]]:
+    def _components(
+        self,
+    ) -> tuple[list[tuple[DirectedProfiles, int]], list[tuple[DirectedProfiles, int]]]:
+        """(components for the upper bound, components for the lower bound).
+
+        They are the same unless more than MAX_DISTINCT_COMPONENTS distinct leaves remain:
+        then the upper bound composes dominating representatives (parameters rounded to the
+        costly side) and the lower bound dominated ones (rounded to the cheap side), so that
+        both stay certified.
+        """
         merged: dict[Event, int] = {}
         self._non_private = False
         for event, count in self._ledger:
@@ -145,20 +199,28 @@ class PLDAccountant(Accountant):
                     continue
                 merged[leaf] = merged.get(leaf, 0) + k * count
         merged = _merge_gaussians(merged)
+        upper_events = lower_events = merged
         if len(merged) > MAX_DISTINCT_COMPONENTS:
-            merged = _dominating_representatives(merged)
-        return [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in merged.items()]
+            step = _representative_step(merged)
+            upper_events = _group(merged, step, up=True)
+            # the lower bound is an informative bracket only: a coarser grid halves its cost
+            lower_events = _group(merged, 2 * step, up=False)
+        upper = [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in upper_events.items()]
+        if lower_events is upper_events:
+            return upper, upper
+        lower = [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in lower_events.items()]
+        return upper, lower
 
     def _composed(self) -> _Composed | None:
         if self._cache is not None:
             return self._cache
-        comps = self._components()
+        comps, lower_comps = self._components()
         if not comps:
             return None
         h, windows = self._choose_h(comps)
         while True:
             try:
-                self._cache = self._compose_at(comps, h, windows)
+                self._cache = self._compose_at(comps, h, windows, lower_comps)
                 return self._cache
             except BoundUnavailable:
                 h *= 2.0
@@ -179,7 +241,7 @@ class PLDAccountant(Accountant):
             pad = 2 * h0 * total ** 0.5 + 4 * h0
             windows[name] = (a - pad, b + pad, lam_b, lam_a)
         width = max(w[1] - w[0] for w in windows.values())
-        h = width / self.target_points
+        h = width / _resolution(self.target_points, len(comps))
         # never ask the FFT for more than half its maximum length
         return max(h, span / MAX_COMPONENT_POINTS, 2.0 * width / MAX_FFT_LEN, 1e-9), windows
 
@@ -188,6 +250,7 @@ class PLDAccountant(Accountant):
         comps: Sequence[tuple[DirectedProfiles, int]],
         h: float,
         windows: dict[str, Window],
+        lower_comps: Sequence[tuple[DirectedProfiles, int]] | None = None,
     ) -> _Composed:
         uppers: list[ComposedPLD] = []
         lowers: list[ComposedPLD] = []
@@ -199,21 +262,26 @@ class PLDAccountant(Accountant):
                 cache[key] = discretise(p, h)
             return cache[key]
 
+        low_comps = comps if lower_comps is None else lower_comps
         directions = [("remove", "lower_remove"), ("add", "lower_add")]
-        symmetric = all(d.remove is d.add for d, _ in comps)
-        lower_exact = all(d.lower_remove.exact and d.lower_add.exact for d, _ in comps)
+        symmetric = all(d.remove is d.add for d, _ in comps) and all(
+            d.lower_remove is d.lower_add for d, _ in low_comps
+        )
+        lower_exact = all(d.lower_remove.exact and d.lower_add.exact for d, _ in low_comps)
         for up_name, low_name in directions[: 1 if symmetric else 2]:
             up = compose(
                 [(disc(getattr(d, up_name)), k) for d, k in comps], TAIL_MASS, windows[up_name]
             )
             uppers.append(up)
-            same = all(getattr(d, low_name) is getattr(d, up_name) for d, _ in comps)
+            same = low_comps is comps and all(
+                getattr(d, low_name) is getattr(d, up_name) for d, _ in comps
+            )
             if same:
                 lowers.append(up)
             else:
                 lowers.append(
                     compose(
-                        [(disc(getattr(d, low_name)), k) for d, k in comps],
+                        [(disc(getattr(d, low_name)), k) for d, k in low_comps],
                         TAIL_MASS,
                         windows[up_name],
                     )

@@ -25,7 +25,6 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 from scipy import fft as sfft
-from scipy import special
 
 from dpledger.accountant.profiles import REL_MARGIN, Profile
 from dpledger.core.errors import BoundUnavailable
@@ -101,9 +100,13 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
 def _log_mgf(pld: DiscretePLD, lam: Array) -> Array:
     """log sum_j p_j exp(lam * l_j) for every lam (finite part only)."""
     pos = pld.masses > 0
+    if not pos.any():
+        return np.full(lam.shape, -np.inf)
     logp = np.log(pld.masses[pos])
     losses = pld.losses[pos]
-    return np.asarray(special.logsumexp(logp[None, :] + lam[:, None] * losses[None, :], axis=1))
+    x = logp[None, :] + lam[:, None] * losses[None, :]
+    top = x.max(axis=1)
+    return np.asarray(top + np.log(np.exp(x - top[:, None]).sum(axis=1)), dtype=np.float64)
 
 
 @attrs.frozen
@@ -130,9 +133,11 @@ def _window(
     lam = np.geomspace(1e-3, 1e5, 64)
     log_up = np.zeros_like(lam)
     log_dn = np.zeros_like(lam)
+    both = np.concatenate([lam, -lam])
     for pld, count in plds:
-        log_up += count * _log_mgf(pld, lam)
-        log_dn += count * _log_mgf(pld, -lam)
+        values = _log_mgf(pld, both)
+        log_up += count * values[: lam.size]
+        log_dn += count * values[lam.size :]
     log_tail = math.log(tail)
     b_candidates = (log_up - log_tail) / lam
     a_candidates = (log_tail - log_dn) / lam
@@ -189,10 +194,12 @@ def compose(
     fft_err += 64 * np.finfo(float).eps * float(np.abs(out).max())
     out = np.maximum(out, 0.0)
     # exact tail masses of the discretised sum beyond the window, by Chernoff at the chosen lambdas
-    lu = sum(c * float(_log_mgf(p, np.array([lam_b]))[0]) for p, c in plds)
+    lams = np.array([lam_b, -lam_a])
+    mgfs = [(c, _log_mgf(p, lams)) for p, c in plds]
+    lu = math.fsum(c * float(v[0]) for c, v in mgfs)
     # P(S >= first index past the window)
     upper_tail = math.exp(min(0.0, lu - lam_b * (lo_idx + n) * h))
-    ld = sum(c * float(_log_mgf(p, np.array([-lam_a]))[0]) for p, c in plds)
+    ld = math.fsum(c * float(v[1]) for c, v in mgfs)
     lower_tail = math.exp(min(0.0, ld + lam_a * lo_idx * h))
     return ComposedPLD(
         offset=lo_idx,
