@@ -11,14 +11,19 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import GraphError, InvalidParameterError, PipelineFileError
+from dpledger.core.errors import (
+    DPLedgerError,
+    GraphError,
+    InvalidParameterError,
+    PipelineFileError,
+)
 from dpledger.core.events import EVENT_KINDS, Event
 from dpledger.core.graph import TRANSFORM_KINDS, CompositionGraph
 
@@ -57,8 +62,14 @@ RELEASE_KEYS = (
     "declared_unit",
     "method",
     "plugin",
+    "params",
 )
 POSTPROCESS_KEYS = ("id", "description", "inputs")
+
+
+#: ``resolve(method, params, adjacency) -> (core event, plugin name)``: a registered method's
+#: declaration for one run, mapped onto core events (see ``PluginHost.resolve_method``)
+MethodResolver = Callable[[str, Mapping[str, Any], Adjacency], tuple[Event, str | None]]
 
 
 @attrs.frozen(eq=False)
@@ -211,8 +222,14 @@ def _adjacency(ctx: _Ctx, data: Any, path: str) -> Adjacency:
         raise ctx.fail(f"{path}.{exc.field}", exc.problem, exc.fix) from None
 
 
-def parse_pipeline(data: Any, origin: str = "<pipeline>") -> Pipeline:
-    """Build a :class:`Pipeline` from parsed TOML/JSON data."""
+def parse_pipeline(
+    data: Any, origin: str = "<pipeline>", resolve_method: MethodResolver | None = None
+) -> Pipeline:
+    """Build a :class:`Pipeline` from parsed TOML/JSON data.
+
+    A release may name a registered method with ``params`` instead of giving an ``event``;
+    ``resolve_method`` then supplies the method's declared event (w.r.t. the source's unit).
+    """
     ctx = _Ctx(origin)
     top = _keys(ctx, data, "", TOP_KEYS)
     delta = top.get("delta")
@@ -272,7 +289,9 @@ def parse_pipeline(data: Any, origin: str = "<pipeline>") -> Pipeline:
         _transform(ctx, graph, _keys(ctx, entry, path, TRANSFORM_KEYS), path, register)
     for i, entry in enumerate(_list(ctx, top, "releases")):
         path = f"releases[{i}]"
-        _release(ctx, graph, _keys(ctx, entry, path, RELEASE_KEYS), path, register)
+        _release(
+            ctx, graph, _keys(ctx, entry, path, RELEASE_KEYS), path, register, resolve_method
+        )
     for i, entry in enumerate(_list(ctx, top, "postprocess")):
         path = f"postprocess[{i}]"
         table = _keys(ctx, entry, path, POSTPROCESS_KEYS)
@@ -358,20 +377,102 @@ def _transform(
     )
 
 
+def _source_adjacency(graph: CompositionGraph, node: str) -> Adjacency | None:
+    """The adjacency of the source above ``node``, with the tightest contribution bound on
+    the way; None if the chain does not reach a source."""
+    bound: int | None = None
+    seen: set[str] = set()
+    while graph.g.has_node(node) and node not in seen:
+        seen.add(node)
+        data = graph.g.nodes[node]
+        if data.get("node_kind") == "source":
+            adjacency: Adjacency = data["adjacency"]
+            if bound is not None and adjacency.unit == "user":
+                k = min(bound, adjacency.max_contributions)
+                adjacency = attrs.evolve(adjacency, max_contributions=k)
+            return adjacency
+        if data.get("transform") == "contribution_bound" and data.get("max_contributions"):
+            k = int(data["max_contributions"])
+            bound = k if bound is None else min(bound, k)
+        parents = list(graph.g.predecessors(node))
+        if len(parents) != 1:
+            return None
+        node = parents[0]
+    return None
+
+
+def _method_event(
+    ctx: _Ctx,
+    graph: CompositionGraph,
+    table: Mapping[str, Any],
+    path: str,
+    source: str,
+    resolve_method: MethodResolver | None,
+) -> tuple[Event, str | None, Adjacency]:
+    method = _string(ctx, table, "method", path, required=False)
+    if method is None:
+        raise ctx.fail(
+            f"{path}.event", "is missing",
+            'add event = {kind = "gaussian", noise_multiplier = 1.0}, or name a registered '
+            "method with method = ... and params = {...}",
+        )
+    params = table.get("params", {})
+    if not isinstance(params, Mapping):
+        raise ctx.fail(f"{path}.params", "must be a table", "write params = {name = value}")
+    if resolve_method is None:
+        raise ctx.fail(
+            f"{path}.event", f"is missing, and method {method!r} cannot be looked up here",
+            "give the release's event, or account the file with `dpledger account`",
+        )
+    adjacency = _source_adjacency(graph, source)
+    if adjacency is None:
+        raise ctx.fail(
+            f"{path}.input", f"{source!r} does not lead to a source",
+            "read from a source or from a transform of one",
+        )
+    try:
+        event, plugin = resolve_method(method, params, adjacency)
+    except InvalidParameterError as exc:
+        if exc.field == "method":
+            raise ctx.fail(f"{path}.method", exc.problem, exc.fix) from None
+        raise ctx.fail(f"{path}.params.{exc.field.split('.')[-1]}", exc.problem, exc.fix) from None
+    except DPLedgerError as exc:
+        raise ctx.fail(
+            f"{path}.method", str(exc), "name a method listed by `dpledger plugins`"
+        ) from None
+    return event, plugin, adjacency
+
+
 def _release(
-    ctx: _Ctx, graph: CompositionGraph, table: Mapping[str, Any], path: str, register: Any
+    ctx: _Ctx,
+    graph: CompositionGraph,
+    table: Mapping[str, Any],
+    path: str,
+    register: Any,
+    resolve_method: MethodResolver | None = None,
 ) -> None:
     node = _string(ctx, table, "id", path)
     assert node is not None
     register(node, path)
     source = _string(ctx, table, "input", path)
-    if "event" not in table:
-        raise ctx.fail(
-            f"{path}.event", "is missing", 'add event = {kind = "gaussian", noise_multiplier = 1.0}'
+    plugin = _string(ctx, table, "plugin", path, required=False)
+    default_unit = "row"
+    if "event" in table:
+        if "params" in table:
+            raise ctx.fail(
+                f"{path}.params", "is given together with event",
+                "give either event (a mechanism) or method + params (a registered method)",
+            )
+        event = parse_event(ctx, table["event"], f"{path}.event")
+    else:
+        event, resolved_plugin, adjacency = _method_event(
+            ctx, graph, table, path, str(source), resolve_method
         )
-    event = parse_event(ctx, table["event"], f"{path}.event")
+        plugin = plugin or resolved_plugin
+        # a method declares its event w.r.t. the unit it is given (as `dpledger run` does)
+        default_unit = adjacency.unit
     count = _int(ctx, table.get("count", 1), f"{path}.count", 0)
-    unit = table.get("declared_unit", "row")
+    unit = table.get("declared_unit", default_unit)
     if unit not in ("row", "user"):
         raise ctx.fail(
             f"{path}.declared_unit",
@@ -379,7 +480,6 @@ def _release(
             "use 'row' (event w.r.t. one row) or 'user' (already per user)",
         )
     method = _string(ctx, table, "method", path, required=False)
-    plugin = _string(ctx, table, "plugin", path, required=False)
     after = _id_list(ctx, table, "after", path, {})
     graph.add_release(
         node,
@@ -408,7 +508,7 @@ def _validate(ctx: _Ctx, graph: CompositionGraph, fields: Mapping[str, str]) -> 
         raise PipelineFileError(f"{ctx.origin}: {where}: {exc}") from None
 
 
-def load_pipeline(path: str | Path) -> Pipeline:
+def load_pipeline(path: str | Path, resolve_method: MethodResolver | None = None) -> Pipeline:
     """Read a ``.toml`` or ``.json`` pipeline file."""
     p = Path(path)
     origin = str(path)
@@ -433,7 +533,7 @@ def load_pipeline(path: str | Path) -> Pipeline:
         raise PipelineFileError(
             f"{origin}: not valid {suffix[1:].upper()} ({msg}). Fix: correct the syntax"
         ) from None
-    return parse_pipeline(data, origin)
+    return parse_pipeline(data, origin, resolve_method)
 
 
 def load_schema() -> dict[str, Any]:

@@ -25,6 +25,7 @@ import attrs
 import pluggy
 
 from dpledger.core import hookspecs
+from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, PluginError, UnsupportedEventError
 from dpledger.core.events import Event
 from dpledger.core.hookspecs import HOOK_NAMES, PROJECT_NAME
@@ -405,6 +406,18 @@ class PluginHost:
                 f"use one of {sorted(methods)} (see `dpledger plugins`)",
             )
         return methods[name]
+
+    def resolve_method(
+        self, name: str, values: Mapping[str, Any], adjacency: Adjacency
+    ) -> tuple[Event, str | None]:
+        """A method's declared event for one run with ``values`` as its parameters, mapped onto
+        core events, and the name of the plugin that registered it."""
+        from dpledger.core.ledger import declare_checked
+
+        spec = self.method(name)
+        params = spec.make_params(values)
+        event = self.lower(declare_checked(spec, params, adjacency))
+        return event, spec.provenance.plugin if spec.provenance else None
 
     def problems(self) -> tuple[PluginProblem, ...]:
         self._collect()

@@ -6,11 +6,15 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
+from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
+from dpledger.core.events import Event
 from dpledger.core.graph import GraphAccount, account_graph
-from dpledger.core.pipeline import load_pipeline
+from dpledger.core.pipeline import MethodResolver, load_pipeline
+from dpledger.core.plugin_manager import PluginHost, host_from_options
 from dpledger.core.validation import check_delta_query, check_epsilon_query
 
 DEFAULT_DELTA = 1e-5
@@ -91,8 +95,22 @@ def _check_backends(names: list[str]) -> None:
             )
 
 
+def _lazy_resolver() -> MethodResolver:
+    """Looks methods up in the plugin host, loading plugins only when a release needs one."""
+    hosts: list[PluginHost] = []
+
+    def resolve(
+        name: str, values: Mapping[str, Any], adjacency: Adjacency
+    ) -> tuple[Event, str | None]:
+        if not hosts:
+            hosts.append(host_from_options())
+        return hosts[0].resolve_method(name, values, adjacency)
+
+    return resolve
+
+
 def run(args: argparse.Namespace) -> int:
-    pipeline = load_pipeline(args.file)
+    pipeline = load_pipeline(args.file, resolve_method=_lazy_resolver())
     delta, epsilon = _query(args, pipeline.delta, pipeline.epsilon)
     if args.backends is not None:
         _check_backends(args.backends)

@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
         "--adjacency", default="add_remove", help=f"neighbouring relation: {list(RELATIONS)}"
     )
     parser.add_argument(
-        "--min-sigma", default="0.3", help="lower end of the search range (default 0.3)"
+        "--min-sigma", default="0.05", help="lower end of the search range (default 0.05)"
     )
     parser.add_argument(
         "--max-sigma", default="1000", help="upper end of the search range (default 1000)"
@@ -73,11 +73,11 @@ def _inputs(args: argparse.Namespace) -> tuple[float, float, float, int, Adjacen
 
 
 def _bracket(args: argparse.Namespace) -> tuple[float, float]:
-    lo = parse_number(args.min_sigma, "--min-sigma", "--min-sigma 0.3")
+    lo = parse_number(args.min_sigma, "--min-sigma", "--min-sigma 0.05")
     hi = parse_number(args.max_sigma, "--max-sigma", "--max-sigma 1000")
     if not (0 < lo < hi and math.isfinite(hi)):
         raise InvalidParameterError(
-            "--min-sigma", f"need 0 < min {lo:g} < max {hi:g} < inf", "pass e.g. --min-sigma 0.3"
+            "--min-sigma", f"need 0 < min {lo:g} < max {hi:g} < inf", "pass e.g. --min-sigma 0.05"
         )
     return lo, hi
 

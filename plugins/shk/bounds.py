@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from dpledger.core.errors import InvalidParameterError
 from dpledger.plugins.shk.torus import FloatArray
 
@@ -71,11 +72,12 @@ def _check_c(c: float) -> float:
 
 
 def _phi(rate: float, kappa: float, t: float) -> float:
-    """``∫_0^t e^{−κ(t−s)} e^{−rate·s} ds`` (stable for κ ≈ rate)."""
+    """``∫_0^t e^{−κ(t−s)} e^{−rate·s} ds`` (stable for κ ≈ rate and for long times)."""
     d = kappa - rate
     if abs(d * t) < 1e-8:
-        return t * math.exp(-rate * t) * (1.0 - 0.5 * d * t)
-    return math.exp(-rate * t) * (-math.expm1(-d * t)) / d
+        return t * math.exp(-max(rate, kappa) * t) * (1.0 + 0.5 * abs(d) * t)
+    slow, gap = (rate, d) if d > 0 else (kappa, -d)
+    return math.exp(-slow * t) * (-math.expm1(-gap * t)) / gap
 
 
 def kl_bound_theorem2(

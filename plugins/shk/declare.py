@@ -1,18 +1,15 @@
-"""Declaring and running an SHK exponential-mechanism release.
+"""The privacy event an SHK release declares: Theorem 3 (pure) or Theorem 4 + Theorem 2 (KL).
 
-``declare_shk_release(params)`` returns the ``PureDPEvent`` with Theorem 3's ``ε(t)``;
-``shk_release_metadata(params)`` the tier and assumptions; ``run_shk(params, rng)`` evolves the
-grid PDE for the private data and draws the released samples from the time-``t`` density.
+* Pure (Theorem 3): ``TimeProfiledPureDPEvent(floor, 2B, t)``, i.e. ``ε(t) = S + 2B e^{−t}`` with
+  ``S = min(2Δ_pot, Δ_osc)`` (A1 / A1′) and ``B = 2κ + β·loss_range ≥ osc(log ρ_0/π_D)`` for
+  every dataset (``osc log ρ_0 = 2κ`` for the von Mises ``ρ_0``, ``osc V_D ≤ β·loss_range``).
+* KL (Theorem 4 with Theorem 2): ``ApproxDPEvent(ε_a, H̄(t)/ε_a)`` where ``H̄(t)`` is Theorem 2's
+  KL bound minimised over the Young parameter ``c`` on a grid (every ``c ∈ (0, 1)`` is valid).
+  It needs (A2) ``‖∇V_D − ∇V_D′‖∞ ≤ Δ_grad`` (``2β/n`` for the cosine loss) and (A3) a common
+  LSI constant ``λ`` of every ``π_D`` (default Holley–Stroock ``e^{−β·loss_range}`` from the
+  uniform law on the circle, whose LSI constant is 1).
 
-Parameters (a mapping or :class:`SHKParams`):
-
-* ``t`` — flow time (≥ 0); ``beta`` — inverse temperature (``V_D = β L_D``);
-* ``sensitivity`` — public bound on ``‖L_D − L_D′‖∞`` (``assumption="A1"``) or on
-  ``osc(L_D − L_D′)`` (``assumption="A1_prime"``) over all neighbouring datasets;
-* ``loss_range`` — public bound on ``osc(L_D)`` over all datasets (2 for the cosine loss);
-* ``rho0_kappa``, ``rho0_mu`` — data-independent initial density ``ρ_0 ∝ e^{κ cos(x−μ)}``.
-  ``B = 2κ + β·loss_range ≥ osc(log ρ_0/π_D)`` for every D (triangle inequality);
-* run only: ``data`` (angles), ``n_cells``, ``dt``, ``n_samples``.
+Nothing here imports torch or POT; every bound is rounded upwards.
 """
 
 from __future__ import annotations
@@ -23,189 +20,243 @@ from typing import Any
 
 import attrs
 import numpy as np
+
+from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import Event, PureDPEvent, SelfComposedEvent
-from dpledger.plugins.shk import bounds
-from dpledger.plugins.shk.solvers import FlowResult, solve_shk
-from dpledger.plugins.shk.torus import (
-    DEFAULT_CELLS,
-    FloatArray,
-    TorusGrid,
-    check_beta,
-    check_data,
-    cosine_loss,
-    scaled,
-    von_mises_density,
+from dpledger.core.events import (
+    ApproxDPEvent,
+    Event,
+    SelfComposedEvent,
+    TimeProfiledPureDPEvent,
 )
+from dpledger.plugins.shk import bounds
+from dpledger.plugins.shk.params import SHKMethodParams
 
-ASSUMPTIONS = ("A1", "A1_prime")
-TIER = "exact-flow theorem; released sample is from a grid solver / particle approximation"
+#: Young-parameter grid over which Theorem 2's bound is minimised (any c in (0, 1) is valid).
+C_GRID = tuple(float(c) for c in np.linspace(0.02, 0.98, 49))
 
-
-def _nonneg(field: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
-        raise InvalidParameterError(field, f"expected a number, got {value!r}", "pass a float")
-    v = float(value)
-    if not (math.isfinite(v) and v >= 0):
-        raise InvalidParameterError(field, f"must be >= 0 and finite, got {value!r}", "pass >= 0")
-    return v
-
-
-def _t(v: Any) -> float:
-    return _nonneg("t", v)
+TIER_THEOREM = "exact-flow theorem"
+TIER_SOLVER = {
+    "grid": "released sample from the finite-volume grid solver (approximation)",
+    "particles": "released sample from the birth–death particle sampler (approximation)",
+}
 
 
-def _sens(v: Any) -> float:
-    return _nonneg("sensitivity", v)
+def _up(x: float) -> float:
+    return math.nextafter(x, math.inf)
 
 
-def _range(v: Any) -> float:
-    return _nonneg("loss_range", v)
-
-
-def _kappa(v: Any) -> float:
-    return _nonneg("rho0_kappa", v)
-
-
-def _beta(v: Any) -> float:
-    return float(check_beta(v))
-
-
-def _assumption(instance: Any, attribute: Any, value: Any) -> None:
-    if value not in ASSUMPTIONS:
+def as_params(params: SHKMethodParams | Mapping[str, Any]) -> SHKMethodParams:
+    """Validated parameters from a mapping (unknown keys are refused)."""
+    if isinstance(params, SHKMethodParams):
+        return params
+    if not isinstance(params, Mapping):
+        raise InvalidParameterError("params", "expected a mapping", "pass a dict of parameters")
+    names = {f.name for f in SHKMethodParams.__attrs_attrs__}
+    unknown = sorted(set(params) - names)
+    if unknown:
         raise InvalidParameterError(
-            "assumption", f"unknown value {value!r}", f"use one of {', '.join(ASSUMPTIONS)}"
+            f"shk.{unknown[0]}", "is not a parameter", f"use {sorted(names)}"
         )
+    for key in ("t", "beta", "n"):
+        if key not in params:
+            raise InvalidParameterError(key, "is missing", f"pass {key!r}")
+    return SHKMethodParams(**params)
+
+
+def potential_sensitivities(p: SHKMethodParams) -> tuple[float, float]:
+    """``(Δ_pot, Δ_osc)`` bounding ``‖V_D − V_D′‖∞`` and ``osc(V_D − V_D′)`` over neighbours."""
+    pot = _up(p.beta * p.loss_range / p.n)
+    osc = _up(2.0 * pot)
+    return (p.delta_pot or pot, p.delta_osc or osc)
+
+
+def target_floor(p: SHKMethodParams) -> tuple[float, str]:
+    """``S = min(2Δ_pot, Δ_osc)`` and the assumption it comes from (``A1`` or ``A1_prime``)."""
+    pot, osc = potential_sensitivities(p)
+    two_pot = _up(2.0 * pot)
+    return (two_pot, "A1") if two_pot < osc else (osc, "A1_prime")
+
+
+def initial_oscillation_bound(p: SHKMethodParams) -> float:
+    """``B = 2κ + β·loss_range`` (data-independent bound on ``osc log(ρ_0/π_D)``)."""
+    return _up(2.0 * p.rho0_kappa + _up(p.beta * p.loss_range))
+
+
+def pure_event(p: SHKMethodParams) -> TimeProfiledPureDPEvent:
+    """Theorem 3 for one draw: ``ε(t) = S + 2B e^{−t}``."""
+    floor, _ = target_floor(p)
+    return TimeProfiledPureDPEvent(
+        floor_epsilon=floor, transient_epsilon=_up(2.0 * initial_oscillation_bound(p)), time=p.t
+    )
+
+
+def grad_sensitivity(p: SHKMethodParams) -> float:
+    """(A2) ``Δ_grad``: ``2β/n`` for the cosine loss, else the declared value."""
+    if p.loss == "cosine":
+        return _up(2.0 * p.beta / p.n)
+    if p.grad_sensitivity is None:
+        raise InvalidParameterError(
+            "grad_sensitivity", "is missing", "pass a bound on ‖∇V_D − ∇V_D′‖∞"
+        )
+    return float(p.grad_sensitivity)
+
+
+def lsi_constant(p: SHKMethodParams) -> float:
+    """(A3) common LSI constant; default Holley–Stroock ``e^{−osc V} ≥ e^{−β·loss_range}``."""
+    if p.lsi_constant is not None:
+        return float(p.lsi_constant)
+    return math.nextafter(bounds.holley_stroock_lsi(p.beta * p.loss_range), 0.0)
+
+
+def kl_bound(p: SHKMethodParams) -> tuple[float, float]:
+    """Theorem 2's ``H̄(t) ≥ KL(ρ_t^D ‖ ρ_t^{D′})`` minimised over ``C_GRID``, and the best c."""
+    s_tar, _ = target_floor(p)
+    b, dg, lam = initial_oscillation_bound(p), grad_sensitivity(p), lsi_constant(p)
+    values = [bounds.kl_bound_theorem2(p.t, c, dg, s_tar, b, lam) for c in C_GRID]
+    i = int(np.argmin(values))
+    return values[i], C_GRID[i]
+
+
+def kl_event(p: SHKMethodParams) -> ApproxDPEvent | None:
+    """Theorem 4: ``(ε_a, H̄(t)/ε_a)``-DP; None when that δ is not below 1 (vacuous)."""
+    if p.approx_epsilon is None:
+        raise InvalidParameterError("approx_epsilon", "is missing", "pass an epsilon > 0")
+    delta = bounds.hockey_stick_from_kl(kl_bound(p)[0], p.approx_epsilon)
+    return ApproxDPEvent(p.approx_epsilon, delta) if delta < 1.0 else None
+
+
+def single_release(p: SHKMethodParams) -> Event:
+    """The certificate of one draw, per ``p.certificate``."""
+    pure = pure_event(p)
+    if p.certificate == "pure":
+        return pure
+    approx = kl_event(p)
+    if p.certificate == "kl":
+        if approx is None:
+            raise InvalidParameterError(
+                "certificate", "the KL / hockey-stick certificate is vacuous (δ ≥ 1) here",
+                "use certificate = 'pure' or 'tighter', a larger approx_epsilon or a larger t",
+            )
+        return approx
+    assert p.target_delta is not None
+    if approx is not None and approx.delta <= p.target_delta and approx.epsilon < pure.epsilon:
+        return approx
+    return pure
+
+
+def _assumption(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in ("A1", "A1_prime"):
+        raise InvalidParameterError("assumption", f"unknown value {value!r}", "use A1 or A1_prime")
+
+
+def _nonneg(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not (math.isfinite(value) and value >= 0):
+        raise InvalidParameterError(attribute.name, f"must be >= 0, got {value!r}", "pass >= 0")
 
 
 @attrs.frozen
 class SHKParams:
-    """Validated parameters of an SHK release."""
+    """Theorem 3 with an explicitly stated loss sensitivity (no loss family, no data).
 
-    t: float = attrs.field(converter=_t)
-    beta: float = attrs.field(converter=_beta)
-    sensitivity: float = attrs.field(converter=_sens)
+    ``sensitivity`` bounds ``‖L_D − L_D′‖∞`` (``assumption="A1"``) or ``osc(L_D − L_D′)``
+    (``"A1_prime"``) over all neighbours; ``B = 2κ + β·loss_range``.
+    """
+
+    t: float = attrs.field(validator=_nonneg)
+    beta: float = attrs.field(validator=_nonneg)
+    sensitivity: float = attrs.field(validator=_nonneg)
     assumption: str = attrs.field(default="A1_prime", validator=_assumption)
-    loss_range: float = attrs.field(default=2.0, converter=_range)
-    rho0_kappa: float = attrs.field(default=0.0, converter=_kappa)
-    rho0_mu: float = attrs.field(default=0.0, converter=float)
-    n_cells: int = attrs.field(default=DEFAULT_CELLS)
-    dt: float | None = attrs.field(default=None)
-    n_samples: int = attrs.field(default=1)
-    data: tuple[float, ...] | None = attrs.field(default=None)
+    loss_range: float = attrs.field(default=2.0, validator=_nonneg)
+    rho0_kappa: float = attrs.field(default=0.0, validator=_nonneg)
+    rho0_mu: float = 0.0
+    n_samples: int = 1
 
-    @property
-    def initial_oscillation_bound(self) -> float:
-        """``B = osc(log ρ_0) + β·loss_range`` (data-independent)."""
-        return float(2.0 * self.rho0_kappa + self.beta * self.loss_range)
-
-    @property
-    def potential_sensitivity(self) -> float:
-        """``Δ_pot`` (A1) or ``Δ_osc`` (A1′) of ``V = βL``."""
-        return float(self.beta * self.sensitivity)
+    def event(self) -> TimeProfiledPureDPEvent:
+        """``TimeProfiledPureDPEvent(S, 2B, t)`` with ``S = βΔ`` (A1′) or ``2βΔ`` (A1)."""
+        floor = _up(self.beta * self.sensitivity)
+        if self.assumption == "A1":
+            floor = _up(2.0 * floor)
+        b = _up(2.0 * self.rho0_kappa + _up(self.beta * self.loss_range))
+        return TimeProfiledPureDPEvent(floor, _up(2.0 * b), self.t)
 
 
-def _params(params: Mapping[str, Any] | SHKParams) -> SHKParams:
+def release_epsilon(params: SHKParams | SHKMethodParams | Mapping[str, Any]) -> float:
+    """ε(t) of one draw (Theorem 3), rounded up."""
     if isinstance(params, SHKParams):
-        return params
-    if not isinstance(params, Mapping):
-        raise InvalidParameterError("params", "expected a mapping", "pass a dict of parameters")
-    known = {f.name for f in attrs.fields(SHKParams)}
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise InvalidParameterError(
-            "params", f"unknown keys {unknown}", f"use only {sorted(known)}"
-        )
-    for key in ("t", "beta", "sensitivity"):
-        if key not in params:
-            raise InvalidParameterError(key, "is missing", f"pass {key!r} in params")
-    kw = dict(params)
-    if kw.get("data") is not None:
-        kw["data"] = tuple(float(v) for v in check_data(kw["data"]))
-    return SHKParams(**kw)
+        return float(params.event().epsilon)
+    return float(pure_event(as_params(params)).epsilon)
 
 
-def release_epsilon(params: Mapping[str, Any] | SHKParams) -> float:
-    """Theorem 3's ``ε(t)`` for the declared assumption."""
-    p = _params(params)
-    b = p.initial_oscillation_bound
-    if p.assumption == "A1":
-        return float(bounds.epsilon_a1(p.t, p.potential_sensitivity, b))
-    return float(bounds.epsilon_a1_prime(p.t, p.potential_sensitivity, b))
+def declare_shk_release(
+    params: SHKMethodParams | SHKParams | Mapping[str, Any], adjacency: Adjacency | None = None
+) -> Event:
+    """The event the run may spend: ``n_samples`` composed draws of :func:`single_release`.
+
+    The sensitivities hold for add/remove and replace-one row neighbours alike (``adjacency``
+    only selects the relation; user-level lifting is left to the accountant).
+    """
+    if isinstance(params, SHKParams):
+        one: Event = params.event()
+        count = params.n_samples
+    else:
+        p = as_params(params)
+        one, count = single_release(p), p.n_samples
+    return one if count == 1 else SelfComposedEvent(one, count)
 
 
-def declare_shk_release(params: Mapping[str, Any] | SHKParams) -> PureDPEvent:
-    """The pure-DP event of releasing one draw from the SHK flow at time ``t``."""
-    return PureDPEvent(epsilon=release_epsilon(params))
+def tier(p: SHKMethodParams) -> str:
+    """``"exact-flow theorem; released sample from … (approximation)"``."""
+    return f"{TIER_THEOREM}; {TIER_SOLVER[p.solver]}"
 
 
-def shk_release_metadata(params: Mapping[str, Any] | SHKParams) -> dict[str, Any]:
-    """Tier, assumptions and the terms of ``ε(t)``."""
-    p = _params(params)
-    return {
-        "method": "shk_exponential_mechanism",
-        "tier": TIER,
-        "theorem": "Theorem 3 (pure DP from the pointwise SHK stability bound, Theorem 1)",
-        "assumption": p.assumption,
+def certificate_summary(params: SHKMethodParams | Mapping[str, Any]) -> dict[str, Any]:
+    """Public description of the declared certificate: tier, assumptions and its terms."""
+    p = as_params(params)
+    pure = pure_event(p)
+    one = single_release(p)
+    floor, assumption = target_floor(p)
+    pot, osc = potential_sensitivities(p)
+    out: dict[str, Any] = {
+        "tier": tier(p),
+        "certificate": "kl_hockey_stick" if isinstance(one, ApproxDPEvent) else "pure",
+        "theorem": "Theorem 3 (pure DP of the exact SHK flow's time-t law)",
+        "assumption": assumption,
+        "pure_epsilon": pure.epsilon,
+        "epsilon_floor": floor,
+        "transient": pure.transient_epsilon,
+        "B": initial_oscillation_bound(p),
+        "delta_pot": pot,
+        "delta_osc": osc,
+        "t": p.t,
+        "n_samples": p.n_samples,
         "assumptions": [
             "Θ is the 1-D torus (compact, no boundary); V_D = β·L_D is C² and 2π-periodic",
-            "ρ_0 is strictly positive, smooth and does not depend on the data",
-            "A1: ‖L_D − L_D′‖∞ ≤ sensitivity for all neighbours"
-            if p.assumption == "A1"
-            else "A1′: osc(L_D − L_D′) ≤ sensitivity for all neighbours",
-            "osc(L_D) ≤ loss_range for every dataset (gives B)",
-            "one sample per release; n_samples > 1 draws are composed as n_samples releases",
+            "ρ_0 ∝ exp(κ cos(x − μ)) is positive, smooth and independent of the data",
+            f"every per-record loss lies in [0, {p.loss_range}] and every dataset has at least "
+            f"n = {p.n} records",
+            "A1: ‖V_D − V_D′‖∞ ≤ Δ_pot" if assumption == "A1" else "A1′: osc(V_D − V_D′) ≤ Δ_osc",
+            "the theorem covers the exact flow's law; the released sample comes from "
+            f"the {p.solver} approximation, whose error is not part of the guarantee",
         ],
-        "epsilon": release_epsilon(p),
-        "epsilon_floor": (2.0 if p.assumption == "A1" else 1.0) * p.potential_sensitivity,
-        "transient": 2.0 * p.initial_oscillation_bound * math.exp(-p.t),
-        "B": p.initial_oscillation_bound,
-        "t": p.t,
     }
-
-
-@attrs.frozen
-class SHKRelease:
-    """Output of :func:`run_shk`: released samples plus the grid density they were drawn from."""
-
-    samples: FloatArray
-    density: FloatArray
-    grid: TorusGrid
-    flow: FlowResult
-    event: Event
-
-
-def sample_from_cells(
-    grid: TorusGrid, density: FloatArray, n: int, rng: np.random.Generator
-) -> FloatArray:
-    """Draw ``n`` points from a piecewise-constant cell density (cell, then uniform within)."""
-    w = np.asarray(density, dtype=np.float64) * grid.dx
-    cells = rng.choice(grid.n_cells, size=n, p=w / w.sum())
-    return np.asarray(grid.x[cells] + (rng.random(n) - 0.5) * grid.dx)
-
-
-def run_shk(params: Mapping[str, Any] | SHKParams, rng: np.random.Generator) -> SHKRelease:
-    """Solve the SHK PDE for the private data and draw ``n_samples`` released points."""
-    p = _params(params)
-    if p.data is None:
-        raise InvalidParameterError("data", "is missing", "pass the private angles as 'data'")
-    if not isinstance(rng, np.random.Generator):
-        raise InvalidParameterError(
-            "rng", "expected numpy.random.Generator", "pass np.random.default_rng(seed)"
-        )
-    if isinstance(p.n_samples, bool) or not isinstance(p.n_samples, int) or p.n_samples < 1:
-        raise InvalidParameterError("n_samples", f"must be an int >= 1, got {p.n_samples!r}", "1")
-    grid = TorusGrid(p.n_cells)
-    rho0 = von_mises_density(grid, p.rho0_kappa, p.rho0_mu)
-    v = scaled(cosine_loss(np.asarray(p.data)), p.beta)
-    flow = solve_shk(v, p.t, grid, rho0, dt=p.dt)
-    density = flow.final(0)
-    single = declare_shk_release(p)
-    event: Event = single if p.n_samples == 1 else SelfComposedEvent(single, p.n_samples)
-    return SHKRelease(
-        samples=sample_from_cells(grid, density, p.n_samples, rng),
-        density=density,
-        grid=grid,
-        flow=flow,
-        event=event,
-    )
+    if p.certificate != "pure":
+        h, c = kl_bound(p)
+        approx = kl_event(p)
+        out["kl"] = {
+            "theorem": "Theorem 4 with Theorem 2's KL bound",
+            "kl_bound": h,
+            "c": c,
+            "grad_sensitivity": grad_sensitivity(p),
+            "lsi_constant": lsi_constant(p),
+            "lsi_source": "declared" if p.lsi_constant is not None else "Holley–Stroock",
+            "epsilon": p.approx_epsilon,
+            "delta": approx.delta if approx is not None else 1.0,
+            "assumptions": [
+                "A2: ‖∇V_D − ∇V_D′‖∞ ≤ grad_sensitivity",
+                "A3: every π_D satisfies an LSI with constant lsi_constant",
+                "R_0, R′_0 ≤ B",
+            ],
+        }
+    return out

@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+
 from dpledger.core.errors import InvalidParameterError
 from dpledger.plugins.shk.torus import FloatArray
 

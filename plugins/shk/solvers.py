@@ -6,7 +6,16 @@ Transport ``∂_x(∂_x ρ + ρ ∂_x V)`` uses the square-root (SQRA) flux betw
     dρ_i/dt = −(F_{i+½} − F_{i−½})/Δx,
 
 which is second-order consistent, conserves mass exactly and has the discrete Gibbs density
-``π_i ∝ e^{−V_i}`` as its exact stationary state. The SHK reaction ``−α_t ρ_t`` with
+``π_i ∝ e^{−V_i}`` as its exact stationary state (``scheme="sqra"``, the default). The
+``scheme="centred"`` alternative is the textbook centred flux
+
+    F_{i+½} = −(ρ_{i+1} − ρ_i)/Δx + b_{i+½} (ρ_i + ρ_{i+1})/2,   b_{i+½} = −(V_{i+1} − V_i)/Δx,
+
+whose stationary state differs from the discrete Gibbs density by O(Δx²); it reproduces the
+empirical log-ratios of the SHK stability paper's Tables 1–2 to six digits, so it is the scheme
+used to re-run the paper (it can lose positivity when ``|b|Δx > 2``; the solver then raises).
+
+The SHK reaction ``−α_t ρ_t`` with
 ``α_t = log(ρ_t/π) − E_{ρ_t}[log(ρ_t/π)]`` is evaluated pointwise (it also conserves mass exactly
 on the grid). Time integration is classical RK4.
 
@@ -23,6 +32,7 @@ from collections.abc import Sequence
 
 import attrs
 import numpy as np
+
 from dpledger.core.errors import InvalidParameterError
 from dpledger.plugins.shk.torus import FloatArray, Potential, TorusGrid, evaluate
 
@@ -30,6 +40,7 @@ from dpledger.plugins.shk.torus import FloatArray, Potential, TorusGrid, evaluat
 RK4_STABILITY = 2.785
 #: Fraction of the stability limit used by the default time step.
 DEFAULT_CFL = 0.45
+SCHEMES = ("sqra", "centred")
 
 
 @attrs.frozen
@@ -72,18 +83,42 @@ def _edge_weights(log_pi: FloatArray, dx: float) -> FloatArray:
     return np.asarray(np.exp(0.5 * (log_pi + np.roll(log_pi, -1, axis=-1))) / dx**2)
 
 
-def stable_dt(grid: TorusGrid, log_pi: FloatArray, reaction_rate: float) -> float:
+def stable_dt(
+    grid: TorusGrid, log_pi: FloatArray, reaction_rate: float, scheme: str = "sqra"
+) -> float:
     """Default RK4 step: ``DEFAULT_CFL`` × stability limit of the linearised right-hand side."""
-    w = _edge_weights(log_pi, grid.dx)
-    diag = (w + np.roll(w, 1, axis=-1)) / np.exp(log_pi)
-    radius = 2.0 * float(np.max(diag)) + reaction_rate + 1.0
-    return DEFAULT_CFL * RK4_STABILITY / radius
+    if scheme == "centred":
+        drift = np.abs(np.roll(log_pi, -1, axis=-1) - log_pi) / grid.dx
+        transport = 4.0 / grid.dx**2 + 2.0 * float(np.max(drift)) / grid.dx
+    else:
+        w = _edge_weights(log_pi, grid.dx)
+        transport = 2.0 * float(np.max((w + np.roll(w, 1, axis=-1)) / np.exp(log_pi)))
+    return float(DEFAULT_CFL * RK4_STABILITY / (transport + reaction_rate + 1.0))
 
 
-def _rhs(rho: FloatArray, log_pi: FloatArray, w: FloatArray, dx: float, react: bool) -> FloatArray:
+def _face_coefficients(log_pi: FloatArray, dx: float, scheme: str) -> FloatArray:
+    """SQRA: ``√(π_i π_{i+1})/Δx²``; centred: drifts ``b_{i+½} = (log π_{i+1} − log π_i)/Δx``."""
+    if scheme == "centred":
+        return np.asarray((np.roll(log_pi, -1, axis=-1) - log_pi) / dx)
+    return _edge_weights(log_pi, dx)
+
+
+def _transport(
+    rho: FloatArray, log_pi: FloatArray, w: FloatArray, dx: float, centred: bool
+) -> FloatArray:
+    if centred:  # w holds the face drifts b_{i+½}
+        r1 = np.roll(rho, -1, axis=-1)
+        flux = (r1 - rho) / dx - 0.5 * w * (rho + r1)  # = −F_{i+½}
+        return np.asarray((flux - np.roll(flux, 1, axis=-1)) / dx)
     u = rho / np.exp(log_pi)
     flux = w * (np.roll(u, -1, axis=-1) - u)  # = −F_{i+½}/Δx
-    out = flux - np.roll(flux, 1, axis=-1)
+    return np.asarray(flux - np.roll(flux, 1, axis=-1))
+
+
+def _rhs(
+    rho: FloatArray, log_pi: FloatArray, w: FloatArray, dx: float, react: bool, centred: bool
+) -> FloatArray:
+    out = _transport(rho, log_pi, w, dx, centred)
     if react:
         s = np.log(rho) - log_pi
         mean = np.sum(s * rho, axis=-1, keepdims=True) * dx
@@ -99,8 +134,13 @@ def _solve(
     dt: float | None,
     record_every: int | None,
     react: bool,
+    scheme: str = "sqra",
 ) -> FlowResult:
     t = _check_time(t_final)
+    if scheme not in SCHEMES:
+        raise InvalidParameterError(
+            "scheme", f"unknown scheme {scheme!r}", f"use one of {', '.join(SCHEMES)}"
+        )
     pots = [potentials] if callable(potentials) else list(potentials)
     if not pots:
         raise InvalidParameterError("potentials", "is empty", "pass at least one potential")
@@ -110,7 +150,7 @@ def _solve(
     rho = np.tile(grid.normalise(start), (len(pots), 1))
     rate = float(np.max(np.ptp(np.log(rho) - log_pi, axis=-1))) if react else 0.0
     if dt is None:
-        step = stable_dt(grid, log_pi, rate)
+        step = stable_dt(grid, log_pi, rate, scheme)
     else:
         if not (isinstance(dt, int | float) and math.isfinite(dt) and dt > 0):
             raise InvalidParameterError("dt", f"must be > 0 and finite, got {dt!r}", "pass dt > 0")
@@ -120,9 +160,9 @@ def _solve(
     every = n_steps if record_every is None else int(record_every)
     if every < 1 and n_steps:
         raise InvalidParameterError("record_every", "must be >= 1", "pass a positive step count")
-    w = _edge_weights(log_pi, grid.dx)
+    w = _face_coefficients(log_pi, grid.dx, scheme)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        return _march(rho, log_pi, w, grid, h, n_steps, every, react)
+        return _march(rho, log_pi, w, grid, h, n_steps, every, react, scheme == "centred")
 
 
 def _march(
@@ -134,13 +174,14 @@ def _march(
     n_steps: int,
     every: int,
     react: bool,
+    centred: bool,
 ) -> FlowResult:
     times, snaps = [0.0], [rho.copy()]
     for n in range(1, n_steps + 1):
-        k1 = _rhs(rho, log_pi, w, grid.dx, react)
-        k2 = _rhs(rho + 0.5 * h * k1, log_pi, w, grid.dx, react)
-        k3 = _rhs(rho + 0.5 * h * k2, log_pi, w, grid.dx, react)
-        k4 = _rhs(rho + h * k3, log_pi, w, grid.dx, react)
+        k1 = _rhs(rho, log_pi, w, grid.dx, react, centred)
+        k2 = _rhs(rho + 0.5 * h * k1, log_pi, w, grid.dx, react, centred)
+        k3 = _rhs(rho + 0.5 * h * k2, log_pi, w, grid.dx, react, centred)
+        k4 = _rhs(rho + h * k3, log_pi, w, grid.dx, react, centred)
         rho = rho + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
         if not np.all(np.isfinite(rho)) or np.any(rho <= 0):
             raise InvalidParameterError(
@@ -166,13 +207,15 @@ def solve_shk(
     rho0: FloatArray | None = None,
     dt: float | None = None,
     record_every: int | None = None,
+    scheme: str = "sqra",
 ) -> FlowResult:
     """Evolve the SHK (birth–death Langevin) PDE for each potential from the common ``rho0``.
 
     ``rho0`` are cell values of a positive density (default: uniform); ``record_every`` records
-    every that many RK4 steps (default: only the initial and final densities).
+    every that many RK4 steps (default: only the initial and final densities); ``scheme`` is the
+    transport flux (``"sqra"`` or ``"centred"``).
     """
-    return _solve(potentials, grid or TorusGrid(), rho0, t_final, dt, record_every, True)
+    return _solve(potentials, grid or TorusGrid(), rho0, t_final, dt, record_every, True, scheme)
 
 
 def solve_fokker_planck(
@@ -182,6 +225,7 @@ def solve_fokker_planck(
     rho0: FloatArray | None = None,
     dt: float | None = None,
     record_every: int | None = None,
+    scheme: str = "sqra",
 ) -> FlowResult:
     """Evolve the plain Fokker–Planck (Langevin, transport-only) PDE; same conventions as SHK."""
-    return _solve(potentials, grid or TorusGrid(), rho0, t_final, dt, record_every, False)
+    return _solve(potentials, grid or TorusGrid(), rho0, t_final, dt, record_every, False, scheme)

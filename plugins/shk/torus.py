@@ -11,8 +11,9 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from dpledger.core.errors import InvalidParameterError
 from numpy.typing import NDArray
+
+from dpledger.core.errors import InvalidParameterError
 
 Potential = Callable[[NDArray[np.float64]], NDArray[np.float64]]
 FloatArray = NDArray[np.float64]

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+
 from dpledger.core.errors import InvalidParameterError
 
 #: digits of the MNIST-stroke subset used in the paper's Table 1
@@ -66,6 +67,12 @@ def validate_marginals(
     dim: int | None = None
     for i, item in enumerate(items):
         name = f"{field}[{i}]"
+        if isinstance(item, Sequence) and not isinstance(item, str | bytes) and len(
+                {len(r) if isinstance(r, Sequence) else -1 for r in item}) > 1:
+            raise InvalidParameterError(
+                name, "is ragged: its points have different numbers of coordinates",
+                "give every point of every marginal the same dimension d",
+            )
         try:
             arr = np.asarray(item, dtype=np.float64)
         except (TypeError, ValueError):

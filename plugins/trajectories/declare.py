@@ -18,11 +18,13 @@ This module imports neither torch nor POT.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
+from scipy import special
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import (
@@ -34,7 +36,6 @@ from dpledger.core.events import (
     SelfComposedEvent,
 )
 from dpledger.core.validation import positive_finite, positive_int
-from scipy import special
 
 WARM_START_KINDS: tuple[str, ...] = ("none", "mean", "mixture")
 PUBLIC_INITS: tuple[str, ...] = ("uniform", "gaussian")
@@ -55,6 +56,40 @@ def _rate(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 
 def _to_float_or_none(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _to_warm_start(value: Any) -> Any:
+    """A :class:`WarmStart`, or a plain mapping of its fields (config files)."""
+    if isinstance(value, Mapping):
+        try:
+            return WarmStart(**value)
+        except TypeError as exc:
+            raise InvalidParameterError(
+                "warm_start", str(exc), "use the fields of WarmStart (kind, epsilon, delta, ...)"
+            ) from None
+    return value
+
+
+def _to_schedule(value: Any) -> tuple[Any, ...]:
+    """A tuple of :class:`Phase`; plain mappings (config files) are converted."""
+    if isinstance(value, Mapping | str | bytes):
+        raise InvalidParameterError("schedule", "must be a list of phases", "e.g. [Phase(...)]")
+    out = []
+    for i, ph in enumerate(value):
+        if isinstance(ph, Mapping):
+            try:
+                ph = Phase(**ph)
+            except TypeError as exc:
+                raise InvalidParameterError(
+                    f"schedule[{i}]", str(exc), "give iterations, eta, tau (and diffusivity)"
+                ) from None
+        out.append(ph)
+    return tuple(out)
+
+
+def _optional_positive_int(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None:
+        positive_int(instance, attribute, value)
 
 
 @attrs.frozen
@@ -144,7 +179,9 @@ class TrajectoryParams:
     ``diffusivity*dt`` and Langevin temperature); ``None`` means ``tau`` as in the paper.
     ``schedule`` (annealing phases) replaces ``(K, eta, tau, diffusivity)`` when non-empty.
     ``time_subset`` restricts the run to those time indices (a public choice; see
-    :func:`subsample_times`); untouched marginals release nothing.
+    :func:`subsample_times`); untouched marginals release nothing. ``times_per_iteration`` (``z``)
+    turns on subsampled time (Sec. 4.2): the end marginals keep their private warm start and each
+    iteration updates ``z`` random interior marginals (see :func:`time_epochs`).
     """
 
     m: int = attrs.field(default=50, validator=positive_int)
@@ -158,8 +195,8 @@ class TrajectoryParams:
     diffusivity: float | None = attrs.field(
         default=None, validator=_optional_positive, converter=_to_float_or_none
     )
-    schedule: tuple[Phase, ...] = attrs.field(default=(), converter=tuple)
-    warm_start: WarmStart = attrs.field(factory=WarmStart)
+    schedule: tuple[Phase, ...] = attrs.field(default=(), converter=_to_schedule)
+    warm_start: WarmStart = attrs.field(factory=WarmStart, converter=_to_warm_start)
     radius: float = attrs.field(default=1.0, validator=positive_finite, converter=float)
     center: tuple[float, ...] | None = attrs.field(
         default=None, converter=lambda v: None if v is None else tuple(float(x) for x in v)
@@ -167,10 +204,22 @@ class TrajectoryParams:
     time_subset: tuple[int, ...] | None = attrs.field(
         default=None, converter=lambda v: None if v is None else tuple(int(x) for x in v)
     )
+    times_per_iteration: int | None = attrs.field(default=None, validator=_optional_positive_int)
     sinkhorn_iters: int = attrs.field(default=2000, validator=positive_int)
     sinkhorn_tol: float = attrs.field(default=1e-9, validator=positive_finite, converter=float)
 
     def __attrs_post_init__(self) -> None:
+        if not isinstance(self.warm_start, WarmStart):
+            raise InvalidParameterError(
+                "warm_start", f"expected a WarmStart, got {type(self.warm_start).__name__}",
+                "pass WarmStart(...) or a table of its fields",
+            )
+        if self.times_per_iteration is not None and self.warm_start.kind == "none":
+            raise InvalidParameterError(
+                "times_per_iteration",
+                "time subsampling holds the two end marginals at their private warm start",
+                "set warm_start.kind to 'mean' or 'mixture' (privatised endpoints, Sec. 4.2)",
+            )
         for i, ph in enumerate(self.schedule):
             if not isinstance(ph, Phase):
                 raise InvalidParameterError(
@@ -297,13 +346,55 @@ def warm_start_multipliers(ws: WarmStart, adjacency: Adjacency) -> tuple[float, 
     return (total * math.sqrt(2.0), total * math.sqrt(2.0))
 
 
-def marginal_event(params: TrajectoryParams, adjacency: Adjacency) -> Event:
-    """Everything one used marginal releases: warm start, then every phase's particle steps."""
+def time_epochs(n_interior: int, z: int) -> int:
+    """Iterations per epoch of subsampled time: ``ceil(n_interior / z)``.
+
+    Each epoch shuffles the interior marginals (public randomness) and updates them ``z`` at a
+    time, so every interior marginal is updated exactly once per complete epoch.
+    """
+    if isinstance(n_interior, bool) or not isinstance(n_interior, int) or n_interior < 1:
+        raise InvalidParameterError(
+            "times_per_iteration", f"needs at least one interior time, got {n_interior!r}",
+            "use T >= 3 used times, or drop times_per_iteration",
+        )
+    if isinstance(z, bool) or not isinstance(z, int) or not 1 <= z <= n_interior:
+        raise InvalidParameterError(
+            "times_per_iteration", f"must lie in [1, {n_interior}], got {z!r}",
+            f"choose at most the {n_interior} interior times",
+        )
+    return -(-n_interior // z)
+
+
+def steps_per_phase(params: TrajectoryParams, n_used: int) -> tuple[int, ...]:
+    """Private particle steps each (interior) marginal takes in every phase.
+
+    Without subsampled time: the phase's iterations. With ``z`` of ``n`` interior times per
+    iteration: one step per (possibly partial) epoch, ``ceil(iterations / ceil(n / z))``.
+    """
+    phases = params.phases()
+    if params.times_per_iteration is None:
+        return tuple(ph.iterations for ph in phases)
+    E = time_epochs(n_used - 2, params.times_per_iteration)
+    return tuple(-(-ph.iterations // E) for ph in phases)
+
+
+def marginal_event(
+    params: TrajectoryParams, adjacency: Adjacency, steps: Sequence[int] | None = None
+) -> Event:
+    """Everything one used marginal releases: warm start, then every phase's particle steps.
+
+    ``steps`` overrides the number of private steps per phase (``0`` for an end marginal under
+    subsampled time, which keeps its warm start).
+    """
     parts: list[Event] = [GaussianEvent(s) for s in warm_start_multipliers(params.warm_start,
                                                                            adjacency)]
-    for ph in params.phases():
-        step = PoissonSampledEvent(params.rho, GaussianEvent(ph.tau))
-        parts.append(SelfComposedEvent(step, ph.iterations))
+    counts = [ph.iterations for ph in params.phases()] if steps is None else list(steps)
+    for ph, count in zip(params.phases(), counts, strict=True):
+        if count > 0:
+            step = PoissonSampledEvent(params.rho, GaussianEvent(ph.tau))
+            parts.append(SelfComposedEvent(step, count))
+    if not parts:
+        return NoOpEvent()
     return parts[0] if len(parts) == 1 else ComposedEvent(parts)
 
 
@@ -350,8 +441,12 @@ def declare_marginals(
         raise InvalidParameterError(
             "time_subset", f"index {max(used)} is out of range for T={T}", "use indices < T"
         )
-    ev = marginal_event(params, adjacency)
-    per = tuple(ev if i in used else NoOpEvent() for i in range(T))
+    ev = marginal_event(params, adjacency, steps_per_phase(params, len(used)))
+    ends = {min(used), max(used)} if params.times_per_iteration is not None else set()
+    end_ev = marginal_event(params, adjacency, [0] * len(params.phases()))
+    per = tuple(
+        (end_ev if i in ends else ev) if i in used else NoOpEvent() for i in range(T)
+    )
     n_used = len(used)
     if adjacency.unit == "row":
         return Declaration(
@@ -380,3 +475,22 @@ def declare(
 ) -> Event:
     """One event upper-bounding the run (see :func:`declare_marginals` for the structure)."""
     return declare_marginals(params, adjacency, n_per_time, T).event
+
+
+def run_event(
+    params: TrajectoryParams, adjacency: Adjacency, n_per_time: int | Sequence[int], T: int
+) -> Event:
+    """The event a run under one runtime ledger executes (what the method spec declares).
+
+    Event level: the run releases all marginals' steps *jointly* (one noisy release of the
+    stacked per-marginal sums per step; a person sits in one marginal, so the stacked query's
+    sensitivity is that of one marginal), which is exactly :func:`declare`'s per-marginal event.
+    User level: one release per marginal, composed sequentially over every used marginal (a
+    single ledger cannot verify that a person sits in at most ``k`` of them; the ``k``-fold
+    bound of :func:`declare_marginals` is the tighter accounting-only statement).
+    """
+    dec = declare_marginals(params, adjacency, n_per_time, T)
+    if dec.parallel:
+        return dec.event
+    used = [e for e in dec.per_marginal if not isinstance(e, NoOpEvent)]
+    return used[0] if len(used) == 1 else ComposedEvent(used)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import ot
+
 from dpledger.core.errors import InvalidParameterError
 
 

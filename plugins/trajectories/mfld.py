@@ -23,6 +23,7 @@ and is reported).
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -32,16 +33,18 @@ import attrs
 import numpy as np
 import ot
 import torch
+from scipy import special
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.plugins.trajectories.data import uniform_times, validate_marginals
 from dpledger.plugins.trajectories.declare import (
     TrajectoryParams,
     WarmStart,
+    steps_per_phase,
     warm_start_multipliers,
 )
-from dpledger.plugins.trajectories.noise import NoiseSource, RecordingNoise
-from scipy import special
+from dpledger.plugins.trajectories.noise import NoiseSource, RecordingNoise, as_noise_source
 
 Tensor = torch.Tensor
 
@@ -159,7 +162,7 @@ def first_variation_grad(
 def _public_init(
     ws: WarmStart, m: int, d: int, center: np.ndarray, radius: float, noise: NoiseSource, i: int
 ) -> np.ndarray:
-    z = noise.gaussian((m, d), 1.0, f"public/t{i}/init")
+    z = noise.public_normal((m, d), f"t{i}/init")
     if ws.public_init == "uniform":  # uniform on the box around the ball, via Phi(z)
         return center - radius + 2.0 * radius * special.ndtr(z)
     mean = center if ws.public_mean is None else np.asarray(ws.public_mean, dtype=np.float64)
@@ -177,54 +180,91 @@ def _allocate(weights: np.ndarray, m: int) -> np.ndarray:
     return n
 
 
+def _groups(U: int, joint: bool) -> list[list[int]]:
+    """Slices released together: all (event level) or one marginal at a time (user level)."""
+    return [list(range(U))] if joint else [[u] for u in range(U)]
+
+
 def warm_start(
     data: Sequence[np.ndarray], index: Sequence[int], params: TrajectoryParams,
-    adjacency: Adjacency, noise: NoiseSource, n_public: Sequence[int],
+    adjacency: Adjacency, noise: NoiseSource, n_public: Sequence[int], joint: bool = True,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """Initial particles ``[U, m, d]`` and the released statistics."""
+    """Initial particles ``[U, m, d]`` and the released statistics.
+
+    ``joint``: one release over all marginals per statistic (event level); otherwise one per
+    marginal.
+    """
     ws = params.warm_start
     d = data[0].shape[1]
     c = np.zeros(d) if params.center is None else np.asarray(params.center, dtype=np.float64)
     R, m = params.radius, params.m
     mult = warm_start_multipliers(ws, adjacency)
-    X = np.empty((len(data), m, d))
+    U = len(data)
+    X = np.empty((U, m, d))
     info: dict[str, Any] = {"kind": ws.kind, "means": [], "contributions": []}
-    for u, (Y, i) in enumerate(zip(data, index, strict=True)):
-        if ws.kind == "none":
+    if ws.kind == "none":
+        for u, i in enumerate(index):
             X[u] = _public_init(ws, m, d, c, R, noise, i)
             info["contributions"].append(())
-        elif ws.kind == "mean":
-            contrib = R / n_public[u]
-            mean = c + (Y - c).sum(0) / n_public[u]
-            mean = mean + noise.gaussian((d,), mult[0] * contrib, f"t{i}/warm/mean")
-            X[u] = mean + noise.gaussian((m, d), ws.spread, f"public/t{i}/spread")
+        return X, info
+    if ws.kind == "mean":
+        contrib = [R / n_public[u] for u in range(U)]
+        queries = [(data[u] - c).sum(0) / n_public[u] for u in range(U)]
+        noisy: list[np.ndarray] = [np.empty(0)] * U
+        for grp in _groups(U, joint):
+            out = noise.release([queries[u] for u in grp], [contrib[u] for u in grp], mult[0],
+                                [f"t{index[u]}/warm/mean" for u in grp])
+            for u, o in zip(grp, out, strict=True):
+                noisy[u] = o
+        for u, i in enumerate(index):
+            mean = c + noisy[u]
+            X[u] = mean + ws.spread * noise.public_normal((m, d), f"t{i}/spread")
             info["means"].append(mean)
-            info["contributions"].append((contrib,))
-        else:
-            g = ws.grid
-            width = 2.0 * R / g
-            r_cell = 0.5 * width * math.sqrt(d)
-            cell = np.clip(np.floor((Y - (c - R)) / width).astype(int), 0, g - 1)
-            flat = np.ravel_multi_index(tuple(cell.T), (g,) * d)
-            counts = np.bincount(flat, minlength=g**d).astype(np.float64)
-            noisy_counts = counts + noise.gaussian((g**d,), mult[0] * 1.0, f"t{i}/warm/counts")
-            k = min(ws.components, g**d)
-            top = np.argsort(-noisy_counts, kind="stable")[:k]
-            centres = (c - R) + width * (np.stack(np.unravel_index(top, (g,) * d), 1) + 0.5)
-            sums = np.zeros((k, d))
-            for r, cell_id in enumerate(top):
-                sel = flat == cell_id
-                sums[r] = (Y[sel] - centres[r]).sum(0)
-            sums = sums + noise.gaussian((k, d), mult[1] * r_cell, f"t{i}/warm/sums")
-            nc = noisy_counts[top]
-            means = centres + np.clip(sums / np.maximum(nc, 1.0)[:, None], -width / 2, width / 2)
-            alloc = _allocate(nc, m)
-            spread = ws.spread if ws.spread > 0 else width / 2
-            pts = np.repeat(means, alloc, axis=0)
-            X[u] = pts + noise.gaussian((m, d), spread, f"public/t{i}/spread")
-            info["means"].append(means)
-            info["contributions"].append((1.0, r_cell))
-            info.setdefault("weights", []).append(alloc / m)
+            info["contributions"].append((contrib[u],))
+        return X, info
+    g = ws.grid
+    width = 2.0 * R / g
+    r_cell = 0.5 * width * math.sqrt(d)
+    flats, counts = [], []
+    for Y in data:
+        cell = np.clip(np.floor((Y - (c - R)) / width).astype(int), 0, g - 1)
+        flat = np.ravel_multi_index(tuple(cell.T), (g,) * d)
+        flats.append(flat)
+        counts.append(np.bincount(flat, minlength=g**d).astype(np.float64))
+    noisy_counts: list[np.ndarray] = [np.empty(0)] * U
+    for grp in _groups(U, joint):
+        out = noise.release([counts[u] for u in grp], [1.0] * len(grp), mult[0],
+                            [f"t{index[u]}/warm/counts" for u in grp])
+        for u, o in zip(grp, out, strict=True):
+            noisy_counts[u] = o
+    k = min(ws.components, g**d)
+    tops, centres, sums = [], [], []
+    for u in range(U):
+        top = np.argsort(-noisy_counts[u], kind="stable")[:k]
+        cen = (c - R) + width * (np.stack(np.unravel_index(top, (g,) * d), 1) + 0.5)
+        sm = np.zeros((k, d))
+        for r, cell_id in enumerate(top):
+            sm[r] = (data[u][flats[u] == cell_id] - cen[r]).sum(0)
+        tops.append(top)
+        centres.append(cen)
+        sums.append(sm)
+    noisy_sums: list[np.ndarray] = [np.empty(0)] * U
+    for grp in _groups(U, joint):
+        out = noise.release([sums[u] for u in grp], [r_cell] * len(grp), mult[1],
+                            [f"t{index[u]}/warm/sums" for u in grp])
+        for u, o in zip(grp, out, strict=True):
+            noisy_sums[u] = o
+    for u, i in enumerate(index):
+        nc = noisy_counts[u][tops[u]]
+        means = centres[u] + np.clip(noisy_sums[u] / np.maximum(nc, 1.0)[:, None],
+                                     -width / 2, width / 2)
+        alloc = _allocate(nc, m)
+        spread = ws.spread if ws.spread > 0 else width / 2
+        pts = np.repeat(means, alloc, axis=0)
+        X[u] = pts + spread * noise.public_normal((m, d), f"t{i}/spread")
+        info["means"].append(means)
+        info["contributions"].append((1.0, r_cell))
+        info.setdefault("weights", []).append(alloc / m)
     return X, info
 
 
@@ -245,20 +285,63 @@ class RunResult:
     temperatures: list[float]  # effective Langevin temperature per phase (max over marginals)
     sinkhorn_unconverged: int
     noise: Any
+    private_steps: dict[int, int]  # per used time index: private particle steps taken
 
 
-def private_fit_step(
-    X: Tensor, Y: Tensor, mask: np.ndarray, params: TrajectoryParams, weight: float,
-    noise_std: float, noise: NoiseSource, step: str, n_public: int,
-) -> Tensor:
-    """``(sum_{j in batch} clip_C(B_j) + N(0, noise_std^2)) / (rho n_public)``."""
-    m, d = X.shape
-    total = torch.zeros_like(X)
-    if mask.any():
-        idx = torch.as_tensor(np.flatnonzero(mask), device=Y.device)
-        total = clip_blocks(fit_blocks(X, Y[idx], params.sigma, weight), params.C).sum(0)
-    xi = torch.as_tensor(noise.gaussian((m, d), noise_std, step), dtype=X.dtype, device=X.device)
-    return (total + xi) / (params.rho * n_public)
+def clipped_fit_sum(X: Tensor, Y: Tensor, idx: np.ndarray, params: TrajectoryParams,
+                    weight: float) -> Tensor:
+    """``sum_{j in idx} clip_C(B_j)`` (zeros for an empty sample)."""
+    if idx.size == 0:
+        return torch.zeros_like(X)
+    sel = torch.as_tensor(idx, device=Y.device)
+    return clip_blocks(fit_blocks(X, Y[sel], params.sigma, weight), params.C).sum(0)
+
+
+def private_fit_grads(
+    X: Tensor, Ys: Sequence[Tensor], slices: Sequence[int], index: Sequence[int],
+    params: TrajectoryParams, weight: float, tau: float, noise: NoiseSource, tag: str,
+    n_public: Sequence[int], joint: bool = True,
+) -> dict[int, Tensor]:
+    """Noisy data-fit gradients ``(sum clip_C(B_j) + N(0, (tau C)^2)) / (rho N)`` per slice.
+
+    The clipped sums of all ``slices`` form one Poisson-sampled release (``joint``) or one
+    release per slice.
+    """
+    out: dict[int, Tensor] = {}
+    groups = [list(slices)] if joint else [[u] for u in slices]
+    for grp in groups:
+        def compute(idxs: list[np.ndarray], grp: list[int] = grp) -> list[np.ndarray]:
+            return [clipped_fit_sum(X[u], Ys[u], ix, params, weight).cpu().numpy()
+                    for u, ix in zip(grp, idxs, strict=True)]
+
+        noisy = noise.sampled_release(
+            [len(Ys[u]) for u in grp], params.rho, compute, [params.C] * len(grp), tau,
+            [f"t{index[u]}/{tag}" for u in grp],
+        )
+        for u, nz in zip(grp, noisy, strict=True):
+            g = torch.as_tensor(nz, dtype=X.dtype, device=X.device)
+            out[u] = g / (params.rho * n_public[u])
+    return out
+
+
+def _schedule(U: int, params: TrajectoryParams, rng: np.random.Generator
+              ) -> list[list[tuple[list[int], bool]]]:
+    """Per phase, per iteration: (marginals updated, whether a new epoch starts)."""
+    out = []
+    z = params.times_per_iteration
+    for ph in params.phases():
+        its: list[tuple[list[int], bool]] = []
+        if z is None:
+            its = [(list(range(U)), True) for _ in range(ph.iterations)]
+        else:
+            inner = np.arange(1, U - 1)
+            while len(its) < ph.iterations:
+                perm = rng.permutation(inner)
+                for j in range(0, len(perm), z):
+                    if len(its) < ph.iterations:
+                        its.append((sorted(int(v) for v in perm[j : j + z]), j == 0))
+        out.append(its)
+    return out
 
 
 def run(
@@ -266,88 +349,110 @@ def run(
     params: TrajectoryParams,
     adjacency: Adjacency | None = None,
     times: Sequence[float] | None = None,
-    noise: NoiseSource | None = None,
+    noise: Any = None,
     device: str | torch.device | None = None,
     n_public: Sequence[int] | None = None,
     init: np.ndarray | None = None,
     callback: Callable[[int, np.ndarray], None] | None = None,
+    joint: bool | None = None,
+    schedule_rng: np.random.Generator | None = None,
 ) -> RunResult:
     """Run the private noisy MFLD; returns final particles and entropic plans.
 
     ``n_public`` are the public marginal sizes used for the mean and the expected batch size
     ``rho N`` (default: the given sizes, public as in the paper, whose neighbours keep the
     marginal sizes). ``init`` (``[U, m, d]``) replaces the warm start (it must be public).
+    ``joint`` (default: event level, i.e. ``adjacency.unit == 'row'``) releases all marginals'
+    statistics of one step together. With ``params.times_per_iteration = z`` the end marginals
+    keep their warm start and each iteration updates ``z`` interior marginals (shuffled epochs
+    drawn from ``schedule_rng``, public); the noisy data-fit gradients of an epoch are released
+    at its start (a marginal's particles do not move before its update in the epoch, so this
+    is the same algorithm) -- one release per epoch.
     """
     adjacency = adjacency or Adjacency()
+    joint = adjacency.unit == "row" if joint is None else joint
+    noise_src = as_noise_source(RecordingNoise(0) if noise is None else noise)
     data_np = validate_marginals(marginals, params.radius, params.center)
     T = len(data_np)
     all_times = uniform_times(T) if times is None else np.asarray(times, dtype=np.float64)
-    if all_times.shape != (T,) or np.any(np.diff(all_times) <= 0):
+    if all_times.shape != (T,) or not np.all(np.isfinite(all_times)) or np.any(
+            np.diff(all_times) <= 0):
         raise InvalidParameterError(
-            "times", f"need {T} strictly increasing times", "pass one time per marginal"
+            "times", f"need {T} finite, strictly increasing times", "pass one time per marginal"
         )
     index = tuple(range(T)) if params.time_subset is None else params.time_subset
     if max(index) >= T:
         raise InvalidParameterError("time_subset", f"index {max(index)} >= T={T}", "use < T")
     data_np = [data_np[i] for i in index]
     ts = all_times[list(index)]
+    U = len(index)
+    steps_per_phase(params, U)  # validates times_per_iteration against U
     npub = [len(y) for y in data_np] if n_public is None else [int(n) for n in n_public]
-    if len(npub) != len(index) or min(npub) < 1:
+    if len(npub) != U or min(npub) < 1:
         raise InvalidParameterError(
-            "n_public", f"need {len(index)} positive sizes", "one public size per used time"
+            "n_public", f"need {U} positive sizes", "one public size per used time"
         )
-    noise = RecordingNoise(0) if noise is None else noise
     dev = torch.device(device) if device is not None else torch.device("cpu")
     dtype = torch.float64
     m = params.m
     if init is None:
-        X0, info = warm_start(data_np, index, params, adjacency, noise, npub)
+        X0, info = warm_start(data_np, index, params, adjacency, noise_src, npub, joint)
     else:
         X0 = np.asarray(init, dtype=np.float64)
-        if X0.shape != (len(index), m, data_np[0].shape[1]):
+        if X0.shape != (U, m, data_np[0].shape[1]):
             raise InvalidParameterError(
-                "init", f"shape {X0.shape} != {(len(index), m, data_np[0].shape[1])}",
+                "init", f"shape {X0.shape} != {(U, m, data_np[0].shape[1])}",
                 "pass [U, m, d] public initial particles",
             )
         info = {"kind": "given", "means": [], "contributions": [() for _ in index]}
     X = torch.as_tensor(X0, dtype=dtype, device=dev).clone()
     Ys = [torch.as_tensor(y, dtype=dtype, device=dev) for y in data_np]
     w = fit_weight(ts, params.lambda_)
-    dts = [float(x) for x in np.diff(ts)]
-    U = len(index)
     temps: list[float] = []
     unconverged = 0
-    starts: list[tuple[Tensor, Tensor] | None] = [None] * (U - 1)
-    plans: list[Tensor] = []
+    starts: dict[tuple[int, int], tuple[Tensor, Tensor] | None] = {}
+    taken = dict.fromkeys(index, 0)
+    sched = _schedule(U, params, schedule_rng or np.random.default_rng(0))
     k_global = 0
+    ends = [0, U - 1] if params.times_per_iteration is not None else []
     for p, ph in enumerate(params.phases()):
         D = ph.temperature
         priv_var = [(ph.eta * ph.tau * params.C / (params.rho * n)) ** 2 for n in npub]
         temps.append(max(D, max(v / (2.0 * ph.eta) for v in priv_var)))
-        for k in range(ph.iterations):
-            plans = []
-            for u in range(U - 1):
-                P, starts[u], ok = sinkhorn_plan(
-                    X[u], X[u + 1], D * dts[u], params.sinkhorn_iters, params.sinkhorn_tol,
-                    starts[u],
+        pending: dict[int, Tensor] = {}
+        for k, (active, new_epoch) in enumerate(sched[p]):
+            if new_epoch:
+                slices = (list(range(U)) if params.times_per_iteration is None
+                          else sorted({u for a, _ in sched[p][k:k + _epoch_len(sched[p], k)]
+                                       for u in a}))
+                pending = private_fit_grads(X, Ys, slices, index, params, w, ph.tau, noise_src,
+                                            f"p{p}/k{k}", npub, joint)
+            chain = sorted(set(active) | set(ends))
+            plans = {}
+            for a, b in itertools.pairwise(chain):
+                dt = float(ts[b] - ts[a])
+                P, starts[(a, b)], ok = sinkhorn_plan(
+                    X[a], X[b], D * dt, params.sinkhorn_iters, params.sinkhorn_tol,
+                    starts.get((a, b)),
                 )
                 unconverged += not ok
-                plans.append(P)
-            g = transport_grad(X, plans, dts)
-            new = torch.empty_like(X)
-            for u, i in enumerate(index):
-                tag = f"t{i}/p{p}/k{k}"
-                mask = noise.poisson_sample(len(data_np[u]), params.rho, f"{tag}/sample")
-                gf = private_fit_step(
-                    X[u], Ys[u], mask, params, w, ph.tau * params.C, noise, f"{tag}/noise",
-                    npub[u],
-                )
-                new[u] = X[u] - ph.eta * (gf + g[u])
+                plans[(a, b)] = (P, dt)
+            new = X.clone()
+            for u in active:
+                g = pending.pop(u)
+                pos = chain.index(u)
+                if pos + 1 < len(chain):
+                    P, dt = plans[(u, chain[pos + 1])]
+                    g = g + (X[u] - m * (P @ X[chain[pos + 1]])) / dt
+                if pos > 0:
+                    P, dt = plans[(chain[pos - 1], u)]
+                    g = g + (X[u] - m * (P.T @ X[chain[pos - 1]])) / dt
+                new[u] = X[u] - ph.eta * g
+                taken[index[u]] += 1
                 extra = 2.0 * ph.eta * D - priv_var[u]
                 if extra > 0:
-                    z = noise.gaussian(tuple(X[u].shape), math.sqrt(extra),
-                                       f"public/{tag}/diffusion")
-                    new[u] += torch.as_tensor(z, dtype=dtype, device=dev)
+                    z = noise_src.public_normal(tuple(X[u].shape), f"t{index[u]}/p{p}/k{k}/diff")
+                    new[u] += math.sqrt(extra) * torch.as_tensor(z, dtype=dtype, device=dev)
             X = new
             k_global += 1
             if callback is not None:
@@ -355,8 +460,8 @@ def run(
     final_plans = []
     D_last = params.phases()[-1].temperature
     for u in range(U - 1):
-        P, _, ok = sinkhorn_plan(X[u], X[u + 1], D_last * dts[u], params.sinkhorn_iters,
-                                 params.sinkhorn_tol, starts[u])
+        P, _, ok = sinkhorn_plan(X[u], X[u + 1], D_last * float(ts[u + 1] - ts[u]),
+                                 params.sinkhorn_iters, params.sinkhorn_tol, starts.get((u, u + 1)))
         unconverged += not ok
         final_plans.append(P.detach().cpu().numpy())
     if unconverged:
@@ -365,5 +470,14 @@ def run(
             "raise it or the diffusivity", RuntimeWarning, stacklevel=2,
         )
     return RunResult(
-        X.detach().cpu().numpy(), X0, ts, index, final_plans, info, temps, unconverged, noise
+        X.detach().cpu().numpy(), X0, ts, index, final_plans, info, temps, unconverged,
+        noise if noise is not None else noise_src, taken,
     )
+
+
+def _epoch_len(its: Sequence[tuple[list[int], bool]], k: int) -> int:
+    """Iterations from ``k`` (an epoch start) to the next epoch start."""
+    j = k + 1
+    while j < len(its) and not its[j][1]:
+        j += 1
+    return j - k

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 import ot
+
 from dpledger.core.errors import InvalidParameterError
 
 

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
+
 from dpledger.core.testing import MethodPluginContract
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "examples" / "plugin_template"
@@ -68,3 +69,42 @@ def test_template_installs_and_is_listed(tmp_path: Path) -> None:
     finally:
         subprocess.run([*pip, "uninstall", "-y", "-q", "dpledger-plugin-template"], check=True,
                        capture_output=True)
+
+
+def test_template_method_is_accounted_from_a_pipeline_file(tmp_path: Path) -> None:
+    """A release naming the installed template's method is accounted from its declaration."""
+    pytest.importorskip("dpledger_plugin_template")
+
+    pipeline = tmp_path / "template.toml"
+    pipeline.write_text(
+        'delta = 1e-6\n[[sources]]\nname = "rows"\n'
+        '[[releases]]\nid = "sum"\ninput = "rows"\nmethod = "clipped_sum"\n'
+        "params = { clip = 1.0, noise_multiplier = 2.0 }\ncount = 10\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "dpledger", "account", str(pipeline), "--json"],
+        capture_output=True, text=True, cwd=tmp_path, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    # 10 Gaussian releases of multiplier 2 are one Gaussian of multiplier 2 / sqrt(10)
+    event_file = tmp_path / "event.toml"
+    event_file.write_text(
+        'delta = 1e-6\n[[sources]]\nname = "rows"\n'
+        '[[releases]]\nid = "sum"\ninput = "rows"\n'
+        'event = { kind = "gaussian", noise_multiplier = 2.0 }\ncount = 10\n'
+    )
+    ref = subprocess.run(
+        [sys.executable, "-m", "dpledger", "account", str(event_file), "--json"],
+        capture_output=True, text=True, cwd=tmp_path, check=True,
+    )
+    assert data["epsilon"] == json.loads(ref.stdout)["epsilon"]
+    assert "template_clipped_sum" in out.stdout
+
+    pipeline.write_text(pipeline.read_text().replace("clip = 1.0", "clip = -1.0"))
+    bad = subprocess.run(
+        [sys.executable, "-m", "dpledger", "account", str(pipeline)],
+        capture_output=True, text=True, cwd=tmp_path, check=False,
+    )
+    assert bad.returncode == 2
+    assert "releases[0].params.clip" in bad.stderr and "Traceback" not in bad.stderr

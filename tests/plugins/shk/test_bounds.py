@@ -7,10 +7,11 @@ import math
 
 import numpy as np
 import pytest
+from scipy.integrate import quad
+
 from dpledger.core.errors import InvalidParameterError
 from dpledger.plugins.shk import bounds
 from dpledger.plugins.shk.torus import TorusGrid, von_mises_density
-from scipy.integrate import quad
 
 
 def test_epsilon_formulas() -> None:

@@ -1,61 +1,73 @@
-"""Declared pure-DP events, metadata and the run function."""
+"""Parameter validation and the public certificate summary."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
+
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import PureDPEvent, SelfComposedEvent
-from dpledger.plugins.shk import declare_shk_release, run_shk, shk_release_metadata
+from dpledger.plugins.shk import certificate_summary, declare_shk_release
 
-PARAMS = {"t": 7.0, "beta": 5.0, "sensitivity": 0.04, "assumption": "A1_prime", "loss_range": 2.0}
-
-
-def test_declared_epsilon_is_theorem3() -> None:
-    ev = declare_shk_release(PARAMS)
-    assert isinstance(ev, PureDPEvent)
-    # B = β·loss_range = 10 for a uniform ρ_0; Δ_osc = β·(4/n) with n = 100
-    assert ev.epsilon == pytest.approx(0.2 + 20.0 * math.exp(-7.0), rel=1e-14)
-    assert ev.epsilon >= 0.2 + 20.0 * math.exp(-7.0)
-    a1 = declare_shk_release({**PARAMS, "assumption": "A1", "sensitivity": 0.02})
-    assert a1.epsilon == pytest.approx(ev.epsilon, rel=1e-14)
-    vm = declare_shk_release({**PARAMS, "rho0_kappa": 0.5})
-    assert vm.epsilon == pytest.approx(0.2 + 22.0 * math.exp(-7.0), rel=1e-14)  # paper's 0.2201
-    assert round(vm.epsilon, 4) == 0.2201
+PARAMS = {"t": 7.0, "beta": 5.0, "n": 100}
 
 
-def test_metadata() -> None:
-    md = shk_release_metadata(PARAMS)
-    assert md["tier"].startswith("exact-flow theorem")
-    assert md["B"] == 10.0
-    assert md["epsilon_floor"] == pytest.approx(0.2)
+def test_summary_terms_and_tier() -> None:
+    md = certificate_summary({**PARAMS, "solver": "particles"})
+    assert md["tier"] == (
+        "exact-flow theorem; released sample from the birth–death particle sampler (approximation)"
+    )
+    assert md["B"] == pytest.approx(10.0, rel=1e-14)  # uniform ρ_0: B = β·loss_range
+    assert md["epsilon_floor"] == pytest.approx(0.2, rel=1e-14)  # Δ_osc = 2β·2/n
+    assert md["delta_pot"] == pytest.approx(0.1, rel=1e-14)
+    assert md["pure_epsilon"] >= 0.2 + 20.0 * math.exp(-7.0)
+    assert md["certificate"] == "pure" and "kl" not in md
     assert any("A1′" in a for a in md["assumptions"])
+    assert any("approximation" in a for a in md["assumptions"])
 
 
-def test_run_shk_samples_and_event() -> None:
-    data = list(0.25 + 0.1 * np.linspace(-1, 1, 50))
-    params = {**PARAMS, "sensitivity": 0.08, "data": data, "n_cells": 64, "n_samples": 4000}
-    out = run_shk(params, np.random.default_rng(3))
-    assert out.samples.shape == (4000,)
-    assert np.all((out.samples >= -math.pi) & (out.samples < math.pi))
-    assert abs(np.angle(np.mean(np.exp(1j * out.samples))) - 0.25) < 0.05
-    assert isinstance(out.event, SelfComposedEvent) and out.event.count == 4000
-    again = run_shk(params, np.random.default_rng(3))
-    assert np.array_equal(out.samples, again.samples)
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ({"beta": -1.0}, "beta"),
+        ({"beta": math.nan}, "beta"),
+        ({"t": -0.1}, "t"),
+        ({"t": "7"}, "t"),
+        ({"n": 2.5}, "n"),
+        ({"rho0_kappa": -1.0}, "rho0_kappa"),
+        ({"certificate": "tighter", "approx_epsilon": 0.1}, "target_delta"),
+        ({"certificate": "kl"}, "approx_epsilon"),
+        ({"loss": "grid", "loss_range": 1.0, "certificate": "kl", "approx_epsilon": 0.1},
+         "grad_sensitivity"),
+        ({"bogus": 1}, "shk.bogus"),
+        ({"target_delta": 1.5}, "target_delta"),
+    ],
+)
+def test_invalid_params_name_the_field(override: dict, field: str) -> None:
+    with pytest.raises(InvalidParameterError, match=rf"^{field}:"):
+        declare_shk_release({**PARAMS, **override})
 
 
-def test_invalid_params() -> None:
-    with pytest.raises(InvalidParameterError, match=r"^beta:"):
-        declare_shk_release({**PARAMS, "beta": -1.0})
-    with pytest.raises(InvalidParameterError, match=r"^t:"):
-        declare_shk_release({**PARAMS, "t": -0.1})
+def test_missing_required_key() -> None:
+    with pytest.raises(InvalidParameterError, match=r"^n:.*missing"):
+        declare_shk_release({"t": 1.0, "beta": 1.0})
+
+
+def test_explicit_sensitivity_params_match_the_method_params() -> None:
+    from dpledger.core.events import TimeProfiledPureDPEvent
+    from dpledger.plugins.shk.declare import SHKParams, release_epsilon
+
+    explicit = SHKParams(t=7.0, beta=5.0, sensitivity=0.04, rho0_kappa=0.5)
+    ev = declare_shk_release(explicit)
+    assert isinstance(ev, TimeProfiledPureDPEvent)
+    other = declare_shk_release({**PARAMS, "rho0_kappa": 0.5})  # 4/n = 0.04, B = 11
+    assert isinstance(other, TimeProfiledPureDPEvent)
+    assert ev.floor_epsilon == pytest.approx(other.floor_epsilon, rel=1e-15)
+    assert ev.transient_epsilon == pytest.approx(other.transient_epsilon, rel=1e-15)
+    assert release_epsilon(explicit) == ev.epsilon
+    a1 = SHKParams(t=3.0, beta=2.0, sensitivity=0.1, assumption="A1", loss_range=1.0)
+    assert release_epsilon(a1) == pytest.approx(0.4 + 4.0 * math.exp(-3.0), rel=1e-14)
     with pytest.raises(InvalidParameterError, match=r"^assumption:"):
-        declare_shk_release({**PARAMS, "assumption": "A2"})
-    with pytest.raises(InvalidParameterError, match=r"^sensitivity:"):
-        declare_shk_release({k: v for k, v in PARAMS.items() if k != "sensitivity"})
-    with pytest.raises(InvalidParameterError, match=r"^data:"):
-        run_shk({**PARAMS, "data": [0.1, float("inf")]}, np.random.default_rng(0))
-    with pytest.raises(InvalidParameterError, match=r"^params:"):
-        declare_shk_release({**PARAMS, "bogus": 1})
+        SHKParams(t=1.0, beta=1.0, sensitivity=0.1, assumption="A2")
+    with pytest.raises(InvalidParameterError, match=r"^t:"):
+        SHKParams(t=-1.0, beta=1.0, sensitivity=0.1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from dpledger.core.errors import InvalidParameterError
 from dpledger.plugins.shk import TorusGrid, solve_shk
 from dpledger.plugins.shk.particles import birth_death_langevin, wrapped_kde_log

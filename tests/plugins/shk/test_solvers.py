@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from dpledger.core.errors import InvalidParameterError
 from dpledger.plugins.shk import TorusGrid, solve_fokker_planck, solve_shk
 from dpledger.plugins.shk.torus import check_potential, cosine_loss, von_mises_density
@@ -96,3 +97,19 @@ def test_invalid_inputs_name_the_field() -> None:
         solve_shk(v_double_well, 1.0, g, dt=0.5)
     with pytest.raises(InvalidParameterError, match=r"^n_cells:"):
         TorusGrid(4)
+
+
+def test_centred_flux_conserves_mass_and_nearly_keeps_gibbs() -> None:
+    g = TorusGrid(96)
+    pi = g.gibbs(v_double_well(g.x))
+    res = solve_fokker_planck(v_double_well, 1.0, g, pi, scheme="centred", record_every=100)
+    mass = res.densities[:, 0, :].sum(axis=1) * g.dx
+    assert np.max(np.abs(mass - 1.0)) < 1e-12
+    drift = np.max(np.abs(np.log(res.final(0) / pi)))
+    assert 1e-4 < drift < 1e-2  # O(Δx²) away from the discrete Gibbs density, not exact
+    coarse = TorusGrid(48)
+    pi_c = coarse.gibbs(v_double_well(coarse.x))
+    res_c = solve_fokker_planck(v_double_well, 1.0, coarse, pi_c, scheme="centred")
+    assert np.max(np.abs(np.log(res_c.final(0) / pi_c))) > 3.0 * drift  # second order
+    with pytest.raises(InvalidParameterError, match=r"^scheme:"):
+        solve_shk(v_double_well, 1.0, g, scheme="upwind")

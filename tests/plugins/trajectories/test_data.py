@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+
 from dpledger.core.errors import InvalidParameterError
 from dpledger.plugins.trajectories.data import (
     load_mnist_strokes,

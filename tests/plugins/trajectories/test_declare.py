@@ -3,6 +3,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from scipy.stats import norm
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import (
@@ -24,7 +26,6 @@ from dpledger.plugins.trajectories.declare import (
     paper_gdp_mu,
     subsample_times,
 )
-from scipy.stats import norm
 
 
 def _delta(s: float, eps: float) -> float:

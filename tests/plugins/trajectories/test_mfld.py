@@ -5,9 +5,10 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import ComposedEvent, Event
+from dpledger.core.events import ComposedEvent, Event, GaussianEvent, PoissonSampledEvent
 from dpledger.plugins.trajectories import mfld
 from dpledger.plugins.trajectories.data import make_multimodal
 from dpledger.plugins.trajectories.declare import (
@@ -58,30 +59,30 @@ def test_clipping_bounds_whole_block() -> None:
     assert float(norms.max()) > C * math.sqrt(7) / 2
 
 
-class _FixedNoise:
-    """Returns zeros for Gaussians and keeps every record: isolates the deterministic part."""
+class _AllNoNoise(RecordingNoise):
+    """Keeps every record and adds no noise: isolates the deterministic part."""
 
-    def gaussian(self, shape: tuple[int, ...], std: float, step: str) -> np.ndarray:
-        return np.zeros(shape)
-
-    def poisson_sample(self, n: int, q: float, step: str) -> np.ndarray:
-        return np.ones(n, dtype=bool)
+    def sampled_release(self, sizes, q, compute, scales, multiplier, steps):  # type: ignore[no-untyped-def]
+        return compute([np.arange(n) for n in sizes])
 
 
 def test_noise_std_is_tau_C_and_divisor_is_expected_batch() -> None:
     p = TrajectoryParams(m=2000, tau=0.7, C=3.0, rho=0.1, sigma=0.5)
-    X = torch.zeros(2000, 2, dtype=torch.float64)
-    Y = torch.ones(10, 2, dtype=torch.float64)
+    X = torch.zeros(1, 2000, 2, dtype=torch.float64)
+    Y = [torch.ones(10, 2, dtype=torch.float64)]
     noise = RecordingNoise(5)
-    none = np.zeros(10, dtype=bool)
-    out = mfld.private_fit_step(X, Y, none, p, 1.0, p.tau * p.C, noise, "t0/p0/k0/noise", 10)
-    assert noise.calls[-1].param == pytest.approx(0.7 * 3.0)
-    emp = float((out * p.rho * 10).std())
-    assert emp == pytest.approx(2.1, rel=0.04)
-    # with every record sampled and no noise: clipped sum / (rho N), not / |batch| = N
-    out = mfld.private_fit_step(X, Y, np.ones(10, dtype=bool), p, 1.0, 2.1, _FixedNoise(),
-                                "t0/p0/k1/noise", 10)
-    expect = mfld.clip_blocks(mfld.fit_blocks(X, Y, 0.5, 1.0), 3.0).sum(0) / (0.1 * 10)
+    noise.rng = np.random.default_rng(5)
+    # rho = 0.1 over 10 records: force an empty sample by a rate-0 run of the same release
+    p0 = TrajectoryParams(m=2000, tau=0.7, C=3.0, rho=1e-12, sigma=0.5)
+    out = mfld.private_fit_grads(X, Y, [0], (0,), p0, 1.0, p0.tau, noise, "p0/k0", [10])[0]
+    ev = noise.executed[-1].event
+    assert ev == PoissonSampledEvent(1e-12, GaussianEvent(0.7))
+    emp = float((out * p0.rho * 10).std())
+    assert emp == pytest.approx(0.7 * 3.0, rel=0.04)
+    # every record sampled and no noise: clipped sum / (rho N), not / |batch| = N
+    out = mfld.private_fit_grads(X, Y, [0], (0,), p, 1.0, p.tau, _AllNoNoise(0), "p0/k1",
+                                 [10])[0]
+    expect = mfld.clip_blocks(mfld.fit_blocks(X[0], Y[0], 0.5, 1.0), 3.0).sum(0) / (0.1 * 10)
     assert torch.allclose(out, expect)
 
 
@@ -95,8 +96,8 @@ def test_langevin_variance_matches_fokker_planck() -> None:
     res = mfld.run(data, p, init=init, noise=RecordingNoise(2))
     # transport drift is ~0 for two identical point clouds at the origin
     assert float(res.particles.var()) == pytest.approx(2 * 0.01 * 0.2, rel=0.06)
-    public = [c for c in res.noise.calls if c.step.endswith("diffusion")]
-    assert public and public[0].param == pytest.approx(math.sqrt(2 * 0.01 * 0.2), rel=1e-9)
+    public = [st for st, _ in res.noise.public_draws if st.endswith("diff")]
+    assert len(public) == 2  # one top-up per marginal and iteration
 
 
 def _close(a: Event, b: Event) -> bool:
@@ -123,9 +124,8 @@ def test_declared_and_executed_steps_agree(kind: str) -> None:
                          center=d.center, sinkhorn_iters=5000, sinkhorn_tol=1e-6)
     adj = Adjacency(relation="replace_one")
     noise = RecordingNoise(0)
-    res = mfld.run(d.marginals, p, adjacency=adj, noise=noise)
-    contribs = dict(enumerate(res.warm_start["contributions"]))
-    executed = executed_marginal_events(noise.calls, p.C, contribs)
+    mfld.run(d.marginals, p, adjacency=adj, noise=noise)
+    executed = executed_marginal_events(noise.executed)
     declared = declare_marginals(p, adj, 40, 3)
     assert sorted(executed) == [0, 1, 2]
     for i in range(3):
@@ -158,3 +158,37 @@ def test_multimodal_run_improves_w2() -> None:
     after = marginal_w2(d.marginals, list(res.particles))
     assert after.mean() < 0.6 * before.mean()
     assert np.all(after < before)
+
+
+class _OldStyleNoise:
+    """The older per-marginal interface (``gaussian``/``poisson_sample``), recording labels."""
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng(0)
+        self.labels: list[tuple[str, float]] = []
+
+    def gaussian(self, shape: tuple[int, ...], std: float, step: str) -> np.ndarray:
+        self.labels.append((step, std))
+        return std * self.rng.standard_normal(shape)
+
+    def poisson_sample(self, n: int, q: float, step: str) -> np.ndarray:
+        self.labels.append((step, q))
+        return self.rng.random(n) < q
+
+
+def test_older_noise_interface_gets_one_call_per_marginal() -> None:
+    d = make_multimodal(N=20, T=3, seed=0)
+    ws = WarmStart("mean", noise_multiplier=2.0)
+    p = TrajectoryParams(m=4, K=2, C=1.5, tau=1.1, rho=0.3, warm_start=ws, radius=d.radius,
+                         center=d.center, diffusivity=0.5, sinkhorn_iters=5000,
+                         sinkhorn_tol=1e-6)
+    noise = _OldStyleNoise()
+    mfld.run(d.marginals, p, noise=noise)
+    private = [(s, v) for s, v in noise.labels if not s.startswith("public/")]
+    assert [s for s, _ in private[:3]] == [f"t{i}/warm/mean" for i in range(3)]
+    assert private[0][1] == pytest.approx(2.0 * d.radius / 20)
+    steps = [s for s, _ in private[3:]]
+    assert steps[:6] == ["t0/p0/k0/sample", "t1/p0/k0/sample", "t2/p0/k0/sample",
+                         "t0/p0/k0/noise", "t1/p0/k0/noise", "t2/p0/k0/noise"]
+    assert len(steps) == 12
+    assert all(v == pytest.approx(1.1 * 1.5) for s, v in private[3:] if s.endswith("noise"))

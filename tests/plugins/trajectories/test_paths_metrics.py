@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from dpledger.core.errors import InvalidParameterError
 from dpledger.plugins.trajectories.metrics import figure1, marginal_w2, path_w2, w2
 from dpledger.plugins.trajectories.trajectories import evaluate, exact_plans, sample_paths
