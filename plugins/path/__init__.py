@@ -1,1 +1,4 @@
-"""Method C (PATH): user-level DP synthetic longitudinal tables with a privately fine-tuned causal LM, and flattened marginal baselines."""
+"""Method C (PATH): user-level DP synthetic longitudinal tables.
+
+A privately fine-tuned causal language model, and flattened marginal baselines (AIM, Direct).
+"""
