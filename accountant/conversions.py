@@ -234,7 +234,7 @@ def rdp_to_delta(orders: np.ndarray, rdp: np.ndarray, epsilon: float) -> tuple[f
         if not math.isfinite(r) or a <= 1.0:
             continue
         r = max(r, 0.0)
-        log_d = 0.5 * math.log1p(-math.exp(-r)) if r > 0 else -math.inf
+        log_d = 0.5 * math.log(-math.expm1(-r)) if r > 0 else -math.inf
         t = (a - 1.0) * (r - epsilon + math.log1p(-1.0 / a)) - math.log(a)
         t += 16 * U * (a * (abs(r) + abs(epsilon) + 1.0) + math.log(a))
         log_d = min(log_d + 4 * U, t)

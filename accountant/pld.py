@@ -17,6 +17,7 @@ import attrs
 from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
 from dpledger.accountant.pld_engine import (
     MAX_FFT_LEN,
+    MAX_LOSS,
     ComposedPLD,
     DiscretePLD,
     compose,
@@ -293,7 +294,14 @@ class PLDAccountant(Accountant):
                     cap = math.inf
             if math.isfinite(cap):
                 cap += k * max(d.remove.loss_hi, d.add.loss_hi)
-        return _Composed(tuple(uppers), tuple(lowers) if lower_exact else (), cap, h)
+        # losses beyond +-MAX_LOSS are lumped (safe for the upper bound only): no lower bound then
+        lumped = any(
+            getattr(d, name).loss_hi > MAX_LOSS or getattr(d, name).loss_lo < -MAX_LOSS
+            for d, _ in low_comps
+            for name in ("lower_remove", "lower_add")
+        )
+        keep_lower = lower_exact and not lumped
+        return _Composed(tuple(uppers), tuple(lowers) if keep_lower else (), cap, h)
 
     # -- queries -----------------------------------------------------------------------
     def _epsilon(self, delta: float) -> EpsilonBound:

@@ -32,6 +32,8 @@ from dpledger.core.errors import BoundUnavailable
 Array = NDArray[np.float64]
 #: largest finite privacy loss represented on the grid
 MAX_LOSS = 600.0
+#: epsilons above this are reported as unbounded (upper) or capped (lower): e^eps would overflow
+MAX_CERTIFIED_EPSILON = 700.0
 #: largest FFT length (complex128 rfft of 2^23 doubles is ~70 MB)
 MAX_FFT_LEN = 1 << 23
 
@@ -104,9 +106,14 @@ def _log_mgf(pld: DiscretePLD, lam: Array) -> Array:
         return np.full(lam.shape, -np.inf)
     logp = np.log(pld.masses[pos])
     losses = pld.losses[pos]
-    x = logp[None, :] + lam[:, None] * losses[None, :]
-    top = x.max(axis=1)
-    return np.asarray(top + np.log(np.exp(x - top[:, None]).sum(axis=1)), dtype=np.float64)
+    out = np.empty(lam.shape, dtype=np.float64)
+    rows = max(1, (1 << 21) // max(losses.size, 1))  # bound the temporary to ~16 MB
+    for start in range(0, lam.size, rows):
+        part = lam[start : start + rows]
+        x = logp[None, :] + part[:, None] * losses[None, :]
+        top = x.max(axis=1)
+        out[start : start + rows] = top + np.log(np.exp(x - top[:, None]).sum(axis=1))
+    return out
 
 
 @attrs.frozen
@@ -286,7 +293,12 @@ def epsilon_for(pld: ComposedPLD, delta: float, *, upper: bool) -> float:
         on_grid = extra + a - np.exp(losses) * b + err * counts
     ok = np.nonzero(on_grid <= delta)[0]
     if ok.size == 0:
-        return math.inf
+        # upper: nothing on the window certifies delta; lower: delta_lower exceeds delta on the
+        # whole window, so the true epsilon is at least its last loss
+        if upper:
+            return math.inf
+        last = float(np.nextafter(losses[-1], -math.inf))
+        return min(max(0.0, last), MAX_CERTIFIED_EPSILON)
     i = int(ok[0])
     if i == 0:
         num = extra + float(masses.sum()) + err * masses.size - delta
@@ -299,4 +311,7 @@ def epsilon_for(pld: ComposedPLD, delta: float, *, upper: bool) -> float:
         eps = math.log(num) - math.log(den) if num > 0 and den > 0 else float(losses[i - 1])
         eps = min(max(eps, float(losses[i - 1])), float(losses[i]))
     eps = float(np.nextafter(eps, math.inf if upper else -math.inf))
+    if eps > MAX_CERTIFIED_EPSILON:
+        # e^eps overflows double precision near 709.8: nothing that large can be certified
+        return math.inf if upper else MAX_CERTIFIED_EPSILON
     return max(0.0, eps)

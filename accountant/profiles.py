@@ -144,7 +144,8 @@ def _poisson_remove_delta(
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             inner = np.log1p(np.expm1(eps) / q)
             val = q * base_delta(np.where(eps > lo, inner, 0.0))
-        return np.where(eps > lo, val, -np.expm1(eps))
+            below = -np.expm1(np.minimum(eps, lo if math.isfinite(lo) else 0.0))
+        return np.where(eps > lo, val, below)
 
     return delta
 

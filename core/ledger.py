@@ -447,7 +447,7 @@ class PrivacyLedger:
         m = _positive("noise_multiplier", noise_multiplier)
         arr = _finite_array("values", values)
         eff, note = self._effective(s, "l2", arr.size)
-        event = GaussianEvent(m * s / eff)
+        event = GaussianEvent(m if eff == s else m * s / eff)
         try:
             self._record(event, step, {"sensitivity": s, "std": m * s, "note": note})
         except LedgerViolationError as exc:
@@ -477,6 +477,17 @@ class PrivacyLedger:
         if arr.ndim != 1 or arr.size == 0:
             raise InvalidParameterError("scores", "must be a non-empty 1-D array", "pass a vector")
         return arr
+
+    def charge(self, event: Event, *, step: str, reason: str = "") -> None:
+        """Book a privacy cost that no draw carries, e.g. the failure probability of a
+        data-independent bound (an ``ApproxDPEvent(0, p)``). Checked against the declaration
+        like every other step; ``reason`` goes into the log."""
+        step = _check_step(step)
+        if not isinstance(event, Event):
+            raise InvalidParameterError(
+                "event", f"must be an Event, got {type(event).__name__}", "pass the charged event"
+            )
+        self._record(event, step, {"reason": reason} if reason else {})
 
     def sample_certified(self, sampler: Callable[[np.random.Generator], Any], event: Event, *,
                          step: str, note: str = "") -> Any:

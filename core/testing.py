@@ -148,7 +148,7 @@ class MethodPluginContract:
         params = self._params()
         runs = [
             run_verified(self.spec, params, self.make_data(np.random.default_rng(self.seed)),
-                         seed=self.seed).outputs
+                         adjacency=self.adjacencies[0], seed=self.seed).outputs
             for _ in range(2)
         ]
         for key in runs[0]:

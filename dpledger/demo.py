@@ -3,12 +3,14 @@
 Steps (all on data generated here, nothing downloaded):
 
 1. generate the multimodal trajectory data of the trajectory paper (three branches);
-2. write the pipeline that the run declares (``pipeline.toml``: one partition by time, a
-   private mixture warm start and ``K`` Poisson-subsampled Gaussian particle steps per
-   marginal) and account it, refusing to run if no accountant can bound it;
-3. run noisy mean-field Langevin dynamics with every private draw going through a runtime
-   :class:`~dpledger.core.ledger.PrivacyLedger` (one per time marginal, declared with that
-   marginal's event) and verify every ledger before anything is written;
+2. find the method ``trajectories`` through the plugin host (as any third-party method), build
+   its parameters, write the pipeline that its declaration corresponds to (``pipeline.toml``:
+   one partition by time, a private mixture warm start and ``K`` Poisson-subsampled Gaussian
+   particle steps per marginal; checked equal to the method's declared event) and account it,
+   refusing to run if no accountant can bound it;
+3. run the method with :func:`~dpledger.core.ledger.run_verified`: every private draw goes
+   through one runtime :class:`~dpledger.core.ledger.PrivacyLedger`, verified against the
+   declaration before anything is written;
 4. sample synthetic trajectories from the released particles and plans and write them
    (``synthetic.npz``, ``synthetic_paths.csv``), the ledger (``ledger.json``) and a figure;
 5. write the privacy report (Markdown with PNG figures, self-contained HTML, JSON).
@@ -17,9 +19,8 @@ Steps (all on data generated here, nothing downloaded):
 from __future__ import annotations
 
 import contextlib
-import math
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,17 @@ import numpy as np
 
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError
-from dpledger.core.ledger import PrivacyLedger, Sample
+from dpledger.core.events import (
+    ComposedEvent,
+    Event,
+    GaussianEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+)
+from dpledger.core.ledger import canonical_multiset
 
-PUBLIC_PREFIX = "public/"
+#: the registered method the demo runs
+METHOD = "trajectories"
 
 
 @attrs.frozen
@@ -71,68 +80,6 @@ class DemoResult:
     method: str
     w2_init: float
     w2_final: float
-
-
-class LedgerNoise:
-    """The trajectory method's noise interface, routed through one ledger per marginal.
-
-    Adapter: ``gaussian(shape, std, step)`` books ``GaussianEvent(std / sensitivity)`` with
-    the step's per-person sensitivity (``C`` for particle steps; 1 for the warm-start counts,
-    the public cell radius for its per-cell sums, ``R / N`` for a mean), and
-    ``poisson_sample(n, q, step)`` opens a ledger sample that the following noise draw of the
-    same marginal closes, so a step is booked as ``PoissonSampledEvent(q, GaussianEvent)``.
-    Draws labelled ``public/...`` do not touch private data and use a separate generator.
-    """
-
-    def __init__(
-        self,
-        ledgers: Mapping[int, PrivacyLedger],
-        warm_sensitivity: Mapping[str, Mapping[int, float]],
-        C: float,
-        public_rng: np.random.Generator,
-    ) -> None:
-        self.ledgers = ledgers
-        self.warm_sensitivity = warm_sensitivity
-        self.C = C
-        self.public_rng = public_rng
-        self._open: dict[int, Sample] = {}
-
-    @staticmethod
-    def _marginal(step: str) -> int:
-        head = step.split("/", 1)[0]
-        if not head.startswith("t") or not head[1:].isdigit():
-            raise LedgerViolationError(f"step {step!r}: no marginal index; cannot book it")
-        return int(head[1:])
-
-    def gaussian(self, shape: tuple[int, ...], std: float, step: str) -> np.ndarray:
-        if step.startswith(PUBLIC_PREFIX):
-            return float(std) * self.public_rng.standard_normal(shape)
-        i = self._marginal(step)
-        parts = step.split("/")
-        if parts[1] == "warm":
-            table = self.warm_sensitivity.get(parts[2])
-            if table is None or i not in table:
-                raise LedgerViolationError(f"step {step!r}: unknown warm-start release")
-            sensitivity = table[i]
-        else:
-            sensitivity = self.C
-        noise = self.ledgers[i].gaussian(np.zeros(shape), sensitivity, std / sensitivity,
-                                         step=step)
-        sample = self._open.pop(i, None)
-        if sample is not None:
-            sample.__exit__(None, None, None)
-        return np.asarray(noise, dtype=np.float64)
-
-    def poisson_sample(self, n: int, q: float, step: str) -> np.ndarray:
-        i = self._marginal(step)
-        if i in self._open:
-            raise LedgerViolationError(f"step {step!r}: the previous sample has no noise draw")
-        sample = self.ledgers[i].poisson_sample(n, q, step=step)
-        sample.__enter__()
-        self._open[i] = sample
-        mask = np.zeros(int(n), dtype=bool)
-        mask[sample.indices] = True
-        return mask
 
 
 # -- the pipeline file -------------------------------------------------------------------------
@@ -220,6 +167,36 @@ def _check_out(out: Path) -> None:
                                     "choose a new output directory")
 
 
+def demo_params(spec: Any, config: DemoConfig, data: Any) -> Any:
+    """The method's parameters for ``config`` (built by the spec, as from a config file)."""
+    return spec.make_params({
+        "n_per_time": [config.N] * config.T, "m": config.m, "K": config.K, "tau": config.tau,
+        "C": config.C, "rho": config.rho, "eta": config.eta, "lambda_": config.lambda_,
+        "sigma": config.sigma, "diffusivity": config.diffusivity, "radius": data.radius,
+        "center": [float(c) for c in data.center], "sinkhorn_iters": config.sinkhorn_iters,
+        "sinkhorn_tol": 1e-6,
+        "warm_start": {"kind": "mixture", "epsilon": config.warm_epsilon,
+                       "delta": config.warm_delta, "grid": config.grid,
+                       "components": config.components},
+    })
+
+
+def pipeline_event(config: DemoConfig, warm: tuple[float, ...]) -> Event:
+    """One marginal's event as ``pipeline.toml`` states it (warm start, then ``K`` steps)."""
+    step = PoissonSampledEvent(config.rho, GaussianEvent(config.tau))
+    return ComposedEvent([ComposedEvent([GaussianEvent(s) for s in warm]),
+                          SelfComposedEvent(step, config.K)])
+
+
+def _check_declaration(pipeline: Event, declared: Event, method: str) -> None:
+    """The accounted pipeline must state exactly the event the method declares."""
+    if canonical_multiset(pipeline) != canonical_multiset(declared):
+        raise LedgerViolationError(
+            f"pipeline.toml states {pipeline.describe()} but method {method!r} declares "
+            f"{declared.describe()}. Fix: write the pipeline from the method's parameters"
+        )
+
+
 def run_demo(
     out: Path,
     config: DemoConfig = DemoConfig(),
@@ -228,15 +205,16 @@ def run_demo(
     say: Callable[[str], None] = print,
 ) -> DemoResult:
     """Run every step and write the outputs into ``out`` (new or empty directory)."""
+    from dpledger.core.ledger import declare_checked, run_verified
+    from dpledger.core.plugin_manager import PluginHost
+
+    host = PluginHost()
+    spec = host.method(METHOD)
     try:
         import torch
 
-        from dpledger.plugins.trajectories import mfld
         from dpledger.plugins.trajectories.data import make_multimodal
         from dpledger.plugins.trajectories.declare import (
-            TrajectoryParams,
-            WarmStart,
-            declare_marginals,
             gdp_epsilon,
             paper_gdp_mu,
             warm_start_multipliers,
@@ -250,7 +228,6 @@ def run_demo(
         ) from None
     from dpledger.core.graph import account_graph
     from dpledger.core.pipeline import load_pipeline
-    from dpledger.core.plugin_manager import PluginHost
     from dpledger.core.report import report_run_dir, write_report
     from dpledger.core.report.figures import CAPTIONS, make_figures
 
@@ -262,16 +239,10 @@ def run_demo(
     try:
         data = make_multimodal(N=config.N, T=config.T, seed=config.seed)
         adjacency = Adjacency()
-        params = TrajectoryParams(
-            m=config.m, K=config.K, tau=config.tau, C=config.C, rho=config.rho, eta=config.eta,
-            lambda_=config.lambda_, sigma=config.sigma, diffusivity=config.diffusivity,
-            warm_start=WarmStart("mixture", epsilon=config.warm_epsilon, delta=config.warm_delta,
-                                 grid=config.grid, components=config.components),
-            radius=data.radius, center=data.center, sinkhorn_iters=config.sinkhorn_iters,
-            sinkhorn_tol=1e-6,
-        )
-        declaration = declare_marginals(params, adjacency, config.N, config.T)
+        params = demo_params(spec, config, data)
+        declared = declare_checked(spec, params, adjacency)
         warm = warm_start_multipliers(params.warm_start, adjacency)
+        _check_declaration(pipeline_event(config, warm), host.lower(declared), spec.name)
         pipeline_path = out / "pipeline.toml"
         pipeline_path.write_text(pipeline_toml(config, warm, config.delta), encoding="utf-8")
 
@@ -282,40 +253,42 @@ def run_demo(
         log(f"accounted {pipeline_path.name}: epsilon <= {bound.epsilon:.6g} at delta = "
             f"{config.delta:g} ({bound.method}, {account.adjacency_description()})")
 
-        # 2. run under one ledger per marginal
-        root = np.random.default_rng(config.seed)
-        ledger_rngs = root.spawn(config.T + 2)
-        ledgers = {
-            i: PrivacyLedger(declaration.per_marginal[i], adjacency, ledger_rngs[i])
-            for i in range(config.T)
-        }
-        width = 2.0 * data.radius / config.grid
-        noise = LedgerNoise(
-            ledgers,
-            {"counts": dict.fromkeys(range(config.T), 1.0),
-             "sums": dict.fromkeys(range(config.T), 0.5 * width * math.sqrt(2.0))},
-            config.C, ledger_rngs[config.T],
-        )
+        # 2. run the registered method under one verified runtime ledger
         with progress_bar(params.total_iterations, "private particle steps", quiet) as tick, \
                 warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = mfld.run(data.marginals, params, adjacency=adjacency, times=data.times,
-                              noise=noise, callback=lambda k, _x: tick(1))
-        for ledger in ledgers.values():
-            ledger.verify()
-        log(f"ran {params.total_iterations} private particle steps on {config.T} marginals; "
-            f"all {config.T} ledgers verified")
+            run = run_verified(
+                spec, params,
+                {"marginals": data.marginals, "times": data.times,
+                 "progress": lambda _k: tick(1)},
+                adjacency=adjacency, seed=config.seed,
+            )
+        ledger = run.ledger
+        exact = ledger.matches_exactly()
+        if not exact:
+            raise LedgerViolationError(
+                f"method {spec.name!r} spent less than it declared "
+                f"({ledger.executed_event().describe()} within {declared.describe()}). Fix: "
+                "account what the run executes"
+            )
+        outputs = run.outputs
+        particles, times = outputs["particles"], outputs["times"]
+        log(f"ran {params.total_iterations} private particle steps of method {spec.name!r} on "
+            f"{config.T} marginals; ledger verified ({len(ledger.log)} steps, executed = "
+            "declared)")
 
-        # 3. synthetic trajectories (post-processing of the released particles)
+        # 3. synthetic trajectories (post-processing of the released particles); the run used
+        # the first two children of the seed, the paths take the third
         D = params.phases()[-1].temperature
-        paths = sample_paths(result.particles, result.plans, result.times, config.n_paths, D,
-                             ledger_rngs[config.T + 1])
-        np.savez(out / "synthetic.npz", particles=result.particles, times=result.times,
-                 paths=paths.points, init_particles=result.init_particles)
-        _write_csv(out / "synthetic_paths.csv", paths.points, result.times)
-        w2_init = float(marginal_w2(data.marginals, list(result.init_particles)).mean())
-        w2_final = float(marginal_w2(data.marginals, list(result.particles)).mean())
-        figure1(data.paths, data.marginals, result.warm_start.get("means"), paths.points,
+        paths_rng = np.random.default_rng(np.random.SeedSequence(config.seed).spawn(3)[2])
+        paths = sample_paths(particles, list(outputs["plans"]), times, config.n_paths, D,
+                             paths_rng)
+        np.savez(out / "synthetic.npz", particles=particles, times=times,
+                 paths=paths.points, init_particles=outputs["init_particles"])
+        _write_csv(out / "synthetic_paths.csv", paths.points, times)
+        w2_init = float(marginal_w2(data.marginals, list(outputs["init_particles"])).mean())
+        w2_final = float(marginal_w2(data.marginals, list(particles)).mean())
+        figure1(data.paths, data.marginals, list(outputs["init_particles"]), paths.points,
                 path=out / "trajectories.png", title="private synthetic trajectories (demo)")
         _close_figures()
 
@@ -333,26 +306,23 @@ def run_demo(
         ]
         ledger_json = {
             "dpledger_version": _version(),
-            "method": "private_trajectories",
+            "method": spec.name,
+            "provenance": spec.provenance.to_dict() if spec.provenance else None,
+            "params": attrs.asdict(params),
             "pipeline": pipeline_path.name,
-            "verified": True,
             "seed": config.seed,
-            "secure_seed": False,
-            "adjacency": adjacency.to_dict(),
-            "marginals": [
-                {"name": f"t{i}", "declared": lg.declared.describe(),
-                 "executed": lg.executed_event().describe(), "verified": True,
-                 "exact_match": lg.matches_exactly(), "steps": len(lg.log)}
-                for i, lg in ledgers.items()
-            ],
-            "steps": [entry for lg in ledgers.values() for entry in lg.log],
+            **ledger.to_dict(),
+            "executed": _grouped(ledger.executed_event()).to_dict(),
+            "declared_core": host.lower(declared).to_dict(),
+            "verified": True,
+            "exact_match": exact,
             "privacy": bound.to_dict(),
             "utility": {"w2_warm_start": w2_init, "w2_final": w2_final},
             "outputs": {"files": {"synthetic": "synthetic.npz", "paths": "synthetic_paths.csv"},
-                        "values": {}},
+                        "values": {k: v for k, v in outputs.items()
+                                   if not isinstance(v, np.ndarray)}},
         }
         _write_json(out / "ledger.json", ledger_json)
-        host = PluginHost()
         built = report_run_dir(out, host=host, extra_warnings=extra)
         files = [pipeline_path, out / "ledger.json", out / "synthetic.npz",
                  out / "synthetic_paths.csv", out / "trajectories.png"]
@@ -367,6 +337,23 @@ def run_demo(
     log(report.statement)
     return DemoResult(out, tuple(files), float(report.bound["epsilon"]), config.delta,
                       report.accounting_method, w2_init, w2_final)
+
+
+def _grouped(event: Event) -> Event:
+    """``event`` with runs of equal consecutive steps folded into ``SelfComposedEvent``
+    (the same composition, written compactly; ``ledger.json`` keeps every step in ``steps``)."""
+    if not isinstance(event, ComposedEvent):
+        return event
+    parts: list[Event] = []
+    counts: list[int] = []
+    for e in event.events:
+        if parts and parts[-1] == e:
+            counts[-1] += 1
+        else:
+            parts.append(e)
+            counts.append(1)
+    grouped = [e if n == 1 else SelfComposedEvent(e, n) for e, n in zip(parts, counts, strict=True)]
+    return grouped[0] if len(grouped) == 1 else ComposedEvent(grouped)
 
 
 def _sinkhorn_notes(caught: list[warnings.WarningMessage]) -> list[str]:

@@ -5,9 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from dpledger.core.errors import InvalidParameterError
 from dpledger.proofs_checks import registry
-from dpledger.proofs_checks.registry import NO_CODE_OBJECT, PENDING, RECORDS, ROOT, ProofRecord
+from dpledger.proofs_checks.registry import (
+    NO_CODE_OBJECT,
+    PAPER_CLAIMS,
+    PENDING,
+    RECORDS,
+    ROOT,
+    ProofRecord,
+)
 
 SECTIONS = ("## Preconditions", "## Pseudocode", "## Claim", "## Proof")
 
@@ -31,7 +39,7 @@ def test_record_points_to_a_complete_proof(record: ProofRecord) -> None:
 
 def test_every_proof_folder_is_registered_or_pending() -> None:
     folders = {p.parent.name for p in Path(registry.__file__).parent.glob("*/proof.md")}
-    covered = {Path(r.proof).parent.name for r in RECORDS} | {f for f, _ in PENDING}
+    covered = {Path(r.proof).parent.name for r in RECORDS} | {f for f, _, _ in PENDING}
     covered |= set(NO_CODE_OBJECT)
     assert folders <= covered, f"proofs without a record or pending entry: {folders - covered}"
     assert folders >= covered, f"records pointing to missing folders: {covered - folders}"
@@ -81,3 +89,37 @@ def test_update_and_add_rewrite_a_registry_file(tmp_path: Path) -> None:
 def test_resolve_rejects_unknown_targets() -> None:
     with pytest.raises(InvalidParameterError):
         registry.resolve("dpledger.core.events.NoSuchEvent")
+
+
+def test_editing_a_recorded_function_makes_its_record_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Change a function's source on disk: the staleness check names exactly that function."""
+    import importlib
+    import sys
+
+    module = tmp_path / "vetted_module_for_registry_check.py"
+    module.write_text("def mechanism(x):\n    return x + 1\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = "vetted_module_for_registry_check"
+    target = f"{name}.mechanism"
+    record = ProofRecord(target, "vetted", "x", registry.source_hash(target))
+    assert registry.stale_records([record]) == []
+    assert registry.tier_of(target, [record]) == "vetted"
+    module.write_text("def mechanism(x):\n    return x + 2\n", encoding="utf-8")
+    importlib.invalidate_caches()
+    importlib.reload(sys.modules[name])
+    try:
+        assert registry.stale_records([record]) == [registry.stale_message(target)]
+        assert target in registry.stale_records([record])[0]
+        assert registry.tier_of(target, [record]) == "unverified"
+    finally:
+        sys.modules.pop(name, None)
+
+
+def test_nothing_is_pending_without_a_reason() -> None:
+    for folder, target, reason in PENDING:
+        assert reason.strip(), f"{folder}: pending {target} needs a reason"
+    for folder, reason in PAPER_CLAIMS.items():
+        assert reason.strip(), f"{folder} needs a reason"
+        assert not any(Path(r.proof).parent.name == folder for r in RECORDS), folder

@@ -16,8 +16,9 @@ def register(subparsers: Any) -> None:
         "demo",
         help="end-to-end demo: account a pipeline, run private trajectories, write a report",
         description="Generate multimodal trajectory data, account the declared pipeline, run "
-        "the private trajectory method under verified runtime ledgers, write synthetic "
-        "trajectories, figures and a privacy report (md, html, json).",
+        "the registered private trajectory method (plugin 'trajectories') under a verified "
+        "runtime ledger, write synthetic trajectories, figures and a privacy report (md, html, "
+        "json).",
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help=f"output directory, new or empty (default: {DEFAULT_OUT})")

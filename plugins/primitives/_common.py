@@ -6,8 +6,9 @@ from typing import Any
 
 import attrs
 import numpy as np
-from dpledger.core.errors import InvalidParameterError
 from numpy.typing import NDArray
+
+from dpledger.core.errors import InvalidParameterError
 
 
 def is_bool(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import Event, GaussianEvent
 from dpledger.core.hookspecs import hookimpl

@@ -18,6 +18,8 @@ from typing import Any
 
 import attrs
 import numpy as np
+from numpy.typing import NDArray
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event, GaussianEvent, PoissonSampledEvent, SelfComposedEvent
@@ -26,7 +28,6 @@ from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite, positive_int, probability
 from dpledger.plugins.primitives._common import field_of, float_matrix, is_bool
-from numpy.typing import NDArray
 
 FloatArray = NDArray[np.float64]
 GradFn = Callable[[FloatArray, FloatArray, FloatArray], FloatArray]

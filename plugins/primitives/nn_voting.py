@@ -17,6 +17,8 @@ from typing import Any
 
 import attrs
 import numpy as np
+from numpy.typing import NDArray
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event, GaussianEvent
@@ -25,7 +27,6 @@ from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite, positive_int
 from dpledger.plugins.primitives._common import field_of, float_matrix
-from numpy.typing import NDArray
 
 _CHUNK = 2048
 

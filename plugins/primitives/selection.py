@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import (
     Event,

@@ -24,6 +24,11 @@ Config for ``dpledger run trajectories --config FILE --out DIR`` (TOML)::
     [adjacency]                # optional; default add/remove of one row (event level)
     relation = "add_remove"
 
+Data passed to ``run`` directly (e.g. through :func:`~dpledger.core.ledger.run_verified`) may
+be a mapping with an optional ``progress`` entry: a callable ``progress(k)`` called after every
+private iteration with the number of iterations done so far (``1 .. total_iterations``). It
+receives only that count (public), never particles or data; ``None`` or absent: no calls.
+
 Outputs: ``particles`` [U, m, d], ``init_particles``, ``times``, ``time_index``, ``plans``
 [U-1, m, m] (entropic plans between consecutive used times; post-processing), the effective
 Langevin temperature per phase, the private steps per time, and the trajectory paper's
@@ -34,7 +39,7 @@ certified bound is the ledger's ``privacy`` entry, and the report section
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -181,6 +186,17 @@ def read_data(data: Any) -> tuple[list[np.ndarray], np.ndarray | None]:
     return marg, None if times is None else np.asarray(times, dtype=np.float64)
 
 
+def read_progress(data: Any) -> Callable[[int], Any] | None:
+    """The optional ``progress`` callable of a data mapping (``None`` when absent)."""
+    progress = data.get("progress") if isinstance(data, Mapping) else None
+    if progress is not None and not callable(progress):
+        raise InvalidParameterError(
+            "data.progress", f"got {type(progress).__name__}, not a callable",
+            "pass a function progress(k) of the number of iterations done, or leave it out",
+        )
+    return progress
+
+
 def run(params: TrajectoriesParams, data: Any, ledger: PrivacyLedger,
         rng: np.random.Generator) -> dict[str, Any]:
     """Run the private dynamics under ``ledger``; ``rng`` drives public randomness only."""
@@ -196,9 +212,11 @@ def run(params: TrajectoriesParams, data: Any, ledger: PrivacyLedger,
             "set n_per_time to the (public) marginal sizes of the data",
         )
     times = params.times if params.times is not None else file_times
+    progress = read_progress(data)
     noise = LedgerNoise(ledger, rng)
     res = mfld.run(marginals, params, adjacency=ledger.adjacency, times=times, noise=noise,
-                   device=params.device, joint=ledger.adjacency.unit == "row", schedule_rng=rng)
+                   device=params.device, joint=ledger.adjacency.unit == "row", schedule_rng=rng,
+                   callback=None if progress is None else lambda k, _x: progress(k))
     U = len(res.time_index)
     steps = steps_per_phase(params, U)
     return {

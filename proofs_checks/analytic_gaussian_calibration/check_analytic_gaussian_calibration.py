@@ -6,9 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import norm
+
 from dpledger.accountant.calibrate import calibrate_noise_multiplier
 from dpledger.core.events import GaussianEvent
-from scipy.stats import norm
 
 
 def gauss_delta(eps: float, mu: float) -> float:

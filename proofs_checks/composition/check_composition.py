@@ -7,6 +7,8 @@ import math
 import mpmath as mp
 import numpy as np
 import pytest
+from scipy import stats
+
 from dpledger.accountant import select
 from dpledger.core.events import (
     ApproxDPEvent,
@@ -18,7 +20,6 @@ from dpledger.core.events import (
     flatten,
     pure_epsilon,
 )
-from scipy import stats
 
 KOV_GOLDEN = {0.0: 0.5570521, 1.0: 0.3316785, 2.0: 0.1454664, 3.0: 0.04102841}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mpmath as mp
 import pytest
+
 from dpledger.accountant import select
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError

@@ -6,10 +6,11 @@ import math
 
 import numpy as np
 import pytest
-from dpledger.accountant import select
-from dpledger.core.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 from scipy import optimize, signal
 from scipy.stats import norm
+
+from dpledger.accountant import select
+from dpledger.core.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 
 Q, TAU, K, DELTA = 5 / 674, 1.0, 20, 1e-4
 

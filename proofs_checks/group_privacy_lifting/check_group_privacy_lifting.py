@@ -6,12 +6,13 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import norm
+
 from dpledger.accountant import select
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import GaussianEvent
 from dpledger.core.lifting import lift_event
-from scipy.stats import norm
 
 
 def gauss_delta(eps: float, mu: float) -> float:

@@ -6,6 +6,7 @@ import math
 
 import mpmath as mp
 import pytest
+
 from dpledger.accountant import select
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import LaplaceEvent

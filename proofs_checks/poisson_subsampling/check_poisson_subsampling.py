@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from scipy import integrate, stats
+
 from dpledger.accountant import select
 from dpledger.core.audit import reference
 from dpledger.core.events import (
@@ -15,7 +17,6 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from scipy import integrate, stats
 
 
 def hockey_stick(p, q, eps: float) -> float:  # type: ignore[no-untyped-def]

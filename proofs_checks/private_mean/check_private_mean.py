@@ -6,10 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from scipy.special import log_ndtr, ndtr
+
 from dpledger.accountant import select
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import GaussianEvent
-from scipy.special import log_ndtr, ndtr
 
 
 def gauss_delta(eps: np.ndarray, mu: np.ndarray) -> np.ndarray:

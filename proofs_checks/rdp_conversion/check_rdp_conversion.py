@@ -6,11 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from scipy import optimize
+from scipy.stats import norm
+
 from dpledger.accountant import select
 from dpledger.accountant.conversions import rdp_to_epsilon
 from dpledger.core.events import GaussianEvent
-from scipy import optimize
-from scipy.stats import norm
 
 
 def improved(r: float, a: float, delta: float) -> float:

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+
 from dpledger.accountant import select
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+
 from dpledger.core.audit import audit_mechanism, stats
 from dpledger.core.audit.auditor import NO_CLAIM, NO_VIOLATION, VIOLATION
 from dpledger.core.audit.reference import gaussian_delta, gaussian_epsilon

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as sps
+
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.audit import audit_event, canonical_pair
 from dpledger.core.audit.auditor import NO_VIOLATION, VIOLATION
@@ -24,7 +26,6 @@ from dpledger.core.events import (
     RandomizedResponseEvent,
     SelfComposedEvent,
 )
-from scipy import stats as sps
 
 REPLACE = Adjacency(relation="replace_one")
 X = np.linspace(-6, 7, 27)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from dpledger.core.audit.reference import gaussian_epsilon
 
 from dpledger.cli import main
+from dpledger.core.audit.reference import gaussian_epsilon
 
 
 def test_json_output_with_given_claim(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from dpledger.core.audit import audit_mechanism
 from dpledger.core.audit.auditor import NO_VIOLATION, VIOLATION
 from dpledger.core.audit.planted import CONTROLS, PLANTED, PlantedMechanism

@@ -6,9 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as sps
+
 from dpledger.core.audit import stats
 from dpledger.core.errors import InvalidParameterError
-from scipy import stats as sps
 
 
 @pytest.mark.parametrize("n", [10, 100, 1000])

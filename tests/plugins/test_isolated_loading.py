@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from dpledger.core.plugin_manager import PluginHost, make_plugin_manager
 
 from dpledger.cli import main
+from dpledger.core.plugin_manager import PluginHost, make_plugin_manager
 
 GOOD = """
 import attrs

@@ -4,6 +4,7 @@ import csv
 import json
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 
@@ -12,7 +13,9 @@ pytest.importorskip("ot")
 
 
 def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
+    from dpledger.core.events import event_from_dict
     from dpledger.core.graph import account_graph
+    from dpledger.core.ledger import canonical_multiset
     from dpledger.core.pipeline import load_pipeline
     from dpledger.demo import TINY, run_demo
 
@@ -24,16 +27,90 @@ def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
         assert (out / name).is_file(), name
     with np.load(out / "synthetic.npz") as z:
         assert z["particles"].shape == (TINY.T, TINY.m, 2)
+        assert z["init_particles"].shape == (TINY.T, TINY.m, 2)
         assert z["paths"].shape == (TINY.n_paths, TINY.T, 2)
+        np.testing.assert_allclose(z["times"], np.linspace(0.0, 1.0, TINY.T))
     with (out / "synthetic_paths.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == TINY.n_paths * TINY.T and set(rows[0]) == {"path", "time", "x0", "x1"}
+
     ledger = json.loads((out / "ledger.json").read_text())
-    assert ledger["verified"] and all(m["verified"] for m in ledger["marginals"])
-    # every marginal executed its warm start and K sampled steps, each booked by its ledger
-    assert all(m["executed"].count("poisson_sampled") == TINY.K for m in ledger["marginals"])
+    assert ledger["method"] == "trajectories" and ledger["provenance"]["plugin"] == "trajectories"
+    assert ledger["verified"] is True and ledger["exact_match"] is True
+    declared = event_from_dict(ledger["declared_core"])
+    executed = event_from_dict(ledger["executed"])
+    assert canonical_multiset(executed) == canonical_multiset(declared)
+    # one joint release per step over all marginals: the mixture warm start (counts, sums),
+    # then K Poisson samples, each closed by one Gaussian draw
+    samples = [s for s in ledger["steps"] if "poisson_sample" in s]
+    noises = [s for s in ledger["steps"] if s.get("event", {}).get("kind") == "gaussian"]
+    assert len(samples) == TINY.K and all(s["poisson_sample"] == TINY.rho for s in samples)
+    assert len(noises) == TINY.K + 2 and len(ledger["steps"]) == 2 * TINY.K + 2
+    assert [s["step"].split("/", 1)[1] for s in noises[:2]] == ["warm/counts", "warm/sums"]
+    assert all(s["event"]["noise_multiplier"] == TINY.tau for s in noises[2:])
+    assert noises[2]["step"] == "t0+t1+t2/p0/k0/noise"
+    assert ledger["params"]["n_per_time"] == [TINY.N] * TINY.T
+
     report = json.loads((out / "report.json").read_text())
     expected = account_graph(load_pipeline(out / "pipeline.toml").graph, delta=TINY.delta).bound
     assert report["bound"]["epsilon"] == expected.epsilon == result.epsilon
     assert report["runtime"]["verified"] is True
+    assert report["runtime"]["method"] == "trajectories"
+    assert report["runtime"]["steps"] == 2 * TINY.K + 2
+    assert report["runtime"]["declared_core"] == declared.describe()
+    # written compactly: the two equal warm-start draws and the K steps each fold into one term
+    warm = declared.events[0]
+    assert warm == declared.events[1] and warm.kind == "gaussian"
+    assert report["runtime"]["executed"] == (
+        f"composed(self_composed(count=2, {warm.describe()}), "
+        f"self_composed(count={TINY.K}, poisson_sampled(sampling_probability={TINY.rho}, "
+        f"gaussian(noise_multiplier={TINY.tau}))))"
+    )
     assert any("central-limit formula" in w for w in report["warnings"])
+    md = (out / "report.md").read_text()
+    assert "- method: trajectories" in md and "- ledger verified" in md
+
+
+def test_pipeline_states_the_methods_declaration() -> None:
+    from dpledger.core.adjacency import Adjacency
+    from dpledger.core.errors import LedgerViolationError
+    from dpledger.core.ledger import declare_checked
+    from dpledger.core.plugin_manager import PluginHost
+    from dpledger.demo import TINY, _check_declaration, demo_params, pipeline_event
+    from dpledger.plugins.trajectories.data import make_multimodal
+    from dpledger.plugins.trajectories.declare import warm_start_multipliers
+
+    spec = PluginHost().method("trajectories")
+    data = make_multimodal(N=TINY.N, T=TINY.T, seed=0)
+    params = demo_params(spec, TINY, data)
+    assert params.sizes == (TINY.N,) * TINY.T and params.total_iterations == TINY.K
+    declared = declare_checked(spec, params, Adjacency())
+    warm = warm_start_multipliers(params.warm_start, Adjacency())
+    _check_declaration(pipeline_event(TINY, warm), declared, spec.name)  # equal: no error
+    with pytest.raises(LedgerViolationError, match=r"pipeline\.toml states"):
+        _check_declaration(pipeline_event(attrs.evolve(TINY, K=TINY.K + 1), warm), declared,
+                           spec.name)
+
+
+def test_plugin_reports_progress_through_the_data_mapping() -> None:
+    from dpledger.core.adjacency import Adjacency
+    from dpledger.core.errors import InvalidParameterError
+    from dpledger.core.ledger import run_verified
+    from dpledger.core.plugin_manager import PluginHost
+    from dpledger.demo import TINY, demo_params
+    from dpledger.plugins.trajectories.data import make_multimodal
+
+    config = attrs.evolve(TINY, K=4, sinkhorn_iters=20)
+    spec = PluginHost().method("trajectories")
+    data = make_multimodal(N=config.N, T=config.T, seed=0)
+    params = demo_params(spec, config, data)
+    seen: list[int] = []
+    with pytest.warns(RuntimeWarning, match="Sinkhorn"):
+        run = run_verified(spec, params, {"marginals": data.marginals, "times": data.times,
+                                          "progress": seen.append},
+                           adjacency=Adjacency(), seed=1)
+    assert seen == [1, 2, 3, 4]
+    assert run.ledger.matches_exactly()
+    with pytest.raises(InvalidParameterError, match=r"data\.progress"):
+        run_verified(spec, params, {"marginals": data.marginals, "progress": 3},
+                     adjacency=Adjacency(), seed=1)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+from dpledger_plugin_template import plugin
+
 from dpledger.core import testing as _testing
 from dpledger.core.testing import MethodPluginContract
-from dpledger_plugin_template import plugin
 
 # fixtures (also provided by the pytest11 plugin once dpledger is installed)
 dpledger_pm = _testing.dpledger_pm

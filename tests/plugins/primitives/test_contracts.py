@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+
 from dpledger.core.testing import MethodPluginContract
 from dpledger.plugins.primitives import (
     bounded_mean,

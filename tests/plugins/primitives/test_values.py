@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent, SelfComposedEvent
 from dpledger.core.ledger import run_verified
