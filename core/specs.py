@@ -245,7 +245,8 @@ class MechanismSpec:
         }
 
 
-#: ``render(context) -> Markdown``; ``context`` holds the report's data as plain values
+#: ``render(context) -> Markdown``; ``context`` holds the report's data as plain values, and
+#: ``context['release_events']`` maps each release to its declared event as an event dict
 RenderFn = Callable[[Mapping[str, Any]], str]
 
 

@@ -368,6 +368,20 @@ def _warnings(
     return out
 
 
+def _section_context(report: Report, graph: CompositionGraph) -> dict[str, Any]:
+    """What report sections see: the report as plain values, plus every release's declared
+    event as an event dict (``release_events``; a release run ``count`` times appears as a
+    ``self_composed`` event)."""
+    events: dict[str, Any] = {}
+    for node in sorted(graph.nodes_of("release")):
+        data = graph.g.nodes[node]
+        event = data["event"].to_dict()
+        count = int(data.get("count", 1))
+        events[node] = event if count == 1 else {"kind": "self_composed", "count": count,
+                                                 "event": event}
+    return {**report.to_dict(), "release_events": json_safe(events)}
+
+
 def _extra_sections(host: Any, context: Mapping[str, Any]) -> tuple[list[ExtraSection], list[str]]:
     if host is None:
         return [], []
@@ -467,7 +481,7 @@ def build_report(
         audit=json_safe(audit) if audit is not None else None,
         runtime=json_safe(runtime) if runtime is not None else None,
     )
-    sections, problems = _extra_sections(host, report.to_dict())
+    sections, problems = _extra_sections(host, _section_context(report, graph))
     if sections or problems:
         report = attrs.evolve(
             report,

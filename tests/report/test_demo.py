@@ -69,6 +69,11 @@ def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
     assert any("central-limit formula" in w for w in report["warnings"])
     md = (out / "report.md").read_text()
     assert "- method: trajectories" in md and "- ledger verified" in md
+    # the method's report section sees the declared events and compares Lemma 3.1 with them
+    row = next(line for line in md.splitlines() if line.startswith(f"| {TINY.rho:g} | "))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == str(TINY.K)
+    assert float(cells[4]) < float(cells[5]) and cells[6] == "**yes**"
 
 
 def test_pipeline_states_the_methods_declaration() -> None:
