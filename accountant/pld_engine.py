@@ -286,8 +286,8 @@ def epsilon_for(pld: ComposedPLD, delta: float, *, upper: bool) -> float:
     if extra >= delta:
         return math.inf
     a = _suffix(masses)
-    with np.errstate(over="ignore"):
-        b = _suffix(masses * np.exp(-losses))
+    with np.errstate(over="ignore", invalid="ignore"):
+        b = _suffix(np.where(masses > 0, masses * np.exp(-losses), 0.0))
     counts = (masses.size - 1 - np.arange(masses.size)).astype(float)
     with np.errstate(over="ignore", invalid="ignore"):
         on_grid = extra + a - np.exp(losses) * b + err * counts

@@ -22,12 +22,13 @@ from importlib import metadata
 from typing import Any, TypeVar
 
 import attrs
+import numpy as np
 import pluggy
 
 from dpledger.core import hookspecs
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, PluginError, UnsupportedEventError
-from dpledger.core.events import Event
+from dpledger.core.events import ApproxDPEvent, Event, PureDPEvent
 from dpledger.core.hookspecs import HOOK_NAMES, PROJECT_NAME
 from dpledger.core.specs import (
     AnySpec,
@@ -416,7 +417,7 @@ class PluginHost:
 
         spec = self.method(name)
         params = spec.make_params(values)
-        event = self.lower(declare_checked(spec, params, adjacency))
+        event = self.lower(declare_checked(spec, params, adjacency), adjacency)
         return event, spec.provenance.plugin if spec.provenance else None
 
     def problems(self) -> tuple[PluginProblem, ...]:
@@ -454,39 +455,86 @@ class PluginHost:
         return out
 
     # -- accounting support ---------------------------------------------------------------
-    def lower(self, event: Event) -> Event:
-        """Replace every plugin mechanism event by its (at least as lossy) core mapping."""
+    def lower(self, event: Event, adjacency: Adjacency | None = None) -> Event:
+        """Replace every plugin mechanism event by its (at least as lossy) core mapping.
+
+        A mechanism with only a privacy profile becomes the approximate-DP event read off its
+        profile (see :func:`profile_to_core`), under ``adjacency``.
+        """
         by_class = {spec.event_class: spec for spec in self.mechanisms().values()}
-        return _lower(event, by_class, depth=0)
+        return _lower(event, by_class, depth=0, adjacency=adjacency or Adjacency())
 
 
 def _typed(table: Mapping[str, AnySpec], cls: type[S]) -> dict[str, S]:
     return {k: v for k, v in table.items() if isinstance(v, cls)}
 
 
-def _lower(event: Event, by_class: Mapping[type[Event], MechanismSpec], depth: int) -> Event:
+#: epsilons tried when a mechanism is characterised only by its privacy profile
+PROFILE_EPSILONS: tuple[float, ...] = tuple(
+    float(x) for x in np.concatenate([[0.0], np.geomspace(1e-3, 200.0, 400)])
+)
+#: the delta a profile-only mechanism is charged (per instance)
+PROFILE_DELTA = 1e-10
+
+
+def profile_to_core(spec: MechanismSpec, event: Event, adjacency: Adjacency) -> Event:
+    """The core event certified by a plugin's privacy profile.
+
+    Every point ``(eps, profile(eps))`` of a certified privacy profile is a valid
+    ``(eps, delta)`` guarantee. The smallest ``eps`` on :data:`PROFILE_EPSILONS` whose delta is
+    at most :data:`PROFILE_DELTA` is used: ``PureDPEvent`` if the profile is 0 there,
+    ``ApproxDPEvent`` otherwise. Loose next to a full PLD of the mechanism, never optimistic.
+    """
+    assert spec.privacy_profile is not None
+    owner = spec.provenance.plugin if spec.provenance else "?"
+    for eps in PROFILE_EPSILONS:
+        try:
+            delta = float(spec.privacy_profile(event, adjacency, eps))
+        except Exception as exc:  # a plugin's failure must not become a number
+            raise PluginError(
+                f"mechanism {spec.name!r} (plugin {owner}): privacy_profile raised {exc!r}"
+            ) from None
+        if not (0.0 <= delta <= 1.0):
+            raise PluginError(
+                f"mechanism {spec.name!r} (plugin {owner}): privacy_profile({eps:g}) returned "
+                f"{delta!r}, not a probability"
+            )
+        if delta == 0.0:
+            return PureDPEvent(eps)
+        if delta <= PROFILE_DELTA:
+            return ApproxDPEvent(eps, PROFILE_DELTA)
+    raise UnsupportedEventError(
+        f"{event.kind} (plugin {owner}): its privacy profile stays above {PROFILE_DELTA:g} up "
+        f"to epsilon {PROFILE_EPSILONS[-1]:g}; give the mechanism a to_core mapping"
+    )
+
+
+def _lower(
+    event: Event,
+    by_class: Mapping[type[Event], MechanismSpec],
+    depth: int,
+    adjacency: Adjacency | None = None,
+) -> Event:
+    adjacency = adjacency or Adjacency()
     if depth > 32:
         raise PluginError("mechanism mappings nest more than 32 levels deep (a cycle?)")
     spec = by_class.get(type(event))
     if spec is not None:
         if spec.to_core is None:
-            raise UnsupportedEventError(
-                f"{event.kind} (plugin {spec.provenance.plugin if spec.provenance else '?'}) has "
-                "only a privacy profile and no mapping onto core events"
-            )
+            return profile_to_core(spec, event, adjacency)
         mapped = spec.to_core(event)
         if not isinstance(mapped, Event):
             raise PluginError(f"mechanism {spec.name!r}: to_core returned {mapped!r}")
-        return _lower(mapped, by_class, depth + 1)
+        return _lower(mapped, by_class, depth + 1, adjacency)
     if not event.children():
         return event
     changes: dict[str, Any] = {}
     for field in attrs.fields(type(event)):
         value = getattr(event, field.name)
         if isinstance(value, Event):
-            changes[field.name] = _lower(value, by_class, depth)
+            changes[field.name] = _lower(value, by_class, depth, adjacency)
         elif isinstance(value, tuple) and all(isinstance(v, Event) for v in value):
-            changes[field.name] = tuple(_lower(v, by_class, depth) for v in value)
+            changes[field.name] = tuple(_lower(v, by_class, depth, adjacency) for v in value)
     return attrs.evolve(event, **changes)
 
 

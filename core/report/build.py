@@ -368,7 +368,7 @@ def _warnings(
     return out
 
 
-def _section_context(report: Report, graph: CompositionGraph) -> dict[str, Any]:
+def _section_context(report: PrivacyReport, graph: CompositionGraph) -> dict[str, Any]:
     """What report sections see: the report as plain values, plus every release's declared
     event as an event dict (``release_events``; a release run ``count`` times appears as a
     ``self_composed`` event)."""

@@ -102,6 +102,9 @@ def _prepare_out(out: Path) -> None:
 def _jsonable(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
+    to_json = getattr(value, "to_json", None)
+    if callable(to_json):  # outputs that know their own JSON form (e.g. synthetic tables)
+        return _jsonable(to_json())
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -155,7 +158,7 @@ def main(args: argparse.Namespace) -> int:
     data = load_data(data_path) if data_path is not None else None
     # account first: a declaration no accountant can bound is refused before any noise is drawn
     declared = declare_checked(spec, params, adjacency)
-    selection = select.account(host.lower(declared), adjacency, delta=delta)
+    selection = select.account(host.lower(declared, adjacency), adjacency, delta=delta)
     result = run_verified(spec, params, data, adjacency=adjacency, seed=args.seed,
                           secure=args.secure)
     ledger = {
@@ -165,7 +168,7 @@ def main(args: argparse.Namespace) -> int:
         "params": _jsonable(attrs.asdict(params)),
         "seed": args.seed,
         **result.ledger.to_dict(),
-        "declared_core": host.lower(declared).to_dict(),
+        "declared_core": host.lower(declared, adjacency).to_dict(),
         "verified": True,
         "privacy": {
             **selection.bound.to_dict(),

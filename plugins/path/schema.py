@@ -264,6 +264,18 @@ class UserTables:
     _numeric: tuple[np.ndarray, ...] = attrs.field(init=False, repr=False, eq=False)
     _codes: tuple[np.ndarray, ...] = attrs.field(init=False, repr=False, eq=False)
 
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able form (schema and rows); ``dpledger run`` writes outputs with it."""
+        return {
+            "schema": [
+                {"name": c.name, "kind": c.kind, "categories": list(c.categories),
+                 "lower": c.lower, "upper": c.upper}
+                for c in self.schema.columns
+            ],
+            "users": [{"user_id": u.user_id, "rows": [list(r) for r in u.rows]}
+                      for u in self.users],
+        }
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.schema, TableSchema):
             raise InvalidParameterError(

@@ -13,7 +13,7 @@ import attrs
 import pytest
 
 from dpledger.core import testing as _testing
-from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
+from dpledger.core.errors import InvalidParameterError, PluginError
 from dpledger.core.events import (
     EVENT_KINDS,
     ComposedEvent,
@@ -133,8 +133,10 @@ def test_mechanism_lowering_and_spec_checks(dpledger_pm) -> None:  # type: ignor
     host.unregister("stair")
     host.register(_module("p", dpledger_register_mechanisms=lambda register: register(
         profile_only)), name="p")
-    with pytest.raises(UnsupportedEventError, match="only a privacy profile"):
-        host.lower(PureStaircaseEvent(1.0))
+    # profile only: the smallest grid epsilon where the certified profile reaches zero
+    lowered = host.lower(PureStaircaseEvent(1.0))
+    assert isinstance(lowered, PureDPEvent)
+    assert 1.0 <= lowered.epsilon <= 1.0 * 1.03
 
 
 def test_mechanism_spec_validation() -> None:
@@ -203,3 +205,24 @@ def test_builtins_load_through_the_entry_point_loader(dpledger_pm) -> None:  # t
 def test_make_plugin_manager_has_no_side_effects_without_entry_points() -> None:
     pm = make_plugin_manager(load_entrypoints=False)
     assert pm.get_plugins() == set() and pm.problems == []
+
+
+def test_profile_only_mechanism_is_charged_by_its_profile() -> None:
+    """A profile that never reaches zero becomes (eps, PROFILE_DELTA)-DP at the first grid
+    epsilon where it is small enough; a profile that is not a probability is a plugin error."""
+    from dpledger.core.events import ApproxDPEvent
+    from dpledger.core.plugin_manager import PROFILE_DELTA, profile_to_core
+    from dpledger.core.specs import Provenance
+
+    def gaussian_like(event: Event, adjacency: Any, eps: float) -> float:
+        return math.exp(-eps)  # certified by assumption in this test
+
+    spec = attrs.evolve(STAIRCASE, to_core=None, privacy_profile=gaussian_like,
+                        provenance=Provenance("p", None, None, "unverified"))
+    core = profile_to_core(spec, PureStaircaseEvent(1.0), make_adj())
+    assert isinstance(core, ApproxDPEvent) and core.delta == PROFILE_DELTA
+    assert math.exp(-core.epsilon) <= PROFILE_DELTA < math.exp(-core.epsilon / 1.03)
+
+    broken = attrs.evolve(spec, privacy_profile=lambda e, a, eps: 2.0)
+    with pytest.raises(PluginError, match="not a probability"):
+        profile_to_core(broken, PureStaircaseEvent(1.0), make_adj())
