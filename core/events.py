@@ -13,7 +13,7 @@ Semantics are stable: an event class is never redefined, only new ones are added
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -323,15 +323,20 @@ def canonical(event: Event) -> Event:
     """
     if isinstance(event, TimeProfiledPureDPEvent):
         return PureDPEvent(event.epsilon)
+    return map_children(event, canonical)
+
+
+def map_children(event: Event, fn: Callable[[Event], Event]) -> Event:
+    """``event`` with ``fn`` applied to each direct sub-event (leaves are returned as they are)."""
     if not event.children():
         return event
     changes: dict[str, Any] = {}
     for field in attrs.fields(type(event)):
         value = getattr(event, field.name)
         if isinstance(value, Event):
-            changes[field.name] = canonical(value)
+            changes[field.name] = fn(value)
         elif isinstance(value, tuple) and value and all(isinstance(v, Event) for v in value):
-            changes[field.name] = tuple(canonical(v) for v in value)
+            changes[field.name] = tuple(fn(v) for v in value)
     return attrs.evolve(event, **changes)
 
 

@@ -28,7 +28,7 @@ import pluggy
 from dpledger.core import hookspecs
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, PluginError, UnsupportedEventError
-from dpledger.core.events import ApproxDPEvent, Event, PureDPEvent
+from dpledger.core.events import ApproxDPEvent, Event, PureDPEvent, map_children
 from dpledger.core.hookspecs import HOOK_NAMES, PROJECT_NAME
 from dpledger.core.specs import (
     AnySpec,
@@ -526,16 +526,7 @@ def _lower(
         if not isinstance(mapped, Event):
             raise PluginError(f"mechanism {spec.name!r}: to_core returned {mapped!r}")
         return _lower(mapped, by_class, depth + 1, adjacency)
-    if not event.children():
-        return event
-    changes: dict[str, Any] = {}
-    for field in attrs.fields(type(event)):
-        value = getattr(event, field.name)
-        if isinstance(value, Event):
-            changes[field.name] = _lower(value, by_class, depth, adjacency)
-        elif isinstance(value, tuple) and all(isinstance(v, Event) for v in value):
-            changes[field.name] = tuple(_lower(v, by_class, depth, adjacency) for v in value)
-    return attrs.evolve(event, **changes)
+    return map_children(event, lambda sub: _lower(sub, by_class, depth, adjacency))
 
 
 def host_from_options(
