@@ -47,7 +47,8 @@ def register(subparsers: Any) -> None:
                         help="seed from the OS CSPRNG (no replay; floating-point caveats remain)")
     parser.add_argument("--data", type=Path, default=None, help="data file (overrides the config)")
     parser.add_argument("--delta", type=float, default=None,
-                        help=f"delta at which epsilon is reported (default {DEFAULT_DELTA})")
+                        help="delta at which epsilon is reported (default: the config's delta, else "
+                        f"the method's own delta parameter, else {DEFAULT_DELTA})")
     add_plugin_options(parser)
     parser.set_defaults(func=main)
 
@@ -151,7 +152,13 @@ def main(args: argparse.Namespace) -> int:
     if not isinstance(adj_table, dict):
         raise InvalidParameterError("adjacency", "must be a table", "write [adjacency]")
     adjacency = Adjacency(**adj_table)
-    delta = args.delta if args.delta is not None else float(config.get("delta", DEFAULT_DELTA))
+    # the query delta: --delta, else the file's, else the method's own target delta, else 1e-5
+    method_delta = getattr(params, "delta", None)
+    fallback = method_delta if isinstance(method_delta, float) and 0 < method_delta < 1 else None
+    delta = (
+        args.delta if args.delta is not None
+        else float(config.get("delta", fallback if fallback is not None else DEFAULT_DELTA))
+    )
     data_path = args.data or (
         (args.config.parent / config["data"]) if "data" in config else None
     )
