@@ -47,8 +47,8 @@ def register(subparsers: Any) -> None:
                         help="seed from the OS CSPRNG (no replay; floating-point caveats remain)")
     parser.add_argument("--data", type=Path, default=None, help="data file (overrides the config)")
     parser.add_argument("--delta", type=float, default=None,
-                        help="delta at which epsilon is reported (default: the config's delta, else "
-                        f"the method's own delta parameter, else {DEFAULT_DELTA})")
+                        help="delta at which epsilon is reported (default: the config's "
+                        f"delta, else the method's own delta parameter, else {DEFAULT_DELTA})")
     add_plugin_options(parser)
     parser.set_defaults(func=main)
 
