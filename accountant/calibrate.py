@@ -16,7 +16,7 @@ from dpledger.accountant.base import EpsilonBound
 from dpledger.accountant.conversions import U, gaussian_delta_bracket
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError
+from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 from dpledger.core.events import Event
 
 
@@ -55,10 +55,21 @@ def _check_targets(target_epsilon: float, target_delta: float) -> tuple[float, f
     return float(target_epsilon), float(target_delta)
 
 
+#: backends tried first when the caller names none: they give the smallest certified bounds;
+#: the slower cross-checks are used only for events these cannot bound
+SEARCH_BACKENDS: tuple[str, ...] = ("closed_form", "pld")
+
+
 def _certified(
     event: Event, adjacency: Adjacency | None, delta: float, backends: Sequence[str] | None
 ) -> EpsilonBound:
-    bound = account(event, adjacency, delta=delta, backends=backends).bound
+    if backends is None:
+        try:
+            bound = account(event, adjacency, delta=delta, backends=SEARCH_BACKENDS).bound
+        except UnsupportedEventError:
+            bound = account(event, adjacency, delta=delta).bound
+    else:
+        bound = account(event, adjacency, delta=delta, backends=backends).bound
     assert isinstance(bound, EpsilonBound)
     return bound
 

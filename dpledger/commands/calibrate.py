@@ -82,10 +82,6 @@ def _bracket(args: argparse.Namespace) -> tuple[float, float]:
     return lo, hi
 
 
-#: accountants used during the search; the result is then checked by all of them
-SEARCH_BACKENDS = ("closed_form", "pld")
-
-
 def make_event_factory(q: float, steps: int) -> Any:
     """sigma -> the composed event of ``steps`` Poisson(q)-subsampled Gaussian steps."""
 
@@ -117,11 +113,8 @@ def run(args: argparse.Namespace) -> int:
     from dpledger.accountant.select import account
 
     make_event = make_event_factory(q, steps)
-    # search with the tight backends only (the slow cross-checks add nothing to the minimum);
-    # the chosen sigma is re-accounted by every backend below
-    result = calibrate_noise_multiplier(
-        make_event, adjacency, eps, delta, bracket=bracket, backends=SEARCH_BACKENDS
-    )
+    # the search uses the tight backends; the chosen sigma is re-accounted by every backend below
+    result = calibrate_noise_multiplier(make_event, adjacency, eps, delta, bracket=bracket)
     sigma = float(result.noise_multiplier)
     check = account(make_event(sigma), adjacency, delta=delta).bound
     assert isinstance(check, EpsilonBound)
