@@ -189,6 +189,17 @@ def _grammar_mask(tables: list[_Table], vocab: int) -> Any:
     return mask
 
 
+def _static_cache(model: Any, max_tokens: int) -> Any:
+    """A key-value cache preallocated to ``max_tokens`` positions (None: the model's default)."""
+    if not hasattr(model, "config"):
+        return None
+    from transformers import StaticCache
+
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") \
+        else model.config
+    return StaticCache(config=config, max_cache_len=max_tokens)
+
+
 def _sample_batch(model: Any, codec: Codec, schema: TableSchema, first: int, size: int,
                   config: GenerationConfig, generator: Any) -> list[Rows]:
     import torch
@@ -207,7 +218,11 @@ def _sample_batch(model: Any, codec: Codec, schema: TableSchema, first: int, siz
     ids = torch.tensor([prompt] * size, dtype=torch.long)
     mask = torch.ones_like(ids)
     with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=mask, use_cache=True)
+        # a cache preallocated to max_tokens: the default dynamic cache concatenates at every
+        # step, which costs time quadratic in the table length
+        cache = _static_cache(model, config.max_tokens)
+        first_kw = {} if cache is None else {"past_key_values": cache}
+        out = model(input_ids=ids, attention_mask=mask, use_cache=True, **first_kw)
         length = len(prompt)
         while length < config.max_tokens:
             logits = out.logits[:, -1, :].double() / config.temperature

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -10,17 +11,44 @@ import pytest
 ROOT = Path(__file__).parents[3]
 
 
-@pytest.mark.slow
-def test_table2_tiny_real_and_direct(tmp_path: Path) -> None:
+def _table2(tmp_path: Path, *extra: str) -> list[dict[str, object]]:
     out = tmp_path / "t2.json"
     subprocess.run(
-        [sys.executable, "-m", "experiments.path.table2", "--methods", "real", "direct_markov",
-         "--epsilons", "10", "--n-users", "150", "--length", "6", "--bins", "6", "--iters", "100",
-         "--out", str(out)],
-        cwd=ROOT, check=True, timeout=600,
+        [sys.executable, "-m", "experiments.path.table2", *extra, "--out", str(out)],
+        cwd=ROOT, check=True, timeout=900,
     )
-    rows = json.loads(out.read_text())["rows"]
+    rows: list[dict[str, object]] = json.loads(out.read_text())["rows"]
+    return rows
+
+
+@pytest.mark.slow
+def test_table2_tiny_real_and_direct(tmp_path: Path) -> None:
+    rows = _table2(tmp_path, "--methods", "real", "direct_markov", "--epsilons", "10",
+                   "--n-users", "150", "--length", "6", "--bins", "6", "--iters", "100")
     real, direct = rows
     assert real["method"] == "real" and direct["method"] == "direct_markov"
-    # real subsample is closer to held-out data than the flattened baseline on HMM likelihood
-    assert real["hmm_loglik_w1"] < direct["hmm_loglik_w1"]
+    # real tables are closer to held-out data than the flattened baseline on HMM likelihood
+    assert real["hmm_loglik_w1"] < direct["hmm_loglik_w1"]  # type: ignore[operator]
+    # fresh real tables are not in the training set: their TDCR is not the trivial 1
+    assert real["tdcr_jsd"] < 1.0  # type: ignore[operator]
+    # the Gaussian release is accounted in closed form at exactly (10, 1/n^2)
+    assert direct["accountant"] == "closed_form"
+    assert 9.99 < direct["epsilon_certified"] <= 10.0 + 1e-9  # type: ignore[operator]
+    assert direct["delta"] == pytest.approx(1.0 / 120**2)
+
+
+@pytest.mark.slow
+def test_table2_tiny_path(tmp_path: Path) -> None:
+    rows = _table2(tmp_path, "--methods", "path_public", "path", "--epsilons", "8",
+                   "--n-users", "40", "--public-users", "20", "--pretrain-steps", "3",
+                   "--steps", "2", "--q", "0.5", "--max-rows", "2", "--max-tokens", "400",
+                   "--embedder", "summary", "--generation-batch", "32")
+    public, path = rows
+    assert public["method"] == "path_public" and public["epsilon_certified"] == 0.0
+    assert path["method"] == "path"
+    eps = path["epsilon_certified"]
+    assert isinstance(eps, float) and eps <= 8.0 and math.isclose(eps, 8.0, rel_tol=0.02)
+    assert path["accountant"] in ("pld", "rdp")
+    info = path["info"]
+    assert isinstance(info, dict) and info["epsilon_total"] == eps
+    assert 0 < path["n_synthetic"] <= 8  # type: ignore[operator]
