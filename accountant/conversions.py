@@ -11,7 +11,7 @@ monotonicity of the floating-point profile).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from scipy import special
@@ -242,3 +242,11 @@ def rdp_to_delta(orders: np.ndarray, rdp: np.ndarray, epsilon: float) -> tuple[f
         if d < best:
             best, best_order = d, a
     return min(best, 1.0), best_order
+
+
+def merged_gaussian_multiplier(parts: Iterable[tuple[float, int]]) -> float:
+    """Noise multiplier of the single Gaussian that ``count`` releases of each multiplier compose
+    into exactly (1/s^2 = sum k_i / s_i^2), rounded down (more privacy loss) to absorb float
+    error."""
+    precision = math.fsum(k / s**2 for s, k in parts)
+    return math.nextafter(1.0 / math.sqrt(precision) * (1 - 1e-12), 0.0)

@@ -15,6 +15,7 @@ from collections.abc import Hashable, Sequence
 import attrs
 
 from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
+from dpledger.accountant.conversions import merged_gaussian_multiplier
 from dpledger.accountant.pld_engine import (
     MAX_FFT_LEN,
     MAX_LOSS,
@@ -63,21 +64,25 @@ def _merge_gaussians(merged: dict[Event, int]) -> dict[Event, int]:
     if len(gaussians) <= 1:
         return merged
     out = {e: k for e, k in merged.items() if not isinstance(e, GaussianEvent)}
-    precision = math.fsum(k / e.noise_multiplier**2 for e, k in gaussians)
-    # round the merged noise multiplier down (more privacy loss) to absorb float error
-    sigma = math.nextafter(1.0 / math.sqrt(precision) * (1 - 1e-12), 0.0)
+    sigma = merged_gaussian_multiplier((e.noise_multiplier, k) for e, k in gaussians)
     out[GaussianEvent(sigma)] = out.get(GaussianEvent(sigma), 0) + 1
     return out
+
+
+def _grid_index(x: float, step: float, *, up: bool) -> int:
+    """Index of ``x`` (> 0) on the geometric grid ``(1 + step)^i``, rounding up or down."""
+    i = math.log(x) / math.log1p(step)
+    return math.ceil(i) if up else math.floor(i)
 
 
 def _round_up(x: float, step: float = REPRESENTATIVE_STEP) -> float:
     if x <= 0:
         return x
-    return float(math.exp(math.ceil(math.log(x) / math.log1p(step)) * math.log1p(step)))
+    return float(math.exp(_grid_index(x, step, up=True) * math.log1p(step)))
 
 
 def _round_down(x: float, step: float = REPRESENTATIVE_STEP) -> float:
-    return float(math.exp(math.floor(math.log(x) / math.log1p(step)) * math.log1p(step)))
+    return float(math.exp(_grid_index(x, step, up=False) * math.log1p(step)))
 
 
 def _representative(event: Event, step: float, *, up: bool) -> Event:
@@ -96,11 +101,6 @@ def _representative(event: Event, step: float, *, up: bool) -> Event:
     return event
 
 
-def _dominating(event: Event, step: float) -> Event:
-    """An event at least as privacy-costly, with parameters on a geometric grid of ``step``."""
-    return _representative(event, step, up=True)
-
-
 def _group(merged: dict[Event, int], step: float, *, up: bool) -> dict[Event, int]:
     out: dict[Event, int] = {}
     for event, k in merged.items():
@@ -111,14 +111,13 @@ def _group(merged: dict[Event, int], step: float, *, up: bool) -> dict[Event, in
 
 def _grid_key(event: Event, step: float) -> Hashable:
     """The cell of ``event`` on the representative grid (cheap: builds no event)."""
-    scale = math.log1p(step)
     if isinstance(event, GaussianEvent | LaplaceEvent):
-        return (event.kind, math.floor(math.log(event.noise_multiplier) / scale))
+        return (event.kind, _grid_index(event.noise_multiplier, step, up=False))
     if isinstance(event, PureDPEvent):
-        return (event.kind, math.ceil(math.log(event.epsilon) / scale) if event.epsilon else None)
+        return (event.kind, _grid_index(event.epsilon, step, up=True) if event.epsilon else None)
     if isinstance(event, PoissonSampledEvent):
-        q = event.sampling_probability
-        return (event.kind, math.ceil(math.log(q) / scale), _grid_key(event.event, step))
+        q = _grid_index(event.sampling_probability, step, up=True)
+        return (event.kind, q, _grid_key(event.event, step))
     return event
 
 
@@ -128,11 +127,6 @@ def _representative_step(merged: dict[Event, int]) -> float:
     while step < 0.025 and len({_grid_key(e, step) for e in merged}) > MAX_DISTINCT_COMPONENTS:
         step *= 1.5
     return step
-
-
-def _dominating_representatives(merged: dict[Event, int]) -> dict[Event, int]:
-    """Round parameters to the safe side on a geometric grid, coarsening until few remain."""
-    return _group(merged, _representative_step(merged), up=True)
 
 
 def _resolution(target_points: int, components: int) -> int:

@@ -18,6 +18,7 @@ import warnings
 from typing import Any
 
 from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
+from dpledger.accountant.conversions import merged_gaussian_multiplier
 from dpledger.core.errors import BoundUnavailable
 from dpledger.core.events import (
     ApproxDPEvent,
@@ -189,8 +190,7 @@ def _merge_gaussians(specs: dict[_Spec, int]) -> dict[_Spec, int]:
     if not gaussians:
         return specs
     out = {spec: k for spec, k in specs.items() if spec[0] != "gaussian"}
-    precision = math.fsum(k / sigma**2 for sigma, k in gaussians)
-    sigma = math.nextafter(1.0 / math.sqrt(precision) * (1 - 1e-12), 0.0)
+    sigma = merged_gaussian_multiplier(gaussians)
     if sigma < MIN_GAUSSIAN_MULTIPLIER:
         raise BoundUnavailable(
             "prv", f"composed Gaussian noise multiplier {sigma:.3g} is below "
