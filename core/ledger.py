@@ -43,6 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpledger.core.adjacency import Adjacency
+from dpledger.core.declaration import Declaration, declare_once, frozen_copy
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError, PluginError
 from dpledger.core.events import (
     ApproxDPEvent,
@@ -278,6 +279,29 @@ def _finite_array(name: str, values: Any) -> FloatArray:
     return arr
 
 
+def _count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise InvalidParameterError(name, f"must be an integer >= 1, got {value!r}", "pass e.g. 1")
+    return int(value)
+
+
+def _unit_codes(keys: Any) -> NDArray[np.int64]:
+    """Integer codes of one unit key per row (any hashable, sortable keys)."""
+    arr = np.asarray(keys)
+    if arr.ndim != 1:
+        raise InvalidParameterError("unit_keys", f"must be 1-D, got shape {arr.shape}",
+                                    "pass one unit key per row")
+    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+        raise InvalidParameterError("unit_keys", "contains NaN or infinite keys",
+                                    "give every row a unit key")
+    try:
+        _, codes = np.unique(arr, return_inverse=True)
+    except TypeError:
+        raise InvalidParameterError("unit_keys", "mixes key types that cannot be compared",
+                                    "use one type of key (e.g. strings)") from None
+    return codes.astype(np.int64).reshape(-1)
+
+
 class Sample:
     """A drawn sample; use it as a context manager around the steps that run on it.
 
@@ -345,26 +369,41 @@ class PrivacyLedger:
 
     def __init__(
         self,
-        declared: Event,
+        declared: Event | Declaration,
         adjacency: Adjacency | None = None,
         rng: np.random.Generator | int | None = None,
         *,
         secure: bool = False,
     ) -> None:
-        if not isinstance(declared, Event):
+        if isinstance(declared, Event):
+            declared = Declaration(declared, "row")
+        if not isinstance(declared, Declaration):
             raise InvalidParameterError(
-                "declared", f"must be an Event, got {type(declared).__name__}", "pass an event"
+                "declared", f"must be an Event or a Declaration, got {type(declared).__name__}",
+                "pass an event",
             )
-        self.declared = declared
         self.adjacency = adjacency or Adjacency()
+        if declared.unit == "user" and self.adjacency.unit != "user":
+            raise InvalidParameterError(
+                "declared", "a user-level declaration needs a user-level adjacency",
+                "declare the row-level event, or pass Adjacency(unit='user', unit_key=...)",
+            )
+        #: the ledger's own copy: nothing the method holds can change what is enforced
+        self.declaration = Declaration(frozen_copy(declared.event), declared.unit)
+        self.declared = self.declaration.event
         self.secure = secure
         self.rng = make_rng(rng, secure=secure)
-        self._declared_ms = canonical_multiset(declared)
+        self._declared_ms = canonical_multiset(self.declared)
         self._entries: list[Event] = []
         self._counts: Counter[Hashable] = Counter()
         self._scopes: list[Sample] = []
         self._clip_l2: tuple[float, str] | None = None
+        #: steps that enforced the privacy unit (grouping, contribution bound, per-unit clip)
+        self.unit_steps: list[str] = []
+        #: data-independent facts of every step (safe to publish with the outputs)
         self.log: list[dict[str, Any]] = []
+        #: data-dependent diagnostics (realised sample sizes, row counts): never publish
+        self.private_log: list[dict[str, Any]] = []
 
     # -- bookkeeping -------------------------------------------------------------------
     def _candidate(self, event: Event) -> tuple[Event, Counter[Hashable]]:
@@ -435,8 +474,100 @@ class PrivacyLedger:
                           1.0)
         clipped = rows * factor[:, None]
         self._clip_l2 = (c, step)
-        self.log.append({"step": step, "clip_l2": c, "rows": int(rows.shape[0])})
+        self.log.append({"step": step, "clip_l2": c})
+        self.private_log.append({"step": step, "rows": int(rows.shape[0])})
         return clipped.reshape(arr.shape)
+
+    # -- the privacy unit ----------------------------------------------------------------
+    def bound_units(self, keys: Any, max_contributions: int, *, step: str = "bound_units"
+                    ) -> NDArray[np.int64]:
+        """Indices of the rows to keep: at most ``max_contributions`` rows per unit.
+
+        ``keys`` holds one unit identifier (the adjacency's ``unit_key`` column) per row; a
+        unit's first ``max_contributions`` rows in data order are kept. The decision for a
+        unit depends on that unit's rows only, so the step is stable: adding or removing one
+        unit changes at most ``max_contributions`` kept rows. Records that the run enforced
+        the unit (required by a user-level declaration).
+        """
+        step = _check_step(step)
+        k = _count("max_contributions", max_contributions)
+        codes = _unit_codes(keys)
+        keep = _first_rows_per_unit(codes, k)
+        self.unit_steps.append(step)
+        self.log.append({"step": step, "bound_units": k})
+        self.private_log.append({"step": step, "rows": int(codes.size), "kept": int(keep.size)})
+        return keep
+
+    def _unit_sums(self, rows: FloatArray, unit_keys: Any, step: str) -> FloatArray:
+        """Per-unit sums of ``rows`` (one row per unit out), recording the enforced unit."""
+        codes = _unit_codes(unit_keys)
+        if codes.size != rows.shape[0]:
+            raise InvalidParameterError(
+                "unit_keys", f"has {codes.size} keys for {rows.shape[0]} rows",
+                "pass one unit key per row",
+            )
+        if codes.size == 0:
+            return rows
+        _, inverse = np.unique(codes, return_inverse=True)
+        sums = np.zeros((int(inverse.max()) + 1, rows.shape[1]))
+        np.add.at(sums, inverse, rows)
+        self.unit_steps.append(step)
+        return sums
+
+    def _clipped_sum(self, contributions: Any, clip_norm: float, norm: str, step: str,
+                     unit_keys: Any) -> tuple[FloatArray, tuple[int, ...], float]:
+        c = _positive("clip_norm", clip_norm)
+        arr = _finite_array("contributions", contributions)
+        if arr.ndim == 0:
+            raise InvalidParameterError("contributions", "must have one row per record",
+                                        "pass a 1-D or 2-D array")
+        shape = tuple(int(d) for d in arr.shape[1:])
+        rows = arr.reshape(arr.shape[0], int(np.prod(shape, dtype=np.int64)))
+        if unit_keys is not None:
+            rows = self._unit_sums(rows, unit_keys, step)
+        if norm == "l2":
+            size = np.linalg.norm(rows, axis=1) if rows.size else np.zeros(rows.shape[0])
+        else:
+            size = np.abs(rows).sum(axis=1) if rows.size else np.zeros(rows.shape[0])
+        factor = np.where(size > c, (c / np.maximum(size, np.finfo(float).tiny)) * _CLIP_SHRINK,
+                          1.0)
+        total = (rows * factor[:, None]).sum(axis=0)
+        self.log.append({"step": f"{step}.clip", f"clip_{norm}": c,
+                         "per": "unit" if unit_keys is not None else "row"})
+        self.private_log.append({"step": f"{step}.clip", "rows": int(arr.shape[0])})
+        return total, shape, c
+
+    def clipped_sum_gaussian(self, contributions: Any, clip_norm: float,
+                             noise_multiplier: float, *, step: str,
+                             unit_keys: Any = None) -> Any:
+        """Sum of per-record contributions clipped to L2 norm ``clip_norm``, plus Gaussian noise.
+
+        The framework clips, so the sensitivity accounted is the one enforced: ``clip_norm``
+        under add/remove. With ``unit_keys`` (one key per row) each unit's rows are summed
+        first and the unit's total is clipped: the sensitivity is then per unit (user level),
+        and the step counts as enforcing the unit. Books ``GaussianEvent(noise_multiplier)``.
+        """
+        step = _check_step(step)
+        _positive("noise_multiplier", noise_multiplier)
+        total, shape, c = self._clipped_sum(contributions, clip_norm, "l2", step, unit_keys)
+        out = self.gaussian(total.reshape(shape) if shape else total[0], c, noise_multiplier,
+                            step=step)
+        return out
+
+    def clipped_sum_laplace(self, contributions: Any, clip_norm: float,
+                            noise_multiplier: float, *, step: str,
+                            unit_keys: Any = None) -> Any:
+        """Sum of per-record contributions clipped to L1 norm ``clip_norm``, plus Laplace noise
+        of scale ``noise_multiplier * clip_norm``; ``unit_keys`` as in
+        :meth:`clipped_sum_gaussian`. Books ``LaplaceEvent(noise_multiplier)``."""
+        step = _check_step(step)
+        _positive("noise_multiplier", noise_multiplier)
+        total, shape, c = self._clipped_sum(contributions, clip_norm, "l1", step, unit_keys)
+        scale = noise_multiplier * c
+        event = LaplaceEvent(float(noise_multiplier))
+        self._record(event, step, {"sensitivity": c, "scale": scale, "norm": "l1"})
+        noisy = total + self.rng.laplace(0.0, scale, size=total.shape)
+        return noisy.reshape(shape) if shape else float(noisy[0])
 
     # -- additive noise ----------------------------------------------------------------
     def gaussian(self, values: Any, sensitivity: float, noise_multiplier: float, *,
@@ -572,7 +703,8 @@ class PrivacyLedger:
             raise InvalidParameterError("q", f"must lie in [0, 1], got {q!r}", "pass a rate")
         rate = float(q)
         indices = np.flatnonzero(self.rng.random(int(n)) < rate).astype(np.int64)
-        self.log.append({"step": step, "poisson_sample": rate, "size": int(indices.size)})
+        self.log.append({"step": step, "poisson_sample": rate})
+        self.private_log.append({"step": step, "size": int(indices.size)})
         return Sample(self, "poisson", step, lambda e: PoissonSampledEvent(rate, e), indices)
 
     def sample_without_replacement(self, n: int, m: int, *, step: str) -> Sample:
@@ -607,6 +739,13 @@ class PrivacyLedger:
                 f"step {self._scopes[-1].step!r}: a sample is still open. Fix: leave the "
                 "`with` block of every sample before returning"
             )
+        if self.declaration.unit == "user" and not self.unit_steps:
+            raise LedgerViolationError(
+                "the method declares a user-level event but its run never enforced the unit: "
+                "no step grouped rows by the unit key, bounded contributions per unit or clipped "
+                "per unit. Fix: call ledger.bound_units(keys, k) or pass unit_keys to a clipped "
+                "sum, or declare the row-level event and let dpledger lift it"
+            )
         executed = canonical_multiset(self.executed_event())
         if not multiset_covered(executed, self._declared_ms):
             culprit = next(
@@ -623,13 +762,20 @@ class PrivacyLedger:
         return canonical_multiset(self.executed_event()) == self._declared_ms
 
     def to_dict(self) -> dict[str, Any]:
+        """Data-independent facts only: safe to publish beside the outputs."""
         return {
             "declared": self.declared.to_dict(),
+            "declared_unit": self.declaration.unit,
+            "unit_steps": list(self.unit_steps),
             "executed": self.executed_event().to_dict(),
             "adjacency": self.adjacency.to_dict(),
             "secure_seed": self.secure,
             "steps": list(self.log),
         }
+
+    def private_dict(self) -> dict[str, Any]:
+        """Data-dependent diagnostics (realised sample sizes, row counts): never publish."""
+        return {"steps": list(self.private_log)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -637,26 +783,61 @@ class PrivacyLedger:
 # ---------------------------------------------------------------------------------------------
 @attrs.frozen
 class RunResult:
-    """Outputs of a verified run, the declaration and the ledger."""
+    """Outputs of a verified run, the frozen declaration and the ledger."""
 
     outputs: Mapping[str, Any]
-    declared: Event
+    declaration: Declaration
     ledger: PrivacyLedger = attrs.field(eq=False)
 
+    @property
+    def declared(self) -> Event:
+        """The declared event (stated for ``declaration.unit``)."""
+        return self.declaration.event
 
-def declare_checked(spec: MethodSpec, params: Any, adjacency: Adjacency) -> Event:
-    """``spec.declare`` with its result checked to be an Event."""
-    if not isinstance(params, spec.params):
+
+def declare_checked(spec: MethodSpec, params: Any, adjacency: Adjacency) -> Declaration:
+    """``spec.declare`` called once, its answer validated and frozen."""
+    return declare_once(spec, params, adjacency)
+
+
+def bound_rows_per_unit(data: Any, adjacency: Adjacency) -> Any:
+    """``data`` with at most ``adjacency.max_contributions`` rows per unit (first in order).
+
+    For row-level declarations on a user-level source: the core enforces the contribution bound
+    that lifting assumes. ``data`` must be a mapping of equal-length columns holding the
+    adjacency's ``unit_key``; every column of that length is filtered alike.
+    """
+    key = adjacency.unit_key
+    if not isinstance(data, Mapping) or key not in data:
         raise InvalidParameterError(
-            "params", f"expected {spec.params.__name__}, got {type(params).__name__}",
-            f"build them with {spec.name}'s parameter class",
+            f"data.{key}", f"is missing: user-level adjacency identifies users by {key!r}",
+            f"give the data a column {key!r} with one user id per row (or use row-level "
+            "adjacency)",
         )
-    event = spec.declare(params, adjacency)
-    if not isinstance(event, Event):
-        raise PluginError(
-            f"method {spec.name!r}: declare() returned {type(event).__name__}, not an Event"
-        )
-    return event
+    keys = np.asarray(data[key])
+    if keys.ndim != 1:
+        raise InvalidParameterError(f"data.{key}", f"must be 1-D, got shape {keys.shape}",
+                                    "store one user id per row")
+    keep = _first_rows_per_unit(_unit_codes(keys), adjacency.max_contributions)
+    n = keys.shape[0]
+    out: dict[str, Any] = {}
+    for name, column in data.items():
+        arr = np.asarray(column) if not callable(column) else None
+        if arr is not None and arr.ndim >= 1 and arr.shape[0] == n:
+            out[name] = arr[keep]
+        else:
+            out[name] = column
+    return out
+
+
+def _first_rows_per_unit(codes: NDArray[np.int64], k: int) -> NDArray[np.int64]:
+    if codes.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_codes)) + 1]
+    rank = np.arange(codes.size) - np.repeat(starts, np.diff(np.r_[starts, codes.size]))
+    return np.sort(order[rank < k]).astype(np.int64)
 
 
 def run_verified(
@@ -667,17 +848,31 @@ def run_verified(
     adjacency: Adjacency | None = None,
     seed: int | None = None,
     secure: bool = False,
+    declaration: Declaration | None = None,
 ) -> RunResult:
-    """Declare, run under a ledger, verify, and only then hand back the outputs."""
+    """Declare (once), run under a ledger, verify, and only then hand back the outputs.
+
+    ``declaration`` is the frozen declaration already accounted for this run (from
+    :func:`declare_checked`); without it ``declare`` is called here, once. A row-level
+    declaration on a user-level adjacency runs on the data with at most ``max_contributions``
+    rows per user (:func:`bound_rows_per_unit`), which its lifted accounting assumes.
+    """
     adjacency = adjacency or Adjacency()
-    declared = declare_checked(spec, params, adjacency)
+    if declaration is None:
+        declaration = declare_checked(spec, params, adjacency)
+    if adjacency.unit == "user" and declaration.unit == "row":
+        data = bound_rows_per_unit(data, adjacency)
     root = make_rng(seed, secure=secure)
     ledger_rng, run_rng = root.spawn(2)
-    ledger = PrivacyLedger(declared, adjacency, ledger_rng)
+    ledger = PrivacyLedger(declaration, adjacency, ledger_rng)
     ledger.secure = secure
     outputs = spec.run(params, data, ledger, run_rng)
     ledger.verify()
+    if ledger.declaration != declaration:
+        raise LedgerViolationError(
+            f"method {spec.name!r} changed the ledger's declaration during its run. "
+            "Fix: never modify ledger.declared"
+        )
     if not isinstance(outputs, Mapping) or not all(isinstance(k, str) for k in outputs):
         raise PluginError(f"method {spec.name!r}: run() must return a mapping of named outputs")
-    return RunResult(dict(outputs), declared, ledger)
-
+    return RunResult(dict(outputs), declaration, ledger)

@@ -67,9 +67,10 @@ RELEASE_KEYS = (
 POSTPROCESS_KEYS = ("id", "description", "inputs")
 
 
-#: ``resolve(method, params, adjacency) -> (core event, plugin name)``: a registered method's
-#: declaration for one run, mapped onto core events (see ``PluginHost.resolve_method``)
-MethodResolver = Callable[[str, Mapping[str, Any], Adjacency], tuple[Event, str | None]]
+#: ``resolve(method, params, adjacency) -> (core event, plugin name, unit)``: a registered
+#: method's declaration for one run, mapped onto core events, and the unit that event protects
+#: (``"row"``: lifted to the source's unit by the graph; see ``PluginHost.resolve_method``)
+MethodResolver = Callable[[str, Mapping[str, Any], Adjacency], tuple[Event, str | None, str]]
 
 
 @attrs.frozen(eq=False)
@@ -408,7 +409,7 @@ def _method_event(
     path: str,
     source: str,
     resolve_method: MethodResolver | None,
-) -> tuple[Event, str | None, Adjacency]:
+) -> tuple[Event, str | None, str]:
     method = _string(ctx, table, "method", path, required=False)
     if method is None:
         raise ctx.fail(
@@ -431,7 +432,7 @@ def _method_event(
             "read from a source or from a transform of one",
         )
     try:
-        event, plugin = resolve_method(method, params, adjacency)
+        event, plugin, unit = resolve_method(method, params, adjacency)
     except InvalidParameterError as exc:
         if exc.field == "method":
             raise ctx.fail(f"{path}.method", exc.problem, exc.fix) from None
@@ -440,7 +441,7 @@ def _method_event(
         raise ctx.fail(
             f"{path}.method", str(exc), "name a method listed by `dpledger plugins`"
         ) from None
-    return event, plugin, adjacency
+    return event, plugin, unit
 
 
 def _release(
@@ -465,12 +466,20 @@ def _release(
             )
         event = parse_event(ctx, table["event"], f"{path}.event")
     else:
-        event, resolved_plugin, adjacency = _method_event(
+        event, resolved_plugin, declared_unit = _method_event(
             ctx, graph, table, path, str(source), resolve_method
         )
         plugin = plugin or resolved_plugin
-        # a method declares its event w.r.t. the unit it is given (as `dpledger run` does)
-        default_unit = adjacency.unit
+        # the method's declaration names the unit its event protects; a row-level event is
+        # lifted to the source's unit by the graph, exactly as a release written as an event
+        if "declared_unit" in table and table["declared_unit"] != declared_unit:
+            raise ctx.fail(
+                f"{path}.declared_unit",
+                f"is {table['declared_unit']!r}, but method declares a {declared_unit}-level "
+                "event",
+                "remove declared_unit: a registered method states its own unit",
+            )
+        default_unit = declared_unit
     count = _int(ctx, table.get("count", 1), f"{path}.count", 0)
     unit = table.get("declared_unit", default_unit)
     if unit not in ("row", "user"):

@@ -410,15 +410,17 @@ class PluginHost:
 
     def resolve_method(
         self, name: str, values: Mapping[str, Any], adjacency: Adjacency
-    ) -> tuple[Event, str | None]:
-        """A method's declared event for one run with ``values`` as its parameters, mapped onto
-        core events, and the name of the plugin that registered it."""
+    ) -> tuple[Event, str | None, str]:
+        """A method's declaration for one run with ``values`` as its parameters: the event
+        mapped onto core events, the plugin that registered the method, and the unit the
+        event protects (``"row"`` events are lifted by the core)."""
         from dpledger.core.ledger import declare_checked
 
         spec = self.method(name)
         params = spec.make_params(values)
-        event = self.lower(declare_checked(spec, params, adjacency), adjacency)
-        return event, spec.provenance.plugin if spec.provenance else None
+        declaration = declare_checked(spec, params, adjacency)
+        event = self.lower(declaration.event, adjacency)
+        return event, spec.provenance.plugin if spec.provenance else None, declaration.unit
 
     def problems(self) -> tuple[PluginProblem, ...]:
         self._collect()

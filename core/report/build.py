@@ -518,8 +518,9 @@ def report_pipeline(
 
 
 def report_pipeline_file(path: str | Path, **kwargs: Any) -> BuiltReport:
-    """Load a ``.toml``/``.json`` pipeline file and report it."""
-    pipeline = load_pipeline(path)
+    """Load a ``.toml``/``.json`` pipeline file and report it (methods resolved by ``host``)."""
+    host = kwargs.get("host")
+    pipeline = load_pipeline(path, resolve_method=host.resolve_method if host else None)
     return report_pipeline(pipeline, descriptions=file_descriptions(path), **kwargs)
 
 
@@ -628,11 +629,17 @@ def _report_ledger(
     prov = Provenance(**prov_raw) if isinstance(prov_raw, Mapping) else None
     graph = CompositionGraph()
     graph.add_source("data", adjacency)
+    unit = ledger.get("declared_unit", "row")
+    if unit not in ("row", "user"):
+        raise InvalidParameterError(
+            "INPUT", f"{LEDGER_FILE} has declared_unit {unit!r}", "pass a run dir of `dpledger run`"
+        )
     graph.add_release(
         method,
         event,
         "data",
-        declared_unit="user" if adjacency.unit == "user" else "row",
+        # the declaration's own unit: a row-level declaration is lifted to a user-level source
+        declared_unit=unit,
         method=method,
         plugin=prov.plugin if prov is not None else None,
     )

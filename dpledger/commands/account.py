@@ -101,7 +101,7 @@ def _lazy_resolver() -> MethodResolver:
 
     def resolve(
         name: str, values: Mapping[str, Any], adjacency: Adjacency
-    ) -> tuple[Event, str | None]:
+    ) -> tuple[Event, str | None, str]:
         if not hosts:
             hosts.append(host_from_options())
         return hosts[0].resolve_method(name, values, adjacency)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -25,8 +26,11 @@ from dpledger import __version__
 from dpledger.accountant import select
 from dpledger.commands.plugins import add_plugin_options, host_from_args
 from dpledger.core.adjacency import Adjacency
+from dpledger.core.declaration import Declaration, stated_for_unit, unit_adjacency
 from dpledger.core.errors import InvalidParameterError
+from dpledger.core.events import Event
 from dpledger.core.ledger import declare_checked, run_verified
+from dpledger.core.report.numbers import fmt_up
 
 DEFAULT_DELTA = 1e-5
 _RESERVED = {"params", "data", "adjacency", "delta"}
@@ -113,8 +117,20 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def write_atomically(out: Path, outputs: Mapping[str, Any], ledger: dict[str, Any]) -> None:
-    """Write everything into a temporary sibling of ``out``, then rename it into place."""
+#: the run record: data-independent facts only, safe to publish beside the outputs
+RECORD_FILE = "ledger.json"
+#: data-dependent diagnostics (seed, realised sample sizes, row counts): never publish
+PRIVATE_FILE = "PRIVATE-diagnostics.json"
+
+
+def write_atomically(out: Path, outputs: Mapping[str, Any], ledger: dict[str, Any],
+                     private: Mapping[str, Any] | None = None) -> None:
+    """Write everything into a temporary sibling of ``out``, then rename it into place.
+
+    ``ledger`` is the public run record (``ledger.json``); ``private`` (data-dependent values
+    useful for debugging, and the seed, which would let anyone subtract the noise) goes to
+    ``PRIVATE-diagnostics.json``, which must never be published with the outputs.
+    """
     parent = out.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
@@ -130,13 +146,44 @@ def write_atomically(out: Path, outputs: Mapping[str, Any], ledger: dict[str, An
                 scalars[name] = _jsonable(value)
         ledger = {**ledger, "outputs": {"files": files, "values": scalars}}
         (tmp / "outputs.json").write_text(json.dumps(scalars, indent=2, sort_keys=True) + "\n")
-        (tmp / "ledger.json").write_text(json.dumps(ledger, indent=2, sort_keys=True) + "\n")
+        (tmp / RECORD_FILE).write_text(json.dumps(ledger, indent=2, sort_keys=True) + "\n")
+        if private is not None:
+            note = ("PRIVATE: data-dependent values and the noise seed of this run. Anyone who "
+                    "has this file can undo the noise. Never publish it with the outputs.")
+            body = {"warning": note, **_jsonable(dict(private))}
+            (tmp / PRIVATE_FILE).write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
         if out.exists():
             out.rmdir()  # checked empty before the run
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def account_declaration(
+    host: Any, declaration: Declaration, adjacency: Adjacency, *, method: str, delta: float
+) -> tuple[Event, tuple[str, ...], select.Selection]:
+    """The declaration stated per privacy unit (lifted by the core if it is row level), the
+    lifting rules used, and its certified bound."""
+    core_event = host.lower(declaration.event, adjacency)
+    per_unit, rules = stated_for_unit(core_event, declaration.unit, adjacency, release=method)
+    return per_unit, rules, select.account(per_unit, unit_adjacency(adjacency), delta=delta)
+
+
+def _adjacency(config: Mapping[str, Any]) -> Adjacency:
+    table = config.get("adjacency", {})
+    if not isinstance(table, dict):
+        raise InvalidParameterError("adjacency", "must be a table", "write [adjacency]")
+    unknown = sorted(set(table) - {f.name for f in attrs.fields(Adjacency)})
+    if unknown:
+        raise InvalidParameterError(
+            f"adjacency.{unknown[0]}", "is not a field of the adjacency",
+            f"use {[f.name for f in attrs.fields(Adjacency)]}",
+        )
+    try:
+        return Adjacency(**table)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"adjacency.{exc.field}", exc.problem, exc.fix) from None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -148,10 +195,7 @@ def main(args: argparse.Namespace) -> int:
     if not isinstance(params_table, dict):
         raise InvalidParameterError("params", "must be a table", "write [params] key = value")
     params = spec.make_params(params_table)
-    adj_table = config.get("adjacency", {})
-    if not isinstance(adj_table, dict):
-        raise InvalidParameterError("adjacency", "must be a table", "write [adjacency]")
-    adjacency = Adjacency(**adj_table)
+    adjacency = _adjacency(config)
     # the query delta: --delta, else the file's, else the method's own target delta, else 1e-5
     method_delta = getattr(params, "delta", None)
     fallback = method_delta if isinstance(method_delta, float) and 0 < method_delta < 1 else None
@@ -163,19 +207,22 @@ def main(args: argparse.Namespace) -> int:
         (args.config.parent / config["data"]) if "data" in config else None
     )
     data = load_data(data_path) if data_path is not None else None
-    # account first: a declaration no accountant can bound is refused before any noise is drawn
-    declared = declare_checked(spec, params, adjacency)
-    selection = select.account(host.lower(declared, adjacency), adjacency, delta=delta)
+    # one frozen declaration, accounted before any noise is drawn, enforced by the ledger and
+    # written to the run record: declare() is called exactly once
+    declaration = declare_checked(spec, params, adjacency)
+    per_unit, rules, selection = account_declaration(
+        host, declaration, adjacency, method=spec.name, delta=delta
+    )
     result = run_verified(spec, params, data, adjacency=adjacency, seed=args.seed,
-                          secure=args.secure)
-    ledger = {
+                          secure=args.secure, declaration=declaration)
+    record = {
         "dpledger_version": __version__,
         "method": spec.name,
         "provenance": spec.provenance.to_dict() if spec.provenance else None,
         "params": _jsonable(attrs.asdict(params)),
-        "seed": args.seed,
         **result.ledger.to_dict(),
-        "declared_core": host.lower(declared, adjacency).to_dict(),
+        "declared_core": host.lower(declaration.event, adjacency).to_dict(),
+        "accounted": {"event": per_unit.to_dict(), "lift_rules": list(rules)},
         "verified": True,
         "privacy": {
             **selection.bound.to_dict(),
@@ -183,8 +230,19 @@ def main(args: argparse.Namespace) -> int:
             "unavailable": [{"backend": n, "reason": r} for n, r in selection.unavailable],
         },
     }
-    write_atomically(args.out, result.outputs, ledger)
-    bound = selection.bound
-    print(f"{spec.name}: verified; epsilon <= {bound.to_dict().get('epsilon')} at delta={delta} "
-          f"({bound.method}, {adjacency.describe()}); wrote {args.out}")
+    private = {"seed": args.seed, **result.ledger.private_dict()}
+    write_atomically(args.out, result.outputs, record, private)
+    print(headline(spec.name, selection.bound.to_dict(), delta, adjacency, args.out))
     return 0
+
+
+def headline(method: str, bound: Mapping[str, Any], delta: float, adjacency: Adjacency,
+             out: Path) -> str:
+    """The one line ``dpledger run`` prints: the certified bound, or that there is none."""
+    eps = bound.get("epsilon")
+    where = f"{bound.get('method')}, {adjacency.describe()}"
+    if not isinstance(eps, int | float) or not math.isfinite(eps):
+        return (f"{method}: verified; NO privacy guarantee (epsilon unbounded at "
+                f"delta={delta}; {where}); wrote {out}")
+    return f"{method}: verified; epsilon <= {fmt_up(float(eps))} at delta={delta} ({where}); " \
+        f"wrote {out}"

@@ -93,7 +93,9 @@ def test_verified_run_writes_outputs_and_ledger(setup, capsys) -> None:  # type:
     assert ledger["declared"] == {"kind": "laplace", "noise_multiplier": 2.0}
     assert ledger["executed"] == {"kind": "composed",
                                   "events": [{"kind": "laplace", "noise_multiplier": 2.0}]}
-    assert ledger["verified"] is True and ledger["seed"] == 7
+    assert ledger["verified"] is True and "seed" not in ledger  # the seed undoes the noise
+    private = json.loads((out / "PRIVATE-diagnostics.json").read_text())
+    assert private["seed"] == 7 and "never publish" in private["warning"].lower()
     assert ledger["provenance"]["distribution"] == "prims-under-test"
     # exact Laplace profile: epsilon(delta) = eps0 + 2 log(1 - delta), eps0 = 1/2
     eps = ledger["privacy"]["epsilon"]
