@@ -805,7 +805,8 @@ def bound_rows_per_unit(data: Any, adjacency: Adjacency) -> Any:
 
     For row-level declarations on a user-level source: the core enforces the contribution bound
     that lifting assumes. ``data`` must be a mapping of equal-length columns holding the
-    adjacency's ``unit_key``; every column of that length is filtered alike.
+    adjacency's ``unit_key``; every column is filtered alike and the key column is dropped. If
+    one column remains, it is returned on its own (the method's data as at row level).
     """
     key = adjacency.unit_key
     if not isinstance(data, Mapping) or key not in data:
@@ -822,12 +823,17 @@ def bound_rows_per_unit(data: Any, adjacency: Adjacency) -> Any:
     n = keys.shape[0]
     out: dict[str, Any] = {}
     for name, column in data.items():
+        if name == key:
+            continue
         arr = np.asarray(column) if not callable(column) else None
-        if arr is not None and arr.ndim >= 1 and arr.shape[0] == n:
-            out[name] = arr[keep]
-        else:
-            out[name] = column
-    return out
+        if arr is None or arr.ndim == 0 or arr.shape[0] != n:
+            raise InvalidParameterError(
+                f"data.{name}", f"does not hold one entry per row of {key!r} ({n} rows)",
+                f"give every column of a user-level dataset one entry per row of {key!r}",
+            )
+        out[name] = arr[keep]
+    # the unit key is consumed here; a single remaining column is the method's data as such
+    return next(iter(out.values())) if len(out) == 1 else out
 
 
 def _first_rows_per_unit(codes: NDArray[np.int64], k: int) -> NDArray[np.int64]:

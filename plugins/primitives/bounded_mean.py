@@ -39,9 +39,8 @@ def declare(params: BoundedMeanParams, adjacency: Adjacency) -> Event:
 def run(params: BoundedMeanParams, data: Any, ledger: PrivacyLedger,
         rng: np.random.Generator) -> dict[str, Any]:
     rows = float_matrix("data", data, ndim=2)
-    clipped = ledger.clip_rows_l2(rows, params.radius, step="mean.clip")
-    noisy_sum = ledger.gaussian(clipped.sum(axis=0), params.radius, params.noise_multiplier,
-                                step="mean.sum")
+    noisy_sum = ledger.clipped_sum_gaussian(rows, params.radius, params.noise_multiplier,
+                                            step="mean.sum")
     return {"mean": np.asarray(noisy_sum) / params.n, "noisy_sum": np.asarray(noisy_sum)}
 
 

@@ -69,9 +69,8 @@ def dp_sgd_step(ledger: PrivacyLedger, w: FloatArray, x: FloatArray, y: FloatArr
     with ledger.poisson_sample(x.shape[0], params.sampling_probability,
                                step=f"dp_sgd.sample[{t}]") as batch:
         g = grads(w, x[batch.indices], y[batch.indices])
-        g = ledger.clip_rows_l2(g, params.clip_norm, step=f"dp_sgd.clip[{t}]")
-        noisy = ledger.gaussian(g.sum(axis=0), params.clip_norm, params.noise_multiplier,
-                                step=f"dp_sgd.noise[{t}]")
+        noisy = ledger.clipped_sum_gaussian(g, params.clip_norm, params.noise_multiplier,
+                                            step=f"dp_sgd.noise[{t}]")
     return w - params.learning_rate * np.asarray(noisy) / params.expected_batch_size
 
 
