@@ -393,7 +393,7 @@ class PrivacyLedger:
         self.declared = self.declaration.event
         self.secure = secure
         self.rng = make_rng(rng, secure=secure)
-        self._declared_ms = canonical_multiset(self.declared)
+        self._declared_ms = canonical_multiset(frozen_copy(self.declared))
         self._entries: list[Event] = []
         self._counts: Counter[Hashable] = Counter()
         self._scopes: list[Sample] = []
