@@ -28,7 +28,7 @@ import pytest
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import EVENT_KINDS, Event, event_from_dict
-from dpledger.core.ledger import run_verified
+from dpledger.core.ledger import declare_checked, run_verified
 from dpledger.core.plugin_manager import DPLedgerPluginManager, PluginHost, make_plugin_manager
 from dpledger.core.specs import CORE_EVENT_KINDS, MechanismSpec, MethodSpec
 
@@ -120,11 +120,15 @@ class MethodPluginContract:
     def test_declare_returns_valid_event(self) -> None:
         params = self._params()
         for adjacency in self.adjacencies:
-            event = self.spec.declare(params, adjacency)
+            answer = self.spec.declare(params, adjacency)
+            declaration = declare_checked(self.spec, params, adjacency)
+            event = declaration.event
             _check_event_tree(event)
             if all(node.kind in CORE_EVENT_KINDS for node in event.walk()):
                 assert event_from_dict(event.to_dict()) == event
-            assert self.spec.declare(params, adjacency) == event, "declare is not deterministic"
+            assert answer == self.spec.declare(params, adjacency), "declare is not deterministic"
+            if declaration.unit == "user":
+                assert adjacency.unit == "user", "a user-level event needs user-level adjacency"
 
     def test_declare_does_not_import_torch(self) -> None:
         params = self._params()

@@ -12,12 +12,15 @@ from typing import Any
 
 import numpy as np
 
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.declaration import Declaration
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event
 from dpledger.core.hookspecs import hookimpl
 from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.plugins.path import aim, direct
+from dpledger.plugins.path.plugin import one_table_per_user
 from dpledger.plugins.path.schema import UserTables
 
 
@@ -30,24 +33,35 @@ def _tables(data: Any) -> UserTables:
     return data
 
 
+def _user_tables(data: Any, ledger: PrivacyLedger) -> UserTables:
+    """The tables, one per user id at user level (enforced by the ledger)."""
+    tables = _tables(data)
+    return one_table_per_user(tables, ledger) if ledger.adjacency.unit == "user" else tables
+
+
 def _direct_run(params: direct.DirectParams, data: Any, ledger: PrivacyLedger,
                 rng: np.random.Generator) -> dict[str, Any]:
-    tables, info = direct.run_direct(_tables(data), params, ledger)
+    tables, info = direct.run_direct(_user_tables(data, ledger), params, ledger)
     return {"tables": tables, "info": info}
 
 
 def _aim_run(params: aim.AIMParams, data: Any, ledger: PrivacyLedger,
              rng: np.random.Generator) -> dict[str, Any]:
-    tables, info = aim.run_aim(_tables(data), params, ledger)
+    tables, info = aim.run_aim(_user_tables(data, ledger), params, ledger)
     return {"tables": tables, "info": info}
 
 
-def _direct_declare(params: direct.DirectParams, adjacency: Any) -> Event:
-    return direct.declare(params, adjacency)
+def _per_user(event: Event, adjacency: Adjacency) -> Event | Declaration:
+    # one flat record per user: the row-level event on flat records is the user-level event
+    return Declaration(event, "user") if getattr(adjacency, "unit", "row") == "user" else event
 
 
-def _aim_declare(params: aim.AIMParams, adjacency: Any) -> Event:
-    return aim.declare(params, adjacency)
+def _direct_declare(params: direct.DirectParams, adjacency: Adjacency) -> Event | Declaration:
+    return _per_user(direct.declare(params, adjacency), adjacency)
+
+
+def _aim_declare(params: aim.AIMParams, adjacency: Adjacency) -> Event | Declaration:
+    return _per_user(aim.declare(params, adjacency), adjacency)
 
 
 DIRECT_SPEC = MethodSpec(

@@ -32,6 +32,7 @@ import numpy as np
 from dpledger.accountant.calibrate import calibrate_noise_multiplier
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
+from dpledger.core.declaration import Declaration
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import (
     ComposedEvent,
@@ -258,10 +259,21 @@ def _check_adjacency(adjacency: Adjacency) -> None:
         )
 
 
-def declare(params: PathParams, adjacency: Adjacency) -> Event:
+def declare(params: PathParams, adjacency: Adjacency) -> Declaration:
+    """Per user: Poisson sampling of users, per-user clipping, and private selection; the run
+    keeps one table per user id (``ledger.bound_units``)."""
     _check_adjacency(adjacency)
     sigma, sigma_sel = noise_multipliers(params, adjacency)
-    return ComposedEvent([_train_event(params, sigma), GaussianEvent(sigma_sel)])
+    return Declaration(ComposedEvent([_train_event(params, sigma), GaussianEvent(sigma_sel)]),
+                       "user")
+
+
+def one_table_per_user(tables: UserTables, ledger: PrivacyLedger) -> UserTables:
+    """The first table of every user id, enforced by the ledger (the privacy unit)."""
+    keep = ledger.bound_units([u.user_id for u in tables.users], 1, step="path.users")
+    if len(keep) == len(tables.users):
+        return tables
+    return UserTables(tables.schema, tuple(tables.users[int(i)] for i in keep))
 
 
 @contextlib.contextmanager
@@ -315,8 +327,8 @@ def clip_to_bounds(schema: TableSchema, rows: list[tuple[Any, ...]]) -> list[tup
 
 def run(params: PathParams, data: Any, ledger: PrivacyLedger,
         rng: np.random.Generator) -> dict[str, Any]:
-    tables = _check_data(data)
     _check_adjacency(ledger.adjacency)
+    tables = one_table_per_user(_check_data(data), ledger)
     from dpledger.plugins.path import generate, model, select, train, windowing
 
     n = len(tables)

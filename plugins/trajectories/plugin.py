@@ -46,6 +46,7 @@ import attrs
 import numpy as np
 
 from dpledger.core.adjacency import Adjacency
+from dpledger.core.declaration import Declaration
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event
 from dpledger.core.hookspecs import hookimpl
@@ -145,9 +146,44 @@ class TrajectoriesParams(TrajectoryParams):
         return self.n_per_time
 
 
-def declare(params: TrajectoriesParams, adjacency: Adjacency) -> Event:
-    """The event the run spends (see :func:`.declare.run_event`)."""
-    return run_event(params, adjacency, list(params.sizes), params.num_times)
+def declare(params: TrajectoriesParams, adjacency: Adjacency) -> Event | Declaration:
+    """The event the run spends (see :func:`.declare.run_event`); stated per user at user
+    level, where the run keeps at most one point per user and time (``ledger.bound_units``)."""
+    event = run_event(params, adjacency, list(params.sizes), params.num_times)
+    return Declaration(event, "user") if adjacency.unit == "user" else event
+
+
+def read_unit_ids(data: Any, T: int) -> list[np.ndarray]:
+    """The user id of every point, per time (``ids`` [T, N] or ``ids_0``, ``ids_1``, ...)."""
+    ids: Any = None
+    if isinstance(data, Mapping):
+        if "ids" in data:
+            ids = list(data["ids"])
+        elif all(f"ids_{t}" in data for t in range(T)):
+            ids = [data[f"ids_{t}"] for t in range(T)]
+    if ids is None or len(ids) != T:
+        raise InvalidParameterError(
+            "data.ids", "user-level runs need the user id of every point at every time",
+            "store 'ids' [T, N] (or 'ids_0', 'ids_1', ...) beside the marginals, or run at "
+            "event level",
+        )
+    return [np.asarray(x).reshape(-1) for x in ids]
+
+
+def one_point_per_user(
+    marginals: list[np.ndarray], data: Any, ledger: PrivacyLedger
+) -> list[np.ndarray]:
+    """Each marginal with at most one point per user (the first), enforced by the ledger."""
+    ids = read_unit_ids(data, len(marginals))
+    out = []
+    for t, (points, keys) in enumerate(zip(marginals, ids, strict=True)):
+        if len(keys) != len(points):
+            raise InvalidParameterError(
+                f"data.ids[{t}]", f"has {len(keys)} ids for {len(points)} points",
+                "give one user id per point",
+            )
+        out.append(np.asarray(points)[ledger.bound_units(keys, 1, step=f"units[{t}]")])
+    return out
 
 
 def read_data(data: Any) -> tuple[list[np.ndarray], np.ndarray | None]:
@@ -204,6 +240,8 @@ def run(params: TrajectoriesParams, data: Any, ledger: PrivacyLedger,
     from dpledger.plugins.trajectories.noise import LedgerNoise
 
     marg, file_times = read_data(data)
+    if ledger.adjacency.unit == "user":
+        marg = one_point_per_user([np.asarray(m) for m in marg], data, ledger)
     marginals = validate_marginals(marg, params.radius, params.center)
     sizes = [len(x) for x in marginals]
     if tuple(sizes) != params.sizes:

@@ -103,8 +103,9 @@ def test_clip_to_public_bounds() -> None:
 
 def test_target_epsilon_is_met_by_the_composed_event() -> None:
     params = PathParams(**{**TINY, "noise_multiplier": None, "target_epsilon": 4.0})
-    event = declare(params, USER)
-    eps = account(event, USER, delta=1e-4, backends=("pld",)).bound.epsilon
+    declaration = declare(params, USER)
+    assert declaration.unit == "user"
+    eps = account(declaration.event, USER, delta=1e-4, backends=("pld",)).bound.epsilon
     assert 0.99 * 4.0 <= eps <= 4.0
 
 
