@@ -205,6 +205,7 @@ def run_demo(
     say: Callable[[str], None] = print,
 ) -> DemoResult:
     """Run every step and write the outputs into ``out`` (new or empty directory)."""
+    from dpledger.commands.run import PRIVATE_FILE
     from dpledger.core.ledger import declare_checked, run_verified
     from dpledger.core.plugin_manager import PluginHost
 
@@ -240,7 +241,8 @@ def run_demo(
         data = make_multimodal(N=config.N, T=config.T, seed=config.seed)
         adjacency = Adjacency()
         params = demo_params(spec, config, data)
-        declared = declare_checked(spec, params, adjacency)
+        declaration = declare_checked(spec, params, adjacency)
+        declared = declaration.event
         warm = warm_start_multipliers(params.warm_start, adjacency)
         _check_declaration(pipeline_event(config, warm), host.lower(declared), spec.name)
         pipeline_path = out / "pipeline.toml"
@@ -261,7 +263,7 @@ def run_demo(
                 spec, params,
                 {"marginals": data.marginals, "times": data.times,
                  "progress": lambda _k: tick(1)},
-                adjacency=adjacency, seed=config.seed,
+                adjacency=adjacency, seed=config.seed, declaration=declaration,
             )
         ledger = run.ledger
         exact = ledger.matches_exactly()
@@ -310,21 +312,28 @@ def run_demo(
             "provenance": spec.provenance.to_dict() if spec.provenance else None,
             "params": attrs.asdict(params),
             "pipeline": pipeline_path.name,
-            "seed": config.seed,
             **ledger.to_dict(),
             "executed": _grouped(ledger.executed_event()).to_dict(),
             "declared_core": host.lower(declared).to_dict(),
             "verified": True,
             "exact_match": exact,
             "privacy": bound.to_dict(),
-            "utility": {"w2_warm_start": w2_init, "w2_final": w2_final},
             "outputs": {"files": {"synthetic": "synthetic.npz", "paths": "synthetic_paths.csv"},
                         "values": {k: v for k, v in outputs.items()
                                    if not isinstance(v, np.ndarray)}},
         }
         _write_json(out / "ledger.json", ledger_json)
+        # the seed undoes the noise and W2 to the true marginals is a function of the data:
+        # both are private diagnostics, kept out of the public run record
+        _write_json(out / PRIVATE_FILE, {
+            "warning": "PRIVATE: the noise seed and data-dependent values of this run. Never "
+                       "publish this file with the outputs.",
+            "seed": config.seed,
+            "utility": {"w2_warm_start": w2_init, "w2_final": w2_final},
+            **ledger.private_dict(),
+        })
         built = report_run_dir(out, host=host, extra_warnings=extra)
-        files = [pipeline_path, out / "ledger.json", out / "synthetic.npz",
+        files = [pipeline_path, out / "ledger.json", out / PRIVATE_FILE, out / "synthetic.npz",
                  out / "synthetic_paths.csv", out / "trajectories.png"]
         with progress_bar(len(CAPTIONS), "report figures", quiet) as tick:
             figures = make_figures(built, progress=lambda _k: tick(1))

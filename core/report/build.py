@@ -538,7 +538,8 @@ def runtime_section(ledger: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "method": ledger.get("method"),
         "verified": bool(ledger.get("verified", False)),
-        "seed": ledger.get("seed"),
+        # the seed undoes the noise: a run record keeps it in its private diagnostics only
+        "seed": ledger.get("seed", "not published (private diagnostics)"),
         "secure_seed": ledger.get("secure_seed"),
         "steps": len(ledger.get("steps", [])),
         "recorded_bound": {

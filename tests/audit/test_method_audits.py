@@ -39,7 +39,8 @@ import pytest
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.audit import audit_mechanism
 from dpledger.core.audit.auditor import NO_VIOLATION, accountant_claim
-from dpledger.core.ledger import run_verified
+from dpledger.core.declaration import stated_for_unit
+from dpledger.core.ledger import declare_checked, run_verified
 from dpledger.core.plugin_manager import BUILTIN_DISTRIBUTION, PluginHost
 from dpledger.core.specs import MethodSpec
 from dpledger.plugins.path import baselines_plugin
@@ -80,9 +81,12 @@ class Case:
 
     @property
     def claimed_event(self) -> Any:
-        return self.spec.declare(
-            self.params if self.claim_params is None else self.claim_params, self.adjacency
-        )
+        """The declaration stated per privacy unit (lifted by the core if it is row level)."""
+        params = self.params if self.claim_params is None else self.claim_params
+        declaration = declare_checked(self.spec, params, self.adjacency)
+        event, _ = stated_for_unit(declaration.event, declaration.unit, self.adjacency,
+                                   release=self.label)
+        return event
 
 
 # -- statistics ---------------------------------------------------------------------------------

@@ -127,7 +127,7 @@ def test_json_config_and_existing_out_dir_refused(setup, capsys) -> None:  # typ
     assert main(["run", "private_mean", "--config", str(config), "--out", str(out),
                  "--plugins-allow", "mean", "--seed", "3"]) == 0
     ledger = json.loads((out / "ledger.json").read_text())
-    assert [s["step"] for s in ledger["steps"]] == ["mean.clip", "mean.sum"]
+    assert [s["step"] for s in ledger["steps"]] == ["mean.sum.clip", "mean.sum"]
     assert np.load(out / "mean.npy").shape == (2,)
 
 

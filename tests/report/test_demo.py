@@ -89,7 +89,7 @@ def test_pipeline_states_the_methods_declaration() -> None:
     data = make_multimodal(N=TINY.N, T=TINY.T, seed=0)
     params = demo_params(spec, TINY, data)
     assert params.sizes == (TINY.N,) * TINY.T and params.total_iterations == TINY.K
-    declared = declare_checked(spec, params, Adjacency())
+    declared = declare_checked(spec, params, Adjacency()).event
     warm = warm_start_multipliers(params.warm_start, Adjacency())
     _check_declaration(pipeline_event(TINY, warm), declared, spec.name)  # equal: no error
     with pytest.raises(LedgerViolationError, match=r"pipeline\.toml states"):
