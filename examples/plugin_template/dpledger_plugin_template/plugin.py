@@ -41,9 +41,9 @@ def run(params: ClippedSumParams, data: Any, ledger: PrivacyLedger,
     if rows.ndim != 2:
         raise InvalidParameterError("data", f"must be a 2-D array, got shape {rows.shape}",
                                     "pass one row per record")
-    clipped = ledger.clip_rows_l2(rows, params.clip, step="clip")
-    noisy = ledger.gaussian(clipped.sum(axis=0), params.clip, params.noise_multiplier,
-                            step="noisy_sum")
+    # the framework clips every row, so the sensitivity accounted is the one enforced
+    noisy = ledger.clipped_sum_gaussian(rows, params.clip, params.noise_multiplier,
+                                        step="noisy_sum")
     return {"sum": np.asarray(noisy)}
 
 
