@@ -66,6 +66,13 @@ def test_registered_method_on_user_source_is_lifted_like_the_event(tmp_path, cap
     assert 0.79 < exact <= 0.8
     assert exact - 1e-9 <= eps_method <= 0.8 + 1e-9
     assert eps_method == pytest.approx(eps_event, rel=1e-12)
+    # the report of the same file resolves the method and states the same lifted bound
+    path = _pipeline(tmp_path, 'method = "laplace_mechanism"\nparams = {sensitivity = 1.0, '
+                     "noise_multiplier = 10.0}")
+    assert main(["report", str(path), "--format", "json", "--no-figures",
+                 "--out", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["bound"]["epsilon"] == pytest.approx(eps_method, rel=1e-12)
 
 
 def test_per_example_dp_sgd_is_refused_at_user_level(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
