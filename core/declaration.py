@@ -76,7 +76,8 @@ def declare_once(spec: MethodSpec, params: Any, adjacency: Adjacency) -> Declara
             "params", f"expected {spec.params.__name__}, got {type(params).__name__}",
             f"build them with {spec.name}'s parameter class",
         )
-    answer = spec.declare(params, adjacency)
+    answer: object = spec.declare(params, adjacency)
+    declaration: Declaration
     if isinstance(answer, Declaration):
         declaration = answer
     elif isinstance(answer, Event):

@@ -121,8 +121,8 @@ def _params_class_validator(instance: Any, attribute: attrs.Attribute[Any], valu
         )
 
 
-#: ``declare(params, adjacency) -> Event``
-DeclareFn = Callable[[Any, Adjacency], Event]
+#: ``declare(params, adjacency) -> Event`` (per row) or a ``Declaration`` naming its unit
+DeclareFn = Callable[[Any, Adjacency], Any]
 #: ``run(params, data, ledger, rng) -> outputs``
 RunFn = Callable[[Any, Any, "PrivacyLedger", np.random.Generator], Mapping[str, Any]]
 
@@ -131,7 +131,9 @@ RunFn = Callable[[Any, Any, "PrivacyLedger", np.random.Generator], Mapping[str, 
 class MethodSpec:
     """A private method: its parameters, the privacy event it declares, and how it runs.
 
-    ``declare(params, adjacency)`` returns the event the run is allowed to spend. It must be
+    ``declare(params, adjacency)`` returns the event the run is allowed to spend, per row, or a
+    :class:`~dpledger.core.declaration.Declaration` naming the unit it protects (user level
+    only if the run enforces the unit through the ledger). It is called once per run, must be
     cheap and must not import torch or POT (the accountant runs without them).
     ``run(params, data, ledger, rng)`` draws every bit of noise and every sample through
     ``ledger`` (a :class:`~dpledger.core.ledger.PrivacyLedger`) and returns a mapping of
