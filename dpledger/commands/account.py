@@ -7,13 +7,14 @@ import json
 import math
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, NoReturn
 
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event
 from dpledger.core.graph import GraphAccount, account_graph
-from dpledger.core.pipeline import MethodResolver, load_pipeline
+from dpledger.core.pipeline import MethodResolver, Pipeline, load_pipeline
 from dpledger.core.plugin_manager import PluginHost, host_from_options
 from dpledger.core.validation import check_delta_query, check_epsilon_query
 
@@ -27,7 +28,8 @@ def register(subparsers: Any) -> None:
         description="Reduce a pipeline file (TOML or JSON) to per-source events and report "
         "the smallest certified upper bound over the available accountants.",
     )
-    parser.add_argument("file", help="pipeline file (.toml or .json)")
+    parser.add_argument("file", help="pipeline file (.toml or .json), or a dp-accounting DpEvent "
+                        "as JSON (its named-tuple form)")
     query = parser.add_mutually_exclusive_group()
     query.add_argument("--delta", help="report epsilon at this delta (default: file's, or 1e-5)")
     query.add_argument("--epsilon", help="report delta at this epsilon")
@@ -109,8 +111,22 @@ def _lazy_resolver() -> MethodResolver:
     return resolve
 
 
+def _load(path: str) -> Pipeline:
+    """A pipeline file, or a dp-accounting ``DpEvent`` in its named-tuple JSON form."""
+    if path.lower().endswith(".json"):
+        from dpledger.integrations.dp_accounting import is_dp_event_json, pipeline_from_dp_event
+
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            data = None  # the pipeline loader names the problem
+        if is_dp_event_json(data):
+            return pipeline_from_dp_event(data, origin=path)  # type: ignore[no-any-return]
+    return load_pipeline(path, resolve_method=_lazy_resolver())
+
+
 def run(args: argparse.Namespace) -> int:
-    pipeline = load_pipeline(args.file, resolve_method=_lazy_resolver())
+    pipeline = _load(args.file)
     delta, epsilon = _query(args, pipeline.delta, pipeline.epsilon)
     if args.backends is not None:
         _check_backends(args.backends)

@@ -1,0 +1,1 @@
+"""Bridges to the libraries people already use for DP: dp-accounting's ``DpEvent`` trees."""

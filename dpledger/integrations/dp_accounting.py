@@ -1,0 +1,270 @@
+"""Convert between dp-accounting's ``DpEvent`` trees and dpledger events.
+
+A ``DpEvent`` from any Google DP library (TensorFlow Privacy, JAX Privacy, dp-accounting itself)
+can be accounted, cross-checked and reported by dpledger, and a dpledger event can be handed to
+dp-accounting. The named-tuple form (``DpEvent.to_named_tuple()``, written as JSON by
+:func:`to_named_tuple_dict`) is read without dp-accounting installed.
+
+Supported kinds, both ways: no-op, non-private, Gaussian, Laplace, randomized response,
+self-composed, composed, Poisson sampled and sampled without replacement. Every conversion is
+exact except randomized response, whose two parametrisations are related by a logarithm:
+dp-accounting's noise parameter ``p`` (output uniform with probability ``p``) is
+``epsilon = log(1 + k (1 - p) / p)``. Each direction rounds to the side that over-states the
+privacy loss of what it describes (epsilon up; ``p`` down), so a round trip returns a ``p``
+at most a few units in the last place below the original. Other kinds raise
+:class:`~dpledger.core.errors.UnsupportedEventError` naming the kind.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
+from dpledger.core.events import (
+    ComposedEvent,
+    Event,
+    GaussianEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    NoOpEvent,
+    PoissonSampledEvent,
+    PureDPEvent,
+    RandomizedResponseEvent,
+    SampledWithoutReplacementEvent,
+    SelfComposedEvent,
+)
+
+MODULE = "dp_accounting.dp_event"
+#: nesting deeper than this is refused (a malformed or hostile file)
+MAX_DEPTH = 200
+#: units in the last place added to a rounded epsilon (log1p and the quotient: < 3 ulp)
+_ULP_MARGIN = 4
+
+
+def _up(x: float, steps: int = _ULP_MARGIN) -> float:
+    for _ in range(steps):
+        x = math.nextafter(x, math.inf)
+    return x
+
+
+def _down(x: float, steps: int = _ULP_MARGIN) -> float:
+    for _ in range(steps):
+        x = math.nextafter(x, 0.0)
+    return x
+
+
+def rr_epsilon(noise_parameter: float, num_buckets: int) -> float:
+    """An upper bound on the epsilon of randomized response with noise parameter ``p``."""
+    p, k = noise_parameter, num_buckets
+    return _up(math.log1p(_up(k * (1.0 - p) / p)))
+
+
+def rr_noise_parameter(epsilon: float, num_buckets: int) -> float:
+    """A lower bound on the noise parameter of ``epsilon``-randomized response (more loss)."""
+    return _down(num_buckets / _up(math.expm1(epsilon) + num_buckets))
+
+
+# ---------------------------------------------------------------------------------------------
+# DpEvent (or its named-tuple / JSON form) -> dpledger
+# ---------------------------------------------------------------------------------------------
+def _as_mapping(value: Any) -> Mapping[str, Any]:
+    to_nt = getattr(value, "to_named_tuple", None)
+    if callable(to_nt):
+        value = to_nt()
+    asdict = getattr(value, "_asdict", None)
+    if callable(asdict):
+        value = asdict()
+    if not isinstance(value, Mapping) or "class_name" not in value:
+        raise InvalidParameterError(
+            "event", f"is not a DpEvent or its named-tuple form: {value!r:.80}",
+            "pass a dp_accounting DpEvent, DpEvent.to_named_tuple(), or its JSON form",
+        )
+    return value
+
+
+def _number(data: Mapping[str, Any], key: str, where: str) -> float:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidParameterError(f"{where}.{key}", f"expected a number, got {value!r}",
+                                    f"write {key} as a number")
+    return float(value)
+
+
+def _integer(data: Mapping[str, Any], key: str, where: str) -> int:
+    value = data.get(key)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidParameterError(f"{where}.{key}", f"expected an integer, got {value!r}",
+                                    f"write {key} as a whole number")
+    return value
+
+
+def _from(value: Any, where: str, depth: int) -> Event:
+    if depth > MAX_DEPTH:
+        raise InvalidParameterError(where, f"nests more than {MAX_DEPTH} events deep",
+                                    "flatten the composition")
+    data = _as_mapping(value)
+    name = data.get("class_name")
+    inner: Callable[[str], Event] = lambda key: _from(data.get(key), f"{where}.{key}", depth + 1)
+    try:
+        if name == "NoOpDpEvent":
+            return NoOpEvent()
+        if name == "NonPrivateDpEvent":
+            return NonPrivateEvent()
+        if name == "GaussianDpEvent":
+            return GaussianEvent(_number(data, "noise_multiplier", where))
+        if name == "LaplaceDpEvent":
+            return LaplaceEvent(_number(data, "noise_multiplier", where))
+        if name == "RandomizedResponseDpEvent":
+            p = _number(data, "noise_parameter", where)
+            k = _integer(data, "num_buckets", where)
+            if not 0.0 <= p <= 1.0 or k < 1:
+                raise InvalidParameterError(
+                    where, f"noise_parameter {p!r} / num_buckets {k!r} out of range",
+                    "use 0 <= noise_parameter <= 1 and num_buckets >= 1",
+                )
+            if p == 0.0:
+                return NonPrivateEvent()  # always the true bucket: no privacy
+            if p == 1.0 or k == 1:
+                return PureDPEvent(0.0)  # the output ignores the input
+            return RandomizedResponseEvent(rr_epsilon(p, k), k)
+        if name == "SelfComposedDpEvent":
+            return SelfComposedEvent(inner("event"), _integer(data, "count", where))
+        if name == "ComposedDpEvent":
+            events = data.get("events")
+            if not isinstance(events, list | tuple):
+                raise InvalidParameterError(f"{where}.events", "must be a list of events",
+                                            "write events = [...]")
+            return ComposedEvent(
+                [_from(e, f"{where}.events[{i}]", depth + 1) for i, e in enumerate(events)]
+            )
+        if name == "PoissonSampledDpEvent":
+            return PoissonSampledEvent(_number(data, "sampling_probability", where),
+                                       inner("event"))
+        if name == "SampledWithoutReplacementDpEvent":
+            return SampledWithoutReplacementEvent(
+                _integer(data, "source_dataset_size", where),
+                _integer(data, "sample_size", where), inner("event"),
+            )
+    except InvalidParameterError as exc:
+        if exc.field.startswith(where):
+            raise
+        raise InvalidParameterError(f"{where}.{exc.field}", exc.problem, exc.fix) from None
+    raise UnsupportedEventError(
+        f"{where}: dp-accounting event {name!r} has no dpledger counterpart. Fix: supported "
+        f"kinds are {', '.join(SUPPORTED)}"
+    )
+
+
+SUPPORTED: tuple[str, ...] = (
+    "NoOpDpEvent", "NonPrivateDpEvent", "GaussianDpEvent", "LaplaceDpEvent",
+    "RandomizedResponseDpEvent", "SelfComposedDpEvent", "ComposedDpEvent",
+    "PoissonSampledDpEvent", "SampledWithoutReplacementDpEvent",
+)
+
+
+def from_dp_event(value: Any) -> Event:
+    """The dpledger event of a ``DpEvent``, its named tuple, or the JSON form of that tuple."""
+    return _from(value, "event", 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# dpledger -> named-tuple form / DpEvent
+# ---------------------------------------------------------------------------------------------
+def to_named_tuple_dict(event: Event) -> dict[str, Any]:
+    """The JSON-able named-tuple form of ``event`` as dp-accounting writes it."""
+
+    def tag(name: str, **fields: Any) -> dict[str, Any]:
+        return {"module_name": MODULE, "class_name": name, **fields}
+
+    if isinstance(event, NoOpEvent):
+        return tag("NoOpDpEvent")
+    if isinstance(event, NonPrivateEvent):
+        return tag("NonPrivateDpEvent")
+    if isinstance(event, GaussianEvent):
+        return tag("GaussianDpEvent", noise_multiplier=event.noise_multiplier)
+    if isinstance(event, LaplaceEvent):
+        return tag("LaplaceDpEvent", noise_multiplier=event.noise_multiplier)
+    if isinstance(event, RandomizedResponseEvent):
+        return tag("RandomizedResponseDpEvent",
+                   noise_parameter=rr_noise_parameter(event.epsilon, event.num_buckets),
+                   num_buckets=event.num_buckets)
+    if isinstance(event, SelfComposedEvent):
+        return tag("SelfComposedDpEvent", event=to_named_tuple_dict(event.event),
+                   count=event.count)
+    if isinstance(event, ComposedEvent):
+        return tag("ComposedDpEvent", events=[to_named_tuple_dict(e) for e in event.events])
+    if isinstance(event, PoissonSampledEvent):
+        return tag("PoissonSampledDpEvent", sampling_probability=event.sampling_probability,
+                   event=to_named_tuple_dict(event.event))
+    if isinstance(event, SampledWithoutReplacementEvent):
+        return tag("SampledWithoutReplacementDpEvent", source_dataset_size=event.source_size,
+                   sample_size=event.sample_size, event=to_named_tuple_dict(event.event))
+    raise UnsupportedEventError(
+        f"{event.kind} has no dp-accounting counterpart. Fix: account it with dpledger, or "
+        "describe it with Gaussian, Laplace or randomized-response events"
+    )
+
+
+def to_dp_event(event: Event) -> Any:
+    """The ``dp_accounting.dp_event.DpEvent`` of ``event`` (needs dp-accounting installed)."""
+    try:
+        from dp_accounting import dp_event
+    except ImportError:
+        raise InvalidParameterError(
+            "dp_accounting", "is not installed", "pip install 'dpledger[crosscheck]'"
+        ) from None
+
+    def build(data: Mapping[str, Any]) -> Any:
+        cls = getattr(dp_event, str(data["class_name"]))
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in ("module_name", "class_name"):
+                continue
+            if isinstance(value, Mapping):
+                kwargs[key] = build(value)
+            elif isinstance(value, list):
+                kwargs[key] = [build(v) for v in value]
+            else:
+                kwargs[key] = value
+        return cls(**kwargs)
+
+    return build(to_named_tuple_dict(event))
+
+
+def named_tuple_json(value: Any) -> Any:
+    """A ``DpEvent`` (or its named tuple) as nested JSON objects (named tuples become objects,
+    not arrays, so that the class and field names are kept)."""
+    to_nt = getattr(value, "to_named_tuple", None)
+    if callable(to_nt):
+        value = to_nt()
+    asdict = getattr(value, "_asdict", None)
+    if callable(asdict):
+        return {k: named_tuple_json(v) for k, v in asdict().items()}
+    if isinstance(value, list | tuple):
+        return [named_tuple_json(v) for v in value]
+    return value
+
+
+def is_dp_event_json(data: Any) -> bool:
+    """Whether parsed JSON is a DpEvent's named-tuple form (rather than a pipeline)."""
+    return isinstance(data, Mapping) and data.get("module_name") == MODULE and (
+        "class_name" in data
+    )
+
+
+def pipeline_from_dp_event(data: Any, origin: str = "<dp_event>") -> Any:
+    """A one-release :class:`~dpledger.core.pipeline.Pipeline` of a DpEvent (JSON form),
+    under add/remove of one row: dp-accounting's default neighbouring relation."""
+    from dpledger.core.adjacency import Adjacency
+    from dpledger.core.graph import CompositionGraph
+    from dpledger.core.pipeline import Pipeline
+
+    event = from_dp_event(data)
+    graph = CompositionGraph()
+    graph.add_source("data", Adjacency())
+    graph.add_release("dp_event", event, "data")
+    return Pipeline(graph, name=str(data.get("class_name")), origin=origin)
