@@ -18,7 +18,7 @@ at most a few units in the last place below the original. Other kinds raise
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
@@ -108,7 +108,10 @@ def _from(value: Any, where: str, depth: int) -> Event:
                                     "flatten the composition")
     data = _as_mapping(value)
     name = data.get("class_name")
-    inner: Callable[[str], Event] = lambda key: _from(data.get(key), f"{where}.{key}", depth + 1)
+
+    def inner(key: str) -> Event:
+        return _from(data.get(key), f"{where}.{key}", depth + 1)
+
     try:
         if name == "NoOpDpEvent":
             return NoOpEvent()
