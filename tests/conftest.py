@@ -1,4 +1,4 @@
-"""Shared fixtures: throwaway plugin distributions on sys.path (real entry points)."""
+"""Fixtures that build throwaway plugin distributions on sys.path (real entry points)."""
 
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ def write_atomically(out: Path, outputs: Mapping[str, Any], ledger: dict[str, An
 def main(args: argparse.Namespace) -> int:
     _prepare_out(args.out)
     config = read_config(args.config)
-    host = host_from_args(args)
+    host = host_from_args(args, on_demand=True)
     spec = host.method(args.method)
     params_table = config.get("params", {k: v for k, v in config.items() if k not in _RESERVED})
     if not isinstance(params_table, dict):
