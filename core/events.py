@@ -30,6 +30,7 @@ from dpledger.core.validation import (
     probability,
 )
 
+
 def _qualified(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
