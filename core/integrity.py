@@ -26,6 +26,7 @@ from __future__ import annotations
 import builtins
 import functools
 import importlib
+import operator
 import pkgutil
 import sys
 import types
@@ -60,7 +61,7 @@ _MODULE_SKIP = frozenset({
 })
 _CLASS_SKIP = frozenset({"__doc__", "__annotations__", "__dict__", "__weakref__"})
 #: this module's own record of what it has seen changes by design
-_VOLATILE = frozenset({f"{__name__}._TAINTS"})
+_VOLATILE = frozenset({(__name__, "_TAINTS")})
 _EMPTY = object()
 
 Token = tuple[object, ...]
@@ -154,21 +155,24 @@ class Change:
 class Fingerprint:
     """Identity tokens of dpledger's code; compare two with :func:`diff`."""
 
-    own: Mapping[str, Token]
+    #: container (a module's name, a class's dotted path, or ``sys.modules``) -> name -> token
+    own: Mapping[str, Mapping[str, Token]]
+    #: library module name -> its attributes
     libraries: Mapping[str, Mapping[str, object]]
     modules: tuple[types.ModuleType, ...]
     library_modules: tuple[types.ModuleType, ...]
 
     def __len__(self) -> int:
-        return len(self.own) + sum(len(v) for v in self.libraries.values())
+        return sum(len(v) for v in self.own.values()) + sum(
+            len(v) for v in self.libraries.values())
 
     def token(self, where: str) -> Token | None:
         """The token recorded at ``where`` (None if nothing is)."""
-        if where in self.own:
-            return self.own[where]
-        module, _, key = where.rpartition(".")
-        attrs_ = self.libraries.get(module)
-        return None if attrs_ is None or key not in attrs_ else (attrs_[key],)
+        container, key = _split(where)
+        if container in self.own:
+            return self.own[container].get(key)
+        attributes = self.libraries.get(container)
+        return None if attributes is None or key not in attributes else (attributes[key],)
 
     @classmethod
     def take(cls) -> Fingerprint:
@@ -194,18 +198,19 @@ class Fingerprint:
     def _scan(
         cls, modules: tuple[types.ModuleType, ...], libraries: tuple[types.ModuleType, ...]
     ) -> Fingerprint:
-        own: dict[str, Token] = {}
+        own: dict[str, dict[str, Token]] = {}
+        own[_SYS_MODULES] = {m.__name__: (sys.modules.get(m.__name__),) for m in modules}
         for module in modules:
             name = module.__name__
-            own[f"sys.modules[{name!r}]"] = (sys.modules.get(name),)
             deep = _in(name, EAGER_PACKAGES)
+            entries: dict[str, Token] = {}
+            own[name] = entries
             for key, value in list(vars(module).items()):
                 if key in _MODULE_SKIP or _is_submodule(name, key, value):
                     continue
-                where = f"{name}.{key}"
-                own[where] = (value,) if where in _VOLATILE else _token(value, deep)
+                entries[key] = _token(value, deep and (name, key) not in _VOLATILE)
                 if isinstance(value, type) and value.__module__ == name:
-                    _scan_class(own, value, where, set())
+                    _scan_class(own, value, f"{name}.{key}", set())
         libs = {lib.__name__: dict(vars(lib)) for lib in libraries}
         return cls(own, libs, modules, libraries)
 
@@ -218,39 +223,60 @@ def _is_submodule(package: str, key: str, value: object) -> bool:
     return isinstance(value, types.ModuleType) and value.__name__ == f"{package}.{key}"
 
 
-def _scan_class(out: dict[str, Token], cls: type, path: str, seen: set[int]) -> None:
-    if id(cls) in seen:
+def _scan_class(
+    out: dict[str, dict[str, Token]], cls: type, path: str, seen: set[int]
+) -> None:
+    if id(cls) in seen or path in out:
         return
     seen.add(id(cls))
+    entries: dict[str, Token] = {}
+    out[path] = entries
     for key, value in list(vars(cls).items()):
         if key in _CLASS_SKIP:
             continue
-        out[f"{path}.{key}"] = _token(value, False)
+        entries[key] = _token(value, False)
         if (isinstance(value, type) and value.__module__ == cls.__module__
                 and value.__qualname__.startswith(cls.__qualname__ + ".")):
             _scan_class(out, value, f"{path}.{key}", seen)
 
 
+_SYS_MODULES = "sys.modules"
+
+
+def _split(where: str) -> tuple[str, str]:
+    if where.startswith(_SYS_MODULES + "["):
+        return _SYS_MODULES, where[len(_SYS_MODULES) + 2:-2]
+    container, _, key = where.rpartition(".")
+    return container, key
+
+
+def _join(container: str, key: str) -> str:
+    return f"{_SYS_MODULES}[{key!r}]" if container == _SYS_MODULES else f"{container}.{key}"
+
+
 def _same(a: Token, b: Token) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+    return a is b or (len(a) == len(b) and all(map(operator.is_, a, b)))
 
 
 def diff(before: Fingerprint, after: Fingerprint) -> tuple[Change, ...]:
     """What changed from ``before`` to ``after`` (library attributes may be added freely)."""
     out: list[Change] = []
-    for key, token in before.own.items():
-        now = after.own.get(key)
-        if now is None:
-            out.append(Change(key, "removed"))
-        elif not _same(token, now):
-            out.append(Change(key, "modified in place" if token[0] is now[0] else "replaced"))
-    out.extend(Change(key, "added") for key in after.own.keys() - before.own.keys())
+    for container, entries in before.own.items():
+        current = after.own.get(container, {})
+        for key, token in entries.items():
+            now = current.get(key)
+            if now is None:
+                out.append(Change(_join(container, key), "removed"))
+            elif not _same(token, now):
+                how = "modified in place" if token[0] is now[0] else "replaced"
+                out.append(Change(_join(container, key), how))
+        out.extend(Change(_join(container, key), "added") for key in current.keys() - entries)
     for module, attributes in before.libraries.items():
-        current = after.libraries.get(module, {})
+        present = after.libraries.get(module, {})
         for key, value in attributes.items():
-            if key.startswith("_") and module != "builtins":
-                continue
-            found = current.get(key, _EMPTY)
+            if key.startswith("_") and (module != "builtins" or key == "_"):
+                continue  # private names of libraries; the interpreter's last result
+            found = present.get(key, _EMPTY)
             if found is not value:
                 out.append(Change(f"{module}.{key}", "removed" if found is _EMPTY else "replaced"))
     return tuple(sorted(out, key=lambda c: c.where))

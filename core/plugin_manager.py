@@ -416,7 +416,9 @@ class PluginHost:
                 if not any(impl.plugin is plugin for impl in hook.get_hookimpls()):
                     continue
                 got = self._call_one(hook_name, name, plugin, [p for _, p in plugins])
-                self.pm.check_integrity(name, "hook")
+                origin = self.pm.origins.get(name)
+                if origin is None or origin.distribution != BUILTIN_DISTRIBUTION:
+                    self.pm.check_integrity(name, "hook")
                 for spec in got:
                     self._accept(hook_name, name, spec, specs[hook_name], kinds)
         self._specs = specs
