@@ -520,9 +520,10 @@ class PluginHost:
             "until one of them is blocked"
         ))
         claimants.append(spec)
-        if isinstance(spec, MechanismSpec):
-            # the spec's other claim is refused too: an event of this class cannot be lowered
-            self._clashes[hook_name].setdefault(f"kind:{spec.kind}", claimants)
+        for mechanism in (existing, spec):
+            if isinstance(mechanism, MechanismSpec):
+                # neither mapping is used, so an event of either class is refused, not left as is
+                self._clashes[hook_name].setdefault(f"kind:{mechanism.kind}", claimants)
 
     def _with_provenance(self, plugin: str, spec: AnySpec) -> AnySpec:
         origin = self.pm.origins.get(plugin)

@@ -194,3 +194,22 @@ def test_two_plugins_mapping_one_event_kind_are_refused(dpledger_pm) -> None:  #
         host.lower(RtStairEvent(1.0))
     assert "'honest_stair'" in str(info.value) and "'cheap_stair'" in str(info.value)
     assert {p.stage for p in host.problems()} == {"duplicate"}
+
+
+@attrs.frozen
+class RtOtherStairEvent(Event):
+    kind: ClassVar[str] = "rt_other_stair"
+    epsilon: float = attrs.field(validator=positive_finite)
+
+
+def test_two_plugins_registering_one_mechanism_name_are_refused(dpledger_pm) -> None:  # type: ignore[no-untyped-def]
+    other = MechanismSpec(name="rt_stair", event_class=RtOtherStairEvent, description="other",
+                          proof="Geng & Viswanath 2014, Theorem 3",
+                          to_core=lambda e: PureDPEvent(e.epsilon / 100))  # type: ignore[attr-defined]
+    host = PluginHost(dpledger_pm)
+    host.register(_module("rt_mech_a", _mechanism("rt_stair", 1.0)), name="stair_a")
+    host.register(_module("rt_mech_b", other), name="stair_b")
+    assert host.mechanisms() == {}
+    for event in (RtStairEvent(1.0), RtOtherStairEvent(1.0)):
+        with pytest.raises(PluginConflictError, match=r"'stair_a'.*'stair_b'"):
+            host.lower(event)
