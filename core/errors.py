@@ -55,3 +55,16 @@ class PluginError(DPLedgerError):
 
 class LedgerViolationError(DPLedgerError):
     """A run executed more privacy-relevant work than its method declared."""
+
+
+class PluginConflictError(PluginError, InvalidParameterError):
+    """Two third-party plugins registered the same name or event kind; neither is chosen."""
+
+
+class IntegrityError(PluginError):
+    """A plugin changed dpledger's own code: nothing can be certified in this process."""
+
+    def __init__(self, message: str, *, plugin: str, distribution: str | None) -> None:
+        self.plugin = plugin
+        self.distribution = distribution
+        super().__init__(message)

@@ -13,7 +13,9 @@ Semantics are stable: an event class is never redefined, only new ones are added
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import attrs
@@ -28,7 +30,95 @@ from dpledger.core.validation import (
     probability,
 )
 
-EVENT_KINDS: dict[str, type[Event]] = {}
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _is_bound(cls: type) -> bool:
+    """Whether ``cls`` is what its module currently binds at its qualified name."""
+    obj: Any = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is cls
+
+
+class EventKinds(Mapping[str, "type[Event]"]):
+    """The read-only registry ``kind -> event class`` that event tables are parsed with.
+
+    Only :meth:`Event.__init_subclass__` adds to it. The kinds of the classes defined in this
+    module are frozen once it has loaded (:data:`CORE_EVENT_KINDS`): looking up a core kind
+    always gives the core class, and a class defined anywhere else can never take one. Other
+    kinds are keyed by the defining class's module and qualified name: a class of a taken kind
+    is an error naming both classes, unless it is the same definition executed again (the
+    class attrs rebuilds with slots, or a fresh import of the same module).
+    """
+
+    __slots__ = ("_core", "_frozen", "_plugin")
+
+    def __init__(self) -> None:
+        self._core: Mapping[str, type[Event]] = {}
+        self._plugin: dict[str, type[Event]] = {}
+        self._frozen = False
+
+    def __getitem__(self, kind: str) -> type[Event]:
+        cls = self._core.get(kind)
+        return cls if cls is not None else self._plugin[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._core
+        yield from self._plugin
+
+    def __len__(self) -> int:
+        return len(self._core) + len(self._plugin)
+
+    def __repr__(self) -> str:
+        return f"EventKinds({sorted(self)})"
+
+    @property
+    def core(self) -> Mapping[str, type[Event]]:
+        """The core kinds and their classes."""
+        return self._core
+
+    def _register(self, cls: type[Event]) -> None:
+        kind = cls.__dict__["kind"]
+        where = _qualified(cls)
+        if not isinstance(kind, str) or not kind:
+            raise InvalidParameterError(
+                "kind", f"{where} has kind {kind!r}", "set kind: ClassVar[str] to a non-empty name"
+            )
+        core = self._core.get(kind)
+        if core is not None or kind == Event.kind or self._frozen is not True:
+            owner = _qualified(core) if core is not None else _qualified(Event)
+            if self._frozen is not False or cls.__module__ != __name__:
+                raise InvalidParameterError(
+                    "kind",
+                    f"event kind {kind!r} is already defined by the core class {owner}; {where} "
+                    "cannot take it (core event kinds are frozen)",
+                    "choose a new kind name prefixed with your plugin's name",
+                )
+            assert isinstance(self._core, dict)
+            self._core[kind] = cls  # a core class (or its slotted rebuild) while this module loads
+            return
+        existing = self._plugin.get(kind)
+        if existing is not None and existing is not cls and (
+            _qualified(existing) != where or _is_bound(existing)
+        ):
+            raise InvalidParameterError(
+                "kind",
+                f"event kind {kind!r} is already defined by {_qualified(existing)}; {where} "
+                "cannot take it",
+                "choose a new kind name prefixed with your plugin's name",
+            )
+        self._plugin[kind] = cls
+
+    def _freeze_core(self) -> None:
+        self._core = MappingProxyType(dict(self._core))
+        self._frozen = True
+
+
+#: every event kind: the core ones (frozen) and those of imported plugins
+EVENT_KINDS = EventKinds()
 
 
 @attrs.frozen
@@ -40,14 +130,7 @@ class Event:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "kind" in cls.__dict__:
-            existing = EVENT_KINDS.get(cls.kind)
-            if existing is not None and existing.__qualname__ != cls.__qualname__:
-                raise InvalidParameterError(
-                    "kind",
-                    f"event kind {cls.kind!r} is already defined by {existing.__module__}",
-                    "choose a new, unique kind name (events are never redefined)",
-                )
-            EVENT_KINDS[cls.kind] = cls
+            EVENT_KINDS._register(cls)
 
     def children(self) -> tuple[Event, ...]:
         """Direct sub-events (empty for leaves)."""
@@ -274,8 +357,9 @@ class ComposedEvent(Event):
         return self.events
 
 
-#: the kinds defined by the core (plugins may register more in EVENT_KINDS)
-CORE_EVENT_KINDS: frozenset[str] = frozenset(EVENT_KINDS)
+EVENT_KINDS._freeze_core()
+#: the kinds defined by the core, frozen (plugins may add new kinds to EVENT_KINDS)
+CORE_EVENT_KINDS: frozenset[str] = frozenset(EVENT_KINDS.core)
 
 
 def event_from_dict(data: Mapping[str, Any]) -> Event:

@@ -21,6 +21,7 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import (
     DPLedgerError,
     GraphError,
+    IntegrityError,
     InvalidParameterError,
     PipelineFileError,
 )
@@ -437,6 +438,8 @@ def _method_event(
         if exc.field == "method":
             raise ctx.fail(f"{path}.method", exc.problem, exc.fix) from None
         raise ctx.fail(f"{path}.params.{exc.field.split('.')[-1]}", exc.problem, exc.fix) from None
+    except IntegrityError:
+        raise  # names the plugin and its own fix
     except DPLedgerError as exc:
         raise ctx.fail(
             f"{path}.method", str(exc), "name a method listed by `dpledger plugins`"

@@ -2,11 +2,18 @@
 
 :func:`make_plugin_manager` builds a pluggy manager for the ``"dpledger"`` entry-point group.
 Builtin plugins are announced by dpledger's own ``pyproject.toml`` in the same group, so they go
-through exactly the same path as third-party ones. Each plugin is loaded, registered and checked
-on its own: an import error, a misspelled hook, a malformed spec or a duplicate name becomes a
-:class:`PluginProblem` naming the plugin and its distribution, and every other plugin keeps
-working. :class:`PluginHost` collects the specs (once, validated, with provenance) and is the
-only place that calls hooks.
+through exactly the same path as third-party ones, but first: a third-party plugin can never
+take a builtin plugin's name, method name or mechanism kind. Each plugin is loaded, registered
+and checked on its own: an import error, a misspelled hook, a malformed spec or a duplicate
+name becomes a :class:`PluginProblem` naming the plugin and its distribution, and every other
+plugin keeps working. A name (or event kind) that two third-party plugins register is refused
+when it is used, naming both. :class:`PluginHost` collects the specs (once, validated, with
+provenance) and is the only place that calls hooks; :meth:`PluginHost.on_demand` loads
+third-party plugins only when a method or mechanism that no builtin provides is asked for.
+
+Third-party code is watched (:mod:`dpledger.core.integrity`): a plugin that changes dpledger's
+own code when imported, in a hook, or in its method's ``declare``/``run`` is reported as a
+problem of stage ``integrity``, and the host then refuses to certify anything.
 
 Environment: ``DPLEDGER_PLUGINS_ALLOW`` (comma-separated plugin or distribution names; only
 those load; an empty value loads none), ``DPLEDGER_PLUGINS_BLOCK`` (never load these) and
@@ -25,10 +32,15 @@ import attrs
 import numpy as np
 import pluggy
 
-from dpledger.core import hookspecs
+from dpledger.core import hookspecs, integrity
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError, PluginError, UnsupportedEventError
-from dpledger.core.events import ApproxDPEvent, Event, PureDPEvent, map_children
+from dpledger.core.errors import (
+    InvalidParameterError,
+    PluginConflictError,
+    PluginError,
+    UnsupportedEventError,
+)
+from dpledger.core.events import EVENT_KINDS, ApproxDPEvent, Event, PureDPEvent, map_children
 from dpledger.core.hookspecs import HOOK_NAMES, PROJECT_NAME
 from dpledger.core.specs import (
     AnySpec,
@@ -53,7 +65,7 @@ class PluginProblem:
     plugin: str
     distribution: str | None
     version: str | None
-    stage: str  # load | register | hook | spec | duplicate
+    stage: str  # load | register | hook | spec | duplicate | integrity
     message: str
 
     def describe(self) -> str:
@@ -89,6 +101,32 @@ class DPLedgerPluginManager(pluggy.PluginManager):
         self.problems: list[PluginProblem] = []
         self.origins: dict[str, PluginOrigin] = {}
         self.skipped: list[tuple[str, str]] = []
+        #: the allow and block lists this manager was made with (for loading on demand)
+        self.allow: list[str] | None = None
+        self.block: list[str] = []
+        self._guard: integrity.IntegrityGuard | None = None
+
+    @property
+    def guard(self) -> integrity.IntegrityGuard | None:
+        """The integrity guard, once third-party code is about to run (or has run before)."""
+        if self._guard is None and integrity.tainted():
+            self._guard = integrity.IntegrityGuard()
+        return self._guard
+
+    def watch(self) -> integrity.IntegrityGuard:
+        """The integrity guard, fingerprinting dpledger's code now if there is none yet."""
+        if self._guard is None:
+            self._guard = integrity.IntegrityGuard()
+        return self._guard
+
+    def check_integrity(self, plugin: str, stage: str) -> None:
+        """Attribute any change to dpledger's code since the last check to ``plugin``."""
+        guard = self.guard
+        if guard is None:
+            return
+        origin = self.origins.get(plugin)
+        dist, version = (origin.distribution, origin.version) if origin else (None, None)
+        guard.check(plugin, dist, version, stage)
 
 
 def _env_names(var: str) -> list[str] | None:
@@ -108,16 +146,22 @@ def make_plugin_manager(
     allow: Sequence[str] | None = None,
     block: Sequence[str] | None = None,
     trace: bool = False,
+    builtin_only: bool = False,
 ) -> DPLedgerPluginManager:
-    """A fresh manager; ``allow``/``block``/``trace`` default to the environment variables."""
+    """A fresh manager; ``allow``/``block``/``trace`` default to the environment variables.
+
+    ``builtin_only`` loads only the entry points of the builtin distribution (see
+    :meth:`PluginHost.on_demand` for the rest).
+    """
     pm = DPLedgerPluginManager()
-    allow = list(allow) if allow is not None else _env_names(ENV_ALLOW)
-    block = list(block) if block is not None else (_env_names(ENV_BLOCK) or [])
+    pm.allow = list(allow) if allow is not None else _env_names(ENV_ALLOW)
+    pm.block = list(block) if block is not None else (_env_names(ENV_BLOCK) or [])
     if trace or _env_flag(ENV_TRACE):
         pm.trace.root.setwriter(sys.stderr.write)
         pm.enable_tracing()
     if load_entrypoints:
-        load_entry_points(pm, allow=allow, block=block)
+        load_entry_points(pm, allow=pm.allow, block=pm.block,
+                          which="builtin" if builtin_only else "all")
     return pm
 
 
@@ -137,38 +181,66 @@ def load_entry_points(
     allow: Sequence[str] | None = None,
     block: Sequence[str] = (),
     entry_points: Iterable[metadata.EntryPoint] | None = None,
+    which: str = "all",
 ) -> None:
-    """Load every ``dpledger`` entry point, each in isolation (problems are recorded)."""
+    """Load ``dpledger`` entry points, each in isolation (problems are recorded).
+
+    ``which`` is ``"all"``, ``"builtin"`` (the builtin distribution's only) or
+    ``"third_party"``. Builtin entry points always load first, so that they keep their names;
+    dpledger's code is fingerprinted before the first third-party one is imported, and checked
+    after each.
+    """
+    if which not in ("all", "builtin", "third_party"):
+        raise InvalidParameterError("which", f"unknown value {which!r}",
+                                    "use 'all', 'builtin' or 'third_party'")
     if entry_points is None:
         entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
-    eps = entry_points
     seen: set[tuple[str, str, str | None]] = set()
-    for ep in sorted(eps, key=lambda e: (e.name, e.value)):
+    builtin: list[tuple[metadata.EntryPoint, str | None, str | None]] = []
+    others: list[tuple[metadata.EntryPoint, str | None, str | None]] = []
+    for ep in sorted(entry_points, key=lambda e: (e.name, e.value)):
         dist, version = _dist_of(ep)
         key = (ep.name, ep.value, dist)
         if key in seen:  # the same distribution found twice on sys.path
             continue
         seen.add(key)
-        if ep.name in block or (dist is not None and dist in block):
-            pm.skipped.append((ep.name, "blocked"))
-            continue
-        if allow is not None and ep.name not in allow and dist not in allow:
-            pm.skipped.append((ep.name, "not in the allow list"))
-            continue
-        origin = PluginOrigin(ep.name, dist, version, ep.value, trust_tier(dist))
-        try:
-            plugin = ep.load()
-        except (Exception, SystemExit) as exc:
-            pm.problems.append(PluginProblem(
-                ep.name, dist, version, "load", f"importing {ep.value} failed: "
-                f"{type(exc).__name__}: {exc}",
-            ))
-            continue
-        register_plugin(pm, plugin, name=ep.name, origin=origin)
+        (builtin if dist == BUILTIN_DISTRIBUTION else others).append((ep, dist, version))
+    groups = {"all": [builtin, others], "builtin": [builtin], "third_party": [others]}[which]
+    for group in groups:
+        for ep, dist, version in group:
+            if ep.name in block or (dist is not None and dist in block):
+                pm.skipped.append((ep.name, "blocked"))
+                continue
+            if allow is not None and ep.name not in allow and dist not in allow:
+                pm.skipped.append((ep.name, "not in the allow list"))
+                continue
+            _load_one(pm, ep, dist, version)
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:  # pragma: no cover - caught per plugin above
         pm.problems.append(PluginProblem("?", None, None, "register", str(exc)))
+
+
+def _load_one(
+    pm: DPLedgerPluginManager, ep: metadata.EntryPoint, dist: str | None, version: str | None
+) -> None:
+    origin = PluginOrigin(ep.name, dist, version, ep.value, trust_tier(dist))
+    third_party = dist != BUILTIN_DISTRIBUTION
+    guard = pm.watch() if third_party else None
+    try:
+        plugin = ep.load()
+    except (Exception, SystemExit) as exc:
+        pm.problems.append(PluginProblem(
+            ep.name, dist, version, "load", f"importing {ep.value} failed: "
+            f"{type(exc).__name__}: {exc}",
+        ))
+        plugin = None
+    if plugin is not None:
+        register_plugin(pm, plugin, name=ep.name, origin=origin)
+    changed = guard is not None and guard.check(ep.name, dist, version, "import") is not None
+    if changed and plugin is not None and pm.origins.get(ep.name) is origin:
+        pm.unregister(plugin)  # run none of its hooks
+        del pm.origins[ep.name]
 
 
 def _near_miss_hooks(plugin: object) -> list[str]:
@@ -198,6 +270,8 @@ def register_plugin(
 ) -> bool:
     """Register one plugin with all checks; on any problem it is recorded and not registered."""
     origin = origin or PluginOrigin(name, None, None, None, trust_tier(None))
+    if origin.distribution != BUILTIN_DISTRIBUTION:
+        pm.watch()  # fingerprint before its first hook call
     if pm.has_plugin(name) or name in pm.origins:
         other = pm.origins.get(name)
         where = f" from {other.distribution}" if other and other.distribution else ""
@@ -270,11 +344,38 @@ class PluginHost:
         self.pm = pm if pm is not None else make_plugin_manager()
         self._specs: dict[str, dict[str, AnySpec]] | None = None
         self._problems: list[PluginProblem] = []
+        #: per hook, names (and ``kind:<kind>`` for mechanisms) two third-party plugins claim
+        self._clashes: dict[str, dict[str, list[AnySpec]]] = {}
+        self._third_party_pending = False
 
     @classmethod
     def create(cls, **kwargs: Any) -> PluginHost:
         """``PluginHost(make_plugin_manager(**kwargs))``."""
         return cls(make_plugin_manager(**kwargs))
+
+    @classmethod
+    def on_demand(
+        cls,
+        *,
+        allow: Sequence[str] | None = None,
+        block: Sequence[str] | None = None,
+        trace: bool = False,
+    ) -> PluginHost:
+        """A host that loads the builtin distribution now and the third-party entry points only
+        when asked for a method, or to lower an event kind, that no builtin plugin provides."""
+        host = cls(make_plugin_manager(allow=allow, block=block, trace=trace, builtin_only=True))
+        host._third_party_pending = True
+        return host
+
+    def _load_third_party(self) -> bool:
+        """Load the third-party entry points if they are still pending; True if it did."""
+        if not self._third_party_pending:
+            return False
+        self._third_party_pending = False
+        load_entry_points(self.pm, allow=self.pm.allow, block=self.pm.block,
+                          which="third_party")
+        self._specs = None
+        return True
 
     # -- registration (tests and embedding) --------------------------------------------
     def register(self, plugin: object, *, name: str) -> bool:
@@ -305,8 +406,9 @@ class PluginHost:
         if self._specs is not None:
             return self._specs
         specs: dict[str, dict[str, AnySpec]] = {h: {} for h in HOOK_NAMES}
-        kinds: dict[str, str] = {}
+        kinds: dict[str, AnySpec] = {}
         self._problems = []
+        self._clashes = {h: {} for h in HOOK_NAMES}
         plugins = self._ordered_plugins()
         for hook_name in HOOK_NAMES:
             for name, plugin in plugins:
@@ -314,6 +416,9 @@ class PluginHost:
                 if not any(impl.plugin is plugin for impl in hook.get_hookimpls()):
                     continue
                 got = self._call_one(hook_name, name, plugin, [p for _, p in plugins])
+                origin = self.pm.origins.get(name)
+                if origin is None or origin.distribution != BUILTIN_DISTRIBUTION:
+                    self.pm.check_integrity(name, "hook")
                 for spec in got:
                     self._accept(hook_name, name, spec, specs[hook_name], kinds)
         self._specs = specs
@@ -356,25 +461,71 @@ class PluginHost:
         plugin: str,
         spec: AnySpec,
         table: dict[str, AnySpec],
-        kinds: dict[str, str],
+        kinds: dict[str, AnySpec],
     ) -> None:
-        existing = table.get(spec.name)
-        if existing is not None:
-            assert existing.provenance is not None
-            self._problem(plugin, "duplicate", (
-                f"{spec.name!r} is already registered by plugin {existing.provenance.plugin!r} "
-                f"({existing.provenance.distribution or 'no distribution'}); this one is ignored"
-            ))
-            return
+        spec = self._with_provenance(plugin, spec)
+        clashes = self._clashes[hook_name]
+        claims = [spec.name]
         if isinstance(spec, MechanismSpec):
-            owner = kinds.get(spec.kind)
-            if owner is not None:
+            claims.append(f"kind:{spec.kind}")
+        for claim in claims:
+            existing = kinds.get(claim[5:]) if claim.startswith("kind:") else table.get(claim)
+            if claim in clashes:
+                existing = clashes[claim][0]
+            if existing is None:
+                continue
+            assert existing.provenance is not None
+            what = (f"event kind {claim[5:]!r}" if claim.startswith("kind:")
+                    else f"{spec.name!r}")
+            if existing.provenance.distribution == BUILTIN_DISTRIBUTION:
                 self._problem(plugin, "duplicate", (
-                    f"event kind {spec.kind!r} is already registered by plugin {owner!r}; "
-                    "this one is ignored"
+                    f"{what} is already registered by builtin plugin "
+                    f"{existing.provenance.plugin!r} ({BUILTIN_DISTRIBUTION}); builtin names "
+                    "cannot be taken, so this one is ignored"
                 ))
                 return
-            kinds[spec.kind] = plugin
+            self._clash(hook_name, claim, what, existing, spec, table, kinds)
+            return
+        if isinstance(spec, MechanismSpec):
+            kinds[spec.kind] = spec
+        table[spec.name] = spec
+
+    def _clash(
+        self,
+        hook_name: str,
+        claim: str,
+        what: str,
+        existing: AnySpec,
+        spec: AnySpec,
+        table: dict[str, AnySpec],
+        kinds: dict[str, AnySpec],
+    ) -> None:
+        """Two third-party plugins claim one name or kind: neither is used; both are told."""
+        claimants = self._clashes[hook_name].setdefault(claim, [existing])
+        name = existing.name
+        if table.get(name) is existing:
+            del table[name]
+        if isinstance(existing, MechanismSpec):
+            kind = existing.kind
+            if kinds.get(kind) is existing:
+                del kinds[kind]
+        for other in claimants:
+            assert other.provenance is not None
+            self._problem(other.provenance.plugin, "duplicate", (
+                f"{what} is also registered by plugin {_who(spec)}; it cannot be used until "
+                "one of them is blocked"
+            ))
+        self._problem(_plugin_of(spec), "duplicate", (
+            f"{what} is also registered by plugin {_who(claimants[0])}; it cannot be used "
+            "until one of them is blocked"
+        ))
+        claimants.append(spec)
+        for mechanism in (existing, spec):
+            if isinstance(mechanism, MechanismSpec):
+                # neither mapping is used, so an event of either class is refused, not left as is
+                self._clashes[hook_name].setdefault(f"kind:{mechanism.kind}", claimants)
+
+    def _with_provenance(self, plugin: str, spec: AnySpec) -> AnySpec:
         origin = self.pm.origins.get(plugin)
         provenance = Provenance(
             plugin=plugin,
@@ -382,7 +533,27 @@ class PluginHost:
             version=origin.version if origin else None,
             tier=origin.tier if origin else trust_tier(None),
         )
-        table[spec.name] = attrs.evolve(spec, provenance=provenance)
+        spec = attrs.evolve(spec, provenance=provenance)
+        if provenance.distribution == BUILTIN_DISTRIBUTION:
+            return spec
+        if isinstance(spec, MethodSpec):  # a patch made in declare() or run() is attributed
+            return attrs.evolve(
+                spec,
+                declare=integrity.guarded_call(spec.declare, self._after(plugin, "declare")),
+                run=integrity.guarded_call(spec.run, self._after(plugin, "run")),
+            )
+        if isinstance(spec, MechanismSpec) and spec.to_core is not None:
+            return attrs.evolve(
+                spec, to_core=integrity.guarded_call(spec.to_core, self._after(plugin,
+                                                                               "mechanism")))
+        return spec
+
+    def _after(self, plugin: str, stage: str) -> Callable[[], None]:
+        def check() -> None:
+            self.pm.check_integrity(plugin, stage)
+            self.certify()
+
+        return check
 
     def refresh(self) -> None:
         """Collect the specs again (after registering or unregistering plugins)."""
@@ -390,20 +561,48 @@ class PluginHost:
 
     # -- queries ------------------------------------------------------------------------
     def methods(self) -> dict[str, MethodSpec]:
+        """Every usable method (a name two third-party plugins register is left out)."""
         return _typed(self._collect()["dpledger_register_methods"], MethodSpec)
 
     def mechanisms(self) -> dict[str, MechanismSpec]:
+        """Every usable mechanism (a name or kind two third-party plugins register is left out)."""
         return _typed(self._collect()["dpledger_register_mechanisms"], MechanismSpec)
 
     def report_sections(self) -> dict[str, ReportSectionSpec]:
         return _typed(self._collect()["dpledger_register_report_sections"], ReportSectionSpec)
 
+    def certify(self) -> None:
+        """Raise :class:`~dpledger.core.errors.IntegrityError` if any plugin has changed
+        dpledger's code (in this host or earlier in this process)."""
+        guard = self.pm.guard
+        if guard is not None:
+            guard.certify()
+
     def method(self, name: str) -> MethodSpec:
-        """The method called ``name``; the error lists the available ones."""
+        """The method called ``name``; the error lists the available ones.
+
+        Refuses (:class:`~dpledger.core.errors.IntegrityError`) when a plugin has changed
+        dpledger's code, and (:class:`~dpledger.core.errors.PluginConflictError`) when two
+        third-party plugins register ``name``.
+        """
         methods = self.methods()
+        if name not in methods and name not in self._clashes["dpledger_register_methods"] and (
+            self._load_third_party()
+        ):
+            methods = self.methods()
+        self.certify()
+        claimants = self._clashes["dpledger_register_methods"].get(name)
+        if claimants:
+            raise _conflict("method", f"method {name!r}", claimants)
         if name not in methods:
+            failed = [p for p in self.problems() if p.stage in ("load", "register")]
+            note = ""
+            if failed:
+                note = " (plugins that failed to load: " + "; ".join(
+                    f"{p.plugin} ({p.distribution or '-'} {p.version or ''}".rstrip() + "): "
+                    + p.message for p in failed) + ")"
             raise InvalidParameterError(
-                "method", f"no method named {name!r}",
+                "method", f"no method named {name!r}{note}",
                 f"use one of {sorted(methods)} (see `dpledger plugins`)",
             )
         return methods[name]
@@ -424,17 +623,24 @@ class PluginHost:
 
     def problems(self) -> tuple[PluginProblem, ...]:
         self._collect()
-        return (*self.pm.problems, *self._problems)
+        guard = self.pm.guard
+        tampering = tuple(
+            PluginProblem(v.plugin, v.distribution, v.version, "integrity", v.describe())
+            for v in (guard.violations if guard is not None else ())
+        )
+        return (*self.pm.problems, *self._problems, *tampering)
 
     def plugins(self) -> list[PluginInfo]:
         """Every registered plugin, and every plugin that failed to load, with its problems."""
         self._collect()
         problems = self.problems()
         by_plugin: dict[str, list[AnySpec]] = {}
-        for table in self._collect().values():
-            for spec in table.values():
-                assert spec.provenance is not None
-                by_plugin.setdefault(spec.provenance.plugin, []).append(spec)
+        clashed = [s for c in self._clashes.values() for group in c.values() for s in group]
+        for spec in [*(s for t in self._collect().values() for s in t.values()), *clashed]:
+            assert spec.provenance is not None
+            mine = by_plugin.setdefault(spec.provenance.plugin, [])
+            if spec not in mine:
+                mine.append(spec)
         names = [n for n, _ in self._ordered_plugins()]
         names += sorted({p.plugin for p in problems} - set(names))
         out = []
@@ -464,7 +670,41 @@ class PluginHost:
         profile (see :func:`profile_to_core`), under ``adjacency``.
         """
         by_class = {spec.event_class: spec for spec in self.mechanisms().values()}
+        unknown = [n for n in event.walk()
+                   if EVENT_KINDS.core.get(n.kind) is not type(n) and type(n) not in by_class]
+        if unknown and self._load_third_party():
+            by_class = {spec.event_class: spec for spec in self.mechanisms().values()}
+        self.certify()
+        clashes = self._clashes["dpledger_register_mechanisms"]
+        for node in event.walk():
+            claimants = clashes.get(f"kind:{node.kind}")
+            if claimants and any(isinstance(node, c.event_class) for c in claimants
+                                 if isinstance(c, MechanismSpec)):
+                raise _conflict("event", f"event kind {node.kind!r}", claimants)
         return _lower(event, by_class, depth=0, adjacency=adjacency or Adjacency())
+
+
+def _plugin_of(spec: AnySpec) -> str:
+    return spec.provenance.plugin if spec.provenance is not None else "?"
+
+
+def _who(spec: AnySpec) -> str:
+    prov = spec.provenance
+    if prov is None:
+        return "'?'"
+    dist = f"{prov.distribution} {prov.version or ''}".strip() if prov.distribution else "-"
+    return f"{prov.plugin!r} ({dist})"
+
+
+def _conflict(field: str, what: str, claimants: Sequence[AnySpec]) -> PluginConflictError:
+    names = " and ".join(_who(s) for s in claimants)
+    blocks = ", ".join(_plugin_of(s) for s in claimants)
+    return PluginConflictError(
+        field, f"{what} is registered by more than one plugin: {names}; dpledger does not "
+        "choose between them",
+        f"block all but one with --plugins-block NAME (or DPLEDGER_PLUGINS_BLOCK; one of "
+        f"{blocks})",
+    )
 
 
 def _typed(table: Mapping[str, AnySpec], cls: type[S]) -> dict[str, S]:
@@ -537,10 +777,17 @@ def host_from_options(
     block: str | None = None,
     trace: bool = False,
     factory: Callable[..., DPLedgerPluginManager] = make_plugin_manager,
+    on_demand: bool = False,
 ) -> PluginHost:
-    """A host from comma-separated CLI option values (None means: use the environment)."""
+    """A host from comma-separated CLI option values (None means: use the environment).
+
+    ``on_demand``: load third-party plugins only when a method or mechanism no builtin
+    provides is needed (:meth:`PluginHost.on_demand`).
+    """
 
     def names(raw: str | None) -> list[str] | None:
         return None if raw is None else [n.strip() for n in raw.split(",") if n.strip()]
 
+    if on_demand:
+        return PluginHost.on_demand(allow=names(allow), block=names(block), trace=trace)
     return PluginHost(factory(allow=names(allow), block=names(block), trace=trace))

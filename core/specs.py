@@ -29,16 +29,8 @@ TRUST_TIERS: tuple[str, ...] = ("vetted", "contrib", "unverified")
 
 _NAME = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}$")
 
-_CORE_EVENT_CLASSES: dict[str, type[Event]] = {
-    str(obj.__dict__["kind"]): obj
-    for obj in vars(_events).values()
-    if isinstance(obj, type)
-    and issubclass(obj, Event)
-    and obj.__module__ == _events.__name__
-    and "kind" in obj.__dict__
-}
 #: kinds of the events defined by dpledger itself; a plugin may not reuse them
-CORE_EVENT_KINDS: frozenset[str] = frozenset(_CORE_EVENT_CLASSES)
+CORE_EVENT_KINDS: frozenset[str] = _events.CORE_EVENT_KINDS
 
 
 def _name_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -196,11 +188,18 @@ def _event_class_validator(instance: Any, attribute: attrs.Attribute[Any], value
         raise InvalidParameterError(
             attribute.name, f"{value.__name__} has no own 'kind'", "set kind: ClassVar[str]"
         )
-    if kind in CORE_EVENT_KINDS and _CORE_EVENT_CLASSES[kind] is not value:
-        # Event.__init_subclass__ has already overwritten the registry entry: put it back.
-        _events.EVENT_KINDS[kind] = _CORE_EVENT_CLASSES[kind]
+    if kind in CORE_EVENT_KINDS or kind == Event.kind:
         raise InvalidParameterError(
             attribute.name, f"kind {kind!r} is a core event kind", "choose a new, prefixed kind"
+        )
+    if _events.EVENT_KINDS.get(kind) is not value:
+        registered = _events.EVENT_KINDS.get(kind)
+        owner = f"{registered.__module__}.{registered.__qualname__}" if registered else "nothing"
+        raise InvalidParameterError(
+            attribute.name,
+            f"{value.__module__}.{value.__qualname__} is not the registered class of kind "
+            f"{kind!r} ({owner} is)",
+            "set kind in the class body (not after the class is created), with a unique name",
         )
 
 

@@ -105,7 +105,7 @@ def _lazy_resolver() -> MethodResolver:
         name: str, values: Mapping[str, Any], adjacency: Adjacency
     ) -> tuple[Event, str | None, str]:
         if not hosts:
-            hosts.append(host_from_options())
+            hosts.append(host_from_options(on_demand=True))
         return hosts[0].resolve_method(name, values, adjacency)
 
     return resolve

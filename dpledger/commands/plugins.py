@@ -23,9 +23,11 @@ def add_plugin_options(parser: argparse.ArgumentParser) -> None:
                             "(also: DPLEDGER_PLUGINS_TRACE=1)")
 
 
-def host_from_args(args: argparse.Namespace) -> PluginHost:
+def host_from_args(args: argparse.Namespace, *, on_demand: bool = False) -> PluginHost:
+    """The host the plugin-loading flags ask for; ``on_demand`` loads third-party plugins only
+    when a method or mechanism that no builtin plugin provides is needed."""
     return host_from_options(allow=args.plugins_allow, block=args.plugins_block,
-                             trace=bool(args.plugins_trace))
+                             trace=bool(args.plugins_trace), on_demand=on_demand)
 
 
 def register(subparsers: Any) -> None:

@@ -189,7 +189,7 @@ def _adjacency(config: Mapping[str, Any]) -> Adjacency:
 def main(args: argparse.Namespace) -> int:
     _prepare_out(args.out)
     config = read_config(args.config)
-    host = host_from_args(args)
+    host = host_from_args(args, on_demand=True)
     spec = host.method(args.method)
     params_table = config.get("params", {k: v for k, v in config.items() if k not in _RESERVED})
     if not isinstance(params_table, dict):

@@ -226,3 +226,69 @@ def test_profile_only_mechanism_is_charged_by_its_profile() -> None:
     broken = attrs.evolve(spec, privacy_profile=lambda e, a, eps: 2.0)
     with pytest.raises(PluginError, match="not a probability"):
         profile_to_core(broken, PureStaircaseEvent(1.0), make_adj())
+
+
+ON_DEMAND = """
+from typing import ClassVar
+
+import attrs
+from dpledger.core.events import Event, LaplaceEvent, PureDPEvent
+from dpledger.core.hookspecs import hookimpl
+from dpledger.core.specs import MechanismSpec, MethodSpec
+
+
+@attrs.frozen
+class P:
+    noise_multiplier: float = 2.0
+
+
+@attrs.frozen
+class OdEvent(Event):
+    kind: ClassVar[str] = "od_pure"
+    epsilon: float = 1.0
+
+
+@hookimpl
+def dpledger_register_methods(register):
+    register(MethodSpec(name="od_count", params=P,
+                        declare=lambda p, a: LaplaceEvent(p.noise_multiplier),
+                        run=lambda p, d, ledger, rng: {}, description="a count",
+                        proof="Dwork et al. 2006, Prop. 1"))
+
+
+@hookimpl
+def dpledger_register_mechanisms(register):
+    register(MechanismSpec(name="od_pure", event_class=OdEvent, description="pure",
+                           proof="by definition", to_core=lambda e: PureDPEvent(e.epsilon)))
+"""
+
+
+def test_on_demand_host_loads_third_party_plugins_only_when_needed(make_dist) -> None:  # type: ignore[no-untyped-def]
+    import sys
+
+    make_dist("od-plugin", "0.1", {"rt_on_demand": ON_DEMAND}, {"od": "rt_on_demand"})
+    host = PluginHost.on_demand()
+    spec = host.method("laplace_mechanism")
+    assert spec.provenance is not None and spec.provenance.distribution == "dpledger"
+    assert host.lower(GaussianEvent(1.0)) == GaussianEvent(1.0)
+    assert "rt_on_demand" not in sys.modules  # builtin names and core kinds need no plugin
+    spec = host.method("od_count")
+    assert spec.provenance is not None and spec.provenance.distribution == "od-plugin"
+    # lowering a plugin event kind loads the third-party plugins as well
+    event = sys.modules["rt_on_demand"].OdEvent(0.5)
+    fresh = PluginHost.on_demand()
+    assert fresh.lower(ComposedEvent([event, GaussianEvent(1.0)])) == ComposedEvent(
+        [PureDPEvent(0.5), GaussianEvent(1.0)])
+
+
+def test_on_demand_host_respects_the_block_list(make_dist) -> None:  # type: ignore[no-untyped-def]
+    make_dist("od-plugin", "0.1", {"rt_on_demand": ON_DEMAND}, {"od": "rt_on_demand"})
+    host = PluginHost.on_demand(block=["od-plugin"])
+    with pytest.raises(InvalidParameterError, match="no method named 'od_count'"):
+        host.method("od_count")
+    assert ("od", "blocked") in host.pm.skipped
+
+
+def test_load_entry_points_names_its_groups(dpledger_pm) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InvalidParameterError, match="which"):
+        load_entry_points(dpledger_pm, entry_points=[], which="everything")

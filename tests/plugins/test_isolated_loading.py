@@ -7,6 +7,7 @@ import json
 import pytest
 
 from dpledger.cli import main
+from dpledger.core.errors import PluginConflictError
 from dpledger.core.plugin_manager import PluginHost, make_plugin_manager
 
 GOOD = """
@@ -97,16 +98,25 @@ def test_each_broken_plugin_is_named_and_the_good_one_works(make_dist) -> None: 
     assert problems["malformed"].stage == "hook"
     assert "InvalidParameterError" in problems["malformed"].message
     assert problems["wrongtype"].stage == "spec"
-    # duplicate method name: plugins load in name order, so "dup" comes first and "good" loses
-    assert problems["good"].stage == "duplicate"
-    assert "'dup'" in problems["good"].message and "dup-plugin" in problems["good"].message
-    assert set(host.methods()) == {"good_count"}
-    spec = host.methods()["good_count"]
+    # duplicate method name of two third-party plugins: neither wins, both are told, and using
+    # the name is an error naming both plugins and both distributions
+    duplicates = {p.plugin: p for p in host.problems() if p.stage == "duplicate"}
+    assert set(duplicates) == {"good", "dup"}
+    assert "'dup' (dup-plugin 2.0)" in duplicates["good"].message
+    assert "'good' (good-plugin 1.0)" in duplicates["dup"].message
+    assert host.methods() == {}
+    with pytest.raises(PluginConflictError) as info:
+        host.method("good_count")
+    assert "'dup' (dup-plugin 2.0) and 'good' (good-plugin 1.0)" in str(info.value)
+    assert info.value.field == "method" and "--plugins-block" in info.value.fix
+    assert set(problems) == {"boom", "missing", "typo", "unmarked", "malformed", "wrongtype",
+                             "good", "dup"}
+    # with one of them blocked, the other one's method is used
+    host = PluginHost(make_plugin_manager(allow=["good", "dup"], block=["dup-plugin"]))
+    spec = host.method("good_count")
     assert spec.provenance is not None
     assert (spec.provenance.plugin, spec.provenance.distribution, spec.provenance.version,
-            spec.provenance.tier) == ("dup", "dup-plugin", "2.0", "unverified")
-    assert set(problems) == {"boom", "missing", "typo", "unmarked", "malformed", "wrongtype",
-                             "good"}
+            spec.provenance.tier) == ("good", "good-plugin", "1.0", "unverified")
 
 
 def test_plugins_command_lists_culprits(make_dist, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
