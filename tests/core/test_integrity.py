@@ -24,11 +24,15 @@ def test_each_kind_of_change_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(np.random, "default_rng", lambda *a: None)
     monkeypatch.setattr(np, "rt_new_attribute", 1, raising=False)  # libraries may gain names
     changes = set(diff(before, before.retake()))
-    assert changes == {
+    # every module that imported ``select.account`` sees the same function modified: which
+    # modules those are depends on what else the process has loaded
+    aliases = {c for c in changes if c.where.endswith(".account")}
+    assert aliases >= {Change("dpledger.accountant.select.account", "modified in place"),
+                       Change("dpledger.accountant.calibrate.account", "modified in place")}
+    assert all(c.how == "modified in place" for c in aliases)
+    assert changes - aliases == {
         Change("dpledger.accountant.select.CONSISTENCY_SLACK", "replaced"),
         Change("dpledger.core.ledger.sum", "added"),
-        Change("dpledger.accountant.select.account", "modified in place"),
-        Change("dpledger.accountant.calibrate.account", "modified in place"),  # same function
         Change("dpledger.core.ledger.PrivacyLedger.verify", "modified in place"),
         Change("dpledger.core.ledger.PrivacyLedger.matches_exactly", "removed"),
         Change("numpy.random.default_rng", "replaced"),
