@@ -67,7 +67,9 @@ def test_template_installs_and_is_listed(tmp_path: Path) -> None:
         assert info["version"] == "0.1.0" and info["tier"] == "unverified"
         assert info["methods"] == ["clipped_sum"] and info["problems"] == []
     finally:
-        subprocess.run([*pip, "uninstall", "-y", "-q", "dpledger-plugin-template"], check=True,
+        # put back the copy the test environment installs (other tests account its method)
+        subprocess.run([*pip, "install", "--no-deps", "--no-build-isolation", "--no-index",
+                        "--force-reinstall", "-q", str(TEMPLATE)], check=True,
                        capture_output=True)
 
 
