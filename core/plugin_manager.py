@@ -638,9 +638,9 @@ class PluginHost:
         clashed = [s for c in self._clashes.values() for group in c.values() for s in group]
         for spec in [*(s for t in self._collect().values() for s in t.values()), *clashed]:
             assert spec.provenance is not None
-            mine = by_plugin.setdefault(spec.provenance.plugin, [])
-            if spec not in mine:
-                mine.append(spec)
+            listed = by_plugin.setdefault(spec.provenance.plugin, [])
+            if spec not in listed:
+                listed.append(spec)
         names = [n for n, _ in self._ordered_plugins()]
         names += sorted({p.plugin for p in problems} - set(names))
         out = []
