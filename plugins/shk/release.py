@@ -20,7 +20,7 @@ from dpledger.core.ledger import PrivacyLedger
 from dpledger.plugins.shk import declare
 from dpledger.plugins.shk.params import SHKMethodParams
 from dpledger.plugins.shk.particles import birth_death_langevin
-from dpledger.plugins.shk.solvers import solve_shk
+from dpledger.plugins.shk.solvers import solve_shk, stable_dt
 from dpledger.plugins.shk.torus import FloatArray, TorusGrid, check_data, von_mises_density
 
 #: A grid loss whose seam jump exceeds this multiple of its largest interior jump is refused.
@@ -108,9 +108,18 @@ def grid_release_law(p: SHKMethodParams, data: Any) -> FloatArray:
     v, _ = _potential(p, data)
     grid = TorusGrid(p.n_cells)
     rho0 = von_mises_density(grid, p.rho0_kappa, p.rho0_mu)
-    density = solve_shk(v, p.t, grid, rho0, dt=p.dt).final(0)
+    density = solve_shk(v, p.t, grid, rho0, dt=_capped_dt(p, v, grid, rho0)).final(0)
     w = density * grid.dx
     return np.asarray(w / w.sum(), dtype=np.float64)
+
+
+def _capped_dt(p: SHKMethodParams, v: Any, grid: TorusGrid, rho0: FloatArray) -> float | None:
+    """``dt`` caps the RK4 step: never above the default step (the range the checks cover)."""
+    if p.dt is None:
+        return None
+    log_pi = np.log(grid.gibbs(np.asarray(v(grid.x), dtype=np.float64)))
+    default = stable_dt(grid, log_pi, float(np.ptp(np.log(rho0) - log_pi)))
+    return min(float(p.dt), default)
 
 
 def _grid_sampler(p: SHKMethodParams, data: Any) -> Any:

@@ -28,7 +28,8 @@ USER = Adjacency(unit="user", unit_key="id")
 SCHEMA = TableSchema((Column("id", "static"), Column("x", "numeric", lower=-5.0, upper=5.0),
                       Column("c", "categorical", categories=("a", "b"))))
 TINY = {
-    "noise_multiplier": 1.1, "delta": 1e-4, "public_n_users": 6, "steps": 2, "sampling_probability": 0.5,
+    "noise_multiplier": 1.1, "delta": 1e-4, "public_n_users": 6, "steps": 2,
+    "sampling_probability": 0.5,
     "clip_norm": 0.1, "selection_epsilon": 2.0, "k": 2, "overgeneration": 2.0,
     "embedder": "summary", "lora_rank": 2, "n_layer": 1, "n_head": 2, "n_embd": 16,
     "max_tokens": 160, "max_rows": 3, "physical_batch": 4, "length_pmf": (0.3, 0.4, 0.3),
