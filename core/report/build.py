@@ -28,6 +28,7 @@ from dpledger.core.events import (
 from dpledger.core.graph import CompositionGraph, GraphAccount, ReleaseReduction, account_graph
 from dpledger.core.pipeline import Pipeline, load_pipeline
 from dpledger.core.report.model import (
+    NO_GUARANTEE,
     Bracket,
     DataAccess,
     ExtraSection,
@@ -35,6 +36,7 @@ from dpledger.core.report.model import (
     Released,
     ReleaseRow,
     json_safe,
+    no_guarantee,
 )
 from dpledger.core.report.numbers import fmt_exact, fmt_up
 from dpledger.core.specs import MethodSpec, Provenance
@@ -141,21 +143,22 @@ def release_tier(spec: MethodSpec | None, provenance: Provenance | None) -> str:
 # -- pieces of the report --------------------------------------------------------------------
 def _statement(bound: Mapping[str, Any], adjacency: str, eps_query: bool) -> str:
     method = bound["method"]
+    if no_guarantee(bound, eps_query):
+        at = (f"no finite ε at δ = {fmt_exact(bound['delta'])}" if eps_query
+              else f"δ = 1 at ε = {fmt_exact(bound['epsilon'])}")
+        return (
+            f"The release carries {NO_GUARANTEE} with respect to {adjacency}: it contains a "
+            f"non-private step, or its guarantee is vacuous ({at}; method {method})."
+        )
     if not eps_query:
         return (
             f"The release is (ε, δ)-differentially private with respect to {adjacency}, with "
             f"δ = {fmt_up(bound['delta'])} (certified upper bound, method {method}) at "
             f"ε = {fmt_exact(bound['epsilon'])}."
         )
-    eps = float(bound["epsilon"])
-    if eps == float("inf"):
-        return (
-            f"The release has no finite ε at δ = {fmt_exact(bound['delta'])} with respect to "
-            f"{adjacency}: it contains a non-private step (method {method})."
-        )
     return (
         f"The release is (ε, δ)-differentially private with respect to {adjacency}, with "
-        f"ε = {fmt_up(eps)} (certified upper bound, method {method}) at "
+        f"ε = {fmt_up(float(bound['epsilon']))} (certified upper bound, method {method}) at "
         f"δ = {fmt_exact(bound['delta'])}."
     )
 

@@ -18,6 +18,17 @@ import attrs
 SCHEMA_VERSION = 1
 
 
+#: what a report says, instead of a number, when the bound certifies nothing
+NO_GUARANTEE = "no privacy guarantee"
+
+
+def no_guarantee(bound: Mapping[str, Any], eps_query: bool) -> bool:
+    """Whether ``bound`` certifies nothing: ε = ∞ (ε query) or δ ≥ 1 (δ query)."""
+    if eps_query:
+        return float(bound["epsilon"]) == math.inf
+    return float(bound["delta"]) >= 1.0
+
+
 def json_safe(value: Any) -> Any:
     """JSON has no infinity: an unbounded loss is the string ``"inf"`` (as in ``account``)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -182,6 +193,11 @@ class PrivacyReport:
         """The certified upper bound (epsilon, or delta for an epsilon query)."""
         key = "epsilon" if self.reports_epsilon else "delta"
         return float(self.bound[key])
+
+    @property
+    def guaranteed(self) -> bool:
+        """False when the bound certifies nothing (ε = ∞, or δ ≥ 1 at the queried ε)."""
+        return not no_guarantee(self.bound, self.reports_epsilon)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, stable ordering (lists keep the order of the report)."""

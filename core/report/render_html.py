@@ -7,7 +7,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpledger.core.report.model import PrivacyReport
+from dpledger.core.report.model import NO_GUARANTEE, PrivacyReport
 from dpledger.core.report.numbers import fmt_down, fmt_exact, fmt_up
 from dpledger.core.report.render_md import bound_pair
 
@@ -108,7 +108,8 @@ def render_html(report: PrivacyReport, figures: Mapping[str, bytes] | None = Non
         f"<code>{e(report.input_name)}</code> (report schema {report.schema_version}).</p>",
         "<h2>Formal statement</h2>",
         f'<p class="statement">{e(report.statement)}</p>',
-        f"<p>Certified bracket: {lo} ≤ {q} ≤ {hi} (the upper end is the guarantee).</p>",
+        f"<p>Certified bracket: {lo} ≤ {q} ≤ {hi} (the upper end is the guarantee).</p>"
+        if report.guaranteed else f"<p>No accountant certifies a bound: {NO_GUARANTEE}.</p>",
         "<h2>DP setting</h2>",
         f"<p>{e(report.setting)}</p>",
         "<h2>Data accesses covered</h2>",

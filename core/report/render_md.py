@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpledger.core.report.model import PrivacyReport
+from dpledger.core.report.model import NO_GUARANTEE, PrivacyReport
 from dpledger.core.report.numbers import fmt_down, fmt_exact, fmt_up
 
 #: section titles, in order (tests check that each is present)
@@ -161,7 +161,8 @@ def render_markdown(report: PrivacyReport, figures: Mapping[str, str] | None = N
         "",
         report.statement,
         "",
-        f"Certified bracket: {lo} ≤ {q} ≤ {hi} (the upper end is the guarantee).",
+        f"Certified bracket: {lo} ≤ {q} ≤ {hi} (the upper end is the guarantee)."
+        if report.guaranteed else f"No accountant certifies a bound: {NO_GUARANTEE}.",
         "",
         "## DP setting",
         "",

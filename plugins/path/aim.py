@@ -197,7 +197,8 @@ def run_aim(
         current = [cl for cl, _, _ in meas]
         # model marginals from a large model sample (post-processing): projecting the model on
         # cliques outside it recompiles per clique in mbi 2.0 and is far slower
-        n_eval = params.eval_factor * max(1, len(records[spec.attributes[0]]))
+        # the sample size follows the model's (noisy) total, not the private record count
+        n_eval = params.eval_factor * max(1, round(float(model.total)))
         draw = marginals.synthesize(model, spec, n_eval, params.seed + t)
         scale = float(model.total) / n_eval
         keys, scores = [], []

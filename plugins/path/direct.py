@@ -88,7 +88,11 @@ def cliques(spec: FlatSpec, variant: str, n_across: int, seed: int) -> list[tupl
 def run_direct(
     tables: UserTables, params: DirectParams, ledger: Any
 ) -> tuple[UserTables, dict[str, Any]]:
-    """Measure, estimate, sample; returns synthetic tables and a small info dict."""
+    """Measure, estimate, sample; returns synthetic tables and a small info dict.
+
+    ``n_synthetic = 0`` samples the model's total (a post-processed noisy count), never the
+    number of kept records.
+    """
     from dpledger.plugins.path import marginals
 
     spec = FlatSpec(tables.schema, params.length, params.bins, params.mode)
@@ -100,6 +104,6 @@ def run_direct(
     n = params.n_synthetic or max(1, round(float(model.total)))
     syn = marginals.synthesize(model, spec, n, params.seed)
     out = unflatten(syn, spec, np.random.default_rng(params.seed + 1))
-    info = {"n_cliques": len(cls), "noise_multiplier": sigma, "kept_users": len(
-        records[spec.attributes[0]]), "n_synthetic": n}
+    # only public values and post-processing of the release (no exact count of the data)
+    info = {"n_cliques": len(cls), "noise_multiplier": sigma, "n_synthetic": n}
     return out, info

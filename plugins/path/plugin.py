@@ -10,10 +10,13 @@ of ``n_synthetic`` of them by noisy nearest-neighbour votes of the real tables
 with noise multipliers relative to the per-user contribution (clip norm ``C``; ``sqrt(k)``
 votes). ``σ`` is given or calibrated so that the accountant's bound on the *composed* event meets
 ``target_epsilon`` at ``delta``; ``σ_sel`` is given or calibrated so that the accountant
-certifies ``(selection_epsilon, delta)`` for the selection alone. ``delta`` defaults to
-``1/n²`` with ``n`` the
-public number of users (``public_n_users``, else the number of tables at run time). The privacy
-unit is the user's whole table: user-level adjacency is required.
+certifies ``(selection_epsilon, delta)`` for the selection alone. The privacy unit is the
+user's whole table: user-level adjacency is required.
+
+No published value is derived from the private data: ``delta`` (default ``1/n²``), the number
+of released tables ``n_synthetic`` (default ``n``) and DP-SGD's ``expected_batch_size``
+(default ``q·n``) default to the *stated* public number of users ``public_n_users``; without it
+all three must be given (the number of tables in the data is never used for them).
 
 This module imports neither torch nor transformers at import time (``declare`` is cheap).
 """
@@ -170,6 +173,15 @@ class PathParams:
                     "length_pmf", "must hold non-negative probabilities of lengths 1, 2, ... "
                     "summing to 1", "pass the public length distribution, e.g. [0.5, 0.5]",
                 )
+        if self.public_n_users is None:
+            for name in ("delta", "n_synthetic", "expected_batch_size"):
+                if getattr(self, name) is None:
+                    raise InvalidParameterError(
+                        name, "has no public default: it would be derived from the private "
+                        "number of users",
+                        "set public_n_users (a public count, not read from the data), or set "
+                        "delta, n_synthetic and expected_batch_size",
+                    )
         if self.sampling_probability == 0:
             raise InvalidParameterError("sampling_probability", "is 0, so nothing is trained",
                                         "use a rate in (0, 1]")
@@ -325,22 +337,32 @@ def clip_to_bounds(schema: TableSchema, rows: list[tuple[Any, ...]]) -> list[tup
     return out
 
 
+def _public(value: int | None, params: PathParams) -> int:
+    """``value``, else ``public_n_users`` (never the number of tables in the data)."""
+    if value is not None:
+        return int(value)
+    if params.public_n_users is None:
+        raise InvalidParameterError("public_n_users", "is needed for a data-independent default",
+                                    "set public_n_users, or n_synthetic and expected_batch_size")
+    return int(params.public_n_users)
+
+
 def run(params: PathParams, data: Any, ledger: PrivacyLedger,
         rng: np.random.Generator) -> dict[str, Any]:
     _check_adjacency(ledger.adjacency)
     tables = one_table_per_user(_check_data(data), ledger)
     from dpledger.plugins.path import generate, model, select, train, windowing
 
-    n = len(tables)
-    n_public = params.public_n_users or n
-    delta = declared_delta(params) or 1.0 / float(n) ** 2
+    # public values only (PathParams refuses a configuration that would read them off the data)
+    delta = _need_delta(params, "report the total epsilon")
     sigma, sigma_sel = noise_multipliers(params, ledger.adjacency)
-    n_syn = params.n_synthetic or n_public
+    n_syn = _public(params.n_synthetic, params)
     n_candidates = math.ceil(params.overgeneration * n_syn)
     config = train.TrainConfig(
         steps=params.steps, sampling_probability=params.sampling_probability,
         noise_multiplier=sigma, clip_norm=params.clip_norm,
-        expected_batch_size=params.expected_batch_size or params.sampling_probability * n_public,
+        expected_batch_size=(params.expected_batch_size if params.expected_batch_size is not None
+                             else params.sampling_probability * _public(None, params)),
         learning_rate=params.learning_rate, schedule=params.schedule,
         optimizer=params.optimizer, max_tokens=params.max_tokens,
         physical_batch=params.physical_batch, precision=params.precision,

@@ -3,8 +3,8 @@
 The released object is one draw from the time-``t`` law ``ρ_t`` of the SHK flow started at a
 data-independent density ``ρ_0`` and driven by the potential ``V_D = β L_D``. The paper's
 Theorem 3 makes the exact flow's law ``ε(t)``-pure-DP with ``ε(t) = S + 2B e^{-t}``; the grid
-solver and particle sampler here approximate that law. The method is registered as ``shk`` by
-:mod:`dpledger.plugins.shk.plugin`.
+solver's law is certified with that ε, the particle sampler's release carries no guarantee.
+The method is registered as ``shk`` by :mod:`dpledger.plugins.shk.plugin`.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 * Pure (Theorem 3): ``TimeProfiledPureDPEvent(floor, 2B, t)``, i.e. ``ε(t) = S + 2B e^{−t}`` with
   ``S = min(2Δ_pot, Δ_osc)`` (A1 / A1′) and ``B = 2κ + β·loss_range ≥ osc(log ρ_0/π_D)`` for
   every dataset (``osc log ρ_0 = 2κ`` for the von Mises ``ρ_0``, ``osc V_D ≤ β·loss_range``).
+* Particle sampler: ``NonPrivateEvent`` per draw. Its birth–death rate uses a kernel density
+  estimate, so its law (and its mean-field limit) is not the flow the theorems cover, and that
+  law's log-ratio between neighbours exceeds ``ε(t)`` (docs/methods/shk.md).
 * KL (Theorem 4 with Theorem 2): ``ApproxDPEvent(ε_a, H̄(t)/ε_a)`` where ``H̄(t)`` is Theorem 2's
   KL bound minimised over the Young parameter ``c`` on a grid (every ``c ∈ (0, 1)`` is valid).
   It needs (A2) ``‖∇V_D − ∇V_D′‖∞ ≤ Δ_grad`` (``2β/n`` for the cosine loss) and (A3) a common
@@ -26,6 +29,7 @@ from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import (
     ApproxDPEvent,
     Event,
+    NonPrivateEvent,
     SelfComposedEvent,
     TimeProfiledPureDPEvent,
 )
@@ -36,10 +40,18 @@ from dpledger.plugins.shk.params import SHKMethodParams
 C_GRID = tuple(float(c) for c in np.linspace(0.02, 0.98, 49))
 
 TIER_THEOREM = "exact-flow theorem"
+TIER_NONE = "no privacy guarantee"
 TIER_SOLVER = {
     "grid": "released sample from the finite-volume grid solver (approximation)",
-    "particles": "released sample from the birth–death particle sampler (approximation)",
+    "particles": "released sample from the birth–death particle sampler, whose law the theorem "
+    "does not cover",
 }
+#: why the particle sampler is not certified (stated in the tier note and the summary)
+PARTICLES_REASON = (
+    "the particle sampler's birth–death rate uses a kernel density estimate, so its law is not "
+    "the SHK flow's; the log-ratio of its mean-field law between neighbours exceeds ε(t) "
+    "(e.g. 0.22 against 0.20 at β = 5, n = 100, t = 15)"
+)
 
 
 def _up(x: float) -> float:
@@ -126,8 +138,15 @@ def kl_event(p: SHKMethodParams) -> ApproxDPEvent | None:
     return ApproxDPEvent(p.approx_epsilon, delta) if delta < 1.0 else None
 
 
+def certified(p: SHKMethodParams) -> bool:
+    """Whether a draw carries a certificate: only the grid solver's law is covered."""
+    return p.solver == "grid"
+
+
 def single_release(p: SHKMethodParams) -> Event:
-    """The certificate of one draw, per ``p.certificate``."""
+    """The certificate of one draw, per ``p.certificate``; none for the particle sampler."""
+    if not certified(p):
+        return NonPrivateEvent()
     pure = pure_event(p)
     if p.certificate == "pure":
         return pure
@@ -207,13 +226,25 @@ def declare_shk_release(
 
 
 def tier(p: SHKMethodParams) -> str:
-    """``"exact-flow theorem; released sample from … (approximation)"``."""
-    return f"{TIER_THEOREM}; {TIER_SOLVER[p.solver]}"
+    """``"exact-flow theorem; released sample from … (approximation)"``, or, for the particle
+    sampler, ``"no privacy guarantee; released sample from …"``."""
+    head = TIER_THEOREM if certified(p) else TIER_NONE
+    return f"{head}; {TIER_SOLVER[p.solver]}"
 
 
 def certificate_summary(params: SHKMethodParams | Mapping[str, Any]) -> dict[str, Any]:
     """Public description of the declared certificate: tier, assumptions and its terms."""
     p = as_params(params)
+    if not certified(p):
+        return {
+            "tier": tier(p),
+            "certificate": "none",
+            "epsilon": math.inf,
+            "reason": PARTICLES_REASON,
+            "fix": "use solver = 'grid' for a certified release",
+            "t": p.t,
+            "n_samples": p.n_samples,
+        }
     pure = pure_event(p)
     one = single_release(p)
     floor, assumption = target_floor(p)
@@ -221,6 +252,7 @@ def certificate_summary(params: SHKMethodParams | Mapping[str, Any]) -> dict[str
     out: dict[str, Any] = {
         "tier": tier(p),
         "certificate": "kl_hockey_stick" if isinstance(one, ApproxDPEvent) else "pure",
+        "epsilon": one.epsilon if isinstance(one, ApproxDPEvent) else pure.epsilon,
         "theorem": "Theorem 3 (pure DP of the exact SHK flow's time-t law)",
         "assumption": assumption,
         "pure_epsilon": pure.epsilon,
@@ -237,8 +269,9 @@ def certificate_summary(params: SHKMethodParams | Mapping[str, Any]) -> dict[str
             f"every per-record loss lies in [0, {p.loss_range}] and every dataset has at least "
             f"n = {p.n} records",
             "A1: ‖V_D − V_D′‖∞ ≤ Δ_pot" if assumption == "A1" else "A1′: osc(V_D − V_D′) ≤ Δ_osc",
-            "the theorem covers the exact flow's law; the released sample comes from "
-            f"the {p.solver} approximation, whose error is not part of the guarantee",
+            "the theorem covers the exact flow's law; the released sample comes from the "
+            "finite-volume grid solver, whose semi-discrete flow obeys the same bound (docs/"
+            "methods/shk.md) and whose RK4 time stepping is checked numerically over a sweep",
         ],
     }
     if p.certificate != "pure":

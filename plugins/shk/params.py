@@ -101,8 +101,9 @@ class SHKMethodParams:
 
     ``t``: flow time; ``beta``: inverse temperature of ``π_D ∝ e^{−βL_D}``; ``n``: public lower
     bound on the number of records; ``rho0_kappa``/``rho0_mu``: the initial von Mises density;
-    ``solver``: ``"grid"`` (finite-volume PDE, ``n_cells``, ``dt``) or ``"particles"``
-    (birth–death Langevin with ``n_particles`` particles and step ``particle_dt``);
+    ``solver``: ``"grid"`` (finite-volume PDE, ``n_cells``; ``dt`` caps the RK4 step, which never
+    exceeds the default 45 % of the stability limit) or ``"particles"`` (birth–death Langevin
+    with ``n_particles`` particles and step ``particle_dt``; no privacy guarantee);
     ``n_samples``: number of released draws (composed). ``certificate``: ``"pure"`` (Theorem 3),
     ``"kl"`` (Theorem 4 with Theorem 2's KL bound at ``approx_epsilon``) or ``"tighter"`` (the KL
     certificate when its δ is at most ``target_delta`` and its ε is below the pure ε);

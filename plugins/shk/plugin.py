@@ -14,7 +14,13 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import Event
 from dpledger.core.hookspecs import hookimpl
 from dpledger.core.specs import MethodSpec, ProofRef, ReportSectionSpec
-from dpledger.plugins.shk.declare import TIER_SOLVER, TIER_THEOREM, declare_shk_release
+from dpledger.plugins.shk.declare import (
+    PARTICLES_REASON,
+    TIER_NONE,
+    TIER_SOLVER,
+    TIER_THEOREM,
+    declare_shk_release,
+)
 from dpledger.plugins.shk.params import SHKMethodParams
 from dpledger.plugins.shk.release import run_release
 
@@ -22,7 +28,8 @@ METHOD_NAME = "shk"
 
 
 def declare(params: SHKMethodParams, adjacency: Adjacency) -> Event:
-    """Theorem 3's time-profiled pure-DP event (or Theorem 4's (ε, δ) certificate)."""
+    """Theorem 3's time-profiled pure-DP event (or Theorem 4's (ε, δ) certificate); no
+    guarantee (``NonPrivateEvent``) for the particle sampler."""
     return declare_shk_release(params, adjacency)
 
 
@@ -33,7 +40,8 @@ SPEC = MethodSpec(
     run=run_release,
     description=(
         "Exponential mechanism on the torus sampled by the SHK (birth–death Langevin) flow run "
-        "for time t from a data-independent density; grid-PDE or particle approximation"
+        "for time t from a data-independent density; grid-PDE solver (certified) or particle "
+        "sampler (no privacy guarantee)"
     ),
     proof=ProofRef(
         "Mustafi & Mukherjee 2026, On the Stability of Spherical Hellinger–Kantorovich Flows "
@@ -51,14 +59,14 @@ def render_tiers(context: Mapping[str, Any]) -> str:
     if not rows:
         return "No release of this report uses the SHK method."
     lines = [
-        f"The privacy statement of every `{METHOD_NAME}` release is an {TIER_THEOREM}: Theorem 3 "
-        "(or Theorem 4 with Theorem 2) bounds the privacy loss of a draw from the exact SHK "
-        "flow's time-t law ρ_t^D. The released samples come from a numerical approximation "
-        "of that law, whose discretisation error is not part of the guarantee:",
+        f"The privacy statement of a grid-solver `{METHOD_NAME}` release is an {TIER_THEOREM}: "
+        "Theorem 3 (or Theorem 4 with Theorem 2) bounds the privacy loss of a draw from the "
+        "exact SHK flow's time-t law ρ_t^D, and the same bound holds for the solver's "
+        "semi-discrete flow; its RK4 time stepping is checked numerically:",
         "",
         f"* grid solver — {TIER_SOLVER['grid']}: finite-volume PDE on the torus, RK4 in time;",
-        f"* particle sampler — {TIER_SOLVER['particles']}: birth–death Langevin particles with a "
-        "kernel density estimate, whose bias the theorem does not control.",
+        f"* particle sampler — {TIER_NONE}: {PARTICLES_REASON}. Its releases are booked as "
+        "non-private (ε = ∞).",
         "",
         "Releases: " + ", ".join(f"`{r.get('node')}` ({r.get('event')})" for r in rows) + ".",
     ]

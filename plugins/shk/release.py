@@ -1,7 +1,8 @@
 """Running an SHK release: build ``V_D = β L_D``, approximate ``ρ_t^D`` and draw through the ledger.
 
 Every draw is one ``ledger.sample_certified`` call whose event is the declared single-release
-certificate, booked *before* the draw; all randomness of the draw (the cell choice, or the whole
+certificate (``NonPrivateEvent`` for the particle sampler, which has none), booked *before* the
+draw; all randomness of the draw (the cell choice, or the whole
 particle system) comes from the ledger's generator. The grid solve itself is deterministic. Only
 the released samples and public metadata are returned (never the data-dependent density).
 """
@@ -14,12 +15,12 @@ from typing import Any
 import numpy as np
 
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import ApproxDPEvent, TimeProfiledPureDPEvent
+from dpledger.core.events import ApproxDPEvent, NonPrivateEvent, TimeProfiledPureDPEvent
 from dpledger.core.ledger import PrivacyLedger
 from dpledger.plugins.shk import declare
 from dpledger.plugins.shk.params import SHKMethodParams
 from dpledger.plugins.shk.particles import birth_death_langevin
-from dpledger.plugins.shk.solvers import solve_shk
+from dpledger.plugins.shk.solvers import solve_shk, stable_dt
 from dpledger.plugins.shk.torus import FloatArray, TorusGrid, check_data, von_mises_density
 
 #: A grid loss whose seam jump exceeds this multiple of its largest interior jump is refused.
@@ -97,12 +98,33 @@ def _check_size(size: int, p: SHKMethodParams) -> None:
         )
 
 
-def _grid_sampler(p: SHKMethodParams, v: Any) -> Any:
+def grid_release_law(p: SHKMethodParams, data: Any) -> FloatArray:
+    """Cell probabilities of one grid-solver draw (the released law is piecewise uniform on them).
+
+    This is exactly the law a draw samples from, so privacy checks compare it between neighbours.
+    """
+    if p.solver != "grid":
+        raise InvalidParameterError("solver", f"is {p.solver!r}", "use solver = 'grid'")
+    v, _ = _potential(p, data)
     grid = TorusGrid(p.n_cells)
     rho0 = von_mises_density(grid, p.rho0_kappa, p.rho0_mu)
-    density = solve_shk(v, p.t, grid, rho0, dt=p.dt).final(0)
+    density = solve_shk(v, p.t, grid, rho0, dt=_capped_dt(p, v, grid, rho0)).final(0)
     w = density * grid.dx
-    w = w / w.sum()
+    return np.asarray(w / w.sum(), dtype=np.float64)
+
+
+def _capped_dt(p: SHKMethodParams, v: Any, grid: TorusGrid, rho0: FloatArray) -> float | None:
+    """``dt`` caps the RK4 step: never above the default step (the range the checks cover)."""
+    if p.dt is None:
+        return None
+    log_pi = np.log(grid.gibbs(np.asarray(v(grid.x), dtype=np.float64)))
+    default = stable_dt(grid, log_pi, float(np.ptp(np.log(rho0) - log_pi)))
+    return min(float(p.dt), default)
+
+
+def _grid_sampler(p: SHKMethodParams, data: Any) -> Any:
+    grid = TorusGrid(p.n_cells)
+    w = grid_release_law(p, data)
 
     def draw(rng: np.random.Generator) -> float:
         cell = int(rng.choice(grid.n_cells, p=w))
@@ -131,10 +153,13 @@ def run_release(
     p = declare.as_params(params)
     if data is None:
         raise InvalidParameterError("data", "is missing", "pass the private data")
-    v, dv = _potential(p, data)
-    draw = _grid_sampler(p, v) if p.solver == "grid" else _particle_sampler(p, v, dv)
+    if p.solver == "grid":
+        draw = _grid_sampler(p, data)
+    else:
+        v, dv = _potential(p, data)
+        draw = _particle_sampler(p, v, dv)
     event = declare.single_release(p)
-    assert isinstance(event, TimeProfiledPureDPEvent | ApproxDPEvent)
+    assert isinstance(event, TimeProfiledPureDPEvent | ApproxDPEvent | NonPrivateEvent)
     tier = declare.tier(p)
     samples = np.array(
         [
@@ -148,7 +173,9 @@ def run_release(
         "samples": samples,
         "tier": tier,
         "certificate": summary["certificate"],
-        "epsilon_per_sample": float(event.epsilon),
+        "epsilon_per_sample": (
+            math.inf if isinstance(event, NonPrivateEvent) else float(event.epsilon)
+        ),
         "delta_per_sample": float(event.delta) if isinstance(event, ApproxDPEvent) else 0.0,
         "t": p.t,
         "solver": p.solver,

@@ -40,5 +40,7 @@ def test_run_matches_declaration_and_estimates() -> None:
     led.verify()
     assert led.matches_exactly()
     assert info["n_cliques"] == 36 + 30
-    assert abs(len(syn) - info["kept_users"]) < 0.1 * info["kept_users"]
+    assert "kept_users" not in info  # an exact count of the data is never an output
+    kept = sum(int(t >= 6) for t in tables.lengths.tolist())  # truncate mode keeps length >= 6
+    assert abs(len(syn) - kept) < 0.1 * kept  # the model's noisy total tracks the true count
     assert math.isfinite(float(np.mean(syn.lengths)))

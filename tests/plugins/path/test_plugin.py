@@ -28,7 +28,8 @@ USER = Adjacency(unit="user", unit_key="id")
 SCHEMA = TableSchema((Column("id", "static"), Column("x", "numeric", lower=-5.0, upper=5.0),
                       Column("c", "categorical", categories=("a", "b"))))
 TINY = {
-    "noise_multiplier": 1.1, "delta": 1e-4, "steps": 2, "sampling_probability": 0.5,
+    "noise_multiplier": 1.1, "delta": 1e-4, "public_n_users": 6, "steps": 2,
+    "sampling_probability": 0.5,
     "clip_norm": 0.1, "selection_epsilon": 2.0, "k": 2, "overgeneration": 2.0,
     "embedder": "summary", "lora_rank": 2, "n_layer": 1, "n_head": 2, "n_embd": 16,
     "max_tokens": 160, "max_rows": 3, "physical_batch": 4, "length_pmf": (0.3, 0.4, 0.3),
@@ -116,11 +117,29 @@ def test_too_small_epsilon_and_missing_delta() -> None:
     with pytest.raises(InvalidParameterError, match=r"target_epsilon.*too small"):
         declare(PathParams(**{**base, "target_epsilon": 2.0000001}), USER)
     with pytest.raises(InvalidParameterError, match="delta"):
-        declare(PathParams(**{**base, "target_epsilon": 3.0, "delta": None}), USER)
+        declare(PathParams(**{**base, "target_epsilon": 3.0, "delta": None,
+                              "public_n_users": None}), USER)
     # delta = 1/n^2 from the public number of users
     p = PathParams(**{**base, "target_epsilon": 3.0, "delta": None, "public_n_users": 100})
     assert plugin.declared_delta(p) == 1e-4
     assert declare(p, USER) == declare(PathParams(**{**base, "target_epsilon": 3.0}), USER)
+
+
+@pytest.mark.parametrize("missing", ["delta", "n_synthetic", "expected_batch_size"])
+def test_no_default_is_read_off_the_private_data(missing: str) -> None:
+    stated = {**TINY, "public_n_users": None, "n_synthetic": 4, "expected_batch_size": 3.0}
+    PathParams(**stated)  # every public value stated: accepted
+    with pytest.raises(InvalidParameterError, match=rf"^{missing}: .*private number of users"):
+        PathParams(**{**stated, missing: None})
+
+
+def test_output_size_and_delta_follow_public_values_not_the_data() -> None:
+    # 6 users in the data, 40 stated: δ = 1/40², 2·40 candidates, whatever the data holds
+    params = PathParams(**{**TINY, "delta": None, "public_n_users": 40, "n_synthetic": None})
+    info = [run_verified(SPEC, params, make_tables(n, 0), adjacency=USER, seed=2).outputs["info"]
+            for n in (5, 6)]
+    assert info[0]["delta"] == info[1]["delta"] == 1.0 / 40**2
+    assert info[0]["n_candidates"] == info[1]["n_candidates"] == 80
 
 
 def test_row_level_adjacency_is_refused() -> None:

@@ -13,9 +13,9 @@ PARAMS = {"t": 7.0, "beta": 5.0, "n": 100}
 
 
 def test_summary_terms_and_tier() -> None:
-    md = certificate_summary({**PARAMS, "solver": "particles"})
+    md = certificate_summary(PARAMS)
     assert md["tier"] == (
-        "exact-flow theorem; released sample from the birth–death particle sampler (approximation)"
+        "exact-flow theorem; released sample from the finite-volume grid solver (approximation)"
     )
     assert md["B"] == pytest.approx(10.0, rel=1e-14)  # uniform ρ_0: B = β·loss_range
     assert md["epsilon_floor"] == pytest.approx(0.2, rel=1e-14)  # Δ_osc = 2β·2/n
@@ -23,7 +23,12 @@ def test_summary_terms_and_tier() -> None:
     assert md["pure_epsilon"] >= 0.2 + 20.0 * math.exp(-7.0)
     assert md["certificate"] == "pure" and "kl" not in md
     assert any("A1′" in a for a in md["assumptions"])
-    assert any("approximation" in a for a in md["assumptions"])
+    assert md["epsilon"] == md["pure_epsilon"]
+    assert any("semi-discrete flow" in a for a in md["assumptions"])
+    particles = certificate_summary({**PARAMS, "solver": "particles"})
+    assert particles["certificate"] == "none" and particles["epsilon"] == math.inf
+    assert particles["tier"].startswith("no privacy guarantee; ")
+    assert "pure_epsilon" not in particles  # no theorem number is shown for an uncovered law
 
 
 @pytest.mark.parametrize(

@@ -172,7 +172,7 @@ def test_grid_samples_follow_the_grid_density() -> None:
     p = declare.as_params({"t": 1.0, "beta": 3.0, "n": 10, "n_cells": 16, "rho0_kappa": 1.0})
     y = np.full(10, 1.0)
     v, _ = _potential(p, y)
-    draw = _grid_sampler(p, v)
+    draw = _grid_sampler(p, y)
     rng = np.random.default_rng(0)
     xs = np.array([draw(rng) for _ in range(20000)])
     g = TorusGrid(16)
