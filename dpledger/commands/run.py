@@ -30,6 +30,7 @@ from dpledger.core.declaration import Declaration, stated_for_unit, unit_adjacen
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event
 from dpledger.core.ledger import declare_checked, run_verified
+from dpledger.core.report.model import json_safe
 from dpledger.core.report.numbers import fmt_up
 
 DEFAULT_DELTA = 1e-5
@@ -123,6 +124,11 @@ RECORD_FILE = "ledger.json"
 PRIVATE_FILE = "PRIVATE-diagnostics.json"
 
 
+def _dumps(value: Any) -> str:
+    """Strict JSON (an unbounded loss is the string "inf", as in reports and `account`)."""
+    return json.dumps(json_safe(value), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
 def write_atomically(out: Path, outputs: Mapping[str, Any], ledger: dict[str, Any],
                      private: Mapping[str, Any] | None = None) -> None:
     """Write everything into a temporary sibling of ``out``, then rename it into place.
@@ -145,13 +151,13 @@ def write_atomically(out: Path, outputs: Mapping[str, Any], ledger: dict[str, An
             else:
                 scalars[name] = _jsonable(value)
         ledger = {**ledger, "outputs": {"files": files, "values": scalars}}
-        (tmp / "outputs.json").write_text(json.dumps(scalars, indent=2, sort_keys=True) + "\n")
-        (tmp / RECORD_FILE).write_text(json.dumps(ledger, indent=2, sort_keys=True) + "\n")
+        (tmp / "outputs.json").write_text(_dumps(scalars))
+        (tmp / RECORD_FILE).write_text(_dumps(ledger))
         if private is not None:
             note = ("PRIVATE: data-dependent values and the noise seed of this run. Anyone who "
                     "has this file can undo the noise. Never publish it with the outputs.")
             body = {"warning": note, **_jsonable(dict(private))}
-            (tmp / PRIVATE_FILE).write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
+            (tmp / PRIVATE_FILE).write_text(_dumps(body))
         if out.exists():
             out.rmdir()  # checked empty before the run
         os.replace(tmp, out)
