@@ -5,27 +5,35 @@
 ``D`` and ``N(mu, 1)`` under ``D'`` (any location and scale reduce to this; the sign of ``mu``
 does not matter) and scored by the identity, does **not** report ``epsilon_lower > claim``.
 
-The argument follows the auditor step by step. Candidate thresholds are the pooled search
-outputs (all of them, so ``2 n_search <= max_thresholds`` is required); the outputs are continuous, so
-the ``2 n_search`` candidates are distinct and the search ranks every (direction, tail,
-threshold) by its Clopper–Pearson bound at level ``alpha / (8 n_search)``. The real line is cut into cells ``[u_j, u_{j+1}]``;
-for a threshold inside a cell both counts are sandwiched by the counts at the cell's ends
-(counts of ``{s >= t}`` fall as ``t`` grows), so every quantity below is a probability about
-two independent binomial counts, computed exactly.
+The argument follows the auditor step by step. Candidate thresholds are all pooled search
+outputs (so ``2 n_search <= max_thresholds`` is required); the outputs are continuous, so the
+``2 n_search`` candidates are distinct and the search ranks every (direction, tail, threshold)
+by its Clopper–Pearson bound at level ``alpha / (8 n_search)``. The real line is cut into
+cells ``[u_j, u_{j+1}]``; for a threshold inside a cell, both counts are sandwiched by the
+counts at the cell's ends (counts of ``{s >= t}`` fall as ``t`` grows), so every quantity
+below is a probability about two independent binomial counts, computed exactly (binomial
+masses below 1e-30 are dropped and charged to the bound).
 
-* *test*: a threshold of the revealing direction in cell ``j`` gives a test bound above the
-  claim except with probability ``F_j`` (numerator count ``Bin(n_test, Q(u_{j+1} - mu))``,
-  denominator ``Bin(n_test, Q(u_j))``). Cells with ``F_j <= tau`` are *good*.
-* *search*: the search picks a good cell unless (a) no candidate of a fixed run of good cells
-  ranks at least ``L`` (its bound is at least that of the run's end counts), or (b) some
-  candidate of a bad cell, or of the two directions in which ``D``'s outputs are the
-  numerator, ranks at least ``L``. The mirrored (lower-tail) events have the same laws.
+* *test*: a threshold of the revealing direction (numerator ``D'``) in cell ``j`` yields a test
+  bound above the claim except with probability at most ``F_j`` (numerator count
+  ``Bin(n_test, Q(u_{j+1} - mu))``, denominator ``Bin(n_test, Q(u_j))``); in the other
+  direction (numerator ``D``) the test is taken to fail.
+* *search*: for a level ``L``, let ``A`` be the event that some candidate of a fixed interval
+  ``[t1, t2]`` ranks at least ``L`` (implied by a candidate inside and by the interval's end
+  counts). On ``A`` the chosen threshold ranks at least ``L``, so
 
-The bound is ``tau + P(a) + P(b)``, minimised over ``L`` on a grid.
+      P(miss) <= P(not A) + sum over cells and directions of P(the cell ranks >= L) * F_j,
+
+  where a cell ranks at least ``L`` only if its sandwiching counts do. The mirrored
+  (lower-tail) events have the same laws and double the sum.
+
+The bound is minimised over ``L`` and over a few intervals; it is loose (a union over cells),
+never optimistic.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -116,7 +124,7 @@ def shift_false_negative_bound(
         u = np.concatenate([np.arange(-span, span, step), np.arange(mu - span, mu + span, step)])
     else:
         u = np.arange(-span, mu + span + step, step)
-    cells = list(zip(u[:-1], u[1:], strict=True))
+    cells = list(itertools.pairwise(u))
     # test failure per cell of the revealing direction (numerator D', i.e. Q(t - mu))
     fail = [1.0 - float(test.prob_at_least(q(b - mu), q(a), delta, claim, strict=True,
                                            upper=False)[0])

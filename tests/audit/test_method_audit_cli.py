@@ -22,11 +22,13 @@ import pytest
 
 from dpledger.cli import main
 from dpledger.core.adjacency import Adjacency
+from dpledger.core.audit import stats
 from dpledger.core.audit.auditor import NO_VIOLATION, VIOLATION, accountant_claim
 from dpledger.core.audit.method_audit import audit_method, split_runs
 from dpledger.core.audit.neighbours import build_neighbours
 from dpledger.core.audit.power import shift_false_negative_bound
 from dpledger.core.audit.reference import gaussian_epsilon
+from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event, GaussianEvent, PoissonSampledEvent
 from dpledger.core.hookspecs import hookimpl
 from dpledger.core.ledger import PrivacyLedger
@@ -287,3 +289,136 @@ def test_selection_under_replace_one_is_flagged(
     print(f"{method} [replace_one]: claim {row['claimed_epsilon']:.3f}, lower bound "
           f"{row['epsilon_lower']:.3f}, ceiling {row['ceiling']:.2f}")
     assert code == 0 and row["verdict"] == NO_VIOLATION
+
+
+# -- relations the method refuses -------------------------------------------------------------------
+@attrs.frozen
+class GaussParams:
+    noise_multiplier: float = attrs.field(validator=positive_finite)
+
+
+def _declare_replace_only(params: GaussParams, adjacency: Adjacency) -> Event:
+    if adjacency.relation != "replace_one":
+        raise InvalidParameterError("relation", "only replace-one is analysed",
+                                    "use relation = 'replace_one'")
+    return GaussianEvent(params.noise_multiplier)
+
+
+def _run_sum(params: GaussParams, data: Any, ledger: PrivacyLedger,
+             rng: np.random.Generator) -> dict[str, Any]:
+    rows = ledger.clip_rows_l2(np.asarray(data, dtype=float), 1.0, step="clip")
+    return {"sum": ledger.gaussian(rows.sum(axis=0), 1.0, params.noise_multiplier, step="sum"),
+            "label": "text outputs are left out"}
+
+
+REPLACE_ONLY = MethodSpec("replace_only_sum", GaussParams, _declare_replace_only, _run_sum,
+                          "honest clipped sum, analysed under replace-one only", "test")
+
+
+class ReplaceOnlyPlugin:
+    @hookimpl
+    def dpledger_register_methods(self, register: Callable[[MethodSpec], None]) -> None:
+        register(REPLACE_ONLY)
+
+
+def test_a_refused_relation_is_skipped_with_both_and_an_error_alone(dpledger_register: Any) -> None:
+    with dpledger_register(ReplaceOnlyPlugin(), name="replace_only") as host:
+        spec = host.method("replace_only_sum")
+        params = spec.make_params({"noise_multiplier": 2.0})
+        result = audit_method(spec, params, DATA, relation="both", runs=200, seed=1,
+                              lower=host.lower)
+        assert [r.relation for r in result.relations] == ["replace_one"]
+        assert result.skipped[0][0] == "add_remove"
+        assert "only replace-one" in result.skipped[0][1]
+        row = result.relations[0].result.at(1e-3)
+        # replace-one doubles the sensitivity: the claim is that of sigma 1 under add/remove
+        assert row.claimed_epsilon == pytest.approx(gaussian_epsilon(1.0, 1e-3), rel=1e-3)
+        assert row.verdict == NO_VIOLATION and result.alpha == 0.05
+        assert result.relations[0].result.alpha == 0.05  # one relation audited: no split
+        with pytest.raises(InvalidParameterError, match="only replace-one"):
+            audit_method(spec, params, DATA, relation="add_remove", runs=200, lower=host.lower)
+
+
+# -- command line ---------------------------------------------------------------------------------
+def test_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _write_config(tmp_path, np.array([2.0, -1.0]),
+                        {"sensitivity": 1.0, "noise_multiplier": 1.0})
+    code, out = _audit_json(capsys, "gaussian_mechanism", "--config", str(cfg), "--relation",
+                            "both", "--runs", "250", "--delta", "1e-3", "1e-2", "--seed", "5",
+                            "--plugins-allow", "primitives.gaussian")
+    assert code == 0
+    assert out["method"] == "gaussian_mechanism" and out["runs"] == 250 and out["seed"] == 5
+    assert out["verdict"] == NO_VIOLATION and out["alpha"] == 0.05
+    claims = {("add_remove", 1e-3): gaussian_epsilon(1.0, 1e-3),
+              ("add_remove", 1e-2): gaussian_epsilon(1.0, 1e-2),
+              ("replace_one", 1e-3): gaussian_epsilon(2.0, 1e-3),
+              ("replace_one", 1e-2): gaussian_epsilon(2.0, 1e-2)}
+    assert [r["relation"] for r in out["relations"]] == ["add_remove", "replace_one"]
+    for rel in out["relations"]:
+        # a 2-vector release: a fifth trains the discriminant, a fifth searches, the rest tests
+        assert (rel["n_search"], rel["n_test"]) == (50, 150)
+        assert rel["alpha"] == 0.025  # Bonferroni over the two relations
+        assert rel["neighbours"].startswith("query answer vs the answer moved by "
+                                            + ("1" if rel["relation"] == "add_remove" else "2"))
+        for a in rel["audits"]:
+            assert a["relation"] == rel["relation"]
+            claim = claims[(a["relation"], a["delta"])]
+            # certified (at least the exact value, up to the reference's bisection) and tight
+            assert claim * (1 - 1e-9) <= a["claimed_epsilon"] <= claim * (1 + 1e-3)
+            assert a["ceiling"] == pytest.approx(stats.ceiling(150, 150, a["delta"], 0.0125))
+            assert 0 <= a["epsilon_lower"] <= a["ceiling"]
+            assert a["verdict"] == NO_VIOLATION
+
+
+def test_text_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _write_config(tmp_path, RNG.integers(0, 3, size=10).astype(float),
+                        {"num_bins": 3, "noise_multiplier": 2.0}, {"relation": "replace_one"})
+    code = main(["audit", "private_histogram", "--config", str(cfg), "--runs", "100",
+                 "--plugins-allow", "primitives.histogram"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "relation: replace_one" in out and "relation: add_remove" not in out  # the config's
+    assert "record 0 replaced by the canary" in out and "verdict: no violation found" in out
+
+
+@pytest.mark.parametrize(("argv", "field"), [
+    (["no_such_method", "--config", "{cfg}"], "no method named 'no_such_method'"),
+    (["gaussian_mechanism", "--config", "{nodata}"], "data: is missing"),
+    (["gaussian_mechanism", "--config", "{cfg}", "--runs", "many"], "--runs: must be an integer"),
+    (["gaussian_mechanism", "--config", "{cfg}", "--runs", "20"], "runs: must be an integer >= 50"),
+    (["gaussian_mechanism", "--config", "{cfg}", "--runs", "1e3"], "--runs: must be an integer"),
+    (["gaussian_mechanism"], "--config: is required"),
+    (["gaussian_mechanism", "--config", "{missing}"], "--config: cannot read"),
+    (["gaussian_mechanism", "--config", "{cfg}", "--mechanism", "gaussian"], "both given"),
+    (["--noise-multiplier", "1.0"], "METHOD: is missing"),
+    (["gaussian_mechanism", "--config", "{cfg}", "--noise-multiplier", "1"],
+     "--noise-multiplier: does not apply to a METHOD audit"),
+    (["--mechanism", "gaussian", "--noise-multiplier", "1", "--runs", "100"],
+     "--runs: does not apply to a --mechanism audit"),
+    (["gaussian_mechanism", "--config", "{cfg}", "--data", "{missing}"], "does not exist"),
+])
+def test_bad_input_is_one_line_and_exit_2(
+    argv: list[str], field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = _write_config(tmp_path, np.array([1.0]), {"sensitivity": 1.0, "noise_multiplier": 1.0})
+    nodata = tmp_path / "nodata.toml"
+    nodata.write_text("[params]\nsensitivity = 1.0\nnoise_multiplier = 1.0\n")
+    paths = {"cfg": str(cfg), "nodata": str(nodata), "missing": str(tmp_path / "nope.toml")}
+    code = main(["audit", *[a.format(**paths) for a in argv],
+                 "--plugins-allow", "primitives.gaussian"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("dpledger audit: error: "), err
+    assert field in err
+
+
+def test_generic_data_that_is_not_per_record_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = _write_config(tmp_path, {"records": ROWS, "candidates": ROWS[:5]},
+                        {"radius": 1.0, "noise_multiplier": 1.0, "n": 12})
+    code = main(["audit", "private_mean", "--config", str(cfg), "--runs", "100",
+                 "--plugins-allow", "primitives.bounded_mean"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "different lengths" in err and "register a neighbour rule" in err
