@@ -117,18 +117,25 @@ def check_relations(relation: str | None, default: str) -> tuple[str, ...]:
     return (chosen,)
 
 
+def table_summary(value: Mapping[str, Any]) -> FloatArray:
+    """Fixed-size summary of user tables (``{'schema', 'users'}``): the numbers of users and
+    rows, the mean of every numeric column and the count of every category."""
+    schema, users = value["schema"], value["users"]
+    rows = [r for u in users for r in u["rows"]]
+    out = [float(len(users)), float(len(rows))]
+    for j, col in enumerate(schema):
+        if col.get("kind") == "numeric":
+            out.append(float(np.mean([float(r[j]) for r in rows])) if rows else 0.0)
+        elif col.get("kind") == "categorical":
+            out += [float(sum(r[j] == c for r in rows)) for c in col.get("categories", ())]
+    return np.asarray(out, dtype=np.float64)
+
+
 def flatten_outputs(outputs: Mapping[str, Any]) -> FloatArray:
-    """Every numeric output (sorted by name) flattened into one float vector."""
-    parts = []
-    for name in sorted(outputs):
-        value = outputs[name]
-        if isinstance(value, str | bytes) or value is None:
-            continue
-        try:
-            arr = np.asarray(value, dtype=np.float64)
-        except (TypeError, ValueError):
-            continue
-        parts.append(arr.reshape(-1))
+    """Every numeric output (sorted by name, mappings recursively) flattened into one float
+    vector; an output with a ``to_json()`` form of user tables enters as its
+    :func:`table_summary`; strings and other objects are left out."""
+    parts = _numeric_parts(outputs)
     if not parts:
         raise InvalidParameterError(
             "outputs", "the method released no numeric output the audit could score",
@@ -138,6 +145,29 @@ def flatten_outputs(outputs: Mapping[str, Any]) -> FloatArray:
     # an infinite output is still an output: keep it comparable (a NaN has no order)
     return np.nan_to_num(vec, nan=0.0, posinf=np.finfo(np.float64).max,
                          neginf=-np.finfo(np.float64).max)
+
+
+def _numeric_parts(outputs: Mapping[str, Any]) -> list[FloatArray]:
+    parts: list[FloatArray] = []
+    for name in sorted(outputs):
+        value = outputs[name]
+        if isinstance(value, str | bytes) or value is None:
+            continue
+        if isinstance(value, Mapping):
+            parts += _numeric_parts({str(k): v for k, v in value.items()})
+            continue
+        to_json = getattr(value, "to_json", None)
+        if callable(to_json):
+            form = to_json()
+            if isinstance(form, Mapping) and "schema" in form and "users" in form:
+                parts.append(table_summary(form))
+            continue
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            continue
+        parts.append(arr.reshape(-1))
+    return parts
 
 
 def method_sampler(

@@ -320,6 +320,65 @@ def circle_antipode(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPa
                                    "the circular mean"))
 
 
+def _tables_json(data: Any) -> dict[str, Any]:
+    to_json = getattr(data, "to_json", None)
+    value = to_json() if callable(to_json) else data
+    if not (isinstance(value, Mapping) and "schema" in value and "users" in value):
+        raise InvalidParameterError("data", "is not a set of user tables",
+                                    "pass a tables file with 'schema' and 'users'")
+    return {"schema": [dict(c) for c in value["schema"]],
+            "users": [{"user_id": str(u["user_id"]), "rows": [list(r) for r in u["rows"]]}
+                      for u in value["users"]]}
+
+
+def user_tables(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPair:
+    """User tables (schema + users): the canary is a new user with one row, its numeric values
+    at the public bound farther from the data's mean (far out if unbounded), its categorical
+    values the rarest category, its static values its own id. Add/remove adds that user;
+    replace-one swaps it for user 0."""
+    tables = _tables_json(data)
+    schema, users = tables["schema"], tables["users"]
+    if not users:
+        raise InvalidParameterError("data", "has no users", "pass at least one user table")
+    rows = [r for u in users for r in u["rows"]]
+    ids = {u["user_id"] for u in users}
+    uid = next(f"canary{i}" for i in range(len(ids) + 1) if f"canary{i}" not in ids)
+    canary: list[Any] = []
+    for j, col in enumerate(schema):
+        kind = col.get("kind")
+        if kind == "numeric":
+            values = np.asarray([float(r[j]) for r in rows])
+            lo, hi = col.get("lower"), col.get("upper")
+            far = CANARY_SCALE * (1.0 + float(np.max(np.abs(values))))
+            mean = float(np.mean(values))
+            if lo is not None and hi is not None:
+                canary.append(float(lo) if mean > 0.5 * (float(lo) + float(hi)) else float(hi))
+            else:
+                canary.append(float(hi) if hi is not None else
+                              float(lo) if lo is not None else (-far if mean > 0 else far))
+        elif kind == "categorical":
+            counts = {c: 0 for c in col.get("categories", ())}
+            for r in rows:
+                counts[r[j]] = counts.get(r[j], 0) + 1
+            canary.append(min(counts, key=lambda c: counts[c]))
+        else:
+            canary.append(uid)
+    user = {"user_id": uid, "rows": [canary]}
+    if adjacency.relation == "add_remove":
+        d_prime: Any = {"schema": schema, "users": [*users, user]}
+        text = f"D = tables, D' = tables + user {uid!r} with one row {canary}"
+    else:
+        d_prime = {"schema": schema, "users": [user, *users[1:]]}
+        text = f"D = tables, D' = user 0 replaced by user {uid!r} with one row {canary}"
+    if isinstance(data, Mapping):
+        return NeighbourPair(tables, d_prime, adjacency.relation, text)
+    # a tables object: build the neighbour with the object's own classes
+    old = tuple(data.users)
+    new = type(old[0])(uid, (tuple(canary),))
+    kept = (*old, new) if adjacency.relation == "add_remove" else (new, *old[1:])
+    return NeighbourPair(data, type(data)(data.schema, kept), adjacency.relation, text)
+
+
 #: method name -> rule, for the builtin methods the generic rule does not fit
 BUILTIN_RULES: dict[str, NeighbourRule] = {
     "gaussian_mechanism": query_answer,
@@ -330,5 +389,8 @@ BUILTIN_RULES: dict[str, NeighbourRule] = {
     "nn_vote_selection": nn_records,
     "trajectories": ball_marginals,
     "shk": circle_antipode,
+    "path": user_tables,
+    "direct": user_tables,
+    "aim": user_tables,
 }
 _RULES.update(BUILTIN_RULES)
