@@ -7,9 +7,10 @@ values of a 1-D array), or the common first axis of a mapping of equal-length ar
 * feature values far out: ``CANARY_SCALE * (1 + largest record norm)`` along the first feature
   axis, on the side opposite to the data's mean, so that any clipping binds and the canary
   is the record the release most depends on;
-* a valid value in label-like columns (integer values with at most ``MAX_LABELS`` distinct
-  values, or an array named like a label): the smallest observed value that differs from the
-  replaced record's.
+* a valid value in a label-like column: the last column of a 2-D array (beside at least one
+  other column) or a 1-D array (alone or in a mapping) whose values are integers with at most
+  ``MAX_LABELS`` distinct values, or a mapping's array named like a label; the value is the
+  smallest observed one that differs from the replaced record's.
 
 Add/remove pairs ``data`` with ``data + canary``; replace-one swaps record ``0`` for the canary.
 
@@ -208,9 +209,10 @@ def per_record(params: Any, data: Any, adjacency: Adjacency,
         label = _is_label(arr)
         canary = _canary_rows([("", arr, label)], replaced)[0]
     elif arr.ndim == 2:
-        labels = [_is_label(arr[:, j]) for j in range(arr.shape[1])]
-        if all(labels):
-            labels = [False] * len(labels)
+        # only the last column can be a label (the convention of "features then label")
+        labels = [False] * arr.shape[1]
+        if arr.shape[1] > 1 and _is_label(arr[:, -1]):
+            labels[-1] = True
         feat = [j for j, lab in enumerate(labels) if not lab]
         canary = np.zeros(arr.shape[1])
         canary[feat] = _far_value(arr[:, feat])

@@ -291,7 +291,7 @@ def test_selection_under_replace_one_is_flagged(
     assert code == 0 and row["verdict"] == NO_VIOLATION
 
 
-# -- relations the method refuses -------------------------------------------------------------------
+# -- relations the method refuses ---------------------------------------------------------------
 @attrs.frozen
 class GaussParams:
     noise_multiplier: float = attrs.field(validator=positive_finite)
@@ -424,7 +424,7 @@ def test_generic_data_that_is_not_per_record_is_refused(
     assert "different lengths" in err and "register a neighbour rule" in err
 
 
-# -- heavy builtin methods (slow tier) --------------------------------------------------------------
+# -- heavy builtin methods (slow tier) -----------------------------------------------------------
 TRAJ_PARAMS = {
     "n_per_time": [3, 3], "m": 2, "K": 1, "tau": 2.0, "C": 1.0, "rho": 0.5, "eta": 0.2,
     "sigma": 0.5, "lambda_": 1.0, "diffusivity": 0.2, "radius": 1.0, "center": [0.0, 0.0],
