@@ -461,10 +461,10 @@ HEAVY: dict[str, tuple[str, Any, dict[str, Any], dict[str, Any], str, int]] = {
                                      "hidden": 4, "noise_dim": 2, "learning_rate": 0.5},
                 {"relation": "replace_one"}, "swflow", 300),
     "shk_grid": ("shk", np.array([0.0, 0.1]),
-                 {"t": 3.0, "beta": 1.0, "n": 2, "n_cells": 32, "n_samples": 1}, {}, "shk", 2000),
+                 {"t": 3.0, "beta": 1.0, "n": 2, "n_cells": 32, "n_samples": 1}, {}, "shk", 300),
     "shk_particles": ("shk", np.array([0.0, 0.1]),
                       {"t": 1.0, "beta": 1.0, "n": 2, "solver": "particles",
-                       "n_particles": 8, "particle_dt": 0.1, "n_samples": 1}, {}, "shk", 600),
+                       "n_particles": 8, "particle_dt": 0.1, "n_samples": 1}, {}, "shk", 200),
     "path": ("path", TABLES, PATH_PARAMS, USER, "path", 60),
 }
 
