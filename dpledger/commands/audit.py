@@ -217,7 +217,11 @@ def _method_setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Adjacency]:
     adj_table = config.get("adjacency", {})
     if not isinstance(adj_table, dict):
         raise InvalidParameterError("adjacency", "must be a table", "write [adjacency]")
-    adjacency = Adjacency(**adj_table)
+    try:
+        adjacency = Adjacency(**adj_table)
+    except TypeError as exc:
+        raise InvalidParameterError("adjacency", str(exc),
+                                    "use relation, unit, max_contributions, unit_key") from None
     data_path = args.data or (args.config.parent / config["data"] if "data" in config else None)
     data = load_data(data_path) if data_path is not None else None
     return host, spec, (params, data), adjacency

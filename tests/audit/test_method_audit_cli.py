@@ -396,6 +396,7 @@ def test_text_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     (["--mechanism", "gaussian", "--noise-multiplier", "1", "--runs", "100"],
      "--runs: does not apply to a --mechanism audit"),
     (["gaussian_mechanism", "--config", "{cfg}", "--data", "{missing}"], "does not exist"),
+    (["gaussian_mechanism", "--config", "{badadj}"], "adjacency: "),
 ])
 def test_bad_input_is_one_line_and_exit_2(
     argv: list[str], field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -403,7 +404,11 @@ def test_bad_input_is_one_line_and_exit_2(
     cfg = _write_config(tmp_path, np.array([1.0]), {"sensitivity": 1.0, "noise_multiplier": 1.0})
     nodata = tmp_path / "nodata.toml"
     nodata.write_text("[params]\nsensitivity = 1.0\nnoise_multiplier = 1.0\n")
-    paths = {"cfg": str(cfg), "nodata": str(nodata), "missing": str(tmp_path / "nope.toml")}
+    badadj = tmp_path / "badadj.toml"
+    badadj.write_text("[params]\nsensitivity = 1.0\nnoise_multiplier = 1.0\n[adjacency]\n"
+                      "relashun = 'replace_one'\n")
+    paths = {"cfg": str(cfg), "nodata": str(nodata), "missing": str(tmp_path / "nope.toml"),
+             "badadj": str(badadj)}
     code = main(["audit", *[a.format(**paths) for a in argv],
                  "--plugins-allow", "primitives.gaussian"])
     err = capsys.readouterr().err
