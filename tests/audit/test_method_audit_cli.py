@@ -516,8 +516,13 @@ def test_heavy_method_shows_no_violation(
     assert out["relations"], "no relation was audited"
 
 
+DIRECT_LEAK = pytest.mark.xfail(strict=True, reason=(
+    "known defect: direct releases info['kept_users'], the exact number of private users, so "
+    "add/remove of one user is distinguished with certainty (lower bound at the ceiling)"))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["direct", "aim"])
+@pytest.mark.parametrize("method", [pytest.param("direct", marks=DIRECT_LEAK), "aim"])
 def test_table_baselines_show_no_violation(method: str) -> None:
     from dpledger.plugins.path.ddp import tables_from_json
 
