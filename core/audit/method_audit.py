@@ -20,6 +20,7 @@ Confidence ``1 - alpha`` holds jointly over every relation and delta audited (Bo
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -197,6 +198,32 @@ def method_sampler(
     return sample
 
 
+def claimed_event(
+    spec: MethodSpec, params: Any, adjacency: Adjacency,
+    lower: Callable[[Event, Adjacency], Event] | None = None,
+) -> tuple[Event, Adjacency]:
+    """The method's declaration for ``adjacency`` as the core event the accountant certifies,
+    and the adjacency to account it under.
+
+    ``declare_checked`` returns either the event or a declaration carrying the event and the
+    unit it protects; in the latter case the event is stated per unit by the core (a row-level
+    event on a user-level source is lifted) and accounted under one unit, as ``dpledger run``
+    does.
+    """
+    declared: Any = declare_checked(spec, params, adjacency)
+    event = declared.event if hasattr(declared, "event") else declared
+    if lower is not None:
+        event = lower(event, adjacency)
+    unit = getattr(declared, "unit", None)
+    if unit is None:
+        return event, adjacency
+    # the module that states a declared event per unit (it comes with unit-carrying declarations)
+    decl: Any = importlib.import_module("dpledger.core.declaration")
+    per_unit, _ = decl.stated_for_unit(event, unit, adjacency, release=spec.name)
+    adj: Adjacency = decl.unit_adjacency(adjacency)
+    return per_unit, adj
+
+
 def split_runs(runs: int, scalar: bool) -> tuple[int, int]:
     """``(n_search, n_test)`` per side; vectors also train on ``n_search`` further runs."""
     if scalar:
@@ -241,12 +268,11 @@ def audit_method(
         adj = attrs.evolve(adjacency, relation=rel)
         try:
             pair = build_neighbours(spec.name, params, data, adj)
-            declared = declare_checked(spec, params, adj)
-            event = lower(declared, adj) if lower is not None else declared
+            event, claim_adj = claimed_event(spec, params, adj, lower)
             claim: Claim | None = claimed_epsilon
             source = "given"
             if claim is None:
-                claim = accountant_claim(event, adj)
+                claim = accountant_claim(event, claim_adj)
                 source = CLAIM_SOURCE
                 for delta in deltas:  # fail fast, before any run
                     claim(float(delta))
