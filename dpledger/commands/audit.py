@@ -1,5 +1,9 @@
 """``dpledger audit``: an empirical epsilon lower bound against the accountant's claimed epsilon.
 
+Two modes: ``dpledger audit --mechanism ...`` audits a core mechanism on its canonical
+worst-case pair; ``dpledger audit METHOD --config FILE`` runs an installed method on
+neighbouring datasets built from the config's data (:mod:`dpledger.core.audit.method_audit`).
+
 Exit status: 0 when no violation is found, 1 when the empirical lower bound exceeds the claimed
 epsilon at some delta, 2 on bad input (including "no accountant can bound this event").
 """
@@ -9,10 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from pathlib import Path
 from typing import Any
 
+from dpledger.commands.plugins import add_plugin_options, host_from_args
+from dpledger.commands.run import load_data, read_config
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.audit.auditor import VIOLATION, AuditResult, audit_event
+from dpledger.core.audit.method_audit import MIN_RUNS, MethodAuditResult, audit_method
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 from dpledger.core.events import (
     Event,
@@ -24,6 +32,13 @@ from dpledger.core.events import (
 )
 
 MECHANISMS = ("gaussian", "laplace", "randomized_response")
+#: config keys that are not method parameters (as in ``dpledger run``)
+CONFIG_KEYS = frozenset({"params", "data", "adjacency", "delta"})
+#: options of the mechanism mode and their defaults (a method audit must leave them unset)
+MECHANISM_OPTIONS = {"noise_multiplier": None, "epsilon": None, "buckets": 2,
+                     "adjacency": "add_remove", "sampling_rate": None, "count": 1,
+                     "samples": 1_000_000, "search_samples": None, "black_box": False}
+METHOD_OPTIONS = {"config": None, "data": None, "relation": None, "runs": None}
 
 
 def register(subparsers: Any) -> None:
@@ -31,13 +46,27 @@ def register(subparsers: Any) -> None:
         "audit",
         help="empirical epsilon lower bound vs the accountant's certified epsilon",
         description=(
-            "Sample the mechanism's worst-case neighbouring pair, find the most revealing event on "
-            "one split and bound epsilon from below on a fresh split (one-sided Clopper-Pearson, "
-            "Bonferroni over deltas). A lower bound above the claim is a violation; 'no "
+            "Sample a mechanism's worst-case neighbouring pair (--mechanism), or run an installed "
+            "METHOD on neighbouring datasets built from its config's data (a canary record "
+            "added or swapped in); find the most revealing event on one split and bound epsilon "
+            "from below on a fresh split (one-sided Clopper-Pearson, Bonferroni over deltas "
+            "and relations). A lower bound above the claim is a violation (exit 1); 'no "
             "violation found' is NOT a verification."
         ),
     )
-    p.add_argument("--mechanism", choices=MECHANISMS, default="gaussian")
+    p.add_argument("method", metavar="METHOD", nargs="?", default=None,
+                   help="installed method to audit (see `dpledger plugins`); needs --config")
+    p.add_argument("--mechanism", choices=MECHANISMS, default=None,
+                   help="core mechanism to audit on its canonical pair")
+    m = p.add_argument_group("method audit")
+    m.add_argument("--config", type=Path, help="TOML or JSON run config: [params], "
+                   "data = 'file', [adjacency] (as for `dpledger run`)")
+    m.add_argument("--data", type=Path, help="data file (overrides the config)")
+    m.add_argument("--relation", choices=("add_remove", "replace_one", "both"), default=None,
+                   help="neighbouring relation (default: the config's adjacency relation)")
+    m.add_argument("--runs", default=None, metavar="N",
+                   help=f"method runs per dataset (default 2000, at least {MIN_RUNS})")
+    add_plugin_options(p)
     p.add_argument("--noise-multiplier", type=float, help="noise std (or Laplace scale) / C")
     p.add_argument("--epsilon", type=float, help="epsilon of randomized response")
     p.add_argument("--buckets", type=int, default=2, help="randomized-response buckets")
@@ -110,7 +139,28 @@ def format_result(result: AuditResult) -> str:
     return "\n".join(lines)
 
 
+def _check_mode(args: argparse.Namespace) -> None:
+    if args.method is not None and args.mechanism is not None:
+        raise InvalidParameterError("METHOD", "and --mechanism were both given",
+                                    "audit either a method or a mechanism, not both")
+    if args.method is None and args.mechanism is None:
+        raise InvalidParameterError("METHOD", "is missing",
+                                    "name a method (with --config) or pass --mechanism gaussian")
+    mode, others, other_name = (
+        ("METHOD", MECHANISM_OPTIONS, "--mechanism") if args.method is not None
+        else ("--mechanism", METHOD_OPTIONS, "METHOD")
+    )
+    for name, default in others.items():
+        if getattr(args, name) != default:
+            flag = "--" + name.replace("_", "-")
+            raise InvalidParameterError(flag, f"does not apply to a {mode} audit",
+                                        f"drop it, or audit a {other_name}")
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_mode(args)
+    if args.method is not None:
+        return run_method(args)
     event = build_event(args)
     adjacency = Adjacency(relation=args.adjacency)
     if args.samples < 10:
@@ -139,4 +189,67 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
         print(format_result(result))
+    return 1 if result.verdict == VIOLATION else 0
+
+
+def _runs(raw: str | None) -> int:
+    if raw is None:
+        return 2000
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidParameterError("--runs", f"must be an integer >= {MIN_RUNS}, got {raw!r}",
+                                    "pass e.g. --runs 2000") from None
+
+
+def _method_setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Adjacency]:
+    """The config's method parameters, data and adjacency (as ``dpledger run`` reads them)."""
+    if args.config is None:
+        raise InvalidParameterError("--config", "is required to audit a method",
+                                    "pass --config run.toml ([params], data = 'file')")
+    config = read_config(args.config)
+    host = host_from_args(args)
+    spec = host.method(args.method)
+    table = config.get("params", {k: v for k, v in config.items() if k not in CONFIG_KEYS})
+    if not isinstance(table, dict):
+        raise InvalidParameterError("params", "must be a table", "write [params] key = value")
+    params = spec.make_params(table)
+    adj_table = config.get("adjacency", {})
+    if not isinstance(adj_table, dict):
+        raise InvalidParameterError("adjacency", "must be a table", "write [adjacency]")
+    try:
+        adjacency = Adjacency(**adj_table)
+    except TypeError as exc:
+        raise InvalidParameterError("adjacency", str(exc),
+                                    "use relation, unit, max_contributions, unit_key") from None
+    data_path = args.data or (args.config.parent / config["data"] if "data" in config else None)
+    data = load_data(data_path) if data_path is not None else None
+    return host, spec, (params, data), adjacency
+
+
+def format_method_result(result: MethodAuditResult) -> str:
+    """Human-readable tables, one per audited relation."""
+    lines = [f"method audit of {result.method!r}: {result.runs} runs per dataset, seed "
+             f"{result.seed}, confidence {1 - result.alpha:.0%} jointly over "
+             f"{len(result.relations)} relation(s)"]
+    for rel in result.relations:
+        lines += ["", f"relation: {rel.relation}", format_result(rel.result)]
+    for rel_name, reason in result.skipped:
+        lines.append(f"relation {rel_name}: not audited ({reason})")
+    lines.append(f"verdict: {result.verdict}")
+    return "\n".join(lines)
+
+
+def run_method(args: argparse.Namespace) -> int:
+    runs = _runs(args.runs)
+    host, spec, (params, data), adjacency = _method_setup(args)
+    result = audit_method(
+        spec, params, data, adjacency=adjacency, relation=args.relation, runs=runs,
+        deltas=tuple(args.delta), alpha=args.alpha, seed=args.seed,
+        claimed_epsilon=args.claimed_epsilon, lower=host.lower,
+    )
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+    else:
+        print(format_method_result(result))
     return 1 if result.verdict == VIOLATION else 0
