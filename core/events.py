@@ -260,7 +260,11 @@ class RandomizedResponseEvent(Event):
 
 @attrs.frozen
 class ExponentialMechanismEvent(Event):
-    """Exponential mechanism whose privacy parameter is ``epsilon`` (pure epsilon-DP)."""
+    """An exponential-mechanism release that is ``epsilon``-DP under the source's relation.
+
+    The ledger books a mechanism run at parameter ``e`` with add/remove score sensitivity as
+    ``e`` under add/remove and ``2e`` under replace-one (a replaced record can move a score by
+    twice its sensitivity); declarations state it the same way."""
 
     kind: ClassVar[str] = "exponential_mechanism"
     epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)
@@ -268,7 +272,8 @@ class ExponentialMechanismEvent(Event):
 
 @attrs.frozen
 class ReportNoisyMaxEvent(Event):
-    """Report-noisy-max (Gumbel or Laplace noise) at pure epsilon-DP."""
+    """Report-noisy-max (Gumbel or Laplace noise), ``epsilon``-DP under the source's relation
+    (booked like :class:`ExponentialMechanismEvent`)."""
 
     kind: ClassVar[str] = "report_noisy_max"
     epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)

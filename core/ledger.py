@@ -348,6 +348,16 @@ class Sample:
             self._ledger._append(event, self.step, checked=True)
 
 
+def selection_epsilon(epsilon: float, adjacency: Adjacency) -> float:
+    """The epsilon of a selection mechanism whose parameter is ``epsilon`` and whose scores have
+    add/remove sensitivity as stated, under ``adjacency``'s relation (rounded up)."""
+    factor = adjacency.sensitivity_factor
+    if factor == 1.0:
+        return float(epsilon)
+    value = factor * float(epsilon)
+    return math.nextafter(value, math.inf) if value < math.inf else value
+
+
 def make_rng(seed: int | np.random.Generator | None = None, *, secure: bool = False
              ) -> np.random.Generator:
     """A numpy Generator: seeded, fresh, or (``secure``) keyed from the OS CSPRNG."""
@@ -642,6 +652,15 @@ class PrivacyLedger:
         self._record(event, step, {"note": note} if note else {})
         return sampler(self.rng)
 
+    def _selection_epsilon(self, epsilon: float) -> float:
+        """The epsilon a selection step spends under this ledger's relation.
+
+        ``sensitivity`` is the add/remove bound of every score; replacing a record can move a
+        score by twice that, so under replace-one the mechanism at parameter ``epsilon`` is
+        ``2 * epsilon``-DP (rounded up). The booked event states the epsilon under the relation.
+        """
+        return selection_epsilon(epsilon, self.adjacency)
+
     def exponential_mechanism(self, scores: Any, sensitivity: float, epsilon: float, *,
                               step: str, monotonic: bool = False) -> int:
         """Index ``i`` with probability proportional to ``exp(epsilon * s_i / (2 * sensitivity))``.
@@ -653,7 +672,8 @@ class PrivacyLedger:
         s = _positive("sensitivity", sensitivity)
         eps = _positive("epsilon", epsilon)
         arr = self._scores(scores)
-        self._record(ExponentialMechanismEvent(eps), step, {"sensitivity": s})
+        self._record(ExponentialMechanismEvent(self._selection_epsilon(eps)), step,
+                     {"sensitivity": s})
         scale = (1.0 if monotonic else 2.0) * s / eps
         return int(np.argmax(arr / scale + self.rng.gumbel(size=arr.shape)))
 
@@ -664,7 +684,8 @@ class PrivacyLedger:
         s = _positive("sensitivity", sensitivity)
         eps = _positive("epsilon", epsilon)
         arr = self._scores(scores)
-        self._record(ReportNoisyMaxEvent(eps), step, {"sensitivity": s})
+        self._record(ReportNoisyMaxEvent(self._selection_epsilon(eps)), step,
+                     {"sensitivity": s})
         scale = (1.0 if monotonic else 2.0) * s / eps
         return int(np.argmax(arr + self.rng.laplace(0.0, scale, size=arr.shape)))
 
@@ -682,7 +703,8 @@ class PrivacyLedger:
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= arr.size:
             raise InvalidParameterError("k", f"must be in [1, {arr.size}], got {k!r}",
                                         "pick at most as many as there are candidates")
-        self._record(SelfComposedEvent(ExponentialMechanismEvent(eps), int(k)), step,
+        self._record(SelfComposedEvent(ExponentialMechanismEvent(self._selection_epsilon(eps)),
+                                       int(k)), step,
                      {"sensitivity": s, "k": int(k)})
         scale = (1.0 if monotonic else 2.0) * s / eps
         noisy = arr / scale + self.rng.gumbel(size=arr.shape)

@@ -20,7 +20,7 @@ from dpledger.core.events import (
     SelfComposedEvent,
 )
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.ledger import PrivacyLedger
+from dpledger.core.ledger import PrivacyLedger, selection_epsilon
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite, positive_int
 from dpledger.plugins.primitives._common import float_matrix, is_bool
@@ -46,7 +46,8 @@ class TopKParams:
 
 
 def _declare_em(params: SelectionParams, adjacency: Adjacency) -> Event:
-    return ExponentialMechanismEvent(params.epsilon)
+    # the scores' sensitivity is stated for add/remove: replace-one doubles the epsilon
+    return ExponentialMechanismEvent(selection_epsilon(params.epsilon, adjacency))
 
 
 def _run_em(params: SelectionParams, data: Any, ledger: PrivacyLedger,
@@ -58,7 +59,7 @@ def _run_em(params: SelectionParams, data: Any, ledger: PrivacyLedger,
 
 
 def _declare_rnm(params: SelectionParams, adjacency: Adjacency) -> Event:
-    return ReportNoisyMaxEvent(params.epsilon)
+    return ReportNoisyMaxEvent(selection_epsilon(params.epsilon, adjacency))
 
 
 def _run_rnm(params: SelectionParams, data: Any, ledger: PrivacyLedger,
@@ -70,7 +71,9 @@ def _run_rnm(params: SelectionParams, data: Any, ledger: PrivacyLedger,
 
 
 def _declare_top_k(params: TopKParams, adjacency: Adjacency) -> Event:
-    return SelfComposedEvent(ExponentialMechanismEvent(params.epsilon), params.k)
+    return SelfComposedEvent(
+        ExponentialMechanismEvent(selection_epsilon(params.epsilon, adjacency)), params.k
+    )
 
 
 def _run_top_k(params: TopKParams, data: Any, ledger: PrivacyLedger,
