@@ -189,8 +189,10 @@ def test_planted_method_exits_1_from_the_cli(
                                        "noise_multiplier = 1.0\n")
     code = main(["audit", "planted_no_clip", "--config", str(tmp_path / "cfg.toml"),
                  "--runs", "400", "--seed", "3", "--json"])
-    out = json.loads(capsys.readouterr().out)
-    assert code == 1 and out["verdict"] == VIOLATION
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    out = json.loads(captured.out)
+    assert out["verdict"] == VIOLATION
     row = out["relations"][0]["audits"][0]
     assert row["verdict"] == VIOLATION and row["epsilon_lower"] > row["claimed_epsilon"]
     assert row["ceiling"] > row["claimed_epsilon"] == pytest.approx(3.1386705, abs=1e-3)
