@@ -444,7 +444,7 @@ PATH_PARAMS = {
     "clip_norm": 0.1, "selection_epsilon": 0.5, "k": 1, "overgeneration": 2.0,
     "embedder": "summary", "lora_rank": 1, "n_layer": 1, "n_head": 1, "n_embd": 4,
     "max_tokens": 64, "max_rows": 1, "physical_batch": 4, "length_pmf": [1.0],
-    "n_synthetic": 1, "generation_batch": 8, "max_row_tokens": 32,
+    "n_synthetic": 1, "generation_batch": 8, "max_row_tokens": 32, "expected_batch_size": 3.0,
 }
 TABLES = {
     "schema": [{"name": "id", "kind": "static"},
