@@ -68,7 +68,7 @@ def test_event_level_declared_equals_executed_via_host(dpledger_register) -> Non
 def test_user_level_is_sequential_over_marginals() -> None:
     user = Adjacency(unit="user", unit_key="id", contribution="time_points", max_contributions=2)
     params = plugin.SPEC.make_params(BASE)
-    with pytest.raises(InvalidParameterError, match="data.ids"):
+    with pytest.raises(InvalidParameterError, match=r"data\.ids"):
         run_verified(plugin.SPEC, params, _data(), adjacency=user, seed=3)
     data = {**_data(), "ids": np.tile(np.arange(N), (T, 1))}
     res = run_verified(plugin.SPEC, params, data, adjacency=user, seed=3)
