@@ -27,6 +27,7 @@ import builtins
 import functools
 import importlib
 import operator
+import os
 import pkgutil
 import sys
 import types
@@ -258,6 +259,39 @@ def _same(a: Token, b: Token) -> bool:
     return a is b or (len(a) == len(b) and all(map(operator.is_, a, b)))
 
 
+_OWN_ROOTS: tuple[str, ...] = ()
+
+
+def _own_roots() -> tuple[str, ...]:
+    """The folders dpledger's own modules are loaded from."""
+    global _OWN_ROOTS
+    if not _OWN_ROOTS:
+        import dpledger
+
+        roots = {os.path.dirname(os.path.abspath(dpledger.__file__))}
+        for name in ("dpledger.core", "dpledger.accountant", "dpledger.plugins"):
+            module = sys.modules.get(name)
+            if module is not None and getattr(module, "__file__", None):
+                roots.add(os.path.dirname(os.path.abspath(str(module.__file__))))
+        _OWN_ROOTS = tuple(sorted(roots))
+    return _OWN_ROOTS
+
+
+def _own_import(container: str, key: str, value: object) -> bool:
+    """Whether an added entry is a first import of one of dpledger's own modules (loaded from
+    dpledger's folders), not a module a plugin put in place."""
+    if not isinstance(value, types.ModuleType):
+        return False
+    name = key if container == _SYS_MODULES else f"{container}.{key}"
+    if value.__name__ != name or not name.startswith("dpledger."):
+        return False
+    origin = getattr(getattr(value, "__spec__", None), "origin", None)
+    if not isinstance(origin, str):
+        return False
+    path = os.path.abspath(origin)
+    return any(path.startswith(root + os.sep) for root in _own_roots())
+
+
 def diff(before: Fingerprint, after: Fingerprint) -> tuple[Change, ...]:
     """What changed from ``before`` to ``after`` (library attributes may be added freely)."""
     out: list[Change] = []
@@ -270,7 +304,11 @@ def diff(before: Fingerprint, after: Fingerprint) -> tuple[Change, ...]:
             elif not _same(token, now):
                 how = "modified in place" if token[0] is now[0] else "replaced"
                 out.append(Change(_join(container, key), how))
-        out.extend(Change(_join(container, key), "added") for key in current.keys() - entries)
+        out.extend(
+            Change(_join(container, key), "added")
+            for key in current.keys() - entries
+            if not _own_import(container, key, current[key][0])
+        )
     for module, attributes in before.libraries.items():
         present = after.libraries.get(module, {})
         for key, value in attributes.items():

@@ -180,10 +180,14 @@ def test_planted_dishonest_method_is_caught(case: Planted, planted: PluginHost) 
 
 
 def test_planted_method_exits_1_from_the_cli(
-    planted: PluginHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
 ) -> None:
-    monkeypatch.setattr("dpledger.commands.audit.host_from_args", lambda args: planted)
+    # the command's host lookup is replaced *before* the planted host takes its fingerprint of
+    # dpledger's code (done later, the replacement is itself a change the host refuses)
+    hosts: list[PluginHost] = []
+    monkeypatch.setattr("dpledger.commands.audit.host_from_args", lambda args: hosts[0])
+    hosts.append(request.getfixturevalue("planted"))
     np.save(tmp_path / "rows.npy", DATA)
     (tmp_path / "cfg.toml").write_text('data = "rows.npy"\n[params]\nclip = 1.0\n'
                                        "noise_multiplier = 1.0\n")
