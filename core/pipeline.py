@@ -107,7 +107,7 @@ def _keys(ctx: _Ctx, data: Any, path: str, allowed: tuple[str, ...]) -> Mapping[
         raise ctx.fail(path, f"expected a table, got {type(data).__name__}", "write a table {...}")
     for key in data:
         if not isinstance(key, str) or key not in allowed:
-            name = key[:60] if isinstance(key, str) else _short(key)
+            name = key[:60] if isinstance(key, str) and key.isprintable() else _short(key)
             raise ctx.fail(
                 f"{path}.{name}" if path else name,
                 "is not a known field",
