@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -87,6 +88,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"dpledger {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except (ArithmeticError, RecursionError, MemoryError) as exc:
+        print(
+            f"dpledger {args.command}: error: the input is beyond what can be computed "
+            f"({type(exc).__name__}: {_first_line(exc)}). Fix: use smaller counts, fewer "
+            "nested events or less extreme parameters",
+            file=sys.stderr,
+        )
+        return 2
+    except Exception as exc:
+        if os.environ.get("DPLEDGER_TRACEBACK") == "1":
+            raise
+        print(
+            f"dpledger {args.command}: internal error ({type(exc).__name__}: "
+            f"{_first_line(exc)}). Fix: rerun with DPLEDGER_TRACEBACK=1 and report the "
+            "traceback with the input",
+            file=sys.stderr,
+        )
+        return 3
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else "no message"
 
 
 if __name__ == "__main__":

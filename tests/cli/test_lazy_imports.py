@@ -8,6 +8,7 @@ import importlib
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -95,3 +96,26 @@ def test_full_parser_still_registers_every_command() -> None:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert sorted(sub.choices) == sorted(cli.COMMANDS)
     assert cli.main(["calibrate", "--epsilon", "8", "--delta", "1e-5"]) == 0
+
+
+def test_no_traceback_escapes(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    from dpledger.commands import calibrate
+
+    def boom(args: argparse.Namespace) -> int:
+        raise OverflowError("math range error")
+
+    monkeypatch.setattr(calibrate, "run", boom)
+    assert cli.main(["calibrate", "--epsilon", "8", "--delta", "1e-5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "OverflowError: math range error" in err and "Fix: " in err
+
+    def bug(args: argparse.Namespace) -> int:
+        raise KeyError("x")
+
+    monkeypatch.setattr(calibrate, "run", bug)
+    assert cli.main(["calibrate", "--epsilon", "8", "--delta", "1e-5"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error (KeyError" in err
+    monkeypatch.setenv("DPLEDGER_TRACEBACK", "1")
+    with pytest.raises(KeyError):
+        cli.main(["calibrate", "--epsilon", "8", "--delta", "1e-5"])
