@@ -135,7 +135,7 @@ class Accountant(abc.ABC):
         """Certified delta(epsilon) of the composition."""
         epsilon = check_epsilon_query(epsilon)
         if not self._ledger:
-            return DeltaBound(0.0, 0.0, epsilon, self.name)
+            return identical_delta(epsilon, self.name)
         with _numerical_failure(self.name):
             return self._delta(epsilon)
 
@@ -162,6 +162,13 @@ def _numerical_failure(method: str) -> Iterator[None]:
         raise BoundUnavailable(
             method, f"numerical failure ({type(exc).__name__}: {str(exc)[:120]})"
         ) from None
+
+
+def identical_delta(epsilon: float, method: str) -> DeltaBound:
+    """The bound of a composition that touches no data (P = Q): delta = max(0, 1 - e^eps),
+    which is positive below epsilon 0 (every pair has at least this much)."""
+    exact = -math.expm1(min(epsilon, 0.0))
+    return DeltaBound(min(1.0, exact * (1 + 1e-12)), exact * (1 - 1e-12), epsilon, method)
 
 
 def infinite_epsilon(delta: float, method: str) -> EpsilonBound:

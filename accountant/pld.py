@@ -14,7 +14,13 @@ from collections.abc import Hashable, Sequence
 
 import attrs
 
-from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
+from dpledger.accountant.base import (
+    Accountant,
+    DeltaBound,
+    EpsilonBound,
+    identical_delta,
+    infinite_epsilon,
+)
 from dpledger.accountant.conversions import merged_gaussian_multiplier
 from dpledger.accountant.pld_engine import (
     MAX_FFT_LEN,
@@ -324,7 +330,7 @@ class PLDAccountant(Accountant):
         if self._non_private:
             return DeltaBound(1.0, 1.0, epsilon, self.name)
         if state is None:
-            return DeltaBound(0.0, 0.0, epsilon, self.name)
+            return identical_delta(epsilon, self.name)
         upper = max(delta_at(c, epsilon, upper=True) for c in state.upper)
         lower = max(delta_at(c, epsilon, upper=False) for c in state.lower) if state.lower else 0.0
         if epsilon >= state.pure_cap:

@@ -17,7 +17,13 @@ import math
 import warnings
 from typing import Any
 
-from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
+from dpledger.accountant.base import (
+    Accountant,
+    DeltaBound,
+    EpsilonBound,
+    identical_delta,
+    infinite_epsilon,
+)
 from dpledger.accountant.conversions import merged_gaussian_multiplier
 from dpledger.core.errors import BoundUnavailable
 from dpledger.core.events import (
@@ -189,7 +195,7 @@ class PRVAccountant(Accountant):
         if non_private:
             return DeltaBound(1.0, 1.0, epsilon, self.name)
         if not specs:
-            return DeltaBound(max(0.0, -math.expm1(min(epsilon, 0.0))), 0.0, epsilon, self.name)
+            return identical_delta(epsilon, self.name)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:

@@ -45,6 +45,8 @@ from dpledger.core.events import (
 
 _PURE = PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent | RandomizedResponseEvent
 
+_NO_FINITE_ORDER = "the RDP curve is infinite at every order"
+
 #: above this many distinct Poisson-subsampled leaves, (q, sigma) are rounded to dominating
 #: representatives on a geometric grid (q up, sigma down: the RDP of the subsampled Gaussian
 #: grows with q and falls with sigma) ...
@@ -261,7 +263,8 @@ class RDPAccountant(Accountant):
             return infinite_epsilon(delta, self.name)
         curve = self.rdp()
         if not np.any(np.isfinite(curve)):
-            raise BoundUnavailable(self.name, "every RDP order failed numerically")
+            # infinite at every order (e.g. noise of 1e-300): infinity is the certified bound
+            return EpsilonBound(math.inf, 0.0, delta, self.name, {"note": _NO_FINITE_ORDER})
         eps, order = rdp_to_epsilon(self.orders, curve, delta)
         details = self._details(order, curve)
         basic = self._basic_pure()
@@ -275,7 +278,7 @@ class RDPAccountant(Accountant):
             return DeltaBound(1.0, 1.0, epsilon, self.name)
         curve = self.rdp()
         if not np.any(np.isfinite(curve)):
-            raise BoundUnavailable(self.name, "every RDP order failed numerically")
+            return DeltaBound(1.0, 0.0, epsilon, self.name, {"note": _NO_FINITE_ORDER})
         if epsilon < 0:
             # delta(eps) <= 1 - e^eps + e^eps delta(0) for eps < 0
             d0, order = rdp_to_delta(self.orders, curve, 0.0)

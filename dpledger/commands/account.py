@@ -124,7 +124,7 @@ def _load(path: str) -> Pipeline:
 
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError):
             data = None  # the pipeline loader names the problem
         if is_dp_event_json(data):
             return pipeline_from_dp_event(data, origin=path)  # type: ignore[no-any-return]

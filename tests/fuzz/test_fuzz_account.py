@@ -126,6 +126,8 @@ def _check(
          {"delta": 1e-5})
 @example(SelfComposedEvent(PureDPEvent(1e-300), 10**300), Adjacency(), {"delta": 1e-5})
 @example(RandomizedResponseEvent(1.0), Adjacency(), {"epsilon": -5.0})
+@example(ComposedEvent([]), Adjacency(), {"epsilon": -9.664222626980194e-131})
+@example(GaussianEvent(1e-300), Adjacency(), {"epsilon": 1e300})
 def test_account_gives_a_bound_or_a_dpledger_error(
     event: Event, adjacency: Adjacency, query: dict[str, float]
 ) -> None:
