@@ -33,7 +33,7 @@ from dpledger.core.pipeline import (
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 
 FUZZ = settings(
-    max_examples=150,
+    max_examples=100,
     deadline=2000,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
