@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import numpy as np
 
 from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
 from dpledger.accountant.conversions import (
@@ -58,6 +59,8 @@ _PURE = PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent | Randomiz
 KOV_MAX_COUNT = 10_000
 #: largest number of exact sub-composition lower profiles (thresholds of the epsilons)
 MAX_LOWER_PROFILES = 4
+#: a lower crossing beyond the root finder's range is reported as this (if verified)
+LOWER_SEARCH_LIMIT = 1e11
 #: above this GDP parameter epsilon(delta) exceeds 1e11 and the Gaussian profile is not
 #: evaluated (its floating-point error terms would overflow): the bound is infinite
 MAX_GAUSSIAN_MU = 1e6
@@ -207,6 +210,16 @@ class ClosedFormAccountant(Accountant):
 
     # -- queries -------------------------------------------------------------------------------
     def _epsilon(self, delta: float) -> EpsilonBound:
+        # overflows in the error terms of extreme parameters give inf (upper) or are clamped
+        # to 0 (lower): both are safe, so numpy's warnings are not needed
+        with np.errstate(all="ignore"):
+            return self._epsilon_bound(delta)
+
+    def _delta(self, epsilon: float) -> DeltaBound:
+        with np.errstate(all="ignore"):
+            return self._delta_bound(epsilon)
+
+    def _epsilon_bound(self, delta: float) -> EpsilonBound:
         summary = self._summary()
         if summary.non_private:
             return infinite_epsilon(delta, self.name)
@@ -219,12 +232,15 @@ class ClosedFormAccountant(Accountant):
             eps_lo = solve_epsilon(lambda e: 1.0, lower, delta)[1]  # the lower crossing only
         else:
             eps_hi, eps_lo = solve_epsilon(upper, lower, delta)
+        if math.isinf(eps_lo):
+            # the lower crossing lies beyond the root finder's range: keep a verified point only
+            eps_lo = LOWER_SEARCH_LIMIT if lower(LOWER_SEARCH_LIMIT) >= delta else 0.0
         if "basic_composition" in details:
             eps_hi = min(eps_hi, details["basic_composition"])
             eps_lo = min(eps_lo, eps_hi)
         return EpsilonBound(eps_hi, eps_lo, delta, self.name, details)
 
-    def _delta(self, epsilon: float) -> DeltaBound:
+    def _delta_bound(self, epsilon: float) -> DeltaBound:
         summary = self._summary()
         if summary.non_private:
             return DeltaBound(1.0, 1.0, epsilon, self.name)

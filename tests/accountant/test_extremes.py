@@ -246,3 +246,10 @@ def test_gaussian_reference_is_unchanged() -> None:
     exact = stats.norm.cdf(-1 + 0.5) - math.e * stats.norm.cdf(-1 - 0.5)
     b = ClosedFormAccountant().compose(GaussianEvent(1.0)).get_delta(1.0)
     assert b.delta_lower <= exact <= b.delta <= exact * (1 + 1e-9)
+
+
+def test_lower_bound_beyond_the_search_range_is_verified() -> None:
+    # two Laplace releases at eps0 = 1e17: the true epsilon is at most 2e17 (basic composition)
+    b = ClosedFormAccountant().compose(LaplaceEvent(1e-17), 2).get_epsilon(0.1)
+    assert b.epsilon == pytest.approx(2e17, rel=1e-12)
+    assert b.epsilon_lower <= 2e17 and b.epsilon_lower == closed_form.LOWER_SEARCH_LIMIT

@@ -128,6 +128,7 @@ def _check(
 @example(RandomizedResponseEvent(1.0), Adjacency(), {"epsilon": -5.0})
 @example(ComposedEvent([]), Adjacency(), {"epsilon": -9.664222626980194e-131})
 @example(GaussianEvent(1e-300), Adjacency(), {"epsilon": 1e300})
+@example(SelfComposedEvent(LaplaceEvent(1e-17), 2), Adjacency(), {"delta": 0.1})
 def test_account_gives_a_bound_or_a_dpledger_error(
     event: Event, adjacency: Adjacency, query: dict[str, float]
 ) -> None:

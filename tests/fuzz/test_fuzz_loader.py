@@ -139,9 +139,9 @@ def _check_error(exc: DPLedgerError) -> None:
 @example({"\n": None})
 @example({"sources": [{"name": "db", "adjacency": {"unit": "user", "unit_key": 7}}]})
 @example({"sources": [{"name": "db"}], "epsilon": 10**400})
-@example({"sources": [{"name": "db"}], "releases": [
-    {"id": "r", "input": "db", "event": {"kind": "poisson_sampled", "sampling_probability": "0.5",
-                                         "event": {"kind": "gaussian", "noise_multiplier": True}}}]})
+@example({"sources": [{"name": "db"}], "releases": [{"id": "r", "input": "db", "event": {
+    "kind": "poisson_sampled", "sampling_probability": "0.5",
+    "event": {"kind": "gaussian", "noise_multiplier": True}}}]})
 def test_parse_pipeline_gives_a_pipeline_or_a_dpledger_error(doc: Any) -> None:
     try:
         pipeline = parse_pipeline(doc, "fuzz.json")
