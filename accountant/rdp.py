@@ -172,6 +172,7 @@ class RDPAccountant(Accountant):
 
     def _invalidate(self) -> None:
         self._total = None
+        self._representative_step = None
 
     def _leaves(self) -> dict[Event, int]:
         """Distinct leaves of the ledger and their total counts; many distinct Poisson-sampled
@@ -183,7 +184,7 @@ class RDPAccountant(Accountant):
         sampled = [
             e
             for e in merged
-            if isinstance(e, PoissonSampledEvent) and effective_gaussian_mu(e.event) != 0.0
+            if isinstance(e, PoissonSampledEvent) and _groupable(effective_gaussian_mu(e.event))
         ]
         if len(sampled) <= MAX_DISTINCT_SAMPLED:
             return merged
@@ -308,3 +309,8 @@ def _cell_value(index: int, step: float) -> float:
 def _noise_for(mu: float) -> float:
     """The noise multiplier of GDP parameter ``mu``, rounded down (more privacy loss)."""
     return math.nextafter(1.0 / mu * (1 - 4 * U), 0.0)
+
+
+def _groupable(mu: float | Event) -> bool:
+    """A positive finite GDP parameter (zero and infinite ones keep their exact curves)."""
+    return isinstance(mu, float) and 0.0 < mu < math.inf
