@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpledger.core.adjacency import Adjacency
+from dpledger.core.audit.auditor import VIOLATION, AuditResult, audit_event
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 from dpledger.core.events import (
     Event,
@@ -21,9 +22,6 @@ from dpledger.core.events import (
     RandomizedResponseEvent,
     SelfComposedEvent,
 )
-
-if TYPE_CHECKING:  # the auditor (scipy.stats) loads when the command runs
-    from dpledger.core.audit.auditor import AuditResult
 
 MECHANISMS = ("gaussian", "laplace", "randomized_response")
 
@@ -113,8 +111,6 @@ def format_result(result: AuditResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpledger.core.audit.auditor import VIOLATION, audit_event
-
     event = build_event(args)
     adjacency = Adjacency(relation=args.adjacency)
     if args.samples < 10:
