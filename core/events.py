@@ -288,8 +288,13 @@ MAX_NESTING = 100
 
 def nesting_depth(event: Event) -> int:
     """Levels of sub-events below ``event`` (0 for a leaf), computed without recursion."""
+    return _depths((event,))
+
+
+def _depths(roots: tuple[Event, ...]) -> int:
+    """The largest nesting depth of ``roots`` (-1 if none); shared sub-events are walked once."""
     depth: dict[int, int] = {}
-    stack: list[tuple[Event, bool]] = [(event, False)]
+    stack: list[tuple[Event, bool]] = [(r, False) for r in roots]
     while stack:
         node, done = stack.pop()
         if id(node) in depth:
@@ -300,11 +305,11 @@ def nesting_depth(event: Event) -> int:
             continue
         stack.append((node, True))
         stack.extend((k, False) for k in kids if id(k) not in depth)
-    return depth[id(event)]
+    return max((depth[id(r)] for r in roots), default=-1)
 
 
 def _check_nesting(field: str, children: tuple[Event, ...]) -> None:
-    deepest = max((nesting_depth(c) for c in children), default=-1)
+    deepest = _depths(children)
     if deepest + 1 > MAX_NESTING:
         raise InvalidParameterError(
             field,
