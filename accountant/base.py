@@ -7,7 +7,9 @@ guarantee; ``lower`` exists to cross-check backends against each other.
 from __future__ import annotations
 
 import abc
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -15,7 +17,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
+from dpledger.core.errors import (
+    BoundUnavailable,
+    DPLedgerError,
+    InvalidParameterError,
+    UnsupportedEventError,
+)
 from dpledger.core.events import Event, canonical
 from dpledger.core.validation import check_delta_query, check_epsilon_query
 
@@ -121,14 +128,16 @@ class Accountant(abc.ABC):
         delta = check_delta_query(delta)
         if not self._ledger:
             return EpsilonBound(0.0, 0.0, delta, self.name)
-        return self._epsilon(delta)
+        with _numerical_failure(self.name):
+            return self._epsilon(delta)
 
     def get_delta(self, epsilon: float) -> DeltaBound:
         """Certified delta(epsilon) of the composition."""
         epsilon = check_epsilon_query(epsilon)
         if not self._ledger:
-            return DeltaBound(0.0, 0.0, epsilon, self.name)
-        return self._delta(epsilon)
+            return identical_delta(epsilon, self.name)
+        with _numerical_failure(self.name):
+            return self._delta(epsilon)
 
     def privacy_profile(self, epsilons: NDArray[np.float64] | list[float]) -> NDArray[np.float64]:
         """Certified delta upper bounds on a grid of epsilons."""
@@ -139,6 +148,27 @@ class Accountant(abc.ABC):
 
     @abc.abstractmethod
     def _delta(self, epsilon: float) -> DeltaBound: ...
+
+
+@contextlib.contextmanager
+def _numerical_failure(method: str) -> Iterator[None]:
+    """A backend whose arithmetic fails declines (BoundUnavailable) instead of crashing: the
+    caller then falls back to another backend or refuses; no number is guessed."""
+    try:
+        yield
+    except DPLedgerError:
+        raise
+    except (ArithmeticError, ValueError, MemoryError, RecursionError) as exc:
+        raise BoundUnavailable(
+            method, f"numerical failure ({type(exc).__name__}: {str(exc)[:120]})"
+        ) from None
+
+
+def identical_delta(epsilon: float, method: str) -> DeltaBound:
+    """The bound of a composition that touches no data (P = Q): delta = max(0, 1 - e^eps),
+    which is positive below epsilon 0 (every pair has at least this much)."""
+    exact = -math.expm1(min(epsilon, 0.0))
+    return DeltaBound(min(1.0, exact * (1 + 1e-12)), exact * (1 - 1e-12), epsilon, method)
 
 
 def infinite_epsilon(delta: float, method: str) -> EpsilonBound:

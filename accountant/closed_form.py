@@ -7,6 +7,12 @@
   one Laplace mechanism alone has its exact profile. Heterogeneous pure events are bounded
   above by min(basic composition, KOV at the largest eps) and below by the exact value of a
   sub-composition that is itself exact (sub-compositions can only have smaller profiles).
+* The exact KOV sum costs O(k) per evaluation, so beyond :data:`KOV_MAX_COUNT` compositions
+  the upper bound is min(basic composition, Hoeffding's bound on the composed dominating
+  pairs): ``delta(eps) <= P[L > eps] <= exp(-(eps - m)^2 / (2 v))`` with
+  ``m = sum eps_i tanh(eps_i / 2)`` and ``v = sum eps_i^2`` (the privacy loss of binary
+  randomized response at eps_i, which dominates every eps_i-DP release, is +-eps_i). Lower
+  bounds then use sub-compositions of at most KOV_MAX_COUNT events and a few thresholds.
 
 Laplace noise counts as pure ``eps0 = s / noise_multiplier``; randomized response, the
 exponential mechanism and report-noisy-max count as pure at their epsilon. Only black-box
@@ -22,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import numpy as np
 
 from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
 from dpledger.accountant.conversions import (
@@ -48,6 +55,28 @@ from dpledger.core.events import (
 
 _PURE = PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent | RandomizedResponseEvent
 
+#: largest composition count for which the exact KOV sum (O(k) per evaluation) is used
+KOV_MAX_COUNT = 10_000
+#: largest number of exact sub-composition lower profiles (thresholds of the epsilons)
+MAX_LOWER_PROFILES = 4
+#: a lower crossing beyond the root finder's range is reported as this (if verified)
+LOWER_SEARCH_LIMIT = 1e11
+#: above this GDP parameter epsilon(delta) exceeds 1e11 and the Gaussian profile is not
+#: evaluated (its floating-point error terms would overflow): the bound is infinite
+MAX_GAUSSIAN_MU = 1e6
+
+
+def _as_float(n: int) -> float:
+    """An exact integer as a float, infinity beyond the double range (counts may be huge)."""
+    return float(n) if n.bit_length() <= 1023 else math.inf
+
+
+def _times(n: int, x: float) -> float:
+    """``n * x`` for a non-negative count ``n`` and ``x >= 0``, saturating at infinity."""
+    if x == 0.0 or n == 0:
+        return 0.0
+    return _as_float(n) * x
+
 
 @attrs.frozen
 class _Pure:
@@ -62,7 +91,7 @@ class _Pure:
 @attrs.frozen
 class _Summary:
     non_private: bool = False
-    gauss_terms: tuple[float, ...] = ()
+    gauss_terms: tuple[tuple[float, int], ...] = ()  # (s / sigma, count)
     pure: tuple[_Pure, ...] = ()
 
 
@@ -102,7 +131,7 @@ class ClosedFormAccountant(Accountant):
     # -- summary of the ledger ----------------------------------------------------------------
     def _summary(self) -> _Summary:
         s = self.adjacency.sensitivity_factor
-        gauss: list[float] = []
+        gauss: list[tuple[float, int]] = []
         pure: list[_Pure] = []
         non_private = False
         for event, mult in self._ledger:
@@ -111,7 +140,7 @@ class ClosedFormAccountant(Accountant):
                 if isinstance(leaf, NonPrivateEvent):
                     non_private = True
                 elif isinstance(leaf, GaussianEvent):
-                    gauss.append(n * (s / leaf.noise_multiplier) ** 2)
+                    gauss.append((s / leaf.noise_multiplier, n))
                 else:
                     eps = _pure_eps(leaf, s)
                     if eps > 0:
@@ -124,13 +153,23 @@ class ClosedFormAccountant(Accountant):
         """(upper profile, lower profile, details) of the whole ledger."""
         if summary.gauss_terms:
             n = len(summary.gauss_terms)
-            mu2 = math.fsum(summary.gauss_terms)
-            mu_hi = math.sqrt(mu2) * (1 + 8 * U * (n + 4))
-            mu_lo = math.sqrt(mu2) * (1 - 8 * U * (n + 4))
+            mu = _gdp_mu(summary.gauss_terms)
+            if not mu <= MAX_GAUSSIAN_MU:  # also catches inf
+                return (
+                    lambda e: 1.0,
+                    lambda e: 0.0,
+                    {
+                        "mu": mu,
+                        "profile": "gaussian",
+                        "note": f"mu above {MAX_GAUSSIAN_MU:g}: epsilon exceeds 1e11",
+                    },
+                )
+            mu_hi = mu * (1 + 8 * U * (n + 4))
+            mu_lo = mu * (1 - 8 * U * (n + 4))
             return (
                 lambda e: gaussian_delta_bracket(e, mu_hi)[1],
                 lambda e: gaussian_delta_bracket(e, mu_lo)[0],
-                {"mu": math.sqrt(mu2), "profile": "gaussian"},
+                {"mu": mu, "profile": "gaussian"},
             )
         pure = summary.pure
         total = sum(p.count for p in pure)
@@ -142,12 +181,16 @@ class ClosedFormAccountant(Accountant):
                 {"eps0": eps0, "profile": "laplace"},
             )
         eps_max = max(p.eps for p in pure) * (1 + 4 * U)
-        basic = math.fsum(p.eps * p.count for p in pure) * (1 + 8 * U * (len(pure) + 2))
+        basic = math.fsum(_times(p.count, p.eps) for p in pure) * (1 + 8 * U * (len(pure) + 2))
         identical = len({p.eps for p in pure}) == 1
+        exact_kov = total <= KOV_MAX_COUNT
+        tail = None if exact_kov else _hoeffding(pure)
 
         def upper(e: float) -> float:
             if e >= basic:
                 return 0.0
+            if tail is not None:
+                return tail(e)
             return kov_delta_bracket(e, eps_max, total)[1]
 
         lowers = _pure_lower_profiles(pure)
@@ -156,7 +199,9 @@ class ClosedFormAccountant(Accountant):
             return max((f(e) for f in lowers), default=0.0)
 
         details = {
-            "profile": "kov" if identical else "kov_max_and_basic",
+            "profile": ("kov" if identical else "kov_max_and_basic")
+            if exact_kov
+            else "hoeffding_and_basic",
             "eps0_max": eps_max,
             "count": total,
             "basic_composition": basic,
@@ -165,30 +210,56 @@ class ClosedFormAccountant(Accountant):
 
     # -- queries -------------------------------------------------------------------------------
     def _epsilon(self, delta: float) -> EpsilonBound:
+        # overflows in the error terms of extreme parameters give inf (upper) or are clamped
+        # to 0 (lower): both are safe, so numpy's warnings are not needed
+        with np.errstate(all="ignore"):
+            return self._epsilon_bound(delta)
+
+    def _delta(self, epsilon: float) -> DeltaBound:
+        with np.errstate(all="ignore"):
+            return self._delta_bound(epsilon)
+
+    def _epsilon_bound(self, delta: float) -> EpsilonBound:
         summary = self._summary()
         if summary.non_private:
             return infinite_epsilon(delta, self.name)
         if not summary.gauss_terms and not summary.pure:
             return EpsilonBound(0.0, 0.0, delta, self.name)
         upper, lower, details = self._profiles(summary)
-        eps_hi, eps_lo = solve_epsilon(upper, lower, delta)
+        if details.get("profile") == "hoeffding_and_basic":
+            # the Hoeffding profile inverts in closed form (and may lie beyond the root finder)
+            eps_hi = min(hoeffding_epsilon(summary.pure, delta), details["basic_composition"])
+            eps_lo = solve_epsilon(lambda e: 1.0, lower, delta)[1]  # the lower crossing only
+        else:
+            eps_hi, eps_lo = solve_epsilon(upper, lower, delta)
+        if math.isinf(eps_lo):
+            # the lower crossing lies beyond the root finder's range: keep a verified point only
+            eps_lo = LOWER_SEARCH_LIMIT if lower(LOWER_SEARCH_LIMIT) >= delta else 0.0
         if "basic_composition" in details:
             eps_hi = min(eps_hi, details["basic_composition"])
             eps_lo = min(eps_lo, eps_hi)
         return EpsilonBound(eps_hi, eps_lo, delta, self.name, details)
 
-    def _delta(self, epsilon: float) -> DeltaBound:
+    def _delta_bound(self, epsilon: float) -> DeltaBound:
         summary = self._summary()
         if summary.non_private:
             return DeltaBound(1.0, 1.0, epsilon, self.name)
         if not summary.gauss_terms and not summary.pure:
-            exact = max(0.0, -math.expm1(epsilon))
+            exact = max(0.0, -math.expm1(min(epsilon, 0.0)))
             return DeltaBound(
                 min(1.0, exact * (1 + REL_SLACK)), exact * (1 - REL_SLACK), epsilon, self.name
             )
         upper, lower, details = self._profiles(summary)
         hi = upper(epsilon)
         return DeltaBound(hi, min(lower(epsilon), hi), epsilon, self.name, details)
+
+
+def _gdp_mu(terms: tuple[tuple[float, int], ...]) -> float:
+    """sqrt(sum k (s/sigma)^2), scaled by the largest ratio so that it neither under- nor
+    overflows for noise multipliers of 1e-300 or 1e300 (inf beyond the double range)."""
+    top = max(r for r, _ in terms)
+    total = math.fsum(_as_float(k) * (r / top) * (r / top) for r, k in terms)
+    return top * math.sqrt(total)
 
 
 def _pure_eps(leaf: Event, sensitivity_factor: float) -> float:
@@ -209,23 +280,67 @@ def _pure_kind(leaf: Event) -> tuple[str, int]:
     return "opaque", 2
 
 
+def _hoeffding(pure: tuple[_Pure, ...]) -> Callable[[float], float]:
+    """Upper profile ``exp(-(eps - m)^2 / (2 v))`` (1 below the mean ``m``), safely rounded.
+
+    The composed dominating pair's privacy loss is a sum of independent +-eps_i steps of mean
+    eps_i tanh(eps_i / 2) under P, and delta(eps) <= P[L > eps] (Hoeffding, range 2 eps_i).
+    """
+    m, v = _hoeffding_terms(pure)
+
+    def profile(e: float) -> float:
+        if not (math.isfinite(m) and 0.0 < v < math.inf) or e <= m:
+            return 1.0
+        t = (e - m) * (1 - 4 * U)
+        z = t / v * t / 2.0 * (1 - 8 * U)  # rounded down: the bound is exp(-z)
+        return min(1.0, math.exp(-z) * (1 + REL_SLACK))
+
+    return profile
+
+
+def _hoeffding_terms(pure: tuple[_Pure, ...]) -> tuple[float, float]:
+    """(mean, variance proxy) of the composed loss, both rounded up; (count * eps) first, so
+    that tiny epsilons times huge counts neither underflow nor overflow needlessly."""
+    m = math.fsum(_times(p.count, p.eps) * math.tanh(p.eps / 2.0) for p in pure)
+    v = math.fsum(_times(p.count, p.eps) * p.eps for p in pure)
+    inflate = 1 + 8 * U * (len(pure) + 4)
+    return m * inflate, v * inflate
+
+
+def hoeffding_epsilon(pure: tuple[_Pure, ...], delta: float) -> float:
+    """The epsilon at which the Hoeffding profile equals ``delta``: m + sqrt(2 v log(1/delta))."""
+    m, v = _hoeffding_terms(pure)
+    eps = m + math.sqrt(2.0 * v * -math.log(delta))
+    return eps * (1 + 16 * U) if math.isfinite(eps) else math.inf
+
+
+def _thresholds(values: list[float]) -> list[float]:
+    """At most MAX_LOWER_PROFILES of the sorted ``values``, always keeping the largest."""
+    if len(values) <= MAX_LOWER_PROFILES:
+        return values
+    step = (len(values) - 1) / (MAX_LOWER_PROFILES - 1)
+    return sorted({values[round(i * step)] for i in range(MAX_LOWER_PROFILES)})
+
+
 def _pure_lower_profiles(pure: tuple[_Pure, ...]) -> list[Callable[[float], float]]:
-    """Exact lower profiles of sub-compositions whose worst case is known exactly."""
+    """Exact lower profiles of sub-compositions whose worst case is known exactly.
+
+    A sub-composition has a smaller profile, so a threshold subset of the epsilons and counts
+    capped at KOV_MAX_COUNT keep every profile a lower bound while bounding the cost.
+    """
     out: list[Callable[[float], float]] = []
     rr = [p for p in pure if p.kind == "rr"]
-    for v in sorted({p.eps for p in rr}):
-        k = sum(p.count for p in rr if p.eps >= v)
+    for v in _thresholds(sorted({p.eps for p in rr})):
+        k = min(KOV_MAX_COUNT, sum(p.count for p in rr if p.eps >= v))
         out.append(functools.partial(_kov_lower, eps0=v * (1 - 4 * U), k=k))
     laplace = [p.eps for p in pure if p.kind == "laplace"]
     if laplace:
         out.append(functools.partial(_laplace_lower, eps0=max(laplace) * (1 - 4 * U)))
-    for p in pure:
-        if p.kind == "rr_k":
-            out.append(
-                functools.partial(
-                    randomized_response_delta_lower, eps0=p.eps * (1 - 4 * U), num_buckets=p.buckets
-                )
-            )
+    rr_k = sorted((p for p in pure if p.kind == "rr_k"), key=lambda p: p.eps)
+    for p in rr_k[-MAX_LOWER_PROFILES:]:
+        out.append(
+            functools.partial(_rr_k_lower, eps0=p.eps * (1 - 4 * U), num_buckets=p.buckets)
+        )
     return out
 
 
@@ -235,3 +350,11 @@ def _kov_lower(eps: float, eps0: float, k: int) -> float:
 
 def _laplace_lower(eps: float, eps0: float) -> float:
     return laplace_delta_bracket(eps, eps0)[0]
+
+
+def _rr_k_lower(eps: float, eps0: float, num_buckets: int) -> float:
+    if eps >= eps0:
+        return 0.0  # the loss of k-ary randomized response never exceeds eps0
+    if eps0 > 700.0:
+        return 0.0  # e^eps0 overflows: 0 is a valid (if loose) lower bound
+    return randomized_response_delta_lower(eps, eps0, num_buckets)

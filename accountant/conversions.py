@@ -192,7 +192,8 @@ def solve_epsilon(upper: Profile, lower: Profile | None, delta: float) -> tuple[
             b *= 2.0
         if b >= 1e12:
             return math.inf, math.inf
-        a, _ = _bisect(lambda e: lower(e) < delta, b / 2.0, b)
+        # lower(b / 2) >= delta is known only if b was doubled at least once
+        a, _ = _bisect(lambda e: lower(e) < delta, b / 2.0 if b > 1.0 else 0.0, b)
         return eps_hi, a
     b = max(eps_hi, TINY)
     while lower(b) >= delta:  # cannot happen for a consistent bracket, kept for safety

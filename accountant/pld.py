@@ -14,7 +14,13 @@ from collections.abc import Hashable, Sequence
 
 import attrs
 
-from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
+from dpledger.accountant.base import (
+    Accountant,
+    DeltaBound,
+    EpsilonBound,
+    identical_delta,
+    infinite_epsilon,
+)
 from dpledger.accountant.conversions import merged_gaussian_multiplier
 from dpledger.accountant.pld_engine import (
     MAX_FFT_LEN,
@@ -37,6 +43,8 @@ from dpledger.core.events import (
     NonPrivateEvent,
     PoissonSampledEvent,
     PureDPEvent,
+    RandomizedResponseEvent,
+    SampledWithoutReplacementEvent,
     flatten,
 )
 
@@ -162,9 +170,16 @@ class PLDAccountant(Accountant):
         self._non_private = False
 
     def _unsupported_reason(self, event: Event) -> str | None:
-        for leaf, _count in flatten(event):
+        leaves = flatten(event)
+        reason = _extent_reason(leaves, self._ledger)
+        if reason is not None:
+            return reason
+        for leaf, _count in leaves:
             if isinstance(leaf, NonPrivateEvent):
                 continue
+            reason = _parameter_reason(leaf, self.adjacency.sensitivity_factor)
+            if reason is not None:
+                return f"{leaf.describe()}: {reason}"
             try:
                 leaf_profiles(leaf, self.adjacency)
             except UnsupportedEventError as exc:
@@ -315,13 +330,75 @@ class PLDAccountant(Accountant):
         if self._non_private:
             return DeltaBound(1.0, 1.0, epsilon, self.name)
         if state is None:
-            return DeltaBound(0.0, 0.0, epsilon, self.name)
+            return identical_delta(epsilon, self.name)
         upper = max(delta_at(c, epsilon, upper=True) for c in state.upper)
         lower = max(delta_at(c, epsilon, upper=False) for c in state.lower) if state.lower else 0.0
         if epsilon >= state.pure_cap:
             upper = 0.0
             lower = 0.0
         return DeltaBound(upper, min(lower, upper), epsilon, self.name, {"grid_spacing": state.h})
+
+
+#: noise multipliers (per sensitivity) outside this range put the privacy loss beyond the loss
+#: grid (+-MAX_LOSS) or below its resolution; the closed-form and RDP backends cover them
+MIN_NOISE = 1e-4
+MAX_NOISE = 1e6
+#: pure epsilons above this exceed the loss grid (e^eps overflows near 709.8)
+MAX_PURE_EPSILON = 500.0
+#: at most this many randomized-response buckets (beyond, the masses lose all precision)
+MAX_BUCKETS = 2**53
+#: at most this many compositions in total (the Chernoff window and FFT powers lose precision)
+MAX_COMPOSITIONS = 10**12
+#: at most this many components after rounding to representatives (each costs one FFT)
+MAX_COMPONENTS = 256
+
+
+def _parameter_reason(leaf: Event, factor: float) -> str | None:
+    """Why a leaf's parameters lie outside the range the PLD grid represents; None if inside."""
+    inner = leaf.event if isinstance(leaf, PoissonSampledEvent | SampledWithoutReplacementEvent) \
+        else leaf
+    nodes = [inner] if not inner.children() else [e for e, _ in flatten(inner)]
+    for node in nodes:
+        if isinstance(node, GaussianEvent | LaplaceEvent):
+            sigma = node.noise_multiplier / factor
+            if not MIN_NOISE <= sigma <= MAX_NOISE:
+                return (
+                    f"noise multiplier {node.noise_multiplier:g} outside "
+                    f"[{MIN_NOISE:g}, {MAX_NOISE:g}] (times the sensitivity factor): the privacy "
+                    "loss leaves the PLD grid; the closed-form and RDP backends cover it"
+                )
+        epsilon = getattr(node, "epsilon", None)
+        if isinstance(epsilon, float) and epsilon > MAX_PURE_EPSILON:
+            return (
+                f"epsilon {epsilon:g} above {MAX_PURE_EPSILON:g} leaves the PLD grid; the "
+                "closed-form backend covers it"
+            )
+        if isinstance(node, RandomizedResponseEvent) and node.num_buckets > MAX_BUCKETS:
+            return f"more than {MAX_BUCKETS} buckets; the closed-form backend covers it"
+    return None
+
+
+def _extent_reason(
+    leaves: list[tuple[Event, int]], ledger: Sequence[tuple[Event, int]]
+) -> str | None:
+    """Why the whole composition (this event and the ledger) is too large to compose."""
+    everything = list(leaves) + [(e, k * m) for ev, m in ledger for e, k in flatten(ev)]
+    total = sum(k for _, k in everything)
+    if total > MAX_COMPOSITIONS:
+        return (
+            f"{_count_text(total)} compositions (more than {MAX_COMPOSITIONS:.0e}): beyond the PLD "
+            "grid's precision; the closed-form and RDP backends cover them"
+        )
+    distinct = {e for e, _ in everything if not isinstance(e, GaussianEvent | NonPrivateEvent)}
+    if len(distinct) > MAX_DISTINCT_COMPONENTS:
+        coarsest = {_grid_key(e, 0.0256) for e in distinct}
+        if len(coarsest) > MAX_COMPONENTS:
+            return (
+                f"{len(coarsest)} distinct components remain after rounding to representatives "
+                f"(more than {MAX_COMPONENTS}); each costs one FFT. Group identical releases "
+                "with a count, or use the RDP backend"
+            )
+    return None
 
 
 def _arr(x: float):  # type: ignore[no-untyped-def]
@@ -335,3 +412,8 @@ def _next_up(x: float) -> float:
 
 
 __all__ = ["MAX_FFT_LEN", "PLDAccountant"]
+
+
+def _count_text(n: int) -> str:
+    """A composition count for a message (an integer of any size)."""
+    return f"{n:.3g}" if n.bit_length() <= 1000 else f"an integer of {len(str(n))} digits"

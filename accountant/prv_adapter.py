@@ -17,7 +17,13 @@ import math
 import warnings
 from typing import Any
 
-from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
+from dpledger.accountant.base import (
+    Accountant,
+    DeltaBound,
+    EpsilonBound,
+    identical_delta,
+    infinite_epsilon,
+)
 from dpledger.accountant.conversions import merged_gaussian_multiplier
 from dpledger.core.errors import BoundUnavailable
 from dpledger.core.events import (
@@ -53,7 +59,11 @@ class PRVAccountant(Accountant):
     name = "prv"
 
     def _unsupported_reason(self, event: Event) -> str | None:
-        for leaf, _ in flatten(event):
+        leaves = flatten(event)
+        reason = self._scale_reason(leaves)
+        if reason is not None:
+            return reason
+        for leaf, _ in leaves:
             if isinstance(leaf, _PURE | ApproxDPEvent) and leaf.epsilon > 0:
                 return (
                     f"{leaf.describe()}: prv-accountant 0.2.0 under-reports compositions of "
@@ -82,6 +92,35 @@ class PRVAccountant(Accountant):
                     )
                 continue
             return f"{leaf.describe()} is not supported by the PRV backend"
+        return None
+
+    def _scale_reason(self, leaves: list[tuple[Event, int]]) -> str | None:
+        """Why the library should not be asked (too many components, counts or extreme noise),
+        counting the ledger too; None if it may."""
+        everything = leaves + [x for e, k in self._ledger for x in _times(flatten(e), k)]
+        distinct = {leaf for leaf, _ in everything if not isinstance(leaf, GaussianEvent)}
+        if len(distinct) > MAX_DISTINCT_COMPONENTS:
+            return (
+                f"{len(distinct)} distinct components (more than {MAX_DISTINCT_COMPONENTS}): "
+                "the library's time and memory grow with each one; PLD and RDP cover them"
+            )
+        total = sum(k for _, k in everything)
+        if total > MAX_COMPOSITIONS:
+            return (
+                f"{_count_text(total)} compositions (more than {MAX_COMPOSITIONS:.0e}): beyond the "
+                "library's tested range; PLD and RDP cover them"
+            )
+        s = self.adjacency.sensitivity_factor
+        for leaf, _ in everything:
+            inner = leaf.event if isinstance(leaf, PoissonSampledEvent) else leaf
+            for node in flatten(inner):
+                if isinstance(node[0], GaussianEvent | LaplaceEvent):
+                    sigma = node[0].noise_multiplier / s
+                    if not MIN_NOISE <= sigma <= MAX_NOISE:
+                        return (
+                            f"{node[0].describe()}: noise multiplier outside "
+                            f"[{MIN_NOISE:g}, {MAX_NOISE:g}], where the library's grid fails"
+                        )
         return None
 
     def _specs(self) -> tuple[bool, dict[_Spec, int]]:
@@ -156,7 +195,7 @@ class PRVAccountant(Accountant):
         if non_private:
             return DeltaBound(1.0, 1.0, epsilon, self.name)
         if not specs:
-            return DeltaBound(max(0.0, -math.expm1(epsilon)), 0.0, epsilon, self.name)
+            return identical_delta(epsilon, self.name)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -174,6 +213,19 @@ class PRVAccountant(Accountant):
         details = _details(lower, estimate, caught)
         details["delta_error"] = DELTA_ERROR_ABS
         return DeltaBound(min(1.0, max(upper, 0.0)), 0.0, epsilon, self.name, details)
+
+
+#: the library is not asked about more distinct (non-Gaussian) components than this
+MAX_DISTINCT_COMPONENTS = 64
+#: ... nor about more compositions in total
+MAX_COMPOSITIONS = 10**6
+#: ... nor about noise multipliers (per sensitivity) outside this range
+MIN_NOISE = 1e-3
+MAX_NOISE = 1e6
+
+
+def _times(leaves: list[tuple[Event, int]], k: int) -> list[tuple[Event, int]]:
+    return [(leaf, n * k) for leaf, n in leaves]
 
 
 #: below this (merged) Gaussian noise multiplier the library's grid needs gigabytes; the
@@ -239,3 +291,8 @@ def _details(lower: Any, estimate: Any, caught: list[warnings.WarningMessage]) -
     if caught:
         details["library_warnings"] = sorted({str(w.message) for w in caught})
     return details
+
+
+def _count_text(n: int) -> str:
+    """A composition count for a message (an integer of any size)."""
+    return f"{n:.3g}" if n.bit_length() <= 1000 else f"an integer of {len(str(n))} digits"

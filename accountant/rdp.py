@@ -45,18 +45,37 @@ from dpledger.core.events import (
 
 _PURE = PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent | RandomizedResponseEvent
 
+_NO_FINITE_ORDER = "the RDP curve is infinite at every order"
+
+#: above this many distinct Poisson-subsampled leaves, (q, sigma) are rounded to dominating
+#: representatives on a geometric grid (q up, sigma down: the RDP of the subsampled Gaussian
+#: grows with q and falls with sigma) ...
+MAX_DISTINCT_SAMPLED = 64
+#: ... of this initial relative step, coarsened until at most MAX_DISTINCT_SAMPLED remain
+REPRESENTATIVE_STEP = 1e-3
+
 
 def effective_gaussian_mu(event: Event, sensitivity_factor: float = 1.0) -> float | Event:
     """mu = sqrt(sum (s/sigma)^2) of a composition of Gaussians, or the offending sub-event.
 
     Gaussians on the same (sub)sample compose into one Gaussian query with post-processing.
     """
-    total = 0.0
+    parts: list[tuple[float, int]] = []
     for leaf, count in flatten(event):
         if not isinstance(leaf, GaussianEvent):
             return leaf
-        total += count * (sensitivity_factor / leaf.noise_multiplier) ** 2
-    return math.sqrt(total)
+        parts.append((sensitivity_factor / leaf.noise_multiplier, count))
+    if not parts:
+        return 0.0
+    # scaled by the largest ratio so that neither 1e-300 nor 1e300 noise under- or overflows
+    top = max(r for r, _ in parts)
+    total = math.fsum(_as_float(k) * (r / top) * (r / top) for r, k in parts)
+    return top * math.sqrt(total)
+
+
+def _as_float(n: int) -> float:
+    """An exact count as a float, infinity beyond the double range."""
+    return float(n) if n.bit_length() <= 1023 else math.inf
 
 
 class RDPAccountant(Accountant):
@@ -78,6 +97,7 @@ class RDPAccountant(Accountant):
         self.orders = np.unique(grid)
         self._cache: dict[Event, FloatArray] = {}
         self._total: FloatArray | None = None
+        self._representative_step: float | None = None
 
     # -- support ---------------------------------------------------------------------------
     def _unsupported_reason(self, event: Event) -> str | None:
@@ -135,8 +155,16 @@ class RDPAccountant(Accountant):
         elif isinstance(leaf, PoissonSampledEvent):
             mu = effective_gaussian_mu(leaf.event)
             assert isinstance(mu, float)
-            sigma = 1.0 / (mu * (1 + 16 * U))
-            out = poisson_gaussian_rdp(o, leaf.sampling_probability, sigma)
+            if mu == 0.0:
+                out = np.zeros_like(o)
+            else:
+                with np.errstate(over="ignore"):
+                    sigma = 1.0 / (mu * (1 + 16 * U))
+                out = (
+                    np.full_like(o, np.inf)
+                    if sigma == 0.0
+                    else poisson_gaussian_rdp(o, leaf.sampling_probability, sigma)
+                )
         else:  # pragma: no cover - guarded by _unsupported_reason
             raise BoundUnavailable(self.name, f"unsupported {leaf.describe()}")
         self._cache[leaf] = out
@@ -144,16 +172,55 @@ class RDPAccountant(Accountant):
 
     def _invalidate(self) -> None:
         self._total = None
+        self._representative_step = None
+
+    def _leaves(self) -> dict[Event, int]:
+        """Distinct leaves of the ledger and their total counts; many distinct Poisson-sampled
+        Gaussians are replaced by dominating representatives (see MAX_DISTINCT_SAMPLED)."""
+        merged: dict[Event, int] = {}
+        for event, mult in self._ledger:
+            for leaf, count in flatten(event):
+                merged[leaf] = merged.get(leaf, 0) + count * mult
+        sampled = [
+            e
+            for e in merged
+            if isinstance(e, PoissonSampledEvent) and _groupable(effective_gaussian_mu(e.event))
+        ]
+        if len(sampled) <= MAX_DISTINCT_SAMPLED:
+            return merged
+        cells: dict[tuple[int, int], tuple[float, float]] = {}
+        step = REPRESENTATIVE_STEP
+        while True:
+            cells = {}
+            params: dict[Event, tuple[int, int]] = {}
+            for e in sampled:
+                assert isinstance(e, PoissonSampledEvent)
+                mu = effective_gaussian_mu(e.event)
+                assert isinstance(mu, float)
+                key = (_grid(e.sampling_probability, step), _grid(mu, step))
+                params[e] = key
+                cells[key] = (min(1.0, _cell_value(key[0], step)), _cell_value(key[1], step))
+            if len(cells) <= MAX_DISTINCT_SAMPLED:
+                break
+            step *= 2.0
+        grouped = set(sampled)
+        out = {e: k for e, k in merged.items() if e not in grouped}
+        for e in sampled:
+            q, mu = cells[params[e]]
+            rep = PoissonSampledEvent(q, GaussianEvent(_noise_for(mu)))
+            out[rep] = out.get(rep, 0) + merged[e]
+        self._representative_step = step
+        return out
 
     def rdp(self) -> FloatArray:
         """The composed RDP curve on :attr:`orders` (inf = excluded or non-private)."""
         if self._total is None:
             total = np.zeros_like(self.orders)
-            for event, mult in self._ledger:
-                for leaf, count in flatten(event):
-                    with np.errstate(invalid="ignore"):
-                        total = total + (count * mult) * self._leaf_rdp(leaf)
-            self._total = total * (1 + 4 * U * max(1, len(self._ledger)))
+            leaves = self._leaves()
+            for leaf, count in leaves.items():
+                with np.errstate(invalid="ignore", over="ignore"):
+                    total = total + _as_float(count) * self._leaf_rdp(leaf)
+            self._total = total * (1 + 4 * U * max(1, len(self._ledger), len(leaves)))
         return self._total.copy()
 
     def _non_private(self) -> bool:
@@ -168,9 +235,10 @@ class RDPAccountant(Accountant):
         for event, mult in self._ledger:
             for leaf, count in flatten(event):
                 if isinstance(leaf, LaplaceEvent):
-                    total.append(count * mult * s / leaf.noise_multiplier)
+                    total.append(_as_float(count * mult) * (s / leaf.noise_multiplier))
                 elif isinstance(leaf, _PURE | ApproxDPEvent):
-                    total.append(count * mult * float(leaf.epsilon))
+                    eps = float(leaf.epsilon)
+                    total.append(_as_float(count * mult) * eps if eps else 0.0)
                 else:
                     return None
         return math.fsum(total) * (1 + 8 * U * (len(total) + 2))
@@ -180,6 +248,8 @@ class RDPAccountant(Accountant):
             float(a) for a, r in zip(self.orders, curve, strict=True) if not math.isfinite(r)
         ]
         details: dict[str, Any] = {"order": order, "excluded_orders": excluded}
+        if self._representative_step is not None:
+            details["representative_step"] = self._representative_step
         finite = self.orders[np.isfinite(curve)]
         if order is not None and finite.size and order in (finite[0], finite[-1]):
             details["warning"] = (
@@ -194,7 +264,8 @@ class RDPAccountant(Accountant):
             return infinite_epsilon(delta, self.name)
         curve = self.rdp()
         if not np.any(np.isfinite(curve)):
-            raise BoundUnavailable(self.name, "every RDP order failed numerically")
+            # infinite at every order (e.g. noise of 1e-300): infinity is the certified bound
+            return EpsilonBound(math.inf, 0.0, delta, self.name, {"note": _NO_FINITE_ORDER})
         eps, order = rdp_to_epsilon(self.orders, curve, delta)
         details = self._details(order, curve)
         basic = self._basic_pure()
@@ -208,7 +279,7 @@ class RDPAccountant(Accountant):
             return DeltaBound(1.0, 1.0, epsilon, self.name)
         curve = self.rdp()
         if not np.any(np.isfinite(curve)):
-            raise BoundUnavailable(self.name, "every RDP order failed numerically")
+            return DeltaBound(1.0, 0.0, epsilon, self.name, {"note": _NO_FINITE_ORDER})
         if epsilon < 0:
             # delta(eps) <= 1 - e^eps + e^eps delta(0) for eps < 0
             d0, order = rdp_to_delta(self.orders, curve, 0.0)
@@ -221,3 +292,25 @@ class RDPAccountant(Accountant):
             d = 0.0
             details["capped_by"] = "basic composition"
         return DeltaBound(d, 0.0, epsilon, self.name, details)
+
+
+def _grid(x: float, step: float) -> int:
+    """Index of the grid point ``(1 + step)^i`` at or above ``x`` (> 0), checked as evaluated."""
+    i = math.ceil(math.log(x) / math.log1p(step))
+    while _cell_value(i, step) < x:
+        i += 1
+    return i
+
+
+def _cell_value(index: int, step: float) -> float:
+    return math.exp(index * math.log1p(step))
+
+
+def _noise_for(mu: float) -> float:
+    """The noise multiplier of GDP parameter ``mu``, rounded down (more privacy loss)."""
+    return math.nextafter(1.0 / mu * (1 - 4 * U), 0.0)
+
+
+def _groupable(mu: float | Event) -> bool:
+    """A positive finite GDP parameter (zero and infinite ones keep their exact curves)."""
+    return isinstance(mu, float) and 0.0 < mu < math.inf

@@ -27,9 +27,19 @@ def default_orders() -> FloatArray:
     return np.array(sorted(set(low + mid + ints + tail)), dtype=np.float64)
 
 
+#: smallest positive double: a positive RDP value is never rounded down to zero
+TINY = 5e-324
+
+
+def _floor_positive(curve: FloatArray) -> FloatArray:
+    """A curve of a mechanism with positive privacy loss, with underflowed zeros raised."""
+    return np.where(curve > 0.0, curve, TINY) if curve.size else curve
+
+
 def gaussian_rdp(orders: FloatArray, mu: float) -> FloatArray:
     """RDP of the Gaussian mechanism with mu = sensitivity / std: alpha mu^2 / 2 (Mironov 2017)."""
-    return orders * (mu * mu / 2.0) * (1 + 8 * U)
+    out = orders * (mu * mu / 2.0) * (1 + 8 * U)
+    return _floor_positive(out) if mu > 0 else out
 
 
 def pure_dp_rdp(orders: FloatArray, eps: float) -> FloatArray:
@@ -39,13 +49,16 @@ def pure_dp_rdp(orders: FloatArray, eps: float) -> FloatArray:
     so D_a <= log((e^{a eps} + e^{(1-a) eps}) / (1 + e^eps)) / (a - 1), the expression in the
     proof of Bun & Steinke (2016, Prop. 3.3); it is also capped by eps and by a eps^2 / 2.
     """
-    out = np.empty_like(orders)
-    for n, a in enumerate(orders.tolist()):
-        num = float(np.logaddexp(a * eps, (1 - a) * eps) - np.logaddexp(0.0, eps))
+    a = np.asarray(orders, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        num = np.logaddexp(a * eps, (1 - a) * eps) - np.logaddexp(0.0, eps)
         err = 16 * U * (a * eps + eps + 2.0)
         rr = (num + err) / (a - 1.0)
-        out[n] = min(rr, eps * (1 + 4 * U), a * eps * eps / 2.0 * (1 + 8 * U))
-    return np.maximum(out, 0.0)
+        quad = a * eps * eps / 2.0 * (1 + 8 * U)
+    rr = np.where(np.isnan(rr), np.inf, rr)
+    out = np.minimum(np.minimum(rr, eps * (1 + 4 * U)), quad)
+    out = np.maximum(out, 0.0)
+    return _floor_positive(out) if eps > 0 else out
 
 
 def laplace_rdp(orders: FloatArray, eps: float) -> FloatArray:
@@ -53,19 +66,22 @@ def laplace_rdp(orders: FloatArray, eps: float) -> FloatArray:
 
     eps + log(1 + (a-1) (exp((1-2a) eps) - 1) / (2a - 1)) / (a - 1), tight for Laplace.
     """
-    out = np.empty_like(orders)
-    for n, a in enumerate(orders.tolist()):
-        c = math.expm1(eps * (1 - 2 * a)) / (2 * a - 1)
-        v = (a - 1) * c
-        if abs(v) < 0.1:
-            # log1p(v)/(a-1) = c * sum_k (-v)^{k-1} / k, stable as a -> 1
-            tail = c * math.fsum((-v) ** (k - 1) / k for k in range(1, 60))
-        else:
-            tail = math.log1p(v) / (a - 1)
-        val = eps + tail
-        val += 32 * U * (eps + abs(tail) + 1e-300) * a
-        out[n] = min(val, eps * (1 + 4 * U))
-    return np.maximum(out, 0.0)
+    a = np.asarray(orders, dtype=float)
+    c = np.expm1(eps * (1 - 2 * a)) / (2 * a - 1)
+    v = (a - 1) * c
+    small = np.abs(v) < 0.1
+    # log1p(v)/(a-1) = c * sum_k (-v)^{k-1} / k, stable as a -> 1 (Horner, 60 terms)
+    vs = np.where(small, v, 0.0)
+    series = np.zeros_like(vs)
+    for k in range(59, 0, -1):
+        series = 1.0 / k - vs * series
+    with np.errstate(divide="ignore", invalid="ignore"):
+        direct = np.log1p(np.where(small, 0.0, v)) / (a - 1)
+    tail = np.where(small, c * series, direct)
+    val = eps + tail
+    val = val + 32 * U * (eps + np.abs(tail) + 1e-300) * a
+    out = np.maximum(np.minimum(val, eps * (1 + 4 * U)), 0.0)
+    return _floor_positive(out) if eps > 0 else out
 
 
 # -- Poisson-subsampled Gaussian (Mironov, Talwar & Zhang 2019) --------------------------------
@@ -160,13 +176,16 @@ def poisson_gaussian_rdp(orders: FloatArray, q: float, sigma: float) -> FloatArr
     out = np.empty_like(orders)
     for n, a in enumerate(orders.tolist()):
         try:
-            if float(a).is_integer():
-                log_a = _log_a_int(q, sigma, int(a))
-            else:
-                log_a = _log_a_frac(q, sigma, a)
-        except (OverflowError, ValueError, FloatingPointError):
+            with np.errstate(all="ignore"):  # non-finite terms exclude the order (checked)
+                if float(a).is_integer():
+                    log_a = _log_a_int(q, sigma, int(a))
+                else:
+                    log_a = _log_a_frac(q, sigma, a)
+        except (OverflowError, ValueError, FloatingPointError, ZeroDivisionError):
             log_a = math.inf
         val = log_a / (a - 1) if math.isfinite(log_a) else math.inf
         # never above the unsampled Gaussian, never negative
-        out[n] = min(max(val, 0.0), a / (2 * sigma * sigma) * (1 + 8 * U))
-    return out
+        with np.errstate(over="ignore"):
+            cap = a / (2 * sigma * sigma) * (1 + 8 * U) if sigma > 0 else math.inf
+        out[n] = min(max(val, 0.0), cap)
+    return _floor_positive(out)

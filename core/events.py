@@ -16,7 +16,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 
@@ -28,6 +28,7 @@ from dpledger.core.validation import (
     positive_finite,
     positive_int,
     probability,
+    to_float,
 )
 
 
@@ -137,10 +138,16 @@ class Event:
         return ()
 
     def walk(self) -> Iterator[Event]:
-        """This event and all nested sub-events, depth first."""
-        yield self
-        for child in self.children():
-            yield from child.walk()
+        """This event and all nested sub-events, depth first (a shared sub-event once)."""
+        seen: set[int] = set()
+        stack: list[Event] = [self]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            yield node
+            stack.extend(reversed(node.children()))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a ``kind`` tag; inverse of :func:`event_from_dict`."""
@@ -186,7 +193,7 @@ class GaussianEvent(Event):
     """Gaussian noise of std ``noise_multiplier * C`` on a query of L2 contribution bound ``C``."""
 
     kind: ClassVar[str] = "gaussian"
-    noise_multiplier: float = attrs.field(validator=positive_finite, converter=float)
+    noise_multiplier: float = attrs.field(validator=positive_finite, converter=to_float)
 
 
 @attrs.frozen
@@ -194,7 +201,7 @@ class LaplaceEvent(Event):
     """Laplace noise of scale ``noise_multiplier * C`` on a query of L1 contribution bound ``C``."""
 
     kind: ClassVar[str] = "laplace"
-    noise_multiplier: float = attrs.field(validator=positive_finite, converter=float)
+    noise_multiplier: float = attrs.field(validator=positive_finite, converter=to_float)
 
 
 @attrs.frozen
@@ -202,7 +209,7 @@ class PureDPEvent(Event):
     """A black-box epsilon-DP release (w.r.t. the source's row-level relation)."""
 
     kind: ClassVar[str] = "pure_dp"
-    epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)
+    epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)
 
 
 @attrs.frozen
@@ -217,10 +224,10 @@ class TimeProfiledPureDPEvent(Event):
     """
 
     kind: ClassVar[str] = "time_profiled_pure_dp"
-    floor_epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)
-    transient_epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)
-    time: float = attrs.field(validator=nonnegative_finite, converter=float)
-    decay_rate: float = attrs.field(default=1.0, validator=positive_finite, converter=float)
+    floor_epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)
+    transient_epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)
+    time: float = attrs.field(validator=nonnegative_finite, converter=to_float)
+    decay_rate: float = attrs.field(default=1.0, validator=positive_finite, converter=to_float)
 
     @property
     def epsilon(self) -> float:
@@ -239,8 +246,8 @@ class ApproxDPEvent(Event):
     """A black-box (epsilon, delta)-DP release (w.r.t. the source's row-level relation)."""
 
     kind: ClassVar[str] = "approx_dp"
-    epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)
-    delta: float = attrs.field(validator=delta_closed_open, converter=float)
+    epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)
+    delta: float = attrs.field(validator=delta_closed_open, converter=to_float)
 
 
 @attrs.frozen
@@ -248,7 +255,7 @@ class RandomizedResponseEvent(Event):
     """k-ary randomized response: report the true bucket w.p. e^eps/(e^eps + k - 1)."""
 
     kind: ClassVar[str] = "randomized_response"
-    epsilon: float = attrs.field(validator=positive_finite, converter=float)
+    epsilon: float = attrs.field(validator=positive_finite, converter=to_float)
     num_buckets: int = attrs.field(default=2, validator=positive_int)
 
     def __attrs_post_init__(self) -> None:
@@ -267,7 +274,7 @@ class ExponentialMechanismEvent(Event):
     twice its sensitivity); declarations state it the same way."""
 
     kind: ClassVar[str] = "exponential_mechanism"
-    epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)
+    epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)
 
 
 @attrs.frozen
@@ -276,7 +283,44 @@ class ReportNoisyMaxEvent(Event):
     (booked like :class:`ExponentialMechanismEvent`)."""
 
     kind: ClassVar[str] = "report_noisy_max"
-    epsilon: float = attrs.field(validator=nonnegative_finite, converter=float)
+    epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)
+
+
+#: deepest nesting of sampled/composed events accepted (every tree walk stays far below
+#: Python's recursion limit; real pipelines nest a handful of levels)
+MAX_NESTING = 100
+
+
+def nesting_depth(event: Event) -> int:
+    """Levels of sub-events below ``event`` (0 for a leaf), computed without recursion."""
+    return _depths((event,))
+
+
+def _depths(roots: tuple[Event, ...]) -> int:
+    """The largest nesting depth of ``roots`` (-1 if none); shared sub-events are walked once."""
+    depth: dict[int, int] = {}
+    stack: list[tuple[Event, bool]] = [(r, False) for r in roots]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in depth:
+            continue
+        kids = node.children()
+        if done:
+            depth[id(node)] = 1 + max(depth[id(k)] for k in kids) if kids else 0
+            continue
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if id(k) not in depth)
+    return max((depth[id(r)] for r in roots), default=-1)
+
+
+def _check_nesting(field: str, children: tuple[Event, ...]) -> None:
+    deepest = _depths(children)
+    if deepest + 1 > MAX_NESTING:
+        raise InvalidParameterError(
+            field,
+            f"events are nested {deepest + 1} levels deep, more than {MAX_NESTING}",
+            "flatten the composition: use one composed event with a list of events, or a count",
+        )
 
 
 def _event_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -284,6 +328,7 @@ def _event_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any)
         raise InvalidParameterError(
             attribute.name, f"must be an Event, got {type(value).__name__}", "pass an event object"
         )
+    _check_nesting(attribute.name, (value,))
 
 
 @attrs.frozen
@@ -291,7 +336,7 @@ class PoissonSampledEvent(Event):
     """Each record is included independently with probability ``sampling_probability``."""
 
     kind: ClassVar[str] = "poisson_sampled"
-    sampling_probability: float = attrs.field(validator=probability, converter=float)
+    sampling_probability: float = attrs.field(validator=probability, converter=to_float)
     event: Event = attrs.field(validator=_event_validator)
 
     def children(self) -> tuple[Event, ...]:
@@ -336,10 +381,21 @@ class SelfComposedEvent(Event):
 
 
 def _events_converter(value: Any) -> tuple[Event, ...]:
-    return tuple(value)
+    if isinstance(value, Event | str | bytes | Mapping):
+        return cast(tuple[Event, ...], value)  # not a list of events: the validator says so
+    try:
+        return tuple(value)
+    except TypeError:
+        return cast(tuple[Event, ...], value)
 
 
 def _events_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, tuple):
+        raise InvalidParameterError(
+            attribute.name,
+            f"must be a list of events, got {type(value).__name__}",
+            "pass a list of event objects",
+        )
     for i, item in enumerate(value):
         if not isinstance(item, Event):
             raise InvalidParameterError(
@@ -347,6 +403,7 @@ def _events_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any
                 f"must be an Event, got {type(item).__name__}",
                 "pass event objects",
             )
+    _check_nesting(attribute.name, value)
 
 
 @attrs.frozen
@@ -367,19 +424,26 @@ EVENT_KINDS._freeze_core()
 CORE_EVENT_KINDS: frozenset[str] = frozenset(EVENT_KINDS.core)
 
 
-def event_from_dict(data: Mapping[str, Any]) -> Event:
+def event_from_dict(data: Mapping[str, Any], *, _depth: int = 0) -> Event:
     """Rebuild an event from :meth:`Event.to_dict` output (or a pipeline file entry)."""
     if not isinstance(data, Mapping) or "kind" not in data:
+        shown = data if isinstance(data, Mapping) else type(data).__name__
         raise InvalidParameterError(
             "kind",
-            f"event entry {data!r} has no 'kind'",
+            f"event entry {str(shown)[:60]} has no 'kind'",
             f"add kind = one of {sorted(EVENT_KINDS)}",
         )
+    if _depth > MAX_NESTING:
+        raise InvalidParameterError(
+            "event",
+            f"events are nested more than {MAX_NESTING} levels deep",
+            "flatten the composition: use one composed event with a list of events, or a count",
+        )
     kind = data["kind"]
-    cls = EVENT_KINDS.get(kind)
+    cls = EVENT_KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise InvalidParameterError(
-            "kind", f"unknown mechanism {kind!r}", f"use one of {sorted(EVENT_KINDS)}"
+            "kind", f"unknown mechanism {str(kind)[:60]!r}", f"use one of {sorted(EVENT_KINDS)}"
         )
     kwargs: dict[str, Any] = {}
     names = {f.name for f in attrs.fields(cls)}
@@ -391,13 +455,20 @@ def event_from_dict(data: Mapping[str, Any]) -> Event:
                 f"{kind}.{key}", "is not a parameter of this mechanism", f"use {sorted(names)}"
             )
         if key == "event":
-            kwargs[key] = event_from_dict(value)
+            kwargs[key] = event_from_dict(value, _depth=_depth + 1)
         elif key == "events":
-            kwargs[key] = [event_from_dict(v) for v in value]
+            if not isinstance(value, list | tuple):
+                raise InvalidParameterError(
+                    f"{kind}.events", f"must be a list, got {type(value).__name__}",
+                    "write events = [{kind = ...}, ...]",
+                )
+            kwargs[key] = [event_from_dict(v, _depth=_depth + 1) for v in value]
         else:
             kwargs[key] = value
     try:
         return cls(**kwargs)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"{kind}.{exc.field}", exc.problem, exc.fix) from None
     except TypeError as exc:
         raise InvalidParameterError(
             kind, str(exc), f"give the parameters {sorted(names)}"
@@ -410,9 +481,17 @@ def canonical(event: Event) -> Event:
     :class:`TimeProfiledPureDPEvent` becomes :class:`PureDPEvent` of its (rounded-up) epsilon;
     everything else is unchanged. Every accountant and the lifting rules call this first.
     """
-    if isinstance(event, TimeProfiledPureDPEvent):
-        return PureDPEvent(event.epsilon)
-    return map_children(event, canonical)
+    memo: dict[int, Event] = {}
+
+    def rewrite(e: Event) -> Event:
+        if id(e) not in memo:  # a shared sub-event is rewritten once
+            if isinstance(e, TimeProfiledPureDPEvent):
+                memo[id(e)] = PureDPEvent(e.epsilon)
+            else:
+                memo[id(e)] = map_children(e, rewrite)
+        return memo[id(e)]
+
+    return rewrite(event)
 
 
 def map_children(event: Event, fn: Callable[[Event], Event]) -> Event:
@@ -433,28 +512,41 @@ def flatten(event: Event) -> list[tuple[Event, int]]:
     """Expand composition into ``(leaf_or_sampled_event, count)`` pairs.
 
     Sampled events are kept whole (sampling does not distribute over composition).
-    Counts of zero, no-ops and sampling at rate zero are dropped.
+    Counts of zero, no-ops and sampling at rate zero are dropped. The walk is iterative and
+    visits a shared sub-event once (repeats of the same leaf object are merged, adding their
+    counts), so neither deep nor shared trees can exhaust the stack or the clock.
     """
-    out: list[tuple[Event, int]] = []
-
-    def visit(e: Event, mult: int) -> None:
-        if mult == 0 or isinstance(e, NoOpEvent):
-            return
-        if (
-            isinstance(e, PoissonSampledEvent | SampledWithoutReplacementEvent)
-            and e.sampling_probability == 0
+    # post-order over distinct nodes: each node maps to {id(leaf): [leaf, count]}, in order
+    done: dict[int, dict[int, list[Any]]] = {}
+    stack: list[tuple[Event, bool]] = [(event, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in done:
+            continue
+        if isinstance(node, ComposedEvent | SelfComposedEvent):
+            kids = node.children()
+            if not expanded:
+                stack.append((node, True))
+                stack.extend((k, False) for k in reversed(kids) if id(k) not in done)
+                continue
+            mult = node.count if isinstance(node, SelfComposedEvent) else 1
+            merged: dict[int, list[Any]] = {}
+            if mult:
+                for kid in kids:
+                    for key, (leaf, k) in done[id(kid)].items():
+                        if key in merged:
+                            merged[key][1] += k * mult
+                        else:
+                            merged[key] = [leaf, k * mult]
+            done[id(node)] = merged
+        elif isinstance(node, NoOpEvent) or (
+            isinstance(node, PoissonSampledEvent | SampledWithoutReplacementEvent)
+            and node.sampling_probability == 0
         ):
-            return  # a batch that never contains the unit touches none of its data
-        if isinstance(e, ComposedEvent):
-            for sub in e.events:
-                visit(sub, mult)
-        elif isinstance(e, SelfComposedEvent):
-            visit(e.event, mult * e.count)
+            done[id(node)] = {}  # a batch that never contains the unit touches none of its data
         else:
-            out.append((e, mult))
-
-    visit(event, 1)
-    return out
+            done[id(node)] = {id(node): [node, 1]}
+    return [(leaf, k) for leaf, k in done[id(event)].values() if k]
 
 
 def is_pure(event: Event) -> bool:

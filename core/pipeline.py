@@ -25,7 +25,7 @@ from dpledger.core.errors import (
     InvalidParameterError,
     PipelineFileError,
 )
-from dpledger.core.events import EVENT_KINDS, Event
+from dpledger.core.events import EVENT_KINDS, MAX_NESTING, Event
 from dpledger.core.graph import TRANSFORM_KINDS, CompositionGraph
 
 SCHEMA_PATH = Path(__file__).with_name("pipeline_schema.json")
@@ -94,13 +94,22 @@ class _Ctx:
         return PipelineFileError(f"{self.origin}: {field}: {problem}. Fix: {fix}")
 
 
+def _short(value: Any) -> str:
+    """A value for an error message: its repr, cut to one readable line."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _keys(ctx: _Ctx, data: Any, path: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
         raise ctx.fail(path, f"expected a table, got {type(data).__name__}", "write a table {...}")
     for key in data:
-        if key not in allowed:
+        if not isinstance(key, str) or key not in allowed:
+            name = key[:60] if isinstance(key, str) and key.isprintable() else _short(key)
             raise ctx.fail(
-                f"{path}.{key}" if path else str(key),
+                f"{path}.{name}" if path else name,
                 "is not a known field",
                 f"use one of {list(allowed)}",
             )
@@ -117,7 +126,9 @@ def _string(
         return None
     if not isinstance(value, str) or not value:
         raise ctx.fail(
-            f"{path}.{key}", f"must be a non-empty string, got {value!r}", f'write {key} = "..."'
+            f"{path}.{key}",
+            f"must be a non-empty string, got {_short(value)}",
+            f'write {key} = "..."',
         )
     return value
 
@@ -137,15 +148,25 @@ def _int(ctx: _Ctx, value: Any, field: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ctx.fail(
             field,
-            f"must be an integer >= {minimum}, got {value!r}",
+            f"must be an integer >= {minimum}, got {_short(value)}",
             f"write a whole number >= {minimum} (no decimal point)",
         )
     return value
 
 
+def _as_float(value: int | float) -> float:
+    """``float(value)``, or infinity for an integer beyond the double range."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _probability_query(ctx: _Ctx, value: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
-        raise ctx.fail(field, f"must lie in (0, 1), got {value!r}", "write e.g. delta = 1e-5")
+        raise ctx.fail(
+            field, f"must lie in (0, 1), got {_short(value)}", "write e.g. delta = 1e-5"
+        )
     return float(value)
 
 
@@ -160,7 +181,7 @@ def _list(ctx: _Ctx, data: Mapping[str, Any], key: str) -> list[Any]:
     return value
 
 
-def parse_event(ctx: _Ctx, data: Any, path: str) -> Event:
+def parse_event(ctx: _Ctx, data: Any, path: str, depth: int = 0) -> Event:
     """Build an event from its table, naming the exact field path on any error."""
     if not isinstance(data, Mapping):
         raise ctx.fail(
@@ -168,13 +189,21 @@ def parse_event(ctx: _Ctx, data: Any, path: str) -> Event:
             f"expected an event table, got {type(data).__name__}",
             "write an event table with a kind",
         )
+    if depth > MAX_NESTING:
+        raise ctx.fail(
+            path,
+            f"events are nested more than {MAX_NESTING} levels deep",
+            "flatten the composition: one composed event with a list of events, or a count",
+        )
     kind = data.get("kind")
     if kind is None:
         raise ctx.fail(f"{path}.kind", "is missing", f"add kind = one of {sorted(EVENT_KINDS)}")
     cls = EVENT_KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise ctx.fail(
-            f"{path}.kind", f"unknown mechanism {kind!r}", f"use one of {sorted(EVENT_KINDS)}"
+            f"{path}.kind",
+            f"unknown mechanism {_short(kind)}",
+            f"use one of {sorted(EVENT_KINDS)}",
         )
     fields = {f.name: f for f in attrs.fields(cls)}
     kwargs: dict[str, Any] = {}
@@ -188,7 +217,7 @@ def parse_event(ctx: _Ctx, data: Any, path: str) -> Event:
                 f"use {sorted(fields) or 'no parameters'}",
             )
         if key == "event":
-            kwargs[key] = parse_event(ctx, value, f"{path}.event")
+            kwargs[key] = parse_event(ctx, value, f"{path}.event", depth + 1)
         elif key == "events":
             if not isinstance(value, list):
                 raise ctx.fail(
@@ -196,7 +225,9 @@ def parse_event(ctx: _Ctx, data: Any, path: str) -> Event:
                     "must be a list of event tables",
                     "write events = [{kind = ...}, ...]",
                 )
-            kwargs[key] = [parse_event(ctx, v, f"{path}.events[{i}]") for i, v in enumerate(value)]
+            kwargs[key] = [
+                parse_event(ctx, v, f"{path}.events[{i}]", depth + 1) for i, v in enumerate(value)
+            ]
         else:
             kwargs[key] = _integral(value) if key in INT_EVENT_FIELDS else value
     missing = [n for n, f in fields.items() if f.default is attrs.NOTHING and n not in kwargs]
@@ -218,6 +249,11 @@ def _adjacency(ctx: _Ctx, data: Any, path: str) -> Adjacency:
     if data is None:
         return Adjacency()
     table = _keys(ctx, data, path, ADJACENCY_KEYS)
+    for key in ("relation", "unit", "unit_key", "contribution"):
+        if key in table:
+            _string(ctx, table, key, path)
+    if "max_contributions" in table:
+        _int(ctx, table["max_contributions"], f"{path}.max_contributions", 1)
     try:
         return Adjacency(**table)
     except InvalidParameterError as exc:
@@ -242,10 +278,12 @@ def parse_pipeline(
         if (
             isinstance(epsilon, bool)
             or not isinstance(epsilon, int | float)
-            or not math.isfinite(epsilon)
+            or not math.isfinite(_as_float(epsilon))
         ):
             raise ctx.fail(
-                "epsilon", f"must be a finite number, got {epsilon!r}", "write e.g. epsilon = 1.0"
+                "epsilon",
+                f"must be a finite number, got {_short(epsilon)}",
+                "write e.g. epsilon = 1.0",
             )
         epsilon = float(epsilon)
     if delta is not None and epsilon is not None:
@@ -544,6 +582,16 @@ def load_pipeline(path: str | Path, resolve_method: MethodResolver | None = None
         msg = str(exc).splitlines()[0]
         raise PipelineFileError(
             f"{origin}: not valid {suffix[1:].upper()} ({msg}). Fix: correct the syntax"
+        ) from None
+    except RecursionError:
+        raise PipelineFileError(
+            f"{origin}: tables or lists are nested too deeply to read. Fix: nest events at most "
+            f"{MAX_NESTING} levels deep (use a composed event with a list, or a count)"
+        ) from None
+    except ValueError as exc:  # e.g. an integer literal with too many digits
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise PipelineFileError(
+            f"{origin}: not valid {suffix[1:].upper()} ({msg[:120]}). Fix: correct the value"
         ) from None
     return parse_pipeline(data, origin, resolve_method)
 

@@ -3,17 +3,56 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+import numbers
+from typing import Any, cast
 
 import attrs
 
 from dpledger.core.errors import InvalidParameterError
 
 
+def _is_number(value: Any) -> bool:
+    """A real number that is not a bool (a string, a bool or None is never a number)."""
+    if isinstance(value, bool | str | bytes) or type(value).__name__ == "bool_":
+        return False
+    return isinstance(value, numbers.Real)
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, shortened (a huge integer or a long string stays one readable line)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def to_float(value: Any) -> float:
+    """attrs converter: a real number becomes a float; anything else is left to the validator.
+
+    Unlike ``converter=float`` it never turns a string (``"0.5"``) or a bool (``True``) into a
+    number, and an integer too large for a float is kept so that the validator names the field.
+    """
+    if not _is_number(value):
+        return cast(float, value)  # not a number: the validator names the field
+    try:
+        return float(value)
+    except (OverflowError, ValueError, TypeError):
+        return cast(float, value)
+
+
 def _number(field: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidParameterError(field, f"expected a number, got {value!r}", "pass a float")
-    v = float(value)
+    if not _is_number(value):
+        raise InvalidParameterError(
+            field,
+            f"expected a number, got {type(value).__name__} {_shown(value)}",
+            "write a plain number (no quotes, not true/false)",
+        )
+    try:
+        v = float(value)
+    except (OverflowError, ValueError, TypeError):
+        raise InvalidParameterError(
+            field, f"{_shown(value)} does not fit a double", "pass a number below 1e308"
+        ) from None
     if math.isnan(v):
         raise InvalidParameterError(field, "is NaN", "pass a finite number")
     return v
@@ -24,7 +63,7 @@ def positive_finite(instance: Any, attribute: attrs.Attribute[Any], value: Any) 
     v = _number(attribute.name, value)
     if not (v > 0 and math.isfinite(v)):
         raise InvalidParameterError(
-            attribute.name, f"must be > 0 and finite, got {value!r}", "pass a positive number"
+            attribute.name, f"must be > 0 and finite, got {_shown(value)}", "pass a positive number"
         )
 
 
@@ -33,7 +72,9 @@ def nonnegative_finite(instance: Any, attribute: attrs.Attribute[Any], value: An
     v = _number(attribute.name, value)
     if not (v >= 0 and math.isfinite(v)):
         raise InvalidParameterError(
-            attribute.name, f"must be >= 0 and finite, got {value!r}", "pass a non-negative number"
+            attribute.name,
+            f"must be >= 0 and finite, got {_shown(value)}",
+            "pass a non-negative number",
         )
 
 
@@ -42,7 +83,9 @@ def probability(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> N
     v = _number(attribute.name, value)
     if not (0.0 <= v <= 1.0):
         raise InvalidParameterError(
-            attribute.name, f"must lie in [0, 1], got {value!r}", "pass a sampling rate in [0, 1]"
+            attribute.name,
+            f"must lie in [0, 1], got {_shown(value)}",
+            "pass a sampling rate in [0, 1]",
         )
 
 
@@ -51,7 +94,7 @@ def delta_closed_open(instance: Any, attribute: attrs.Attribute[Any], value: Any
     v = _number(attribute.name, value)
     if not (0.0 <= v < 1.0):
         raise InvalidParameterError(
-            attribute.name, f"must lie in [0, 1), got {value!r}", "pass a delta in [0, 1)"
+            attribute.name, f"must lie in [0, 1), got {_shown(value)}", "pass a delta in [0, 1)"
         )
 
 
@@ -59,7 +102,9 @@ def positive_int(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> 
     """Require an int >= 1."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidParameterError(
-            attribute.name, f"must be an integer >= 1, got {value!r}", "pass a positive integer"
+            attribute.name,
+            f"must be an integer >= 1, got {_shown(value)}",
+            "pass a positive integer",
         )
 
 
@@ -67,7 +112,9 @@ def nonnegative_int(instance: Any, attribute: attrs.Attribute[Any], value: Any) 
     """Require an int >= 0."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidParameterError(
-            attribute.name, f"must be an integer >= 0, got {value!r}", "pass a non-negative integer"
+            attribute.name,
+            f"must be an integer >= 0, got {_shown(value)}",
+            "pass a non-negative integer",
         )
 
 
@@ -75,7 +122,9 @@ def check_delta_query(delta: float) -> float:
     """Validate a delta at which epsilon is queried: 0 < delta < 1."""
     v = _number("delta", delta)
     if not (0.0 < v < 1.0):
-        raise InvalidParameterError("delta", f"must lie in (0, 1), got {delta!r}", "pass e.g. 1e-5")
+        raise InvalidParameterError(
+            "delta", f"must lie in (0, 1), got {_shown(delta)}", "pass e.g. 1e-5"
+        )
     return v
 
 
@@ -83,5 +132,7 @@ def check_epsilon_query(epsilon: float) -> float:
     """Validate an epsilon at which delta is queried: finite (may be negative)."""
     v = _number("epsilon", epsilon)
     if not math.isfinite(v):
-        raise InvalidParameterError("epsilon", f"must be finite, got {epsilon!r}", "pass e.g. 1.0")
+        raise InvalidParameterError(
+            "epsilon", f"must be finite, got {_shown(epsilon)}", "pass e.g. 1.0"
+        )
     return v

@@ -90,19 +90,19 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.events.GaussianEvent",
         status="contrib",
         proof="proofs_checks/gaussian/proof.md",
-        source_sha256="1ca4f64288c0fb0e7b708bc57de3ef7bd90f0c80ca1f43d0c7c8fcbea8b8b04b",
+        source_sha256="33f5167f3c76940d423111178b417441dabce8690de10b2e204ffa2fd236b2fb",
     ),
     ProofRecord(
         target="dpledger.core.events.LaplaceEvent",
         status="contrib",
         proof="proofs_checks/laplace/proof.md",
-        source_sha256="85f4eed683c22b4a3b8ba8fd3544cd3824a21f32733b1f9770066fc3606172f0",
+        source_sha256="f60d6d75db5a45abfcf36770be8416f7870f0f611687b9c8f6ca43f0ed1961e1",
     ),
     ProofRecord(
         target="dpledger.core.events.PoissonSampledEvent",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="fb8adbb9b4be2c7b18c6ee2537dc9a9545afeeafffeaa02a8fd5765ec5bd32ff",
+        source_sha256="02a40260759b054793faa5ed640d16c9f728115896d44754c294480bbf16eaf1",
     ),
     ProofRecord(
         target="dpledger.core.events.SampledWithoutReplacementEvent",
@@ -126,7 +126,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.events.flatten",
         status="contrib",
         proof="proofs_checks/composition/proof.md",
-        source_sha256="1de6fcc4a9aecf3babce26ad7f22be71cd039423d7c0f26e4324b8ef353fd8d2",
+        source_sha256="a45c93661a594b85cf968d2529fb36113621852f16a3adf8a4b9ae8d8f7353c0",
     ),
     ProofRecord(
         target="dpledger.core.events.pure_epsilon",
@@ -138,7 +138,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.events.RandomizedResponseEvent",
         status="contrib",
         proof="proofs_checks/composition/proof.md",
-        source_sha256="418b9a7786ea5abe21ee8268303c14c07adf28b37d2b6867f983fc04fc8613aa",
+        source_sha256="5740766d710ce93675f8f2591c5bd9d4e7af218da6400d3a16dbcfb382f3840a",
     ),
     ProofRecord(
         target="dpledger.core.adjacency.Adjacency",

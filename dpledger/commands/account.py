@@ -8,15 +8,17 @@ import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import Event
-from dpledger.core.graph import GraphAccount, account_graph
-from dpledger.core.pipeline import MethodResolver, Pipeline, load_pipeline
-from dpledger.core.plugin_manager import PluginHost, host_from_options
 from dpledger.core.validation import check_delta_query, check_epsilon_query
+
+if TYPE_CHECKING:  # the graph (networkx) and the plugin host load when a command runs
+    from dpledger.core.adjacency import Adjacency
+    from dpledger.core.events import Event
+    from dpledger.core.graph import GraphAccount
+    from dpledger.core.pipeline import MethodResolver, Pipeline
+    from dpledger.core.plugin_manager import PluginHost
 
 DEFAULT_DELTA = 1e-5
 
@@ -105,6 +107,8 @@ def _lazy_resolver() -> MethodResolver:
         name: str, values: Mapping[str, Any], adjacency: Adjacency
     ) -> tuple[Event, str | None, str]:
         if not hosts:
+            from dpledger.core.plugin_manager import host_from_options
+
             hosts.append(host_from_options(on_demand=True))
         return hosts[0].resolve_method(name, values, adjacency)
 
@@ -113,12 +117,14 @@ def _lazy_resolver() -> MethodResolver:
 
 def _load(path: str) -> Pipeline:
     """A pipeline file, or a dp-accounting ``DpEvent`` in its named-tuple JSON form."""
+    from dpledger.core.pipeline import load_pipeline
+
     if path.lower().endswith(".json"):
         from dpledger.integrations.dp_accounting import is_dp_event_json, pipeline_from_dp_event
 
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError):
             data = None  # the pipeline loader names the problem
         if is_dp_event_json(data):
             return pipeline_from_dp_event(data, origin=path)  # type: ignore[no-any-return]
@@ -126,6 +132,8 @@ def _load(path: str) -> Pipeline:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dpledger.core.graph import account_graph
+
     pipeline = _load(args.file)
     delta, epsilon = _query(args, pipeline.delta, pipeline.epsilon)
     if args.backends is not None:

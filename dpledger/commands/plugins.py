@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpledger.core.plugin_manager import PluginHost, host_from_options
+if TYPE_CHECKING:  # the plugin host loads when a command runs
+    from dpledger.core.plugin_manager import PluginHost
 
 
 def add_plugin_options(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +27,8 @@ def add_plugin_options(parser: argparse.ArgumentParser) -> None:
 def host_from_args(args: argparse.Namespace, *, on_demand: bool = False) -> PluginHost:
     """The host the plugin-loading flags ask for; ``on_demand`` loads third-party plugins only
     when a method or mechanism that no builtin plugin provides is needed."""
+    from dpledger.core.plugin_manager import host_from_options
+
     return host_from_options(allow=args.plugins_allow, block=args.plugins_block,
                              trace=bool(args.plugins_trace), on_demand=on_demand)
 

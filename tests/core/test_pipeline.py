@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from dpledger.core.errors import PipelineFileError
-from dpledger.core.events import CORE_EVENT_KINDS, GaussianEvent, PoissonSampledEvent
+from dpledger.core.events import (
+    CORE_EVENT_KINDS,
+    MAX_NESTING,
+    GaussianEvent,
+    PoissonSampledEvent,
+    nesting_depth,
+)
 from dpledger.core.pipeline import load_pipeline, load_schema, parse_pipeline
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples" / "pipelines").glob("*.toml"))
@@ -159,6 +165,40 @@ BAD = [
         _doc(releases__1__input=["db"]),
         "releases[1].input: must be a non-empty string",
     ),
+    # strict types: a string or a bool is never a number, a number never a name
+    (
+        _doc(releases__2__event__sampling_probability="0.5"),
+        "releases[2].event.sampling_probability: expected a number, got str '0.5'",
+    ),
+    (
+        _doc(releases__1__event__noise_multiplier=True),
+        "releases[1].event.noise_multiplier: expected a number, got bool True",
+    ),
+    (
+        _doc(releases__1__event__noise_multiplier="one"),
+        "releases[1].event.noise_multiplier: expected a number, got str 'one'",
+    ),
+    (
+        _doc(sources__0__adjacency={"unit": "user", "unit_key": 7, "max_contributions": 2}),
+        "sources[0].adjacency.unit_key: must be a non-empty string, got 7",
+    ),
+    (
+        _doc(sources__0__adjacency={"unit": "user", "unit_key": "u", "max_contributions": True}),
+        "sources[0].adjacency.max_contributions: must be an integer >= 1, got True",
+    ),
+    (
+        _doc(releases__2__count="10"),
+        "releases[2].count: must be an integer >= 0, got '10'",
+    ),
+    (
+        _doc(releases__1__event__noise_multiplier=10**400),
+        "releases[1].event.noise_multiplier: an integer of 401 digits does not fit a double",
+    ),
+    (_doc(epsilon=10**400, delta=_DELETE), "epsilon: must be a finite number"),
+    (
+        _doc(releases__2__event__event={"kind": "gaussian", "noise_multiplier": [1.0]}),
+        "releases[2].event.event.noise_multiplier: expected a number, got list [1.0]",
+    ),
 ]
 
 
@@ -173,8 +213,10 @@ def test_errors_name_the_field_and_the_fix(doc: dict[str, Any], message: str) ->
     assert "\n" not in text
 
 
-#: dangling references and unique ids are graph properties that a JSON Schema cannot express
-SCHEMA_BAD = [(d, m) for d, m in BAD if "already used" not in m and "referenced by" not in m]
+#: dangling references and unique ids are graph properties that a JSON Schema cannot express,
+#: and neither is "fits a double"
+_NOT_IN_SCHEMA = ("already used", "referenced by", "does not fit a double", "finite number")
+SCHEMA_BAD = [(d, m) for d, m in BAD if not any(x in m for x in _NOT_IN_SCHEMA)]
 
 
 @pytest.mark.parametrize(
@@ -184,6 +226,49 @@ def test_schema_rejects_the_same_documents(doc: dict[str, Any], message: str) ->
     jsonschema = pytest.importorskip("jsonschema")
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, load_schema())
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    event: dict[str, Any] = {"kind": "gaussian", "noise_multiplier": 1.0}
+    for _ in range(depth):
+        event = {"kind": "composed", "events": [event]}
+    return event
+
+
+def test_nesting_is_bounded_with_a_clear_error(tmp_path: Path) -> None:
+    ok = _doc(releases=[{"id": "r", "input": "db", "event": _nested(MAX_NESTING)}])
+    red = parse_pipeline(ok, "ok.json").graph.reduce()["db"]
+    assert nesting_depth(red.releases[0].event) == MAX_NESTING
+    deep = _doc(releases=[{"id": "r", "input": "db", "event": _nested(MAX_NESTING + 1)}])
+    where = r"releases\[0\]\.event(\.events\[0\])+: events are"
+    with pytest.raises(PipelineFileError, match=where):
+        parse_pipeline(deep, "deep.json")
+    # files nested far beyond what the parsers can read fail as files, not with a traceback
+    very = tmp_path / "very.json"
+    very.write_text('{"a": ' * 100_000 + "1" + "}" * 100_000, encoding="utf-8")
+    with pytest.raises(PipelineFileError, match=r"nested too deeply.*Fix: "):
+        load_pipeline(very)
+    very_toml = tmp_path / "very.toml"
+    very_toml.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    with pytest.raises(PipelineFileError, match=r"nested too deeply.*Fix: "):
+        load_pipeline(very_toml)
+
+
+def test_huge_integers_in_files_are_errors_not_tracebacks(tmp_path: Path) -> None:
+    doc = _doc(releases__1__event__noise_multiplier=_DELETE)
+    text = json.dumps(doc).replace('"kind": "gaussian"', '"kind": "gaussian", "noise_multiplier": '
+                                   + "9" * 400, 1)
+    path = tmp_path / "big.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(PipelineFileError, match=r"releases\[1\]\.event\.noise_multiplier: an "
+                       "integer of 400 digits does not fit a double"):
+        load_pipeline(path)
+    path.write_text(text.replace("9" * 400, "9" * 5000), encoding="utf-8")
+    with pytest.raises(PipelineFileError, match=r"not valid JSON .*Fix: "):
+        load_pipeline(path)
+    # a count beyond the double range is a valid (if absurd) count
+    big = parse_pipeline(_doc(releases__2__count=10**400), "big").graph.reduce()["db"]
+    assert {r.release_id: r.count for r in big.releases}["train"] == 10**400
 
 
 def test_graph_errors_point_at_the_file_entry() -> None:
