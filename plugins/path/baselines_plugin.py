@@ -14,28 +14,18 @@ import numpy as np
 
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import Declaration
-from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event
 from dpledger.core.hookspecs import hookimpl
 from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.plugins.path import aim, direct
-from dpledger.plugins.path.plugin import one_table_per_user
+from dpledger.plugins.path.plugin import one_table_per_user, user_tables_from
 from dpledger.plugins.path.schema import UserTables
-
-
-def _tables(data: Any) -> UserTables:
-    if not isinstance(data, UserTables):
-        raise InvalidParameterError(
-            "data", f"expected UserTables, got {type(data).__name__}",
-            "load the user tables with dpledger.plugins.path.schema.UserTables",
-        )
-    return data
 
 
 def _user_tables(data: Any, ledger: PrivacyLedger) -> UserTables:
     """The tables, one per user id at user level (enforced by the ledger)."""
-    tables = _tables(data)
+    tables = user_tables_from(data)
     return one_table_per_user(tables, ledger) if ledger.adjacency.unit == "user" else tables
 
 

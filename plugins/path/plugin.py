@@ -300,7 +300,9 @@ def _torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-def _check_data(data: Any) -> UserTables:
+def user_tables_from(data: Any) -> UserTables:
+    """``data`` as :class:`UserTables`: the tables themselves, or their JSON form (a mapping with
+    ``schema`` and ``users``, as ``dpledger run`` reads it from a data file)."""
     if isinstance(data, Mapping) and "schema" in data and "users" in data:
         from dpledger.plugins.path.ddp import tables_from_json
 
@@ -350,7 +352,7 @@ def _public(value: int | None, params: PathParams) -> int:
 def run(params: PathParams, data: Any, ledger: PrivacyLedger,
         rng: np.random.Generator) -> dict[str, Any]:
     _check_adjacency(ledger.adjacency)
-    tables = one_table_per_user(_check_data(data), ledger)
+    tables = one_table_per_user(user_tables_from(data), ledger)
     from dpledger.plugins.path import generate, model, select, train, windowing
 
     # public values only (PathParams refuses a configuration that would read them off the data)
