@@ -24,6 +24,8 @@ see "Trust model" in ``docs/writing-a-plugin.md`` for what it cannot see.
 from __future__ import annotations
 
 import builtins
+import contextlib
+import contextvars
 import functools
 import importlib
 import operator
@@ -31,7 +33,7 @@ import os
 import pkgutil
 import sys
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -326,6 +328,7 @@ _STAGES = {
     "declare": "in its method's declare()",
     "run": "in its method's run()",
     "mechanism": "in a mechanism mapping",
+    "batch": "in its method's declare() or run() during repeated runs",
 }
 
 
@@ -403,6 +406,8 @@ class IntegrityGuard:
                         if c.where not in self._attributed)
         if not changes:
             return None
+        if _FLUSHING.get():
+            stage = "batch"
         violation = Violation(plugin, distribution, version, stage, changes)
         self._violations.append(violation)
         for change in changes:
@@ -418,8 +423,45 @@ class IntegrityGuard:
             raise first.error(others)
 
 
-def guarded_call(fn: Any, after: Any) -> Any:
-    """``fn`` wrapped so that ``after()`` runs (and may raise) once it has returned or raised."""
+#: checks postponed by :func:`deferred_checks` (None outside such a block)
+_DEFERRED: contextvars.ContextVar[dict[int, Callable[[], None]] | None] = contextvars.ContextVar(
+    "dpledger_integrity_deferred", default=None)
+#: whether postponed checks are running (a change is then attributed to the whole batch)
+_FLUSHING: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "dpledger_integrity_flushing", default=False)
+
+
+@contextlib.contextmanager
+def deferred_checks() -> Iterator[None]:
+    """Run the checks that follow third-party calls once, when the block ends, instead of after
+    every call (for many runs of one method, e.g. an audit). A change made inside the block is
+    still attributed to its plugin and raises :class:`IntegrityError` when the block ends,
+    before anything computed inside it is returned."""
+    pending: dict[int, Callable[[], None]] = {}
+    token = _DEFERRED.set(pending)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+        flushing = _FLUSHING.set(True)
+        try:
+            for after in pending.values():
+                after()
+        finally:
+            _FLUSHING.reset(flushing)
+
+
+def _check_after(after: Callable[[], None]) -> None:
+    pending = _DEFERRED.get()
+    if pending is None:
+        after()
+    else:
+        pending.setdefault(id(after), after)
+
+
+def guarded_call(fn: Any, after: Callable[[], None]) -> Any:
+    """``fn`` wrapped so that ``after()`` runs (and may raise) once it has returned or raised
+    (at the end of a :func:`deferred_checks` block if one is open)."""
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -431,7 +473,7 @@ def guarded_call(fn: Any, after: Any) -> Any:
             except IntegrityError as integrity:
                 raise integrity from exc
             raise
-        after()
+        _check_after(after)
         return result
 
     return call

@@ -21,6 +21,7 @@ Confidence ``1 - alpha`` holds jointly over every relation and delta audited (Bo
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ from dpledger.core.audit.auditor import (
 from dpledger.core.audit.neighbours import NeighbourPair, build_neighbours
 from dpledger.core.errors import DPLedgerError, InvalidParameterError, PluginError
 from dpledger.core.events import Event
+from dpledger.core.integrity import deferred_checks
 from dpledger.core.ledger import declare_checked, run_verified
 from dpledger.core.specs import MethodSpec
 
@@ -180,18 +182,19 @@ def method_sampler(
 
     def sample(data: Any, n: int, rng: np.random.Generator) -> FloatArray:
         rows = []
-        for _ in range(n):
-            seed = int(rng.integers(0, 2**62))
-            result = run_verified(spec, params, data, adjacency=adjacency, seed=seed)
-            vec = statistic(result.outputs)
-            if not width:
-                width.append(vec.size)
-            if vec.size != width[0]:
-                raise PluginError(
-                    f"method {spec.name!r}: its numeric outputs have {vec.size} values in one "
-                    f"run and {width[0]} in another; the audit needs a fixed-size release"
-                )
-            rows.append(vec)
+        with deferred_checks():  # one integrity check per batch: nothing leaves it unchecked
+            for _ in range(n):
+                seed = int(rng.integers(0, 2**62))
+                result = run_verified(spec, params, data, adjacency=adjacency, seed=seed)
+                vec = statistic(result.outputs)
+                if not width:
+                    width.append(vec.size)
+                if vec.size != width[0]:
+                    raise PluginError(
+                        f"method {spec.name!r}: its numeric outputs have {vec.size} values in "
+                        f"one run and {width[0]} in another; the audit needs a fixed-size release"
+                    )
+                rows.append(vec)
         out = np.asarray(rows, dtype=np.float64).reshape(n, -1)
         return out[:, 0] if out.shape[1] == 1 else out
 
@@ -274,8 +277,13 @@ def audit_method(
             if claim is None:
                 claim = accountant_claim(event, claim_adj)
                 source = CLAIM_SOURCE
-                for delta in deltas:  # fail fast, before any run
-                    claim(float(delta))
+                values = [claim(float(delta)) for delta in deltas]  # fail fast, before any run
+                if not any(math.isfinite(v) for v in values):
+                    raise InvalidParameterError(
+                        "params", f"{spec.name} declares no privacy guarantee in this "
+                        "configuration (epsilon = inf), so there is no claim to audit",
+                        "audit a configuration with a certified, finite epsilon",
+                    )
         except DPLedgerError as exc:
             if len(relations) == 1:
                 raise

@@ -99,15 +99,18 @@ class Budget:
     counts: tuple[int, ...]  # declared rounds per level
     base_cost: float  # zCDP cost of a level-0 round
 
-    def event(self) -> Event:
+    def event(self, relation: str = "add_remove") -> Event:
+        """The declared event; under replace-one each selection is booked at twice its
+        parameter (a replaced record moves a score by twice its add/remove sensitivity)."""
+        from dpledger.core.adjacency import Adjacency
+        from dpledger.core.ledger import selection_epsilon
+
+        adjacency = Adjacency(relation=relation)
         parts: list[Event] = [GaussianEvent(self.sigma_init)]
         for s, e, n in zip(self.sigmas, self.epsilons, self.counts, strict=True):
             if n > 0:
-                parts.append(
-                    SelfComposedEvent(
-                        ComposedEvent([GaussianEvent(s), ExponentialMechanismEvent(e)]), n
-                    )
-                )
+                em = ExponentialMechanismEvent(selection_epsilon(e, adjacency))
+                parts.append(SelfComposedEvent(ComposedEvent([GaussianEvent(s), em]), n))
         return ComposedEvent(parts)
 
 
@@ -127,22 +130,28 @@ def budget(params: AIMParams, sigma0: float) -> Budget:
 
 
 @functools.lru_cache(maxsize=32)
-def calibrated_sigma0(params: AIMParams) -> float:
-    """Smallest ``sigma_0`` whose declared event the core accountant certifies at the target."""
+def calibrated_sigma0(params: AIMParams, relation: str = "add_remove") -> float:
+    """Smallest ``sigma_0`` whose declared event the core accountant certifies at the target
+    under ``relation`` (add/remove or replace-one of one record)."""
     if params.noise_multiplier > 0:
         return params.noise_multiplier
     from dpledger.accountant.calibrate import calibrate_noise_multiplier
     from dpledger.core.adjacency import Adjacency
 
     res = calibrate_noise_multiplier(
-        lambda s: budget(params, s).event(), Adjacency(), params.epsilon, params.delta,
-        bracket=(0.05, 1e4), rtol=2e-3,
+        lambda s: budget(params, s).event(relation), Adjacency(relation=relation),
+        params.epsilon, params.delta, bracket=(0.05, 1e4), rtol=2e-3,
     )
     return res.noise_multiplier
 
 
+def _relation(adjacency: Any) -> str:
+    return str(getattr(adjacency, "relation", "add_remove"))
+
+
 def declare(params: AIMParams, adjacency: Any) -> Event:
-    return budget(params, calibrated_sigma0(params)).event()
+    relation = _relation(adjacency)
+    return budget(params, calibrated_sigma0(params, relation)).event(relation)
 
 
 def workload(spec: FlatSpec, window: int) -> list[Clique]:
@@ -175,7 +184,7 @@ def run_aim(
     mbi = marginals.mbi()
     spec = FlatSpec(tables.schema, params.length, params.bins, params.mode)
     records = flatten(tables, spec)
-    bud = budget(params, calibrated_sigma0(params))
+    bud = budget(params, calibrated_sigma0(params, _relation(ledger.adjacency)))
     dom = marginals.domain(spec)
     cand = candidates(workload(spec, params.window))
     truth = {r: marginals.marginal(records, spec, r) for r in cand}

@@ -472,9 +472,6 @@ HEAVY: dict[str, tuple[str, Any, dict[str, Any], dict[str, Any], str, int]] = {
                 {"relation": "replace_one"}, "swflow", 300),
     "shk_grid": ("shk", np.array([0.0, 0.1]),
                  {"t": 3.0, "beta": 1.0, "n": 2, "n_cells": 32, "n_samples": 1}, {}, "shk", 300),
-    "shk_particles": ("shk", np.array([0.0, 0.1]),
-                      {"t": 1.0, "beta": 1.0, "n": 2, "solver": "particles",
-                       "n_particles": 8, "particle_dt": 0.1, "n_samples": 1}, {}, "shk", 200),
     "path": ("path", TABLES, PATH_PARAMS, USER, "path", 60),
 }
 
@@ -538,3 +535,17 @@ def test_table_baselines_show_no_violation(method: str) -> None:
         print(f"{method} [{rel.relation}]: claim {row.claimed_epsilon}, lower bound "
               f"{row.epsilon_lower:.3f}, ceiling {row.ceiling:.2f}: {row.verdict}")
     assert result.verdict == NO_VIOLATION and result.relations
+
+
+def test_a_method_without_a_guarantee_has_no_claim_to_audit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = _write_config(tmp_path, np.array([0.0, 0.1]),
+                        {"t": 1.0, "beta": 1.0, "n": 2, "solver": "particles", "n_particles": 8,
+                         "particle_dt": 0.1, "n_samples": 1}, {})
+    for relation in ("add_remove", "both"):
+        code = main(["audit", "shk", "--config", str(cfg), "--relation", relation,
+                     "--runs", "200", "--plugins-allow", "shk"])
+        err = capsys.readouterr().err
+        assert code == 2 and "declares no privacy guarantee" in err, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -279,3 +279,69 @@ def test_fingerprint_is_cheap() -> None:
     assert changes == ()
     assert min(timings) < 0.05, timings
     assert len(baseline) > 1000  # functions, classes, methods and bindings of the core
+
+
+def _counting_sum_plugin(patch_on_call: int | None) -> types.ModuleType:
+    """An in-process method plugin (a noisy sum) whose ``patch_on_call``-th run() rewrites the
+    closed-form accountant."""
+    import attrs
+
+    from dpledger.accountant.closed_form import ClosedFormAccountant
+    from dpledger.core.events import GaussianEvent
+    from dpledger.core.specs import MethodSpec
+
+    @attrs.frozen
+    class P:
+        noise_multiplier: float = 2.0
+
+    calls = [0]
+
+    def run(params, data, ledger, rng):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        if calls[0] == patch_on_call:
+            ClosedFormAccountant._epsilon = lambda self, delta: 0.0  # type: ignore[method-assign]
+        return {"sum": ledger.gaussian(float(np.clip(data, 0.0, 1.0).sum()), 1.0,
+                                       params.noise_multiplier, step="sum")}
+
+    def methods(register):  # type: ignore[no-untyped-def]
+        register(MethodSpec(name="rt_counted_sum", params=P,
+                            declare=lambda p, a: GaussianEvent(p.noise_multiplier), run=run,
+                            description="noisy sum", proof="Balle & Wang 2018, Theorem 8"))
+
+    return _module("rt_counted_sum", dpledger_register_methods=methods)
+
+
+def test_audit_batch_checks_once_and_refuses_a_patch_made_in_any_run(  # type: ignore[no-untyped-def]
+    dpledger_pm, monkeypatch
+) -> None:
+    from dpledger.core import integrity
+    from dpledger.core.adjacency import Adjacency
+    from dpledger.core.audit.method_audit import method_sampler
+
+    checks = []
+    original = integrity.IntegrityGuard.check
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        checks.append(args)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(integrity.IntegrityGuard, "check", counted)
+    data = np.array([0.2, 0.7])
+    honest = PluginHost(dpledger_pm)
+    honest.register(_counting_sum_plugin(None), name="counted")
+    spec = honest.method("rt_counted_sum")
+    sample = method_sampler(spec, spec.make_params({}), Adjacency())
+    checks.clear()
+    assert sample(data, 20, np.random.default_rng(0)).shape == (20,)
+    # one check per kind of call for the whole batch, not one per run
+    assert sorted(c[-1] for c in checks) == ["declare", "run"]
+    honest.unregister("counted")
+
+    sneaky = PluginHost(dpledger_pm)
+    sneaky.register(_counting_sum_plugin(7), name="sneaky_sum")
+    spec = sneaky.method("rt_counted_sum")
+    sample = method_sampler(spec, spec.make_params({}), Adjacency())
+    with pytest.raises(IntegrityError, match="'sneaky_sum'") as info:
+        sample(data, 20, np.random.default_rng(0))  # the patch of run 7 stops the whole batch
+    assert "ClosedFormAccountant._epsilon" in str(info.value)
+    assert "declare() or run() during repeated runs" in str(info.value)

@@ -83,3 +83,23 @@ def test_run_verified_against_declaration() -> None:
     syn, info = run_aim(tables, p, led)
     led.verify()
     assert info["units_spent"] <= p.rounds and len(syn) > 0
+
+
+def test_replace_one_declares_selections_at_twice_epsilon_and_runs_covered() -> None:
+    from dpledger.core.adjacency import Adjacency
+    from dpledger.core.ledger import run_verified
+    from dpledger.plugins.path.baselines_plugin import AIM_SPEC
+
+    p = AIMParams(epsilon=1.0, delta=1e-6, rounds=4, max_anneal=1, noise_multiplier=3.0,
+                  length=2)
+    b = budget(p, 3.0)
+    replace = Adjacency(relation="replace_one")
+    ems = [e for e in declare(p, replace).walk() if isinstance(e, ExponentialMechanismEvent)]
+    assert sorted(e.epsilon for e in ems) == pytest.approx(sorted(2 * e for e in b.epsilons))
+    tables, _ = hmm_dataset(12, seed=0)
+    result = run_verified(AIM_SPEC, AIM_SPEC.make_params(
+        {"epsilon": 1.0, "delta": 1e-6, "rounds": 4, "max_anneal": 1, "noise_multiplier": 3.0,
+         "length": 2, "iters": 20}), tables, adjacency=replace, seed=0)
+    booked = [e.epsilon for e in result.ledger.executed_event().walk()
+              if isinstance(e, ExponentialMechanismEvent)]
+    assert booked and all(any(x == pytest.approx(2 * e) for e in b.epsilons) for x in booked)
