@@ -67,7 +67,7 @@ class FlatSpec:
         return self.schema.numeric + self.schema.categorical
 
     def base_size(self, col: Column) -> int:
-        return self.bins if col.kind == "numeric" else len(col.categories)
+        return self.bins if col.is_numeric else len(col.categories)
 
     @property
     def attributes(self) -> tuple[str, ...]:
@@ -108,10 +108,8 @@ def flatten(tables: UserTables, spec: FlatSpec) -> dict[str, np.ndarray]:
         cat = tables.categorical_codes(i)[:L]
         T = num.shape[0]
         for j, col in enumerate(spec.columns):
-            if col.kind == "numeric":
-                codes = discretise(num[:, j], col, spec.bins)
-            else:
-                codes = cat[:, j - n_num]
+            codes = (discretise(num[:, j], col, spec.bins) if col.is_numeric
+                     else cat[:, j - n_num])
             null = spec.base_size(col)
             for t in range(L):
                 out[f"{col.name}@{t}"][r] = codes[t] if t < T else null
@@ -146,7 +144,7 @@ def unflatten(
                 if code >= spec.base_size(col):
                     stop = True
                     break
-                if col.kind == "numeric":
+                if col.is_numeric:
                     e = spec.edges(col)
                     vals[col.name] = float(rng.uniform(e[code], e[code + 1]))
                 else:

@@ -28,7 +28,7 @@ import numpy as np
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.validation import positive_finite, positive_int
 from dpledger.plugins.path.model import Codec
-from dpledger.plugins.path.schema import TableSchema
+from dpledger.plugins.path.schema import TableSchema, seconds_from
 from dpledger.plugins.path.serialize import RowParser, header
 
 Rows = list[tuple[Any, ...]]
@@ -52,6 +52,8 @@ class GenerationConfig:
 
 _DIGITS = frozenset(b"0123456789")
 _STATIC_BYTES = frozenset(range(33, 127)) - {ord(",")}
+_TIME_BYTES = _DIGITS | frozenset(b"-:T.")
+_TIME_CHARS = 26  # 2024-03-01T08:30:00.000000
 
 
 @attrs.define
@@ -92,6 +94,8 @@ class Guide:
         col, buf = self.schema.columns[self.col], bytes(self.buf)
         if col.kind == "numeric":
             return any(c in _DIGITS for c in buf) and not buf.endswith((b".", b"-"))
+        if col.kind == "datetime":
+            return seconds_from(buf.decode()) is not None and any(c not in _DIGITS for c in buf)
         if col.kind == "categorical":
             return buf in {c.encode() for c in col.categories}
         return bool(buf)
@@ -116,6 +120,8 @@ class Guide:
             room = len(buf) < self.max_chars - 1  # a '.' needs a digit after it
             if room and b"." not in buf and any(c in _DIGITS for c in buf):
                 out.add(ord("."))
+        elif col.kind == "datetime":
+            out = set(_TIME_BYTES) if len(buf) < _TIME_CHARS else set()
         elif len(buf) < self.max_chars:
             out = set(_STATIC_BYTES)
         if self._complete():

@@ -28,7 +28,7 @@ from scipy.stats import wasserstein_distance
 
 from dpledger.core.errors import InvalidParameterError
 from dpledger.plugins.path.data import HMMParams
-from dpledger.plugins.path.schema import UserTables
+from dpledger.plugins.path.schema import UserTables, iso_text
 
 
 def _same_schema(real: UserTables, syn: UserTables) -> None:
@@ -212,6 +212,7 @@ def serialize_rows(tables: UserTables, decimals: int = 2) -> list[list[str]]:
         for row in u.rows:
             rows.append(", ".join(
                 f"{c.name} is {row[k]:.{decimals}f}" if c.kind == "numeric" else
+                f"{c.name} is {iso_text(row[k])}" if c.kind == "datetime" else
                 f"{c.name} is {row[k]}" for k, c in cols))
         out.append(rows)
     return out

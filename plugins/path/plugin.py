@@ -325,8 +325,8 @@ def length_pmf(params: PathParams) -> np.ndarray:
 
 def clip_to_bounds(schema: TableSchema, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Numeric values clipped to the columns' public bounds (post-processing)."""
-    lo = [c.lower if c.kind == "numeric" else None for c in schema.columns]
-    hi = [c.upper if c.kind == "numeric" else None for c in schema.columns]
+    lo = [c.lower if c.is_numeric else None for c in schema.columns]
+    hi = [c.upper if c.is_numeric else None for c in schema.columns]
     out = []
     for row in rows:
         vals = list(row)

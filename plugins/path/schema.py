@@ -7,10 +7,15 @@ sequence of rows in the column order of a shared :class:`TableSchema`. Column ki
   flattened marginal baselines, which discretise on them; values outside are clipped there).
 * ``categorical``: strings from the public ``categories`` tuple.
 * ``static``: a per-user constant string (an identifier or a fixed attribute).
+* ``datetime``: a point in time, stored as POSIX seconds (UTC, float); given as a number, a
+  :class:`datetime.datetime` (naive = UTC) or an ISO 8601 string; ``lower``/``upper`` are optional
+  public bounds given the same ways. Serialized as ISO 8601 text (``2024-03-01T08:30:00``);
+  every numeric treatment (discretisation, clipping, metrics) applies to its seconds.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
@@ -20,8 +25,36 @@ import numpy as np
 
 from dpledger.core.errors import InvalidParameterError
 
-ColumnKind = Literal["numeric", "categorical", "static"]
-KINDS: tuple[str, ...] = ("numeric", "categorical", "static")
+ColumnKind = Literal["numeric", "categorical", "static", "datetime"]
+KINDS: tuple[str, ...] = ("numeric", "categorical", "static", "datetime")
+#: kinds whose values are floats (datetime: POSIX seconds)
+NUMERIC_KINDS: frozenset[str] = frozenset({"numeric", "datetime"})
+
+
+def seconds_from(value: Any) -> float | None:
+    """POSIX seconds (UTC) of a number, a datetime (naive = UTC) or an ISO 8601 string; None if
+    ``value`` is none of these or not a valid time."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float | np.integer | np.floating):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return value.timestamp()
+    return None
+
+
+def iso_text(seconds: float) -> str:
+    """ISO 8601 text (UTC, no offset) of POSIX ``seconds``; whole seconds unless fractional."""
+    moment = dt.datetime.fromtimestamp(seconds, tz=dt.UTC).replace(tzinfo=None)
+    return moment.isoformat(timespec="seconds" if seconds == int(seconds) else "microseconds")
 
 
 def _check_name(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -43,6 +76,13 @@ def _check_kind(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> N
 def _bound(value: Any) -> float | None:
     if value is None:
         return None
+    if isinstance(value, str | dt.datetime):
+        seconds = seconds_from(value)
+        if seconds is None:
+            raise InvalidParameterError(
+                "Column.lower/upper", f"{value!r} is not an ISO 8601 time",
+                "write e.g. '2024-03-01T08:30:00'")
+        return seconds
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise InvalidParameterError(
             "Column.lower/upper", f"expected a number or None, got {value!r}", "pass a float"
@@ -82,15 +122,20 @@ class Column:
                 "use kind='categorical' or drop categories",
             )
         for b in (self.lower, self.upper):
-            if b is not None and (self.kind != "numeric" or not math.isfinite(b)):
+            if b is not None and (not self.is_numeric or not math.isfinite(b)):
                 raise InvalidParameterError(
-                    field, f"bounds must be finite and only on numeric columns, got {b!r}",
-                    "give finite lower/upper on numeric columns only",
+                    field, f"bounds must be finite and only on numeric or datetime columns, "
+                    f"got {b!r}", "give finite lower/upper on numeric or datetime columns only",
                 )
         if self.lower is not None and self.upper is not None and not self.lower < self.upper:
             raise InvalidParameterError(
                 field, f"lower {self.lower} must be < upper {self.upper}", "fix the public bounds"
             )
+
+    @property
+    def is_numeric(self) -> bool:
+        """Whether values are floats (numeric columns, and datetime columns in seconds)."""
+        return self.kind in NUMERIC_KINDS
 
     @property
     def bounded(self) -> bool:
@@ -143,7 +188,8 @@ class TableSchema:
 
     @property
     def numeric(self) -> tuple[Column, ...]:
-        return self._of_kind("numeric")
+        """Columns with float values (numeric, and datetime in seconds), in schema order."""
+        return tuple(c for c in self.columns if c.is_numeric)
 
     @property
     def categorical(self) -> tuple[Column, ...]:
@@ -218,6 +264,14 @@ def _normalise(schema: TableSchema, u: UserTable) -> UserTable:
                         at, f"value {v!r} is not finite", "remove or impute NaN/inf values"
                     )
                 vals.append(f)
+            elif col.kind == "datetime":
+                seconds = seconds_from(v)
+                if seconds is None:
+                    raise InvalidParameterError(
+                        at, f"value {v!r} is not a time",
+                        "give POSIX seconds, a datetime or ISO 8601 text (2024-03-01T08:30:00)",
+                    )
+                vals.append(seconds)
             elif col.kind == "categorical":
                 if not isinstance(v, str) or v not in col.categories:
                     raise InvalidParameterError(
@@ -294,7 +348,7 @@ class UserTables:
                 )
             seen.add(u.user_id)
         object.__setattr__(self, "users", users)
-        num_idx = [i for i, c in enumerate(self.schema.columns) if c.kind == "numeric"]
+        num_idx = [i for i, c in enumerate(self.schema.columns) if c.is_numeric]
         cat_idx = [i for i, c in enumerate(self.schema.columns) if c.kind == "categorical"]
         lookup = [
             {v: k for k, v in enumerate(self.schema.columns[i].categories)} for i in cat_idx

@@ -99,7 +99,7 @@ def embed_summary(schema: TableSchema, tables: Sequence[Rows], max_rows: int) ->
     for t in tables:
         f: list[float] = []
         for j, c in enumerate(schema.columns):
-            if c.kind == "numeric":
+            if c.is_numeric:
                 v = np.array([float(r[j]) for r in t])
                 lo = c.lower if c.lower is not None else -1.0
                 hi = c.upper if c.upper is not None else 1.0

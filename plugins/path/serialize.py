@@ -27,11 +27,12 @@ from typing import Any
 import attrs
 
 from dpledger.core.errors import InvalidParameterError
-from dpledger.plugins.path.schema import TableSchema
+from dpledger.plugins.path.schema import TableSchema, iso_text, seconds_from
 
 HEADER_PREFIX = "Columns: "
 _ROW = re.compile(r"^\s*\[\s*Row\s*(\d+)\s*\]\s*:\s?(.*)$")
 _SEPARATORS = ("\n", "\r", ", ")
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")  # not a time in the text form
 
 
 def _check_precision(precision: int | None) -> None:
@@ -45,6 +46,12 @@ def _check_precision(precision: int | None) -> None:
 def format_value(schema: TableSchema, j: int, value: Any, precision: int | None = None) -> str:
     """The text of ``value`` in column ``j``."""
     col = schema.columns[j]
+    if col.kind == "datetime":
+        seconds = seconds_from(value)
+        if seconds is None:
+            raise InvalidParameterError(f"column {col.name!r}", f"value {value!r} is not a time",
+                                        "clean the data (UserTables refuses these)")
+        return iso_text(seconds)
     if col.kind == "numeric":
         v = float(value)
         if not math.isfinite(v):
@@ -105,6 +112,8 @@ def _convert(schema: TableSchema, j: int, text: str) -> Any:
     """The typed value of ``text`` in column ``j``, or None if it is invalid there."""
     col = schema.columns[j]
     text = text.strip()
+    if col.kind == "datetime":
+        return seconds_from(text) if text and not _NUMBER.match(text) else None
     if col.kind == "numeric":
         try:
             v = float(text)

@@ -161,7 +161,7 @@ def test_bad_data_is_refused_before_anything_runs() -> None:
     assert tables_from_json(good) == make_tables(2, 0)
     # the JSON form (as `dpledger run` loads a .json file: arrays of objects) is accepted
     loaded = {k: np.asarray(v, dtype=object) for k, v in good.items()}
-    assert plugin._check_data(loaded) == make_tables(2, 0)
+    assert plugin.user_tables_from(loaded) == make_tables(2, 0)
     bad_cases = {
         "row 0": {**good, "users": [{"user_id": "0", "rows": [["0", 1.0]]}]},       # ragged
         "column type": {**good, "schema": [*good["schema"][:2],
