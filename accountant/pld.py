@@ -264,6 +264,10 @@ class PLDAccountant(Accountant):
                     cap = math.inf
             if math.isfinite(cap):
                 cap += k * max(d.remove.loss_hi, d.add.loss_hi)
+        # the pure losses (e.g. sensitivity / scale) and their sum are rounded: round the cap up
+        # so that delta = 0 is never reported below the true pure epsilon
+        if math.isfinite(cap):
+            cap = math.nextafter(cap * (1 + 16 * 2.0**-53 * (len(comps) + 4)), math.inf)
         lower_exact = all(d.lower_remove.exact and d.lower_add.exact for d, _ in lower_comps)
         # losses beyond +-MAX_LOSS are lumped (safe for the upper bound only): no lower bound then
         lumped = any(
