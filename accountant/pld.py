@@ -44,7 +44,7 @@ from dpledger.core.events import (
 )
 
 #: grid points targeted for the composed window (accuracy/speed trade-off)
-TARGET_POINTS = 1 << 17
+TARGET_POINTS = 1 << 18
 #: most grid points of one composed window (before the FFT-length cap)
 MAX_POINTS = 1 << 20
 #: largest number of grid points one component may use
@@ -183,6 +183,7 @@ class PLDAccountant(Accountant):
         super().__init__(adjacency)
         self.target_points = target_points
         self._prep: _Prepared | None = None
+        self._upper_events: dict[Event, int] = {}
         self._states: dict[tuple[str, float], tuple[ComposedPLD, ComposedPLD]] = {}
         self._non_private = False
 
@@ -226,6 +227,7 @@ class PLDAccountant(Accountant):
             upper_events = _group(merged, step, up=True)
             # the lower bound is an informative bracket only: a coarser grid halves its cost
             lower_events = _group(merged, 2 * step, up=False)
+        self._upper_events = upper_events
         upper = [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in upper_events.items()]
         if lower_events is upper_events:
             return upper, upper
@@ -265,9 +267,12 @@ class PLDAccountant(Accountant):
             if math.isfinite(cap):
                 cap += k * max(d.remove.loss_hi, d.add.loss_hi)
         # the pure losses (e.g. sensitivity / scale) and their sum are rounded: round the cap up
-        # so that delta = 0 is never reported below the true pure epsilon
+        # so that delta = 0 is never reported below the true pure epsilon (exactly when the
+        # pure epsilons are known exactly)
         if math.isfinite(cap):
-            cap = math.nextafter(cap * (1 + 16 * 2.0**-53 * (len(comps) + 4)), math.inf)
+            cap = _exact_pure_cap(self._upper_events, self.adjacency) or math.nextafter(
+                cap * (1 + 16 * 2.0**-53 * (len(comps) + 4)), math.inf
+            )
         lower_exact = all(d.lower_remove.exact and d.lower_add.exact for d, _ in lower_comps)
         # losses beyond +-MAX_LOSS are lumped (safe for the upper bound only): no lower bound then
         lumped = any(
@@ -410,6 +415,23 @@ class PLDAccountant(Accountant):
             upper = max(upper, best_up)
             lower = max(lower, best_lo)
         return DeltaBound(upper, min(lower, upper), epsilon, self.name, {"grid_spacing": h})
+
+
+def _exact_pure_cap(events: dict[Event, int], adjacency: Adjacency) -> float | None:
+    """The basic-composition epsilon, rounded up from its exact rational value, when every
+    leaf is unsampled Laplace or pure DP; None otherwise."""
+    from fractions import Fraction
+
+    total = Fraction(0)
+    for event, k in events.items():
+        if isinstance(event, LaplaceEvent):
+            total += k * Fraction(adjacency.sensitivity_factor) / Fraction(event.noise_multiplier)
+        elif isinstance(event, PureDPEvent):
+            total += k * Fraction(event.epsilon)
+        else:
+            return None
+    value = float(total)
+    return value if Fraction(value) >= total else math.nextafter(value, math.inf)
 
 
 def _arr(x: float):  # type: ignore[no-untyped-def]
