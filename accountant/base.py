@@ -7,6 +7,8 @@ guarantee; ``lower`` exists to cross-check backends against each other.
 from __future__ import annotations
 
 import abc
+import contextlib
+import contextlib
 import math
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -217,18 +219,14 @@ def run_isolated(fn: Callable[[float], _T], arg: float, budget: Budget, name: st
 def _child(fn: Callable[[float], Any], arg: float, memory: int, writer: Any) -> None:
     import resource
 
-    try:
+    with contextlib.suppress(ValueError, OSError):  # limit not settable: run unlimited
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    except (ValueError, OSError):  # pragma: no cover - limit not settable
-        pass
     try:
         writer.send((True, fn(arg)))
     except BoundUnavailable as exc:
         writer.send((False, ("BoundUnavailable", exc.reason)))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent as unavailable
-        try:
+    except BaseException as exc:
+        with contextlib.suppress(BaseException):
             writer.send((False, (type(exc).__name__, str(exc))))
-        except BaseException:  # noqa: BLE001
-            pass
     finally:
         writer.close()

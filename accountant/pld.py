@@ -21,11 +21,11 @@ from dpledger.accountant.pld_engine import (
     MAX_LOSS,
     ComposedPLD,
     DiscretePLD,
+    chernoff_level,
     compose,
     delta_at,
     discretise,
     epsilon_for,
-    chernoff_level,
     tilt_for_delta,
     tilt_for_epsilon,
     tilted_window,
@@ -51,6 +51,8 @@ MAX_POINTS = 1 << 20
 MAX_COMPONENT_POINTS = 1 << 22
 #: most grid points per component on the coarse grid that guides windows and tilts
 COARSE_MAX_POINTS = 1 << 16
+#: gentler tilts are tried while upper > lower * BRACKET_GOAL
+BRACKET_GOAL = 1.005
 #: largest tilt times the untilted window width
 MAX_TILT_RANGE = 200.0
 #: at deltas of interest at least this large the composition is not tilted
@@ -357,8 +359,14 @@ class PLDAccountant(Accountant):
         # beyond e^MAX_TILT_RANGE across the plain window the tilt buys nothing (bounded losses
         # push the Chernoff tilt to infinity) and only narrows the window below the grid
         tilt = min(tilt, MAX_TILT_RANGE / prep.width0[name])
-        snapped = 2.0 ** (math.floor(4 * math.log2(tilt)) / 4)
-        return [snapped, 0.0]
+        return [self._snap(tilt), 0.0]
+
+    @staticmethod
+    def _snap(tilt: float) -> float:
+        """The tilt rounded down to the grid 2^(j/4) (0 stays 0)."""
+        if tilt <= 0:
+            return 0.0
+        return float(2.0 ** (math.floor(4 * math.log2(tilt)) / 4))
 
     # -- queries -----------------------------------------------------------------------
     def _epsilon(self, delta: float) -> EpsilonBound:
@@ -381,6 +389,15 @@ class PLDAccountant(Accountant):
                 # a finite answer inside the tilted window needs no fallback
                 if math.isfinite(eps_up) and eps_up > float(up.losses[0]) + up.h:
                     break
+            # a heavy tilted tail can wrap around onto the lower bound's range: gentler tilts
+            # (less wrap, more round-off) are tried while the bracket is wider than the goal
+            first = self._tilts(prep, name, tilt0, delta)[0]
+            for gentler in (first / 4, 0.0):
+                if first == 0.0 or not prep.keep_lower or best_up <= best_lo * BRACKET_GOAL:
+                    break
+                up, low = self._state(prep, name, self._snap(gentler), delta)
+                best_up = min(best_up, epsilon_for(up, delta, upper=True))
+                best_lo = max(best_lo, epsilon_for(low, delta, upper=False))
             upper = max(upper, best_up)
             lower = max(lower, best_lo)
         upper = min(upper, _next_up(prep.pure_cap))

@@ -126,7 +126,7 @@ def _blocked_suffix(values: NDArray[np.longdouble]) -> tuple[NDArray[np.longdoub
     """(s_i = sum_{k > i} values_k, error count): summed in blocks, so that each s_i is a sum
     of at most ``count`` rounded additions (its error is at most count u |s_i| for values >= 0)."""
     n = values.size
-    block = max(1, int(math.isqrt(n)))
+    block = max(1, math.isqrt(n))
     pad = (-n) % block
     padded = np.concatenate([values, np.zeros(pad, dtype=values.dtype)]).reshape(-1, block)
     within = np.cumsum(padded[:, ::-1], axis=1)[:, ::-1]  # sum from position to block end
@@ -411,7 +411,7 @@ def compose(
     mid = bottom + 0.5 * n * h
     wrap = log_mgf_total(guide, tilt + THETAS) - THETAS * (mid + n * h) - tilt * mid
     th_w = float(THETAS[int(np.argmin(wrap))])
-    ths = np.concatenate([[0.0], _near(th_w)])
+    ths = np.concatenate([[0.0], th_w * np.geomspace(1 / 64, 64, 19)])
     k_fine = log_mgf_total(plds, tilt + ths)
     return ComposedPLD(
         offset=lo_idx,
@@ -563,10 +563,7 @@ def epsilon_for(pld: ComposedPLD, delta: float, *, upper: bool) -> float:
         i, a, b = _crossing(pld.upper, losses, pld.h, extra, delta, True)
         if i < 0:
             return math.inf
-        if i == 0:
-            eps = _below_window(pld, extra, delta)
-        else:
-            eps = _solve(losses, i, a, b, extra, delta)
+        eps = _below_window(pld, extra, delta) if i == 0 else _solve(losses, i, a, b, extra, delta)
         eps = eps + 1e-12 * (1.0 + abs(eps))
         return max(0.0, float(np.nextafter(eps, math.inf)))
     eta = delta * 1e-3

@@ -80,7 +80,7 @@ def main() -> None:
         t_ref = time.perf_counter() - start
         ratios.append(t_ours / t_ref)
         print(
-            f"{str(case):>34} | [{lo:9.5f}, {up:9.5f}] ({ref:8.5f}) | {t_ours:9.3f} {t_ref:7.3f} "
+            f"{case!s:>34} | [{lo:9.5f}, {up:9.5f}] ({ref:8.5f}) | {t_ours:9.3f} {t_ref:7.3f} "
             f"{t_ours / t_ref:6.2f} | {peak / 2**30:6.2f}"
         )
     print(f"median time ratio default account / dp-accounting PLD: {statistics.median(ratios):.2f}")
@@ -89,8 +89,8 @@ def main() -> None:
         lambda s: dp_sgd(s, 256 / 60000, 500), None, 1.0, 1e-5, rtol=1e-3
     )
     print(
-        f"calibration (eps 1, delta 1e-5, q 256/60000, 500 steps): sigma {result.noise_multiplier:.5f}"
-        f" in {time.perf_counter() - start:.2f} s"
+        "calibration (eps 1, delta 1e-5, q 256/60000, 500 steps): "
+        f"sigma {result.noise_multiplier:.5f} in {time.perf_counter() - start:.2f} s"
     )
 
 

@@ -228,7 +228,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_engine.compose",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="5ee494e2e9acdd3088567652df35f57a6c43fe1033940be04a7c13a60cd407b2",
+        source_sha256="ae71c1249b28f106e7706c4cf3335d02a9145f2bbb29e1d75b9ee68e27c19e06",
     ),
 )
 

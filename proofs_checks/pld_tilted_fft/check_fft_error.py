@@ -56,7 +56,7 @@ def test_bracket_contains_exact_composition() -> None:
         losses = comp.losses
         for idx, value in enumerate(poly):
             loss = (-40 + idx) * h
-            pos = int(round(loss / h)) - comp.offset
+            pos = round(loss / h) - comp.offset
             assert 0 <= pos < comp.upper.size
             assert comp.lower[pos] <= float(value) * (1 + 1e-12) + 1e-300
             assert float(value) <= comp.upper[pos] * (1 + 1e-12)
@@ -70,6 +70,6 @@ def test_tilt_resolves_masses_below_plain_round_off() -> None:
     pld = E.DiscretePLD(-1, np.array([0.5, 0.3, 0.2]), 0.0, 0.5)
     plain = E.compose([(pld, 40)], (-25.0, 45.0), 0.0)
     tilted = E.compose([(pld, 40)], (-25.0, 45.0), 6.0)
-    pos = int(round(18.0 / 0.5)) - tilted.offset  # loss 18: mass ~ 1e-19
+    pos = round(18.0 / 0.5) - tilted.offset  # loss 18: mass ~ 1e-19
     assert tilted.upper[pos] <= tilted.lower[pos] * 1.05
     assert plain.upper[pos] > plain.lower[pos] * 10

