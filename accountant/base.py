@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import contextlib
 import math
 from collections.abc import Callable
 from typing import Any, TypeVar
