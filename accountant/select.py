@@ -7,7 +7,7 @@ them is broken: :class:`BackendInconsistencyError` is raised rather than a numbe
 By default the tight backends (closed form, PLD) always run and the independent cross-checks
 (RDP, PRV) run only where cheap and within a time and memory budget; a cross-check that is
 skipped or exceeds its budget is listed as unavailable with the reason. ``crosscheck=True`` (or
-:func:`crosscheck_mode`) runs every backend in full (PRV still under a memory cap).
+:func:`crosscheck_mode`) runs every backend in full, in-process and unbounded.
 """
 
 from __future__ import annotations
@@ -46,8 +46,6 @@ CONSISTENCY_SLACK = 1e-9
 PRIMARY: tuple[str, ...] = ("closed_form", "pld")
 #: default-mode budget of a cross-check backend (seconds, bytes of address space)
 DEFAULT_BUDGET = Budget(seconds=0.5, memory_bytes=1 << 30)
-#: budget of a full cross-check (reports, ``--crosscheck``): no time limit, a memory cap
-FULL_BUDGET = Budget(seconds=math.inf, memory_bytes=6 << 30)
 #: default-mode cross-checks skip ledgers with more distinct leaves than this
 CHEAP_DISTINCT_LEAVES = 64
 
@@ -109,7 +107,7 @@ def account(
 
     ``crosscheck`` (default: the enclosing :func:`crosscheck_mode`, else False) runs the
     independent backends in full; otherwise they run only where cheap, within
-    :data:`DEFAULT_BUDGET`. Backends named in ``backends`` always run (under the full budget).
+    :data:`DEFAULT_BUDGET`. Backends named in ``backends`` always run, in full.
     """
     if (delta is None) == (epsilon is None):
         raise InvalidParameterError(
@@ -131,8 +129,8 @@ def account(
         if backends is None and not crosscheck and name not in PRIMARY:
             deferred.append((name, factory))
             continue
-        budget = None if name in PRIMARY else FULL_BUDGET
-        _run(name, factory, event, adjacency, delta, epsilon, budget, candidates, unavailable)
+        # requested in full (named, or crosscheck): in-process and unbounded, as a report asks
+        _run(name, factory, event, adjacency, delta, epsilon, None, candidates, unavailable)
     for name, factory in deferred:
         why = _expensive(name, event, candidates)
         if why is not None:
