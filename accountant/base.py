@@ -9,8 +9,8 @@ from __future__ import annotations
 import abc
 import contextlib
 import math
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import attrs
 import numpy as np
@@ -25,6 +25,16 @@ from dpledger.core.errors import (
 )
 from dpledger.core.events import Event, canonical
 from dpledger.core.validation import check_delta_query, check_epsilon_query
+
+_T = TypeVar("_T")
+
+
+@attrs.frozen
+class Budget:
+    """Time and memory a backend query may use before it is abandoned as unavailable."""
+
+    seconds: float
+    memory_bytes: int
 
 
 @attrs.frozen
@@ -83,9 +93,15 @@ class Accountant(abc.ABC):
     #: short method name printed next to every bound
     name: str = "abstract"
 
+    #: run budgeted queries in a forked child process (hard time and memory limits); backends
+    #: that check their own budget leave this False
+    isolate: bool = False
+
     def __init__(self, adjacency: Adjacency | None = None) -> None:
         self.adjacency = adjacency or Adjacency()
         self._ledger: list[tuple[Event, int]] = []
+        #: time/memory budget of queries (None: unlimited)
+        self.budget: Budget | None = None
 
     # -- composition -------------------------------------------------------------------
     @abc.abstractmethod
@@ -129,6 +145,8 @@ class Accountant(abc.ABC):
         if not self._ledger:
             return EpsilonBound(0.0, 0.0, delta, self.name)
         with _numerical_failure(self.name):
+            if self.isolate and self.budget is not None:
+                return run_isolated(self._epsilon, delta, self.budget, self.name)
             return self._epsilon(delta)
 
     def get_delta(self, epsilon: float) -> DeltaBound:
@@ -137,6 +155,8 @@ class Accountant(abc.ABC):
         if not self._ledger:
             return identical_delta(epsilon, self.name)
         with _numerical_failure(self.name):
+            if self.isolate and self.budget is not None:
+                return run_isolated(self._delta, epsilon, self.budget, self.name)
             return self._delta(epsilon)
 
     def privacy_profile(self, epsilons: NDArray[np.float64] | list[float]) -> NDArray[np.float64]:
@@ -174,3 +194,66 @@ def identical_delta(epsilon: float, method: str) -> DeltaBound:
 def infinite_epsilon(delta: float, method: str) -> EpsilonBound:
     """The bound for a non-private release."""
     return EpsilonBound(math.inf, math.inf, delta, method)
+
+
+def run_isolated(fn: Callable[[float], _T], arg: float, budget: Budget, name: str) -> _T:
+    """``fn(arg)`` in a forked child limited to ``budget``; BoundUnavailable when it is exceeded.
+
+    The child's address space is capped with ``RLIMIT_AS`` and it is killed after
+    ``budget.seconds``. Where fork is unavailable the call runs in-process, unbounded.
+    """
+    import multiprocessing as mp
+
+    try:
+        ctx = mp.get_context("fork")
+    except ValueError:  # pragma: no cover - platforms without fork
+        return fn(arg)
+    reader, writer = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(fn, arg, budget.memory_bytes, writer), daemon=True)
+    proc.start()
+    writer.close()
+    timeout = None if math.isinf(budget.seconds) else budget.seconds
+    try:
+        if not reader.poll(timeout):
+            raise BoundUnavailable(
+                name, f"exceeded its time budget of {budget.seconds:g} s (bound unavailable)"
+            )
+        try:
+            ok, payload = reader.recv()
+        except EOFError:
+            raise BoundUnavailable(
+                name,
+                f"stopped without a result (memory budget {budget.memory_bytes / 2**30:.3g} GiB "
+                "exceeded or crash)",
+            ) from None
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        reader.close()
+    if not ok:
+        exc_type, message = payload
+        if exc_type == "BoundUnavailable":
+            raise BoundUnavailable(name, message)
+        if isinstance(message, str) and exc_type == "MemoryError":
+            raise BoundUnavailable(
+                name, f"exceeded its memory budget of {budget.memory_bytes / 2**30:.3g} GiB"
+            )
+        raise BoundUnavailable(name, f"{exc_type}: {message}")
+    return payload  # type: ignore[no-any-return]
+
+
+def _child(fn: Callable[[float], Any], arg: float, memory: int, writer: Any) -> None:
+    import resource
+
+    with contextlib.suppress(ValueError, OSError):  # limit not settable: run unlimited
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    try:
+        writer.send((True, fn(arg)))
+    except BoundUnavailable as exc:
+        writer.send((False, ("BoundUnavailable", exc.reason)))
+    except BaseException as exc:
+        with contextlib.suppress(BaseException):
+            writer.send((False, (type(exc).__name__, str(exc))))
+    finally:
+        writer.close()

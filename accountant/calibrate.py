@@ -106,20 +106,74 @@ def calibrate_noise_multiplier(
             f"{eps_t:g}",
             "raise the upper end of the bracket, or relax the target",
         )
-    at_lo = _certified(make_event(lo), adjacency, delta, backends)
-    if at_lo.epsilon <= eps_t:
-        return CalibrationResult(lo, at_lo.epsilon, delta, at_lo.method)
-    # invariant: lo fails, hi meets the target (certified); bisect in log space
-    while hi / lo - 1 > rtol:
-        mid = math.sqrt(lo * hi)
-        if not lo < mid < hi:
+    # invariant: hi meets the target (certified); lo fails or is the unevaluated bracket end.
+    # Secant steps on (log sigma, log epsilon) find the crossing in a few evaluations, then
+    # the bracket is closed around it; bisection in log space is the fallback.
+    bottom = lo
+    lo_known = False
+    points: list[tuple[float, float]] = [(math.log(hi), _gap(best.epsilon, eps_t))]
+    for _ in range(MAX_CALIBRATION_STEPS):
+        if hi / lo - 1 <= rtol:
             break
-        bound = _certified(make_event(mid), adjacency, delta, backends)
+        cand = _next_candidate(points, lo, hi, rtol)
+        if cand is None:
+            if not lo_known and lo == bottom:
+                at_lo = _certified(make_event(lo), adjacency, delta, backends)
+                if at_lo.epsilon <= eps_t:
+                    return CalibrationResult(lo, at_lo.epsilon, delta, at_lo.method)
+                lo_known = True
+                points.append((math.log(lo), _gap(at_lo.epsilon, eps_t)))
+                continue
+            cand = math.sqrt(lo * hi)
+        if not lo < cand < hi:
+            break
+        bound = _certified(make_event(cand), adjacency, delta, backends)
+        points.append((math.log(cand), _gap(bound.epsilon, eps_t)))
         if bound.epsilon <= eps_t:
-            hi, best = mid, bound
+            hi, best = cand, bound
         else:
-            lo = mid
+            lo, lo_known = cand, True
+    if not lo_known and lo == bottom:
+        at_lo = _certified(make_event(lo), adjacency, delta, backends)
+        if at_lo.epsilon <= eps_t:
+            return CalibrationResult(lo, at_lo.epsilon, delta, at_lo.method)
     return CalibrationResult(hi, best.epsilon, delta, best.method)
+
+
+#: most accountant evaluations of one noise calibration
+MAX_CALIBRATION_STEPS = 80
+
+
+def _gap(epsilon: float, target: float) -> float:
+    """log(epsilon / target) (finite stand-ins for 0 and inf)."""
+    if epsilon <= 0:
+        return -50.0
+    if not math.isfinite(epsilon):
+        return 50.0
+    return math.log(epsilon / target)
+
+
+def _next_candidate(
+    points: list[tuple[float, float]], lo: float, hi: float, rtol: float
+) -> float | None:
+    """The next noise multiplier: the secant root of the last two evaluations, nudged to close
+    the bracket; None when no usable secant exists."""
+    if len(points) < 2:
+        return None
+    (x1, g1), (x2, g2) = points[-2], points[-1]
+    if g1 == g2 or abs(g1) >= 50 or abs(g2) >= 50:
+        return None
+    root = x2 - g2 * (x2 - x1) / (g2 - g1)
+    cand = math.exp(root)
+    # aim just beside the root, on the side that shrinks the bracket most
+    nudge = 1 + rtol / 4
+    cand = cand * nudge if g2 <= 0 else cand / nudge
+    if not lo < cand < hi:
+        return None
+    # never spend an evaluation on a sliver: fall back to bisection when progress stalls
+    if len(points) > 8 and min(cand / lo, hi / cand) < 1 + rtol / 8:
+        return None
+    return cand
 
 
 def calibrate_steps(

@@ -27,11 +27,14 @@ from dpledger.accountant.pld_engine import (
     MAX_LOSS,
     ComposedPLD,
     DiscretePLD,
+    chernoff_level,
     compose,
     delta_at,
     discretise,
     epsilon_for,
-    window,
+    tilt_for_delta,
+    tilt_for_epsilon,
+    tilted_window,
 )
 from dpledger.accountant.profiles import DirectedProfiles, Profile, leaf_profiles
 from dpledger.core.adjacency import Adjacency
@@ -48,12 +51,24 @@ from dpledger.core.events import (
     flatten,
 )
 
-Window = tuple[float, float, float, float]
-
 #: grid points targeted for the composed window (accuracy/speed trade-off)
 TARGET_POINTS = 1 << 18
+#: most grid points of one composed window (before the FFT-length cap)
+MAX_POINTS = 1 << 20
 #: largest number of grid points one component may use
 MAX_COMPONENT_POINTS = 1 << 22
+#: most grid points per component on the coarse grid that guides windows and tilts
+COARSE_MAX_POINTS = 1 << 16
+#: gentler tilts are tried while upper > lower * BRACKET_GOAL
+BRACKET_GOAL = 1.005
+#: largest tilt times the untilted window width
+MAX_TILT_RANGE = 200.0
+#: at deltas of interest at least this large the composition is not tilted
+UNTILTED_DELTA = 1e-7
+#: grid points up to which the window is extended over a heavy tilted tail
+EXTENDED_WINDOW_POINTS = 1 << 19
+#: the window keeps untilted tails down to this fraction of the queried delta
+WINDOW_TAIL_REL = 1e-9
 #: truncation mass of the composed window (charged to delta)
 TAIL_MASS = 1e-18
 #: above this many distinct leaf events, parameters are rounded to dominating representatives
@@ -137,25 +152,36 @@ def _representative_step(merged: dict[Event, int]) -> float:
     return step
 
 
-def _resolution(target_points: int, components: int) -> int:
-    """Grid points for the composed window: full resolution for a few distinct components,
-    then a fixed FFT budget shared among them (never below MIN_POINTS).
+def _resolution(target_points: int, components: int, total: int = 1) -> int:
+    """Grid points for the composed window: ``target_points`` grown with the number of
+    compositions (the lower bound's Hoeffding shift grows like h sqrt(total)), up to
+    MAX_POINTS; for many distinct components a fixed FFT budget is shared among them
+    (never below MIN_POINTS).
 
     Upper bounds (connect-the-dots) are insensitive to the grid; only the lower bound's
-    Hoeffding shift grows with the spacing, so many-component pipelines trade lower-bound
-    tightness for time.
+    shift grows with the spacing, so many-component pipelines trade lower-bound tightness
+    for time.
     """
+    grow = min(MAX_POINTS / target_points, max(1.0, math.sqrt(total) / 32.0))
+    points = int(target_points * grow)
     if components <= FULL_RESOLUTION_COMPONENTS:
-        return target_points
-    return max(MIN_POINTS, target_points * FULL_RESOLUTION_COMPONENTS // components)
+        return points
+    return max(MIN_POINTS, points * FULL_RESOLUTION_COMPONENTS // components)
 
 
 @attrs.frozen
-class _Composed:
-    upper: tuple[ComposedPLD, ...]  # one per direction
-    lower: tuple[ComposedPLD, ...]
+class _Prepared:
+    """The components of the ledger, their coarse discretisations and the pure-DP cap."""
+
+    comps: list[tuple[DirectedProfiles, int]]
+    lower_comps: list[tuple[DirectedProfiles, int]]
+    names: tuple[str, ...]  # directions to compose ("remove" only when symmetric)
+    coarse: dict[str, list[tuple[DiscretePLD, int]]]
+    h0: float
     pure_cap: float  # basic-composition epsilon if all parts are pure, else inf
-    h: float
+    keep_lower: bool
+    span: float
+    width0: dict[str, float]  # width of the untilted window per direction
 
 
 class PLDAccountant(Accountant):
@@ -166,7 +192,9 @@ class PLDAccountant(Accountant):
     def __init__(self, adjacency: Adjacency | None = None, *, target_points: int = TARGET_POINTS):
         super().__init__(adjacency)
         self.target_points = target_points
-        self._cache: _Composed | None = None
+        self._prep: _Prepared | None = None
+        self._upper_events: dict[Event, int] = {}
+        self._states: dict[tuple[str, float], tuple[ComposedPLD, ComposedPLD]] = {}
         self._non_private = False
 
     def _unsupported_reason(self, event: Event) -> str | None:
@@ -187,7 +215,8 @@ class PLDAccountant(Accountant):
         return None
 
     def _invalidate(self) -> None:
-        self._cache = None
+        self._prep = None
+        self._states = {}
 
     # -- composition -------------------------------------------------------------------
     def _components(
@@ -215,55 +244,106 @@ class PLDAccountant(Accountant):
             upper_events = _group(merged, step, up=True)
             # the lower bound is an informative bracket only: a coarser grid halves its cost
             lower_events = _group(merged, 2 * step, up=False)
+        self._upper_events = upper_events
         upper = [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in upper_events.items()]
         if lower_events is upper_events:
             return upper, upper
         lower = [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in lower_events.items()]
         return upper, lower
 
-    def _composed(self) -> _Composed | None:
-        if self._cache is not None:
-            return self._cache
+    def _prepared(self) -> _Prepared | None:
+        if self._prep is not None:
+            return self._prep
         comps, lower_comps = self._components()
         if not comps:
             return None
-        h, windows = self._choose_h(comps)
+        span = max(p.loss_hi - p.loss_lo for d, _ in comps for p in (d.remove, d.add))
+        h0 = max(span / 1024.0, 1e-9)
+        symmetric = all(d.remove is d.add for d, _ in comps) and all(
+            d.lower_remove is d.lower_add for d, _ in lower_comps
+        )
+        names = ("remove",) if symmetric else ("remove", "add")
+        total = sum(k for _, k in comps)
+        coarse = {name: [(discretise(getattr(d, name), h0), k) for d, k in comps] for name in names}
+        # the coarse grid adds rounding noise of variance ~ total h0^2 / 4 to the sum: refine it
+        # until that noise is small against the composed window (it only guides windows/tilts)
+        for _ in range(3):
+            a, b = tilted_window(coarse[names[0]], 0.0, TAIL_MASS)
+            target = max((b - a) / (40.0 * total**0.5), span / COARSE_MAX_POINTS)
+            if target >= h0 / 2:
+                break
+            h0 = target
+            coarse = {
+                name: [(discretise(getattr(d, name), h0), k) for d, k in comps] for name in names
+            }
+        cap = 0.0
+        for d, k in comps:
+            for p in (d.remove, d.add):
+                if not (math.isfinite(p.loss_hi) and float(p(_arr(p.loss_hi))[0]) == 0.0):
+                    cap = math.inf
+            if math.isfinite(cap):
+                cap += k * max(d.remove.loss_hi, d.add.loss_hi)
+        # the pure losses (e.g. sensitivity / scale) and their sum are rounded: round the cap up
+        # so that delta = 0 is never reported below the true pure epsilon (exactly when the
+        # pure epsilons are known exactly)
+        if math.isfinite(cap):
+            cap = _exact_pure_cap(self._upper_events, self.adjacency) or math.nextafter(
+                cap * (1 + 16 * 2.0**-53 * (len(comps) + 4)), math.inf
+            )
+        lower_exact = all(d.lower_remove.exact and d.lower_add.exact for d, _ in lower_comps)
+        # losses beyond +-MAX_LOSS are lumped (safe for the upper bound only): no lower bound then
+        lumped = any(
+            getattr(d, name).loss_hi > MAX_LOSS or getattr(d, name).loss_lo < -MAX_LOSS
+            for d, _ in lower_comps
+            for name in ("lower_remove", "lower_add")
+        )
+        width0 = {}
+        for name in names:
+            a, b = tilted_window(coarse[name], 0.0, TAIL_MASS)
+            width0[name] = max(b - a, 1e-9)
+        self._prep = _Prepared(
+            comps, lower_comps, names, coarse, h0, cap, lower_exact and not lumped, span, width0
+        )
+        return self._prep
+
+    def _state(
+        self, prep: _Prepared, name: str, tilt: float, delta: float
+    ) -> tuple[ComposedPLD, ComposedPLD]:
+        """(upper, lower) compositions of one direction at one tilt (cached); ``delta`` is
+        the level of interest (the window drops untilted tails far below it)."""
+        key = (name, tilt)
+        if key in self._states:
+            return self._states[key]
+        coarse = prep.coarse[name]
+        total = sum(k for _, k in prep.comps)
+        pad = 2 * prep.h0 * total**0.5 + 4 * prep.h0
+        a, b_full = tilted_window(coarse, tilt, TAIL_MASS)
+        b = b_full
+        if tilt > 0:
+            # the grid resolves the part that matters (untilted tails far below delta) ...
+            untilted = min(TAIL_MASS, delta * WINDOW_TAIL_REL)
+            b = tilted_window(coarse, tilt, TAIL_MASS, untilted)[1]
+        a, b, b_full = a - pad, b + pad, b_full + pad
+        width = b - a
+        h = width / _resolution(self.target_points, len(prep.comps), total)
+        h = max(h, prep.span / MAX_COMPONENT_POINTS, 2.0 * width / MAX_FFT_LEN, 1e-9)
+        # ... and the FFT window extends over the heavy tilted tail where that is affordable,
+        # so that little tilted mass wraps around (which would loosen lower bounds)
+        b = max(b, min(b_full, a + EXTENDED_WINDOW_POINTS * h))
         while True:
             try:
-                self._cache = self._compose_at(comps, h, windows, lower_comps)
-                return self._cache
+                result = self._compose_at(prep, name, tilt, h, (a, b))
+                break
             except BoundUnavailable:
                 h *= 2.0
                 if h > 1.0:
                     raise
-
-    def _choose_h(
-        self, comps: Sequence[tuple[DirectedProfiles, int]]
-    ) -> tuple[float, dict[str, Window]]:
-        """Grid spacing from Chernoff windows computed on a coarse grid, and those windows."""
-        span = max(p.loss_hi - p.loss_lo for d, _ in comps for p in (d.remove, d.add))
-        h0 = max(span / 1024.0, 1e-9)
-        windows: dict[str, Window] = {}
-        for name in ("remove", "add"):
-            coarse = [(discretise(getattr(d, name), h0), k) for d, k in comps]
-            a, b, lam_b, lam_a = window(coarse, TAIL_MASS)
-            total = sum(k for _, k in comps)
-            pad = 2 * h0 * total ** 0.5 + 4 * h0
-            windows[name] = (a - pad, b + pad, lam_b, lam_a)
-        width = max(w[1] - w[0] for w in windows.values())
-        h = width / _resolution(self.target_points, len(comps))
-        # never ask the FFT for more than half its maximum length
-        return max(h, span / MAX_COMPONENT_POINTS, 2.0 * width / MAX_FFT_LEN, 1e-9), windows
+        self._states[key] = result
+        return result
 
     def _compose_at(
-        self,
-        comps: Sequence[tuple[DirectedProfiles, int]],
-        h: float,
-        windows: dict[str, Window],
-        lower_comps: Sequence[tuple[DirectedProfiles, int]] | None = None,
-    ) -> _Composed:
-        uppers: list[ComposedPLD] = []
-        lowers: list[ComposedPLD] = []
+        self, prep: _Prepared, name: str, tilt: float, h: float, win: tuple[float, float]
+    ) -> tuple[ComposedPLD, ComposedPLD]:
         cache: dict[int, DiscretePLD] = {}
 
         def disc(p: Profile) -> DiscretePLD:
@@ -272,71 +352,118 @@ class PLDAccountant(Accountant):
                 cache[key] = discretise(p, h)
             return cache[key]
 
-        low_comps = comps if lower_comps is None else lower_comps
-        directions = [("remove", "lower_remove"), ("add", "lower_add")]
-        symmetric = all(d.remove is d.add for d, _ in comps) and all(
-            d.lower_remove is d.lower_add for d, _ in low_comps
+        low_name = "lower_" + name
+        coarse = prep.coarse[name]
+        up = compose([(disc(getattr(d, name)), k) for d, k in prep.comps], win, tilt, coarse)
+        same = prep.lower_comps is prep.comps and all(
+            getattr(d, low_name) is getattr(d, name) for d, _ in prep.comps
         )
-        lower_exact = all(d.lower_remove.exact and d.lower_add.exact for d, _ in low_comps)
-        for up_name, low_name in directions[: 1 if symmetric else 2]:
-            up = compose(
-                [(disc(getattr(d, up_name)), k) for d, k in comps], TAIL_MASS, windows[up_name]
-            )
-            uppers.append(up)
-            same = low_comps is comps and all(
-                getattr(d, low_name) is getattr(d, up_name) for d, _ in comps
-            )
-            if same:
-                lowers.append(up)
-            else:
-                lowers.append(
-                    compose(
-                        [(disc(getattr(d, low_name)), k) for d, k in low_comps],
-                        TAIL_MASS,
-                        windows[up_name],
-                    )
-                )
-        cap = 0.0
-        for d, k in comps:
-            for p in (d.remove, d.add):
-                if not (math.isfinite(p.loss_hi) and float(p(_arr(p.loss_hi))[0]) == 0.0):
-                    cap = math.inf
-            if math.isfinite(cap):
-                cap += k * max(d.remove.loss_hi, d.add.loss_hi)
-        # losses beyond +-MAX_LOSS are lumped (safe for the upper bound only): no lower bound then
-        lumped = any(
-            getattr(d, name).loss_hi > MAX_LOSS or getattr(d, name).loss_lo < -MAX_LOSS
-            for d, _ in low_comps
-            for name in ("lower_remove", "lower_add")
+        if same:
+            return up, up
+        low = compose(
+            [(disc(getattr(d, low_name)), k) for d, k in prep.lower_comps], win, tilt, coarse
         )
-        keep_lower = lower_exact and not lumped
-        return _Composed(tuple(uppers), tuple(lowers) if keep_lower else (), cap, h)
+        return up, low
+
+    def _tilts(self, prep: _Prepared, name: str, tilt: float, level: float) -> list[float]:
+        """The tilt to use (snapped to a grid so that nearby queries share compositions),
+        and 0 as a fallback; no tilt when the delta of interest (``level``) is large enough for
+        the plain FFT's round-off."""
+        if tilt <= 0 or level >= UNTILTED_DELTA:
+            return [0.0]
+        # beyond e^MAX_TILT_RANGE across the plain window the tilt buys nothing (bounded losses
+        # push the Chernoff tilt to infinity) and only narrows the window below the grid
+        tilt = min(tilt, MAX_TILT_RANGE / prep.width0[name])
+        return [self._snap(tilt), 0.0]
+
+    @staticmethod
+    def _snap(tilt: float) -> float:
+        """The tilt rounded down to the grid 2^(j/4) (0 stays 0)."""
+        if tilt <= 0:
+            return 0.0
+        return float(2.0 ** (math.floor(4 * math.log2(tilt)) / 4))
 
     # -- queries -----------------------------------------------------------------------
     def _epsilon(self, delta: float) -> EpsilonBound:
-        state = self._composed()
+        prep = self._prepared()
         if self._non_private:
             return infinite_epsilon(delta, self.name)
-        if state is None:
+        if prep is None:
             return EpsilonBound(0.0, 0.0, delta, self.name)
-        upper = max(epsilon_for(c, delta, upper=True) for c in state.upper)
-        lower = max(epsilon_for(c, delta, upper=False) for c in state.lower) if state.lower else 0.0
-        upper = min(upper, _next_up(state.pure_cap))
+        upper, lower, h = 0.0, 0.0, 0.0
+        for name in prep.names:
+            best_up, best_lo = math.inf, 0.0
+            tilt0 = tilt_for_delta(prep.coarse[name], delta)
+            for tilt in self._tilts(prep, name, tilt0, delta):
+                up, low = self._state(prep, name, tilt, delta)
+                h = up.h
+                eps_up = epsilon_for(up, delta, upper=True)
+                best_up = min(best_up, eps_up)
+                if prep.keep_lower:
+                    best_lo = max(best_lo, epsilon_for(low, delta, upper=False))
+                # a finite answer inside the tilted window needs no fallback
+                if math.isfinite(eps_up) and eps_up > float(up.losses[0]) + up.h:
+                    break
+            # a heavy tilted tail can wrap around onto the lower bound's range: gentler tilts
+            # (less wrap, more round-off) are tried while the bracket is wider than the goal
+            first = self._tilts(prep, name, tilt0, delta)[0]
+            for gentler in (first / 4, 0.0):
+                if first == 0.0 or not prep.keep_lower or best_up <= best_lo * BRACKET_GOAL:
+                    break
+                up, low = self._state(prep, name, self._snap(gentler), delta)
+                best_up = min(best_up, epsilon_for(up, delta, upper=True))
+                best_lo = max(best_lo, epsilon_for(low, delta, upper=False))
+            upper = max(upper, best_up)
+            lower = max(lower, best_lo)
+        upper = min(upper, _next_up(prep.pure_cap))
         lower = min(lower, upper)
-        return EpsilonBound(upper, lower, delta, self.name, {"grid_spacing": state.h})
+        return EpsilonBound(upper, lower, delta, self.name, {"grid_spacing": h})
 
     def _delta(self, epsilon: float) -> DeltaBound:
-        state = self._composed()
+        prep = self._prepared()
         if self._non_private:
             return DeltaBound(1.0, 1.0, epsilon, self.name)
-        if state is None:
+        if prep is None:
             return identical_delta(epsilon, self.name)
-        upper = max(delta_at(c, epsilon, upper=True) for c in state.upper)
-        lower = max(delta_at(c, epsilon, upper=False) for c in state.lower) if state.lower else 0.0
-        if epsilon >= state.pure_cap:
-            upper = 0.0
-            lower = 0.0
-        return DeltaBound(upper, min(lower, upper), epsilon, self.name, {"grid_spacing": state.h})
+        if epsilon >= prep.pure_cap:
+            return DeltaBound(0.0, 0.0, epsilon, self.name, {"pure_cap": prep.pure_cap})
+        upper, lower, h = 0.0, 0.0, 0.0
+        for name in prep.names:
+            best_up, best_lo = 1.0, 0.0
+            coarse = prep.coarse[name]
+            level = chernoff_level(coarse, epsilon)
+            for tilt in self._tilts(prep, name, tilt_for_epsilon(coarse, epsilon), level):
+                up, low = self._state(prep, name, tilt, level)
+                h = up.h
+                if epsilon >= float(up.losses[0]):
+                    break
+            # every composition made so far certifies both bounds: use the best of them
+            for (state_name, _tilt), (up, low) in self._states.items():
+                if state_name != name:
+                    continue
+                best_up = min(best_up, delta_at(up, epsilon, upper=True))
+                if prep.keep_lower:
+                    best_lo = max(best_lo, delta_at(low, epsilon, upper=False))
+            upper = max(upper, best_up)
+            lower = max(lower, best_lo)
+        return DeltaBound(upper, min(lower, upper), epsilon, self.name, {"grid_spacing": h})
+
+
+def _exact_pure_cap(events: dict[Event, int], adjacency: Adjacency) -> float | None:
+    """The basic-composition epsilon, rounded up from its exact rational value, when every
+    leaf is unsampled Laplace or pure DP; None otherwise."""
+    from fractions import Fraction
+
+    total = Fraction(0)
+    for event, k in events.items():
+        if isinstance(event, LaplaceEvent):
+            total += k * Fraction(adjacency.sensitivity_factor) / Fraction(event.noise_multiplier)
+        elif isinstance(event, PureDPEvent):
+            total += k * Fraction(event.epsilon)
+        else:
+            return None
+    value = float(total)
+    return value if Fraction(value) >= total else math.nextafter(value, math.inf)
 
 
 #: noise multipliers (per sensitivity) outside this range put the privacy loss beyond the loss

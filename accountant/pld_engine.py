@@ -25,6 +25,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 from scipy import fft as sfft
+from scipy import special
 
 from dpledger.accountant.profiles import REL_MARGIN, Profile
 from dpledger.core.errors import BoundUnavailable
@@ -36,6 +37,11 @@ MAX_LOSS = 600.0
 MAX_CERTIFIED_EPSILON = 700.0
 #: largest FFT length (complex128 rfft of 2^23 doubles is ~70 MB)
 MAX_FFT_LEN = 1 << 23
+#: relative raise of the curve values the chord is built through
+CHORD_RAISE = 1e-9
+#: relative excess of a chord's curve values over the true curve of an exact profile
+#: (REL_MARGIN of the profile, twice, and the raise above)
+LOWER_DEFLATION = 2 * REL_MARGIN + CHORD_RAISE
 
 
 @attrs.frozen
@@ -64,6 +70,11 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
     d = profile(eps)
     # enforce monotonicity (a curve is non-increasing); raising values keeps it an upper bound
     d = np.maximum.accumulate(d[::-1])[::-1]
+    checked = np.array(d)  # the curve the chord must dominate
+    # build the chord through slightly raised values, so that the round-off of the masses below
+    # stays under the raise and the re-check finds no deficit (a deficit is charged to +infinity
+    # for every epsilon, which would dominate queries at delta ~ 1e-15)
+    d = np.minimum(1.0, d * (1 + CHORD_RAISE))
     x = np.exp(eps)
     dx = np.diff(x)
     slopes = np.empty(eps.size + 1)
@@ -78,6 +89,7 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
         k = int(neg.sum())
         c = profile.excess(eps[:k])
         c = np.maximum.accumulate(c)  # c is non-decreasing in eps; raising keeps an upper bound
+        c = c * (1 + CHORD_RAISE)  # continuous with the raise of d at eps = 0 (where d = c)
         cs = np.empty(k + 1)
         cs[0] = c[0] / x[0]
         cs[1:k] = np.diff(c) / dx[: k - 1]
@@ -88,15 +100,41 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
     p_mass = x * q_mass
     inf_mass = float(d[-1])
     # re-check the chord on the grid: value at eps_i = inf + sum_{j>i} p_j (1 - e^{eps_i - eps_j})
-    tail_p = np.concatenate([np.cumsum(p_mass[::-1])[::-1][1:], [0.0]])
-    tail_q = np.concatenate([np.cumsum(q_mass[::-1])[::-1][1:], [0.0]])
-    chord = inf_mass + tail_p - x * tail_q
-    # (only where eps >= 0: below, both sides are ~1 - e^eps and the comparison is round-off)
+    # (in extended precision, only where eps >= 0: below, both sides are ~1 - e^eps and the
+    # comparison is round-off)
     nonneg = eps >= 0
-    deficit = float(np.max(d[nonneg] - chord[nonneg])) if nonneg.any() else 0.0
+    deficit = 0.0
+    if nonneg.any():
+        k0 = int(np.argmax(nonneg))
+        pl = p_mass[k0:].astype(np.longdouble)
+        ql = q_mass[k0:].astype(np.longdouble)
+        tail_p, terms = _blocked_suffix(pl)
+        tail_q, _ = _blocked_suffix(ql)
+        chord = inf_mass + tail_p - np.exp(eps[k0:].astype(np.longdouble)) * tail_q
+        gap = checked[k0:].astype(np.longdouble) - chord
+        # the extended-precision evaluation itself errs by at most `terms` u_ext times
+        # (tail_p + x tail_q), and x tail_q <= tail_p + inf_mass
+        slack = 4 * (terms + 4) * np.finfo(np.longdouble).eps * (tail_p + inf_mass)
+        deficit = float(np.max(gap + 2 * slack))
+        deficit = max(deficit, 0.0)
     if deficit > 0:
         inf_mass += deficit
     return DiscretePLD(j_lo, p_mass, min(inf_mass, 1.0), h)
+
+
+def _blocked_suffix(values: NDArray[np.longdouble]) -> tuple[NDArray[np.longdouble], float]:
+    """(s_i = sum_{k > i} values_k, error count): summed in blocks, so that each s_i is a sum
+    of at most ``count`` rounded additions (its error is at most count u |s_i| for values >= 0)."""
+    n = values.size
+    block = max(1, math.isqrt(n))
+    pad = (-n) % block
+    padded = np.concatenate([values, np.zeros(pad, dtype=values.dtype)]).reshape(-1, block)
+    within = np.cumsum(padded[:, ::-1], axis=1)[:, ::-1]  # sum from position to block end
+    totals = within[:, 0]
+    after = np.concatenate([np.cumsum(totals[::-1])[::-1][1:], np.zeros(1, dtype=values.dtype)])
+    inclusive = (within + after[:, None]).reshape(-1)[:n]
+    suffix = np.concatenate([inclusive[1:], np.zeros(1, dtype=values.dtype)])
+    return suffix, float(2 * block + padded.shape[0] + 2)
 
 
 def _log_mgf(pld: DiscretePLD, lam: Array) -> Array:
@@ -116,113 +154,317 @@ def _log_mgf(pld: DiscretePLD, lam: Array) -> Array:
     return out
 
 
+#: unit roundoff of IEEE double
+U = 2.0**-53
+#: constant ``c`` of the normwise FFT error bound ``||fl(F x) - F x||_2 <= c u log2(n) ||F x||_2``
+#: assumed for scipy's pocketfft (forward and inverse, real or complex); Higham (2002, Thm 24.2)
+#: gives about 6 for radix 2; proofs_checks/pld_tilted_fft measures it below 1
+FFT_ERROR_CONSTANT = 16.0
+#: relative error of one complex multiplication (Higham, Lemma 3.5: sqrt(2) gamma_2), rounded up
+CMUL_ERROR = 3.0 * U
+#: component masses below this are moved to +infinity (upper) or dropped (lower)
+TINY_MASS = 1e-280
+#: absolute error floor per spectrum entry (underflow of subnormal products)
+ABS_FLOOR = 1e-290
+#: tilts tried by the Chernoff searches
+THETAS = np.geomspace(1e-3, 1e5, 64)
+
+
 @attrs.frozen
 class ComposedPLD:
-    """The composed finite PMF on a window, with the bounds needed to certify it."""
+    """Certified per-point brackets of the composed P-masses on a window, and the tail charges.
+
+    ``upper[i]`` and ``lower[i]`` bracket the exact mass of the discretised sum at loss
+    ``(offset + i) h`` (wrapped contributions aside, see :func:`wrap_above`).
+    """
 
     offset: int
-    masses: Array
+    upper: Array
+    lower: Array
     inf_mass: float
     h: float
+    tilt: float
+    #: P(S >= top of the window): charged to upper bounds
     upper_tail: float
+    #: P(S < bottom of the window): charged to upper bounds below the window, and (times
+    #: e^{-tilt W}) subtracted from lower bounds as mass wrapped to the top
     lower_tail: float
-    fft_error: float
+    #: component masses below TINY_MASS moved out of the composition (charged to upper bounds)
+    dropped: float
     total_count: int
+    #: (theta, log E[e^{(tilt + theta) S}]) pairs for the wrap-around bound of lower bounds
+    wrap_thetas: tuple[tuple[float, float], ...]
+    #: the largest certified error of the tilted PMF (for diagnostics)
+    tilted_error: float
 
     @property
     def losses(self) -> Array:
-        return np.asarray((self.offset + np.arange(self.masses.size)) * self.h, dtype=float)
+        return np.asarray((self.offset + np.arange(self.upper.size)) * self.h, dtype=float)
+
+    @property
+    def width(self) -> float:
+        return float(self.upper.size) * self.h
 
 
-def _window(
-    plds: Sequence[tuple[DiscretePLD, int]], tail: float
-) -> tuple[float, float, float, float]:
-    lam = np.geomspace(1e-3, 1e5, 64)
-    log_up = np.zeros_like(lam)
-    log_dn = np.zeros_like(lam)
-    both = np.concatenate([lam, -lam])
+def log_mgf_total(plds: Sequence[tuple[DiscretePLD, int]], lam: Array) -> Array:
+    """log E[e^{lam S}] of the discretised sum (finite part), for every lam."""
+    out = np.zeros(lam.shape, dtype=np.float64)
     for pld, count in plds:
-        values = _log_mgf(pld, both)
-        log_up += count * values[: lam.size]
-        log_dn += count * values[lam.size :]
+        out += count * _log_mgf(pld, lam)
+    return out
+
+
+def tilt_for_delta(plds: Sequence[tuple[DiscretePLD, int]], delta: float) -> float:
+    """The Chernoff-optimal tilt for the tail level ``delta`` (where epsilon(delta) lies)."""
+    values = (log_mgf_total(plds, THETAS) - math.log(delta)) / THETAS
+    return float(THETAS[int(np.argmin(values))])
+
+
+def tilt_for_epsilon(plds: Sequence[tuple[DiscretePLD, int]], eps: float) -> float:
+    """The Chernoff-optimal tilt for the tail above ``eps`` (0 if eps is below the mean)."""
+    values = log_mgf_total(plds, THETAS) - THETAS * eps
+    i = int(np.argmin(values))
+    return float(THETAS[i]) if values[i] < 0 else 0.0
+
+
+def chernoff_level(plds: Sequence[tuple[DiscretePLD, int]], eps: float) -> float:
+    """The Chernoff bound on P(S > eps): the order of delta(eps), for choosing windows."""
+    values = log_mgf_total(plds, THETAS) - THETAS * eps
+    return max(1e-300, min(1.0, math.exp(float(np.min(values)))))
+
+
+def tilted_window(
+    plds: Sequence[tuple[DiscretePLD, int]],
+    tilt: float,
+    tail: float,
+    untilted_tail: float | None = None,
+) -> tuple[float, float]:
+    """[a, b] holding all but ``tail`` of the tilted distribution on each side (Chernoff);
+    ``b`` is lowered to where the *untilted* tail is below ``untilted_tail`` if that is lower
+    (heavy-tailed components otherwise stretch the tilted window far beyond what matters)."""
+    k0 = float(log_mgf_total(plds, np.array([tilt]))[0])
+    up = log_mgf_total(plds, tilt + THETAS) - k0
+    dn = log_mgf_total(plds, tilt - THETAS) - k0
     log_tail = math.log(tail)
-    b_candidates = (log_up - log_tail) / lam
-    a_candidates = (log_tail - log_dn) / lam
-    ib = int(np.argmin(b_candidates))
-    ia = int(np.argmax(a_candidates))
-    b = float(b_candidates[ib])
-    a = float(a_candidates[ia])
-    # the discretised sum never leaves [sum of lowest losses, sum of highest losses]
+    b = float(np.min((up - log_tail) / THETAS))
+    if untilted_tail is not None:
+        plain = log_mgf_total(plds, THETAS)
+        b = min(b, float(np.min((plain - math.log(untilted_tail)) / THETAS)))
+    a = float(np.max((log_tail - dn) / THETAS))
     lowest = sum(c * float(p.losses[0]) for p, c in plds)
     highest = sum(c * float(p.losses[-1]) for p, c in plds)
     a = lowest if not math.isfinite(a) else max(a, lowest)
     b = highest if not math.isfinite(b) else min(b, highest)
-    return a, b, float(lam[ib]), float(lam[ia])
+    return a, max(b, a)
 
 
-def window(
-    plds: Sequence[tuple[DiscretePLD, int]], tail: float
-) -> tuple[float, float, float, float]:
-    """(a, b, lam_b, lam_a): Chernoff window holding all but ``tail`` mass on each side."""
-    return _window(plds, tail)
+def _power(z: NDArray[np.complex128], k: int) -> NDArray[np.complex128]:
+    """z**k by binary exponentiation (relative error at most (1 + CMUL_ERROR)^(k-1) - 1)."""
+    result: NDArray[np.complex128] | None = None
+    base = z
+    while True:
+        if k & 1:
+            result = base if result is None else result * base
+        k >>= 1
+        if not k:
+            break
+        base = base * base
+    assert result is not None
+    return result
+
+
+def _full_sum(values: Array, n: int) -> float:
+    """Sum over the full (Hermitian) spectrum of per-entry values given on the rfft half."""
+    if n % 2 == 0:
+        return float(values[0] + 2.0 * values[1:-1].sum() + values[-1])
+    return float(values[0] + 2.0 * values[1:].sum())
+
+
+def _chernoff_upper(plds: Sequence[tuple[DiscretePLD, int]], thetas: Array, x: float) -> float:
+    """P(S >= x) <= min_theta E[e^{theta S}] e^{-theta x} (theta > 0), rounded up."""
+    vals = log_mgf_total(plds, thetas) - thetas * x
+    best = float(np.min(vals))
+    return math.exp(min(0.0, best + 1e-9 * (1.0 + abs(best))))
+
+
+def _near(theta: float) -> Array:
+    return np.asarray(theta * np.array([0.5, 0.8, 1.0, 1.25, 2.0]), dtype=float)
 
 
 def compose(
     plds: Sequence[tuple[DiscretePLD, int]],
-    tail: float = 1e-18,
-    chernoff: tuple[float, float, float, float] | None = None,
+    window: tuple[float, float],
+    tilt: float = 0.0,
+    coarse: Sequence[tuple[DiscretePLD, int]] | None = None,
 ) -> ComposedPLD:
-    """Compose ``count`` copies of each PLD (all on the same grid spacing).
+    """Compose ``count`` copies of each PLD (same grid spacing) on ``window``, tilted by ``tilt``.
 
-    ``chernoff`` may carry a window computed on a coarser grid; the tail masses are always
-    recomputed exactly for the PMFs composed here, so a stale window costs tightness only.
+    The masses are tilted, ``t_j = p_j e^{tilt l_j - c}``, composed by FFT (the power of each
+    spectrum by binary exponentiation), and untilted. Every floating-point error is bounded
+    per frequency and turned into a per-point bracket; see proofs_checks/pld_tilted_fft.
+    ``coarse`` (the same PLDs on a coarser grid) only guides the Chernoff tilts of the tails.
     """
     h = plds[0][0].h
     total = sum(c for _, c in plds)
-    a, b, lam_b, lam_a = chernoff if chernoff is not None else _window(plds, tail)
+    a, b = window
     lo_idx = math.floor(a / h)
     hi_idx = math.ceil(b / h)
     width = hi_idx - lo_idx + 1
     n = sfft.next_fast_len(max(width, 2), real=True)
     if n > MAX_FFT_LEN:
         raise BoundUnavailable("pld", f"composition window needs {n} grid points at h={h:g}")
-    spectrum = np.ones(n // 2 + 1, dtype=complex)
+    log2n = math.log2(n)
+    fft_rel = FFT_ERROR_CONSTANT * U * log2n
+    spectrum: NDArray[np.complex128] | None = None
     inf_keep = 1.0
+    dropped = 0.0
+    c_parts: list[float] = []
+    c_abs = 0.0
+    log_in_up = 0.0  # sum k log1p(-rho_in) (negated below)
+    log_in_dn = 0.0  # sum k log1p(rho_in)
+    log_pow = 0.0  # log of (1 + relative error of the computed spectrum product)
+    log_c_sum: Array | None = None
+    log_b_sum: Array | None = None
+    ratio_sum: Array | None = None
     for pld, count in plds:
+        masses = pld.masses
+        keep = masses >= TINY_MASS
+        dropped += float(masses[~keep].sum()) * (1 + 4 * U * masses.size) * count
+        idx = (pld.offset + np.nonzero(keep)[0]).astype(np.int64)
+        logp = np.log(masses[keep])
+        lt = tilt * (idx * h)
+        expo = logp + lt
+        top = float(expo.max())
+        c = top + math.log(float(np.exp(expo - top).sum()))
+        t = np.exp(expo - c)
+        # relative error of every t_j: the exponent's rounding plus exp's own
+        rho_in = 4 * U * (float(np.abs(logp).max()) + float(np.abs(lt).max()) + abs(c) + 4.0)
+        collisions = math.ceil(t.size / n)
+        rho_in += 2 * U * collisions
         arr = np.zeros(n)
-        idx = (pld.offset + np.arange(pld.masses.size)) % n
-        np.add.at(arr, idx, pld.masses)
+        np.add.at(arr, idx % n, t)
+        s_up = float(t.sum()) * (1 + rho_in) * (1 + 2 * U * (t.size + 2))
+        l2 = math.sqrt(float(np.dot(t, t))) * (1 + rho_in) * (1 + 2 * U * (t.size + 2))
         f = sfft.rfft(arr)
-        spectrum *= f if count == 1 else f**count
+        # ||fl(F x) - F x||_inf <= min(c u log2(n) ||x||_1, c u log2(n) sqrt(n) ||x||_2)
+        r = fft_rel * min(s_up, math.sqrt(n) * l2) * (1 + 1e-6)
+        bmod = np.abs(f) * (1 + 4 * U)
+        cmod = np.maximum(np.minimum(bmod + r, s_up), bmod)
+        with np.errstate(divide="ignore"):
+            log_c = count * np.log(cmod)
+            log_b = count * np.log(bmod)
+        ratio = (r * count) / cmod
+        log_c_sum = log_c if log_c_sum is None else log_c_sum + log_c
+        log_b_sum = log_b if log_b_sum is None else log_b_sum + log_b
+        ratio_sum = ratio if ratio_sum is None else ratio_sum + ratio
+        g = f if count == 1 else _power(f, count)
+        log_pow += (count - 1) * math.log1p(CMUL_ERROR)
+        if spectrum is None:
+            spectrum = g
+        else:
+            spectrum = spectrum * g
+            log_pow += math.log1p(CMUL_ERROR)
+        c_parts.append(count * c)
+        c_abs += count * abs(c)
+        log_in_up += count * math.log1p(-rho_in)
+        log_in_dn += count * math.log1p(rho_in)
         inf_keep *= (1.0 - pld.inf_mass) ** count
+    assert spectrum is not None and log_c_sum is not None
+    assert log_b_sum is not None and ratio_sum is not None
+    # per-frequency error of the computed spectrum product against the exact one
+    with np.errstate(divide="ignore", over="ignore"):
+        err_prop = np.exp(log_c_sum + 1e-10 * np.abs(log_c_sum) + np.log(ratio_sum) + 1e-10)
+        err_round = math.expm1(log_pow * (1 + 1e-9)) * np.exp(log_b_sum + 1e-10 * np.abs(log_b_sum))
+    err = err_prop + err_round + ABS_FLOOR
+    sq = spectrum.real**2 + spectrum.imag**2
+    # inverse transform: ||fl(F^-1 Y) - F^-1 Y||_inf <= c u log2(n) ||Y||_1 / n
+    norm1 = _full_sum(np.sqrt(sq), n) * (1 + 4 * U * n)
+    tilted_err = (_full_sum(err, n) / n) * (1 + 4 * U * n) + fft_rel * norm1 / n
+    tilted_err *= 1 + 1e-6
     out = sfft.irfft(spectrum, n)
     out = np.roll(out, -(lo_idx % n))
-    fft_err = 4.0 * max(0.0, -float(out.min()))
-    fft_err += 64 * np.finfo(float).eps * float(np.abs(out).max())
-    out = np.maximum(out, 0.0)
-    # exact tail masses of the discretised sum beyond the window, by Chernoff at the chosen lambdas
-    lams = np.array([lam_b, -lam_a])
-    mgfs = [(c, _log_mgf(p, lams)) for p, c in plds]
-    lu = math.fsum(c * float(v[0]) for c, v in mgfs)
-    # P(S >= first index past the window)
-    upper_tail = math.exp(min(0.0, lu - lam_b * (lo_idx + n) * h))
-    ld = math.fsum(c * float(v[1]) for c, v in mgfs)
-    lower_tail = math.exp(min(0.0, ld + lam_a * lo_idx * h))
+    # untilt: p_l = t_l exp(C - tilt l), with C = sum k c
+    big_c = math.fsum(c_parts)
+    losses = (lo_idx + np.arange(n)) * h
+    log_g = big_c - tilt * losses
+    rho_g = 4 * U * (c_abs + float(np.abs(tilt * losses).max()) + 4.0) + 8 * U * len(plds)
+    with np.errstate(divide="ignore"):
+        log_up = np.log(out + tilted_err) + log_g + (-log_in_up + rho_g + 4 * U)
+        log_lo = np.log(np.maximum(out - tilted_err, 0.0)) + log_g - (log_in_dn + rho_g + 4 * U)
+    # lower bounds: each chord was built from curve values at most (1 + LOWER_DEFLATION) times
+    # the true ones; the mixture of that pair (weight 1/(1+rho)) with a lossless pair is dominated
+    # by the mechanism, and its composition has at least (1+rho)^-K times the chord's delta
+    log_lo = log_lo - total * math.log1p(LOWER_DEFLATION)
+    upper = np.exp(np.minimum(log_up, 0.0))
+    lower = np.exp(np.minimum(log_lo, 0.0))
+    # tails of the discretised sum beyond the window (Chernoff, tilts guided by the coarse PLDs)
+    guide = coarse if coarse is not None else plds
+    bottom = lo_idx * h
+    top_x = (lo_idx + n) * h
+    th_up = float(THETAS[int(np.argmin(log_mgf_total(guide, THETAS) - THETAS * top_x))])
+    upper_tail = _chernoff_upper(plds, _near(th_up), top_x)
+    th_dn = float(THETAS[int(np.argmin(log_mgf_total(guide, -THETAS) + THETAS * bottom))])
+    lower_tail = min(1.0, math.exp(min(0.0, float(np.min(
+        log_mgf_total(plds, -_near(th_dn)) + _near(th_dn) * bottom
+    )) + 1e-9 * (1 + abs(bottom) * th_dn))))
+    # wrap-around from above, for thresholds near the tilted centre
+    mid = bottom + 0.5 * n * h
+    wrap = log_mgf_total(guide, tilt + THETAS) - THETAS * (mid + n * h) - tilt * mid
+    th_w = float(THETAS[int(np.argmin(wrap))])
+    ths = np.concatenate([[0.0], th_w * np.geomspace(1 / 64, 64, 19)])
+    k_fine = log_mgf_total(plds, tilt + ths)
     return ComposedPLD(
         offset=lo_idx,
-        masses=out,
+        upper=upper,
+        lower=lower,
         inf_mass=1.0 - inf_keep,
         h=h,
+        tilt=tilt,
         upper_tail=upper_tail,
         lower_tail=lower_tail,
-        fft_error=fft_err,
+        dropped=dropped,
         total_count=total,
+        wrap_thetas=tuple((float(a_), float(b_)) for a_, b_ in zip(ths, k_fine, strict=True)),
+        tilted_error=tilted_err,
     )
+
+
+def wrap_above(pld: ComposedPLD, x: float) -> float:
+    """Bound on the untilted mass wrapped from above the window onto losses > ``x``.
+
+    A loss L >= top lands at L - mW (W the window width) with weight e^{tilt (L - landing)};
+    landing above x needs L > x + W, so the total is at most
+    e^{-tilt x} E[e^{tilt S}; S > x + W] <= e^{K(tilt + theta) - tilt x - theta (x + W)}.
+    """
+    w = pld.width
+    best = min(k - pld.tilt * x - th * (x + w) for th, k in pld.wrap_thetas)
+    return math.exp(min(0.0, best + 1e-9 * (1.0 + abs(best))))
 
 
 def _suffix(arr: Array) -> Array:
     """s_i = sum_{k > i} arr_k."""
     return np.concatenate([np.cumsum(arr[::-1])[::-1][1:], [0.0]])
+
+
+def _discounted_suffix(arr: Array, h: float) -> Array:
+    """B_i = sum_{k > i} arr_k e^{-(k - i) h}, in blocks short enough that no factor overflows."""
+    n = arr.size
+    out = np.empty(n)
+    block = max(1, int(DISCOUNT_SPAN / h))
+    carry = 0.0  # B at the last index of the block being processed
+    for start in range(((n - 1) // block) * block, -1, -block):
+        end = min(n, start + block)
+        j = np.arange(end - start)
+        w = arr[start:end] * np.exp(-j * h)
+        # S_i = sum_{start <= k < end, k > i} w_k
+        suffix = np.concatenate([np.cumsum(w[::-1])[::-1][1:], [0.0]])
+        out[start:end] = np.exp(j * h) * suffix + np.exp(-(end - 1 - start - j) * h) * carry
+        carry = math.exp(-h) * (float(arr[start]) + float(out[start]))
+    return out
+
+
+#: largest loss span of one block of :func:`_discounted_suffix` (e^50 is far from overflow)
+DISCOUNT_SPAN = 50.0
 
 
 def rounding_bias(h: float) -> float:
@@ -248,41 +490,74 @@ def lower_shift(pld: ComposedPLD, eta: float) -> float:
     return k * rounding_bias(pld.h) + pld.h * math.sqrt(k * math.log(1.0 / eta) / 2.0)
 
 
+def _upper_extra(pld: ComposedPLD) -> float:
+    return pld.inf_mass + pld.upper_tail + pld.dropped
+
+
 def excess_mass(pld: ComposedPLD) -> float:
-    """How far the composed P-masses exceed a probability distribution's total.
+    """How far the lower brackets of the composed masses sum above a distribution's total.
 
-    Rounding in the chord differences leaves tiny masses of both signs between grid points;
-    clamping the negative ones adds mass (measured: 1e-6 for one pure 1-DP component at 2^18
-    points). Extra mass only raises hockey-stick values, so lower bounds subtract twice this
-    excess (the clamped part plus the same again for rounding on kept masses), FFT noise
-    included.
+    Rounding in the per-point brackets leaves up to ~1e-7 (measured: one pure 10-DP component
+    at 2^18 points) more mass than a distribution holds. Extra mass only raises hockey-stick
+    values, so lower bounds subtract twice this excess (the excess itself, and as much again
+    for rounding on the kept masses).
     """
-    total = float(pld.masses.sum()) + pld.inf_mass + pld.masses.size * pld.fft_error
-    return max(0.0, total - 1.0)
+    return max(0.0, float(pld.lower.sum()) - 1.0)
 
 
-def _lower_terms(pld: ComposedPLD, eta: float) -> tuple[Array, float, float]:
-    # the chord was built from delta values inflated by REL_MARGIN: deflate the masses' effect
-    losses = pld.losses - lower_shift(pld, eta)
-    extra = -(pld.lower_tail + eta + pld.total_count * (BELOW_RANGE_MASS + 2 * REL_MARGIN))
-    return losses, extra - 2.0 * excess_mass(pld), -pld.fft_error
+def _lower_extra(pld: ComposedPLD, eta: float) -> float:
+    """Mass subtracted from every lower bound (wrap-around from above excepted)."""
+    below_wrap = pld.lower_tail * math.exp(-pld.tilt * pld.width)
+    return below_wrap + eta + pld.total_count * BELOW_RANGE_MASS + 2.0 * excess_mass(pld)
+
+
+#: relative rounding slack of the suffix sums over n terms (per term)
+SUM_SLACK = 8 * U
 
 
 def delta_at(pld: ComposedPLD, eps: float, *, upper: bool, eta: float = 1e-12) -> float:
-    """Certified delta(eps): upper bound (charges tails and FFT error) or lower bound.
+    """Certified delta(eps): upper bound (charges tails) or lower bound.
 
     The lower bound drops the mass at infinity and shifts the chord composition down by
     :func:`lower_shift`, losing ``eta`` of probability.
     """
+    losses = pld.losses
     if upper:
-        losses, extra, err = pld.losses, pld.inf_mass + pld.upper_tail, pld.fft_error
+        masses = pld.upper
+        extra = _upper_extra(pld) + (pld.lower_tail if eps < losses[0] else 0.0)
     else:
-        losses, extra, err = _lower_terms(pld, eta)
+        masses = pld.lower
+        shift = lower_shift(pld, eta)
+        losses = losses - shift
+        extra = -(_lower_extra(pld, eta) + wrap_above(pld, eps + shift))
     above = losses > eps
-    with np.errstate(over="ignore"):
-        finite = float(np.sum(pld.masses[above] * -np.expm1(eps - losses[above])))
-    val = extra + finite + err * int(above.sum())
-    return min(1.0, val) if upper else max(0.0, val)
+    terms = masses[above] * -np.expm1(eps - losses[above])
+    finite = float(terms.sum())
+    slack = SUM_SLACK * masses.size * float(masses[above].sum())
+    if upper:
+        return min(1.0, extra + finite + slack)
+    return max(0.0, extra + finite - slack)
+
+
+def _crossing(
+    masses: Array, losses: Array, h: float, extra: float, delta: float, upper: bool
+) -> tuple[int, Array, Array]:
+    a = _suffix(masses)
+    b = _discounted_suffix(masses, h)
+    slack = SUM_SLACK * masses.size * a
+    on_grid = extra + (a - b) + (slack if upper else -slack)
+    ok = np.nonzero(on_grid <= delta)[0]
+    return (int(ok[0]) if ok.size else -1), a + (slack if upper else -slack), b
+
+
+def _solve(losses: Array, i: int, a: Array, b: Array, extra: float, delta: float) -> float:
+    """eps in [l_{i-1}, l_i] with extra + a_{i-1} - e^{eps - l_{i-1}} b_{i-1} = delta."""
+    num = extra + float(a[i - 1]) - delta
+    den = float(b[i - 1])
+    if num <= 0 or den <= 0:
+        return float(losses[i - 1])
+    eps = float(losses[i - 1]) + math.log(num) - math.log(den)
+    return min(max(eps, float(losses[i - 1])), float(losses[i]))
 
 
 def epsilon_for(pld: ComposedPLD, delta: float, *, upper: bool) -> float:
@@ -291,40 +566,49 @@ def epsilon_for(pld: ComposedPLD, delta: float, *, upper: bool) -> float:
     Lower: the crossing point of delta_lower (with ``eta = delta / 1000``), so that every smaller
     eps has true delta >= delta.
     """
-    masses = pld.masses
+    losses = pld.losses
     if upper:
-        losses, extra, err = pld.losses, pld.inf_mass + pld.upper_tail, pld.fft_error
-    else:
-        losses, extra, err = _lower_terms(pld, delta * 1e-3)
-    if extra >= delta:
-        return math.inf
-    a = _suffix(masses)
-    with np.errstate(over="ignore", invalid="ignore"):
-        b = _suffix(np.where(masses > 0, masses * np.exp(-losses), 0.0))
-    counts = (masses.size - 1 - np.arange(masses.size)).astype(float)
-    with np.errstate(over="ignore", invalid="ignore"):
-        on_grid = extra + a - np.exp(losses) * b + err * counts
-    ok = np.nonzero(on_grid <= delta)[0]
-    if ok.size == 0:
-        # upper: nothing on the window certifies delta; lower: delta_lower exceeds delta on the
-        # whole window, so the true epsilon is at least its last loss
-        if upper:
+        extra = _upper_extra(pld)
+        if extra >= delta:
             return math.inf
-        last = float(np.nextafter(losses[-1], -math.inf))
-        return min(max(0.0, last), MAX_CERTIFIED_EPSILON)
-    i = int(ok[0])
+        i, a, b = _crossing(pld.upper, losses, pld.h, extra, delta, True)
+        if i < 0:
+            return math.inf
+        eps = _below_window(pld, extra, delta) if i == 0 else _solve(losses, i, a, b, extra, delta)
+        eps = eps + 1e-12 * (1.0 + abs(eps))
+        return max(0.0, float(np.nextafter(eps, math.inf)))
+    eta = delta * 1e-3
+    shift = lower_shift(pld, eta)
+    shifted = losses - shift
+    base = -_lower_extra(pld, eta)
+    guess = _lower_pass(pld, shifted, base, delta)
+    for x0 in (guess - 0.05 * abs(guess) - 10 * pld.h, float(shifted[0])):
+        eps = _lower_pass(pld, shifted, base - wrap_above(pld, x0 + shift), delta)
+        if eps >= x0 or eps == 0.0:
+            return max(0.0, float(np.nextafter(eps, -math.inf)))
+    return 0.0
+
+
+def _lower_pass(pld: ComposedPLD, shifted: Array, extra: float, delta: float) -> float:
+    i, a, b = _crossing(pld.lower, shifted, pld.h, extra, delta, False)
+    if i < 0:
+        return float(shifted[-1])
     if i == 0:
-        num = extra + float(masses.sum()) + err * masses.size - delta
-        den = float(np.sum(masses * np.exp(-losses)))
-        eps = math.log(num) - math.log(den) if num > 0 and den > 0 else -math.inf
-        eps = min(eps, float(losses[0]))
-    else:
-        num = extra + a[i - 1] + err * counts[i - 1] - delta
-        den = b[i - 1]
-        eps = math.log(num) - math.log(den) if num > 0 and den > 0 else float(losses[i - 1])
-        eps = min(max(eps, float(losses[i - 1])), float(losses[i]))
-    eps = float(np.nextafter(eps, math.inf if upper else -math.inf))
-    if eps > MAX_CERTIFIED_EPSILON:
-        # e^eps overflows double precision near 709.8: nothing that large can be certified
-        return math.inf if upper else MAX_CERTIFIED_EPSILON
-    return max(0.0, eps)
+        return 0.0
+    eps = _solve(shifted, i, a, b, extra, delta)
+    return max(float(shifted[i - 1]), eps - 1e-9 * (1.0 + abs(eps)))
+
+
+def _below_window(pld: ComposedPLD, extra: float, delta: float) -> float:
+    """Smallest eps <= l_0 with extra + P(S < l_0) + sum_l m_l (1 - e^{eps - l}) <= delta."""
+    losses = pld.losses
+    num = extra + pld.lower_tail + float(pld.upper.sum()) * (1 + SUM_SLACK * pld.upper.size)
+    num -= delta
+    if pld.lower_tail >= 0.5 * delta:
+        return float(losses[0])
+    if num <= 0:
+        return 0.0
+    pos = pld.upper > 0
+    lse = float(special.logsumexp(np.log(pld.upper[pos]) - losses[pos]))
+    eps = math.log(num) - lse
+    return min(float(losses[0]), eps)

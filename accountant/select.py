@@ -1,17 +1,26 @@
-"""Run every backend that supports an event and report the smallest certified upper bound.
+"""Run the backends that support an event and report the certified bracket.
 
-If any backend's certified lower bound exceeds another's certified upper bound, one of them is
-broken: :class:`BackendInconsistencyError` is raised rather than a number printed.
+The reported bound is ``[max of certified lowers, min of certified uppers]`` over the backends
+that ran. If any backend's certified lower bound exceeds another's certified upper bound, one of
+them is broken: :class:`BackendInconsistencyError` is raised rather than a number printed.
+
+By default the tight backends (closed form, PLD) always run and the independent cross-checks
+(RDP, PRV) run only where cheap and within a time and memory budget; a cross-check that is
+skipped or exceeds its budget is listed as unavailable with the reason. ``crosscheck=True`` (or
+:func:`crosscheck_mode`) runs every backend in full, in-process and unbounded.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
-from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound
+from dpledger.accountant.base import Accountant, Budget, DeltaBound, EpsilonBound
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import (
     BackendInconsistencyError,
@@ -19,7 +28,7 @@ from dpledger.core.errors import (
     InvalidParameterError,
     UnsupportedEventError,
 )
-from dpledger.core.events import Event, canonical
+from dpledger.core.events import Event, canonical, flatten
 
 #: (module, class) of every backend, tightest first. Modules that fail to import are skipped
 #: (recorded as unavailable), so the core works without optional cross-check libraries.
@@ -32,6 +41,25 @@ BACKENDS: tuple[tuple[str, str], ...] = (
 
 #: the lower/upper consistency check allows this much floating-point slack
 CONSISTENCY_SLACK = 1e-9
+
+#: backends whose bound is the reported one in practice: they always run
+PRIMARY: tuple[str, ...] = ("closed_form", "pld")
+#: default-mode budget of a cross-check backend (seconds, bytes of address space)
+DEFAULT_BUDGET = Budget(seconds=0.5, memory_bytes=1 << 30)
+#: default-mode cross-checks skip ledgers with more distinct leaves than this
+CHEAP_DISTINCT_LEAVES = 64
+
+_CROSSCHECK: contextvars.ContextVar[bool] = contextvars.ContextVar("crosscheck", default=False)
+
+
+@contextlib.contextmanager
+def crosscheck_mode(enabled: bool = True) -> Iterator[None]:
+    """Within the block, :func:`account` runs every cross-check backend in full."""
+    token = _CROSSCHECK.set(enabled)
+    try:
+        yield
+    finally:
+        _CROSSCHECK.reset(token)
 
 
 @attrs.frozen
@@ -73,8 +101,14 @@ def account(
     delta: float | None = None,
     epsilon: float | None = None,
     backends: Sequence[str] | None = None,
+    crosscheck: bool | None = None,
 ) -> Selection:
-    """Certified epsilon at ``delta`` (or delta at ``epsilon``) of one event tree."""
+    """Certified epsilon at ``delta`` (or delta at ``epsilon``) of one event tree.
+
+    ``crosscheck`` (default: the enclosing :func:`crosscheck_mode`, else False) runs the
+    independent backends in full; otherwise they run only where cheap, within
+    :data:`DEFAULT_BUDGET`. Backends named in ``backends`` always run, in full.
+    """
     if (delta is None) == (epsilon is None):
         raise InvalidParameterError(
             "delta", "give exactly one of delta or epsilon", "pass delta=1e-5"
@@ -82,35 +116,94 @@ def account(
     adjacency = adjacency or Adjacency()
     if not isinstance(event, Event):
         raise InvalidParameterError("event", f"expected an Event, got {event!r}", "pass an event")
+    if crosscheck is None:
+        crosscheck = _CROSSCHECK.get()
     event = canonical(event)
     candidates: list[EpsilonBound | DeltaBound] = []
     unavailable: list[tuple[str, str]] = []
+    deferred: list[tuple[str, Callable[[Adjacency], Accountant]]] = []
     for name, factory, reason in backend_factories(backends):
         if factory is None:
             unavailable.append((name, reason))
             continue
-        acc = factory(adjacency)
-        why = acc._unsupported_reason(event)
-        if why is not None:
-            unavailable.append((name, f"unsupported: {why}"))
+        if backends is None and not crosscheck and name not in PRIMARY:
+            deferred.append((name, factory))
             continue
-        try:
-            acc.compose(event)
-            if delta is not None:
-                candidates.append(acc.get_epsilon(delta))
-            else:
-                assert epsilon is not None
-                candidates.append(acc.get_delta(epsilon))
-        except BoundUnavailable as exc:
-            unavailable.append((name, exc.reason))
-        except UnsupportedEventError as exc:
-            unavailable.append((name, str(exc)))
+        # requested in full (named, or crosscheck): in-process and unbounded, as a report asks
+        _run(name, factory, event, adjacency, delta, epsilon, None, candidates, unavailable)
+    for name, factory in deferred:
+        why = _expensive(name, event, candidates)
+        if why is not None:
+            unavailable.append((name, why))
+            continue
+        _run(
+            name, factory, event, adjacency, delta, epsilon, DEFAULT_BUDGET, candidates,
+            unavailable,
+        )
     if not candidates:
         detail = "; ".join(f"{n}: {r}" for n, r in unavailable)
         raise UnsupportedEventError(f"no accountant can bound {event.describe()} ({detail})")
     _check_consistency(candidates)
     best = min(candidates, key=_upper)
+    lower = min(max(_lower(c) for c in candidates), _upper(best))
+    if isinstance(best, EpsilonBound):
+        best = attrs.evolve(best, epsilon_lower=lower)
+    else:
+        best = attrs.evolve(best, delta_lower=lower)
     return Selection(best, tuple(candidates), tuple(unavailable))
+
+
+def _run(
+    name: str,
+    factory: Callable[[Adjacency], Accountant],
+    event: Event,
+    adjacency: Adjacency,
+    delta: float | None,
+    epsilon: float | None,
+    budget: Budget | None,
+    candidates: list[EpsilonBound | DeltaBound],
+    unavailable: list[tuple[str, str]],
+) -> None:
+    acc = factory(adjacency)
+    why = acc._unsupported_reason(event)
+    if why is not None:
+        unavailable.append((name, f"unsupported: {why}"))
+        return
+    acc.budget = budget
+    # the PRV library allocates freely: budgeted PRV queries run in a forked, capped child
+    acc.isolate = acc.isolate or name == "prv"
+    try:
+        acc.compose(event)
+        if delta is not None:
+            candidates.append(acc.get_epsilon(delta))
+        else:
+            assert epsilon is not None
+            candidates.append(acc.get_delta(epsilon))
+    except BoundUnavailable as exc:
+        unavailable.append((name, exc.reason))
+    except UnsupportedEventError as exc:
+        unavailable.append((name, str(exc)))
+
+
+def _expensive(
+    name: str, event: Event, candidates: Sequence[EpsilonBound | DeltaBound]
+) -> str | None:
+    """Why a cross-check is skipped in default mode (None: it runs, within its budget)."""
+    finite = any(math.isfinite(_upper(c)) for c in candidates)
+    if not finite:
+        return None  # no tight bound: the cross-checks are the only hope, run them
+    if name == "prv":
+        return (
+            "skipped: PRV cross-check runs on request only (crosscheck=True, "
+            "dpledger account --crosscheck); it never gave the reported bound"
+        )
+    distinct = len({leaf for leaf, _ in flatten(event)})
+    if distinct > CHEAP_DISTINCT_LEAVES:
+        return (
+            f"skipped: {distinct} distinct releases exceed the default cross-check size "
+            f"({CHEAP_DISTINCT_LEAVES}); run with crosscheck=True"
+        )
+    return None
 
 
 def _upper(b: EpsilonBound | DeltaBound) -> float:

@@ -216,13 +216,19 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.calibrate.calibrate_noise_multiplier",
         status="contrib",
         proof="proofs_checks/analytic_gaussian_calibration/proof.md",
-        source_sha256="99689c622b11ba3c3e96cee260b15aac8aca3c48827024ee54ed1c0e500fac70",
+        source_sha256="c629d4367c335ea9b9a48a317f5a3dc1bd3b0309b660fab22b7a34d2e6d48aff",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.leaf_profiles",
         status="contrib",
         proof="proofs_checks/wor_subsampling/proof.md",
         source_sha256="5aae05a111b634f2a62483521c77f46adb9e9641d55734d1424e839873dc7574",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_engine.compose",
+        status="contrib",
+        proof="proofs_checks/pld_tilted_fft/proof.md",
+        source_sha256="ae71c1249b28f106e7706c4cf3335d02a9145f2bbb29e1d75b9ee68e27c19e06",
     ),
 )
 

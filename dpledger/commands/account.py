@@ -42,6 +42,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--per-release", action="store_true", help="also bound each release on its own"
     )
+    parser.add_argument(
+        "--crosscheck",
+        action="store_true",
+        help="run every independent accountant in full (slower; default: only where cheap)",
+    )
     parser.set_defaults(func=run)
     one_line_errors(parser)
 
@@ -138,13 +143,16 @@ def run(args: argparse.Namespace) -> int:
     delta, epsilon = _query(args, pipeline.delta, pipeline.epsilon)
     if args.backends is not None:
         _check_backends(args.backends)
-    result = account_graph(
-        pipeline.graph,
-        delta=delta,
-        epsilon=epsilon,
-        backends=args.backends,
-        per_release=args.per_release,
-    )
+    from dpledger.accountant.select import crosscheck_mode
+
+    with crosscheck_mode(args.crosscheck):
+        result = account_graph(
+            pipeline.graph,
+            delta=delta,
+            epsilon=epsilon,
+            backends=args.backends,
+            per_release=args.per_release,
+        )
     if args.json:
         out = result.to_dict()
         out["pipeline"] = pipeline.name

@@ -36,7 +36,7 @@ def test_times_are_read_as_posix_seconds_in_every_form() -> None:
 
 @pytest.mark.parametrize("bad", ["yesterday", True, None, "2024-13-01T00:00:00", float("nan")])
 def test_a_bad_time_is_refused_naming_the_column(bad: object) -> None:
-    with pytest.raises(InvalidParameterError, match="column 'at'.*not a time"):
+    with pytest.raises(InvalidParameterError, match=r"column 'at'.*not a time"):
         UserTables(SCHEMA, (UserTable("u", (("u", bad, 60.0),)),))
 
 

@@ -1,0 +1,98 @@
+"""Default ``select.account`` against dp-accounting's PLD, battery limits, calibration time.
+
+Run:  python benchmarks/accountant_default.py [--quick]
+
+Prints, side by side in one run: the default ``account`` time and dp-accounting's PLD time on
+DP-SGD-size cases (target ratio <= 1/3), the time and peak memory (RSS of a fresh child per case)
+of battery cases (target <= 2 s, <= 2 GB), and the calibration time of the classic DP-SGD target
+(target < 1 s). Machines are noisy: read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import resource
+import statistics
+import time
+from typing import Any
+
+from dpledger.accountant.calibrate import calibrate_noise_multiplier
+from dpledger.accountant.select import account
+from dpledger.core.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
+
+CASES = [
+    # (sigma, q, steps, delta)
+    (1.1, 256 / 60000, 500, 1e-5),
+    (1.1, 256 / 60000, 14040, 1e-5),
+    (1.0, 0.01, 1000, 1e-15),
+    (1.0, 1e-4, 100_000, 1e-10),
+    (1.0, 1e-4, 10_000_000, 1e-5),
+]
+
+
+def dp_sgd(sigma: float, q: float, steps: int) -> SelfComposedEvent:
+    return SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(sigma)), steps)
+
+
+def dpa(sigma: float, q: float, steps: int, delta: float) -> float:
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    acc = pld_privacy_accountant.PLDAccountant()
+    acc.compose(
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
+        )
+    )
+    return float(acc.get_epsilon(delta))
+
+
+def _child(case: tuple[float, float, int, float], out: Any) -> None:
+    start = time.perf_counter()
+    sel = account(dp_sgd(*case[:3]), delta=case[3])
+    elapsed = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out.send((sel.bound.epsilon_lower, sel.bound.epsilon, elapsed, peak))  # type: ignore[union-attr]
+
+
+def measured(case: tuple[float, float, int, float]) -> tuple[float, float, float, float]:
+    ctx = mp.get_context("fork")
+    reader, writer = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(case, writer))
+    proc.start()
+    result = reader.recv()
+    proc.join()
+    return result  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="first two cases only")
+    args = parser.parse_args()
+    cases = CASES[:2] if args.quick else CASES
+    print(f"{'case':>34} | {'bracket':>24} | {'t default':>9} {'t dpa':>7} {'ratio':>6} | peak GB")
+    ratios = []
+    for case in cases:
+        lo, up, t_ours, peak = measured(case)
+        start = time.perf_counter()
+        ref = dpa(*case)
+        t_ref = time.perf_counter() - start
+        ratios.append(t_ours / t_ref)
+        print(
+            f"{case!s:>34} | [{lo:9.5f}, {up:9.5f}] ({ref:8.5f}) | {t_ours:9.3f} {t_ref:7.3f} "
+            f"{t_ours / t_ref:6.2f} | {peak / 2**30:6.2f}"
+        )
+    print(f"median time ratio default account / dp-accounting PLD: {statistics.median(ratios):.2f}")
+    start = time.perf_counter()
+    result = calibrate_noise_multiplier(
+        lambda s: dp_sgd(s, 256 / 60000, 500), None, 1.0, 1e-5, rtol=1e-3
+    )
+    print(
+        "calibration (eps 1, delta 1e-5, q 256/60000, 500 steps): "
+        f"sigma {result.noise_multiplier:.5f} in {time.perf_counter() - start:.2f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
