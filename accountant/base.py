@@ -196,14 +196,22 @@ def infinite_epsilon(delta: float, method: str) -> EpsilonBound:
     return EpsilonBound(math.inf, math.inf, delta, method)
 
 
+#: libraries whose threads make a forked child unsafe (the budget is then not enforced)
+_FORK_UNSAFE = ("jax",)
+
+
 def run_isolated(fn: Callable[[float], _T], arg: float, budget: Budget, name: str) -> _T:
     """``fn(arg)`` in a forked child limited to ``budget``; BoundUnavailable when it is exceeded.
 
     The child's address space is capped with ``RLIMIT_AS`` and it is killed after
-    ``budget.seconds``. Where fork is unavailable the call runs in-process, unbounded.
+    ``budget.seconds``. Where fork is unavailable or unsafe (a multithreaded library such as
+    JAX is loaded) the call runs in-process, unbounded.
     """
     import multiprocessing as mp
+    import sys
 
+    if any(name in sys.modules for name in _FORK_UNSAFE):
+        return fn(arg)  # forking these libraries' threads can deadlock the child
     try:
         ctx = mp.get_context("fork")
     except ValueError:  # pragma: no cover - platforms without fork

@@ -93,6 +93,22 @@ class _Summary:
     non_private: bool = False
     gauss_terms: tuple[tuple[float, int], ...] = ()  # (s / sigma, count)
     pure: tuple[_Pure, ...] = ()
+    #: bracket of P = 1 - prod (1 - p)^k over the (0, p) events (their joint failure mass)
+    fail: tuple[float, float] = (0.0, 0.0)
+
+    def with_failure(self, profile: Callable[[float], float], upper: bool
+                     ) -> Callable[[float], float]:
+        """The profile of the composition with the (0, p) events: P + (1 - P) delta_rest."""
+        p = self.fail[1] if upper else self.fail[0]
+        if p == 0.0:
+            return profile
+        slack = 1 + 4 * U if upper else 1 - 4 * U
+
+        def composed(e: float) -> float:
+            rest = profile(e)
+            return min(1.0, (rest + p * (1.0 - rest)) * slack)
+
+        return composed
 
 
 class ClosedFormAccountant(Accountant):
@@ -105,6 +121,8 @@ class ClosedFormAccountant(Accountant):
         if isinstance(leaf, GaussianEvent | LaplaceEvent | NonPrivateEvent | _PURE):
             return None
         if isinstance(leaf, ApproxDPEvent):
+            if leaf.epsilon == 0.0:
+                return None  # (0, p): composes exactly, delta = p + (1 - p) delta_rest
             return f"{leaf.describe()} is approximate DP, which has no exact composition here"
         if leaf.children():
             return f"{leaf.describe()}: sampled events have no closed form"
@@ -120,7 +138,8 @@ class ClosedFormAccountant(Accountant):
             e for ev, _ in self._ledger for e, _ in flatten(ev)
         ]
         has_gauss = any(isinstance(e, GaussianEvent) for e in everything)
-        pure = [e for e in everything if not isinstance(e, GaussianEvent | NonPrivateEvent)]
+        pure = [e for e in everything
+                if not isinstance(e, GaussianEvent | NonPrivateEvent | ApproxDPEvent)]
         if has_gauss and any(_pure_eps(e, self.adjacency.sensitivity_factor) > 0 for e in pure):
             return (
                 "a composition that mixes Gaussian and pure-DP events (e.g. "
@@ -134,18 +153,27 @@ class ClosedFormAccountant(Accountant):
         gauss: list[tuple[float, int]] = []
         pure: list[_Pure] = []
         non_private = False
+        log_keep: list[float] = []
         for event, mult in self._ledger:
             for leaf, count in flatten(event):
                 n = count * mult
                 if isinstance(leaf, NonPrivateEvent):
                     non_private = True
+                elif isinstance(leaf, ApproxDPEvent):
+                    log_keep.append(_as_float(n) * math.log1p(-leaf.delta))
                 elif isinstance(leaf, GaussianEvent):
                     gauss.append((s / leaf.noise_multiplier, n))
                 else:
                     eps = _pure_eps(leaf, s)
                     if eps > 0:
                         pure.append(_Pure(eps, n, *_pure_kind(leaf)))
-        return _Summary(non_private, tuple(gauss), tuple(pure))
+        fail = (0.0, 0.0)
+        if log_keep:
+            total = math.fsum(log_keep)
+            p = -math.expm1(total)
+            err = 8 * U * (len(log_keep) + 4)
+            fail = (max(0.0, p * (1 - err) - U), min(1.0, p * (1 + err) + U))
+        return _Summary(non_private, tuple(gauss), tuple(pure), fail)
 
     def _profiles(
         self, summary: _Summary
@@ -223,15 +251,28 @@ class ClosedFormAccountant(Accountant):
         summary = self._summary()
         if summary.non_private:
             return infinite_epsilon(delta, self.name)
+        p_lo, p_hi = summary.fail
+        if delta <= p_lo:  # the (0, p) events alone exceed delta at every epsilon
+            return infinite_epsilon(delta, self.name)
         if not summary.gauss_terms and not summary.pure:
+            if delta <= p_hi:
+                return EpsilonBound(math.inf, 0.0, delta, self.name, {"fail": p_hi})
             return EpsilonBound(0.0, 0.0, delta, self.name)
         upper, lower, details = self._profiles(summary)
-        if details.get("profile") == "hoeffding_and_basic":
-            # the Hoeffding profile inverts in closed form (and may lie beyond the root finder)
-            eps_hi = min(hoeffding_epsilon(summary.pure, delta), details["basic_composition"])
-            eps_lo = solve_epsilon(lambda e: 1.0, lower, delta)[1]  # the lower crossing only
+        if p_hi > 0.0:
+            details = {**details, "fail": p_hi}
+        if p_hi >= delta:
+            eps_hi = math.inf
+            eps_lo = solve_epsilon(lambda e: 1.0, summary.with_failure(lower, False), delta)[1]
+        elif details.get("profile") == "hoeffding_and_basic":
+            # the Hoeffding profile inverts in closed form (and may lie beyond the root finder);
+            # with (0, p) events the rest must reach (delta - P) / (1 - P), rounded down
+            rest = (delta - p_hi) / (1.0 - p_lo) * (1 - 4 * U)
+            eps_hi = min(hoeffding_epsilon(summary.pure, rest), details["basic_composition"])
+            eps_lo = solve_epsilon(lambda e: 1.0, summary.with_failure(lower, False), delta)[1]
         else:
-            eps_hi, eps_lo = solve_epsilon(upper, lower, delta)
+            eps_hi, eps_lo = solve_epsilon(summary.with_failure(upper, True),
+                                           summary.with_failure(lower, False), delta)
         if math.isinf(eps_lo):
             # the lower crossing lies beyond the root finder's range: keep a verified point only
             eps_lo = LOWER_SEARCH_LIMIT if lower(LOWER_SEARCH_LIMIT) >= delta else 0.0
@@ -246,12 +287,20 @@ class ClosedFormAccountant(Accountant):
             return DeltaBound(1.0, 1.0, epsilon, self.name)
         if not summary.gauss_terms and not summary.pure:
             exact = max(0.0, -math.expm1(min(epsilon, 0.0)))
-            return DeltaBound(
-                min(1.0, exact * (1 + REL_SLACK)), exact * (1 - REL_SLACK), epsilon, self.name
-            )
+
+            def empty_hi(e: float) -> float:
+                return min(1.0, exact * (1 + REL_SLACK))
+
+            def empty_lo(e: float) -> float:
+                return exact * (1 - REL_SLACK)
+
+            hi = summary.with_failure(empty_hi, True)(epsilon)
+            lo = summary.with_failure(empty_lo, False)(epsilon)
+            return DeltaBound(hi, min(lo, hi), epsilon, self.name)
         upper, lower, details = self._profiles(summary)
-        hi = upper(epsilon)
-        return DeltaBound(hi, min(lower(epsilon), hi), epsilon, self.name, details)
+        hi = summary.with_failure(upper, True)(epsilon)
+        lo = summary.with_failure(lower, False)(epsilon)
+        return DeltaBound(hi, min(lo, hi), epsilon, self.name, details)
 
 
 def _gdp_mu(terms: tuple[tuple[float, int], ...]) -> float:

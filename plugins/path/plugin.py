@@ -229,7 +229,8 @@ def noise_multipliers(params: PathParams, adjacency: Adjacency) -> tuple[float, 
     target = float(params.target_epsilon)
     delta = _need_delta(params, "calibrate the training noise to target_epsilon")
     selection = GaussianEvent(sigma_sel)
-    alone = account(selection, adjacency, delta=delta, backends=BACKENDS).bound.epsilon
+    alone = account(selection, adjacency, delta=delta,
+                    backends=("closed_form", *BACKENDS)).bound.epsilon
     if not alone < target:
         raise InvalidParameterError(
             "target_epsilon", f"{target!r} leaves nothing for training: the selection alone "

@@ -191,3 +191,49 @@ def test_round_trip_delta_epsilon() -> None:
     for delta in (0.5, 1e-3, 1e-9):
         eps = acc.get_epsilon(delta).epsilon
         assert acc.get_delta(eps).delta <= delta * (1 + 1e-9)
+
+
+def _gaussian_delta(eps: float, mu: float) -> float:
+    """Exact delta(eps) of mu-GDP (Balle & Wang 2018, Theorem 8), with scipy."""
+    from scipy.stats import norm
+
+    return float(norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2))
+
+
+@pytest.mark.parametrize("eps", [-1.0, 0.0, 0.5, 2.0, 5.0])
+def test_zero_epsilon_failure_events_compose_exactly(eps: float) -> None:
+    from dpledger.core.events import ApproxDPEvent, ComposedEvent
+
+    sigma, p = 1.3, 2e-6
+    event = ComposedEvent([GaussianEvent(sigma), ApproxDPEvent(0.0, p), ApproxDPEvent(0.0, p)])
+    bound = ClosedFormAccountant().compose(event).get_delta(eps)
+    fail = 1 - (1 - p) ** 2
+    gauss = _gaussian_delta(eps, 1 / sigma) if eps >= 0 else None
+    if gauss is not None:
+        exact = fail + (1 - fail) * gauss
+        # the scipy reference is itself rounded (~1e-12 relative)
+        assert bound.delta_lower <= exact * (1 + 1e-9) and exact <= bound.delta * (1 + 1e-9)
+        assert bound.delta == pytest.approx(exact, rel=1e-9)
+    # epsilon at that delta inverts it
+    target = 1e-5
+    at = ClosedFormAccountant().compose(event).get_epsilon(target)
+    assert _gaussian_delta(at.epsilon, 1 / sigma) * (1 - fail) + fail <= target * (1 + 1e-9)
+    assert at.epsilon_lower <= at.epsilon <= at.epsilon_lower * (1 + 1e-6)
+
+
+def test_failure_mass_above_delta_has_no_finite_epsilon() -> None:
+    from dpledger.core.events import ApproxDPEvent
+
+    acc = ClosedFormAccountant().compose(ApproxDPEvent(0.0, 1e-6), 3)
+    assert acc.get_epsilon(2e-6).epsilon == math.inf
+    assert acc.get_epsilon(2e-6).epsilon_lower == math.inf  # delta(eps) >= 3e-6 everywhere
+    assert acc.get_epsilon(1e-5).epsilon == 0.0
+    assert acc.get_delta(0.0).delta == pytest.approx(1 - (1 - 1e-6) ** 3, rel=1e-9)
+    assert acc.get_delta(-1.0).delta_lower <= 1 - (1 - 1e-6) ** 3 * math.exp(-1.0) + 1e-12
+
+
+def test_failure_events_with_positive_epsilon_stay_unsupported() -> None:
+    from dpledger.core.events import ApproxDPEvent, ComposedEvent
+
+    event = ComposedEvent([GaussianEvent(1.0), ApproxDPEvent(0.1, 1e-6)])
+    assert ClosedFormAccountant()._unsupported_reason(event) is not None
