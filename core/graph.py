@@ -40,11 +40,13 @@ dominates all of them (sound, possibly looser).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import attrs
 import networkx as nx
 
+from dpledger.accountant.base import DeltaBound, EpsilonBound
+from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import GraphError
 from dpledger.core.events import (
@@ -572,7 +574,7 @@ class CompositionGraph:
 
 
 # -- accounting ----------------------------------------------------------------------------
-Bound = Any  # EpsilonBound | DeltaBound (imported lazily: the core does not need accountants)
+Bound: TypeAlias = EpsilonBound | DeltaBound
 
 
 @attrs.frozen
@@ -639,16 +641,16 @@ class GraphAccount:
 
 def _worst(bounds: list[Bound]) -> Bound:
     """Max upper bound and max lower bound (the unit's loss is the max over alternatives)."""
-    from dpledger.accountant.base import EpsilonBound
-
     if len(bounds) == 1:
         return bounds[0]
-    if isinstance(bounds[0], EpsilonBound):
-        top = max(bounds, key=lambda b: b.epsilon)
-        lower = max(b.epsilon_lower for b in bounds)
-        return attrs.evolve(top, epsilon_lower=lower)
-    top = max(bounds, key=lambda b: b.delta)
-    return attrs.evolve(top, delta_lower=max(b.delta_lower for b in bounds))
+    eps = [b for b in bounds if isinstance(b, EpsilonBound)]
+    if len(eps) == len(bounds):
+        top = max(eps, key=lambda b: b.epsilon)
+        return attrs.evolve(top, epsilon_lower=max(b.epsilon_lower for b in eps))
+    deltas = [b for b in bounds if isinstance(b, DeltaBound)]
+    assert len(deltas) == len(bounds), "bounds of one query are all of one kind"
+    worst = max(deltas, key=lambda b: b.delta)
+    return attrs.evolve(worst, delta_lower=max(b.delta_lower for b in deltas))
 
 
 def _account_alternatives(
@@ -658,8 +660,6 @@ def _account_alternatives(
     epsilon: float | None,
     backends: Iterable[str] | None,
 ) -> tuple[list[Bound], list[tuple[str, str]]]:
-    from dpledger.accountant.select import account
-
     names = list(backends) if backends is not None else None
     bounds: list[Bound] = []
     unavailable: list[tuple[str, str]] = []
