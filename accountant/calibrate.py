@@ -14,6 +14,7 @@ import attrs
 
 from dpledger.accountant.base import EpsilonBound
 from dpledger.accountant.conversions import U, gaussian_delta_bracket
+from dpledger.accountant.pld import upper_only
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
@@ -61,6 +62,13 @@ SEARCH_BACKENDS: tuple[str, ...] = ("closed_form", "pld")
 
 
 def _certified(
+    event: Event, adjacency: Adjacency | None, delta: float, backends: Sequence[str] | None
+) -> EpsilonBound:
+    with upper_only():  # the search reads certified upper bounds only
+        return _account(event, adjacency, delta, backends)
+
+
+def _account(
     event: Event, adjacency: Adjacency | None, delta: float, backends: Sequence[str] | None
 ) -> EpsilonBound:
     if backends is None:
@@ -120,7 +128,7 @@ def calibrate_noise_multiplier(
             if not lo_known and lo == bottom:
                 at_lo = _certified(make_event(lo), adjacency, delta, backends)
                 if at_lo.epsilon <= eps_t:
-                    return CalibrationResult(lo, at_lo.epsilon, delta, at_lo.method)
+                    return _confirmed(make_event, adjacency, eps_t, delta, backends, lo, rtol)
                 lo_known = True
                 points.append((math.log(lo), _gap(at_lo.epsilon, eps_t)))
                 continue
@@ -136,8 +144,28 @@ def calibrate_noise_multiplier(
     if not lo_known and lo == bottom:
         at_lo = _certified(make_event(lo), adjacency, delta, backends)
         if at_lo.epsilon <= eps_t:
-            return CalibrationResult(lo, at_lo.epsilon, delta, at_lo.method)
-    return CalibrationResult(hi, best.epsilon, delta, best.method)
+            return _confirmed(make_event, adjacency, eps_t, delta, backends, lo, rtol)
+    return _confirmed(make_event, adjacency, eps_t, delta, backends, hi, rtol)
+
+
+def _confirmed(
+    make_event: Callable[[float], Event], adjacency: Adjacency | None, eps_t: float,
+    delta: float, backends: Sequence[str] | None, sigma: float, rtol: float,
+) -> CalibrationResult:
+    """``sigma``, raised by ``rtol`` steps until the full query (as ``account`` makes it) meets
+    the target too: the search's coarse upper bounds and the full one may differ slightly."""
+    for _ in range(MAX_CONFIRM_STEPS):
+        bound = _account(make_event(sigma), adjacency, delta, backends)
+        if bound.epsilon <= eps_t:
+            return CalibrationResult(sigma, bound.epsilon, delta, bound.method)
+        sigma *= 1.0 + rtol
+    raise InvalidParameterError(
+        "target_epsilon", f"no noise multiplier near {sigma:g} is certified at {eps_t:g}",
+        "relax the target or widen the bracket")
+
+
+#: most full-resolution confirmations of a calibrated noise multiplier
+MAX_CONFIRM_STEPS = 20
 
 
 #: most accountant evaluations of one noise calibration

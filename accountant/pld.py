@@ -9,8 +9,10 @@ by basic composition.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 
 import attrs
 
@@ -59,6 +61,28 @@ MAX_POINTS = 1 << 20
 MAX_COMPONENT_POINTS = 1 << 22
 #: most grid points per component on the coarse grid that guides windows and tilts
 COARSE_MAX_POINTS = 1 << 16
+#: within :func:`upper_only`, epsilon queries stop at the first (coarse) certified bracket
+_UPPER_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("pld_upper_only",
+                                                                   default=False)
+
+
+@contextlib.contextmanager
+def upper_only() -> Iterator[None]:
+    """Within the block, epsilon queries return the coarse pass's bracket: its upper bound is
+    certified and nearly as tight (the lower bound is looser). For searches such as noise
+    calibration, which read upper bounds only."""
+    token = _UPPER_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _UPPER_ONLY.reset(token)
+
+
+#: adaptive epsilon queries start at this many grid points and refine until the bracket is
+#: narrower than BRACKET_TARGET (relative) or BRACKET_ABSOLUTE
+ADAPTIVE_START_POINTS = 1 << 14
+BRACKET_TARGET = 0.008
+BRACKET_ABSOLUTE = 1e-3
 #: gentler tilts are tried while upper > lower * BRACKET_GOAL
 BRACKET_GOAL = 1.005
 #: largest tilt times the untilted window width
@@ -194,7 +218,9 @@ class PLDAccountant(Accountant):
         self.target_points = target_points
         self._prep: _Prepared | None = None
         self._upper_events: dict[Event, int] = {}
-        self._states: dict[tuple[str, float], tuple[ComposedPLD, ComposedPLD]] = {}
+        self._states: dict[tuple[str, float, int], tuple[ComposedPLD, ComposedPLD]] = {}
+        #: grid points of the compositions being made (adaptive epsilon queries start coarse)
+        self._points = target_points
         self._non_private = False
 
     def _unsupported_reason(self, event: Event) -> str | None:
@@ -311,7 +337,7 @@ class PLDAccountant(Accountant):
     ) -> tuple[ComposedPLD, ComposedPLD]:
         """(upper, lower) compositions of one direction at one tilt (cached); ``delta`` is
         the level of interest (the window drops untilted tails far below it)."""
-        key = (name, tilt)
+        key = (name, tilt, self._points)
         if key in self._states:
             return self._states[key]
         coarse = prep.coarse[name]
@@ -325,7 +351,7 @@ class PLDAccountant(Accountant):
             b = tilted_window(coarse, tilt, TAIL_MASS, untilted)[1]
         a, b, b_full = a - pad, b + pad, b_full + pad
         width = b - a
-        h = width / _resolution(self.target_points, len(prep.comps), total)
+        h = width / _resolution(self._points, len(prep.comps), total)
         h = max(h, prep.span / MAX_COMPONENT_POINTS, 2.0 * width / MAX_FFT_LEN, 1e-9)
         # ... and the FFT window extends over the heavy tilted tail where that is affordable,
         # so that little tilted mass wraps around (which would loosen lower bounds)
@@ -385,6 +411,29 @@ class PLDAccountant(Accountant):
 
     # -- queries -----------------------------------------------------------------------
     def _epsilon(self, delta: float) -> EpsilonBound:
+        """The bracket at the coarsest grid that makes it narrower than BRACKET_TARGET
+        (relative, or BRACKET_ABSOLUTE), never finer than ``target_points``.
+
+        Upper bounds barely move with the grid (connect-the-dots); the lower bound's gap shrinks
+        about in proportion to the spacing, so the points needed are estimated from a coarse
+        pass and one finer pass usually suffices."""
+        full = self.target_points
+        points = min(full, ADAPTIVE_START_POINTS)
+        try:
+            while True:
+                self._points = points
+                bound = self._epsilon_at(delta)
+                gap = bound.epsilon - bound.epsilon_lower
+                narrow = _UPPER_ONLY.get() or gap <= max(BRACKET_TARGET * bound.epsilon,
+                                                         BRACKET_ABSOLUTE)
+                if points >= full or narrow or not math.isfinite(bound.epsilon):
+                    return bound
+                ratio = gap / max(0.8 * BRACKET_TARGET * bound.epsilon, BRACKET_ABSOLUTE)
+                points = min(full, points * 2 ** max(1, math.ceil(math.log2(ratio))))
+        finally:
+            self._points = full
+
+    def _epsilon_at(self, delta: float) -> EpsilonBound:
         prep = self._prepared()
         if self._non_private:
             return infinite_epsilon(delta, self.name)
@@ -438,7 +487,7 @@ class PLDAccountant(Accountant):
                 if epsilon >= float(up.losses[0]):
                     break
             # every composition made so far certifies both bounds: use the best of them
-            for (state_name, _tilt), (up, low) in self._states.items():
+            for (state_name, _tilt, _points), (up, low) in self._states.items():
                 if state_name != name:
                     continue
                 best_up = min(best_up, delta_at(up, epsilon, upper=True))
