@@ -36,9 +36,7 @@ def register(subparsers: Any) -> None:
     query.add_argument("--delta", help="report epsilon at this delta (default: file's, or 1e-5)")
     query.add_argument("--epsilon", help="report delta at this epsilon")
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument(
-        "--backends", nargs="+", metavar="NAME", help="only use these accountants (e.g. pld rdp)"
-    )
+    add_backends_option(parser)
     parser.add_argument(
         "--per-release", action="store_true", help="also bound each release on its own"
     )
@@ -59,6 +57,23 @@ def one_line_errors(parser: argparse.ArgumentParser) -> None:
         raise SystemExit(2)
 
     parser.error = error  # type: ignore[method-assign]
+
+
+def backend_names(text: str) -> list[str]:
+    """Accountant names from one ``--backends`` value (comma-separated)."""
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"empty accountant name in {text!r}")
+    return names
+
+
+def add_backends_option(parser: argparse.ArgumentParser) -> None:
+    """``--backends pld,rdp`` (repeatable); a comma list never swallows the positional file."""
+    parser.add_argument(
+        "--backends", type=backend_names, action="extend", metavar="NAME[,NAME...]",
+        help="only use these accountants, comma-separated (e.g. pld,rdp; default: all of "
+        "closed_form, pld, rdp, prv)",
+    )
 
 
 def parse_number(text: str, option: str, example: str) -> float:

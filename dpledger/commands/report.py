@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpledger.commands.account import one_line_errors, parse_number
+from dpledger.commands.account import add_backends_option, one_line_errors, parse_number
 from dpledger.core.errors import InvalidParameterError
 
 
@@ -32,8 +32,7 @@ def register(subparsers: Any) -> None:
     query = parser.add_mutually_exclusive_group()
     query.add_argument("--delta", help="report epsilon at this delta (default: the input's)")
     query.add_argument("--epsilon", help="report delta at this epsilon")
-    parser.add_argument("--backends", nargs="+", metavar="NAME",
-                        help="only use these accountants (e.g. pld rdp)")
+    add_backends_option(parser)
     parser.add_argument("--audit", type=Path, default=None,
                         help="JSON audit result to include (dpledger audit --json)")
     parser.add_argument("--no-figures", action="store_true", help="skip the figures")

@@ -284,3 +284,19 @@ def test_subprocess_exit_codes(small: Path, tmp_path: Path) -> None:
     assert len(proc.stderr.splitlines()) == 1
     assert "Traceback" not in proc.stderr
     assert "releases[0].event.noise_multiplier" in proc.stderr
+
+
+def test_backends_take_a_comma_list_and_leave_the_file_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, PIPELINE)
+    assert main(["account", "--backends", "pld,closed_form", str(path), "--json"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert main(["account", "--backends", "pld", "--backends", "closed_form", str(path),
+                 "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["epsilon"] == both["epsilon"] == _expected()
+    with pytest.raises(SystemExit) as info:
+        main(["account", "--backends", "pld,", str(path)])
+    assert info.value.code == 2
+    assert "--backends" in capsys.readouterr().err

@@ -17,7 +17,7 @@ def _json_report(tmp_path: Path, name: str, data: dict) -> Path:
     pipeline = write_pipeline(tmp_path / f"{name}.json", data)
     out = tmp_path / f"{name}.report.json"
     assert main(["report", str(pipeline), "--format", "json", "--out", str(out),
-                 "--backends", "closed_form", "rdp"]) == 0
+                 "--backends", "closed_form,rdp"]) == 0
     return out
 
 
