@@ -20,8 +20,9 @@ def register(subparsers: Any) -> None:
         "runtime ledger, write synthetic trajectories, figures and a privacy report (md, html, "
         "json).",
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help=f"output directory, new or empty (default: {DEFAULT_OUT})")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"output directory, new or empty (default: {DEFAULT_OUT}, or "
+                        f"{DEFAULT_OUT}-2, -3, ... when it is already used)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or messages")
     parser.add_argument("--tiny", action="store_true", help="a very small run (seconds)")
     parser.add_argument("--seed", type=int, default=0, help="seed of data and noise")
@@ -35,10 +36,21 @@ def run(args: argparse.Namespace) -> int:
     from dpledger.demo import TINY, DemoConfig, run_demo
 
     config = attrs.evolve(TINY if args.tiny else DemoConfig(), seed=args.seed)
-    result = run_demo(args.out, config, quiet=args.quiet)
+    out = args.out if args.out is not None else fresh_directory(Path(DEFAULT_OUT))
+    result = run_demo(out, config, quiet=args.quiet)
     if not args.quiet:
         print(f"wrote {len(result.files)} files to {result.out}:")
         for path in result.files:
             print(f"  {path}")
         print(f"open {result.out / 'report.html'} for the privacy report")
     return 0
+
+
+def fresh_directory(base: Path) -> Path:
+    """``base`` if it is new or empty, else the first new or empty ``base-2``, ``base-3``, ...
+    (earlier output is never overwritten)."""
+    candidate, n = base, 1
+    while candidate.exists() and (not candidate.is_dir() or any(candidate.iterdir())):
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate

@@ -119,3 +119,19 @@ def test_plugin_reports_progress_through_the_data_mapping() -> None:
     with pytest.raises(InvalidParameterError, match=r"data\.progress"):
         run_verified(spec, params, {"marginals": data.marginals, "progress": 3},
                      adjacency=Adjacency(), seed=1)
+
+
+def test_fresh_directory_never_reuses_earlier_output(tmp_path: Path) -> None:
+    from dpledger.commands.demo import fresh_directory
+
+    base = tmp_path / "dpledger-demo"
+    assert fresh_directory(base) == base
+    base.mkdir()
+    assert fresh_directory(base) == base  # empty: used as is
+    (base / "report.html").write_text("earlier")
+    assert fresh_directory(base) == tmp_path / "dpledger-demo-2"
+    (tmp_path / "dpledger-demo-2").mkdir()
+    (tmp_path / "dpledger-demo-2" / "x").write_text("")
+    (tmp_path / "dpledger-demo-3").write_text("a file")
+    assert fresh_directory(base) == tmp_path / "dpledger-demo-4"
+    assert (base / "report.html").read_text() == "earlier"
