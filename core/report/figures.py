@@ -252,6 +252,20 @@ def draw_graph(built: BuiltReport) -> bytes:
     return _png(fig)
 
 
+#: the one line printed when figures cannot be drawn
+NO_MATPLOTLIB = ("figures skipped: matplotlib is not installed. Fix: pip install "
+                 "'dpledger[reports]' (the report itself is complete without them)")
+
+
+def figures_available() -> bool:
+    """Whether matplotlib can be imported (figures are optional)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def make_figures(
     built: BuiltReport, progress: Callable[[str], None] | None = None
 ) -> list[Figure]:

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                                     "pass a pipeline file or a run directory")
     from dpledger.core.plugin_manager import PluginHost
     from dpledger.core.report import report_input, write_report
-    from dpledger.core.report.figures import make_figures
+    from dpledger.core.report.figures import NO_MATPLOTLIB, figures_available, make_figures
     from dpledger.core.report.write import render
 
     if args.backends is not None and not args.backends:
@@ -92,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
                          audit=audit, host=PluginHost())
     draw = not args.no_figures and args.format != "json" and (
         args.out is not None or args.format == "html")
+    if draw and not figures_available():
+        sys.stderr.write(f"dpledger report: {NO_MATPLOTLIB}\n")
+        draw = False
     figures = make_figures(built) if draw else None
     if args.out is None:
         text, _ = render(built, args.format, None, figures=figures)

@@ -4,6 +4,8 @@ import base64
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
+
 from dpledger.cli import main
 
 
@@ -49,3 +51,22 @@ def test_markdown_figures_are_files_beside_it(pipeline_file: Path, tmp_path: Pat
         png = out.with_name(f"report-{key}.png")
         assert png.read_bytes()[:4] == b"\x89PNG"
         assert f"](report-{key}.png)" in md
+
+
+@pytest.mark.parametrize("fmt", ["html", "md"])
+def test_without_matplotlib_the_report_is_written_without_figures(
+    fmt: str, pipeline_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import sys
+
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    out = tmp_path / f"report.{fmt}"
+    assert main(["report", str(pipeline_file), "--format", fmt, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "matplotlib is not installed" in err
+    assert "dpledger[reports]" in err and "Traceback" not in err
+    text = out.read_text()
+    assert "Formal statement" in text and "<img" not in text and ".png" not in text
