@@ -64,14 +64,18 @@ class ProofRef:
     """Where the privacy claim of a spec is proven.
 
     ``citation`` names the result (paper and theorem, or a proof document); ``location`` is an
-    optional path or URL of the proof text.
+    optional path or URL of the proof text; ``records`` names the code objects (dotted paths)
+    whose proof records (:mod:`dpledger.proofs_checks.registry`) the claim rests on: a report
+    gives the method the weakest of its own tier and theirs (a stale record is ``unverified``).
     """
 
     citation: str = attrs.field(validator=_text_validator)
     location: str | None = None
+    records: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"citation": self.citation, "location": self.location}
+        return {"citation": self.citation, "location": self.location,
+                "records": list(self.records)}
 
 
 def _proof_converter(value: Any) -> Any:

@@ -133,11 +133,18 @@ def _registry_tier(target: str) -> str | None:
 
 
 def release_tier(spec: MethodSpec | None, provenance: Provenance | None) -> str:
-    """``unverified`` for third-party or unknown methods; otherwise the registry's tier."""
+    """``unverified`` for third-party or unknown methods; otherwise the weakest of the
+    plugin's tier (``contrib`` for builtin methods) and the tiers of the proof records its
+    spec names (``ProofRef.records``; a missing or stale record is ``unverified``)."""
     prov = provenance or (spec.provenance if spec is not None else None)
     if spec is None or prov is None or prov.tier == "unverified":
         return "unverified"
-    return _registry_tier(spec.name) or prov.tier
+    tiers = [prov.tier, *(_registry_tier(t) or "unverified" for t in spec.proof.records)]
+    return max(tiers, key=TIER_ORDER.index)
+
+
+#: strongest first
+TIER_ORDER: tuple[str, ...] = ("vetted", "contrib", "unverified")
 
 
 # -- pieces of the report --------------------------------------------------------------------
