@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 if TYPE_CHECKING:  # the plugin host loads when a command runs
     from dpledger.core.plugin_manager import PluginHost
+    from dpledger.core.specs import MethodSpec
 
 
 def add_plugin_options(parser: argparse.ArgumentParser) -> None:
@@ -38,9 +42,68 @@ def register(subparsers: Any) -> None:
         "plugins", help="list installed plugins, their methods, mechanisms and problems",
         description="List installed plugins, their methods, mechanisms, trust tier and problems.",
     )
+    parser.add_argument("method", nargs="?", metavar="METHOD", default=None,
+                        help="show this method's parameters (types, defaults) and proof "
+                        "(default: list every plugin)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_plugin_options(parser)
     parser.set_defaults(func=main)
+
+
+def method_parameters(spec: MethodSpec) -> list[dict[str, Any]]:
+    """Name, type, default (None when required) and whether required, of each parameter."""
+    out = []
+    for field in attrs.fields(spec.params):
+        if not field.init:
+            continue
+        required = field.default is attrs.NOTHING
+        default = field.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            default = default.factory()
+        out.append({
+            "name": field.alias or field.name,
+            "type": field.type if isinstance(field.type, str) else getattr(
+                field.type, "__name__", str(field.type)),
+            "required": required,
+            "default": None if required else default,
+        })
+    return out
+
+
+def describe_method(spec: MethodSpec) -> dict[str, Any]:
+    """What ``dpledger plugins METHOD`` shows, as data."""
+    prov = spec.provenance
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "plugin": prov.plugin if prov else None,
+        "distribution": prov.distribution if prov else None,
+        "tier": prov.tier if prov else "unverified",
+        "proof": spec.proof.to_dict(),
+        "parameters": method_parameters(spec),
+        "doc": inspect.getdoc(spec.params) or "",
+    }
+
+
+def _show_method(host: PluginHost, name: str, as_json: bool) -> int:
+    info = describe_method(host.method(name))
+    if as_json:
+        print(json.dumps(info, indent=2, sort_keys=True, default=repr))
+        return 0
+    print(f"{info['name']}: {info['description']}")
+    print(f"plugin {info['plugin'] or '-'} ({info['distribution'] or 'no distribution'}), "
+          f"trust tier {info['tier']}")
+    print(f"proof: {info['proof']['citation']}")
+    header = ("PARAMETER", "TYPE", "DEFAULT")
+    rows = [(p["name"], str(p["type"]), "(required)" if p["required"] else repr(p["default"]))
+            for p in info["parameters"]]
+    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(3)]
+    print()
+    for row in [header, *rows]:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    if info["doc"]:
+        print(f"\n{info['doc']}")
+    return 0
 
 
 def _cell(values: tuple[str, ...]) -> str:
@@ -49,6 +112,8 @@ def _cell(values: tuple[str, ...]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     host = host_from_args(args)
+    if args.method is not None:
+        return _show_method(host, args.method, args.json)
     infos = host.plugins()
     if args.json:
         payload = {
