@@ -78,6 +78,24 @@ def read_config(path: Path) -> dict[str, Any]:
     return config
 
 
+def _array(value: Any, field: str) -> Any:
+    """``value`` as a numpy array; ragged nested lists are refused naming the first short row."""
+    try:
+        return np.asarray(value)
+    except ValueError:
+        pass
+    if isinstance(value, list):
+        lengths = [len(v) if isinstance(v, list) else None for v in value]
+        for i, n in enumerate(lengths):
+            if n != lengths[0]:
+                raise InvalidParameterError(
+                    f"{field}[{i}]", f"has {n if n is not None else 'a scalar, not'} values "
+                    f"where {field}[0] has {lengths[0]}",
+                    "give every row the same number of values") from None
+    raise InvalidParameterError(field, "is not a regular array",
+                                "give every row the same number of values")
+
+
 def load_data(path: Path) -> Any:
     """``.npy`` (array), ``.npz`` (mapping of arrays), ``.csv`` (numeric) or ``.json``."""
     suffix = path.suffix.lower()
@@ -89,12 +107,22 @@ def load_data(path: Path) -> Any:
         with np.load(path, allow_pickle=False) as npz:
             return {k: npz[k] for k in npz.files}
     if suffix == ".csv":
-        return np.loadtxt(path, delimiter=",", ndmin=1)
+        try:
+            return np.loadtxt(path, delimiter=",", ndmin=1)
+        except ValueError as exc:
+            reason = str(exc).splitlines()[0].split(";")[0] if str(exc) else "unreadable"
+            raise InvalidParameterError(
+                "data", f"{path.name} is not a numeric CSV table ({reason})",
+                "give every row the same number of comma-separated numbers") from None
     if suffix == ".json":
-        value = json.loads(path.read_text())
+        try:
+            value = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InvalidParameterError("data", f"{path.name} is not valid JSON: {exc}",
+                                        "write the data as JSON") from None
         if isinstance(value, dict):
-            return {k: np.asarray(v) for k, v in value.items()}
-        return np.asarray(value)
+            return {k: _array(v, f"data[{k!r}]") for k, v in value.items()}
+        return _array(value, "data")
     raise InvalidParameterError("data", f"unknown data format {suffix!r}",
                                 "use .npy, .npz, .csv or .json")
 

@@ -24,6 +24,7 @@ from dpledger.plugins.swflow.generator import Generator, sliced_loss
 from dpledger.plugins.swflow.params import AnyParams, FlowParams, FlowResampleParams, GenParams
 from dpledger.plugins.swflow.sensitivity import record_bound, sample_projections
 from dpledger.plugins.swflow.transport import flow_step, sorted_columns
+from dpledger.plugins.torch_device import torch_device
 
 DTYPE = torch.float64
 
@@ -49,17 +50,7 @@ def _prepare(params: AnyParams, data: Any, ledger: PrivacyLedger, name: str
 
 
 def _device(params: AnyParams) -> torch.device:
-    device = torch.device(params.device)
-    available = {
-        "cpu": True,
-        "cuda": torch.cuda.is_available(),
-        "mps": torch.backends.mps.is_available(),
-    }.get(device.type, False)
-    if not available:
-        raise InvalidParameterError(
-            "device", f"torch device {params.device!r} is not available here", "use 'cpu'"
-        )
-    return device
+    return torch_device(params.device)
 
 
 def _torch_generator(rng: np.random.Generator, device: torch.device) -> torch.Generator:

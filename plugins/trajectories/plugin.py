@@ -236,9 +236,11 @@ def read_progress(data: Any) -> Callable[[int], Any] | None:
 def run(params: TrajectoriesParams, data: Any, ledger: PrivacyLedger,
         rng: np.random.Generator) -> dict[str, Any]:
     """Run the private dynamics under ``ledger``; ``rng`` drives public randomness only."""
+    from dpledger.plugins.torch_device import torch_device
     from dpledger.plugins.trajectories import mfld
     from dpledger.plugins.trajectories.noise import LedgerNoise
 
+    torch_device(params.device)  # an unavailable device fails before any noise is drawn
     marg, file_times = read_data(data)
     if ledger.adjacency.unit == "user":
         marg = one_point_per_user([np.asarray(m) for m in marg], data, ledger)

@@ -158,3 +158,15 @@ def test_dpledger_run_cli(tmp_path: Path, make_dist, capsys) -> None:  # type: i
     values = json.loads((out / "outputs.json").read_text())
     assert values["paper_gdp_mu"][0] == pytest.approx(0.2 * np.sqrt(4 * np.expm1(1 / 1.2**2)))
     assert ledger["privacy"]["epsilon"] > 0
+
+
+def test_an_unavailable_device_is_refused_before_any_noise() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    params = plugin.SPEC.make_params({**BASE, "device": "cuda"})
+    marg = make_multimodal(N=N, T=T, seed=1).marginals
+    with pytest.raises(InvalidParameterError) as err:
+        run_verified(plugin.SPEC, params, {"marginals": marg}, seed=0)
+    assert err.value.field == "device" and "use 'cpu'" in str(err.value)
