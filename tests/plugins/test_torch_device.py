@@ -17,7 +17,7 @@ def test_cpu_is_always_there() -> None:
 
 @pytest.mark.parametrize("name", ["gpu", "cuda:x", ""])
 def test_unknown_devices_name_the_field(name: str) -> None:
-    with pytest.raises(InvalidParameterError, match="device.*not a torch device"):
+    with pytest.raises(InvalidParameterError, match=r"device.*not a torch device"):
         torch_device(name)
 
 
