@@ -82,7 +82,7 @@ def upper_only() -> Iterator[None]:
 #: narrower than BRACKET_TARGET (relative) or BRACKET_ABSOLUTE
 ADAPTIVE_START_POINTS = 1 << 14
 BRACKET_TARGET = 0.008
-BRACKET_ABSOLUTE = 1e-3
+BRACKET_ABSOLUTE = 1e-4
 #: gentler tilts are tried while upper > lower * BRACKET_GOAL
 BRACKET_GOAL = 1.005
 #: largest tilt times the untilted window width

@@ -216,7 +216,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.calibrate.calibrate_noise_multiplier",
         status="contrib",
         proof="proofs_checks/analytic_gaussian_calibration/proof.md",
-        source_sha256="c629d4367c335ea9b9a48a317f5a3dc1bd3b0309b660fab22b7a34d2e6d48aff",
+        source_sha256="151c75cbe6683d5193f65ad0ed1da585b297096cc32d0d0ed2af6eed688c9c5a",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.leaf_profiles",
