@@ -205,9 +205,9 @@ def run_demo(
     say: Callable[[str], None] = print,
 ) -> DemoResult:
     """Run every step and write the outputs into ``out`` (new or empty directory)."""
-    from dpledger.commands.run import PRIVATE_FILE
     from dpledger.core.ledger import declare_checked, run_verified
     from dpledger.core.plugin_manager import PluginHost
+    from dpledger.core.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord
 
     host = PluginHost()
     spec = host.method(METHOD)
@@ -306,23 +306,21 @@ def run_demo(
             "√(2 ln(1/δ))/ε calibration is not valid for every (ε, δ))",
             *notes,
         ]
-        ledger_json = {
-            "dpledger_version": _version(),
-            "method": spec.name,
-            "provenance": spec.provenance.to_dict() if spec.provenance else None,
-            "params": attrs.asdict(params),
-            "pipeline": pipeline_path.name,
-            **ledger.to_dict(),
-            "executed": _grouped(ledger.executed_event()).to_dict(),
-            "declared_core": host.lower(declared).to_dict(),
-            "verified": True,
-            "exact_match": exact,
-            "privacy": bound.to_dict(),
-            "outputs": {"files": {"synthetic": "synthetic.npz", "paths": "synthetic_paths.csv"},
-                        "values": {k: v for k, v in outputs.items()
-                                   if not isinstance(v, np.ndarray)}},
-        }
-        _write_json(out / "ledger.json", ledger_json)
+        record = RunRecord(
+            method=spec.name,
+            provenance=spec.provenance.to_dict() if spec.provenance else None,
+            params=attrs.asdict(params),
+            ledger={**ledger.to_dict(),
+                    "executed": _grouped(ledger.executed_event()).to_dict()},
+            declared_core=host.lower(declared).to_dict(),
+            privacy=bound.to_dict(),
+            pipeline=pipeline_path.name,
+            exact_match=exact,
+        ).with_outputs(
+            {"synthetic": "synthetic.npz", "paths": "synthetic_paths.csv"},
+            {k: v for k, v in outputs.items() if not isinstance(v, np.ndarray)},
+        )
+        _write_json(out / RECORD_FILE, record.to_json())
         # the seed undoes the noise and W2 to the true marginals is a function of the data:
         # both are private diagnostics, kept out of the public run record
         _write_json(out / PRIVATE_FILE, {
@@ -333,7 +331,7 @@ def run_demo(
             **ledger.private_dict(),
         })
         built = report_run_dir(out, host=host, extra_warnings=extra)
-        files = [pipeline_path, out / "ledger.json", out / PRIVATE_FILE, out / "synthetic.npz",
+        files = [pipeline_path, out / RECORD_FILE, out / PRIVATE_FILE, out / "synthetic.npz",
                  out / "synthetic_paths.csv", out / "trajectories.png"]
         with progress_bar(len(CAPTIONS), "report figures", quiet) as tick:
             figures = make_figures(built, progress=lambda _k: tick(1))
@@ -394,9 +392,3 @@ def _close_figures() -> None:
     import matplotlib.pyplot as plt
 
     plt.close("all")
-
-
-def _version() -> str:
-    from dpledger import __version__
-
-    return str(__version__)

@@ -39,11 +39,12 @@ from dpledger.core.report.model import (
     no_guarantee,
 )
 from dpledger.core.report.numbers import fmt_exact, fmt_up
+from dpledger.core.run_record import RECORD_FILE, RunRecord
 from dpledger.core.specs import MethodSpec, Provenance
 
 #: default delta of a pipeline that states neither delta nor epsilon (as ``dpledger account``)
 DEFAULT_DELTA = 1e-5
-LEDGER_FILE = "ledger.json"
+LEDGER_FILE = RECORD_FILE
 AUDIT_FILE = "audit.json"
 
 SETTING = (
@@ -543,34 +544,30 @@ def _read_json(path: Path, field: str) -> Any:
         ) from None
 
 
-def runtime_section(ledger: Mapping[str, Any]) -> dict[str, Any]:
+def runtime_section(record: RunRecord) -> dict[str, Any]:
     """The runtime-ledger facts a report shows (from ``ledger.json``)."""
     out: dict[str, Any] = {
-        "method": ledger.get("method"),
-        "verified": bool(ledger.get("verified", False)),
+        "method": record.method,
+        "verified": record.verified,
         # the seed undoes the noise: a run record keeps it in its private diagnostics only
-        "seed": ledger.get("seed", "not published (private diagnostics)"),
-        "secure_seed": ledger.get("secure_seed"),
-        "steps": len(ledger.get("steps", [])),
+        "seed": "not published (private diagnostics)",
+        "secure_seed": record.ledger.get("secure_seed"),
+        "steps": len(record.ledger.get("steps", [])),
         "recorded_bound": {
-            k: v
-            for k, v in (ledger.get("privacy") or {}).items()
+            k: v for k, v in record.privacy.items()
             if k in ("epsilon", "epsilon_lower", "delta", "delta_lower", "method")
-        }
-        or None,
+        } or None,
     }
-    for key in ("declared_core", "executed"):
-        if isinstance(ledger.get(key), Mapping):
+    for key, value in (("declared_core", record.declared_core),
+                       ("executed", record.ledger.get("executed"))):
+        if isinstance(value, Mapping):
             try:
-                out[key] = event_from_dict(ledger[key]).describe()
+                out[key] = event_from_dict(value).describe()
             except DPLedgerError:
-                out[key] = json.dumps(ledger[key], sort_keys=True)
-    if isinstance(ledger.get("marginals"), list):
-        out["ledgers"] = ledger["marginals"]
-    if isinstance(ledger.get("outputs"), Mapping):
-        files = ledger["outputs"].get("files", {})
-        values = ledger["outputs"].get("values", {})
-        out["outputs"] = sorted([*files, *values])
+                out[key] = json.dumps(value, sort_keys=True)
+    files = record.outputs.get("files", {})
+    values = record.outputs.get("values", {})
+    out["outputs"] = sorted([*files, *values])
     return out
 
 
@@ -596,22 +593,20 @@ def report_run_dir(
 ) -> BuiltReport:
     """Report a run directory: its ledger's declaration (or the pipeline it names)."""
     run = Path(path)
-    ledger = _read_json(run / LEDGER_FILE, "INPUT")
-    if not isinstance(ledger, Mapping):
-        raise InvalidParameterError("INPUT", f"{LEDGER_FILE} is not a table", "pass a run dir")
+    record = RunRecord.from_json(_read_json(run / LEDGER_FILE, "INPUT"))
     if audit is None and (run / AUDIT_FILE).is_file():
         audit = _read_json(run / AUDIT_FILE, "INPUT")
-    runtime = runtime_section(ledger)
-    recorded = ledger.get("privacy") or {}
+    runtime = runtime_section(record)
+    recorded = record.privacy
     if delta is None and epsilon is None and "delta" in recorded and "epsilon" in recorded:
         delta = float(recorded["delta"])
-    if isinstance(ledger.get("pipeline"), str):
-        pfile = run / ledger["pipeline"]
+    if record.pipeline is not None:
+        pfile = run / record.pipeline
         built = report_pipeline_file(
             pfile, delta=delta, epsilon=epsilon, audit=audit, runtime=runtime, **kwargs
         )
     else:
-        built = _report_ledger(run, ledger, runtime, delta, epsilon, audit, **kwargs)
+        built = _report_ledger(run, record, runtime, delta, epsilon, audit, **kwargs)
     extra = _recorded_mismatch(runtime, built.report.bound)
     if extra:
         report = attrs.evolve(built.report, warnings=(*built.report.warnings, *extra))
@@ -621,26 +616,20 @@ def report_run_dir(
 
 def _report_ledger(
     run: Path,
-    ledger: Mapping[str, Any],
+    record: RunRecord,
     runtime: Mapping[str, Any],
     delta: float | None,
     epsilon: float | None,
     audit: Mapping[str, Any] | None,
     **kwargs: Any,
 ) -> BuiltReport:
-    for key in ("method", "adjacency", "declared_core"):
-        if key not in ledger:
-            raise InvalidParameterError(
-                "INPUT", f"{LEDGER_FILE} has no {key!r}", "pass a run directory of `dpledger run`"
-            )
-    adjacency = Adjacency(**ledger["adjacency"])
-    event = event_from_dict(ledger["declared_core"])
-    method = str(ledger["method"])
-    prov_raw = ledger.get("provenance")
-    prov = Provenance(**prov_raw) if isinstance(prov_raw, Mapping) else None
+    adjacency = record.adjacency
+    event = record.core_event()
+    method = record.method
+    prov = Provenance(**record.provenance) if record.provenance is not None else None
     graph = CompositionGraph()
     graph.add_source("data", adjacency)
-    unit = ledger.get("declared_unit", "row")
+    unit = record.declared_unit
     if unit not in ("row", "user"):
         raise InvalidParameterError(
             "INPUT", f"{LEDGER_FILE} has declared_unit {unit!r}", "pass a run dir of `dpledger run`"

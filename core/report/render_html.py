@@ -83,11 +83,6 @@ def _runtime(runtime: Mapping[str, Any] | None) -> str:
         items.append(f"declared: {runtime['declared_core']}")
     if runtime.get("executed"):
         items.append(f"executed: {runtime['executed']}")
-    for entry in runtime.get("ledgers") or []:
-        items.append(
-            f"ledger {entry.get('name')}: declared {entry.get('declared')}; executed "
-            f"{entry.get('executed')}; verified {entry.get('verified')}"
-        )
     if runtime.get("outputs"):
         items.append(f"outputs: {', '.join(runtime['outputs'])}")
     return _ul(items)

@@ -130,11 +130,6 @@ def _runtime(runtime: Mapping[str, Any] | None) -> list[str]:
         lines.append(f"- declared: {runtime['declared_core']}")
     if runtime.get("executed"):
         lines.append(f"- executed: {runtime['executed']}")
-    for entry in runtime.get("ledgers") or []:
-        lines.append(
-            f"- ledger {entry.get('name')}: declared {entry.get('declared')}; executed "
-            f"{entry.get('executed')}; verified {entry.get('verified')}"
-        )
     rec = runtime.get("recorded_bound")
     if rec and "epsilon" in rec:
         lines.append(

@@ -22,7 +22,6 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger import __version__
 from dpledger.accountant import select
 from dpledger.commands.plugins import add_plugin_options, host_from_args
 from dpledger.core.adjacency import Adjacency
@@ -32,6 +31,7 @@ from dpledger.core.events import Event
 from dpledger.core.ledger import declare_checked, run_verified
 from dpledger.core.report.model import json_safe
 from dpledger.core.report.numbers import fmt_up
+from dpledger.core.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord
 
 DEFAULT_DELTA = 1e-5
 _RESERVED = {"params", "data", "adjacency", "delta"}
@@ -147,9 +147,6 @@ def _jsonable(value: Any) -> Any:
 
 
 #: the run record: data-independent facts only, safe to publish beside the outputs
-RECORD_FILE = "ledger.json"
-#: data-dependent diagnostics (seed, realised sample sizes, row counts): never publish
-PRIVATE_FILE = "PRIVATE-diagnostics.json"
 
 
 def _dumps(value: Any) -> str:
@@ -157,13 +154,14 @@ def _dumps(value: Any) -> str:
     return json.dumps(json_safe(value), indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
-def write_atomically(out: Path, outputs: Mapping[str, Any], ledger: dict[str, Any],
+def write_atomically(out: Path, outputs: Mapping[str, Any], record: RunRecord,
                      private: Mapping[str, Any] | None = None) -> None:
     """Write everything into a temporary sibling of ``out``, then rename it into place.
 
-    ``ledger`` is the public run record (``ledger.json``); ``private`` (data-dependent values
-    useful for debugging, and the seed, which would let anyone subtract the noise) goes to
-    ``PRIVATE-diagnostics.json``, which must never be published with the outputs.
+    ``record`` is the public run record (``ledger.json``; its outputs are filled in here);
+    ``private`` (data-dependent values useful for debugging, and the seed, which would let
+    anyone subtract the noise) goes to ``PRIVATE-diagnostics.json``, which must never be
+    published with the outputs.
     """
     parent = out.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
@@ -178,9 +176,9 @@ def write_atomically(out: Path, outputs: Mapping[str, Any], ledger: dict[str, An
                 files[name] = fname
             else:
                 scalars[name] = _jsonable(value)
-        ledger = {**ledger, "outputs": {"files": files, "values": scalars}}
+        record = record.with_outputs(files, scalars)
         (tmp / "outputs.json").write_text(_dumps(scalars))
-        (tmp / RECORD_FILE).write_text(_dumps(ledger))
+        (tmp / RECORD_FILE).write_text(_dumps(record.to_json()))
         if private is not None:
             note = ("PRIVATE: data-dependent values and the noise seed of this run. Anyone who "
                     "has this file can undo the noise. Never publish it with the outputs.")
@@ -249,25 +247,28 @@ def main(args: argparse.Namespace) -> int:
     )
     result = run_verified(spec, params, data, adjacency=adjacency, seed=args.seed,
                           secure=args.secure, declaration=declaration)
-    record = {
-        "dpledger_version": __version__,
-        "method": spec.name,
-        "provenance": spec.provenance.to_dict() if spec.provenance else None,
-        "params": _jsonable(attrs.asdict(params)),
-        **result.ledger.to_dict(),
-        "declared_core": host.lower(declaration.event, adjacency).to_dict(),
-        "accounted": {"event": per_unit.to_dict(), "lift_rules": list(rules)},
-        "verified": True,
-        "privacy": {
-            **selection.bound.to_dict(),
-            "candidates": [c.to_dict() for c in selection.candidates],
-            "unavailable": [{"backend": n, "reason": r} for n, r in selection.unavailable],
-        },
-    }
+    record = RunRecord(
+        method=spec.name,
+        provenance=spec.provenance.to_dict() if spec.provenance else None,
+        params=_jsonable(attrs.asdict(params)),
+        ledger=result.ledger.to_dict(),
+        declared_core=host.lower(declaration.event, adjacency).to_dict(),
+        accounted={"event": per_unit.to_dict(), "lift_rules": list(rules)},
+        privacy=privacy_record(selection),
+    )
     private = {"seed": args.seed, **result.ledger.private_dict()}
     write_atomically(args.out, result.outputs, record, private)
     print(headline(spec.name, selection.bound.to_dict(), delta, adjacency, args.out))
     return 0
+
+
+def privacy_record(selection: select.Selection) -> dict[str, Any]:
+    """The bound a run record keeps: the reported one, every backend's, and the unavailable."""
+    return {
+        **selection.bound.to_dict(),
+        "candidates": [c.to_dict() for c in selection.candidates],
+        "unavailable": [{"backend": n, "reason": r} for n, r in selection.unavailable],
+    }
 
 
 def headline(method: str, bound: Mapping[str, Any], delta: float, adjacency: Adjacency,
