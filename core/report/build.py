@@ -140,7 +140,7 @@ def release_tier(spec: MethodSpec | None, provenance: Provenance | None) -> str:
     prov = provenance or (spec.provenance if spec is not None else None)
     if spec is None or prov is None or prov.tier == "unverified":
         return "unverified"
-    tiers = [prov.tier, *(_registry_tier(t) or "unverified" for t in spec.proof.records)]
+    tiers: list[str] = [prov.tier, *(_registry_tier(t) or "unverified" for t in spec.proof.records)]
     return max(tiers, key=TIER_ORDER.index)
 
 
