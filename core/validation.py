@@ -118,6 +118,17 @@ def nonnegative_int(instance: Any, attribute: attrs.Attribute[Any], value: Any) 
         )
 
 
+def one_of(*choices: str) -> Any:
+    """An attrs validator requiring one of ``choices``."""
+
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if isinstance(value, bool) or value not in choices:
+            raise InvalidParameterError(attribute.name, f"unknown value {value!r}",
+                                        f"use one of {list(choices)}")
+
+    return check
+
+
 def check_delta_query(delta: float) -> float:
     """Validate a delta at which epsilon is queried: 0 < delta < 1."""
     v = _number("delta", delta)

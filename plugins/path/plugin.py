@@ -47,7 +47,7 @@ from dpledger.core.events import (
 from dpledger.core.hookspecs import hookimpl
 from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef
-from dpledger.core.validation import positive_finite, positive_int, probability
+from dpledger.core.validation import one_of, positive_finite, positive_int, probability
 from dpledger.plugins.path.schema import TableSchema, UserTable, UserTables
 
 EMBEDDERS: tuple[str, ...] = ("minilm", "summary")
@@ -80,14 +80,6 @@ def _delta(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
         raise InvalidParameterError("delta", f"must lie in (0, 1), got {value!r}",
                                     "pass e.g. 1e-6, or leave it unset for 1/n^2")
-
-
-def _choice(*choices: str) -> Any:
-    def run(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if value not in choices:
-            raise InvalidParameterError(attribute.name, f"unknown value {value!r}",
-                                        f"use one of {list(choices)}")
-    return run
 
 
 def _pmf(value: Any) -> tuple[float, ...] | None:
@@ -124,7 +116,7 @@ class PathParams:
     k: int = attrs.field(default=10, validator=positive_int)
     overgeneration: float = attrs.field(default=3.0, validator=positive_finite)
     n_synthetic: int | None = attrs.field(default=None, validator=_optional(positive_int))
-    embedder: str = attrs.field(default="minilm", validator=_choice(*EMBEDDERS))
+    embedder: str = attrs.field(default="minilm", validator=one_of(*EMBEDDERS))
     # model and optimisation
     model_dir: str | None = None
     lora_rank: int = attrs.field(default=8, validator=_nonnegative_int)
@@ -134,8 +126,8 @@ class PathParams:
     n_embd: int = attrs.field(default=64, validator=positive_int)
     max_tokens: int = attrs.field(default=1024, validator=positive_int)
     learning_rate: float = attrs.field(default=5e-4, validator=positive_finite)
-    schedule: str = attrs.field(default="cosine", validator=_choice("cosine", "constant"))
-    optimizer: str = attrs.field(default="adam", validator=_choice("adam", "sgd"))
+    schedule: str = attrs.field(default="cosine", validator=one_of("cosine", "constant"))
+    optimizer: str = attrs.field(default="adam", validator=one_of("adam", "sgd"))
     physical_batch: int = attrs.field(default=16, validator=positive_int)
     # data layout
     precision: int | None = attrs.field(default=2, validator=_precision)

@@ -23,9 +23,8 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.core.errors import InvalidParameterError
 from dpledger.core.ledger import PrivacyLedger
-from dpledger.core.validation import positive_finite, positive_int, probability
+from dpledger.core.validation import one_of, positive_finite, positive_int, probability
 from dpledger.plugins.path.model import Codec, quiet, trainable
 from dpledger.plugins.path.schema import UserTables
 from dpledger.plugins.path.windowing import Example, SplitSampler, collate, make_example
@@ -33,14 +32,6 @@ from dpledger.plugins.path.windowing import Example, SplitSampler, collate, make
 FloatArray = NDArray[np.float64]
 SCHEDULES: tuple[str, ...] = ("cosine", "constant")
 OPTIMIZERS: tuple[str, ...] = ("adam", "sgd")
-
-
-def _one_of(*choices: str) -> Any:
-    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if value not in choices:
-            raise InvalidParameterError(attribute.name, f"unknown value {value!r}",
-                                        f"use one of {list(choices)}")
-    return check
 
 
 @attrs.frozen
@@ -53,8 +44,8 @@ class TrainConfig:
     clip_norm: float = attrs.field(validator=positive_finite)
     expected_batch_size: float = attrs.field(validator=positive_finite)
     learning_rate: float = attrs.field(default=5e-4, validator=positive_finite)
-    schedule: str = attrs.field(default="cosine", validator=_one_of(*SCHEDULES))
-    optimizer: str = attrs.field(default="adam", validator=_one_of(*OPTIMIZERS))
+    schedule: str = attrs.field(default="cosine", validator=one_of(*SCHEDULES))
+    optimizer: str = attrs.field(default="adam", validator=one_of(*OPTIMIZERS))
     max_tokens: int = attrs.field(default=512, validator=positive_int)
     physical_batch: int = attrs.field(default=16, validator=positive_int)
     precision: int | None = 2

@@ -18,17 +18,6 @@ def is_bool(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
                                     "pass a boolean")
 
 
-def one_of(*choices: str) -> Any:
-    """Require one of ``choices``."""
-
-    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if value not in choices:
-            raise InvalidParameterError(attribute.name, f"unknown value {value!r}",
-                                        f"use one of {list(choices)}")
-
-    return check
-
-
 def float_matrix(name: str, data: Any, *, ndim: int | None) -> NDArray[np.float64]:
     """``data`` as a finite float array with ``ndim`` dimensions (any if None)."""
     try:

@@ -29,6 +29,7 @@ import attrs
 import numpy as np
 
 from dpledger.core.errors import InvalidParameterError
+from dpledger.core.validation import one_of
 from dpledger.plugins.shk.torus import DEFAULT_CELLS
 
 LOSSES = ("cosine", "grid")
@@ -78,16 +79,6 @@ def _int_at_least(low: int) -> Any:
     return check
 
 
-def _one_of(choices: tuple[str, ...]) -> Any:
-    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if value not in choices:
-            raise InvalidParameterError(
-                attribute.name, f"unknown value {value!r}", f"use one of {', '.join(choices)}"
-            )
-
-    return check
-
-
 def _delta_target(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and not 0.0 < _number(attribute.name, value) < 1.0:
         raise InvalidParameterError(
@@ -114,19 +105,19 @@ class SHKMethodParams:
     t: float = attrs.field(validator=_nonneg)
     beta: float = attrs.field(validator=_positive)
     n: int = attrs.field(validator=_int_at_least(1))
-    loss: str = attrs.field(default="cosine", validator=_one_of(LOSSES))
+    loss: str = attrs.field(default="cosine", validator=one_of(*LOSSES))
     loss_range: float = attrs.field(default=2.0, validator=_positive)
     delta_pot: float | None = attrs.field(default=None, validator=_optional_positive)
     delta_osc: float | None = attrs.field(default=None, validator=_optional_positive)
     rho0_kappa: float = attrs.field(default=0.0, validator=_nonneg)
     rho0_mu: float = attrs.field(default=0.0, validator=_finite)
-    solver: str = attrs.field(default="grid", validator=_one_of(SOLVERS))
+    solver: str = attrs.field(default="grid", validator=one_of(*SOLVERS))
     n_cells: int = attrs.field(default=DEFAULT_CELLS, validator=_int_at_least(8))
     dt: float | None = attrs.field(default=None, validator=_optional_positive)
     n_particles: int = attrs.field(default=256, validator=_int_at_least(2))
     particle_dt: float = attrs.field(default=0.01, validator=_positive)
     n_samples: int = attrs.field(default=1, validator=_int_at_least(1))
-    certificate: str = attrs.field(default="pure", validator=_one_of(CERTIFICATES))
+    certificate: str = attrs.field(default="pure", validator=one_of(*CERTIFICATES))
     approx_epsilon: float | None = attrs.field(default=None, validator=_optional_positive)
     target_delta: float | None = attrs.field(default=None, validator=_delta_target)
     grad_sensitivity: float | None = attrs.field(default=None, validator=_optional_positive)

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.validation import nonnegative_finite, positive_finite, positive_int
+from dpledger.core.validation import nonnegative_finite, one_of, positive_finite, positive_int
 
 SENSITIVITY_BOUNDS: tuple[str, ...] = ("operator_norm", "probabilistic")
 EVALUATE_AT: tuple[str, ...] = ("noisy", "clean")
@@ -69,16 +69,6 @@ def _device(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         )
 
 
-def _choice(options: tuple[str, ...]) -> Any:
-    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if value not in options:
-            raise InvalidParameterError(
-                attribute.name, f"unknown option {value!r}", f"use one of {list(options)}"
-            )
-
-    return check
-
-
 @attrs.frozen
 class _Common:
     """Fields shared by the three methods."""
@@ -89,7 +79,7 @@ class _Common:
     target_epsilon: float | None = attrs.field(default=None, validator=_optional_positive)
     delta: float = attrs.field(default=1e-5, validator=_delta)
     sensitivity_bound: str = attrs.field(
-        default="operator_norm", validator=_choice(SENSITIVITY_BOUNDS)
+        default="operator_norm", validator=one_of(*SENSITIVITY_BOUNDS)
     )
     #: per-step failure probability of the probabilistic bound (default delta / (10 num_steps))
     failure_probability: float | None = attrs.field(default=None, validator=_optional_probability)
@@ -138,7 +128,7 @@ class FlowResampleParams(_Common):
     batch_size: int = attrs.field(default=250, validator=positive_int)
     step_size: float = attrs.field(default=1.0, validator=positive_finite)
     reg: float = attrs.field(default=0.0, validator=nonnegative_finite)
-    evaluate_at: str = attrs.field(default="noisy", validator=_choice(EVALUATE_AT))
+    evaluate_at: str = attrs.field(default="noisy", validator=one_of(*EVALUATE_AT))
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -158,7 +148,7 @@ class FlowParams(_Common):
     num_sub_projections: int = attrs.field(default=25, validator=positive_int)
     step_size: float = attrs.field(default=1.0, validator=positive_finite)
     reg: float = attrs.field(default=0.0, validator=nonnegative_finite)
-    evaluate_at: str = attrs.field(default="noisy", validator=_choice(EVALUATE_AT))
+    evaluate_at: str = attrs.field(default="noisy", validator=one_of(*EVALUATE_AT))
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
