@@ -1,3 +1,6 @@
+"""Shared attrs validators of the kernel."""
+
+from __future__ import annotations
 
 
 def test_one_of_accepts_only_the_choices() -> None:
