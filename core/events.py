@@ -424,55 +424,81 @@ EVENT_KINDS._freeze_core()
 CORE_EVENT_KINDS: frozenset[str] = frozenset(EVENT_KINDS.core)
 
 
-def event_from_dict(data: Mapping[str, Any], *, _depth: int = 0) -> Event:
-    """Rebuild an event from :meth:`Event.to_dict` output (or a pipeline file entry)."""
-    if not isinstance(data, Mapping) or "kind" not in data:
-        shown = data if isinstance(data, Mapping) else type(data).__name__
-        raise InvalidParameterError(
-            "kind",
-            f"event entry {str(shown)[:60]} has no 'kind'",
-            f"add kind = one of {sorted(EVENT_KINDS)}",
-        )
+#: integer parameters; JSON Schema counts 10.0 as an integer, so 10.0 is read as 10
+INT_EVENT_FIELDS = ("count", "source_size", "sample_size", "num_buckets")
+
+
+def short_repr(value: Any) -> str:
+    """A value for an error message: its repr, cut to one readable line."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _integral(key: str, value: Any) -> Any:
+    if key in INT_EVENT_FIELDS and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def event_from_dict(data: Any, *, path: str = "", _depth: int = 0) -> Event:
+    """The event a table describes: :meth:`Event.to_dict` output, a pipeline file's event
+    table, or a JSON record. Errors name the exact field, under ``path`` (e.g.
+    ``releases[0].event``) when given."""
+
+    def at(key: str) -> str:
+        return f"{path}.{key}" if path else key
+
+    here = path or "event"
+    if not isinstance(data, Mapping):
+        raise InvalidParameterError(here, f"expected an event table, got {type(data).__name__}",
+                                    "write an event table with a kind")
     if _depth > MAX_NESTING:
         raise InvalidParameterError(
-            "event",
-            f"events are nested more than {MAX_NESTING} levels deep",
-            "flatten the composition: use one composed event with a list of events, or a count",
-        )
-    kind = data["kind"]
+            here, f"events are nested more than {MAX_NESTING} levels deep",
+            "flatten the composition: one composed event with a list of events, or a count")
+    kind = data.get("kind")
+    if kind is None:
+        raise InvalidParameterError(at("kind"), "is missing",
+                                    f"add kind = one of {sorted(EVENT_KINDS)}")
     cls = EVENT_KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise InvalidParameterError(
-            "kind", f"unknown mechanism {str(kind)[:60]!r}", f"use one of {sorted(EVENT_KINDS)}"
-        )
+        raise InvalidParameterError(at("kind"), f"unknown mechanism {short_repr(kind)}",
+                                    f"use one of {sorted(EVENT_KINDS)}")
+    if not path:  # a stand-alone table: name fields after its kind (gaussian.noise_multiplier)
+        path = kind
+    fields = {f.name: f for f in attrs.fields(cls)}
     kwargs: dict[str, Any] = {}
-    names = {f.name for f in attrs.fields(cls)}
     for key, value in data.items():
         if key == "kind":
             continue
-        if key not in names:
-            raise InvalidParameterError(
-                f"{kind}.{key}", "is not a parameter of this mechanism", f"use {sorted(names)}"
-            )
+        if key not in fields:
+            raise InvalidParameterError(at(str(key)), f"is not a parameter of {kind}",
+                                        f"use {sorted(fields) or 'no parameters'}")
         if key == "event":
-            kwargs[key] = event_from_dict(value, _depth=_depth + 1)
+            kwargs[key] = event_from_dict(value, path=at("event"), _depth=_depth + 1)
         elif key == "events":
             if not isinstance(value, list | tuple):
-                raise InvalidParameterError(
-                    f"{kind}.events", f"must be a list, got {type(value).__name__}",
-                    "write events = [{kind = ...}, ...]",
-                )
-            kwargs[key] = [event_from_dict(v, _depth=_depth + 1) for v in value]
+                raise InvalidParameterError(at("events"), "must be a list of event tables",
+                                            "write events = [{kind = ...}, ...]")
+            kwargs[key] = [event_from_dict(v, path=f"{at('events')}[{i}]", _depth=_depth + 1)
+                           for i, v in enumerate(value)]
         else:
-            kwargs[key] = value
+            kwargs[key] = _integral(key, value)
+    missing = [n for n, f in fields.items() if f.default is attrs.NOTHING and n not in kwargs]
+    if missing:
+        raise InvalidParameterError(at(missing[0]), f"is missing (required by {kind})",
+                                    f"add {missing[0]} = ...")
     try:
         return cls(**kwargs)
     except InvalidParameterError as exc:
-        raise InvalidParameterError(f"{kind}.{exc.field}", exc.problem, exc.fix) from None
-    except TypeError as exc:
-        raise InvalidParameterError(
-            kind, str(exc), f"give the parameters {sorted(names)}"
-        ) from None
+        field = exc.field.split(".")[-1].split("[")[0]
+        raise InvalidParameterError(at(field) if field in fields else here, exc.problem,
+                                    exc.fix) from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(here, str(exc),
+                                    f"give the parameters {sorted(fields)}") from None
 
 
 def canonical(event: Event) -> Event:

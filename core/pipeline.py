@@ -25,7 +25,8 @@ from dpledger.core.errors import (
     InvalidParameterError,
     PipelineFileError,
 )
-from dpledger.core.events import EVENT_KINDS, MAX_NESTING, Event
+from dpledger.core.events import MAX_NESTING, Event, event_from_dict
+from dpledger.core.events import short_repr as _short
 from dpledger.core.graph import TRANSFORM_KINDS, CompositionGraph
 
 SCHEMA_PATH = Path(__file__).with_name("pipeline_schema.json")
@@ -94,14 +95,6 @@ class _Ctx:
         return PipelineFileError(f"{self.origin}: {field}: {problem}. Fix: {fix}")
 
 
-def _short(value: Any) -> str:
-    """A value for an error message: its repr, cut to one readable line."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"an integer of {len(str(abs(value)))} digits"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _keys(ctx: _Ctx, data: Any, path: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
         raise ctx.fail(path, f"expected a table, got {type(data).__name__}", "write a table {...}")
@@ -131,9 +124,6 @@ def _string(
             f'write {key} = "..."',
         )
     return value
-
-
-INT_EVENT_FIELDS = ("count", "source_size", "sample_size", "num_buckets")
 
 
 def _integral(value: Any) -> Any:
@@ -181,68 +171,12 @@ def _list(ctx: _Ctx, data: Mapping[str, Any], key: str) -> list[Any]:
     return value
 
 
-def parse_event(ctx: _Ctx, data: Any, path: str, depth: int = 0) -> Event:
+def parse_event(ctx: _Ctx, data: Any, path: str) -> Event:
     """Build an event from its table, naming the exact field path on any error."""
-    if not isinstance(data, Mapping):
-        raise ctx.fail(
-            path,
-            f"expected an event table, got {type(data).__name__}",
-            "write an event table with a kind",
-        )
-    if depth > MAX_NESTING:
-        raise ctx.fail(
-            path,
-            f"events are nested more than {MAX_NESTING} levels deep",
-            "flatten the composition: one composed event with a list of events, or a count",
-        )
-    kind = data.get("kind")
-    if kind is None:
-        raise ctx.fail(f"{path}.kind", "is missing", f"add kind = one of {sorted(EVENT_KINDS)}")
-    cls = EVENT_KINDS.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        raise ctx.fail(
-            f"{path}.kind",
-            f"unknown mechanism {_short(kind)}",
-            f"use one of {sorted(EVENT_KINDS)}",
-        )
-    fields = {f.name: f for f in attrs.fields(cls)}
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "kind":
-            continue
-        if key not in fields:
-            raise ctx.fail(
-                f"{path}.{key}",
-                f"is not a parameter of {kind}",
-                f"use {sorted(fields) or 'no parameters'}",
-            )
-        if key == "event":
-            kwargs[key] = parse_event(ctx, value, f"{path}.event", depth + 1)
-        elif key == "events":
-            if not isinstance(value, list):
-                raise ctx.fail(
-                    f"{path}.events",
-                    "must be a list of event tables",
-                    "write events = [{kind = ...}, ...]",
-                )
-            kwargs[key] = [
-                parse_event(ctx, v, f"{path}.events[{i}]", depth + 1) for i, v in enumerate(value)
-            ]
-        else:
-            kwargs[key] = _integral(value) if key in INT_EVENT_FIELDS else value
-    missing = [n for n, f in fields.items() if f.default is attrs.NOTHING and n not in kwargs]
-    if missing:
-        raise ctx.fail(
-            f"{path}.{missing[0]}", f"is missing (required by {kind})", f"add {missing[0]} = ..."
-        )
     try:
-        return cls(**kwargs)
+        return event_from_dict(data, path=path)
     except InvalidParameterError as exc:
-        field = exc.field.split(".")[-1].split("[")[0]
-        sub = f"{path}.{field}" if field in fields else path
-        raise ctx.fail(sub, exc.problem, exc.fix) from None
-    except (TypeError, ValueError) as exc:
-        raise ctx.fail(path, str(exc), f"give the parameters {sorted(fields)}") from None
+        raise ctx.fail(exc.field, exc.problem, exc.fix) from None
 
 
 def _adjacency(ctx: _Ctx, data: Any, path: str) -> Adjacency:
