@@ -35,220 +35,42 @@ from __future__ import annotations
 import math
 import secrets
 from collections import Counter
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import numpy as np
 from numpy.typing import NDArray
 
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.declaration import Declaration, declare_once, frozen_copy
+from dpledger.core.coverage import (
+    canonical_multiset,
+    canonical_step,
+    describe_step,
+    explain_uncovered,
+    multiset_covered,
+)
+from dpledger.core.declaration import Declaration, frozen_copy
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError, PluginError
 from dpledger.core.events import (
-    ApproxDPEvent,
     ComposedEvent,
     Event,
     ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
-    NonPrivateEvent,
     PoissonSampledEvent,
-    PureDPEvent,
-    RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
-    TimeProfiledPureDPEvent,
-    canonical,
     flatten,
 )
 
 if TYPE_CHECKING:
-    from dpledger.core.specs import MethodSpec
+    pass
 
 FloatArray = NDArray[np.float64]
 
 #: relative shrink applied to clipped rows so that rounding never leaves a norm above the bound
 _CLIP_SHRINK = 1.0 - 8.0 * np.finfo(np.float64).eps
-
-
-# ---------------------------------------------------------------------------------------------
-# Canonical multisets and dominance
-# ---------------------------------------------------------------------------------------------
-@attrs.frozen
-class _Sampled:
-    """Canonical form of a sampled step: the scheme and the multiset of what runs inside."""
-
-    scheme: str  # "poisson" | "wor"
-    rate: float
-    source_size: int
-    sample_size: int
-    inner: tuple[tuple[Hashable, int], ...]
-
-
-Multiset = tuple[tuple[Hashable, int], ...]
-
-
-def _canon(event: Event) -> Hashable:
-    if isinstance(event, TimeProfiledPureDPEvent):
-        return canonical(event)
-    if isinstance(event, PoissonSampledEvent):
-        inner = canonical_multiset(event.event)
-        return _Sampled("poisson", event.sampling_probability, 0, 0, inner)
-    if isinstance(event, SampledWithoutReplacementEvent):
-        return _Sampled(
-            "wor", event.sampling_probability, event.source_size, event.sample_size,
-            canonical_multiset(event.event),
-        )
-    hashable: Hashable = event
-    return hashable
-
-
-def canonical_multiset(event: Event) -> Multiset:
-    """``flatten(event)`` as a sorted multiset of canonical (hashable) steps."""
-    counts: Counter[Hashable] = Counter()
-    for leaf, count in flatten(event):
-        counts[_canon(leaf)] += count
-    return tuple(sorted(counts.items(), key=lambda kv: repr(kv[0])))
-
-
-_EPSILON_KINDS = (PureDPEvent, ExponentialMechanismEvent, ReportNoisyMaxEvent)
-
-
-def dominates(declared: Hashable, executed: Hashable) -> bool:
-    """Whether one declared step covers one executed step (both canonical)."""
-    if isinstance(declared, NonPrivateEvent):
-        return True
-    if isinstance(executed, _Sampled):
-        if isinstance(declared, _Sampled):
-            if declared.scheme != executed.scheme:
-                return False
-            if executed.scheme == "poisson":
-                ok = executed.rate <= declared.rate
-            else:
-                ok = (
-                    executed.source_size == declared.source_size
-                    and executed.sample_size <= declared.sample_size
-                )
-            return ok and multiset_covered(executed.inner, declared.inner)
-        # subsampling (rate <= 1) never costs more than running the inner step on everything
-        return len(executed.inner) == 1 and executed.inner[0][1] == 1 and dominates(
-            declared, executed.inner[0][0]
-        )
-    if isinstance(declared, _Sampled) or type(declared) is not type(executed):
-        return False
-    if isinstance(executed, GaussianEvent | LaplaceEvent):
-        assert isinstance(declared, GaussianEvent | LaplaceEvent)
-        return bool(executed.noise_multiplier >= declared.noise_multiplier)
-    if isinstance(executed, _EPSILON_KINDS):
-        assert isinstance(declared, _EPSILON_KINDS)
-        return bool(executed.epsilon <= declared.epsilon)
-    if isinstance(executed, ApproxDPEvent):
-        assert isinstance(declared, ApproxDPEvent)
-        return bool(executed.epsilon <= declared.epsilon and executed.delta <= declared.delta)
-    if isinstance(executed, RandomizedResponseEvent):
-        assert isinstance(declared, RandomizedResponseEvent)
-        return bool(
-            executed.num_buckets == declared.num_buckets and executed.epsilon <= declared.epsilon
-        )
-    return bool(executed == declared)
-
-
-def _max_flow(supply: Sequence[int], capacity: Sequence[int], edges: list[list[int]]) -> int:
-    """Maximum flow of a bipartite transport problem (Edmonds-Karp on a tiny graph)."""
-    n_e, n_d = len(supply), len(capacity)
-    src, sink = n_e + n_d, n_e + n_d + 1
-    size = n_e + n_d + 2
-    cap = [[0] * size for _ in range(size)]
-    for i, s in enumerate(supply):
-        cap[src][i] = s
-        for j in edges[i]:
-            cap[i][n_e + j] = s
-    for j, c in enumerate(capacity):
-        cap[n_e + j][sink] = c
-    flow = 0
-    while True:
-        parent = [-1] * size
-        parent[src] = src
-        queue = [src]
-        for u in queue:
-            for v in range(size):
-                if parent[v] < 0 and cap[u][v] > 0:
-                    parent[v] = u
-                    queue.append(v)
-        if parent[sink] < 0:
-            return flow
-        bottleneck, v = math.inf, sink
-        while v != src:
-            bottleneck = min(bottleneck, cap[parent[v]][v])
-            v = parent[v]
-        b = int(bottleneck)
-        v = sink
-        while v != src:
-            cap[parent[v]][v] -= b
-            cap[v][parent[v]] += b
-            v = parent[v]
-        flow += b
-
-
-def multiset_covered(executed: Multiset, declared: Multiset) -> bool:
-    """Every executed step is matched to its own dominating declared step."""
-    total = sum(c for _, c in executed)
-    if total == 0:
-        return True
-    edges = [[j for j, (d, _) in enumerate(declared) if dominates(d, e)] for e, _ in executed]
-    return _max_flow([c for _, c in executed], [c for _, c in declared], edges) == total
-
-
-def _describe(step: Hashable) -> str:
-    if isinstance(step, _Sampled):
-        inner = ", ".join(f"{_describe(e)} x{c}" for e, c in step.inner)
-        if step.scheme == "poisson":
-            return f"poisson_sampled(q={step.rate!r}, {inner})"
-        return f"sampled_without_replacement({step.sample_size}/{step.source_size}, {inner})"
-    assert isinstance(step, Event)
-    return str(step.describe())
-
-
-def _explain(step: Hashable, executed: Multiset, declared: Multiset) -> str:
-    """Why ``step`` (part of ``executed``) is not covered by ``declared``."""
-    covering = [(d, c) for d, c in declared if dominates(d, step)]
-    if covering:
-        used = sum(c for e, c in executed if any(dominates(d, e) for d, _ in covering))
-        return (
-            f"more steps than declared: {used} executed steps need the declared "
-            f"{', '.join(_describe(d) for d, _ in covering)}, which allows only "
-            f"{sum(c for _, c in covering)}"
-        )
-    if isinstance(step, _Sampled):
-        same = [d for d, _ in declared if isinstance(d, _Sampled) and d.scheme == step.scheme]
-        if not same:
-            return f"no {step.scheme} sampled step is declared"
-        if step.scheme == "poisson" and all(step.rate > d.rate for d in same):
-            return (
-                f"sampling rate {step.rate!r} exceeds the declared "
-                f"{max(d.rate for d in same)!r}"
-            )
-        if step.scheme == "wor" and not any(
-            d.source_size == step.source_size and step.sample_size <= d.sample_size for d in same
-        ):
-            return "the sample is larger than declared (or drawn from a different source size)"
-        d0 = same[0]
-        for inner, _ in step.inner:
-            if not multiset_covered(((inner, 1),), d0.inner):
-                return "inside the sample: " + _explain(inner, step.inner, d0.inner)
-        return "inside the sample: more steps than declared"
-    same_kind = [d for d, _ in declared if type(d) is type(step)]
-    if not same_kind:
-        return f"no {getattr(step, 'kind', type(step).__name__)} step is declared"
-    if isinstance(step, GaussianEvent | LaplaceEvent):
-        best = max(d.noise_multiplier for d in same_kind)  # type: ignore[attr-defined]
-        return f"noise multiplier {step.noise_multiplier!r} is smaller than the declared {best!r}"
-    if hasattr(step, "epsilon"):
-        best = min(d.epsilon for d in same_kind)  # type: ignore[attr-defined]
-        return f"epsilon {step.epsilon!r} exceeds the declared {best!r}"
-    return "its parameters differ from every declared step of this kind"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,7 +107,7 @@ def _count(name: str, value: Any) -> int:
     return int(value)
 
 
-def _unit_codes(keys: Any) -> NDArray[np.int64]:
+def unit_codes(keys: Any) -> NDArray[np.int64]:
     """Integer codes of one unit key per row (any hashable, sortable keys)."""
     arr = np.asarray(keys)
     if arr.ndim != 1:
@@ -300,6 +122,16 @@ def _unit_codes(keys: Any) -> NDArray[np.int64]:
         raise InvalidParameterError("unit_keys", "mixes key types that cannot be compared",
                                     "use one type of key (e.g. strings)") from None
     return codes.astype(np.int64).reshape(-1)
+
+
+def first_rows_per_unit(codes: NDArray[np.int64], k: int) -> NDArray[np.int64]:
+    if codes.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_codes)) + 1]
+    rank = np.arange(codes.size) - np.repeat(starts, np.diff(np.r_[starts, codes.size]))
+    return np.sort(order[rank < k]).astype(np.int64)
 
 
 class Sample:
@@ -433,10 +265,10 @@ class PrivacyLedger:
         executed = tuple(sorted(((k, v) for k, v in counts.items() if v > 0),
                                 key=lambda kv: repr(kv[0])))
         if not multiset_covered(executed, self._declared_ms):
-            culprit = _canon(flatten(entry)[0][0]) if flatten(entry) else entry
-            reason = _explain(culprit, executed, self._declared_ms)
+            culprit = canonical_step(flatten(entry)[0][0]) if flatten(entry) else entry
+            reason = explain_uncovered(culprit, executed, self._declared_ms)
             raise LedgerViolationError(
-                f"step {step!r}: executed {_describe(culprit)} is not covered by the declared "
+                f"step {step!r}: executed {describe_step(culprit)} is not covered by the declared "
                 f"{self.declared.describe()}: {reason}. Fix: make run() match declare()"
             )
 
@@ -501,8 +333,8 @@ class PrivacyLedger:
         """
         step = _check_step(step)
         k = _count("max_contributions", max_contributions)
-        codes = _unit_codes(keys)
-        keep = _first_rows_per_unit(codes, k)
+        codes = unit_codes(keys)
+        keep = first_rows_per_unit(codes, k)
         self.unit_steps.append(step)
         self.log.append({"step": step, "bound_units": k})
         self.private_log.append({"step": step, "rows": int(codes.size), "kept": int(keep.size)})
@@ -510,7 +342,7 @@ class PrivacyLedger:
 
     def _unit_sums(self, rows: FloatArray, unit_keys: Any, step: str) -> FloatArray:
         """Per-unit sums of ``rows`` (one row per unit out), recording the enforced unit."""
-        codes = _unit_codes(unit_keys)
+        codes = unit_codes(unit_keys)
         if codes.size != rows.shape[0]:
             raise InvalidParameterError(
                 "unit_keys", f"has {codes.size} keys for {rows.shape[0]} rows",
@@ -775,8 +607,9 @@ class PrivacyLedger:
                 executed[-1][0],
             )
             raise LedgerViolationError(
-                f"executed {_describe(culprit)} is not covered by the declared "
-                f"{self.declared.describe()}: {_explain(culprit, executed, self._declared_ms)}"
+                f"executed {describe_step(culprit)} is not covered by the declared "
+                f"{self.declared.describe()}: "
+                f"{explain_uncovered(culprit, executed, self._declared_ms)}"
             )
 
     def matches_exactly(self) -> bool:
@@ -800,107 +633,3 @@ class PrivacyLedger:
         return {"steps": list(self.private_log)}
 
 
-# ---------------------------------------------------------------------------------------------
-# Running a method
-# ---------------------------------------------------------------------------------------------
-@attrs.frozen
-class RunResult:
-    """Outputs of a verified run, the frozen declaration and the ledger."""
-
-    outputs: Mapping[str, Any]
-    declaration: Declaration
-    ledger: PrivacyLedger = attrs.field(eq=False)
-
-    @property
-    def declared(self) -> Event:
-        """The declared event (stated for ``declaration.unit``)."""
-        return self.declaration.event
-
-
-def declare_checked(spec: MethodSpec, params: Any, adjacency: Adjacency) -> Declaration:
-    """``spec.declare`` called once, its answer validated and frozen."""
-    return declare_once(spec, params, adjacency)
-
-
-def bound_rows_per_unit(data: Any, adjacency: Adjacency) -> Any:
-    """``data`` with at most ``adjacency.max_contributions`` rows per unit (first in order).
-
-    For row-level declarations on a user-level source: the core enforces the contribution bound
-    that lifting assumes. ``data`` must be a mapping of equal-length columns holding the
-    adjacency's ``unit_key``; every column is filtered alike and the key column is dropped. If
-    one column remains, it is returned on its own (the method's data as at row level).
-    """
-    key = adjacency.unit_key
-    if not isinstance(data, Mapping) or key not in data:
-        raise InvalidParameterError(
-            f"data.{key}", f"is missing: user-level adjacency identifies users by {key!r}",
-            f"give the data a column {key!r} with one user id per row (or use row-level "
-            "adjacency)",
-        )
-    keys = np.asarray(data[key])
-    if keys.ndim != 1:
-        raise InvalidParameterError(f"data.{key}", f"must be 1-D, got shape {keys.shape}",
-                                    "store one user id per row")
-    keep = _first_rows_per_unit(_unit_codes(keys), adjacency.max_contributions)
-    n = keys.shape[0]
-    out: dict[str, Any] = {}
-    for name, column in data.items():
-        if name == key:
-            continue
-        arr = np.asarray(column) if not callable(column) else None
-        if arr is None or arr.ndim == 0 or arr.shape[0] != n:
-            raise InvalidParameterError(
-                f"data.{name}", f"does not hold one entry per row of {key!r} ({n} rows)",
-                f"give every column of a user-level dataset one entry per row of {key!r}",
-            )
-        out[name] = arr[keep]
-    # the unit key is consumed here; a single remaining column is the method's data as such
-    return next(iter(out.values())) if len(out) == 1 else out
-
-
-def _first_rows_per_unit(codes: NDArray[np.int64], k: int) -> NDArray[np.int64]:
-    if codes.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_codes)) + 1]
-    rank = np.arange(codes.size) - np.repeat(starts, np.diff(np.r_[starts, codes.size]))
-    return np.sort(order[rank < k]).astype(np.int64)
-
-
-def run_verified(
-    spec: MethodSpec,
-    params: Any,
-    data: Any,
-    *,
-    adjacency: Adjacency | None = None,
-    seed: int | None = None,
-    secure: bool = False,
-    declaration: Declaration | None = None,
-) -> RunResult:
-    """Declare (once), run under a ledger, verify, and only then hand back the outputs.
-
-    ``declaration`` is the frozen declaration already accounted for this run (from
-    :func:`declare_checked`); without it ``declare`` is called here, once. A row-level
-    declaration on a user-level adjacency runs on the data with at most ``max_contributions``
-    rows per user (:func:`bound_rows_per_unit`), which its lifted accounting assumes.
-    """
-    adjacency = adjacency or Adjacency()
-    if declaration is None:
-        declaration = declare_checked(spec, params, adjacency)
-    if adjacency.unit == "user" and declaration.unit == "row":
-        data = bound_rows_per_unit(data, adjacency)
-    root = make_rng(seed, secure=secure)
-    ledger_rng, run_rng = root.spawn(2)
-    ledger = PrivacyLedger(declaration, adjacency, ledger_rng)
-    ledger.secure = secure
-    outputs = spec.run(params, data, ledger, run_rng)
-    ledger.verify()
-    if ledger.declaration != declaration:
-        raise LedgerViolationError(
-            f"method {spec.name!r} changed the ledger's declaration during its run. "
-            "Fix: never modify ledger.declared"
-        )
-    if not isinstance(outputs, Mapping) or not all(isinstance(k, str) for k in outputs):
-        raise PluginError(f"method {spec.name!r}: run() must return a mapping of named outputs")
-    return RunResult(dict(outputs), declaration, ledger)

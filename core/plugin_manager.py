@@ -613,7 +613,7 @@ class PluginHost:
         """A method's declaration for one run with ``values`` as its parameters: the event
         mapped onto core events, the plugin that registered the method, and the unit the
         event protects (``"row"`` events are lifted by the core)."""
-        from dpledger.core.ledger import declare_checked
+        from dpledger.core.runner import declare_checked
 
         spec = self.method(name)
         params = spec.make_params(values)

@@ -28,8 +28,8 @@ import pytest
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import EVENT_KINDS, Event, event_from_dict
-from dpledger.core.ledger import declare_checked, run_verified
 from dpledger.core.plugin_manager import DPLedgerPluginManager, PluginHost, make_plugin_manager
+from dpledger.core.runner import declare_checked, run_verified
 from dpledger.core.specs import CORE_EVENT_KINDS, MechanismSpec, MethodSpec
 
 #: modules a declaration (or a mechanism's accountant characterisation) must not import

@@ -8,7 +8,7 @@ Steps (all on data generated here, nothing downloaded):
    one partition by time, a private mixture warm start and ``K`` Poisson-subsampled Gaussian
    particle steps per marginal; checked equal to the method's declared event) and account it,
    refusing to run if no accountant can bound it;
-3. run the method with :func:`~dpledger.core.ledger.run_verified`: every private draw goes
+3. run the method with :func:`~dpledger.core.runner.run_verified`: every private draw goes
    through one runtime :class:`~dpledger.core.ledger.PrivacyLedger`, verified against the
    declaration before anything is written;
 4. sample synthetic trajectories from the released particles and plans and write them
@@ -28,6 +28,7 @@ import attrs
 import numpy as np
 
 from dpledger.core.adjacency import Adjacency
+from dpledger.core.coverage import canonical_multiset
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError
 from dpledger.core.events import (
     ComposedEvent,
@@ -36,7 +37,6 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from dpledger.core.ledger import canonical_multiset
 
 #: the registered method the demo runs
 METHOD = "trajectories"
@@ -205,9 +205,9 @@ def run_demo(
     say: Callable[[str], None] = print,
 ) -> DemoResult:
     """Run every step and write the outputs into ``out`` (new or empty directory)."""
-    from dpledger.core.ledger import declare_checked, run_verified
     from dpledger.core.plugin_manager import PluginHost
     from dpledger.core.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord
+    from dpledger.core.runner import declare_checked, run_verified
 
     host = PluginHost()
     spec = host.method(METHOD)

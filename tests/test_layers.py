@@ -28,7 +28,8 @@ KERNEL = tuple(f"dpledger.core.{m}" for m in (
     "adjacency", "declaration", "errors", "events", "hookspecs", "lifting", "specs", "validation"
 ))
 ORCHESTRATION = tuple(f"dpledger.core.{m}" for m in (
-    "graph", "pipeline", "ledger", "plugin_manager", "integrity", "testing", "run_record"
+    "graph", "pipeline", "coverage", "ledger", "runner", "plugin_manager", "integrity", "testing",
+    "run_record",
 ))
 #: (layer, module prefixes), lowest first; the first layer with a matching prefix wins
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (

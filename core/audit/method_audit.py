@@ -7,7 +7,7 @@ For each audited relation (add/remove, replace-one):
 2. the claim is the accountant's certified epsilon for the method's own declaration under that
    adjacency (:func:`~dpledger.core.audit.auditor.accountant_claim`);
 3. the method is run ``runs`` times on each side, each run under
-   :func:`~dpledger.core.ledger.run_verified` with its own seed drawn from the audit's
+   :func:`~dpledger.core.runner.run_verified` with its own seed drawn from the audit's
    generator; every run's numeric outputs are flattened into one vector (in the order of the
    sorted output names; strings and other objects are left out);
 4. the vectors are audited by :func:`~dpledger.core.audit.auditor.audit_mechanism`: a scalar
@@ -43,7 +43,7 @@ from dpledger.core.audit.neighbours import NeighbourPair, build_neighbours
 from dpledger.core.errors import DPLedgerError, InvalidParameterError, PluginError
 from dpledger.core.events import Event
 from dpledger.core.integrity import deferred_checks
-from dpledger.core.ledger import declare_checked, run_verified
+from dpledger.core.runner import declare_checked, run_verified
 from dpledger.core.specs import MethodSpec
 
 FloatArray = NDArray[np.float64]

@@ -33,7 +33,7 @@ import numpy as np
 
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.ledger import run_verified
+from dpledger.core.runner import run_verified
 from dpledger.plugins.path import metrics
 from dpledger.plugins.path.baselines_plugin import AIM_SPEC, DIRECT_SPEC
 from dpledger.plugins.path.data import hmm_dataset

@@ -17,7 +17,7 @@ import torch
 
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.ledger import run_verified
+from dpledger.core.runner import run_verified
 from dpledger.plugins.swflow import latent
 from dpledger.plugins.swflow.data import digit_splits
 from dpledger.plugins.swflow.metrics import frechet_distance, sample_grid, sliced_wasserstein

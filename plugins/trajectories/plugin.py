@@ -24,7 +24,7 @@ Config for ``dpledger run trajectories --config FILE --out DIR`` (TOML)::
     [adjacency]                # optional; default add/remove of one row (event level)
     relation = "add_remove"
 
-Data passed to ``run`` directly (e.g. through :func:`~dpledger.core.ledger.run_verified`) may
+Data passed to ``run`` directly (e.g. through :func:`~dpledger.core.runner.run_verified`) may
 be a mapping with an optional ``progress`` entry: a callable ``progress(k)`` called after every
 private iteration with the number of iterations done so far (``1 .. total_iterations``). It
 receives only that count (public), never particles or data; ``None`` or absent: no calls.

@@ -1,6 +1,6 @@
 """Black-box empirical audits of every builtin *method* plugin, through its real ``run()``.
 
-Each case runs the method under :func:`~dpledger.core.ledger.run_verified` (declaration,
+Each case runs the method under :func:`~dpledger.core.runner.run_verified` (declaration,
 fresh ledger, verification) on a neighbouring pair of tiny datasets that differ in one planted
 outlier record (or user), reduces every release to one scalar statistic that moves towards the
 outlier, and audits the statistic against the accountant's certified epsilon for the method's
@@ -40,8 +40,8 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.audit import audit_mechanism
 from dpledger.core.audit.auditor import NO_VIOLATION, accountant_claim
 from dpledger.core.declaration import stated_for_unit
-from dpledger.core.ledger import declare_checked, run_verified
 from dpledger.core.plugin_manager import BUILTIN_DISTRIBUTION, PluginHost
+from dpledger.core.runner import declare_checked, run_verified
 from dpledger.core.specs import MethodSpec
 from dpledger.plugins.path import baselines_plugin
 from dpledger.plugins.path import plugin as path_plugin

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from dpledger.core.coverage import canonical_multiset, multiset_covered
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError
 from dpledger.core.events import (
     ComposedEvent,
@@ -17,7 +18,7 @@ from dpledger.core.events import (
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
-from dpledger.core.ledger import PrivacyLedger, canonical_multiset, make_rng, multiset_covered
+from dpledger.core.ledger import PrivacyLedger, make_rng
 
 
 def test_gaussian_and_laplace_noise_scales() -> None:

@@ -22,7 +22,8 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import Declaration
 from dpledger.core.errors import LedgerViolationError, LiftingError, PluginError
 from dpledger.core.events import GaussianEvent, LaplaceEvent
-from dpledger.core.ledger import PrivacyLedger, run_verified
+from dpledger.core.ledger import PrivacyLedger
+from dpledger.core.runner import run_verified
 from dpledger.core.specs import MethodSpec
 from dpledger.core.validation import positive_finite
 

@@ -13,9 +13,9 @@ pytest.importorskip("ot")
 
 
 def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
+    from dpledger.core.coverage import canonical_multiset
     from dpledger.core.events import event_from_dict
     from dpledger.core.graph import account_graph
-    from dpledger.core.ledger import canonical_multiset
     from dpledger.core.pipeline import load_pipeline
     from dpledger.demo import TINY, run_demo
 
@@ -79,8 +79,8 @@ def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
 def test_pipeline_states_the_methods_declaration() -> None:
     from dpledger.core.adjacency import Adjacency
     from dpledger.core.errors import LedgerViolationError
-    from dpledger.core.ledger import declare_checked
     from dpledger.core.plugin_manager import PluginHost
+    from dpledger.core.runner import declare_checked
     from dpledger.demo import TINY, _check_declaration, demo_params, pipeline_event
     from dpledger.plugins.trajectories.data import make_multimodal
     from dpledger.plugins.trajectories.declare import warm_start_multipliers
@@ -100,8 +100,8 @@ def test_pipeline_states_the_methods_declaration() -> None:
 def test_plugin_reports_progress_through_the_data_mapping() -> None:
     from dpledger.core.adjacency import Adjacency
     from dpledger.core.errors import InvalidParameterError
-    from dpledger.core.ledger import run_verified
     from dpledger.core.plugin_manager import PluginHost
+    from dpledger.core.runner import run_verified
     from dpledger.demo import TINY, demo_params
     from dpledger.plugins.trajectories.data import make_multimodal
 

@@ -34,7 +34,7 @@ def test_registered_through_the_hook(dpledger_register) -> None:  # type: ignore
 
 
 def test_rows_are_clipped_before_summing() -> None:
-    from dpledger.core.ledger import run_verified
+    from dpledger.core.runner import run_verified
 
     params = plugin.SPEC.make_params({"clip": 1.0, "noise_multiplier": 1e-9})
     data = np.array([[3.0, 4.0], [0.0, 0.5]])  # first row clipped to (0.6, 0.8)

@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 
+from dpledger.core.coverage import canonical_multiset, multiset_covered
 from dpledger.core.events import ComposedEvent, ExponentialMechanismEvent, GaussianEvent
-from dpledger.core.ledger import canonical_multiset, multiset_covered
 from dpledger.plugins.path.aim import AIMParams, budget, candidates, declare, workload
 from dpledger.plugins.path.data import hmm_dataset
 from dpledger.plugins.path.flatten import FlatSpec
@@ -87,7 +87,7 @@ def test_run_verified_against_declaration() -> None:
 
 def test_replace_one_declares_selections_at_twice_epsilon_and_runs_covered() -> None:
     from dpledger.core.adjacency import Adjacency
-    from dpledger.core.ledger import run_verified
+    from dpledger.core.runner import run_verified
     from dpledger.plugins.path.baselines_plugin import AIM_SPEC
 
     p = AIMParams(epsilon=1.0, delta=1e-6, rounds=4, max_anneal=1, noise_multiplier=3.0,

@@ -32,7 +32,7 @@ def test_bad_params(bad: dict[str, object]) -> None:
 
 
 def test_run_refuses_non_tables() -> None:
-    from dpledger.core.ledger import run_verified
+    from dpledger.core.runner import run_verified
 
     p = baselines_plugin.DIRECT_SPEC.make_params({"epsilon": 1.0, "delta": 1e-6})
     with pytest.raises(InvalidParameterError, match="UserTables"):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.ledger import run_verified
+from dpledger.core.runner import run_verified
 from dpledger.plugins.path.baselines_plugin import DIRECT_SPEC
 from dpledger.plugins.path.ddp import tables_from_json, tables_to_json
 from dpledger.plugins.path.generate import Guide

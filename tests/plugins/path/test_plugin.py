@@ -17,7 +17,8 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from dpledger.core.ledger import PrivacyLedger, run_verified
+from dpledger.core.ledger import PrivacyLedger
+from dpledger.core.runner import run_verified
 from dpledger.core.testing import MethodPluginContract
 from dpledger.plugins.path import plugin
 from dpledger.plugins.path.ddp import tables_from_json, tables_to_json

@@ -9,7 +9,7 @@ import pytest
 
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent, SelfComposedEvent
-from dpledger.core.ledger import run_verified
+from dpledger.core.runner import run_verified
 from dpledger.plugins.primitives import bounded_mean, dp_sgd, histogram, nn_voting
 
 

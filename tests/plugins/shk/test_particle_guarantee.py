@@ -28,7 +28,7 @@ from dpledger.accountant.select import account
 from dpledger.cli import main
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import NonPrivateEvent, SelfComposedEvent
-from dpledger.core.ledger import run_verified
+from dpledger.core.runner import run_verified
 from dpledger.plugins.shk import certificate_summary, declare, plugin
 
 PARTICLES = {"t": 1.0, "beta": 2.0, "n": 10, "solver": "particles", "n_particles": 8,

@@ -20,7 +20,8 @@ from dpledger.core.events import (
     SelfComposedEvent,
     TimeProfiledPureDPEvent,
 )
-from dpledger.core.ledger import PrivacyLedger, run_verified
+from dpledger.core.ledger import PrivacyLedger
+from dpledger.core.runner import run_verified
 from dpledger.core.testing import MethodPluginContract
 from dpledger.plugins.shk import bounds, certificate_summary, declare, plugin
 from dpledger.plugins.shk.torus import TorusGrid

@@ -10,7 +10,8 @@ import pytest
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError
 from dpledger.core.events import GaussianEvent
-from dpledger.core.ledger import PrivacyLedger, run_verified
+from dpledger.core.ledger import PrivacyLedger
+from dpledger.core.runner import run_verified
 from dpledger.core.specs import MethodSpec
 from dpledger.core.testing import MethodPluginContract
 from dpledger.plugins.swflow.plugin import DPSWFLOW, DPSWFLOW_R, DPSWGEN

@@ -19,7 +19,7 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from dpledger.core.ledger import run_verified
+from dpledger.core.runner import run_verified
 from dpledger.core.testing import MethodPluginContract
 from dpledger.plugins.trajectories import plugin
 from dpledger.plugins.trajectories.data import make_multimodal
