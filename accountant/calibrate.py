@@ -149,8 +149,13 @@ def calibrate_noise_multiplier(
 
 
 def _confirmed(
-    make_event: Callable[[float], Event], adjacency: Adjacency | None, eps_t: float,
-    delta: float, backends: Sequence[str] | None, sigma: float, rtol: float,
+    make_event: Callable[[float], Event],
+    adjacency: Adjacency | None,
+    eps_t: float,
+    delta: float,
+    backends: Sequence[str] | None,
+    sigma: float,
+    rtol: float,
 ) -> CalibrationResult:
     """``sigma``, raised by ``rtol`` steps until the full query (as ``account`` makes it) meets
     the target too: the search's coarse upper bounds and the full one may differ slightly."""
@@ -160,8 +165,10 @@ def _confirmed(
             return CalibrationResult(sigma, bound.epsilon, delta, bound.method)
         sigma *= 1.0 + rtol
     raise InvalidParameterError(
-        "target_epsilon", f"no noise multiplier near {sigma:g} is certified at {eps_t:g}",
-        "relax the target or widen the bracket")
+        "target_epsilon",
+        f"no noise multiplier near {sigma:g} is certified at {eps_t:g}",
+        "relax the target or widen the bracket",
+    )
 
 
 #: most full-resolution confirmations of a calibrated noise multiplier

@@ -96,8 +96,9 @@ class _Summary:
     #: bracket of P = 1 - prod (1 - p)^k over the (0, p) events (their joint failure mass)
     fail: tuple[float, float] = (0.0, 0.0)
 
-    def with_failure(self, profile: Callable[[float], float], upper: bool
-                     ) -> Callable[[float], float]:
+    def with_failure(
+        self, profile: Callable[[float], float], upper: bool
+    ) -> Callable[[float], float]:
         """The profile of the composition with the (0, p) events: P + (1 - P) delta_rest."""
         p = self.fail[1] if upper else self.fail[0]
         if p == 0.0:
@@ -138,8 +139,11 @@ class ClosedFormAccountant(Accountant):
             e for ev, _ in self._ledger for e, _ in flatten(ev)
         ]
         has_gauss = any(isinstance(e, GaussianEvent) for e in everything)
-        pure = [e for e in everything
-                if not isinstance(e, GaussianEvent | NonPrivateEvent | ApproxDPEvent)]
+        pure = [
+            e
+            for e in everything
+            if not isinstance(e, GaussianEvent | NonPrivateEvent | ApproxDPEvent)
+        ]
         if has_gauss and any(_pure_eps(e, self.adjacency.sensitivity_factor) > 0 for e in pure):
             return (
                 "a composition that mixes Gaussian and pure-DP events (e.g. "
@@ -271,8 +275,9 @@ class ClosedFormAccountant(Accountant):
             eps_hi = min(hoeffding_epsilon(summary.pure, rest), details["basic_composition"])
             eps_lo = solve_epsilon(lambda e: 1.0, summary.with_failure(lower, False), delta)[1]
         else:
-            eps_hi, eps_lo = solve_epsilon(summary.with_failure(upper, True),
-                                           summary.with_failure(lower, False), delta)
+            eps_hi, eps_lo = solve_epsilon(
+                summary.with_failure(upper, True), summary.with_failure(lower, False), delta
+            )
         if math.isinf(eps_lo):
             # the lower crossing lies beyond the root finder's range: keep a verified point only
             eps_lo = LOWER_SEARCH_LIMIT if lower(LOWER_SEARCH_LIMIT) >= delta else 0.0
@@ -387,9 +392,7 @@ def _pure_lower_profiles(pure: tuple[_Pure, ...]) -> list[Callable[[float], floa
         out.append(functools.partial(_laplace_lower, eps0=max(laplace) * (1 - 4 * U)))
     rr_k = sorted((p for p in pure if p.kind == "rr_k"), key=lambda p: p.eps)
     for p in rr_k[-MAX_LOWER_PROFILES:]:
-        out.append(
-            functools.partial(_rr_k_lower, eps0=p.eps * (1 - 4 * U), num_buckets=p.buckets)
-        )
+        out.append(functools.partial(_rr_k_lower, eps0=p.eps * (1 - 4 * U), num_buckets=p.buckets))
     return out
 
 

@@ -62,8 +62,7 @@ MAX_COMPONENT_POINTS = 1 << 22
 #: most grid points per component on the coarse grid that guides windows and tilts
 COARSE_MAX_POINTS = 1 << 16
 #: within :func:`upper_only`, epsilon queries stop at the first (coarse) certified bracket
-_UPPER_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("pld_upper_only",
-                                                                   default=False)
+_UPPER_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("pld_upper_only", default=False)
 
 
 @contextlib.contextmanager
@@ -424,8 +423,9 @@ class PLDAccountant(Accountant):
                 self._points = points
                 bound = self._epsilon_at(delta)
                 gap = bound.epsilon - bound.epsilon_lower
-                narrow = _UPPER_ONLY.get() or gap <= max(BRACKET_TARGET * bound.epsilon,
-                                                         BRACKET_ABSOLUTE)
+                narrow = _UPPER_ONLY.get() or gap <= max(
+                    BRACKET_TARGET * bound.epsilon, BRACKET_ABSOLUTE
+                )
                 if points >= full or narrow or not math.isfinite(bound.epsilon):
                     return bound
                 ratio = gap / max(0.8 * BRACKET_TARGET * bound.epsilon, BRACKET_ABSOLUTE)
@@ -531,8 +531,11 @@ MAX_COMPONENTS = 256
 
 def _parameter_reason(leaf: Event, factor: float) -> str | None:
     """Why a leaf's parameters lie outside the range the PLD grid represents; None if inside."""
-    inner = leaf.event if isinstance(leaf, PoissonSampledEvent | SampledWithoutReplacementEvent) \
+    inner = (
+        leaf.event
+        if isinstance(leaf, PoissonSampledEvent | SampledWithoutReplacementEvent)
         else leaf
+    )
     nodes = [inner] if not inner.children() else [e for e, _ in flatten(inner)]
     for node in nodes:
         if isinstance(node, GaussianEvent | LaplaceEvent):

@@ -404,9 +404,16 @@ def compose(
     th_up = float(THETAS[int(np.argmin(log_mgf_total(guide, THETAS) - THETAS * top_x))])
     upper_tail = _chernoff_upper(plds, _near(th_up), top_x)
     th_dn = float(THETAS[int(np.argmin(log_mgf_total(guide, -THETAS) + THETAS * bottom))])
-    lower_tail = min(1.0, math.exp(min(0.0, float(np.min(
-        log_mgf_total(plds, -_near(th_dn)) + _near(th_dn) * bottom
-    )) + 1e-9 * (1 + abs(bottom) * th_dn))))
+    lower_tail = min(
+        1.0,
+        math.exp(
+            min(
+                0.0,
+                float(np.min(log_mgf_total(plds, -_near(th_dn)) + _near(th_dn) * bottom))
+                + 1e-9 * (1 + abs(bottom) * th_dn),
+            )
+        ),
+    )
     # wrap-around from above, for thresholds near the tilted centre
     mid = bottom + 0.5 * n * h
     wrap = log_mgf_total(guide, tilt + THETAS) - THETAS * (mid + n * h) - tilt * mid

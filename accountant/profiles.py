@@ -174,8 +174,12 @@ def poisson_remove(base: Profile, q: float) -> Profile:
     hi = math.log1p(q * math.expm1(base.loss_hi)) if base.loss_hi < 700 else base.loss_hi
     dual = _poisson_add_delta(base.delta, q) if _symmetric_base(base, q) else None
     return Profile(
-        _poisson_remove_delta(base.delta, q), lo, hi, base.exact,
-        f"poisson_remove(q={q:g}, {base.name})", dual,
+        _poisson_remove_delta(base.delta, q),
+        lo,
+        hi,
+        base.exact,
+        f"poisson_remove(q={q:g}, {base.name})",
+        dual,
     )
 
 
@@ -187,8 +191,12 @@ def poisson_add(base_reverse: Profile, q: float) -> Profile:
     symmetric = _symmetric_base(base_reverse, q)
     dual = _poisson_remove_delta(base_reverse.delta, q) if symmetric else None
     return Profile(
-        _poisson_add_delta(base_reverse.delta, q), lo, hi, base_reverse.exact,
-        f"poisson_add(q={q:g}, {base_reverse.name})", dual,
+        _poisson_add_delta(base_reverse.delta, q),
+        lo,
+        hi,
+        base_reverse.exact,
+        f"poisson_add(q={q:g}, {base_reverse.name})",
+        dual,
     )
 
 

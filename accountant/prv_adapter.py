@@ -245,8 +245,9 @@ def _merge_gaussians(specs: dict[_Spec, int]) -> dict[_Spec, int]:
     sigma = merged_gaussian_multiplier(gaussians)
     if sigma < MIN_GAUSSIAN_MULTIPLIER:
         raise BoundUnavailable(
-            "prv", f"composed Gaussian noise multiplier {sigma:.3g} is below "
-            f"{MIN_GAUSSIAN_MULTIPLIER} (epsilon in the hundreds); left to the other backends"
+            "prv",
+            f"composed Gaussian noise multiplier {sigma:.3g} is below "
+            f"{MIN_GAUSSIAN_MULTIPLIER} (epsilon in the hundreds); left to the other backends",
         )
     out[("gaussian", (sigma,))] = 1
     return out

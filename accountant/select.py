@@ -137,7 +137,14 @@ def account(
             unavailable.append((name, why))
             continue
         _run(
-            name, factory, event, adjacency, delta, epsilon, DEFAULT_BUDGET, candidates,
+            name,
+            factory,
+            event,
+            adjacency,
+            delta,
+            epsilon,
+            DEFAULT_BUDGET,
+            candidates,
             unavailable,
         )
     if not candidates:

@@ -60,8 +60,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     cases = CASES[:1] if args.quick else CASES
     repeats = 3 if args.quick else 5
-    print(f"{'n':>6} {'B':>6} {'K':>5} {'d':>3} | {'vectorised /s':>14} {'POT loop /s':>12} "
-          f"{'ratio':>7} | max |diff|")
+    print(
+        f"{'n':>6} {'B':>6} {'K':>5} {'d':>3} | {'vectorised /s':>14} {'POT loop /s':>12} "
+        f"{'ratio':>7} | max |diff|"
+    )
     for n, b, k, d in cases:
         rng = np.random.default_rng(0)
         x = rng.normal(size=(n, d))
@@ -70,20 +72,24 @@ def main() -> None:
         target = rng.normal(size=(b, d)) @ theta.T + 1.0
         xt, tht = torch.from_numpy(x), torch.from_numpy(theta)
 
-        def ours(xt: torch.Tensor = xt, tht: torch.Tensor = tht,
-                 target: np.ndarray = target) -> np.ndarray:
+        def ours(
+            xt: torch.Tensor = xt, tht: torch.Tensor = tht, target: np.ndarray = target
+        ) -> np.ndarray:
             return drift(xt, tht, sorted_columns(torch.from_numpy(target)), 0.0, None).numpy()
 
-        def theirs(x: np.ndarray = x, theta: np.ndarray = theta,
-                   target: np.ndarray = target) -> np.ndarray:
+        def theirs(
+            x: np.ndarray = x, theta: np.ndarray = theta, target: np.ndarray = target
+        ) -> np.ndarray:
             return direct_drift(x, theta, target)
 
         diff = float(np.max(np.abs(ours() - theirs())))  # 0 up to rounding when n == B
         t_ours = best_time(ours, repeats)
         t_pot = best_time(theirs, repeats)
         work = n * k
-        print(f"{n:>6} {b:>6} {k:>5} {d:>3} | {work / t_ours:>14.3g} {work / t_pot:>12.3g} "
-              f"{t_pot / t_ours:>6.1f}x | {diff:.2e}")
+        print(
+            f"{n:>6} {b:>6} {k:>5} {d:>3} | {work / t_ours:>14.3g} {work / t_pot:>12.3g} "
+            f"{t_pot / t_ours:>6.1f}x | {diff:.2e}"
+        )
 
 
 if __name__ == "__main__":

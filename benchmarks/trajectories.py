@@ -26,27 +26,40 @@ from dpledger.plugins.trajectories import mfld
 from dpledger.plugins.trajectories.declare import TrajectoryParams
 
 
-def make_problem(m: int, T: int, N: int, batch: float, seed: int, device: str
-                 ) -> dict[str, Any]:
+def make_problem(m: int, T: int, N: int, batch: float, seed: int, device: str) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     times = np.linspace(0.0, 1.0, T)
-    data = [np.clip(np.array([t, 0.5]) + 0.1 * rng.standard_normal((N, 2)), -1, 2)
-            for t in times]
-    X = torch.as_tensor(np.stack([np.array([t, 0.5]) + 0.1 * rng.standard_normal((m, 2))
-                                  for t in times]), dtype=torch.float64, device=device)
+    data = [np.clip(np.array([t, 0.5]) + 0.1 * rng.standard_normal((N, 2)), -1, 2) for t in times]
+    X = torch.as_tensor(
+        np.stack([np.array([t, 0.5]) + 0.1 * rng.standard_normal((m, 2)) for t in times]),
+        dtype=torch.float64,
+        device=device,
+    )
     rho = min(1.0, batch / N)
     idx = [np.flatnonzero(rng.random(N) < rho) for _ in range(T)]
     Ys = [torch.as_tensor(y, dtype=torch.float64, device=device) for y in data]
-    params = TrajectoryParams(m=m, rho=rho, C=1.0, sigma=0.1, lambda_=1.0, diffusivity=0.5,
-                              radius=10.0, sinkhorn_iters=200, sinkhorn_tol=1e-6)
+    params = TrajectoryParams(
+        m=m,
+        rho=rho,
+        C=1.0,
+        sigma=0.1,
+        lambda_=1.0,
+        diffusivity=0.5,
+        radius=10.0,
+        sinkhorn_iters=200,
+        sinkhorn_tol=1e-6,
+    )
     return {"X": X, "Ys": Ys, "idx": idx, "times": times, "params": params, "data": data}
 
 
 def plans_for(pb: dict[str, Any]) -> list[torch.Tensor]:
     X, ts, p = pb["X"], pb["times"], pb["params"]
-    return [mfld.sinkhorn_plan(X[u], X[u + 1], 0.5 * float(ts[u + 1] - ts[u]),
-                               p.sinkhorn_iters, p.sinkhorn_tol)[0]
-            for u in range(X.shape[0] - 1)]
+    return [
+        mfld.sinkhorn_plan(
+            X[u], X[u + 1], 0.5 * float(ts[u + 1] - ts[u]), p.sinkhorn_iters, p.sinkhorn_tol
+        )[0]
+        for u in range(X.shape[0] - 1)
+    ]
 
 
 def vectorised_grad(pb: dict[str, Any], plans: list[torch.Tensor]) -> torch.Tensor:
@@ -78,8 +91,9 @@ def loop_grad(pb: dict[str, Any], plans: list[torch.Tensor]) -> np.ndarray:
         total = np.zeros((m, d))
         for j in pb["idx"][u]:  # data-fit part, datum by datum, particle by particle
             y = pb["data"][u][j]
-            logits = np.array([-float(np.sum((X[u, k] - y) ** 2)) / (2 * p.sigma**2)
-                               for k in range(m)])
+            logits = np.array(
+                [-float(np.sum((X[u, k] - y) ** 2)) / (2 * p.sigma**2) for k in range(m)]
+            )
             soft = np.exp(logits - logits.max())
             soft /= soft.sum()
             block = np.array([(w / p.sigma**2) * m * soft[k] * (X[u, k] - y) for k in range(m)])
@@ -99,8 +113,10 @@ def timed(fn: Callable[[], Any], reps: int) -> tuple[float, Any]:
 
 
 def compare(sizes: list[tuple[int, int, int, float]], device: str, reps: int) -> None:
-    print("| m | T | N | batch | plans (s) | vectorised grad (s) | loop grad (s) | "
-          "loop / vectorised | max abs diff |")
+    print(
+        "| m | T | N | batch | plans (s) | vectorised grad (s) | loop grad (s) | "
+        "loop / vectorised | max abs diff |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for m, T, N, batch in sizes:
         pb = make_problem(m, T, N, batch, 0, device)
@@ -108,8 +124,11 @@ def compare(sizes: list[tuple[int, int, int, float]], device: str, reps: int) ->
         t_vec, gv = timed(lambda pb=pb, plans=plans: vectorised_grad(pb, plans), reps)
         t_loop, gl = timed(lambda pb=pb, plans=plans: loop_grad(pb, plans), 1)
         diff = float(np.max(np.abs(gv.cpu().numpy() - gl)))
-        print(f"| {m} | {T} | {N} | {batch:g} | {t_plan:.4f} | {t_vec:.5f} | {t_loop:.4f} | "
-              f"{t_loop / t_vec:.0f} | {diff:.1e} |", flush=True)
+        print(
+            f"| {m} | {T} | {N} | {batch:g} | {t_plan:.4f} | {t_vec:.5f} | {t_loop:.4f} | "
+            f"{t_loop / t_vec:.0f} | {diff:.1e} |",
+            flush=True,
+        )
 
 
 def scaling(sizes: list[tuple[int, int, int, float]], device: str) -> None:
@@ -136,10 +155,20 @@ def main(argv: list[str] | None = None) -> int:
         compare([(5, 3, 50, 5.0)], args.device, 1)
         scaling([(10, 4, 1000, 20.0)], args.device)
         return 0
-    compare([(10, 5, 1000, 20.0), (30, 5, 1000, 20.0), (50, 10, 1000, 20.0),
-             (50, 10, 1000, 100.0)], args.device, 3)
-    scaling([(50, 10, 10**5, 20.0), (200, 50, 10**5, 20.0), (1000, 50, 10**5, 20.0),
-             (1000, 50, 10**5, 1000.0)], args.device)
+    compare(
+        [(10, 5, 1000, 20.0), (30, 5, 1000, 20.0), (50, 10, 1000, 20.0), (50, 10, 1000, 100.0)],
+        args.device,
+        3,
+    )
+    scaling(
+        [
+            (50, 10, 10**5, 20.0),
+            (200, 50, 10**5, 20.0),
+            (1000, 50, 10**5, 20.0),
+            (1000, 50, 10**5, 1000.0),
+        ],
+        args.device,
+    )
     return 0
 
 

@@ -63,7 +63,8 @@ class Adjacency:
             )
         if self.unit == "user" and not self.unit_key:
             raise InvalidParameterError(
-                "unit_key", "user-level adjacency needs the column that identifies a user",
+                "unit_key",
+                "user-level adjacency needs the column that identifies a user",
                 "set unit_key, e.g. 'user_id'",
             )
 

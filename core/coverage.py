@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 FloatArray = NDArray[np.float64]
 
 
-
-
 # ---------------------------------------------------------------------------------------------
 # Canonical multisets and dominance
 # ---------------------------------------------------------------------------------------------
@@ -68,7 +66,10 @@ def canonical_step(event: Event) -> Hashable:
         return _Sampled("poisson", event.sampling_probability, 0, 0, inner)
     if isinstance(event, SampledWithoutReplacementEvent):
         return _Sampled(
-            "wor", event.sampling_probability, event.source_size, event.sample_size,
+            "wor",
+            event.sampling_probability,
+            event.source_size,
+            event.sample_size,
             canonical_multiset(event.event),
         )
     hashable: Hashable = event
@@ -103,8 +104,10 @@ def dominates(declared: Hashable, executed: Hashable) -> bool:
                 )
             return ok and multiset_covered(executed.inner, declared.inner)
         # subsampling (rate <= 1) never costs more than running the inner step on everything
-        return len(executed.inner) == 1 and executed.inner[0][1] == 1 and dominates(
-            declared, executed.inner[0][0]
+        return (
+            len(executed.inner) == 1
+            and executed.inner[0][1] == 1
+            and dominates(declared, executed.inner[0][0])
         )
     if isinstance(declared, _Sampled) or type(declared) is not type(executed):
         return False
@@ -196,10 +199,7 @@ def explain_uncovered(step: Hashable, executed: Multiset, declared: Multiset) ->
         if not same:
             return f"no {step.scheme} sampled step is declared"
         if step.scheme == "poisson" and all(step.rate > d.rate for d in same):
-            return (
-                f"sampling rate {step.rate!r} exceeds the declared "
-                f"{max(d.rate for d in same)!r}"
-            )
+            return f"sampling rate {step.rate!r} exceeds the declared {max(d.rate for d in same)!r}"
         if step.scheme == "wor" and not any(
             d.source_size == step.source_size and step.sample_size <= d.sample_size for d in same
         ):
@@ -219,5 +219,3 @@ def explain_uncovered(step: Hashable, executed: Multiset, declared: Multiset) ->
         best = min(d.epsilon for d in same_kind)  # type: ignore[attr-defined]
         return f"epsilon {step.epsilon!r} exceeds the declared {best!r}"
     return "its parameters differ from every declared step of this kind"
-
-

@@ -73,7 +73,8 @@ def declare_once(spec: MethodSpec, params: Any, adjacency: Adjacency) -> Declara
     """Call ``spec.declare`` once and return its frozen, validated declaration."""
     if not isinstance(params, spec.params):
         raise InvalidParameterError(
-            "params", f"expected {spec.params.__name__}, got {type(params).__name__}",
+            "params",
+            f"expected {spec.params.__name__}, got {type(params).__name__}",
             f"build them with {spec.name}'s parameter class",
         )
     answer: object = spec.declare(params, adjacency)

@@ -102,8 +102,10 @@ class EventKinds(Mapping[str, "type[Event]"]):
             self._core[kind] = cls  # a core class (or its slotted rebuild) while this module loads
             return
         existing = self._plugin.get(kind)
-        if existing is not None and existing is not cls and (
-            _qualified(existing) != where or _is_bound(existing)
+        if (
+            existing is not None
+            and existing is not cls
+            and (_qualified(existing) != where or _is_bound(existing))
         ):
             raise InvalidParameterError(
                 "kind",
@@ -452,20 +454,27 @@ def event_from_dict(data: Any, *, path: str = "", _depth: int = 0) -> Event:
 
     here = path or "event"
     if not isinstance(data, Mapping):
-        raise InvalidParameterError(here, f"expected an event table, got {type(data).__name__}",
-                                    "write an event table with a kind")
+        raise InvalidParameterError(
+            here,
+            f"expected an event table, got {type(data).__name__}",
+            "write an event table with a kind",
+        )
     if _depth > MAX_NESTING:
         raise InvalidParameterError(
-            here, f"events are nested more than {MAX_NESTING} levels deep",
-            "flatten the composition: one composed event with a list of events, or a count")
+            here,
+            f"events are nested more than {MAX_NESTING} levels deep",
+            "flatten the composition: one composed event with a list of events, or a count",
+        )
     kind = data.get("kind")
     if kind is None:
-        raise InvalidParameterError(at("kind"), "is missing",
-                                    f"add kind = one of {sorted(EVENT_KINDS)}")
+        raise InvalidParameterError(
+            at("kind"), "is missing", f"add kind = one of {sorted(EVENT_KINDS)}"
+        )
     cls = EVENT_KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise InvalidParameterError(at("kind"), f"unknown mechanism {short_repr(kind)}",
-                                    f"use one of {sorted(EVENT_KINDS)}")
+        raise InvalidParameterError(
+            at("kind"), f"unknown mechanism {short_repr(kind)}", f"use one of {sorted(EVENT_KINDS)}"
+        )
     if not path:  # a stand-alone table: name fields after its kind (gaussian.noise_multiplier)
         path = kind
     fields = {f.name: f for f in attrs.fields(cls)}
@@ -474,31 +483,42 @@ def event_from_dict(data: Any, *, path: str = "", _depth: int = 0) -> Event:
         if key == "kind":
             continue
         if key not in fields:
-            raise InvalidParameterError(at(str(key)), f"is not a parameter of {kind}",
-                                        f"use {sorted(fields) or 'no parameters'}")
+            raise InvalidParameterError(
+                at(str(key)),
+                f"is not a parameter of {kind}",
+                f"use {sorted(fields) or 'no parameters'}",
+            )
         if key == "event":
             kwargs[key] = event_from_dict(value, path=at("event"), _depth=_depth + 1)
         elif key == "events":
             if not isinstance(value, list | tuple):
-                raise InvalidParameterError(at("events"), "must be a list of event tables",
-                                            "write events = [{kind = ...}, ...]")
-            kwargs[key] = [event_from_dict(v, path=f"{at('events')}[{i}]", _depth=_depth + 1)
-                           for i, v in enumerate(value)]
+                raise InvalidParameterError(
+                    at("events"),
+                    "must be a list of event tables",
+                    "write events = [{kind = ...}, ...]",
+                )
+            kwargs[key] = [
+                event_from_dict(v, path=f"{at('events')}[{i}]", _depth=_depth + 1)
+                for i, v in enumerate(value)
+            ]
         else:
             kwargs[key] = _integral(key, value)
     missing = [n for n, f in fields.items() if f.default is attrs.NOTHING and n not in kwargs]
     if missing:
-        raise InvalidParameterError(at(missing[0]), f"is missing (required by {kind})",
-                                    f"add {missing[0]} = ...")
+        raise InvalidParameterError(
+            at(missing[0]), f"is missing (required by {kind})", f"add {missing[0]} = ..."
+        )
     try:
         return cls(**kwargs)
     except InvalidParameterError as exc:
         field = exc.field.split(".")[-1].split("[")[0]
-        raise InvalidParameterError(at(field) if field in fields else here, exc.problem,
-                                    exc.fix) from None
+        raise InvalidParameterError(
+            at(field) if field in fields else here, exc.problem, exc.fix
+        ) from None
     except (TypeError, ValueError) as exc:
-        raise InvalidParameterError(here, str(exc),
-                                    f"give the parameters {sorted(fields)}") from None
+        raise InvalidParameterError(
+            here, str(exc), f"give the parameters {sorted(fields)}"
+        ) from None
 
 
 def canonical(event: Event) -> Event:

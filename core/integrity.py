@@ -44,24 +44,49 @@ from dpledger.core.errors import IntegrityError
 EAGER_PACKAGES: tuple[str, ...] = ("dpledger.core", "dpledger.accountant")
 #: parts of dpledger covered only when already imported (too heavy to import for this)
 LAZY_PREFIXES: tuple[str, ...] = (
-    "dpledger.core.report", "dpledger.core.audit", "dpledger.core.testing",
+    "dpledger.core.report",
+    "dpledger.core.audit",
+    "dpledger.core.testing",
 )
 #: other parts of dpledger covered when already imported
 IF_LOADED_PREFIXES: tuple[str, ...] = ("dpledger.cli", "dpledger.commands", "dpledger.plugins")
 #: outside packages whose modules (bound in dpledger's code) have their attributes recorded
-LIBRARIES: frozenset[str] = frozenset({
-    "math", "cmath", "operator", "functools", "itertools", "fractions", "decimal", "heapq",
-    "bisect", "numpy", "scipy", "networkx", "attrs", "attr",
-})
+LIBRARIES: frozenset[str] = frozenset(
+    {
+        "math",
+        "cmath",
+        "operator",
+        "functools",
+        "itertools",
+        "fractions",
+        "decimal",
+        "heapq",
+        "bisect",
+        "numpy",
+        "scipy",
+        "networkx",
+        "attrs",
+        "attr",
+    }
+)
 #: library modules recorded besides those dpledger's code binds (noise and FFTs)
 LIBRARY_EXTRAS: tuple[str, ...] = ("numpy.random", "numpy.linalg", "numpy.fft")
 #: shown in an error before "and N more"
 MAX_LISTED = 8
 
-_MODULE_SKIP = frozenset({
-    "__doc__", "__file__", "__cached__", "__loader__", "__spec__", "__path__", "__package__",
-    "__builtins__", "__annotations__",
-})
+_MODULE_SKIP = frozenset(
+    {
+        "__doc__",
+        "__file__",
+        "__cached__",
+        "__loader__",
+        "__spec__",
+        "__path__",
+        "__package__",
+        "__builtins__",
+        "__annotations__",
+    }
+)
 _CLASS_SKIP = frozenset({"__doc__", "__annotations__", "__dict__", "__weakref__"})
 #: this module's own record of what it has seen changes by design
 _VOLATILE = frozenset({(__name__, "_TAINTS")})
@@ -100,8 +125,7 @@ def _scope_modules() -> list[types.ModuleType]:
 def _function_token(fn: types.FunctionType) -> Token:
     cells = tuple(_cell(c) for c in fn.__closure__ or ())
     kw = tuple((fn.__kwdefaults__ or {}).items())
-    return (fn, fn.__code__, fn.__defaults__, *cells, *(v for _, v in kw),
-            *fn.__dict__.values())
+    return (fn, fn.__code__, fn.__defaults__, *cells, *(v for _, v in kw), *fn.__dict__.values())
 
 
 def _cell(cell: types.CellType) -> object:
@@ -118,11 +142,20 @@ def _token(value: object, deep: bool) -> Token:
         return _function_token(value)
     if isinstance(value, staticmethod | classmethod):
         inner = value.__func__
-        return (value, *(_function_token(inner) if isinstance(inner, types.FunctionType)
-                         else (inner,)))
+        return (
+            value,
+            *(_function_token(inner) if isinstance(inner, types.FunctionType) else (inner,)),
+        )
     if isinstance(value, property):
-        return (value, *(t for f in (value.fget, value.fset, value.fdel) if f is not None
-                         for t in _token(f, False)))
+        return (
+            value,
+            *(
+                t
+                for f in (value.fget, value.fset, value.fdel)
+                if f is not None
+                for t in _token(f, False)
+            ),
+        )
     if isinstance(value, functools.partial):
         return (value, value.func, *value.args, *value.keywords.values())
     if isinstance(value, type):
@@ -166,8 +199,7 @@ class Fingerprint:
     library_modules: tuple[types.ModuleType, ...]
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self.own.values()) + sum(
-            len(v) for v in self.libraries.values())
+        return sum(len(v) for v in self.own.values()) + sum(len(v) for v in self.libraries.values())
 
     def token(self, where: str) -> Token | None:
         """The token recorded at ``where`` (None if nothing is)."""
@@ -226,9 +258,7 @@ def _is_submodule(package: str, key: str, value: object) -> bool:
     return isinstance(value, types.ModuleType) and value.__name__ == f"{package}.{key}"
 
 
-def _scan_class(
-    out: dict[str, dict[str, Token]], cls: type, path: str, seen: set[int]
-) -> None:
+def _scan_class(out: dict[str, dict[str, Token]], cls: type, path: str, seen: set[int]) -> None:
     if id(cls) in seen or path in out:
         return
     seen.add(id(cls))
@@ -238,8 +268,11 @@ def _scan_class(
         if key in _CLASS_SKIP:
             continue
         entries[key] = _token(value, False)
-        if (isinstance(value, type) and value.__module__ == cls.__module__
-                and value.__qualname__.startswith(cls.__qualname__ + ".")):
+        if (
+            isinstance(value, type)
+            and value.__module__ == cls.__module__
+            and value.__qualname__.startswith(cls.__qualname__ + ".")
+        ):
             _scan_class(out, value, f"{path}.{key}", seen)
 
 
@@ -248,7 +281,7 @@ _SYS_MODULES = "sys.modules"
 
 def _split(where: str) -> tuple[str, str]:
     if where.startswith(_SYS_MODULES + "["):
-        return _SYS_MODULES, where[len(_SYS_MODULES) + 2:-2]
+        return _SYS_MODULES, where[len(_SYS_MODULES) + 2 : -2]
     container, _, key = where.rpartition(".")
     return container, key
 
@@ -351,8 +384,11 @@ class Violation:
         return f"changed dpledger's own code {_STAGES.get(self.stage, self.stage)}: {listed}"
 
     def error(self, others: int = 0) -> IntegrityError:
-        dist = (f"distribution {self.distribution} {self.version or ''}".strip()
-                if self.distribution else "no distribution")
+        dist = (
+            f"distribution {self.distribution} {self.version or ''}".strip()
+            if self.distribution
+            else "no distribution"
+        )
         also = f" (and {others} other plugin(s) did too)" if others else ""
         return IntegrityError(
             f"plugin {self.plugin!r} ({dist}) {self.describe()}{also}; no privacy bound can be "
@@ -385,8 +421,9 @@ class IntegrityGuard:
         """Changes an earlier guard saw stay in force while the original code is not back."""
         for key, (violation, original) in list(_TAINTS.items()):
             now = self.baseline.token(key)
-            restored = now is None if original is None else (
-                now is not None and _same(original, now))
+            restored = (
+                now is None if original is None else (now is not None and _same(original, now))
+            )
             if restored:
                 del _TAINTS[key]
                 continue
@@ -402,8 +439,11 @@ class IntegrityGuard:
         self, plugin: str, distribution: str | None, version: str | None, stage: str
     ) -> Violation | None:
         """Attribute every change not yet attributed to ``plugin``."""
-        changes = tuple(c for c in diff(self.baseline, self.baseline.retake())
-                        if c.where not in self._attributed)
+        changes = tuple(
+            c
+            for c in diff(self.baseline, self.baseline.retake())
+            if c.where not in self._attributed
+        )
         if not changes:
             return None
         if _FLUSHING.get():
@@ -425,10 +465,12 @@ class IntegrityGuard:
 
 #: checks postponed by :func:`deferred_checks` (None outside such a block)
 _DEFERRED: contextvars.ContextVar[dict[int, Callable[[], None]] | None] = contextvars.ContextVar(
-    "dpledger_integrity_deferred", default=None)
+    "dpledger_integrity_deferred", default=None
+)
 #: whether postponed checks are running (a change is then attributed to the whole batch)
 _FLUSHING: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "dpledger_integrity_flushing", default=False)
+    "dpledger_integrity_flushing", default=False
+)
 
 
 @contextlib.contextmanager

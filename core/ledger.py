@@ -111,16 +111,21 @@ def unit_codes(keys: Any) -> NDArray[np.int64]:
     """Integer codes of one unit key per row (any hashable, sortable keys)."""
     arr = np.asarray(keys)
     if arr.ndim != 1:
-        raise InvalidParameterError("unit_keys", f"must be 1-D, got shape {arr.shape}",
-                                    "pass one unit key per row")
+        raise InvalidParameterError(
+            "unit_keys", f"must be 1-D, got shape {arr.shape}", "pass one unit key per row"
+        )
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-        raise InvalidParameterError("unit_keys", "contains NaN or infinite keys",
-                                    "give every row a unit key")
+        raise InvalidParameterError(
+            "unit_keys", "contains NaN or infinite keys", "give every row a unit key"
+        )
     try:
         _, codes = np.unique(arr, return_inverse=True)
     except TypeError:
-        raise InvalidParameterError("unit_keys", "mixes key types that cannot be compared",
-                                    "use one type of key (e.g. strings)") from None
+        raise InvalidParameterError(
+            "unit_keys",
+            "mixes key types that cannot be compared",
+            "use one type of key (e.g. strings)",
+        ) from None
     return codes.astype(np.int64).reshape(-1)
 
 
@@ -141,8 +146,14 @@ class Sample:
     re-drawn: re-drawing would break the Poisson analysis).
     """
 
-    def __init__(self, ledger: PrivacyLedger, kind: str, step: str, wrap: Callable[[Event], Event],
-                 indices: NDArray[np.int64]) -> None:
+    def __init__(
+        self,
+        ledger: PrivacyLedger,
+        kind: str,
+        step: str,
+        wrap: Callable[[Event], Event],
+        indices: NDArray[np.int64],
+    ) -> None:
         self._ledger = ledger
         self.kind = kind
         self.step = step
@@ -190,8 +201,9 @@ def selection_epsilon(epsilon: float, adjacency: Adjacency) -> float:
     return math.nextafter(value, math.inf) if value < math.inf else value
 
 
-def make_rng(seed: int | np.random.Generator | None = None, *, secure: bool = False
-             ) -> np.random.Generator:
+def make_rng(
+    seed: int | np.random.Generator | None = None, *, secure: bool = False
+) -> np.random.Generator:
     """A numpy Generator: seeded, fresh, or (``secure``) keyed from the OS CSPRNG."""
     if secure:
         if seed is not None:
@@ -221,13 +233,15 @@ class PrivacyLedger:
             declared = Declaration(declared, "row")
         if not isinstance(declared, Declaration):
             raise InvalidParameterError(
-                "declared", f"must be an Event or a Declaration, got {type(declared).__name__}",
+                "declared",
+                f"must be an Event or a Declaration, got {type(declared).__name__}",
                 "pass an event",
             )
         self.adjacency = adjacency or Adjacency()
         if declared.unit == "user" and self.adjacency.unit != "user":
             raise InvalidParameterError(
-                "declared", "a user-level declaration needs a user-level adjacency",
+                "declared",
+                "a user-level declaration needs a user-level adjacency",
                 "declare the row-level event, or pass Adjacency(unit='user', unit_key=...)",
             )
         #: the ledger's own copy: nothing the method holds can change what is enforced
@@ -262,8 +276,9 @@ class PrivacyLedger:
     def _check(self, event: Event, step: str) -> None:
         # open samples are not in the counts yet: the candidate entry holds all their steps
         entry, counts = self._candidate(event)
-        executed = tuple(sorted(((k, v) for k, v in counts.items() if v > 0),
-                                key=lambda kv: repr(kv[0])))
+        executed = tuple(
+            sorted(((k, v) for k, v in counts.items() if v > 0), key=lambda kv: repr(kv[0]))
+        )
         if not multiset_covered(executed, self._declared_ms):
             culprit = canonical_step(flatten(entry)[0][0]) if flatten(entry) else entry
             reason = explain_uncovered(culprit, executed, self._declared_ms)
@@ -312,8 +327,9 @@ class PrivacyLedger:
         peak = np.max(np.abs(rows), axis=1, initial=0.0)
         safe = np.where(peak > 0, peak, 1.0)
         norms = peak * np.linalg.norm(rows / safe[:, None], axis=1)  # no overflow for huge rows
-        factor = np.where(norms > c, (c / np.maximum(norms, np.finfo(float).tiny)) * _CLIP_SHRINK,
-                          1.0)
+        factor = np.where(
+            norms > c, (c / np.maximum(norms, np.finfo(float).tiny)) * _CLIP_SHRINK, 1.0
+        )
         clipped = rows * factor[:, None]
         self._clip_l2 = (c, step)
         self.log.append({"step": step, "clip_l2": c})
@@ -321,8 +337,9 @@ class PrivacyLedger:
         return clipped.reshape(arr.shape)
 
     # -- the privacy unit ----------------------------------------------------------------
-    def bound_units(self, keys: Any, max_contributions: int, *, step: str = "bound_units"
-                    ) -> NDArray[np.int64]:
+    def bound_units(
+        self, keys: Any, max_contributions: int, *, step: str = "bound_units"
+    ) -> NDArray[np.int64]:
         """Indices of the rows to keep: at most ``max_contributions`` rows per unit.
 
         ``keys`` holds one unit identifier (the adjacency's ``unit_key`` column) per row; a
@@ -345,7 +362,8 @@ class PrivacyLedger:
         codes = unit_codes(unit_keys)
         if codes.size != rows.shape[0]:
             raise InvalidParameterError(
-                "unit_keys", f"has {codes.size} keys for {rows.shape[0]} rows",
+                "unit_keys",
+                f"has {codes.size} keys for {rows.shape[0]} rows",
                 "pass one unit key per row",
             )
         if codes.size == 0:
@@ -356,13 +374,15 @@ class PrivacyLedger:
         self.unit_steps.append(step)
         return sums
 
-    def _clipped_sum(self, contributions: Any, clip_norm: float, norm: str, step: str,
-                     unit_keys: Any) -> tuple[FloatArray, tuple[int, ...], float]:
+    def _clipped_sum(
+        self, contributions: Any, clip_norm: float, norm: str, step: str, unit_keys: Any
+    ) -> tuple[FloatArray, tuple[int, ...], float]:
         c = _positive("clip_norm", clip_norm)
         arr = _finite_array("contributions", contributions)
         if arr.ndim == 0:
-            raise InvalidParameterError("contributions", "must have one row per record",
-                                        "pass a 1-D or 2-D array")
+            raise InvalidParameterError(
+                "contributions", "must have one row per record", "pass a 1-D or 2-D array"
+            )
         shape = tuple(int(d) for d in arr.shape[1:])
         rows = arr.reshape(arr.shape[0], int(np.prod(shape, dtype=np.int64)))
         if unit_keys is not None:
@@ -371,17 +391,29 @@ class PrivacyLedger:
             size = np.linalg.norm(rows, axis=1) if rows.size else np.zeros(rows.shape[0])
         else:
             size = np.abs(rows).sum(axis=1) if rows.size else np.zeros(rows.shape[0])
-        factor = np.where(size > c, (c / np.maximum(size, np.finfo(float).tiny)) * _CLIP_SHRINK,
-                          1.0)
+        factor = np.where(
+            size > c, (c / np.maximum(size, np.finfo(float).tiny)) * _CLIP_SHRINK, 1.0
+        )
         total = (rows * factor[:, None]).sum(axis=0)
-        self.log.append({"step": f"{step}.clip", f"clip_{norm}": c,
-                         "per": "unit" if unit_keys is not None else "row"})
+        self.log.append(
+            {
+                "step": f"{step}.clip",
+                f"clip_{norm}": c,
+                "per": "unit" if unit_keys is not None else "row",
+            }
+        )
         self.private_log.append({"step": f"{step}.clip", "rows": int(arr.shape[0])})
         return total, shape, c
 
-    def clipped_sum_gaussian(self, contributions: Any, clip_norm: float,
-                             noise_multiplier: float, *, step: str,
-                             unit_keys: Any = None) -> Any:
+    def clipped_sum_gaussian(
+        self,
+        contributions: Any,
+        clip_norm: float,
+        noise_multiplier: float,
+        *,
+        step: str,
+        unit_keys: Any = None,
+    ) -> Any:
         """Sum of per-record contributions clipped to L2 norm ``clip_norm``, plus Gaussian noise.
 
         The framework clips, so the sensitivity accounted is the one enforced: ``clip_norm``
@@ -392,13 +424,20 @@ class PrivacyLedger:
         step = _check_step(step)
         _positive("noise_multiplier", noise_multiplier)
         total, shape, c = self._clipped_sum(contributions, clip_norm, "l2", step, unit_keys)
-        out = self.gaussian(total.reshape(shape) if shape else total[0], c, noise_multiplier,
-                            step=step)
+        out = self.gaussian(
+            total.reshape(shape) if shape else total[0], c, noise_multiplier, step=step
+        )
         return out
 
-    def clipped_sum_laplace(self, contributions: Any, clip_norm: float,
-                            noise_multiplier: float, *, step: str,
-                            unit_keys: Any = None) -> Any:
+    def clipped_sum_laplace(
+        self,
+        contributions: Any,
+        clip_norm: float,
+        noise_multiplier: float,
+        *,
+        step: str,
+        unit_keys: Any = None,
+    ) -> Any:
         """Sum of per-record contributions clipped to L1 norm ``clip_norm``, plus Laplace noise
         of scale ``noise_multiplier * clip_norm``; ``unit_keys`` as in
         :meth:`clipped_sum_gaussian`. Books ``LaplaceEvent(noise_multiplier)``."""
@@ -412,8 +451,9 @@ class PrivacyLedger:
         return noisy.reshape(shape) if shape else float(noisy[0])
 
     # -- additive noise ----------------------------------------------------------------
-    def gaussian(self, values: Any, sensitivity: float, noise_multiplier: float, *,
-                 step: str) -> Any:
+    def gaussian(
+        self, values: Any, sensitivity: float, noise_multiplier: float, *, step: str
+    ) -> Any:
         """``values + N(0, (noise_multiplier * sensitivity)^2)``; books GaussianEvent."""
         step = _check_step(step)
         s = _positive("sensitivity", sensitivity)
@@ -428,8 +468,9 @@ class PrivacyLedger:
         out = arr + self.rng.normal(0.0, m * s, size=arr.shape)
         return float(out) if out.ndim == 0 else out
 
-    def laplace(self, values: Any, sensitivity: float, noise_multiplier: float, *,
-                step: str) -> Any:
+    def laplace(
+        self, values: Any, sensitivity: float, noise_multiplier: float, *, step: str
+    ) -> Any:
         """``values + Laplace(noise_multiplier * sensitivity)`` (L1); books LaplaceEvent."""
         step = _check_step(step)
         s = _positive("sensitivity", sensitivity)
@@ -462,8 +503,14 @@ class PrivacyLedger:
             )
         self._record(event, step, {"reason": reason} if reason else {})
 
-    def sample_certified(self, sampler: Callable[[np.random.Generator], Any], event: Event, *,
-                         step: str, note: str = "") -> Any:
+    def sample_certified(
+        self,
+        sampler: Callable[[np.random.Generator], Any],
+        event: Event,
+        *,
+        step: str,
+        note: str = "",
+    ) -> Any:
         """Run ``sampler(rng)`` as one release whose privacy ``event`` certifies.
 
         For mechanisms the ledger cannot draw itself, e.g. sampling the law of a flow whose
@@ -493,8 +540,9 @@ class PrivacyLedger:
         """
         return selection_epsilon(epsilon, self.adjacency)
 
-    def exponential_mechanism(self, scores: Any, sensitivity: float, epsilon: float, *,
-                              step: str, monotonic: bool = False) -> int:
+    def exponential_mechanism(
+        self, scores: Any, sensitivity: float, epsilon: float, *, step: str, monotonic: bool = False
+    ) -> int:
         """Index ``i`` with probability proportional to ``exp(epsilon * s_i / (2 * sensitivity))``.
 
         With ``monotonic=True`` (scores move in one direction between neighbours) the factor 2
@@ -504,25 +552,34 @@ class PrivacyLedger:
         s = _positive("sensitivity", sensitivity)
         eps = _positive("epsilon", epsilon)
         arr = self._scores(scores)
-        self._record(ExponentialMechanismEvent(self._selection_epsilon(eps)), step,
-                     {"sensitivity": s})
+        self._record(
+            ExponentialMechanismEvent(self._selection_epsilon(eps)), step, {"sensitivity": s}
+        )
         scale = (1.0 if monotonic else 2.0) * s / eps
         return int(np.argmax(arr / scale + self.rng.gumbel(size=arr.shape)))
 
-    def report_noisy_max(self, scores: Any, sensitivity: float, epsilon: float, *,
-                         step: str, monotonic: bool = False) -> int:
+    def report_noisy_max(
+        self, scores: Any, sensitivity: float, epsilon: float, *, step: str, monotonic: bool = False
+    ) -> int:
         """Argmax of scores + Laplace(2 * sensitivity / epsilon); books ReportNoisyMaxEvent."""
         step = _check_step(step)
         s = _positive("sensitivity", sensitivity)
         eps = _positive("epsilon", epsilon)
         arr = self._scores(scores)
-        self._record(ReportNoisyMaxEvent(self._selection_epsilon(eps)), step,
-                     {"sensitivity": s})
+        self._record(ReportNoisyMaxEvent(self._selection_epsilon(eps)), step, {"sensitivity": s})
         scale = (1.0 if monotonic else 2.0) * s / eps
         return int(np.argmax(arr + self.rng.laplace(0.0, scale, size=arr.shape)))
 
-    def noisy_top_k(self, scores: Any, sensitivity: float, epsilon: float, k: int, *,
-                    step: str, monotonic: bool = False) -> NDArray[np.int64]:
+    def noisy_top_k(
+        self,
+        scores: Any,
+        sensitivity: float,
+        epsilon: float,
+        k: int,
+        *,
+        step: str,
+        monotonic: bool = False,
+    ) -> NDArray[np.int64]:
         """Top ``k`` indices of scores plus Gumbel noise (one shot).
 
         Equal in distribution to ``k`` rounds of peeling exponential mechanisms at ``epsilon``
@@ -533,11 +590,16 @@ class PrivacyLedger:
         eps = _positive("epsilon", epsilon)
         arr = self._scores(scores)
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= arr.size:
-            raise InvalidParameterError("k", f"must be in [1, {arr.size}], got {k!r}",
-                                        "pick at most as many as there are candidates")
-        self._record(SelfComposedEvent(ExponentialMechanismEvent(self._selection_epsilon(eps)),
-                                       int(k)), step,
-                     {"sensitivity": s, "k": int(k)})
+            raise InvalidParameterError(
+                "k",
+                f"must be in [1, {arr.size}], got {k!r}",
+                "pick at most as many as there are candidates",
+            )
+        self._record(
+            SelfComposedEvent(ExponentialMechanismEvent(self._selection_epsilon(eps)), int(k)),
+            step,
+            {"sensitivity": s, "k": int(k)},
+        )
         scale = (1.0 if monotonic else 2.0) * s / eps
         noisy = arr / scale + self.rng.gumbel(size=arr.shape)
         return np.argsort(-noisy, kind="stable")[: int(k)].astype(np.int64)
@@ -551,8 +613,9 @@ class PrivacyLedger:
         """
         step = _check_step(step)
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-            raise InvalidParameterError("n", f"must be an integer >= 0, got {n!r}",
-                                        "pass len(data)")
+            raise InvalidParameterError(
+                "n", f"must be an integer >= 0, got {n!r}", "pass len(data)"
+            )
         if isinstance(q, bool) or not isinstance(q, int | float) or not 0.0 <= float(q) <= 1.0:
             raise InvalidParameterError("q", f"must lie in [0, 1], got {q!r}", "pass a rate")
         rate = float(q)
@@ -572,8 +635,11 @@ class PrivacyLedger:
         indices = np.sort(self.rng.choice(int(n), size=int(m), replace=False)).astype(np.int64)
         self.log.append({"step": step, "sample_without_replacement": [int(m), int(n)]})
         return Sample(
-            self, "wor", step,
-            lambda e: SampledWithoutReplacementEvent(int(n), int(m), e), indices,
+            self,
+            "wor",
+            step,
+            lambda e: SampledWithoutReplacementEvent(int(n), int(m), e),
+            indices,
         )
 
     # -- results -----------------------------------------------------------------------
@@ -631,5 +697,3 @@ class PrivacyLedger:
     def private_dict(self) -> dict[str, Any]:
         """Data-dependent diagnostics (realised sample sizes, row counts): never publish."""
         return {"steps": list(self.private_log)}
-
-

@@ -154,9 +154,7 @@ def _as_float(value: int | float) -> float:
 
 def _probability_query(ctx: _Ctx, value: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
-        raise ctx.fail(
-            field, f"must lie in (0, 1), got {_short(value)}", "write e.g. delta = 1e-5"
-        )
+        raise ctx.fail(field, f"must lie in (0, 1), got {_short(value)}", "write e.g. delta = 1e-5")
     return float(value)
 
 
@@ -263,9 +261,7 @@ def parse_pipeline(
         _transform(ctx, graph, _keys(ctx, entry, path, TRANSFORM_KEYS), path, register)
     for i, entry in enumerate(_list(ctx, top, "releases")):
         path = f"releases[{i}]"
-        _release(
-            ctx, graph, _keys(ctx, entry, path, RELEASE_KEYS), path, register, resolve_method
-        )
+        _release(ctx, graph, _keys(ctx, entry, path, RELEASE_KEYS), path, register, resolve_method)
     for i, entry in enumerate(_list(ctx, top, "postprocess")):
         path = f"postprocess[{i}]"
         table = _keys(ctx, entry, path, POSTPROCESS_KEYS)
@@ -386,7 +382,8 @@ def _method_event(
     method = _string(ctx, table, "method", path, required=False)
     if method is None:
         raise ctx.fail(
-            f"{path}.event", "is missing",
+            f"{path}.event",
+            "is missing",
             'add event = {kind = "gaussian", noise_multiplier = 1.0}, or name a registered '
             "method with method = ... and params = {...}",
         )
@@ -395,13 +392,15 @@ def _method_event(
         raise ctx.fail(f"{path}.params", "must be a table", "write params = {name = value}")
     if resolve_method is None:
         raise ctx.fail(
-            f"{path}.event", f"is missing, and method {method!r} cannot be looked up here",
+            f"{path}.event",
+            f"is missing, and method {method!r} cannot be looked up here",
             "give the release's event, or account the file with `dpledger account`",
         )
     adjacency = _source_adjacency(graph, source)
     if adjacency is None:
         raise ctx.fail(
-            f"{path}.input", f"{source!r} does not lead to a source",
+            f"{path}.input",
+            f"{source!r} does not lead to a source",
             "read from a source or from a transform of one",
         )
     try:
@@ -436,7 +435,8 @@ def _release(
     if "event" in table:
         if "params" in table:
             raise ctx.fail(
-                f"{path}.params", "is given together with event",
+                f"{path}.params",
+                "is given together with event",
                 "give either event (a mechanism) or method + params (a registered method)",
             )
         event = parse_event(ctx, table["event"], f"{path}.event")
@@ -450,8 +450,7 @@ def _release(
         if "declared_unit" in table and table["declared_unit"] != declared_unit:
             raise ctx.fail(
                 f"{path}.declared_unit",
-                f"is {table['declared_unit']!r}, but method declares a {declared_unit}-level "
-                "event",
+                f"is {table['declared_unit']!r}, but method declares a {declared_unit}-level event",
                 "remove declared_unit: a registered method states its own unit",
             )
         default_unit = declared_unit

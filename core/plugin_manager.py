@@ -160,8 +160,9 @@ def make_plugin_manager(
         pm.trace.root.setwriter(sys.stderr.write)
         pm.enable_tracing()
     if load_entrypoints:
-        load_entry_points(pm, allow=pm.allow, block=pm.block,
-                          which="builtin" if builtin_only else "all")
+        load_entry_points(
+            pm, allow=pm.allow, block=pm.block, which="builtin" if builtin_only else "all"
+        )
     return pm
 
 
@@ -191,8 +192,9 @@ def load_entry_points(
     after each.
     """
     if which not in ("all", "builtin", "third_party"):
-        raise InvalidParameterError("which", f"unknown value {which!r}",
-                                    "use 'all', 'builtin' or 'third_party'")
+        raise InvalidParameterError(
+            "which", f"unknown value {which!r}", "use 'all', 'builtin' or 'third_party'"
+        )
     if entry_points is None:
         entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
     seen: set[tuple[str, str, str | None]] = set()
@@ -230,10 +232,15 @@ def _load_one(
     try:
         plugin = ep.load()
     except (Exception, SystemExit) as exc:
-        pm.problems.append(PluginProblem(
-            ep.name, dist, version, "load", f"importing {ep.value} failed: "
-            f"{type(exc).__name__}: {exc}",
-        ))
+        pm.problems.append(
+            PluginProblem(
+                ep.name,
+                dist,
+                version,
+                "load",
+                f"importing {ep.value} failed: {type(exc).__name__}: {exc}",
+            )
+        )
         plugin = None
     if plugin is not None:
         register_plugin(pm, plugin, name=ep.name, origin=origin)
@@ -275,23 +282,39 @@ def register_plugin(
     if pm.has_plugin(name) or name in pm.origins:
         other = pm.origins.get(name)
         where = f" from {other.distribution}" if other and other.distribution else ""
-        pm.problems.append(PluginProblem(
-            name, origin.distribution, origin.version, "duplicate",
-            f"a plugin named {name!r}{where} is already registered; this one is ignored",
-        ))
+        pm.problems.append(
+            PluginProblem(
+                name,
+                origin.distribution,
+                origin.version,
+                "duplicate",
+                f"a plugin named {name!r}{where} is already registered; this one is ignored",
+            )
+        )
         return False
     if pm.is_registered(plugin):
-        pm.problems.append(PluginProblem(
-            name, origin.distribution, origin.version, "duplicate",
-            f"the same object is already registered as {pm.get_name(plugin)!r}",
-        ))
+        pm.problems.append(
+            PluginProblem(
+                name,
+                origin.distribution,
+                origin.version,
+                "duplicate",
+                f"the same object is already registered as {pm.get_name(plugin)!r}",
+            )
+        )
         return False
     try:
         pm.register(plugin, name=name)
     except (Exception, SystemExit) as exc:
-        pm.problems.append(PluginProblem(
-            name, origin.distribution, origin.version, "register", f"{type(exc).__name__}: {exc}"
-        ))
+        pm.problems.append(
+            PluginProblem(
+                name,
+                origin.distribution,
+                origin.version,
+                "register",
+                f"{type(exc).__name__}: {exc}",
+            )
+        )
         return False
     pending = [
         f"{hc.name} is not a dpledger hook (known hooks: {', '.join(HOOK_NAMES)})"
@@ -302,9 +325,9 @@ def register_plugin(
     pending += [m for m in _near_miss_hooks(plugin) if m not in pending]
     if pending:
         pm.unregister(plugin)
-        pm.problems.append(PluginProblem(
-            name, origin.distribution, origin.version, "register", "; ".join(pending)
-        ))
+        pm.problems.append(
+            PluginProblem(name, origin.distribution, origin.version, "register", "; ".join(pending))
+        )
         return False
     pm.origins[name] = origin
     pm.trace.get("load")(f"registered {name!r} from {origin.distribution or 'module'}")
@@ -372,8 +395,7 @@ class PluginHost:
         if not self._third_party_pending:
             return False
         self._third_party_pending = False
-        load_entry_points(self.pm, allow=self.pm.allow, block=self.pm.block,
-                          which="third_party")
+        load_entry_points(self.pm, allow=self.pm.allow, block=self.pm.block, which="third_party")
         self._specs = None
         return True
 
@@ -437,8 +459,11 @@ class PluginHost:
 
         def register(spec: Any) -> None:
             if not isinstance(spec, expected):
-                self._problem(name, "spec", f"{hook_name} registered {type(spec).__name__}, "
-                              f"expected a {expected.__name__}")
+                self._problem(
+                    name,
+                    "spec",
+                    f"{hook_name} registered {type(spec).__name__}, expected a {expected.__name__}",
+                )
                 return
             if spec.provenance is not None:
                 self._problem(name, "spec", f"{spec.name!r} sets provenance; the host sets it")
@@ -475,14 +500,17 @@ class PluginHost:
             if existing is None:
                 continue
             assert existing.provenance is not None
-            what = (f"event kind {claim[5:]!r}" if claim.startswith("kind:")
-                    else f"{spec.name!r}")
+            what = f"event kind {claim[5:]!r}" if claim.startswith("kind:") else f"{spec.name!r}"
             if existing.provenance.distribution == BUILTIN_DISTRIBUTION:
-                self._problem(plugin, "duplicate", (
-                    f"{what} is already registered by builtin plugin "
-                    f"{existing.provenance.plugin!r} ({BUILTIN_DISTRIBUTION}); builtin names "
-                    "cannot be taken, so this one is ignored"
-                ))
+                self._problem(
+                    plugin,
+                    "duplicate",
+                    (
+                        f"{what} is already registered by builtin plugin "
+                        f"{existing.provenance.plugin!r} ({BUILTIN_DISTRIBUTION}); builtin names "
+                        "cannot be taken, so this one is ignored"
+                    ),
+                )
                 return
             self._clash(hook_name, claim, what, existing, spec, table, kinds)
             return
@@ -511,14 +539,22 @@ class PluginHost:
                 del kinds[kind]
         for other in claimants:
             assert other.provenance is not None
-            self._problem(other.provenance.plugin, "duplicate", (
-                f"{what} is also registered by plugin {_who(spec)}; it cannot be used until "
-                "one of them is blocked"
-            ))
-        self._problem(_plugin_of(spec), "duplicate", (
-            f"{what} is also registered by plugin {_who(claimants[0])}; it cannot be used "
-            "until one of them is blocked"
-        ))
+            self._problem(
+                other.provenance.plugin,
+                "duplicate",
+                (
+                    f"{what} is also registered by plugin {_who(spec)}; it cannot be used until "
+                    "one of them is blocked"
+                ),
+            )
+        self._problem(
+            _plugin_of(spec),
+            "duplicate",
+            (
+                f"{what} is also registered by plugin {_who(claimants[0])}; it cannot be used "
+                "until one of them is blocked"
+            ),
+        )
         claimants.append(spec)
         for mechanism in (existing, spec):
             if isinstance(mechanism, MechanismSpec):
@@ -544,8 +580,8 @@ class PluginHost:
             )
         if isinstance(spec, MechanismSpec) and spec.to_core is not None:
             return attrs.evolve(
-                spec, to_core=integrity.guarded_call(spec.to_core, self._after(plugin,
-                                                                               "mechanism")))
+                spec, to_core=integrity.guarded_call(spec.to_core, self._after(plugin, "mechanism"))
+            )
         return spec
 
     def _after(self, plugin: str, stage: str) -> Callable[[], None]:
@@ -586,8 +622,10 @@ class PluginHost:
         third-party plugins register ``name``.
         """
         methods = self.methods()
-        if name not in methods and name not in self._clashes["dpledger_register_methods"] and (
-            self._load_third_party()
+        if (
+            name not in methods
+            and name not in self._clashes["dpledger_register_methods"]
+            and (self._load_third_party())
         ):
             methods = self.methods()
         self.certify()
@@ -598,11 +636,19 @@ class PluginHost:
             failed = [p for p in self.problems() if p.stage in ("load", "register")]
             note = ""
             if failed:
-                note = " (plugins that failed to load: " + "; ".join(
-                    f"{p.plugin} ({p.distribution or '-'} {p.version or ''}".rstrip() + "): "
-                    + p.message for p in failed) + ")"
+                note = (
+                    " (plugins that failed to load: "
+                    + "; ".join(
+                        f"{p.plugin} ({p.distribution or '-'} {p.version or ''}".rstrip()
+                        + "): "
+                        + p.message
+                        for p in failed
+                    )
+                    + ")"
+                )
             raise InvalidParameterError(
-                "method", f"no method named {name!r}{note}",
+                "method",
+                f"no method named {name!r}{note}",
                 f"use one of {sorted(methods)} (see `dpledger plugins`)",
             )
         return methods[name]
@@ -650,16 +696,20 @@ class PluginHost:
             first = mine[0] if mine else None
             specs = by_plugin.get(name, [])
             dist = origin.distribution if origin else (first.distribution if first else None)
-            out.append(PluginInfo(
-                name=name,
-                distribution=dist,
-                version=origin.version if origin else (first.version if first else None),
-                tier=origin.tier if origin else trust_tier(dist),
-                methods=tuple(s.name for s in specs if isinstance(s, MethodSpec)),
-                mechanisms=tuple(s.name for s in specs if isinstance(s, MechanismSpec)),
-                report_sections=tuple(s.name for s in specs if isinstance(s, ReportSectionSpec)),
-                problems=tuple(f"[{p.stage}] {p.message}" for p in mine),
-            ))
+            out.append(
+                PluginInfo(
+                    name=name,
+                    distribution=dist,
+                    version=origin.version if origin else (first.version if first else None),
+                    tier=origin.tier if origin else trust_tier(dist),
+                    methods=tuple(s.name for s in specs if isinstance(s, MethodSpec)),
+                    mechanisms=tuple(s.name for s in specs if isinstance(s, MechanismSpec)),
+                    report_sections=tuple(
+                        s.name for s in specs if isinstance(s, ReportSectionSpec)
+                    ),
+                    problems=tuple(f"[{p.stage}] {p.message}" for p in mine),
+                )
+            )
         return out
 
     # -- accounting support ---------------------------------------------------------------
@@ -670,16 +720,20 @@ class PluginHost:
         profile (see :func:`profile_to_core`), under ``adjacency``.
         """
         by_class = {spec.event_class: spec for spec in self.mechanisms().values()}
-        unknown = [n for n in event.walk()
-                   if EVENT_KINDS.core.get(n.kind) is not type(n) and type(n) not in by_class]
+        unknown = [
+            n
+            for n in event.walk()
+            if EVENT_KINDS.core.get(n.kind) is not type(n) and type(n) not in by_class
+        ]
         if unknown and self._load_third_party():
             by_class = {spec.event_class: spec for spec in self.mechanisms().values()}
         self.certify()
         clashes = self._clashes["dpledger_register_mechanisms"]
         for node in event.walk():
             claimants = clashes.get(f"kind:{node.kind}")
-            if claimants and any(isinstance(node, c.event_class) for c in claimants
-                                 if isinstance(c, MechanismSpec)):
+            if claimants and any(
+                isinstance(node, c.event_class) for c in claimants if isinstance(c, MechanismSpec)
+            ):
                 raise _conflict("event", f"event kind {node.kind!r}", claimants)
         return _lower(event, by_class, depth=0, adjacency=adjacency or Adjacency())
 
@@ -700,10 +754,10 @@ def _conflict(field: str, what: str, claimants: Sequence[AnySpec]) -> PluginConf
     names = " and ".join(_who(s) for s in claimants)
     blocks = ", ".join(_plugin_of(s) for s in claimants)
     return PluginConflictError(
-        field, f"{what} is registered by more than one plugin: {names}; dpledger does not "
+        field,
+        f"{what} is registered by more than one plugin: {names}; dpledger does not "
         "choose between them",
-        f"block all but one with --plugins-block NAME (or DPLEDGER_PLUGINS_BLOCK; one of "
-        f"{blocks})",
+        f"block all but one with --plugins-block NAME (or DPLEDGER_PLUGINS_BLOCK; one of {blocks})",
     )
 
 

@@ -25,8 +25,15 @@ RECORD_FILE = "ledger.json"
 #: data-dependent diagnostics (seed, realised sample sizes, row counts): never publish
 PRIVATE_FILE = "PRIVATE-diagnostics.json"
 #: the keys :meth:`PrivacyLedger.to_dict` writes, kept at the top level of the record
-LEDGER_KEYS = ("declared", "declared_unit", "unit_steps", "executed", "adjacency",
-               "secure_seed", "steps")
+LEDGER_KEYS = (
+    "declared",
+    "declared_unit",
+    "unit_steps",
+    "executed",
+    "adjacency",
+    "secure_seed",
+    "steps",
+)
 
 
 @attrs.frozen
@@ -82,16 +89,21 @@ class RunRecord:
             raise InvalidParameterError(where, "is not a table", "pass a run directory")
         schema = data.get("schema", SCHEMA)
         if schema != SCHEMA:
-            raise InvalidParameterError(f"{where}: schema", f"unknown run record {schema!r}",
-                                        f"this dpledger reads {SCHEMA}")
+            raise InvalidParameterError(
+                f"{where}: schema",
+                f"unknown run record {schema!r}",
+                f"this dpledger reads {SCHEMA}",
+            )
         for key in ("method", "adjacency", "declared_core"):
             if key not in data:
-                raise InvalidParameterError(f"{where}: {key}", "is missing",
-                                            "pass a run directory written by dpledger")
+                raise InvalidParameterError(
+                    f"{where}: {key}", "is missing", "pass a run directory written by dpledger"
+                )
         for key in ("declared_core", "adjacency"):
             if not isinstance(data[key], Mapping):
-                raise InvalidParameterError(f"{where}: {key}", "is not a table",
-                                            "pass a run directory written by dpledger")
+                raise InvalidParameterError(
+                    f"{where}: {key}", "is not a table", "pass a run directory written by dpledger"
+                )
         privacy = data.get("privacy") or {}
         outputs = data.get("outputs") or {"files": {}, "values": {}}
         provenance = data.get("provenance")
@@ -117,8 +129,11 @@ class RunRecord:
         try:
             return Adjacency(**self.ledger["adjacency"])
         except (TypeError, DPLedgerError) as exc:
-            raise InvalidParameterError(f"{RECORD_FILE}: adjacency", f"is invalid ({exc})",
-                                        "pass a run directory written by dpledger") from None
+            raise InvalidParameterError(
+                f"{RECORD_FILE}: adjacency",
+                f"is invalid ({exc})",
+                "pass a run directory written by dpledger",
+            ) from None
 
     @property
     def declared_unit(self) -> str:

@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 FloatArray = NDArray[np.float64]
 
 
-
-
 # ---------------------------------------------------------------------------------------------
 # Running a method
 # ---------------------------------------------------------------------------------------------
@@ -64,14 +62,15 @@ def bound_rows_per_unit(data: Any, adjacency: Adjacency) -> Any:
     key = adjacency.unit_key
     if not isinstance(data, Mapping) or key not in data:
         raise InvalidParameterError(
-            f"data.{key}", f"is missing: user-level adjacency identifies users by {key!r}",
-            f"give the data a column {key!r} with one user id per row (or use row-level "
-            "adjacency)",
+            f"data.{key}",
+            f"is missing: user-level adjacency identifies users by {key!r}",
+            f"give the data a column {key!r} with one user id per row (or use row-level adjacency)",
         )
     keys = np.asarray(data[key])
     if keys.ndim != 1:
-        raise InvalidParameterError(f"data.{key}", f"must be 1-D, got shape {keys.shape}",
-                                    "store one user id per row")
+        raise InvalidParameterError(
+            f"data.{key}", f"must be 1-D, got shape {keys.shape}", "store one user id per row"
+        )
     keep = first_rows_per_unit(unit_codes(keys), adjacency.max_contributions)
     n = keys.shape[0]
     out: dict[str, Any] = {}
@@ -81,7 +80,8 @@ def bound_rows_per_unit(data: Any, adjacency: Adjacency) -> Any:
         arr = np.asarray(column) if not callable(column) else None
         if arr is None or arr.ndim == 0 or arr.shape[0] != n:
             raise InvalidParameterError(
-                f"data.{name}", f"does not hold one entry per row of {key!r} ({n} rows)",
+                f"data.{name}",
+                f"does not hold one entry per row of {key!r} ({n} rows)",
                 f"give every column of a user-level dataset one entry per row of {key!r}",
             )
         out[name] = arr[keep]
@@ -125,4 +125,3 @@ def run_verified(
     if not isinstance(outputs, Mapping) or not all(isinstance(k, str) for k in outputs):
         raise PluginError(f"method {spec.name!r}: run() must return a mapping of named outputs")
     return RunResult(dict(outputs), declaration, ledger)
-

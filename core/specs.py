@@ -74,8 +74,7 @@ class ProofRef:
     records: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"citation": self.citation, "location": self.location,
-                "records": list(self.records)}
+        return {"citation": self.citation, "location": self.location, "records": list(self.records)}
 
 
 def _proof_converter(value: Any) -> Any:
@@ -85,7 +84,8 @@ def _proof_converter(value: Any) -> Any:
 def _proof_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, ProofRef):
         raise InvalidParameterError(
-            attribute.name, f"must be a ProofRef or a citation string, got {value!r}",
+            attribute.name,
+            f"must be a ProofRef or a citation string, got {value!r}",
             "cite the theorem that proves the privacy claim",
         )
 
@@ -155,7 +155,8 @@ class MethodSpec:
         unknown = sorted(set(values) - names)
         if unknown:
             raise InvalidParameterError(
-                f"{self.name}.{unknown[0]}", "is not a parameter of this method",
+                f"{self.name}.{unknown[0]}",
+                "is not a parameter of this method",
                 f"use {sorted(names)}",
             )
         try:
@@ -184,7 +185,8 @@ ProfileFn = Callable[[Event, Adjacency, float], float]
 def _event_class_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not (isinstance(value, type) and issubclass(value, Event) and attrs.has(value)):
         raise InvalidParameterError(
-            attribute.name, f"must be an attrs Event subclass, got {value!r}",
+            attribute.name,
+            f"must be an attrs Event subclass, got {value!r}",
             "define the leaf event with @attrs.frozen class MyEvent(Event)",
         )
     kind = value.__dict__.get("kind")
@@ -229,7 +231,8 @@ class MechanismSpec:
     def __attrs_post_init__(self) -> None:
         if self.to_core is None and self.privacy_profile is None:
             raise InvalidParameterError(
-                "to_core", "a mechanism needs at least one accountant characterisation",
+                "to_core",
+                "a mechanism needs at least one accountant characterisation",
                 "give to_core (a mapping onto core events) or privacy_profile",
             )
 

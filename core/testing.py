@@ -151,8 +151,13 @@ class MethodPluginContract:
     def test_run_is_reproducible(self) -> None:
         params = self._params()
         runs = [
-            run_verified(self.spec, params, self.make_data(np.random.default_rng(self.seed)),
-                         adjacency=self.adjacencies[0], seed=self.seed).outputs
+            run_verified(
+                self.spec,
+                params,
+                self.make_data(np.random.default_rng(self.seed)),
+                adjacency=self.adjacencies[0],
+                seed=self.seed,
+            ).outputs
             for _ in range(2)
         ]
         for key in runs[0]:

@@ -123,8 +123,9 @@ def one_of(*choices: str) -> Any:
 
     def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if isinstance(value, bool) or value not in choices:
-            raise InvalidParameterError(attribute.name, f"unknown value {value!r}",
-                                        f"use one of {list(choices)}")
+            raise InvalidParameterError(
+                attribute.name, f"unknown value {value!r}", f"use one of {list(choices)}"
+            )
 
     return check
 

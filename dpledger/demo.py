@@ -90,8 +90,10 @@ def _f(x: float) -> str:
 def pipeline_toml(config: DemoConfig, warm: tuple[float, ...], delta: float) -> str:
     """The pipeline the run declares (one cell per time marginal, composed in parallel)."""
     gaussians = ", ".join(f'{{ kind = "gaussian", noise_multiplier = {_f(s)} }}' for s in warm)
-    step = (f'{{ kind = "poisson_sampled", sampling_probability = {_f(config.rho)}, '
-            f'event = {{ kind = "gaussian", noise_multiplier = {_f(config.tau)} }} }}')
+    step = (
+        f'{{ kind = "poisson_sampled", sampling_probability = {_f(config.rho)}, '
+        f'event = {{ kind = "gaussian", noise_multiplier = {_f(config.tau)} }} }}'
+    )
     return f"""# The demo's private trajectory run, event level: every point of every time marginal
 # belongs to a different person, so the T marginals are disjoint and compose in parallel.
 name = "demo-private-trajectories"
@@ -163,29 +165,46 @@ def progress_bar(total: int, desc: str, quiet: bool) -> Iterator[Callable[[int],
 # -- the demo ------------------------------------------------------------------------------------
 def _check_out(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InvalidParameterError("--out", f"{out} exists and is not an empty directory",
-                                    "choose a new output directory")
+        raise InvalidParameterError(
+            "--out", f"{out} exists and is not an empty directory", "choose a new output directory"
+        )
 
 
 def demo_params(spec: Any, config: DemoConfig, data: Any) -> Any:
     """The method's parameters for ``config`` (built by the spec, as from a config file)."""
-    return spec.make_params({
-        "n_per_time": [config.N] * config.T, "m": config.m, "K": config.K, "tau": config.tau,
-        "C": config.C, "rho": config.rho, "eta": config.eta, "lambda_": config.lambda_,
-        "sigma": config.sigma, "diffusivity": config.diffusivity, "radius": data.radius,
-        "center": [float(c) for c in data.center], "sinkhorn_iters": config.sinkhorn_iters,
-        "sinkhorn_tol": 1e-6,
-        "warm_start": {"kind": "mixture", "epsilon": config.warm_epsilon,
-                       "delta": config.warm_delta, "grid": config.grid,
-                       "components": config.components},
-    })
+    return spec.make_params(
+        {
+            "n_per_time": [config.N] * config.T,
+            "m": config.m,
+            "K": config.K,
+            "tau": config.tau,
+            "C": config.C,
+            "rho": config.rho,
+            "eta": config.eta,
+            "lambda_": config.lambda_,
+            "sigma": config.sigma,
+            "diffusivity": config.diffusivity,
+            "radius": data.radius,
+            "center": [float(c) for c in data.center],
+            "sinkhorn_iters": config.sinkhorn_iters,
+            "sinkhorn_tol": 1e-6,
+            "warm_start": {
+                "kind": "mixture",
+                "epsilon": config.warm_epsilon,
+                "delta": config.warm_delta,
+                "grid": config.grid,
+                "components": config.components,
+            },
+        }
+    )
 
 
 def pipeline_event(config: DemoConfig, warm: tuple[float, ...]) -> Event:
     """One marginal's event as ``pipeline.toml`` states it (warm start, then ``K`` steps)."""
     step = PoissonSampledEvent(config.rho, GaussianEvent(config.tau))
-    return ComposedEvent([ComposedEvent([GaussianEvent(s) for s in warm]),
-                          SelfComposedEvent(step, config.K)])
+    return ComposedEvent(
+        [ComposedEvent([GaussianEvent(s) for s in warm]), SelfComposedEvent(step, config.K)]
+    )
 
 
 def _check_declaration(pipeline: Event, declared: Event, method: str) -> None:
@@ -224,7 +243,8 @@ def run_demo(
         from dpledger.plugins.trajectories.trajectories import sample_paths
     except ImportError as exc:
         raise InvalidParameterError(
-            "demo", f"the trajectory method needs torch and POT ({exc})",
+            "demo",
+            f"the trajectory method needs torch and POT ({exc})",
             "pip install 'dpledger[trajectories,reports]'",
         ) from None
     from dpledger.core.graph import account_graph
@@ -252,18 +272,24 @@ def run_demo(
         pipeline = load_pipeline(pipeline_path)
         account = account_graph(pipeline.graph, delta=config.delta)
         bound = account.bound
-        log(f"accounted {pipeline_path.name}: epsilon <= {bound.epsilon:.6g} at delta = "
-            f"{config.delta:g} ({bound.method}, {account.adjacency_description()})")
+        log(
+            f"accounted {pipeline_path.name}: epsilon <= {bound.epsilon:.6g} at delta = "
+            f"{config.delta:g} ({bound.method}, {account.adjacency_description()})"
+        )
 
         # 2. run the registered method under one verified runtime ledger
-        with progress_bar(params.total_iterations, "private particle steps", quiet) as tick, \
-                warnings.catch_warnings(record=True) as caught:
+        with (
+            progress_bar(params.total_iterations, "private particle steps", quiet) as tick,
+            warnings.catch_warnings(record=True) as caught,
+        ):
             warnings.simplefilter("always")
             run = run_verified(
-                spec, params,
-                {"marginals": data.marginals, "times": data.times,
-                 "progress": lambda _k: tick(1)},
-                adjacency=adjacency, seed=config.seed, declaration=declaration,
+                spec,
+                params,
+                {"marginals": data.marginals, "times": data.times, "progress": lambda _k: tick(1)},
+                adjacency=adjacency,
+                seed=config.seed,
+                declaration=declaration,
             )
         ledger = run.ledger
         exact = ledger.matches_exactly()
@@ -275,23 +301,35 @@ def run_demo(
             )
         outputs = run.outputs
         particles, times = outputs["particles"], outputs["times"]
-        log(f"ran {params.total_iterations} private particle steps of method {spec.name!r} on "
+        log(
+            f"ran {params.total_iterations} private particle steps of method {spec.name!r} on "
             f"{config.T} marginals; ledger verified ({len(ledger.log)} steps, executed = "
-            "declared)")
+            "declared)"
+        )
 
         # 3. synthetic trajectories (post-processing of the released particles); the run used
         # the first two children of the seed, the paths take the third
         D = params.phases()[-1].temperature
         paths_rng = np.random.default_rng(np.random.SeedSequence(config.seed).spawn(3)[2])
-        paths = sample_paths(particles, list(outputs["plans"]), times, config.n_paths, D,
-                             paths_rng)
-        np.savez(out / "synthetic.npz", particles=particles, times=times,
-                 paths=paths.points, init_particles=outputs["init_particles"])
+        paths = sample_paths(particles, list(outputs["plans"]), times, config.n_paths, D, paths_rng)
+        np.savez(
+            out / "synthetic.npz",
+            particles=particles,
+            times=times,
+            paths=paths.points,
+            init_particles=outputs["init_particles"],
+        )
         _write_csv(out / "synthetic_paths.csv", paths.points, times)
         w2_init = float(marginal_w2(data.marginals, list(outputs["init_particles"])).mean())
         w2_final = float(marginal_w2(data.marginals, list(particles)).mean())
-        figure1(data.paths, data.marginals, list(outputs["init_particles"]), paths.points,
-                path=out / "trajectories.png", title="private synthetic trajectories (demo)")
+        figure1(
+            data.paths,
+            data.marginals,
+            list(outputs["init_particles"]),
+            paths.points,
+            path=out / "trajectories.png",
+            title="private synthetic trajectories (demo)",
+        )
         _close_figures()
 
         # 4. the ledger and the report
@@ -310,8 +348,7 @@ def run_demo(
             method=spec.name,
             provenance=spec.provenance.to_dict() if spec.provenance else None,
             params=attrs.asdict(params),
-            ledger={**ledger.to_dict(),
-                    "executed": _grouped(ledger.executed_event()).to_dict()},
+            ledger={**ledger.to_dict(), "executed": _grouped(ledger.executed_event()).to_dict()},
             declared_core=host.lower(declared).to_dict(),
             privacy=bound.to_dict(),
             pipeline=pipeline_path.name,
@@ -323,16 +360,25 @@ def run_demo(
         _write_json(out / RECORD_FILE, record.to_json())
         # the seed undoes the noise and W2 to the true marginals is a function of the data:
         # both are private diagnostics, kept out of the public run record
-        _write_json(out / PRIVATE_FILE, {
-            "warning": "PRIVATE: the noise seed and data-dependent values of this run. Never "
-                       "publish this file with the outputs.",
-            "seed": config.seed,
-            "utility": {"w2_warm_start": w2_init, "w2_final": w2_final},
-            **ledger.private_dict(),
-        })
+        _write_json(
+            out / PRIVATE_FILE,
+            {
+                "warning": "PRIVATE: the noise seed and data-dependent values of this run. Never "
+                "publish this file with the outputs.",
+                "seed": config.seed,
+                "utility": {"w2_warm_start": w2_init, "w2_final": w2_final},
+                **ledger.private_dict(),
+            },
+        )
         built = report_run_dir(out, host=host, extra_warnings=extra)
-        files = [pipeline_path, out / RECORD_FILE, out / PRIVATE_FILE, out / "synthetic.npz",
-                 out / "synthetic_paths.csv", out / "trajectories.png"]
+        files = [
+            pipeline_path,
+            out / RECORD_FILE,
+            out / PRIVATE_FILE,
+            out / "synthetic.npz",
+            out / "synthetic_paths.csv",
+            out / "trajectories.png",
+        ]
         with progress_bar(len(CAPTIONS), "report figures", quiet) as tick:
             figures = make_figures(built, progress=lambda _k: tick(1))
         for fmt in ("md", "html", "json"):
@@ -342,8 +388,15 @@ def run_demo(
     report = built.report
     log(f"W2 to the true marginals: warm start {w2_init:.4f}, final particles {w2_final:.4f}")
     log(report.statement)
-    return DemoResult(out, tuple(files), float(report.bound["epsilon"]), config.delta,
-                      report.accounting_method, w2_init, w2_final)
+    return DemoResult(
+        out,
+        tuple(files),
+        float(report.bound["epsilon"]),
+        config.delta,
+        report.accounting_method,
+        w2_init,
+        w2_final,
+    )
 
 
 def _grouped(event: Event) -> Event:
@@ -384,8 +437,7 @@ def _write_json(path: Path, value: Any) -> None:
 
     from dpledger.core.report.model import json_safe
 
-    path.write_text(json.dumps(json_safe(value), indent=2, sort_keys=True) + "\n",
-                    encoding="utf-8")
+    path.write_text(json.dumps(json_safe(value), indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _close_figures() -> None:

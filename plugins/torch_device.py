@@ -27,8 +27,7 @@ def torch_device(name: str) -> torch.device:
         if count and (device.index is None or device.index < count):
             return device
         where = "this torch build has no CUDA device" if not count else f"{count} CUDA device(s)"
-        raise InvalidParameterError("device", f"{name!r} is not available ({where})",
-                                    "use 'cpu'")
+        raise InvalidParameterError("device", f"{name!r} is not available ({where})", "use 'cpu'")
     if device.type == "mps" and torch.backends.mps.is_available():
         return device
     raise InvalidParameterError("device", f"{name!r} is not available here", "use 'cpu'")

@@ -144,7 +144,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.adjacency.Adjacency",
         status="contrib",
         proof="proofs_checks/group_privacy_lifting/proof.md",
-        source_sha256="fcbf78b110b8d5d5fda43c7a583a61864b51e0cebb98965a81bcf527e9d41d8e",
+        source_sha256="b10f525e08fef0c5981d9c5e946a60de256c122abc516741896816bf14428950",
     ),
     ProofRecord(
         target="dpledger.accountant.conversions.gaussian_delta_bracket",
@@ -174,13 +174,13 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.poisson_remove",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="e4cc576f6efdd0aa6cb934baf7d25792636556fbbfaf1702ac6299174dd03f28",
+        source_sha256="80ea7fe76689eee4f67c71836801f54fb2e3c673d92052cb4e398b8505f4b358",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.poisson_add",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="657c10398409aceaeab0790bf35ccebde279528d819596662b510dd02fa4057d",
+        source_sha256="3a312241b0d5e5ac9ba556b31af407428df087777f3e18cc82f7d8ade4825fd4",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.poisson_gaussian_replace_one",
@@ -228,7 +228,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_engine.compose",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="ae71c1249b28f106e7706c4cf3335d02a9145f2bbb29e1d75b9ee68e27c19e06",
+        source_sha256="66deddbdc7048e5ea04c596eaca5693fec76019c6f140acc4d5efc1767eb6e59",
     ),
 )
 

@@ -21,8 +21,9 @@ def make_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeD
     monkeypatch.syspath_prepend(str(site))
     created: list[str] = []
 
-    def make(name: str, version: str, modules: Mapping[str, str],
-             entry_points: Mapping[str, str]) -> Path:
+    def make(
+        name: str, version: str, modules: Mapping[str, str], entry_points: Mapping[str, str]
+    ) -> Path:
         for module, source in modules.items():
             (site / f"{module}.py").write_text(textwrap.dedent(source))
             created.append(module)

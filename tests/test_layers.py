@@ -24,18 +24,45 @@ PACKAGES = {
     "proofs_checks": "dpledger.proofs_checks",
     "dpledger": "dpledger",
 }
-KERNEL = tuple(f"dpledger.core.{m}" for m in (
-    "adjacency", "declaration", "errors", "events", "hookspecs", "lifting", "specs", "validation"
-))
-ORCHESTRATION = tuple(f"dpledger.core.{m}" for m in (
-    "graph", "pipeline", "coverage", "ledger", "runner", "plugin_manager", "integrity", "testing",
-    "run_record",
-))
+KERNEL = tuple(
+    f"dpledger.core.{m}"
+    for m in (
+        "adjacency",
+        "declaration",
+        "errors",
+        "events",
+        "hookspecs",
+        "lifting",
+        "specs",
+        "validation",
+    )
+)
+ORCHESTRATION = tuple(
+    f"dpledger.core.{m}"
+    for m in (
+        "graph",
+        "pipeline",
+        "coverage",
+        "ledger",
+        "runner",
+        "plugin_manager",
+        "integrity",
+        "testing",
+        "run_record",
+    )
+)
 #: (layer, module prefixes), lowest first; the first layer with a matching prefix wins
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("kernel", ("dpledger.core", *KERNEL)),  # "dpledger.core" alone: the package itself
-    ("accountant", ("dpledger.accountant", "dpledger.proofs_checks.registry",
-                    "dpledger.proofs_checks.check_registry", "dpledger.proofs_checks")),
+    (
+        "accountant",
+        (
+            "dpledger.accountant",
+            "dpledger.proofs_checks.registry",
+            "dpledger.proofs_checks.check_registry",
+            "dpledger.proofs_checks",
+        ),
+    ),
     ("orchestration", ORCHESTRATION),
     ("plugins", ("dpledger.plugins",)),
     ("products", ("dpledger.core.report", "dpledger.core.audit", "dpledger.integrations")),
@@ -127,8 +154,9 @@ def violations() -> list[str]:
             if not target.startswith("dpledger.") or target in METADATA:
                 continue
             there = layer_of(target)
-            known = any(module == m and (target == t or target.startswith(t + "."))
-                        for m, t in KNOWN)
+            known = any(
+                module == m and (target == t or target.startswith(t + ".")) for m, t in KNOWN
+            )
             if known:
                 continue
             where = f"{path.relative_to(ROOT)}:{line}: {module} ({here}) imports {target}"
@@ -145,17 +173,20 @@ def test_imports_follow_the_layers() -> None:
     assert not found, "imports against the layers:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize(("module", "layer"), [
-    ("dpledger.core.events", "kernel"),
-    ("dpledger.accountant.pld", "accountant"),
-    ("dpledger.core.ledger", "orchestration"),
-    ("dpledger.plugins.path.plugin", "plugins"),
-    ("dpledger.core.report.build", "products"),
-    ("dpledger.proofs_checks.registry", "accountant"),
-    ("dpledger.proofs_checks.gaussian.check_gaussian", "checks"),
-    ("dpledger.proofs_checks", "accountant"),
-    ("dpledger.commands.account", "cli"),
-])
+@pytest.mark.parametrize(
+    ("module", "layer"),
+    [
+        ("dpledger.core.events", "kernel"),
+        ("dpledger.accountant.pld", "accountant"),
+        ("dpledger.core.ledger", "orchestration"),
+        ("dpledger.plugins.path.plugin", "plugins"),
+        ("dpledger.core.report.build", "products"),
+        ("dpledger.proofs_checks.registry", "accountant"),
+        ("dpledger.proofs_checks.gaussian.check_gaussian", "checks"),
+        ("dpledger.proofs_checks", "accountant"),
+        ("dpledger.commands.account", "cli"),
+    ],
+)
 def test_layer_of(module: str, layer: str) -> None:
     assert layer_of(module) == layer
 
@@ -164,8 +195,9 @@ def test_the_rule_catches_an_upward_import_inside_a_function(tmp_path: Path) -> 
     path = tmp_path / "events.py"
     path.write_text("def f():\n    from dpledger.core.ledger import PrivacyLedger\n")
     assert list(_imports("dpledger.core.events", path)) == [(2, "dpledger.core.ledger")]
-    assert ORDER.index(layer_of("dpledger.core.ledger")) > ORDER.index(layer_of(
-        "dpledger.core.events"))
+    assert ORDER.index(layer_of("dpledger.core.ledger")) > ORDER.index(
+        layer_of("dpledger.core.events")
+    )
 
 
 def test_the_root_package_imports_nothing_of_its_own() -> None:
@@ -177,4 +209,5 @@ def test_known_exceptions_still_exist() -> None:
     for module, target in KNOWN:
         path = next(p for m, p in _modules() if m == module)
         assert any(t.startswith(target) for _, t in _imports(module, path)), (
-            f"{module} no longer imports {target}: remove it from KNOWN")
+            f"{module} no longer imports {target}: remove it from KNOWN"
+        )

@@ -17,8 +17,16 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     pytest.importorskip("build")
     subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation",
-         "--outdir", str(out), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--outdir",
+            str(out),
+            str(ROOT),
+        ],
         check=True,
         capture_output=True,
         cwd=out,
@@ -37,8 +45,18 @@ def test_wheel_maps_every_folder_under_the_namespace(wheel: Path) -> None:
 def test_accountant_imports_from_wheel_without_torch_or_pot(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
-         "--target", str(target), str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--quiet",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
         check=True,
     )
     code = (

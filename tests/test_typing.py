@@ -35,9 +35,23 @@ def test_core_and_accountant_pass_strict_mypy(tmp_path: Path) -> None:
         pytest.skip("symbolic links need privileges on Windows")
     where = _namespace(tmp_path)
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-         "--cache-dir", str(tmp_path / ".mypy_cache"),
-         "-p", "dpledger.core", "-p", "dpledger.accountant"],
-        cwd=where, capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--cache-dir",
+            str(tmp_path / ".mypy_cache"),
+            "-p",
+            "dpledger.core",
+            "-p",
+            "dpledger.accountant",
+        ],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -141,13 +141,15 @@ def flatten_outputs(outputs: Mapping[str, Any]) -> FloatArray:
     parts = _numeric_parts(outputs)
     if not parts:
         raise InvalidParameterError(
-            "outputs", "the method released no numeric output the audit could score",
+            "outputs",
+            "the method released no numeric output the audit could score",
             "audit a method with numeric outputs, or register a statistic for it",
         )
     vec = np.concatenate(parts)
     # an infinite output is still an output: keep it comparable (a NaN has no order)
-    return np.nan_to_num(vec, nan=0.0, posinf=np.finfo(np.float64).max,
-                         neginf=-np.finfo(np.float64).max)
+    return np.nan_to_num(
+        vec, nan=0.0, posinf=np.finfo(np.float64).max, neginf=-np.finfo(np.float64).max
+    )
 
 
 def _numeric_parts(outputs: Mapping[str, Any]) -> list[FloatArray]:
@@ -174,7 +176,9 @@ def _numeric_parts(outputs: Mapping[str, Any]) -> list[FloatArray]:
 
 
 def method_sampler(
-    spec: MethodSpec, params: Any, adjacency: Adjacency,
+    spec: MethodSpec,
+    params: Any,
+    adjacency: Adjacency,
     statistic: Callable[[Mapping[str, Any]], FloatArray] = flatten_outputs,
 ) -> Callable[[Any, int, np.random.Generator], FloatArray]:
     """``sample(data, n, rng)``: ``n`` verified runs, each seeded from ``rng``, as vectors."""
@@ -202,7 +206,9 @@ def method_sampler(
 
 
 def claimed_event(
-    spec: MethodSpec, params: Any, adjacency: Adjacency,
+    spec: MethodSpec,
+    params: Any,
+    adjacency: Adjacency,
     lower: Callable[[Event, Adjacency], Event] | None = None,
 ) -> tuple[Event, Adjacency]:
     """The method's declaration for ``adjacency`` as the core event the accountant certifies,
@@ -280,7 +286,8 @@ def audit_method(
                 values = [claim(float(delta)) for delta in deltas]  # fail fast, before any run
                 if not any(math.isfinite(v) for v in values):
                     raise InvalidParameterError(
-                        "params", f"{spec.name} declares no privacy guarantee in this "
+                        "params",
+                        f"{spec.name} declares no privacy guarantee in this "
                         "configuration (epsilon = inf), so there is no claim to audit",
                         "audit a configuration with a certified, finite epsilon",
                     )
@@ -292,8 +299,11 @@ def audit_method(
         plan.append((adj, pair, claim, source))
     if not plan:
         reasons = "; ".join(f"{r}: {why}" for r, why in skipped)
-        raise InvalidParameterError("relation", f"no relation could be audited ({reasons})",
-                                    "fix the data or the configuration")
+        raise InvalidParameterError(
+            "relation",
+            f"no relation could be audited ({reasons})",
+            "fix the data or the configuration",
+        )
     gen = np.random.default_rng(seed)
     a_eff = float(alpha) / len(plan)
     audits = []
@@ -302,8 +312,15 @@ def audit_method(
         probe = sampler(pair.d, 1, gen)
         n_search, n_test = split_runs(runs, probe.ndim == 1)
         result = audit_mechanism(
-            sampler, pair.d, pair.d_prime, claimed_epsilon=claim, deltas=deltas, alpha=a_eff,
-            n_search=n_search, n_test=n_test, rng=gen,
+            sampler,
+            pair.d,
+            pair.d_prime,
+            claimed_epsilon=claim,
+            deltas=deltas,
+            alpha=a_eff,
+            n_search=n_search,
+            n_test=n_test,
+            rng=gen,
             description=f"{spec.name} under {adj.describe()}: {pair.description}",
             claim_source=source,
         )

@@ -81,7 +81,8 @@ def build_neighbours(method: str, params: Any, data: Any, adjacency: Adjacency) 
     """Neighbouring datasets of ``data`` for ``method`` under ``adjacency.relation``."""
     if data is None:
         raise InvalidParameterError(
-            "data", f"is missing: auditing {method!r} needs the data its neighbours are built from",
+            "data",
+            f"is missing: auditing {method!r} needs the data its neighbours are built from",
             "set data = 'file' in the config (or pass --data)",
         )
     return rule_for(method)(params, data, adjacency)
@@ -93,7 +94,8 @@ def _numeric(name: str, value: Any) -> FloatArray:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise InvalidParameterError(
-            name, "is not numeric, so the audit cannot build a canary record for it",
+            name,
+            "is not numeric, so the audit cannot build a canary record for it",
             "pass numeric arrays, or register a neighbour rule for the method",
         ) from None
     if arr.ndim == 0 or arr.shape[0] == 0:
@@ -125,8 +127,9 @@ def _far_value(features: FloatArray) -> FloatArray:
     return canary.reshape(features.shape[1:])
 
 
-def _canary_rows(columns: Sequence[tuple[str, FloatArray, bool]], replaced: int | None
-                 ) -> list[FloatArray]:
+def _canary_rows(
+    columns: Sequence[tuple[str, FloatArray, bool]], replaced: int | None
+) -> list[FloatArray]:
     out = []
     for _, arr, label in columns:
         if label:
@@ -169,8 +172,9 @@ def _fmt_canary(parts: Mapping[str, FloatArray]) -> str:
     return ", ".join(shown)
 
 
-def per_record(params: Any, data: Any, adjacency: Adjacency,
-               record_keys: Sequence[str] | None = None) -> NeighbourPair:
+def per_record(
+    params: Any, data: Any, adjacency: Adjacency, record_keys: Sequence[str] | None = None
+) -> NeighbourPair:
     """The generic rule (see the module docstring); ``record_keys`` restricts a mapping's
     per-record arrays (the others are public and stay as they are)."""
     _check_row_level(adjacency)
@@ -180,15 +184,17 @@ def per_record(params: Any, data: Any, adjacency: Adjacency,
         missing = [k for k in keys if k not in data]
         if missing or not keys:
             raise InvalidParameterError(
-                "data", f"has no per-record arrays {missing or keys}",
+                "data",
+                f"has no per-record arrays {missing or keys}",
                 "pass a mapping of equal-length arrays (one entry per record)",
             )
         arrays = {k: _numeric(f"data.{k}", data[k]) for k in keys}
         lengths = {k: a.shape[0] for k, a in arrays.items()}
         if len(set(lengths.values())) != 1:
             raise InvalidParameterError(
-                "data", f"arrays have different lengths {lengths}, so they are not one entry "
-                "per record", "pass equal-length arrays, or register a neighbour rule",
+                "data",
+                f"arrays have different lengths {lengths}, so they are not one entry per record",
+                "pass equal-length arrays, or register a neighbour rule",
             )
         columns = [
             (k, a, k.lower() in LABEL_NAMES or (a.ndim == 1 and _is_label(a)))
@@ -223,8 +229,9 @@ def per_record(params: Any, data: Any, adjacency: Adjacency,
     else:
         canary = _far_value(arr)
     text = _fmt_canary({"": canary})
-    return NeighbourPair(arr, _with_canary(arr, canary, relation), relation,
-                         _describe(relation, text))
+    return NeighbourPair(
+        arr, _with_canary(arr, canary, relation), relation, _describe(relation, text)
+    )
 
 
 # -- builtin rules -----------------------------------------------------------------------------
@@ -241,9 +248,12 @@ def query_answer(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPair:
     shift = _factor(adjacency) * float(params.sensitivity)
     moved = arr.copy()
     moved.reshape(-1)[0] += shift
-    return NeighbourPair(arr, moved, adjacency.relation,
-                         f"query answer vs the answer moved by {shift:g} in coordinate 0 "
-                         "(the stated sensitivity)")
+    return NeighbourPair(
+        arr,
+        moved,
+        adjacency.relation,
+        f"query answer vs the answer moved by {shift:g} in coordinate 0 (the stated sensitivity)",
+    )
 
 
 def scores(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPair:
@@ -252,17 +262,22 @@ def scores(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPair:
     (times 2 under replace-one)."""
     arr = _numeric("data", data)
     if arr.ndim != 1:
-        raise InvalidParameterError("data", f"must be a 1-D score vector, got {arr.shape}",
-                                    "pass one score per candidate")
+        raise InvalidParameterError(
+            "data", f"must be a 1-D score vector, got {arr.shape}", "pass one score per candidate"
+        )
     s = _factor(adjacency) * float(params.sensitivity)
     moved = arr.copy()
     if not getattr(params, "monotonic", False):
         moved -= s
         moved[0] += s
     moved[0] += s
-    return NeighbourPair(arr, moved, adjacency.relation,
-                         f"scores vs score 0 raised by {s:g} and the others lowered by "
-                         f"{0.0 if getattr(params, 'monotonic', False) else s:g}")
+    return NeighbourPair(
+        arr,
+        moved,
+        adjacency.relation,
+        f"scores vs score 0 raised by {s:g} and the others lowered by "
+        f"{0.0 if getattr(params, 'monotonic', False) else s:g}",
+    )
 
 
 def nn_records(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPair:
@@ -277,18 +292,22 @@ def ball_marginals(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPai
     _check_row_level(adjacency)
     if adjacency.relation != "replace_one":
         raise InvalidParameterError(
-            "relation", "add_remove would change a public marginal size (n_per_time)",
+            "relation",
+            "add_remove would change a public marginal size (n_per_time)",
             "audit this method with --relation replace_one",
         )
     if not isinstance(data, Mapping):
-        raise InvalidParameterError("data", "must hold the marginals",
-                                    "store 'marginals' or 'marginal_0', 'marginal_1', ...")
+        raise InvalidParameterError(
+            "data",
+            "must hold the marginals",
+            "store 'marginals' or 'marginal_0', 'marginal_1', ...",
+        )
     key = "marginals" if "marginals" in data else "marginal_0"
     if key not in data:
-        raise InvalidParameterError("data", "has no marginals",
-                                    "store 'marginals' or 'marginal_0', 'marginal_1', ...")
-    marginals = [np.asarray(m, dtype=np.float64) for m in data[key]] if key == "marginals" \
-        else None
+        raise InvalidParameterError(
+            "data", "has no marginals", "store 'marginals' or 'marginal_0', 'marginal_1', ..."
+        )
+    marginals = [np.asarray(m, dtype=np.float64) for m in data[key]] if key == "marginals" else None
     first = marginals[0] if marginals is not None else np.asarray(data[key], dtype=np.float64)
     first = _numeric(f"data.{key}", first)
     center = np.asarray(getattr(params, "center", None) or np.zeros(first.shape[1]), dtype=float)
@@ -303,9 +322,13 @@ def ball_marginals(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPai
         d_prime[key] = [moved, *marginals[1:]]
     else:
         d_prime[key] = moved
-    return NeighbourPair(dict(data), d_prime, "replace_one",
-                         f"record {REPLACE_INDEX} of marginal 0 replaced by a canary on the "
-                         f"edge of the public ball (radius {radius:g})")
+    return NeighbourPair(
+        dict(data),
+        d_prime,
+        "replace_one",
+        f"record {REPLACE_INDEX} of marginal 0 replaced by a canary on the "
+        f"edge of the public ball (radius {radius:g})",
+    )
 
 
 def circle_antipode(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPair:
@@ -316,21 +339,28 @@ def circle_antipode(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPa
     _check_row_level(adjacency)
     y = _numeric("data", arr)
     canary = math.atan2(float(np.mean(np.sin(y))), float(np.mean(np.cos(y)))) + math.pi
-    return NeighbourPair(y, _with_canary(y, np.asarray(canary), adjacency.relation),
-                         adjacency.relation,
-                         _describe(adjacency.relation, f"angle {canary:.4g}, the antipode of "
-                                   "the circular mean"))
+    return NeighbourPair(
+        y,
+        _with_canary(y, np.asarray(canary), adjacency.relation),
+        adjacency.relation,
+        _describe(adjacency.relation, f"angle {canary:.4g}, the antipode of the circular mean"),
+    )
 
 
 def _tables_json(data: Any) -> dict[str, Any]:
     to_json = getattr(data, "to_json", None)
     value = to_json() if callable(to_json) else data
     if not (isinstance(value, Mapping) and "schema" in value and "users" in value):
-        raise InvalidParameterError("data", "is not a set of user tables",
-                                    "pass a tables file with 'schema' and 'users'")
-    return {"schema": [dict(c) for c in value["schema"]],
-            "users": [{"user_id": str(u["user_id"]), "rows": [list(r) for r in u["rows"]]}
-                      for u in value["users"]]}
+        raise InvalidParameterError(
+            "data", "is not a set of user tables", "pass a tables file with 'schema' and 'users'"
+        )
+    return {
+        "schema": [dict(c) for c in value["schema"]],
+        "users": [
+            {"user_id": str(u["user_id"]), "rows": [list(r) for r in u["rows"]]}
+            for u in value["users"]
+        ],
+    }
 
 
 def user_tables(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPair:
@@ -356,8 +386,13 @@ def user_tables(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPair:
             if lo is not None and hi is not None:
                 canary.append(float(lo) if mean > 0.5 * (float(lo) + float(hi)) else float(hi))
             else:
-                canary.append(float(hi) if hi is not None else
-                              float(lo) if lo is not None else (-far if mean > 0 else far))
+                canary.append(
+                    float(hi)
+                    if hi is not None
+                    else float(lo)
+                    if lo is not None
+                    else (-far if mean > 0 else far)
+                )
         elif kind == "categorical":
             counts = {c: 0 for c in col.get("categories", ())}
             for r in rows:

@@ -72,8 +72,9 @@ class _Counts:
             self._pmf[p] = (ks[live], mass[live])
         return self._pmf[p]
 
-    def prob_at_least(self, p_num: float, p_den: float, delta: float, level: Any,
-                      strict: bool, upper: bool = True) -> FloatArray:
+    def prob_at_least(
+        self, p_num: float, p_den: float, delta: float, level: Any, strict: bool, upper: bool = True
+    ) -> FloatArray:
         """P(bound >= level) (``>`` if strict), for each of the ``level`` values, for independent
         counts ``Bin(n, p_num)`` (numerator) and ``Bin(n, p_den)`` (denominator): an upper bound
         (the dropped masses added) or, with ``upper=False``, a lower bound (left out).
@@ -95,8 +96,15 @@ class _Counts:
 
 
 def shift_false_negative_bound(
-    mu: float, n_search: int, n_test: int, delta: float, alpha: float, claim: float, *,
-    step: float = 0.05, max_thresholds: int = 3000,
+    mu: float,
+    n_search: int,
+    n_test: int,
+    delta: float,
+    alpha: float,
+    claim: float,
+    *,
+    step: float = 0.05,
+    max_thresholds: int = 3000,
 ) -> float:
     """Upper bound on P(no violation reported) for the Gaussian shift ``mu`` (module doc).
 
@@ -107,11 +115,13 @@ def shift_false_negative_bound(
         raise InvalidParameterError("mu", f"must be finite and non-zero, got {mu!r}", "pass 2.0")
     if 2 * n_search > max_thresholds:
         raise InvalidParameterError(
-            "n_search", f"2 * {n_search} pooled outputs exceed {max_thresholds} thresholds",
+            "n_search",
+            f"2 * {n_search} pooled outputs exceed {max_thresholds} thresholds",
             "keep every pooled output a candidate (n_search <= max_thresholds / 2)",
         )
     if claim <= 0:
         raise InvalidParameterError("claim", "must be > 0", "pass the claimed epsilon")
+
     def q(x: float) -> float:
         return float(special.ndtr(-x))
 
@@ -119,16 +129,17 @@ def shift_false_negative_bound(
     # continuous outputs: the 2 n_search pooled outputs are distinct, so the search ranks at
     # exactly alpha / (4 * 2 n_search)
     rank = _Counts(n_search, alpha / (8 * n_search))
-    span = 2.0 + math.sqrt(2.0 * math.log(max(n_search, n_test) / _CUT ** 0.5))
+    span = 2.0 + math.sqrt(2.0 * math.log(max(n_search, n_test) / _CUT**0.5))
     if mu > 2 * span:  # two clusters and an empty gap (one cell) between them
         u = np.concatenate([np.arange(-span, span, step), np.arange(mu - span, mu + span, step)])
     else:
         u = np.arange(-span, mu + span + step, step)
     cells = list(itertools.pairwise(u))
     # test failure per cell of the revealing direction (numerator D', i.e. Q(t - mu))
-    fail = [1.0 - float(test.prob_at_least(q(b - mu), q(a), delta, claim, strict=True,
-                                           upper=False)[0])
-            for a, b in cells]
+    fail = [
+        1.0 - float(test.prob_at_least(q(b - mu), q(a), delta, claim, strict=True, upper=False)[0])
+        for a, b in cells
+    ]
     lo, hi = float(u[0]), float(u[-1])
     # candidate intervals for step (a): the few whose expected end counts rank highest among
     # those that hold a candidate (a pooled output) except with probability below 1e-12
@@ -137,7 +148,8 @@ def shift_false_negative_bound(
         for j in range(len(cells) - width + 1):
             t1, t2 = cells[j][0], cells[j + width - 1][1]
             empty = (1.0 - (q(t1) - q(t2))) ** n_search * (
-                1.0 - (q(t1 - mu) - q(t2 - mu))) ** n_search
+                1.0 - (q(t1 - mu) - q(t2 - mu))
+            ) ** n_search
             if empty > 1e-12:
                 continue
             k_num = int(n_search * q(t2 - mu))
@@ -162,7 +174,6 @@ def shift_false_negative_bound(
     ranked *= 2.0  # the mirrored (lower-tail) events have the same laws
     miss = np.ones_like(levels)
     for _, t1, t2, empty in intervals:
-        low = 1.0 - rank.prob_at_least(q(t2 - mu), q(t1), delta, levels, strict=False,
-                                       upper=False)
+        low = 1.0 - rank.prob_at_least(q(t2 - mu), q(t1), delta, levels, strict=False, upper=False)
         miss = np.minimum(miss, empty + low)
     return float(min(1.0, np.min(miss + ranked)))

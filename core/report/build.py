@@ -152,8 +152,11 @@ TIER_ORDER: tuple[str, ...] = ("vetted", "contrib", "unverified")
 def _statement(bound: Mapping[str, Any], adjacency: str, eps_query: bool) -> str:
     method = bound["method"]
     if no_guarantee(bound, eps_query):
-        at = (f"no finite ε at δ = {fmt_exact(bound['delta'])}" if eps_query
-              else f"δ = 1 at ε = {fmt_exact(bound['epsilon'])}")
+        at = (
+            f"no finite ε at δ = {fmt_exact(bound['delta'])}"
+            if eps_query
+            else f"δ = 1 at ε = {fmt_exact(bound['epsilon'])}"
+        )
         return (
             f"The release carries {NO_GUARANTEE} with respect to {adjacency}: it contains a "
             f"non-private step, or its guarantee is vacuous ({at}; method {method})."
@@ -188,8 +191,7 @@ def _unit_of_privacy(adjacencies: Sequence[tuple[str, Adjacency]]) -> str:
 def _relation_text(adj: Adjacency) -> str:
     if adj.relation == "add_remove":
         return (
-            "add/remove: neighbouring datasets differ by the presence or absence of one unit's "
-            "data"
+            "add/remove: neighbouring datasets differ by the presence or absence of one unit's data"
         )
     return (
         "replace-one: neighbouring datasets differ by the substitution of one unit's data (the "
@@ -388,8 +390,9 @@ def _section_context(report: PrivacyReport, graph: CompositionGraph) -> dict[str
         data = graph.g.nodes[node]
         event = data["event"].to_dict()
         count = int(data.get("count", 1))
-        events[node] = event if count == 1 else {"kind": "self_composed", "count": count,
-                                                 "event": event}
+        events[node] = (
+            event if count == 1 else {"kind": "self_composed", "count": count, "event": event}
+        )
     return {**report.to_dict(), "release_events": json_safe(events)}
 
 
@@ -554,12 +557,16 @@ def runtime_section(record: RunRecord) -> dict[str, Any]:
         "secure_seed": record.ledger.get("secure_seed"),
         "steps": len(record.ledger.get("steps", [])),
         "recorded_bound": {
-            k: v for k, v in record.privacy.items()
+            k: v
+            for k, v in record.privacy.items()
             if k in ("epsilon", "epsilon_lower", "delta", "delta_lower", "method")
-        } or None,
+        }
+        or None,
     }
-    for key, value in (("declared_core", record.declared_core),
-                       ("executed", record.ledger.get("executed"))):
+    for key, value in (
+        ("declared_core", record.declared_core),
+        ("executed", record.ledger.get("executed")),
+    ):
         if isinstance(value, Mapping):
             try:
                 out[key] = event_from_dict(value).describe()
@@ -671,7 +678,8 @@ def report_input(path: str | Path, **kwargs: Any) -> BuiltReport:
     if p.is_dir():
         if not (p / LEDGER_FILE).is_file():
             raise InvalidParameterError(
-                "INPUT", f"directory {p.name!r} holds no {LEDGER_FILE}",
+                "INPUT",
+                f"directory {p.name!r} holds no {LEDGER_FILE}",
                 "pass a pipeline file (.toml/.json) or a run directory of `dpledger run`",
             )
         return report_run_dir(p, **kwargs)

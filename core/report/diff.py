@@ -13,8 +13,18 @@ from dpledger.core.report.model import SCHEMA_VERSION
 from dpledger.core.report.numbers import as_float, fmt_down, fmt_up
 
 _RELEASE_FIELDS = (
-    "source", "method", "plugin", "distribution", "version", "event", "count", "declared_unit",
-    "lifted_event", "lift_rules", "tier", "proof",
+    "source",
+    "method",
+    "plugin",
+    "distribution",
+    "version",
+    "event",
+    "count",
+    "declared_unit",
+    "lifted_event",
+    "lift_rules",
+    "tier",
+    "proof",
 )
 
 
@@ -31,9 +41,11 @@ class ReportDiff:
         return not self.changes and self.moved in (None, 0.0)
 
     def lines(self) -> list[str]:
-        return [self.summary, *(f"- {c}" for c in self.changes)] if self.changes else [
-            self.summary, "- nothing else changed"
-        ]
+        return (
+            [self.summary, *(f"- {c}" for c in self.changes)]
+            if self.changes
+            else [self.summary, "- nothing else changed"]
+        )
 
 
 def _check(report: Any, name: str) -> Mapping[str, Any]:
@@ -43,8 +55,9 @@ def _check(report: Any, name: str) -> Mapping[str, Any]:
         )
     if report["schema_version"] != SCHEMA_VERSION:
         raise InvalidParameterError(
-            name, f"has report schema {report['schema_version']!r}, this dpledger reads "
-            f"{SCHEMA_VERSION}", "regenerate both reports with the same dpledger",
+            name,
+            f"has report schema {report['schema_version']!r}, this dpledger reads {SCHEMA_VERSION}",
+            "regenerate both reports with the same dpledger",
         )
     return report
 
@@ -57,8 +70,10 @@ def _movement(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[str, float | 
     qa, qb = _quantity(a), _quantity(b)
     sym = {"epsilon": "ε", "delta": "δ"}
     if qa != qb:
-        return (f"the query changed ({a['query']} → {b['query']}): the bounds are not comparable",
-                None)
+        return (
+            f"the query changed ({a['query']} → {b['query']}): the bounds are not comparable",
+            None,
+        )
     x, y = as_float(a["bound"][qa]), as_float(b["bound"][qb])
     at = "δ" if qa == "epsilon" else "ε"
     fixed = a["bound"]["delta" if qa == "epsilon" else "epsilon"]
@@ -138,9 +153,14 @@ def diff_reports(a: Any, b: Any) -> ReportDiff:
     summary, moved = _movement(a, b)
     q = _quantity(a)
     changes: list[str] = []
-    for key, label in (("title", "title"), ("input", "input"), ("query", "query"),
-                       ("dpledger_version", "dpledger version"), ("adjacency", "adjacency"),
-                       ("unit_of_privacy", "unit of privacy")):
+    for key, label in (
+        ("title", "title"),
+        ("input", "input"),
+        ("query", "query"),
+        ("dpledger_version", "dpledger version"),
+        ("adjacency", "adjacency"),
+        ("unit_of_privacy", "unit of privacy"),
+    ):
         if a.get(key) != b.get(key):
             changes.append(f"{label}: {a.get(key)} → {b.get(key)}")
     acc_a, acc_b = a["accounting"], b["accounting"]
@@ -148,12 +168,17 @@ def diff_reports(a: Any, b: Any) -> ReportDiff:
         if acc_a[key] != acc_b[key]:
             changes.append(f"accounting {key}: {acc_a[key]} → {acc_b[key]}")
     if a["bound"] != b["bound"] and moved == 0.0:
-        changes.append(f"certified bracket: {_bound_text(a['bound'], q)} → "
-                       f"{_bound_text(b['bound'], q)}")
-    changes += _set_changes("source", [d["source"] for d in a["data_accesses"]],
-                            [d["source"] for d in b["data_accesses"]])
-    changes += _set_changes("released output", [r["node"] for r in a["released"]],
-                            [r["node"] for r in b["released"]])
+        changes.append(
+            f"certified bracket: {_bound_text(a['bound'], q)} → {_bound_text(b['bound'], q)}"
+        )
+    changes += _set_changes(
+        "source",
+        [d["source"] for d in a["data_accesses"]],
+        [d["source"] for d in b["data_accesses"]],
+    )
+    changes += _set_changes(
+        "released output", [r["node"] for r in a["released"]], [r["node"] for r in b["released"]]
+    )
     if q == _quantity(b):
         changes += _releases(a, b, q)
         changes += _brackets(a, b, q)

@@ -81,9 +81,9 @@ def _delta_function(
     return lambda eps: float(account(event, adjacency, epsilon=eps, backends=names).bound.delta)
 
 
-def profile_data(built: BuiltReport, points: int = PROFILE_POINTS) -> tuple[
-    np.ndarray, np.ndarray, bool
-]:
+def profile_data(
+    built: BuiltReport, points: int = PROFILE_POINTS
+) -> tuple[np.ndarray, np.ndarray, bool]:
     """(epsilons, certified deltas, exact) on a grid up to about twice the reported epsilon."""
     report = built.report
     eps_star = float(report.bound["epsilon"])
@@ -157,14 +157,26 @@ def draw_profile(built: BuiltReport) -> bytes:
     grid, deltas, exact = profile_data(built)
     fig, ax = _new_figure(6.0, 4.0)
     positive = deltas > 0
-    ax.semilogy(grid[positive], deltas[positive], "-o", ms=3, color="#4c72b0",
-                label=f"certified δ(ε), {built.report.accounting_method}"
-                + ("" if exact else " (dominating event)"))
+    ax.semilogy(
+        grid[positive],
+        deltas[positive],
+        "-o",
+        ms=3,
+        color="#4c72b0",
+        label=f"certified δ(ε), {built.report.accounting_method}"
+        + ("" if exact else " (dominating event)"),
+    )
     b = built.report.bound
     eps, delta = float(b["epsilon"]), float(b["delta"])
     if math.isfinite(eps) and delta > 0:
-        ax.semilogy([eps], [delta], "*", ms=12, color="#c44e52",
-                    label=f"reported (ε = {fmt_up(eps, 4)}, δ = {fmt_exact(delta)})")
+        ax.semilogy(
+            [eps],
+            [delta],
+            "*",
+            ms=12,
+            color="#c44e52",
+            label=f"reported (ε = {fmt_up(eps, 4)}, δ = {fmt_exact(delta)})",
+        )
     ax.set_xlabel("ε")
     ax.set_ylabel("δ(ε) (upper bound)")
     ax.grid(True, which="both", alpha=0.3)
@@ -176,8 +188,14 @@ def draw_steps(built: BuiltReport) -> bytes:
     node, counts, values = steps_data(built)
     q = "ε" if built.report.reports_epsilon else "δ"
     fig, ax = _new_figure(6.0, 4.0)
-    ax.plot(counts, values, "-o", ms=4, color="#55a868",
-            label=f"certified {q}, {built.report.accounting_method}")
+    ax.plot(
+        counts,
+        values,
+        "-o",
+        ms=4,
+        color="#55a868",
+        label=f"certified {q}, {built.report.accounting_method}",
+    )
     ax.set_xscale("log")
     ax.set_xlabel(f"steps of release {node!r}")
     ax.set_ylabel(f"{q} (upper bound)")
@@ -186,8 +204,9 @@ def draw_steps(built: BuiltReport) -> bytes:
     return _png(fig)
 
 
-def _node_label(graph: CompositionGraph, node: str, notes: Sequence[str],
-                rules: dict[str, tuple[str, ...]]) -> str:
+def _node_label(
+    graph: CompositionGraph, node: str, notes: Sequence[str], rules: dict[str, tuple[str, ...]]
+) -> str:
     d = graph.g.nodes[node]
     kind = d["node_kind"]
     if kind == "source":
@@ -197,8 +216,11 @@ def _node_label(graph: CompositionGraph, node: str, notes: Sequence[str],
     if kind == "transform":
         t = d["transform"]
         if t == "partition":
-            mode = "parallel" if any(n.startswith(f"partition {node!r}") and "parallel" in n
-                                     for n in notes) else "sequential"
+            mode = (
+                "parallel"
+                if any(n.startswith(f"partition {node!r}") and "parallel" in n for n in notes)
+                else "sequential"
+            )
             cells = f", {d['cells']} cells" if d["cells"] is not None else ""
             return f"{node}\npartition by {d['key']}{cells}\n{mode}"
         if t == "contribution_bound":
@@ -229,18 +251,39 @@ def draw_graph(built: BuiltReport) -> bytes:
     for u, v in sorted(g.edges):
         side = g.nodes[u]["node_kind"] not in data_kinds and g.nodes[v]["node_kind"] == "release"
         skip = layer_of[v] - layer_of[u] > 1
-        ax.annotate("", xy=pos[v], xytext=pos[u], arrowprops={
-            "arrowstyle": "-|>", "color": "#999999" if side else "#444444",
-            "linestyle": "--" if side else "-", "shrinkA": 22, "shrinkB": 22,
-            "connectionstyle": f"arc3,rad={-0.35 if skip else 0.0}",
-        })
+        ax.annotate(
+            "",
+            xy=pos[v],
+            xytext=pos[u],
+            arrowprops={
+                "arrowstyle": "-|>",
+                "color": "#999999" if side else "#444444",
+                "linestyle": "--" if side else "-",
+                "shrinkA": 22,
+                "shrinkB": 22,
+                "connectionstyle": f"arc3,rad={-0.35 if skip else 0.0}",
+            },
+        )
     for node in sorted(g.nodes):
         kind = g.nodes[node]["node_kind"]
         x, y = pos[node]
-        ax.scatter([x], [y], s=900, color=_KIND_COLOURS[kind], zorder=2,
-                   marker="s" if kind in data_kinds else "o")
-        ax.text(x, y - 0.32, _node_label(graph, node, notes, rules), ha="center", va="top",
-                fontsize=7, zorder=3)
+        ax.scatter(
+            [x],
+            [y],
+            s=900,
+            color=_KIND_COLOURS[kind],
+            zorder=2,
+            marker="s" if kind in data_kinds else "o",
+        )
+        ax.text(
+            x,
+            y - 0.32,
+            _node_label(graph, node, notes, rules),
+            ha="center",
+            va="top",
+            fontsize=7,
+            zorder=3,
+        )
     for kind, colour in _KIND_COLOURS.items():
         ax.scatter([], [], color=colour, label=kind)
     ax.legend(fontsize=7, loc="upper right", frameon=False)
@@ -253,8 +296,10 @@ def draw_graph(built: BuiltReport) -> bytes:
 
 
 #: the one line printed when figures cannot be drawn
-NO_MATPLOTLIB = ("figures skipped: matplotlib is not installed. Fix: pip install "
-                 "'dpledger[reports]' (the report itself is complete without them)")
+NO_MATPLOTLIB = (
+    "figures skipped: matplotlib is not installed. Fix: pip install "
+    "'dpledger[reports]' (the report itself is complete without them)"
+)
 
 
 def figures_available() -> bool:
@@ -266,9 +311,7 @@ def figures_available() -> bool:
     return True
 
 
-def make_figures(
-    built: BuiltReport, progress: Callable[[str], None] | None = None
-) -> list[Figure]:
+def make_figures(built: BuiltReport, progress: Callable[[str], None] | None = None) -> list[Figure]:
     """Every figure that applies (the steps curve needs a repeated release)."""
     out = []
     drawers: list[tuple[str, Callable[[BuiltReport], bytes]]] = [

@@ -56,10 +56,13 @@ def _audit(audit: Mapping[str, Any] | None) -> str:
     if audit is None:
         return "<p>No audit was supplied with this input.</p>"
     rows = [
-        (fmt_exact(a["delta"]),
-         "-" if a.get("claimed_epsilon") is None else fmt_up(a["claimed_epsilon"]),
-         fmt_down(a["epsilon_lower"]),
-         "-" if a.get("ceiling") is None else fmt_up(a["ceiling"]), a.get("verdict"))
+        (
+            fmt_exact(a["delta"]),
+            "-" if a.get("claimed_epsilon") is None else fmt_up(a["claimed_epsilon"]),
+            fmt_down(a["epsilon_lower"]),
+            "-" if a.get("ceiling") is None else fmt_up(a["ceiling"]),
+            a.get("verdict"),
+        )
         for a in audit.get("audits", [])
     ]
     return (
@@ -104,24 +107,31 @@ def render_html(report: PrivacyReport, figures: Mapping[str, bytes] | None = Non
         "<h2>Formal statement</h2>",
         f'<p class="statement">{e(report.statement)}</p>',
         f"<p>Certified bracket: {lo} ≤ {q} ≤ {hi} (the upper end is the guarantee).</p>"
-        if report.guaranteed else f"<p>No accountant certifies a bound: {NO_GUARANTEE}.</p>",
+        if report.guaranteed
+        else f"<p>No accountant certifies a bound: {NO_GUARANTEE}.</p>",
         "<h2>DP setting</h2>",
         f"<p>{e(report.setting)}</p>",
         "<h2>Data accesses covered</h2>",
-        _table(("source", "adjacency", "releases", "notes"),
-               [(d.source, d.adjacency, d.releases, d.notes) for d in report.data_accesses]),
+        _table(
+            ("source", "adjacency", "releases", "notes"),
+            [(d.source, d.adjacency, d.releases, d.notes) for d in report.data_accesses],
+        ),
         "<h2>What is released</h2>",
-        _table(("node", "kind", "inputs", "description"),
-               [(r.node, r.kind, r.inputs, r.description) for r in report.released]),
+        _table(
+            ("node", "kind", "inputs", "description"),
+            [(r.node, r.kind, r.inputs, r.description) for r in report.released],
+        ),
         "<h2>Unit of privacy and adjacency</h2>",
         _ul([f"unit of privacy: {report.unit_of_privacy}", f"adjacency: {report.adjacency}"]),
         "<h2>Accounting method and assumptions</h2>",
-        _ul([
-            f"reported by: {report.accounting_method} (smallest certified upper bound among the "
-            "accountants below)",
-            f"sources combined: {report.combined}",
-            *report.assumptions,
-        ]),
+        _ul(
+            [
+                f"reported by: {report.accounting_method} (smallest certified upper bound "
+                "among the accountants below)",
+                f"sources combined: {report.combined}",
+                *report.assumptions,
+            ]
+        ),
         "<h2>Releases</h2>",
     ]
     rows = []
@@ -131,26 +141,60 @@ def render_html(report: PrivacyReport, figures: Mapping[str, bytes] | None = Non
             params += f" → {r.lifted_event}"
         dist = f"{r.distribution} {r.version or ''}".strip() if r.distribution else None
         proof = r.proof if not r.proof_location else f"{r.proof} ({r.proof_location})"
-        rows.append((r.node, r.method, r.plugin, dist, params, r.lift_rules, r.tier, proof,
-                     bound_pair(r.bound, eq)[1]))
-    parts.append(_table(
-        ("node", "method", "plugin", "distribution / version", "parameters", "lifting rule",
-         "trust tier", "proof", f"{q} alone (upper)"), rows))
+        rows.append(
+            (
+                r.node,
+                r.method,
+                r.plugin,
+                dist,
+                params,
+                r.lift_rules,
+                r.tier,
+                proof,
+                bound_pair(r.bound, eq)[1],
+            )
+        )
+    parts.append(
+        _table(
+            (
+                "node",
+                "method",
+                "plugin",
+                "distribution / version",
+                "parameters",
+                "lifting rule",
+                "trust tier",
+                "proof",
+                f"{q} alone (upper)",
+            ),
+            rows,
+        )
+    )
     parts.append("<h2>Accountants side by side</h2>")
     brows = []
     for b in report.brackets:
         blo, bhi = bound_pair(b.bound, eq)
         chosen = "yes" if b.bound is not None and b.backend == report.accounting_method else ""
-        brows.append((b.backend, blo, bhi, b.bound["method"] if b.bound else None, chosen,
-                      b.reason))
-    parts.append(_table(("backend", f"{q} lower", f"{q} upper", "method", "reported",
-                         "unavailable because"), brows))
+        brows.append(
+            (b.backend, blo, bhi, b.bound["method"] if b.bound else None, chosen, b.reason)
+        )
+    parts.append(
+        _table(
+            ("backend", f"{q} lower", f"{q} upper", "method", "reported", "unavailable because"),
+            brows,
+        )
+    )
     if report.unavailable:
         parts.append("<p>Backends unavailable for the reported bound:</p>")
         parts.append(_ul([f"{n}: {r}" for n, r in report.unavailable]))
-    parts += ["<h2>Audit</h2>", _audit(report.audit), "<h2>Runtime ledger</h2>",
-              _runtime(report.runtime), "<h2>Warnings</h2>",
-              _ul(list(report.warnings) or ["none"], "warning")]
+    parts += [
+        "<h2>Audit</h2>",
+        _audit(report.audit),
+        "<h2>Runtime ledger</h2>",
+        _runtime(report.runtime),
+        "<h2>Warnings</h2>",
+        _ul(list(report.warnings) or ["none"], "warning"),
+    ]
     if figures:
         parts.append("<h2>Figures</h2>")
         for caption, png in figures.items():
@@ -159,7 +203,9 @@ def render_html(report: PrivacyReport, figures: Mapping[str, bytes] | None = Non
                 f"<figcaption>{e(caption)}</figcaption></figure>"
             )
     for s in report.sections:
-        parts.append(f"<h2>{e(s.title)}</h2><p>(section by plugin {e(s.plugin)})</p>"
-                     f"<pre>{e(s.markdown)}</pre>")
+        parts.append(
+            f"<h2>{e(s.title)}</h2><p>(section by plugin {e(s.plugin)})</p>"
+            f"<pre>{e(s.markdown)}</pre>"
+        )
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -15,5 +15,7 @@ def report_dict(report: PrivacyReport) -> dict[str, Any]:
 
 def render_json(report: PrivacyReport) -> str:
     """Two equal reports give byte-identical text (so ``diff`` and snapshots work)."""
-    return json.dumps(report.to_dict(), sort_keys=True, indent=2, ensure_ascii=False,
-                      allow_nan=False) + "\n"
+    return (
+        json.dumps(report.to_dict(), sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+        + "\n"
+    )

@@ -56,8 +56,15 @@ def proof_text(proof: str | None, location: str | None) -> str:
 def _releases(report: PrivacyReport) -> list[str]:
     q = "ε" if report.reports_epsilon else "δ"
     header = (
-        "node", "method", "plugin", "distribution / version", "parameters", "lifting rule",
-        "trust tier", "proof", f"{q} alone (upper)",
+        "node",
+        "method",
+        "plugin",
+        "distribution / version",
+        "parameters",
+        "lifting rule",
+        "trust tier",
+        "proof",
+        f"{q} alone (upper)",
     )
     rows = []
     for r in report.releases:
@@ -66,10 +73,19 @@ def _releases(report: PrivacyReport) -> list[str]:
             params += f" → {r.lifted_event}"
         dist = f"{r.distribution} {r.version or ''}".strip() if r.distribution else "-"
         _, upper = bound_pair(r.bound, report.reports_epsilon)
-        rows.append((
-            r.node, r.method, r.plugin, dist, params, ", ".join(r.lift_rules), r.tier,
-            proof_text(r.proof, r.proof_location), upper,
-        ))
+        rows.append(
+            (
+                r.node,
+                r.method,
+                r.plugin,
+                dist,
+                params,
+                ", ".join(r.lift_rules),
+                r.tier,
+                proof_text(r.proof, r.proof_location),
+                upper,
+            )
+        )
     return table(header, rows)
 
 
@@ -79,10 +95,12 @@ def _brackets(report: PrivacyReport) -> list[str]:
     for b in report.brackets:
         lo, hi = bound_pair(b.bound, report.reports_epsilon)
         chosen = "yes" if b.bound is not None and b.backend == report.accounting_method else ""
-        rows.append((b.backend, lo, hi, b.bound["method"] if b.bound else "-", chosen,
-                     b.reason or ""))
-    lines = table(("backend", f"{q} lower", f"{q} upper", "method", "reported", "unavailable "
-                   "because"), rows)
+        rows.append(
+            (b.backend, lo, hi, b.bound["method"] if b.bound else "-", chosen, b.reason or "")
+        )
+    lines = table(
+        ("backend", f"{q} lower", f"{q} upper", "method", "reported", "unavailable because"), rows
+    )
     lines.append("")
     lines.append(
         "Only the smallest upper bound is the guarantee; lower bounds cross-check the backends "
@@ -102,12 +120,18 @@ def _audit(audit: Mapping[str, Any] | None) -> list[str]:
     ]
     rows = []
     for a in audit.get("audits", []):
-        rows.append((
-            fmt_exact(a["delta"]), _maybe_up(a.get("claimed_epsilon")),
-            fmt_down(a["epsilon_lower"]), _maybe_up(a.get("ceiling")), a.get("verdict"),
-        ))
-    lines.extend(table(("δ", "claimed ε (upper)", "empirical ε lower", "ceiling for n", "verdict"),
-                       rows))
+        rows.append(
+            (
+                fmt_exact(a["delta"]),
+                _maybe_up(a.get("claimed_epsilon")),
+                fmt_down(a["epsilon_lower"]),
+                _maybe_up(a.get("ceiling")),
+                a.get("verdict"),
+            )
+        )
+    lines.extend(
+        table(("δ", "claimed ε (upper)", "empirical ε lower", "ceiling for n", "verdict"), rows)
+    )
     if audit.get("description"):
         lines += ["", f"Audited: {audit['description']}"]
     return lines
@@ -157,7 +181,8 @@ def render_markdown(report: PrivacyReport, figures: Mapping[str, str] | None = N
         report.statement,
         "",
         f"Certified bracket: {lo} ≤ {q} ≤ {hi} (the upper end is the guarantee)."
-        if report.guaranteed else f"No accountant certifies a bound: {NO_GUARANTEE}.",
+        if report.guaranteed
+        else f"No accountant certifies a bound: {NO_GUARANTEE}.",
         "",
         "## DP setting",
         "",

@@ -30,8 +30,11 @@ def register(subparsers: Any) -> None:
         description="Reduce a pipeline file (TOML or JSON) to per-source events and report "
         "the smallest certified upper bound over the available accountants.",
     )
-    parser.add_argument("file", help="pipeline file (.toml or .json), or a dp-accounting DpEvent "
-                        "as JSON (its named-tuple form)")
+    parser.add_argument(
+        "file",
+        help="pipeline file (.toml or .json), or a dp-accounting DpEvent "
+        "as JSON (its named-tuple form)",
+    )
     query = parser.add_mutually_exclusive_group()
     query.add_argument("--delta", help="report epsilon at this delta (default: file's, or 1e-5)")
     query.add_argument("--epsilon", help="report delta at this epsilon")
@@ -70,7 +73,10 @@ def backend_names(text: str) -> list[str]:
 def add_backends_option(parser: argparse.ArgumentParser) -> None:
     """``--backends pld,rdp`` (repeatable); a comma list never swallows the positional file."""
     parser.add_argument(
-        "--backends", type=backend_names, action="extend", metavar="NAME[,NAME...]",
+        "--backends",
+        type=backend_names,
+        action="extend",
+        metavar="NAME[,NAME...]",
         help="only use these accountants, comma-separated (e.g. pld,rdp; default: all of "
         "closed_form, pld, rdp, prv)",
     )

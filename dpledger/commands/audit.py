@@ -35,9 +35,17 @@ MECHANISMS = ("gaussian", "laplace", "randomized_response")
 #: config keys that are not method parameters (as in ``dpledger run``)
 CONFIG_KEYS = frozenset({"params", "data", "adjacency", "delta"})
 #: options of the mechanism mode and their defaults (a method audit must leave them unset)
-MECHANISM_OPTIONS = {"noise_multiplier": None, "epsilon": None, "buckets": 2,
-                     "adjacency": "add_remove", "sampling_rate": None, "count": 1,
-                     "samples": 1_000_000, "search_samples": None, "black_box": False}
+MECHANISM_OPTIONS = {
+    "noise_multiplier": None,
+    "epsilon": None,
+    "buckets": 2,
+    "adjacency": "add_remove",
+    "sampling_rate": None,
+    "count": 1,
+    "samples": 1_000_000,
+    "search_samples": None,
+    "black_box": False,
+}
 METHOD_OPTIONS = {"config": None, "data": None, "relation": None, "runs": None}
 
 
@@ -54,18 +62,39 @@ def register(subparsers: Any) -> None:
             "violation found' is NOT a verification."
         ),
     )
-    p.add_argument("method", metavar="METHOD", nargs="?", default=None,
-                   help="installed method to audit (see `dpledger plugins`); needs --config")
-    p.add_argument("--mechanism", choices=MECHANISMS, default=None,
-                   help="core mechanism to audit on its canonical pair")
+    p.add_argument(
+        "method",
+        metavar="METHOD",
+        nargs="?",
+        default=None,
+        help="installed method to audit (see `dpledger plugins`); needs --config",
+    )
+    p.add_argument(
+        "--mechanism",
+        choices=MECHANISMS,
+        default=None,
+        help="core mechanism to audit on its canonical pair",
+    )
     m = p.add_argument_group("method audit")
-    m.add_argument("--config", type=Path, help="TOML or JSON run config: [params], "
-                   "data = 'file', [adjacency] (as for `dpledger run`)")
+    m.add_argument(
+        "--config",
+        type=Path,
+        help="TOML or JSON run config: [params], "
+        "data = 'file', [adjacency] (as for `dpledger run`)",
+    )
     m.add_argument("--data", type=Path, help="data file (overrides the config)")
-    m.add_argument("--relation", choices=("add_remove", "replace_one", "both"), default=None,
-                   help="neighbouring relation (default: the config's adjacency relation)")
-    m.add_argument("--runs", default=None, metavar="N",
-                   help=f"method runs per dataset (default 2000, at least {MIN_RUNS})")
+    m.add_argument(
+        "--relation",
+        choices=("add_remove", "replace_one", "both"),
+        default=None,
+        help="neighbouring relation (default: the config's adjacency relation)",
+    )
+    m.add_argument(
+        "--runs",
+        default=None,
+        metavar="N",
+        help=f"method runs per dataset (default 2000, at least {MIN_RUNS})",
+    )
     add_plugin_options(p)
     p.add_argument("--noise-multiplier", type=float, help="noise std (or Laplace scale) / C")
     p.add_argument("--epsilon", type=float, help="epsilon of randomized response")
@@ -141,20 +170,26 @@ def format_result(result: AuditResult) -> str:
 
 def _check_mode(args: argparse.Namespace) -> None:
     if args.method is not None and args.mechanism is not None:
-        raise InvalidParameterError("METHOD", "and --mechanism were both given",
-                                    "audit either a method or a mechanism, not both")
+        raise InvalidParameterError(
+            "METHOD",
+            "and --mechanism were both given",
+            "audit either a method or a mechanism, not both",
+        )
     if args.method is None and args.mechanism is None:
-        raise InvalidParameterError("METHOD", "is missing",
-                                    "name a method (with --config) or pass --mechanism gaussian")
+        raise InvalidParameterError(
+            "METHOD", "is missing", "name a method (with --config) or pass --mechanism gaussian"
+        )
     mode, others, other_name = (
-        ("METHOD", MECHANISM_OPTIONS, "--mechanism") if args.method is not None
+        ("METHOD", MECHANISM_OPTIONS, "--mechanism")
+        if args.method is not None
         else ("--mechanism", METHOD_OPTIONS, "METHOD")
     )
     for name, default in others.items():
         if getattr(args, name) != default:
             flag = "--" + name.replace("_", "-")
-            raise InvalidParameterError(flag, f"does not apply to a {mode} audit",
-                                        f"drop it, or audit a {other_name}")
+            raise InvalidParameterError(
+                flag, f"does not apply to a {mode} audit", f"drop it, or audit a {other_name}"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -198,15 +233,19 @@ def _runs(raw: str | None) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise InvalidParameterError("--runs", f"must be an integer >= {MIN_RUNS}, got {raw!r}",
-                                    "pass e.g. --runs 2000") from None
+        raise InvalidParameterError(
+            "--runs", f"must be an integer >= {MIN_RUNS}, got {raw!r}", "pass e.g. --runs 2000"
+        ) from None
 
 
 def _method_setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Adjacency]:
     """The config's method parameters, data and adjacency (as ``dpledger run`` reads them)."""
     if args.config is None:
-        raise InvalidParameterError("--config", "is required to audit a method",
-                                    "pass --config run.toml ([params], data = 'file')")
+        raise InvalidParameterError(
+            "--config",
+            "is required to audit a method",
+            "pass --config run.toml ([params], data = 'file')",
+        )
     config = read_config(args.config)
     host = host_from_args(args)
     spec = host.method(args.method)
@@ -220,8 +259,9 @@ def _method_setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Adjacency]:
     try:
         adjacency = Adjacency(**adj_table)
     except TypeError as exc:
-        raise InvalidParameterError("adjacency", str(exc),
-                                    "use relation, unit, max_contributions, unit_key") from None
+        raise InvalidParameterError(
+            "adjacency", str(exc), "use relation, unit, max_contributions, unit_key"
+        ) from None
     data_path = args.data or (args.config.parent / config["data"] if "data" in config else None)
     data = load_data(data_path) if data_path is not None else None
     return host, spec, (params, data), adjacency
@@ -229,9 +269,11 @@ def _method_setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Adjacency]:
 
 def format_method_result(result: MethodAuditResult) -> str:
     """Human-readable tables, one per audited relation."""
-    lines = [f"method audit of {result.method!r}: {result.runs} runs per dataset, seed "
-             f"{result.seed}, confidence {1 - result.alpha:.0%} jointly over "
-             f"{len(result.relations)} relation(s)"]
+    lines = [
+        f"method audit of {result.method!r}: {result.runs} runs per dataset, seed "
+        f"{result.seed}, confidence {1 - result.alpha:.0%} jointly over "
+        f"{len(result.relations)} relation(s)"
+    ]
     for rel in result.relations:
         lines += ["", f"relation: {rel.relation}", format_result(rel.result)]
     for rel_name, reason in result.skipped:
@@ -244,9 +286,17 @@ def run_method(args: argparse.Namespace) -> int:
     runs = _runs(args.runs)
     host, spec, (params, data), adjacency = _method_setup(args)
     result = audit_method(
-        spec, params, data, adjacency=adjacency, relation=args.relation, runs=runs,
-        deltas=tuple(args.delta), alpha=args.alpha, seed=args.seed,
-        claimed_epsilon=args.claimed_epsilon, lower=host.lower,
+        spec,
+        params,
+        data,
+        adjacency=adjacency,
+        relation=args.relation,
+        runs=runs,
+        deltas=tuple(args.delta),
+        alpha=args.alpha,
+        seed=args.seed,
+        claimed_epsilon=args.claimed_epsilon,
+        lower=host.lower,
     )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, allow_nan=False))

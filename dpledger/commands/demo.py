@@ -20,9 +20,13 @@ def register(subparsers: Any) -> None:
         "runtime ledger, write synthetic trajectories, figures and a privacy report (md, html, "
         "json).",
     )
-    parser.add_argument("--out", type=Path, default=None,
-                        help=f"output directory, new or empty (default: {DEFAULT_OUT}, or "
-                        f"{DEFAULT_OUT}-2, -3, ... when it is already used)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"output directory, new or empty (default: {DEFAULT_OUT}, or "
+        f"{DEFAULT_OUT}-2, -3, ... when it is already used)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars or messages")
     parser.add_argument("--tiny", action="store_true", help="a very small run (seconds)")
     parser.add_argument("--seed", type=int, default=0, help="seed of data and noise")

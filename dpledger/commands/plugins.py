@@ -17,15 +17,25 @@ if TYPE_CHECKING:  # the plugin host loads when a command runs
 def add_plugin_options(parser: argparse.ArgumentParser) -> None:
     """The plugin-loading flags shared by every command that loads plugins."""
     group = parser.add_argument_group("plugin loading")
-    group.add_argument("--plugins-allow", metavar="NAMES", default=None,
-                       help="load only these plugins or distributions (comma-separated; "
-                            "default: $DPLEDGER_PLUGINS_ALLOW, else all)")
-    group.add_argument("--plugins-block", metavar="NAMES", default=None,
-                       help="never load these plugins or distributions (comma-separated; "
-                            "default: $DPLEDGER_PLUGINS_BLOCK)")
-    group.add_argument("--plugins-trace", action="store_true",
-                       help="trace plugin loading and hook calls to stderr "
-                            "(also: DPLEDGER_PLUGINS_TRACE=1)")
+    group.add_argument(
+        "--plugins-allow",
+        metavar="NAMES",
+        default=None,
+        help="load only these plugins or distributions (comma-separated; "
+        "default: $DPLEDGER_PLUGINS_ALLOW, else all)",
+    )
+    group.add_argument(
+        "--plugins-block",
+        metavar="NAMES",
+        default=None,
+        help="never load these plugins or distributions (comma-separated; "
+        "default: $DPLEDGER_PLUGINS_BLOCK)",
+    )
+    group.add_argument(
+        "--plugins-trace",
+        action="store_true",
+        help="trace plugin loading and hook calls to stderr (also: DPLEDGER_PLUGINS_TRACE=1)",
+    )
 
 
 def host_from_args(args: argparse.Namespace, *, on_demand: bool = False) -> PluginHost:
@@ -33,18 +43,28 @@ def host_from_args(args: argparse.Namespace, *, on_demand: bool = False) -> Plug
     when a method or mechanism that no builtin plugin provides is needed."""
     from dpledger.core.plugin_manager import host_from_options
 
-    return host_from_options(allow=args.plugins_allow, block=args.plugins_block,
-                             trace=bool(args.plugins_trace), on_demand=on_demand)
+    return host_from_options(
+        allow=args.plugins_allow,
+        block=args.plugins_block,
+        trace=bool(args.plugins_trace),
+        on_demand=on_demand,
+    )
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "plugins", help="list installed plugins, their methods, mechanisms and problems",
+        "plugins",
+        help="list installed plugins, their methods, mechanisms and problems",
         description="List installed plugins, their methods, mechanisms, trust tier and problems.",
     )
-    parser.add_argument("method", nargs="?", metavar="METHOD", default=None,
-                        help="show this method's parameters (types, defaults) and proof "
-                        "(default: list every plugin)")
+    parser.add_argument(
+        "method",
+        nargs="?",
+        metavar="METHOD",
+        default=None,
+        help="show this method's parameters (types, defaults) and proof "
+        "(default: list every plugin)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_plugin_options(parser)
     parser.set_defaults(func=main)
@@ -60,13 +80,16 @@ def method_parameters(spec: MethodSpec) -> list[dict[str, Any]]:
         default = field.default
         if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
             default = default.factory()
-        out.append({
-            "name": field.alias or field.name,
-            "type": field.type if isinstance(field.type, str) else getattr(
-                field.type, "__name__", str(field.type)),
-            "required": required,
-            "default": None if required else default,
-        })
+        out.append(
+            {
+                "name": field.alias or field.name,
+                "type": field.type
+                if isinstance(field.type, str)
+                else getattr(field.type, "__name__", str(field.type)),
+                "required": required,
+                "default": None if required else default,
+            }
+        )
     return out
 
 
@@ -91,12 +114,16 @@ def _show_method(host: PluginHost, name: str, as_json: bool) -> int:
         print(json.dumps(info, indent=2, sort_keys=True, default=repr))
         return 0
     print(f"{info['name']}: {info['description']}")
-    print(f"plugin {info['plugin'] or '-'} ({info['distribution'] or 'no distribution'}), "
-          f"trust tier {info['tier']}")
+    print(
+        f"plugin {info['plugin'] or '-'} ({info['distribution'] or 'no distribution'}), "
+        f"trust tier {info['tier']}"
+    )
     print(f"proof: {info['proof']['citation']}")
     header = ("PARAMETER", "TYPE", "DEFAULT")
-    rows = [(p["name"], str(p["type"]), "(required)" if p["required"] else repr(p["default"]))
-            for p in info["parameters"]]
+    rows = [
+        (p["name"], str(p["type"]), "(required)" if p["required"] else repr(p["default"]))
+        for p in info["parameters"]
+    ]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(3)]
     print()
     for row in [header, *rows]:
@@ -125,8 +152,14 @@ def main(args: argparse.Namespace) -> int:
         return 0
     header = ("PLUGIN", "DISTRIBUTION", "VERSION", "TIER", "METHODS", "MECHANISMS")
     rows = [
-        (i.name, i.distribution or "-", i.version or "-", i.tier, _cell(i.methods),
-         _cell(i.mechanisms))
+        (
+            i.name,
+            i.distribution or "-",
+            i.version or "-",
+            i.tier,
+            _cell(i.methods),
+            _cell(i.mechanisms),
+        )
         for i in infos
     ]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]

@@ -27,17 +27,30 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("input", nargs="?", help="pipeline file or run directory")
     parser.add_argument("--format", choices=("md", "html", "json"), default="md")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="output file (default: print to stdout, without figures for md)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output file (default: print to stdout, without figures for md)",
+    )
     query = parser.add_mutually_exclusive_group()
     query.add_argument("--delta", help="report epsilon at this delta (default: the input's)")
     query.add_argument("--epsilon", help="report delta at this epsilon")
     add_backends_option(parser)
-    parser.add_argument("--audit", type=Path, default=None,
-                        help="JSON audit result to include (dpledger audit --json)")
+    parser.add_argument(
+        "--audit",
+        type=Path,
+        default=None,
+        help="JSON audit result to include (dpledger audit --json)",
+    )
     parser.add_argument("--no-figures", action="store_true", help="skip the figures")
-    parser.add_argument("--diff", nargs=2, type=Path, metavar=("A", "B"),
-                        help="compare two JSON reports instead of writing one")
+    parser.add_argument(
+        "--diff",
+        nargs=2,
+        type=Path,
+        metavar=("A", "B"),
+        help="compare two JSON reports instead of writing one",
+    )
     parser.set_defaults(func=run)
     one_line_errors(parser)
 
@@ -46,8 +59,9 @@ def _load_json(path: Path, option: str) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidParameterError(option, f"cannot read {path}: {exc}",
-                                    "pass a JSON file written by dpledger") from None
+        raise InvalidParameterError(
+            option, f"cannot read {path}: {exc}", "pass a JSON file written by dpledger"
+        ) from None
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -64,8 +78,9 @@ def _query(args: argparse.Namespace) -> tuple[float | None, float | None]:
     if args.delta is not None:
         delta = parse_number(args.delta, "--delta", "--delta 1e-5")
         if not 0 < delta < 1:
-            raise InvalidParameterError("--delta", f"must lie in (0, 1), got {args.delta}",
-                                        "pass e.g. --delta 1e-5")
+            raise InvalidParameterError(
+                "--delta", f"must lie in (0, 1), got {args.delta}", "pass e.g. --delta 1e-5"
+            )
     if args.epsilon is not None:
         epsilon = parse_number(args.epsilon, "--epsilon", "--epsilon 1.0")
     return delta, epsilon
@@ -77,8 +92,9 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidParameterError("--diff", "takes no INPUT", "drop INPUT or --diff")
         return _diff(args)
     if args.input is None:
-        raise InvalidParameterError("INPUT", "is missing",
-                                    "pass a pipeline file or a run directory")
+        raise InvalidParameterError(
+            "INPUT", "is missing", "pass a pipeline file or a run directory"
+        )
     from dpledger.core.plugin_manager import PluginHost
     from dpledger.core.report import report_input, write_report
     from dpledger.core.report.figures import NO_MATPLOTLIB, figures_available, make_figures
@@ -88,10 +104,19 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidParameterError("--backends", "is empty", "name at least one accountant")
     delta, epsilon = _query(args)
     audit = _load_json(args.audit, "--audit") if args.audit is not None else None
-    built = report_input(args.input, delta=delta, epsilon=epsilon, backends=args.backends,
-                         audit=audit, host=PluginHost())
-    draw = not args.no_figures and args.format != "json" and (
-        args.out is not None or args.format == "html")
+    built = report_input(
+        args.input,
+        delta=delta,
+        epsilon=epsilon,
+        backends=args.backends,
+        audit=audit,
+        host=PluginHost(),
+    )
+    draw = (
+        not args.no_figures
+        and args.format != "json"
+        and (args.out is not None or args.format == "html")
+    )
     if draw and not figures_available():
         sys.stderr.write(f"dpledger report: {NO_MATPLOTLIB}\n")
         draw = False

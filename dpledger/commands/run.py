@@ -39,21 +39,34 @@ _RESERVED = {"params", "data", "adjacency", "delta"}
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "run", help="run a method under a verified privacy ledger",
+        "run",
+        help="run a method under a verified privacy ledger",
         description="Run METHOD on data, verify its ledger, account it and write the outputs.",
     )
     parser.add_argument("method", metavar="METHOD", help="method name (see `dpledger plugins`)")
-    parser.add_argument("--config", required=True, type=Path,
-                        help="TOML or JSON file: [params], data = 'file', [adjacency], delta")
-    parser.add_argument("--out", required=True, type=Path, help="output directory (must not exist "
-                        "or be empty)")
+    parser.add_argument(
+        "--config",
+        required=True,
+        type=Path,
+        help="TOML or JSON file: [params], data = 'file', [adjacency], delta",
+    )
+    parser.add_argument(
+        "--out", required=True, type=Path, help="output directory (must not exist or be empty)"
+    )
     parser.add_argument("--seed", type=int, default=None, help="seed of the noise generator")
-    parser.add_argument("--secure", action="store_true",
-                        help="seed from the OS CSPRNG (no replay; floating-point caveats remain)")
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="seed from the OS CSPRNG (no replay; floating-point caveats remain)",
+    )
     parser.add_argument("--data", type=Path, default=None, help="data file (overrides the config)")
-    parser.add_argument("--delta", type=float, default=None,
-                        help="delta at which epsilon is reported (default: the config's "
-                        f"delta, else the method's own delta parameter, else {DEFAULT_DELTA})")
+    parser.add_argument(
+        "--delta",
+        type=float,
+        default=None,
+        help="delta at which epsilon is reported (default: the config's "
+        f"delta, else the method's own delta parameter, else {DEFAULT_DELTA})",
+    )
     add_plugin_options(parser)
     parser.set_defaults(func=main)
 
@@ -63,16 +76,18 @@ def read_config(path: Path) -> dict[str, Any]:
     try:
         text = path.read_bytes()
     except OSError as exc:
-        raise InvalidParameterError("--config", f"cannot read {path}: {exc.strerror}",
-                                    "pass an existing file") from None
+        raise InvalidParameterError(
+            "--config", f"cannot read {path}: {exc.strerror}", "pass an existing file"
+        ) from None
     try:
         if path.suffix.lower() == ".toml":
             config = tomllib.loads(text.decode("utf-8"))
         else:
             config = json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidParameterError("--config", f"{path} is not valid: {exc}",
-                                    "use TOML (.toml) or JSON") from None
+        raise InvalidParameterError(
+            "--config", f"{path} is not valid: {exc}", "use TOML (.toml) or JSON"
+        ) from None
     if not isinstance(config, dict):
         raise InvalidParameterError("--config", "must hold a table", "use key = value pairs")
     return config
@@ -89,11 +104,14 @@ def _array(value: Any, field: str) -> Any:
         for i, n in enumerate(lengths):
             if n != lengths[0]:
                 raise InvalidParameterError(
-                    f"{field}[{i}]", f"has {n if n is not None else 'a scalar, not'} values "
+                    f"{field}[{i}]",
+                    f"has {n if n is not None else 'a scalar, not'} values "
                     f"where {field}[0] has {lengths[0]}",
-                    "give every row the same number of values") from None
-    raise InvalidParameterError(field, "is not a regular array",
-                                "give every row the same number of values")
+                    "give every row the same number of values",
+                ) from None
+    raise InvalidParameterError(
+        field, "is not a regular array", "give every row the same number of values"
+    )
 
 
 def load_data(path: Path) -> Any:
@@ -112,25 +130,30 @@ def load_data(path: Path) -> Any:
         except ValueError as exc:
             reason = str(exc).splitlines()[0].split(";")[0] if str(exc) else "unreadable"
             raise InvalidParameterError(
-                "data", f"{path.name} is not a numeric CSV table ({reason})",
-                "give every row the same number of comma-separated numbers") from None
+                "data",
+                f"{path.name} is not a numeric CSV table ({reason})",
+                "give every row the same number of comma-separated numbers",
+            ) from None
     if suffix == ".json":
         try:
             value = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidParameterError("data", f"{path.name} is not valid JSON: {exc}",
-                                        "write the data as JSON") from None
+            raise InvalidParameterError(
+                "data", f"{path.name} is not valid JSON: {exc}", "write the data as JSON"
+            ) from None
         if isinstance(value, dict):
             return {k: _array(v, f"data[{k!r}]") for k, v in value.items()}
         return _array(value, "data")
-    raise InvalidParameterError("data", f"unknown data format {suffix!r}",
-                                "use .npy, .npz, .csv or .json")
+    raise InvalidParameterError(
+        "data", f"unknown data format {suffix!r}", "use .npy, .npz, .csv or .json"
+    )
 
 
 def _prepare_out(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InvalidParameterError("--out", f"{out} exists and is not an empty directory",
-                                    "choose a new output directory")
+        raise InvalidParameterError(
+            "--out", f"{out} exists and is not an empty directory", "choose a new output directory"
+        )
 
 
 def _jsonable(value: Any) -> Any:
@@ -154,8 +177,12 @@ def _dumps(value: Any) -> str:
     return json.dumps(json_safe(value), indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
-def write_atomically(out: Path, outputs: Mapping[str, Any], record: RunRecord,
-                     private: Mapping[str, Any] | None = None) -> None:
+def write_atomically(
+    out: Path,
+    outputs: Mapping[str, Any],
+    record: RunRecord,
+    private: Mapping[str, Any] | None = None,
+) -> None:
     """Write everything into a temporary sibling of ``out``, then rename it into place.
 
     ``record`` is the public run record (``ledger.json``; its outputs are filled in here);
@@ -180,8 +207,10 @@ def write_atomically(out: Path, outputs: Mapping[str, Any], record: RunRecord,
         (tmp / "outputs.json").write_text(_dumps(scalars))
         (tmp / RECORD_FILE).write_text(_dumps(record.to_json()))
         if private is not None:
-            note = ("PRIVATE: data-dependent values and the noise seed of this run. Anyone who "
-                    "has this file can undo the noise. Never publish it with the outputs.")
+            note = (
+                "PRIVATE: data-dependent values and the noise seed of this run. Anyone who "
+                "has this file can undo the noise. Never publish it with the outputs."
+            )
             body = {"warning": note, **_jsonable(dict(private))}
             (tmp / PRIVATE_FILE).write_text(_dumps(body))
         if out.exists():
@@ -209,7 +238,8 @@ def _adjacency(config: Mapping[str, Any]) -> Adjacency:
     unknown = sorted(set(table) - {f.name for f in attrs.fields(Adjacency)})
     if unknown:
         raise InvalidParameterError(
-            f"adjacency.{unknown[0]}", "is not a field of the adjacency",
+            f"adjacency.{unknown[0]}",
+            "is not a field of the adjacency",
             f"use {[f.name for f in attrs.fields(Adjacency)]}",
         )
     try:
@@ -232,12 +262,11 @@ def main(args: argparse.Namespace) -> int:
     method_delta = getattr(params, "delta", None)
     fallback = method_delta if isinstance(method_delta, float) and 0 < method_delta < 1 else None
     delta = (
-        args.delta if args.delta is not None
+        args.delta
+        if args.delta is not None
         else float(config.get("delta", fallback if fallback is not None else DEFAULT_DELTA))
     )
-    data_path = args.data or (
-        (args.config.parent / config["data"]) if "data" in config else None
-    )
+    data_path = args.data or ((args.config.parent / config["data"]) if "data" in config else None)
     data = load_data(data_path) if data_path is not None else None
     # one frozen declaration, accounted before any noise is drawn, enforced by the ledger and
     # written to the run record: declare() is called exactly once
@@ -245,8 +274,15 @@ def main(args: argparse.Namespace) -> int:
     per_unit, rules, selection = account_declaration(
         host, declaration, adjacency, method=spec.name, delta=delta
     )
-    result = run_verified(spec, params, data, adjacency=adjacency, seed=args.seed,
-                          secure=args.secure, declaration=declaration)
+    result = run_verified(
+        spec,
+        params,
+        data,
+        adjacency=adjacency,
+        seed=args.seed,
+        secure=args.secure,
+        declaration=declaration,
+    )
     record = RunRecord(
         method=spec.name,
         provenance=spec.provenance.to_dict() if spec.provenance else None,
@@ -271,13 +307,18 @@ def privacy_record(selection: select.Selection) -> dict[str, Any]:
     }
 
 
-def headline(method: str, bound: Mapping[str, Any], delta: float, adjacency: Adjacency,
-             out: Path) -> str:
+def headline(
+    method: str, bound: Mapping[str, Any], delta: float, adjacency: Adjacency, out: Path
+) -> str:
     """The one line ``dpledger run`` prints: the certified bound, or that there is none."""
     eps = bound.get("epsilon")
     where = f"{bound.get('method')}, {adjacency.describe()}"
     if not isinstance(eps, int | float) or not math.isfinite(eps):
-        return (f"{method}: verified; NO privacy guarantee (epsilon unbounded at "
-                f"delta={delta}; {where}); wrote {out}")
-    return f"{method}: verified; epsilon <= {fmt_up(float(eps))} at delta={delta} ({where}); " \
+        return (
+            f"{method}: verified; NO privacy guarantee (epsilon unbounded at "
+            f"delta={delta}; {where}); wrote {out}"
+        )
+    return (
+        f"{method}: verified; epsilon <= {fmt_up(float(eps))} at delta={delta} ({where}); "
         f"wrote {out}"
+    )

@@ -78,7 +78,8 @@ def _as_mapping(value: Any) -> Mapping[str, Any]:
         value = asdict()
     if not isinstance(value, Mapping) or "class_name" not in value:
         raise InvalidParameterError(
-            "event", f"is not a DpEvent or its named-tuple form: {value!r:.80}",
+            "event",
+            f"is not a DpEvent or its named-tuple form: {value!r:.80}",
             "pass a dp_accounting DpEvent, DpEvent.to_named_tuple(), or its JSON form",
         )
     return value
@@ -87,8 +88,9 @@ def _as_mapping(value: Any) -> Mapping[str, Any]:
 def _number(data: Mapping[str, Any], key: str, where: str) -> float:
     value = data.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidParameterError(f"{where}.{key}", f"expected a number, got {value!r}",
-                                    f"write {key} as a number")
+        raise InvalidParameterError(
+            f"{where}.{key}", f"expected a number, got {value!r}", f"write {key} as a number"
+        )
     return float(value)
 
 
@@ -97,15 +99,19 @@ def _integer(data: Mapping[str, Any], key: str, where: str) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidParameterError(f"{where}.{key}", f"expected an integer, got {value!r}",
-                                    f"write {key} as a whole number")
+        raise InvalidParameterError(
+            f"{where}.{key}",
+            f"expected an integer, got {value!r}",
+            f"write {key} as a whole number",
+        )
     return value
 
 
 def _from(value: Any, where: str, depth: int) -> Event:
     if depth > MAX_DEPTH:
-        raise InvalidParameterError(where, f"nests more than {MAX_DEPTH} events deep",
-                                    "flatten the composition")
+        raise InvalidParameterError(
+            where, f"nests more than {MAX_DEPTH} events deep", "flatten the composition"
+        )
     data = _as_mapping(value)
     name = data.get("class_name")
 
@@ -126,7 +132,8 @@ def _from(value: Any, where: str, depth: int) -> Event:
             k = _integer(data, "num_buckets", where)
             if not 0.0 <= p <= 1.0 or k < 1:
                 raise InvalidParameterError(
-                    where, f"noise_parameter {p!r} / num_buckets {k!r} out of range",
+                    where,
+                    f"noise_parameter {p!r} / num_buckets {k!r} out of range",
                     "use 0 <= noise_parameter <= 1 and num_buckets >= 1",
                 )
             if p == 0.0:
@@ -139,18 +146,19 @@ def _from(value: Any, where: str, depth: int) -> Event:
         if name == "ComposedDpEvent":
             events = data.get("events")
             if not isinstance(events, list | tuple):
-                raise InvalidParameterError(f"{where}.events", "must be a list of events",
-                                            "write events = [...]")
+                raise InvalidParameterError(
+                    f"{where}.events", "must be a list of events", "write events = [...]"
+                )
             return ComposedEvent(
                 [_from(e, f"{where}.events[{i}]", depth + 1) for i, e in enumerate(events)]
             )
         if name == "PoissonSampledDpEvent":
-            return PoissonSampledEvent(_number(data, "sampling_probability", where),
-                                       inner("event"))
+            return PoissonSampledEvent(_number(data, "sampling_probability", where), inner("event"))
         if name == "SampledWithoutReplacementDpEvent":
             return SampledWithoutReplacementEvent(
                 _integer(data, "source_dataset_size", where),
-                _integer(data, "sample_size", where), inner("event"),
+                _integer(data, "sample_size", where),
+                inner("event"),
             )
     except InvalidParameterError as exc:
         if exc.field.startswith(where):
@@ -163,9 +171,15 @@ def _from(value: Any, where: str, depth: int) -> Event:
 
 
 SUPPORTED: tuple[str, ...] = (
-    "NoOpDpEvent", "NonPrivateDpEvent", "GaussianDpEvent", "LaplaceDpEvent",
-    "RandomizedResponseDpEvent", "SelfComposedDpEvent", "ComposedDpEvent",
-    "PoissonSampledDpEvent", "SampledWithoutReplacementDpEvent",
+    "NoOpDpEvent",
+    "NonPrivateDpEvent",
+    "GaussianDpEvent",
+    "LaplaceDpEvent",
+    "RandomizedResponseDpEvent",
+    "SelfComposedDpEvent",
+    "ComposedDpEvent",
+    "PoissonSampledDpEvent",
+    "SampledWithoutReplacementDpEvent",
 )
 
 
@@ -192,20 +206,28 @@ def to_named_tuple_dict(event: Event) -> dict[str, Any]:
     if isinstance(event, LaplaceEvent):
         return tag("LaplaceDpEvent", noise_multiplier=event.noise_multiplier)
     if isinstance(event, RandomizedResponseEvent):
-        return tag("RandomizedResponseDpEvent",
-                   noise_parameter=rr_noise_parameter(event.epsilon, event.num_buckets),
-                   num_buckets=event.num_buckets)
+        return tag(
+            "RandomizedResponseDpEvent",
+            noise_parameter=rr_noise_parameter(event.epsilon, event.num_buckets),
+            num_buckets=event.num_buckets,
+        )
     if isinstance(event, SelfComposedEvent):
-        return tag("SelfComposedDpEvent", event=to_named_tuple_dict(event.event),
-                   count=event.count)
+        return tag("SelfComposedDpEvent", event=to_named_tuple_dict(event.event), count=event.count)
     if isinstance(event, ComposedEvent):
         return tag("ComposedDpEvent", events=[to_named_tuple_dict(e) for e in event.events])
     if isinstance(event, PoissonSampledEvent):
-        return tag("PoissonSampledDpEvent", sampling_probability=event.sampling_probability,
-                   event=to_named_tuple_dict(event.event))
+        return tag(
+            "PoissonSampledDpEvent",
+            sampling_probability=event.sampling_probability,
+            event=to_named_tuple_dict(event.event),
+        )
     if isinstance(event, SampledWithoutReplacementEvent):
-        return tag("SampledWithoutReplacementDpEvent", source_dataset_size=event.source_size,
-                   sample_size=event.sample_size, event=to_named_tuple_dict(event.event))
+        return tag(
+            "SampledWithoutReplacementDpEvent",
+            source_dataset_size=event.source_size,
+            sample_size=event.sample_size,
+            event=to_named_tuple_dict(event.event),
+        )
     raise UnsupportedEventError(
         f"{event.kind} has no dp-accounting counterpart. Fix: account it with dpledger, or "
         "describe it with Gaussian, Laplace or randomized-response events"
@@ -254,8 +276,8 @@ def named_tuple_json(value: Any) -> Any:
 
 def is_dp_event_json(data: Any) -> bool:
     """Whether parsed JSON is a DpEvent's named-tuple form (rather than a pipeline)."""
-    return isinstance(data, Mapping) and data.get("module_name") == MODULE and (
-        "class_name" in data
+    return (
+        isinstance(data, Mapping) and data.get("module_name") == MODULE and ("class_name" in data)
     )
 
 

@@ -103,10 +103,15 @@ def a_fig1_row(n: int) -> Row:
     paper_ev = _trajectory_steps(rho, tau, k)
     real_ev = _trajectory_steps(rho, math.sqrt(tau), k)
     return Row(
-        "A", f"Fig. 1 optimisation, N={n}, rho=20/N, K=20 (tau={tau:.3f} implied by Lemma 3.1)",
-        1.0, delta, epsilon(paper_ev, ADD_REMOVE, delta), epsilon(real_ev, REPLACE_ONE, delta),
+        "A",
+        f"Fig. 1 optimisation, N={n}, rho=20/N, K=20 (tau={tau:.3f} implied by Lemma 3.1)",
+        1.0,
+        delta,
+        epsilon(paper_ev, ADD_REMOVE, delta),
+        epsilon(real_ev, REPLACE_ONE, delta),
         "paper's: Lemma 3.1's CLT formula is not a bound (under-states at K=20); real: "
-        + A_REASON_REAL, key=f"A_fig1_opt_{n}",
+        + A_REASON_REAL,
+        key=f"A_fig1_opt_{n}",
     )
 
 
@@ -116,31 +121,49 @@ def paper_a(table2_k: int = 100) -> list[Row]:
     n, rho, k, delta = 674, 20 / 674, 20, 5e-4
     tau = implied_tau(gdp_mu(1.0, delta), rho, k)
     pp = _trajectory_steps(rho, math.sqrt(tau) / math.sqrt(A_PARTICLES), k)
-    rows.append(Row(
-        "A", f"Fig. 1 optimisation, N={n}, clipping per particle (sensitivity C sqrt(m), m=50)",
-        1.0, delta, epsilon(_trajectory_steps(rho, tau, k), ADD_REMOVE, delta),
-        epsilon(pp, REPLACE_ONE, delta),
-        "if 'clip item-wise' clips each particle's gradient (independent noise per particle), "
-        "one datum moves the m x d update by C sqrt(m); plus the two deviations above",
-        key="A_fig1_per_particle",
-    ))
+    rows.append(
+        Row(
+            "A",
+            f"Fig. 1 optimisation, N={n}, clipping per particle (sensitivity C sqrt(m), m=50)",
+            1.0,
+            delta,
+            epsilon(_trajectory_steps(rho, tau, k), ADD_REMOVE, delta),
+            epsilon(pp, REPLACE_ONE, delta),
+            "if 'clip item-wise' clips each particle's gradient (independent noise per particle), "
+            "one datum moves the m x d update by C sqrt(m); plus the two deviations above",
+            key="A_fig1_per_particle",
+        )
+    )
     # warm start: Prop. 4.1, noise multiplier 2 sqrt(2 ln(1/delta))/eps w.r.t. C = R/N
     ws = GaussianEvent(2 * math.sqrt(2 * math.log(1 / 5e-4)) / 1.0)
     ws_eps = epsilon(ws, REPLACE_ONE, 5e-4)
-    rows.append(Row(
-        "A", "Fig. 1 warm start (Prop. 4.1, private means, parallel over times)", 1.0, 5e-4,
-        ws_eps, ws_eps, "none: Prop. 4.1 holds for delta <= 0.98 (replace-one, sensitivity 2R/N)",
-        key="A_fig1_warm",
-    ))
+    rows.append(
+        Row(
+            "A",
+            "Fig. 1 warm start (Prop. 4.1, private means, parallel over times)",
+            1.0,
+            5e-4,
+            ws_eps,
+            ws_eps,
+            "none: Prop. 4.1 holds for delta <= 0.98 (replace-one, sensitivity 2R/N)",
+            key="A_fig1_warm",
+        )
+    )
     tau = implied_tau(gdp_mu(1.0, 5e-4), rho, k)
     total_paper = ComposedEvent([ws, _trajectory_steps(rho, tau, k)])
     total_real = ComposedEvent([ws, _trajectory_steps(rho, math.sqrt(tau), k)])
-    rows.append(Row(
-        "A", "Fig. 1 total (warm start + optimisation), N=674", 2.0, 1e-3,
-        epsilon(total_paper, REPLACE_ONE, 1e-3), epsilon(total_real, REPLACE_ONE, 1e-3),
-        "optimisation as above, composed with the warm start under replace-one",
-        key="A_fig1_total",
-    ))
+    rows.append(
+        Row(
+            "A",
+            "Fig. 1 total (warm start + optimisation), N=674",
+            2.0,
+            1e-3,
+            epsilon(total_paper, REPLACE_ONE, 1e-3),
+            epsilon(total_real, REPLACE_ONE, 1e-3),
+            "optimisation as above, composed with the warm start under replace-one",
+            key="A_fig1_total",
+        )
+    )
     # Fig. 2: digit 7, K=100, 5 of 10 times: claimed (0.34, 5e-4) after amplification by 1/2
     n, rho, k = 626, 20 / 626, 100
     inner_eps = math.log1p(2 * math.expm1(0.34))
@@ -150,28 +173,46 @@ def paper_a(table2_k: int = 100) -> list[Row]:
     # never move), so M(D) = (1-q) A + q B(D) with A disjoint from B: delta scales by q, epsilon
     # does not shrink (advanced joint convexity needs A = B on the neighbour, which fails here)
     real_eps = epsilon(_trajectory_steps(rho, math.sqrt(tau), k), REPLACE_ONE, 1e-3)
-    rows.append(Row(
-        "A", f"Fig. 2, digit 7 (N=626), K=100, rho=20/N assumed, 5 of 10 times (tau={tau:.3f})",
-        0.34, 5e-4, amp_paper[0], real_eps,
-        "paper's: inner steps as Fig. 1 (CLT under-states), amplified by ln(1 + (e^eps - 1)/2) "
-        "as the paper does; real: subsampling the times is not subsampling the people: the "
-        "output shows which marginals moved, so it halves delta but gives no epsilon "
-        "amplification (the unused branch is not the mechanism run on the neighbour)",
-        key="A_fig2",
-    ))
-    table2 = {1: (674, 1.19), 2: (397, 1.98), 3: (408, 1.92), 6: (394, 1.05), 7: (626, 1.28),
-              9: (396, 1.98)}
+    rows.append(
+        Row(
+            "A",
+            f"Fig. 2, digit 7 (N=626), K=100, rho=20/N assumed, 5 of 10 times (tau={tau:.3f})",
+            0.34,
+            5e-4,
+            amp_paper[0],
+            real_eps,
+            "paper's: inner steps as Fig. 1 (CLT under-states), amplified by ln(1 + (e^eps - 1)/2) "
+            "as the paper does; real: subsampling the times is not subsampling the people: the "
+            "output shows which marginals moved, so it halves delta but gives no epsilon "
+            "amplification (the unused branch is not the mechanism run on the neighbour)",
+            key="A_fig2",
+        )
+    )
+    table2 = {
+        1: (674, 1.19),
+        2: (397, 1.98),
+        3: (408, 1.92),
+        6: (394, 1.05),
+        7: (626, 1.28),
+        9: (396, 1.98),
+    }
     for digit, (n, claimed) in table2.items():
         rho, delta = 5 / n, 1e-4
         tau = implied_tau(gdp_mu(claimed, delta), rho, table2_k)
-        rows.append(Row(
-            "A", f"Table 2, digit {digit} (N={n}, rho=5/N, K={table2_k} assumed, "
-            f"tau={tau:.3f} implied)", claimed, delta,
-            epsilon(_trajectory_steps(rho, tau, table2_k), ADD_REMOVE, delta),
-            epsilon(_trajectory_steps(rho, math.sqrt(tau), table2_k), REPLACE_ONE, delta),
-            "K and tau are not stated; with tau implied by Lemma 3.1 at the assumed K the CLT "
-            "under-states; real: " + A_REASON_REAL, key=f"A_table2_{digit}",
-        ))
+        rows.append(
+            Row(
+                "A",
+                f"Table 2, digit {digit} (N={n}, rho=5/N, K={table2_k} assumed, "
+                f"tau={tau:.3f} implied)",
+                claimed,
+                delta,
+                epsilon(_trajectory_steps(rho, tau, table2_k), ADD_REMOVE, delta),
+                epsilon(_trajectory_steps(rho, math.sqrt(tau), table2_k), REPLACE_ONE, delta),
+                "K and tau are not stated; with tau implied by Lemma 3.1 at the assumed K the CLT "
+                "under-states; real: " + A_REASON_REAL,
+                key=f"A_table2_{digit}",
+            )
+        )
     return rows
 
 
@@ -184,12 +225,17 @@ def b_events(sigma: float, epochs: int) -> dict[str, tuple[Event, Adjacency]]:
     steps = epochs * B_N // B_BATCH
     q = B_BATCH / B_N
     return {
-        "poisson": (SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(sigma)), steps),
-                    ADD_REMOVE),
+        "poisson": (
+            SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(sigma)), steps),
+            ADD_REMOVE,
+        ),
         # noise sigma * 2 sqrt(w) = (2 sigma) * C with C = sqrt(w) the per-record contribution
-        "wor": (SelfComposedEvent(
-            SampledWithoutReplacementEvent(B_N, B_BATCH, GaussianEvent(2 * sigma)), steps),
-            REPLACE_ONE),
+        "wor": (
+            SelfComposedEvent(
+                SampledWithoutReplacementEvent(B_N, B_BATCH, GaussianEvent(2 * sigma)), steps
+            ),
+            REPLACE_ONE,
+        ),
         "shuffle": (SelfComposedEvent(GaussianEvent(2 * sigma), epochs), REPLACE_ONE),
     }
 
@@ -200,24 +246,36 @@ def paper_b(settings: Sequence[str] = ("0.67", "0.8")) -> list[Row]:
         sigma, epochs, claimed = B_SETTINGS[name]
         ev = b_events(sigma, epochs)
         ours = epsilon(*ev["poisson"], B_DELTA)
-        rows.append(Row(
-            "B", f"DPSWflow-r MNIST, sigma={sigma}, {epochs} epochs, batch 250 of 30000 "
-            "(real: fixed-size batches as sampling without replacement)",
-            claimed, B_DELTA, ours, epsilon(*ev["wor"], B_DELTA),
-            "paper's: its moments accountant is looser (and the code's sums log-moments "
-            "over orders); real: shuffled fixed-size batches and the replace-one factor 2 "
-            "(unit-norm latents) are not Poisson/add-remove; Lemma 1's bound fails with "
-            "probability > delta at each of the steps, which no delta accounts for",
-            key=f"B_wor_{name}",
-        ))
-        rows.append(Row(
-            "B", f"DPSWflow-r MNIST, sigma={sigma}, {epochs} epochs "
-            "(real: shuffled epochs, no amplification)",
-            claimed, B_DELTA, ours, epsilon(*ev["shuffle"], B_DELTA),
-            "shuffling has no proven amplification here: each record is in exactly one batch "
-            "per epoch, a Gaussian release with mu = 1/sigma, composed over the epochs",
-            key=f"B_shuffle_{name}",
-        ))
+        rows.append(
+            Row(
+                "B",
+                f"DPSWflow-r MNIST, sigma={sigma}, {epochs} epochs, batch 250 of 30000 "
+                "(real: fixed-size batches as sampling without replacement)",
+                claimed,
+                B_DELTA,
+                ours,
+                epsilon(*ev["wor"], B_DELTA),
+                "paper's: its moments accountant is looser (and the code's sums log-moments "
+                "over orders); real: shuffled fixed-size batches and the replace-one factor 2 "
+                "(unit-norm latents) are not Poisson/add-remove; Lemma 1's bound fails with "
+                "probability > delta at each of the steps, which no delta accounts for",
+                key=f"B_wor_{name}",
+            )
+        )
+        rows.append(
+            Row(
+                "B",
+                f"DPSWflow-r MNIST, sigma={sigma}, {epochs} epochs "
+                "(real: shuffled epochs, no amplification)",
+                claimed,
+                B_DELTA,
+                ours,
+                epsilon(*ev["shuffle"], B_DELTA),
+                "shuffling has no proven amplification here: each record is in exactly one batch "
+                "per epoch, a Gaussian release with mu = 1/sigma, composed over the epochs",
+                key=f"B_shuffle_{name}",
+            )
+        )
     return rows
 
 
@@ -237,7 +295,12 @@ def paper_c(epochs: int = 5, configs: Sequence[tuple[float, float]] = C_CONFIGS)
             return SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(s)), steps)
 
         sigma = calibrate_noise_multiplier(
-            make, ADD_REMOVE, train_eps, delta / 2, bracket=(0.2, 50.0), rtol=1e-3,
+            make,
+            ADD_REMOVE,
+            train_eps,
+            delta / 2,
+            bracket=(0.2, 50.0),
+            rtol=1e-3,
             backends=["pld"],
         ).noise_multiplier
         # selection: Gaussian on the k-vote histogram, classical calibration at delta/2
@@ -245,18 +308,24 @@ def paper_c(epochs: int = 5, configs: Sequence[tuple[float, float]] = C_CONFIGS)
         paper_ev = ComposedEvent([make(sigma), GaussianEvent(sel_s)])
         # replace-one: a user's example moves one batch sum by 2C; the k votes move by
         # sqrt(2k) = sqrt(2) * sqrt(k), i.e. the multiplier sel_s * sqrt(2) at factor 2
-        real_ev = ComposedEvent([SelfComposedEvent(GaussianEvent(sigma), epochs),
-                                 GaussianEvent(sel_s * math.sqrt(2))])
-        rows.append(Row(
-            "C", f"eps_total={total:g} (train {train_eps:g} + select {select_eps:g}), "
-            f"n={C_N}, batch 256, {epochs} epochs assumed, sigma={sigma:.3f} calibrated",
-            total, delta, epsilon(paper_ev, ADD_REMOVE, delta),
-            epsilon(real_ev, REPLACE_ONE, delta),
-            "paper's: calibrated to Poisson sampling (q = B/n), which shuffled batches do not "
-            "satisfy, delta split unstated (half each assumed); real: shuffled epochs with fixed "
-            "n (replace-one), each user in one batch per epoch, no amplification",
-            key=f"C_{total:g}",
-        ))
+        real_ev = ComposedEvent(
+            [SelfComposedEvent(GaussianEvent(sigma), epochs), GaussianEvent(sel_s * math.sqrt(2))]
+        )
+        rows.append(
+            Row(
+                "C",
+                f"eps_total={total:g} (train {train_eps:g} + select {select_eps:g}), "
+                f"n={C_N}, batch 256, {epochs} epochs assumed, sigma={sigma:.3f} calibrated",
+                total,
+                delta,
+                epsilon(paper_ev, ADD_REMOVE, delta),
+                epsilon(real_ev, REPLACE_ONE, delta),
+                "paper's: calibrated to Poisson sampling (q = B/n), which shuffled batches do not "
+                "satisfy, delta split unstated (half each assumed); real: shuffled epochs with "
+                "fixed n (replace-one), each user in one batch per epoch, no amplification",
+                key=f"C_{total:g}",
+            )
+        )
     return rows
 
 
@@ -274,8 +343,10 @@ def d_terms(n_cells: int = 192) -> dict[str, float]:
     h = v - vp
     lr0 = np.log(rho0)
     b_pair = max(osc(lr0 - np.log(grid.gibbs(v))), osc(lr0 - np.log(grid.gibbs(vp))))
-    pair = max(bounds.epsilon_a1(t, float(np.max(np.abs(h))), b_pair),
-               bounds.epsilon_a1_prime(t, osc(h), b_pair))
+    pair = max(
+        bounds.epsilon_a1(t, float(np.max(np.abs(h))), b_pair),
+        bounds.epsilon_a1_prime(t, osc(h), b_pair),
+    )
     worst = bounds.epsilon_a1_prime(t, beta * 4.0 / n, 2 * kappa + beta * 2.0)
     return {"pair": pair, "worst": worst, "b_pair": b_pair}
 
@@ -283,19 +354,29 @@ def d_terms(n_cells: int = 192) -> dict[str, float]:
 def paper_d() -> list[Row]:
     terms = d_terms()
     delta = 1e-4  # the paper's 1/n^2
-    return [Row(
-        "D", "Experiment 3 (torus mean, n=100, beta=5, t=7; rho_0 von Mises kappa=5.5 assumed)",
-        0.2201, delta, epsilon(PureDPEvent(terms["pair"]), ADD_REMOVE, delta),
-        epsilon(PureDPEvent(terms["worst"]), ADD_REMOVE, delta),
-        "the paper evaluates Theorem 3 with the oscillation and R_0 of the one simulated pair; "
-        "DP needs the worst neighbour (osc <= 4 beta / n) and a data-independent B = "
-        "osc(log rho_0) + beta * range(L); the release samples a grid solver, not the exact flow",
-        key="D_exp3",
-    )]
+    return [
+        Row(
+            "D",
+            "Experiment 3 (torus mean, n=100, beta=5, t=7; rho_0 von Mises kappa=5.5 assumed)",
+            0.2201,
+            delta,
+            epsilon(PureDPEvent(terms["pair"]), ADD_REMOVE, delta),
+            epsilon(PureDPEvent(terms["worst"]), ADD_REMOVE, delta),
+            "the paper evaluates Theorem 3 with the oscillation and R_0 of the one simulated pair; "
+            "DP needs the worst neighbour (osc <= 4 beta / n) and a data-independent B = "
+            "osc(log rho_0) + beta * range(L); the release samples a grid solver, not the exact "
+            "flow",
+            key="D_exp3",
+        )
+    ]
 
 
-PAPERS: dict[str, Callable[[], list[Row]]] = {"A": paper_a, "B": paper_b, "C": paper_c,
-                                              "D": paper_d}
+PAPERS: dict[str, Callable[[], list[Row]]] = {
+    "A": paper_a,
+    "B": paper_b,
+    "C": paper_c,
+    "D": paper_d,
+}
 
 
 def markdown(rows: Sequence[Row]) -> str:
@@ -303,7 +384,7 @@ def markdown(rows: Sequence[Row]) -> str:
         "# Published privacy claims, recomputed\n\n"
         "Generated by `python experiments/published_claims/recompute.py`. Every number is a "
         "certified upper bound from `dpledger.accountant.select.account` on core events at the "
-        "row's delta. \"paper's assumptions\" is the mechanism as the paper analyses it; \"real\" "
+        'row\'s delta. "paper\'s assumptions" is the mechanism as the paper analyses it; "real" '
         "is the mechanism its algorithm or code runs. Parameters a paper does not state are "
         "named in the setting.\n\n"
         "| paper | setting | delta | claimed eps | ours, paper's assumptions | ours, real "

@@ -34,15 +34,42 @@ def configs(n: int, quick: bool) -> dict[str, tuple[object, dict[str, object]]]:
     steps = epochs * (n // batch)
     common = {"num_particles": 500, "delta": DELTA}
     return {
-        "DPSWflow-r": (DPSWFLOW_R, {**common, "dataset_size": n, "batch_size": batch,
-                                     "num_steps": steps, "num_projections": 70,
-                                     "step_size": 1.0, "reg": 0.0}),
-        "DPSWflow": (DPSWFLOW, {**common, "num_projections": 31, "num_sub_projections": 25,
-                                "num_steps": 150 if quick else 600, "step_size": 1.0,
-                                "reg": 0.0}),
-        "DPSWgen": (DPSWGEN, {**common, "dataset_size": n, "batch_size": batch,
-                              "num_steps": steps, "num_projections": 70, "hidden": 256,
-                              "noise_dim": 16, "learning_rate": 1e-3}),
+        "DPSWflow-r": (
+            DPSWFLOW_R,
+            {
+                **common,
+                "dataset_size": n,
+                "batch_size": batch,
+                "num_steps": steps,
+                "num_projections": 70,
+                "step_size": 1.0,
+                "reg": 0.0,
+            },
+        ),
+        "DPSWflow": (
+            DPSWFLOW,
+            {
+                **common,
+                "num_projections": 31,
+                "num_sub_projections": 25,
+                "num_steps": 150 if quick else 600,
+                "step_size": 1.0,
+                "reg": 0.0,
+            },
+        ),
+        "DPSWgen": (
+            DPSWGEN,
+            {
+                **common,
+                "dataset_size": n,
+                "batch_size": batch,
+                "num_steps": steps,
+                "num_projections": 70,
+                "hidden": 256,
+                "noise_dim": 16,
+                "learning_rate": 1e-3,
+            },
+        ),
     }
 
 
@@ -57,10 +84,10 @@ def main() -> None:
     t0 = time.time()
     print("training public models", flush=True)
     splits = digit_splits(seed=args.seed)
-    ae = latent.train_autoencoder(splits.public, 8, epochs=15 if args.quick else 60,
-                                  seed=args.seed)
-    clf = latent.train_classifier(splits.public, splits.public_labels,
-                                  epochs=15 if args.quick else 60, seed=args.seed)
+    ae = latent.train_autoencoder(splits.public, 8, epochs=15 if args.quick else 60, seed=args.seed)
+    clf = latent.train_classifier(
+        splits.public, splits.public_labels, epochs=15 if args.quick else 60, seed=args.seed
+    )
     z_private = latent.encode(ae, splits.private)
     feats_test = latent.features(clf, splits.test)
     recon = latent.decode(ae, latent.encode(ae, splits.test))
@@ -86,18 +113,27 @@ def main() -> None:
             samples = result.outputs["particles"]
             images = latent.decode(ae, samples)
             fd = frechet_distance(feats_test, latent.features(clf, images))
-            swd = sliced_wasserstein(samples / np.linalg.norm(samples, axis=1, keepdims=True),
-                                     z_private, num_projections=200, seed=1)
+            swd = sliced_wasserstein(
+                samples / np.linalg.norm(samples, axis=1, keepdims=True),
+                z_private,
+                num_projections=200,
+                seed=1,
+            )
             if eps is None:
                 cert, m_txt = "inf", "-"
             else:
                 cert = f"{account(result.declared, ADJ, delta=DELTA).bound.epsilon:.3f}"
                 m_txt = f"{result.outputs['noise_multiplier']:.3f}"
             label = "inf" if eps is None else f"{eps:g}"
-            rows.append(f"| {name} | {label} | {cert} | {m_txt} | {fd:.3f} | {swd:.4f} | "
-                        f"{time.time() - t:.1f} |")
-            sample_grid(images[:64], args.out / f"digits_{name}_eps{label}.png",
-                        title=f"{name}, epsilon={label}")
+            rows.append(
+                f"| {name} | {label} | {cert} | {m_txt} | {fd:.3f} | {swd:.4f} | "
+                f"{time.time() - t:.1f} |"
+            )
+            sample_grid(
+                images[:64],
+                args.out / f"digits_{name}_eps{label}.png",
+                title=f"{name}, epsilon={label}",
+            )
             print(rows[-1], flush=True)
     sample_grid(splits.test[:64], args.out / "digits_real.png", title="real (test split)")
     header = [

@@ -42,8 +42,9 @@ def eps(event: Event, adjacency: Adjacency) -> tuple[float, str]:
 
 def mean_operator_norm(samples: int = 2000) -> float:
     rng = np.random.default_rng(0)
-    return float(np.mean([np.linalg.norm(sample_projections(rng, K, D), ord=2)
-                          for _ in range(samples)]))
+    return float(
+        np.mean([np.linalg.norm(sample_projections(rng, K, D), ord=2) for _ in range(samples)])
+    )
 
 
 def main() -> None:
@@ -62,8 +63,9 @@ def main() -> None:
         steps = int(epochs * N / B)
         head = f"| {sigma}, {epochs} ({steps}) | {claim} |"
         # 1. the paper's assumption: Poisson sampling, add/remove, Gaussian sum-query analysis
-        e1, b1 = eps(SelfComposedEvent(PoissonSampledEvent(B / N, GaussianEvent(sigma)), steps),
-                     ADD_REMOVE)
+        e1, b1 = eps(
+            SelfComposedEvent(PoissonSampledEvent(B / N, GaussianEvent(sigma)), steps), ADD_REMOVE
+        )
         rows.append(
             f"{head} paper's assumption: Poisson q = {B}/{N}, add/remove | "
             f"Poisson(Gaussian({sigma})) x {steps} | {e1:.3f} ({b1}) | the paper used Abadi's "
@@ -74,8 +76,10 @@ def main() -> None:
         )
         # 2. consistent: fixed-size batches without replacement, replace-one
         m = 2 * sigma
-        e2, b2 = eps(SelfComposedEvent(SampledWithoutReplacementEvent(N, B, GaussianEvent(m)),
-                                       steps), REPLACE_ONE)
+        e2, b2 = eps(
+            SelfComposedEvent(SampledWithoutReplacementEvent(N, B, GaussianEvent(m)), steps),
+            REPLACE_ONE,
+        )
         rows.append(
             f"| | | consistent: batches of {B} without replacement, replace-one, CLT w as "
             f"coded (failure ignored) | WOR(Gaussian({m:.2f})) x {steps} | {e2:.3f} ({b2}) | "
@@ -89,10 +93,12 @@ def main() -> None:
         p = DELTA / (10 * steps)
         w_b = bernstein_w(K, D, p)
         m3 = 2 * sigma * math.sqrt(w_code / w_b)
-        ev3 = ComposedEvent([
-            SelfComposedEvent(SampledWithoutReplacementEvent(N, B, GaussianEvent(m3)), steps),
-            SelfComposedEvent(ApproxDPEvent(0.0, p), steps),
-        ])
+        ev3 = ComposedEvent(
+            [
+                SelfComposedEvent(SampledWithoutReplacementEvent(N, B, GaussianEvent(m3)), steps),
+                SelfComposedEvent(ApproxDPEvent(0.0, p), steps),
+            ]
+        )
         e3, b3 = eps(ev3, REPLACE_ONE)
         rows.append(
             f"| | | consistent + rigorous w (Bernstein, p = delta/(10T) per step, charged) | "
@@ -102,8 +108,10 @@ def main() -> None:
         )
         # 4. consistent + exact operator norm (our default), same average absolute noise
         m4 = 2 * sigma * math.sqrt(w_code) / smax
-        e4, b4 = eps(SelfComposedEvent(SampledWithoutReplacementEvent(N, B, GaussianEvent(m4)),
-                                       steps), REPLACE_ONE)
+        e4, b4 = eps(
+            SelfComposedEvent(SampledWithoutReplacementEvent(N, B, GaussianEvent(m4)), steps),
+            REPLACE_ONE,
+        )
         rows.append(
             f"| | | consistent + exact sigma_max(Theta) (no failure probability; our default) | "
             f"WOR(Gaussian({m4:.3f})) x {steps} | {e4:.3f} ({b4}) | same average absolute "

@@ -28,8 +28,16 @@ def run(n: int, sigma: float, steps: int, seed: int) -> tuple[np.ndarray, np.nda
     target = toy_mixture(n, np.random.default_rng(seed))
     gen = torch.Generator().manual_seed(1000 + seed)
     x0 = torch.randn((n, 2), generator=gen, dtype=torch.float64)
-    x = smoothed_flow(torch.from_numpy(target), x0, num_projections=200, num_steps=steps,
-                      step_size=1.0, reg=0.001, sigma=sigma, generator=gen)
+    x = smoothed_flow(
+        torch.from_numpy(target),
+        x0,
+        num_projections=200,
+        num_steps=steps,
+        step_size=1.0,
+        reg=0.001,
+        sigma=sigma,
+        generator=gen,
+    )
     return x.numpy(), target
 
 
@@ -42,8 +50,10 @@ def main() -> None:
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    rows = ["| sigma | " + " | ".join(f"SWD after {s} steps" for s in STEPS) + " |",
-            "|---|" + "---|" * len(STEPS)]
+    rows = [
+        "| sigma | " + " | ".join(f"SWD after {s} steps" for s in STEPS) + " |",
+        "|---|" + "---|" * len(STEPS),
+    ]
     panels: list[tuple[str, np.ndarray]] = []
     target0 = toy_mixture(args.n, np.random.default_rng(0))
     for sigma in SIGMAS:
@@ -58,9 +68,15 @@ def main() -> None:
             cells.append(f"{np.mean(vals):.3f} ± {np.std(vals):.3f}")
         rows.append(f"| {sigma:g} | " + " | ".join(cells) + " |")
         print(rows[-1], flush=True)
-    floor = [sliced_wasserstein(toy_mixture(args.n, np.random.default_rng(s)),
-                                toy_mixture(args.n, np.random.default_rng(100 + s)),
-                                num_projections=500, seed=7) for s in range(args.seeds)]
+    floor = [
+        sliced_wasserstein(
+            toy_mixture(args.n, np.random.default_rng(s)),
+            toy_mixture(args.n, np.random.default_rng(100 + s)),
+            num_projections=500,
+            seed=7,
+        )
+        for s in range(args.seeds)
+    ]
     scatter_panels(panels, target0, args.out / "toy.png")
     text = [
         "# Toy problem: five Gaussians (N_theta = 200, h = 1, lambda = 0.001)",

@@ -55,21 +55,35 @@ from dpledger.plugins.trajectories.noise import RecordingNoise
 from dpledger.plugins.trajectories.trajectories import evaluate, sample_paths
 
 PAPER_W2 = {1: 0.034, 2: 0.02, 3: 0.024, 6: 0.049, 7: 0.024, 9: 0.023}
-DEFAULT_DATA = Path(os.environ.get(
-    "DPLEDGER_MNIST_STROKES",
-    Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "mnist_strokes"
-    / "mnist_strokes_subset.npz",
-))
+DEFAULT_DATA = Path(
+    os.environ.get(
+        "DPLEDGER_MNIST_STROKES",
+        Path(__file__).resolve().parents[2]
+        / ".."
+        / "shared"
+        / "data"
+        / "mnist_strokes"
+        / "mnist_strokes_subset.npz",
+    )
+)
 
 
 def oracle_w2(marginals: list[np.ndarray], m: int, seed: int, reps: int = 5) -> float:
     """Mean over times of the W2 between a marginal and m i.i.d. draws from it (no privacy)."""
     rng = np.random.default_rng(seed)
-    return float(np.mean([
-        np.mean([w2(x, x[rng.choice(len(x), min(m, len(x)), replace=False)])
-                 for _ in range(reps)])
-        for x in marginals
-    ]))
+    return float(
+        np.mean(
+            [
+                np.mean(
+                    [
+                        w2(x, x[rng.choice(len(x), min(m, len(x)), replace=False)])
+                        for _ in range(reps)
+                    ]
+                )
+                for x in marginals
+            ]
+        )
+    )
 
 
 def run_digit(digit: int, args: argparse.Namespace) -> dict[str, float]:
@@ -104,12 +118,25 @@ def run_data(d: TrajectoryData, digit: int, args: argparse.Namespace) -> dict[st
     rho = min(1.0, args.batch / N)
     cal = calibrate_noise_multiplier(
         lambda s, rho=rho: SelfComposedEvent(PoissonSampledEvent(rho, GaussianEvent(s)), args.K),
-        adj, args.eps, args.delta, bracket=(0.3, 20.0), rtol=5e-3,
+        adj,
+        args.eps,
+        args.delta,
+        bracket=(0.3, 20.0),
+        rtol=5e-3,
     )
     tau = cal.noise_multiplier
     p = TrajectoryParams(
-        m=args.m, K=args.K, tau=tau, C=args.C, rho=rho, eta=args.eta, lambda_=args.lambda_,
-        sigma=args.sigma, diffusivity=args.diffusivity, radius=d.radius, center=d.center,
+        m=args.m,
+        K=args.K,
+        tau=tau,
+        C=args.C,
+        rho=rho,
+        eta=args.eta,
+        lambda_=args.lambda_,
+        sigma=args.sigma,
+        diffusivity=args.diffusivity,
+        radius=d.radius,
+        center=d.center,
         warm_start=WarmStart("mean", epsilon=args.eps, delta=args.delta, spread=args.spread),
     )
     total = account(declare(p, adj, N, T), adj, delta=2 * args.delta).bound
@@ -117,21 +144,35 @@ def run_data(d: TrajectoryData, digit: int, args: argparse.Namespace) -> dict[st
     w_init = marginal_w2(d.marginals, list(res.init_particles))
     w_final = marginal_w2(d.marginals, list(res.particles))
     rng = np.random.default_rng(args.seed)
-    paths = sample_paths(res.particles, res.plans, res.times, 300, p.phases()[-1].temperature,
-                         rng)
+    paths = sample_paths(res.particles, res.plans, res.times, 300, p.phases()[-1].temperature, rng)
     grid_pts = evaluate(paths, res.times, rng)
     if args.figure_dir is not None:
         args.figure_dir.mkdir(parents=True, exist_ok=True)
-        figure1(d.paths, d.marginals, res.warm_start["means"], grid_pts,
-                path=args.figure_dir / f"digit_{digit}.png", title=f"digit {digit}")
+        figure1(
+            d.paths,
+            d.marginals,
+            res.warm_start["means"],
+            grid_pts,
+            path=args.figure_dir / f"digit_{digit}.png",
+            title=f"digit {digit}",
+        )
     mu = paper_gdp_mu(rho, args.K, tau)
     return {
-        "digit": digit, "N": N, "T": T, "tau": tau, "eps_opt": cal.epsilon,
-        "eps_gdp": gdp_epsilon(mu, args.delta), "eps_total": total.epsilon,
-        "w2_init": float(w_init.mean()), "w2": float(w_final.mean()),
-        "w2sq": float((w_final**2).mean()), "w2sq_init": float((w_init**2).mean()),
-        "oracle": oracle_w2(d.marginals, args.m, args.seed), "paper": PAPER_W2[digit],
-        "path_w2": path_w2(d.paths, grid_pts), "seconds": time.time() - t0,
+        "digit": digit,
+        "N": N,
+        "T": T,
+        "tau": tau,
+        "eps_opt": cal.epsilon,
+        "eps_gdp": gdp_epsilon(mu, args.delta),
+        "eps_total": total.epsilon,
+        "w2_init": float(w_init.mean()),
+        "w2": float(w_final.mean()),
+        "w2sq": float((w_final**2).mean()),
+        "w2sq_init": float((w_init**2).mean()),
+        "oracle": oracle_w2(d.marginals, args.m, args.seed),
+        "paper": PAPER_W2[digit],
+        "path_w2": path_w2(d.paths, grid_pts),
+        "seconds": time.time() - t0,
     }
 
 
@@ -140,7 +181,8 @@ def table(rows: list[dict[str, float]], delta: float) -> str:
         "| digit | N | T | tau (certified) | eps opt (PLD) | eps opt (paper GDP, asympt.) | "
         f"eps total @ delta={2 * delta:g} | W2 oracle (50 iid) | W2 warm start | W2 ours | "
         "W2^2 warm start | W2^2 ours | paper | W2^2 ours / paper | path W2 | s |\n|"
-        + "---|" * 16 + "\n"
+        + "---|" * 16
+        + "\n"
     )
     body = "".join(
         f"| {r['digit']} | {r['N']} | {r['T']} | {r['tau']:.3f} | {r['eps_opt']:.3f} | "
@@ -173,8 +215,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--eps", type=float, default=1.0, help="per phase (warm start, optimisation)")
     ap.add_argument("--delta", type=float, default=5e-4, help="per phase")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--jitter", type=float, default=0.0,
-                    help="variance of a Gaussian perturbation of the data (paper: 0.005 in plots)")
+    ap.add_argument(
+        "--jitter",
+        type=float,
+        default=0.0,
+        help="variance of a Gaussian perturbation of the data (paper: 0.005 in plots)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--figure-dir", type=Path, default=None)
     return ap

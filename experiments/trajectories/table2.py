@@ -26,8 +26,12 @@ from dpledger.plugins.trajectories.declare import gdp_delta, gdp_epsilon
 
 #: digit -> (N, T, epsilon at delta = 1e-4) from Table 2
 TABLE2: dict[int, tuple[int, int, float]] = {
-    1: (674, 10, 1.19), 2: (397, 15, 1.98), 3: (408, 15, 1.92),
-    6: (394, 15, 1.05), 7: (626, 10, 1.28), 9: (396, 15, 1.98),
+    1: (674, 10, 1.19),
+    2: (397, 15, 1.98),
+    3: (408, 15, 1.92),
+    6: (394, 15, 1.05),
+    7: (626, 10, 1.28),
+    9: (396, 15, 1.98),
 }
 TABLE2_DELTA = 1e-4
 #: Fig. 1: optimisation at (1, 5e-4) with K = 20 and rho = 20/N
@@ -62,9 +66,14 @@ def reaccount(epsilon: float, delta: float, rho: float, K: int) -> dict[str, flo
     mu = gdp_mu(epsilon, delta)
     tau = implied_tau(mu, rho, K)
     sel = account(step_event(rho, tau, K), Adjacency(), delta=delta)
-    return {"mu": mu, "tau": tau, "paper_epsilon": gdp_epsilon(mu, delta),
-            "epsilon": float(sel.bound.epsilon), "epsilon_lower": float(sel.bound.epsilon_lower),
-            "method": sel.bound.method}  # type: ignore[dict-item]
+    return {
+        "mu": mu,
+        "tau": tau,
+        "paper_epsilon": gdp_epsilon(mu, delta),
+        "epsilon": float(sel.bound.epsilon),
+        "epsilon_lower": float(sel.bound.epsilon_lower),
+        "method": sel.bound.method,
+    }  # type: ignore[dict-item]
 
 
 def rows(Ks: list[int]) -> list[tuple[str, int, int, int, float, float, dict[str, float]]]:
@@ -72,13 +81,21 @@ def rows(Ks: list[int]) -> list[tuple[str, int, int, int, float, float, dict[str
     for digit, (N, T, eps) in TABLE2.items():
         for K in Ks:
             rho = 5.0 / N
-            out.append((f"Table 2, digit {digit}", N, T, K, rho, TABLE2_DELTA,
-                        reaccount(eps, TABLE2_DELTA, rho, K)))
+            out.append(
+                (
+                    f"Table 2, digit {digit}",
+                    N,
+                    T,
+                    K,
+                    rho,
+                    TABLE2_DELTA,
+                    reaccount(eps, TABLE2_DELTA, rho, K),
+                )
+            )
     eps, delta, K, batch = FIG1
     for digit, (N, T, _) in TABLE2.items():
         rho = batch / N
-        out.append((f"Fig. 1, digit {digit}", N, T, K, rho, delta,
-                    reaccount(eps, delta, rho, K)))
+        out.append((f"Fig. 1, digit {digit}", N, T, K, rho, delta, reaccount(eps, delta, rho, K)))
     return out
 
 
@@ -87,13 +104,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--K", type=int, nargs="+", default=[20, 100, 1000])
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    head = ("| setting | N | T | K (assumed) | rho | delta | mu | tau implied | eps paper | "
-            "eps certified | certified / paper |\n|" + "---|" * 11 + "\n")
+    head = (
+        "| setting | N | T | K (assumed) | rho | delta | mu | tau implied | eps paper | "
+        "eps certified | certified / paper |\n|" + "---|" * 11 + "\n"
+    )
     body = ""
     for name, N, T, K, rho, delta, r in rows(args.K):
-        body += (f"| {name} | {N} | {T} | {K} | {rho:.5f} | {delta:g} | {r['mu']:.4f} | "
-                 f"{r['tau']:.4f} | {r['paper_epsilon']:.3f} | {r['epsilon']:.3f} | "
-                 f"{r['epsilon'] / r['paper_epsilon']:.2f} |\n")
+        body += (
+            f"| {name} | {N} | {T} | {K} | {rho:.5f} | {delta:g} | {r['mu']:.4f} | "
+            f"{r['tau']:.4f} | {r['paper_epsilon']:.3f} | {r['epsilon']:.3f} | "
+            f"{r['epsilon'] / r['paper_epsilon']:.2f} |\n"
+        )
         print(body.splitlines()[-1], flush=True)
     text = head + body
     print(text)

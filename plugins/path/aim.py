@@ -124,8 +124,11 @@ def budget(params: AIMParams, sigma0: float) -> Budget:
     M = [params.rounds // 4**j for j in range(J + 1)] + [0]
     counts = tuple(M[j] - M[j + 1] for j in range(J + 1))
     return Budget(
-        sigma_init, tuple(sigma0 / 2**j for j in range(J + 1)),
-        tuple(eps0 * 2**j for j in range(J + 1)), counts, c0,
+        sigma_init,
+        tuple(sigma0 / 2**j for j in range(J + 1)),
+        tuple(eps0 * 2**j for j in range(J + 1)),
+        counts,
+        c0,
     )
 
 
@@ -139,8 +142,12 @@ def calibrated_sigma0(params: AIMParams, relation: str = "add_remove") -> float:
     from dpledger.core.adjacency import Adjacency
 
     res = calibrate_noise_multiplier(
-        lambda s: budget(params, s).event(relation), Adjacency(relation=relation),
-        params.epsilon, params.delta, bracket=(0.05, 1e4), rtol=2e-3,
+        lambda s: budget(params, s).event(relation),
+        Adjacency(relation=relation),
+        params.epsilon,
+        params.delta,
+        bracket=(0.05, 1e4),
+        rtol=2e-3,
     )
     return res.noise_multiplier
 
@@ -236,7 +243,11 @@ def run_aim(
     syn = marginals.synthesize(model, spec, n, params.seed)
     out = unflatten(syn, spec, np.random.default_rng(params.seed + 1))
     info = {
-        "rounds_run": t, "levels": levels_run, "units_spent": spent, "sigma0": bud.sigmas[0],
-        "selected": [list(c) for c, _, _ in meas[len(oneways) :]], "n_synthetic": n,
+        "rounds_run": t,
+        "levels": levels_run,
+        "units_spent": spent,
+        "sigma0": bud.sigmas[0],
+        "selected": [list(c) for c, _, _ in meas[len(oneways) :]],
+        "n_synthetic": n,
     }
     return out, info

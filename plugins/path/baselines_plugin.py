@@ -29,14 +29,16 @@ def _user_tables(data: Any, ledger: PrivacyLedger) -> UserTables:
     return one_table_per_user(tables, ledger) if ledger.adjacency.unit == "user" else tables
 
 
-def _direct_run(params: direct.DirectParams, data: Any, ledger: PrivacyLedger,
-                rng: np.random.Generator) -> dict[str, Any]:
+def _direct_run(
+    params: direct.DirectParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     tables, info = direct.run_direct(_user_tables(data, ledger), params, ledger)
     return {"tables": tables, "info": info}
 
 
-def _aim_run(params: aim.AIMParams, data: Any, ledger: PrivacyLedger,
-             rng: np.random.Generator) -> dict[str, Any]:
+def _aim_run(
+    params: aim.AIMParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     tables, info = aim.run_aim(_user_tables(data, ledger), params, ledger)
     return {"tables": tables, "info": info}
 

@@ -32,7 +32,8 @@ def _arr(value: object) -> np.ndarray:
 def _simplex(field: str, p: np.ndarray, axis: int = -1) -> None:
     if not np.all(np.isfinite(p)) or np.any(p < 0) or not np.allclose(p.sum(axis=axis), 1.0):
         raise InvalidParameterError(
-            field, "must hold non-negative probabilities summing to 1",
+            field,
+            "must hold non-negative probabilities summing to 1",
             "normalise the probabilities (rows of a matrix each sum to 1)",
         )
 
@@ -61,7 +62,8 @@ class HMMParams:
         _simplex("start", self.start)
         if self.transition.shape != (ns, ns):
             raise InvalidParameterError(
-                "transition", f"shape {self.transition.shape} != ({ns}, {ns})",
+                "transition",
+                f"shape {self.transition.shape} != ({ns}, {ns})",
                 "pass an N_s x N_s row-stochastic matrix",
             )
         _simplex("transition", self.transition)
@@ -69,7 +71,8 @@ class HMMParams:
         for name, m in (("means", self.means), ("stds", self.stds)):
             if m.shape != (ns, nf):
                 raise InvalidParameterError(
-                    name, f"shape {m.shape} != ({ns}, {nf})",
+                    name,
+                    f"shape {m.shape} != ({ns}, {nf})",
                     "pass one value per state and numeric column",
                 )
         if not np.all(np.isfinite(self.means)) or not np.all(self.stds > 0):
@@ -78,16 +81,19 @@ class HMMParams:
             )
         if self.cat_probs.shape != (ns, len(self.categories)):
             raise InvalidParameterError(
-                "cat_probs", f"shape {self.cat_probs.shape} != ({ns}, {len(self.categories)})",
+                "cat_probs",
+                f"shape {self.cat_probs.shape} != ({ns}, {len(self.categories)})",
                 "pass per-state probabilities over the categories",
             )
         _simplex("cat_probs", self.cat_probs)
         if (
-            self.lengths.ndim != 1 or self.lengths.shape != self.length_probs.shape
+            self.lengths.ndim != 1
+            or self.lengths.shape != self.length_probs.shape
             or np.any(self.lengths < 1)
         ):
             raise InvalidParameterError(
-                "lengths", "must be positive integers, one probability each",
+                "lengths",
+                "must be positive integers, one probability each",
                 "pass lengths and length_probs of equal size",
             )
         _simplex("length_probs", self.length_probs)
@@ -149,8 +155,12 @@ def default_hmm_params() -> HMMParams:
     )
     lengths = np.arange(6, 21)
     return HMMParams(
-        start=[0.4, 0.3, 0.2, 0.1], transition=transition, means=means, stds=stds,
-        cat_probs=cat_probs, lengths=lengths,
+        start=[0.4, 0.3, 0.2, 0.1],
+        transition=transition,
+        means=means,
+        stds=stds,
+        cat_probs=cat_probs,
+        lengths=lengths,
         length_probs=np.full(lengths.size, 1.0 / lengths.size),
     )
 

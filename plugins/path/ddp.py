@@ -60,9 +60,15 @@ def training_event(config: TrainConfig) -> Event:
     return SelfComposedEvent(step, config.steps)
 
 
-def train_distributed(model: Any, codec: Codec, tables: UserTables, config: TrainConfig,
-                      ledger: PrivacyLedger | None, rng: np.random.Generator | None,
-                      sampler: SplitSampler) -> Any:
+def train_distributed(
+    model: Any,
+    codec: Codec,
+    tables: UserTables,
+    config: TrainConfig,
+    ledger: PrivacyLedger | None,
+    rng: np.random.Generator | None,
+    sampler: SplitSampler,
+) -> Any:
     """DP-SGD across the ranks of the default process group; ``ledger``/``rng`` on rank 0 only."""
     import torch
     import torch.distributed as dist
@@ -70,21 +76,28 @@ def train_distributed(model: Any, codec: Codec, tables: UserTables, config: Trai
 
     rank, world = dist.get_rank(), dist.get_world_size()
     if rank == 0 and (ledger is None or rng is None):
-        raise InvalidParameterError("ledger", "rank 0 needs the ledger and the generator",
-                                    "pass them on rank 0 (None on the other ranks)")
+        raise InvalidParameterError(
+            "ledger",
+            "rank 0 needs the ledger and the generator",
+            "pass them on rank 0 (None on the other ranks)",
+        )
     clipper = PrivacyLedger(NonPrivateEvent())  # the ledger's clipping routine, on other ranks
     n = len(tables)
     updater = Updater(model, config)
     width = sum(p.numel() for p in updater.params)
     with grad_sample_module(model) as gsm:
-        steps = tqdm(range(config.steps), desc=f"PATH DP fine-tuning (rank {rank})",
-                     disable=not config.progress or rank != 0)
+        steps = tqdm(
+            range(config.steps),
+            desc=f"PATH DP fine-tuning (rank {rank})",
+            disable=not config.progress or rank != 0,
+        )
         for t in steps:
             scope: Any = contextlib.nullcontext()
             if rank == 0:
                 assert ledger is not None
-                scope = ledger.poisson_sample(n, config.sampling_probability,
-                                              step=f"path.train.sample[{t}]")
+                scope = ledger.poisson_sample(
+                    n, config.sampling_probability, step=f"path.train.sample[{t}]"
+                )
             with scope as batch:
                 payload: list[Any] = [None]
                 if rank == 0:
@@ -93,13 +106,13 @@ def train_distributed(model: Any, codec: Codec, tables: UserTables, config: Trai
                     payload = [(idx, draw_splits(tables, idx, sampler, rng))]
                 dist.broadcast_object_list(payload, src=0)
                 idx, splits = payload[0]
-                mine = build_examples(tables, idx[rank::world], splits[rank::world], codec,
-                                      config)
+                mine = build_examples(tables, idx[rank::world], splits[rank::world], codec, config)
                 grads = per_example_grads(gsm, mine, codec, config.physical_batch)
                 if rank == 0:
                     assert ledger is not None
-                    clipped = ledger.clip_rows_l2(grads, config.clip_norm,
-                                                  step=f"path.train.clip[{t}]")
+                    clipped = ledger.clip_rows_l2(
+                        grads, config.clip_norm, step=f"path.train.clip[{t}]"
+                    )
                 else:
                     clipped = clipper.clip_rows_l2(grads, config.clip_norm)
                 total = torch.from_numpy(clipped.sum(axis=0).reshape(width).copy())
@@ -107,9 +120,19 @@ def train_distributed(model: Any, codec: Codec, tables: UserTables, config: Trai
                 noisy = torch.zeros(width, dtype=torch.float64)
                 if rank == 0:
                     assert ledger is not None
-                    noisy = torch.from_numpy(np.asarray(ledger.gaussian(
-                        total.numpy(), config.clip_norm, config.noise_multiplier,
-                        step=f"path.train.noise[{t}]"), dtype=np.float64).reshape(width).copy())
+                    noisy = torch.from_numpy(
+                        np.asarray(
+                            ledger.gaussian(
+                                total.numpy(),
+                                config.clip_norm,
+                                config.noise_multiplier,
+                                step=f"path.train.noise[{t}]",
+                            ),
+                            dtype=np.float64,
+                        )
+                        .reshape(width)
+                        .copy()
+                    )
                 dist.broadcast(noisy, src=0)
             updater.apply(noisy.numpy())
     return model
@@ -129,17 +152,22 @@ def tables_from_json(value: dict[str, Any]) -> UserTables:
         schema = TableSchema(tuple(Column(**c) for c in value["schema"]))
         users = tuple(UserTable(u["user_id"], u["rows"]) for u in value["users"])
     except (KeyError, TypeError) as exc:
-        raise InvalidParameterError("data", f"is not a tables file ({exc})",
-                                    "write it with tables_to_json") from None
+        raise InvalidParameterError(
+            "data", f"is not a tables file ({exc})", "write it with tables_to_json"
+        ) from None
     return UserTables(schema, users)
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, required=True, help="tables JSON (tables_to_json)")
-    p.add_argument("--config", type=Path, required=True,
-                   help="JSON: train (TrainConfig fields), model (default model kwargs), "
-                        "lora_rank, length_pmf, p_start, model_seed, ledger_seed, run_seed")
+    p.add_argument(
+        "--config",
+        type=Path,
+        required=True,
+        help="JSON: train (TrainConfig fields), model (default model kwargs), "
+        "lora_rank, length_pmf, p_start, model_seed, ledger_seed, run_seed",
+    )
     p.add_argument("--out", type=Path, required=True, help="result JSON written by rank 0")
     return p
 
@@ -158,15 +186,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     dist.init_process_group("gloo")
     try:
         rank = dist.get_rank()
-        model, codec = lm.load(None, seed=int(cfg.get("model_seed", 0)),
-                               default_kwargs=cfg.get("model", {}))
+        model, codec = lm.load(
+            None, seed=int(cfg.get("model_seed", 0)), default_kwargs=cfg.get("model", {})
+        )
         model = lm.with_lora(model, int(cfg.get("lora_rank", 0)))
         sampler = SplitSampler(np.asarray(cfg["length_pmf"]), float(cfg.get("p_start", 0.1)))
         ledger = rng = None
         if rank == 0:
             adjacency = Adjacency(unit="user", unit_key="user_id")
-            ledger = PrivacyLedger(training_event(config), adjacency,
-                                   int(cfg.get("ledger_seed", 0)))
+            ledger = PrivacyLedger(
+                training_event(config), adjacency, int(cfg.get("ledger_seed", 0))
+            )
             rng = np.random.default_rng(int(cfg.get("run_seed", 0)))
         train_distributed(model, codec, tables, config, ledger, rng, sampler)
         if rank == 0:

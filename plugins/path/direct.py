@@ -77,8 +77,9 @@ def cliques(spec: FlatSpec, variant: str, n_across: int, seed: int) -> list[tupl
     out: list[tuple[str, ...]] = [(f"{a}@{t}",) for t in range(L) for a in names]
     out += [(f"{a}@{t}", f"{a}@{t + 1}") for a in names for t in range(L - 1)]
     if variant == "across":
-        pairs = [(f"{a}@{t}", f"{b}@{t}") for t in range(L)
-                 for a, b in itertools.combinations(names, 2)]
+        pairs = [
+            (f"{a}@{t}", f"{b}@{t}") for t in range(L) for a, b in itertools.combinations(names, 2)
+        ]
         rng = np.random.default_rng(seed)
         k = min(n_across, len(pairs))
         out += [pairs[i] for i in sorted(rng.choice(len(pairs), size=k, replace=False))]

@@ -53,7 +53,8 @@ class FlatSpec:
         for c in self.schema.numeric:
             if not c.bounded:
                 raise InvalidParameterError(
-                    f"column {c.name!r}", "has no public bounds to discretise on",
+                    f"column {c.name!r}",
+                    "has no public bounds to discretise on",
                     "give Column(..., lower=..., upper=...) from public knowledge",
                 )
         if not self.columns:
@@ -94,22 +95,20 @@ def flatten(tables: UserTables, spec: FlatSpec) -> dict[str, np.ndarray]:
     """Phi: one integer record per kept user, as ``{attribute: codes[n_records]}``."""
     if tables.schema != spec.schema:
         raise InvalidParameterError(
-            "tables.schema", "differs from the flattening spec's schema",
+            "tables.schema",
+            "differs from the flattening spec's schema",
             "build the FlatSpec from tables.schema",
         )
     L = spec.length
     n_num = len(spec.schema.numeric)
-    keep = [
-        i for i, t in enumerate(tables.lengths.tolist()) if spec.mode == "pad" or t >= L
-    ]
+    keep = [i for i, t in enumerate(tables.lengths.tolist()) if spec.mode == "pad" or t >= L]
     out = {a: np.empty(len(keep), dtype=np.int64) for a in spec.attributes}
     for r, i in enumerate(keep):
         num = tables.numeric_array(i)[:L]
         cat = tables.categorical_codes(i)[:L]
         T = num.shape[0]
         for j, col in enumerate(spec.columns):
-            codes = (discretise(num[:, j], col, spec.bins) if col.is_numeric
-                     else cat[:, j - n_num])
+            codes = discretise(num[:, j], col, spec.bins) if col.is_numeric else cat[:, j - n_num]
             null = spec.base_size(col)
             for t in range(L):
                 out[f"{col.name}@{t}"][r] = codes[t] if t < T else null
@@ -117,7 +116,9 @@ def flatten(tables: UserTables, spec: FlatSpec) -> dict[str, np.ndarray]:
 
 
 def unflatten(
-    records: dict[str, np.ndarray], spec: FlatSpec, rng: np.random.Generator,
+    records: dict[str, np.ndarray],
+    spec: FlatSpec,
+    rng: np.random.Generator,
     id_prefix: str = "syn",
 ) -> UserTables:
     """Phi^-1 on (synthetic) flat records: numeric codes become uniform draws within their bin.
@@ -156,7 +157,8 @@ def unflatten(
             users.append(UserTable(uid, tuple(rows)))
     if not users:
         raise InvalidParameterError(
-            "records", "every synthetic record is empty (NULL at the first step)",
+            "records",
+            "every synthetic record is empty (NULL at the first step)",
             "generate more records or use mode='truncate'",
         )
     return UserTables(spec.schema, tuple(users))

@@ -109,12 +109,16 @@ class Guide:
         col, buf = self.schema.columns[self.col], bytes(self.buf)
         out: set[int] = set()
         if col.kind == "categorical":
-            out = {c.encode()[len(buf)] for c in col.categories
-                   if c.encode().startswith(buf) and len(c.encode()) > len(buf)}
+            out = {
+                c.encode()[len(buf)]
+                for c in col.categories
+                if c.encode().startswith(buf) and len(c.encode()) > len(buf)
+            }
         elif len(buf) < self.max_chars and col.kind == "numeric":
             decimals = len(buf) - buf.index(b".") - 1 if b"." in buf else -1
-            out = set(_DIGITS) if self.max_decimals is None or decimals < self.max_decimals \
-                else set()
+            out = (
+                set(_DIGITS) if self.max_decimals is None or decimals < self.max_decimals else set()
+            )
             if not buf:
                 out.add(ord("-"))
             room = len(buf) < self.max_chars - 1  # a '.' needs a digit after it
@@ -201,24 +205,37 @@ def _static_cache(model: Any, max_tokens: int) -> Any:
         return None
     from transformers import StaticCache
 
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") \
-        else model.config
+    config = (
+        model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    )
     return StaticCache(config=config, max_cache_len=max_tokens)
 
 
-def _sample_batch(model: Any, codec: Codec, schema: TableSchema, first: int, size: int,
-                  config: GenerationConfig, generator: Any) -> list[Rows]:
+def _sample_batch(
+    model: Any,
+    codec: Codec,
+    schema: TableSchema,
+    first: int,
+    size: int,
+    config: GenerationConfig,
+    generator: Any,
+) -> list[Rows]:
     import torch
 
     prompt = codec.encode(header(schema) + "\n")
     if len(prompt) >= config.max_tokens:
-        raise InvalidParameterError("max_tokens", f"{config.max_tokens} cannot hold the header",
-                                    "raise max_tokens (and the model's n_positions)")
+        raise InvalidParameterError(
+            "max_tokens",
+            f"{config.max_tokens} cannot hold the header",
+            "raise max_tokens (and the model's n_positions)",
+        )
     tables = [
-        _Table(RowParser(schema, fallback=f"synthetic-{first + j}"),
-               guide=Guide(schema, codec.eos_id, config.max_value_chars, config.max_decimals)
-               if config.guided
-               else None)
+        _Table(
+            RowParser(schema, fallback=f"synthetic-{first + j}"),
+            guide=Guide(schema, codec.eos_id, config.max_value_chars, config.max_decimals)
+            if config.guided
+            else None,
+        )
         for j in range(size)
     ]
     ids = torch.tensor([prompt] * size, dtype=torch.long)
@@ -243,20 +260,32 @@ def _sample_batch(model: Any, codec: Codec, schema: TableSchema, first: int, siz
                 break
             length += 1
             mask = torch.ones((size, length), dtype=torch.long)
-            out = model(input_ids=nxt, attention_mask=mask, past_key_values=out.past_key_values,
-                        use_cache=True)
+            out = model(
+                input_ids=nxt,
+                attention_mask=mask,
+                past_key_values=out.past_key_values,
+                use_cache=True,
+            )
     return [t.parser.rows for t in tables]
 
 
-def generate_tables(model: Any, codec: Codec, schema: TableSchema, config: GenerationConfig,
-                    rng: np.random.Generator) -> list[Rows]:
+def generate_tables(
+    model: Any,
+    codec: Codec,
+    schema: TableSchema,
+    config: GenerationConfig,
+    rng: np.random.Generator,
+) -> list[Rows]:
     """``config.n_tables`` generated tables (possibly empty row lists), in order."""
     import torch
     from tqdm.auto import tqdm
 
     if config.guided and not codec.byte_level:
-        raise InvalidParameterError("guided", "guided decoding needs the byte-level tokenizer",
-                                    "set guided = false for this model")
+        raise InvalidParameterError(
+            "guided",
+            "guided decoding needs the byte-level tokenizer",
+            "set guided = false for this model",
+        )
     generator = torch.Generator().manual_seed(int(rng.integers(0, 2**63 - 1)))
     was_training = model.training
     model.eval()

@@ -41,8 +41,12 @@ def marginal(records: dict[str, np.ndarray], spec: FlatSpec, clique: Clique) -> 
 
 
 def measure_stacked(
-    records: dict[str, np.ndarray], spec: FlatSpec, cliques: Sequence[Clique],
-    noise_multiplier: float, ledger: Any, step: str,
+    records: dict[str, np.ndarray],
+    spec: FlatSpec,
+    cliques: Sequence[Clique],
+    noise_multiplier: float,
+    ledger: Any,
+    step: str,
 ) -> list[tuple[Clique, np.ndarray, float]]:
     """One Gaussian release of all ``cliques`` stacked (L2 sensitivity ``sqrt(k)``).
 
@@ -64,7 +68,9 @@ def domain(spec: FlatSpec) -> Any:
 
 
 def estimate(
-    spec: FlatSpec, measurements: Sequence[tuple[Clique, np.ndarray, float]], iters: int,
+    spec: FlatSpec,
+    measurements: Sequence[tuple[Clique, np.ndarray, float]],
+    iters: int,
     warm_start: Any = None,
 ) -> Any:
     """Private-PGM (mirror descent) fit of a graphical model to the noisy marginals."""

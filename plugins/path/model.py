@@ -43,10 +43,12 @@ def offline() -> None:
 def quiet() -> Iterator[None]:
     """Silence known harmless warnings (opacus hooks on frozen inputs, a peft deprecation)."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Full backward hook is firing",
-                                category=UserWarning)
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing",
-                                category=FutureWarning)
+        warnings.filterwarnings(
+            "ignore", message="Full backward hook is firing", category=UserWarning
+        )
+        warnings.filterwarnings(
+            "ignore", message=".*is_gradient_checkpointing", category=FutureWarning
+        )
         yield
 
 
@@ -101,24 +103,40 @@ def byte_tokenizer() -> Any:
     )
 
 
-def default_model(*, n_layer: int = 2, n_head: int = 2, n_embd: int = 64,
-                  n_positions: int = 1024, seed: int = 0) -> Any:
+def default_model(
+    *, n_layer: int = 2, n_head: int = 2, n_embd: int = 64, n_positions: int = 1024, seed: int = 0
+) -> Any:
     """The built-in small GPT-2 (random weights from ``seed``, byte vocabulary, no dropout)."""
     offline()
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    for name, v in (("n_layer", n_layer), ("n_head", n_head), ("n_embd", n_embd),
-                    ("n_positions", n_positions)):
+    for name, v in (
+        ("n_layer", n_layer),
+        ("n_head", n_head),
+        ("n_embd", n_embd),
+        ("n_positions", n_positions),
+    ):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise InvalidParameterError(name, f"must be an integer >= 1, got {v!r}", "pass e.g. 2")
     if n_embd % n_head:
-        raise InvalidParameterError("n_embd", f"{n_embd} is not divisible by n_head={n_head}",
-                                    "use n_embd a multiple of n_head")
+        raise InvalidParameterError(
+            "n_embd",
+            f"{n_embd} is not divisible by n_head={n_head}",
+            "use n_embd a multiple of n_head",
+        )
     config = GPT2Config(
-        vocab_size=BYTE_VOCAB_SIZE, n_positions=n_positions, n_embd=n_embd, n_layer=n_layer,
-        n_head=n_head, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-        bos_token_id=256, eos_token_id=256, pad_token_id=257,
+        vocab_size=BYTE_VOCAB_SIZE,
+        n_positions=n_positions,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=256,
+        eos_token_id=256,
+        pad_token_id=257,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -134,8 +152,12 @@ def _no_dropout(model: Any) -> None:
             module.p = 0.0
 
 
-def load(model_dir: str | Path | None = None, *, seed: int = 0,
-         default_kwargs: dict[str, int] | None = None) -> tuple[Any, Codec]:
+def load(
+    model_dir: str | Path | None = None,
+    *,
+    seed: int = 0,
+    default_kwargs: dict[str, int] | None = None,
+) -> tuple[Any, Codec]:
     """(model, codec): a local model directory, or the built-in default when ``None``."""
     offline()
     if model_dir is None:
@@ -143,9 +165,12 @@ def load(model_dir: str | Path | None = None, *, seed: int = 0,
         return default_model(seed=seed, **(default_kwargs or {})), Codec(tok, 256, 257, True)
     path = Path(model_dir)
     if not path.is_dir():
-        raise InvalidParameterError("model_dir", f"{model_dir} is not a directory",
-                                    "pass a local model directory (config.json, weights, "
-                                    "tokenizer files) or leave it unset for the built-in model")
+        raise InvalidParameterError(
+            "model_dir",
+            f"{model_dir} is not a directory",
+            "pass a local model directory (config.json, weights, "
+            "tokenizer files) or leave it unset for the built-in model",
+        )
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -155,12 +180,18 @@ def load(model_dir: str | Path | None = None, *, seed: int = 0,
     _no_dropout(model)
     eos = tok.eos_token_id
     if eos is None:
-        raise InvalidParameterError("model_dir", "the tokenizer has no end-of-sequence token",
-                                    "use a tokenizer with eos_token set")
+        raise InvalidParameterError(
+            "model_dir",
+            "the tokenizer has no end-of-sequence token",
+            "use a tokenizer with eos_token set",
+        )
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos
     probe = "[Row 1]: é\n"
-    byte_level = (len(tok) == BYTE_VOCAB_SIZE and eos == 256
-                  and list(tok.encode(probe, add_special_tokens=False)) == list(probe.encode()))
+    byte_level = (
+        len(tok) == BYTE_VOCAB_SIZE
+        and eos == 256
+        and list(tok.encode(probe, add_special_tokens=False)) == list(probe.encode())
+    )
     return model, Codec(tok, int(eos), int(pad), byte_level)
 
 
@@ -191,8 +222,11 @@ def with_lora(model: Any, rank: int, alpha: float | None = None, *, seed: int = 
     The adapter's random initialisation is drawn from ``seed`` (reproducible runs).
     """
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-        raise InvalidParameterError("lora_rank", f"must be an integer >= 0, got {rank!r}",
-                                    "pass e.g. 8 (0 trains every weight)")
+        raise InvalidParameterError(
+            "lora_rank",
+            f"must be an integer >= 0, got {rank!r}",
+            "pass e.g. 8 (0 trains every weight)",
+        )
     if rank == 0:
         for p in model.parameters():
             p.requires_grad_(True)
@@ -201,11 +235,13 @@ def with_lora(model: Any, rank: int, alpha: float | None = None, *, seed: int = 
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(
-        r=rank, lora_alpha=alpha if alpha is not None else 2 * rank,  # type: ignore[arg-type]
+        r=rank,
+        lora_alpha=alpha if alpha is not None else 2 * rank,  # type: ignore[arg-type]
         lora_dropout=0.0,
         target_modules=lora_targets(model),
         fan_in_fan_out=getattr(model.config, "model_type", "") == "gpt2",
-        bias="none", task_type="CAUSAL_LM",
+        bias="none",
+        task_type="CAUSAL_LM",
     )
     with quiet(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

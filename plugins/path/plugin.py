@@ -59,27 +59,35 @@ def _optional(check: Any) -> Any:
     def run(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value is not None:
             check(instance, attribute, value)
+
     return run
 
 
 def _nonnegative_int(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidParameterError(attribute.name, f"must be an integer >= 0, got {value!r}",
-                                    "pass e.g. 8 (0 trains every weight)")
+        raise InvalidParameterError(
+            attribute.name,
+            f"must be an integer >= 0, got {value!r}",
+            "pass e.g. 8 (0 trains every weight)",
+        )
 
 
 def _fraction(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise InvalidParameterError(attribute.name, f"must lie in [0, 1], got {value!r}",
-                                    "pass e.g. 0.1")
+        raise InvalidParameterError(
+            attribute.name, f"must lie in [0, 1], got {value!r}", "pass e.g. 0.1"
+        )
 
 
 def _delta(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
-        raise InvalidParameterError("delta", f"must lie in (0, 1), got {value!r}",
-                                    "pass e.g. 1e-6, or leave it unset for 1/n^2")
+        raise InvalidParameterError(
+            "delta",
+            f"must lie in (0, 1), got {value!r}",
+            "pass e.g. 1e-6, or leave it unset for 1/n^2",
+        )
 
 
 def _pmf(value: Any) -> tuple[float, ...] | None:
@@ -87,10 +95,12 @@ def _pmf(value: Any) -> tuple[float, ...] | None:
 
 
 def _precision(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                              or not 0 <= value <= 17):
-        raise InvalidParameterError("precision", f"must be None or in [0, 17], got {value!r}",
-                                    "pass e.g. 2 decimals")
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 17
+    ):
+        raise InvalidParameterError(
+            "precision", f"must be None or in [0, 17], got {value!r}", "pass e.g. 2 decimals"
+        )
 
 
 @attrs.frozen
@@ -98,21 +108,21 @@ class PathParams:
     """Parameters of PATH (all public). Give ``noise_multiplier`` or ``target_epsilon``."""
 
     # privacy of training
-    noise_multiplier: float | None = attrs.field(default=None,
-                                                 validator=_optional(positive_finite))
+    noise_multiplier: float | None = attrs.field(default=None, validator=_optional(positive_finite))
     target_epsilon: float | None = attrs.field(default=None, validator=_optional(positive_finite))
     delta: float | None = attrs.field(default=None, validator=_delta)
     public_n_users: int | None = attrs.field(default=None, validator=_optional(positive_int))
     clip_norm: float = attrs.field(default=1.0, validator=positive_finite)
     sampling_probability: float = attrs.field(default=0.1, validator=probability)
     steps: int = attrs.field(default=100, validator=positive_int)
-    expected_batch_size: float | None = attrs.field(default=None,
-                                                    validator=_optional(positive_finite))
+    expected_batch_size: float | None = attrs.field(
+        default=None, validator=_optional(positive_finite)
+    )
     # privacy of selection
-    selection_epsilon: float | None = attrs.field(default=1.0,
-                                                  validator=_optional(positive_finite))
-    selection_noise_multiplier: float | None = attrs.field(default=None,
-                                                           validator=_optional(positive_finite))
+    selection_epsilon: float | None = attrs.field(default=1.0, validator=_optional(positive_finite))
+    selection_noise_multiplier: float | None = attrs.field(
+        default=None, validator=_optional(positive_finite)
+    )
     k: int = attrs.field(default=10, validator=positive_int)
     overgeneration: float = attrs.field(default=3.0, validator=positive_finite)
     n_synthetic: int | None = attrs.field(default=None, validator=_optional(positive_int))
@@ -146,37 +156,49 @@ class PathParams:
     def __attrs_post_init__(self) -> None:
         if (self.noise_multiplier is None) == (self.target_epsilon is None):
             raise InvalidParameterError(
-                "noise_multiplier", "give exactly one of noise_multiplier or target_epsilon",
+                "noise_multiplier",
+                "give exactly one of noise_multiplier or target_epsilon",
                 "set noise_multiplier (σ of DP-SGD) or target_epsilon (total ε)",
             )
         if self.selection_noise_multiplier is None and self.selection_epsilon is None:
             raise InvalidParameterError(
-                "selection_epsilon", "the private selection needs a budget",
+                "selection_epsilon",
+                "the private selection needs a budget",
                 "set selection_epsilon (e.g. 1.0) or selection_noise_multiplier",
             )
         if self.guided is not None and not isinstance(self.guided, bool):
-            raise InvalidParameterError("guided", f"must be true, false or unset, got "
-                                        f"{self.guided!r}", "leave it unset (auto)")
+            raise InvalidParameterError(
+                "guided",
+                f"must be true, false or unset, got {self.guided!r}",
+                "leave it unset (auto)",
+            )
         if self.length_pmf is not None:
             pmf = np.asarray(self.length_pmf)
-            if pmf.size == 0 or np.any(~np.isfinite(pmf)) or np.any(pmf < 0) or not math.isclose(
-                    float(pmf.sum()), 1.0, rel_tol=1e-6):
+            if (
+                pmf.size == 0
+                or np.any(~np.isfinite(pmf))
+                or np.any(pmf < 0)
+                or not math.isclose(float(pmf.sum()), 1.0, rel_tol=1e-6)
+            ):
                 raise InvalidParameterError(
-                    "length_pmf", "must hold non-negative probabilities of lengths 1, 2, ... "
-                    "summing to 1", "pass the public length distribution, e.g. [0.5, 0.5]",
+                    "length_pmf",
+                    "must hold non-negative probabilities of lengths 1, 2, ... summing to 1",
+                    "pass the public length distribution, e.g. [0.5, 0.5]",
                 )
         if self.public_n_users is None:
             for name in ("delta", "n_synthetic", "expected_batch_size"):
                 if getattr(self, name) is None:
                     raise InvalidParameterError(
-                        name, "has no public default: it would be derived from the private "
+                        name,
+                        "has no public default: it would be derived from the private "
                         "number of users",
                         "set public_n_users (a public count, not read from the data), or set "
                         "delta, n_synthetic and expected_batch_size",
                     )
         if self.sampling_probability == 0:
-            raise InvalidParameterError("sampling_probability", "is 0, so nothing is trained",
-                                        "use a rate in (0, 1]")
+            raise InvalidParameterError(
+                "sampling_probability", "is 0, so nothing is trained", "use a rate in (0, 1]"
+            )
 
 
 def _train_event(params: PathParams, sigma: float) -> Event:
@@ -197,7 +219,8 @@ def _need_delta(params: PathParams, why: str) -> float:
     delta = declared_delta(params)
     if delta is None:
         raise InvalidParameterError(
-            "delta", f"is needed before the run to {why}",
+            "delta",
+            f"is needed before the run to {why}",
             "set delta, or public_n_users (delta = 1/n^2), or give noise multipliers instead",
         )
     return delta
@@ -212,8 +235,13 @@ def noise_multipliers(params: PathParams, adjacency: Adjacency) -> tuple[float, 
         assert params.selection_epsilon is not None
         delta = _need_delta(params, "calibrate the selection noise to selection_epsilon")
         sigma_sel = calibrate_noise_multiplier(
-            GaussianEvent, adjacency, float(params.selection_epsilon), delta,
-            bracket=(5e-2, 1e4), rtol=1e-6, backends=("closed_form",),
+            GaussianEvent,
+            adjacency,
+            float(params.selection_epsilon),
+            delta,
+            bracket=(5e-2, 1e4),
+            rtol=1e-6,
+            backends=("closed_form",),
         ).noise_multiplier
     if params.noise_multiplier is not None:
         return float(params.noise_multiplier), sigma_sel
@@ -221,32 +249,38 @@ def noise_multipliers(params: PathParams, adjacency: Adjacency) -> tuple[float, 
     target = float(params.target_epsilon)
     delta = _need_delta(params, "calibrate the training noise to target_epsilon")
     selection = GaussianEvent(sigma_sel)
-    alone = account(selection, adjacency, delta=delta,
-                    backends=("closed_form", *BACKENDS)).bound.epsilon
+    alone = account(
+        selection, adjacency, delta=delta, backends=("closed_form", *BACKENDS)
+    ).bound.epsilon
     if not alone < target:
         raise InvalidParameterError(
-            "target_epsilon", f"{target!r} leaves nothing for training: the selection alone "
+            "target_epsilon",
+            f"{target!r} leaves nothing for training: the selection alone "
             f"costs ε = {alone:.4g} at δ = {delta:.3g}",
             "raise target_epsilon or lower selection_epsilon",
         )
+
     def make(s: float) -> Event:
         return ComposedEvent([_train_event(params, s), selection])
 
     try:
         # RDP is fast and never below PLD: its answer brackets the tight PLD calibration
-        upper = calibrate_noise_multiplier(make, adjacency, target, delta, bracket=(0.05, 1e3),
-                                           rtol=1e-2, backends=("rdp",)).noise_multiplier
+        upper = calibrate_noise_multiplier(
+            make, adjacency, target, delta, bracket=(0.05, 1e3), rtol=1e-2, backends=("rdp",)
+        ).noise_multiplier
         bracket = (upper / 2.0, upper)
     except InvalidParameterError:
         bracket = (0.05, 1e3)
     try:
-        result = calibrate_noise_multiplier(make, adjacency, target, delta, bracket=bracket,
-                                            rtol=1e-2, backends=("pld",))
+        result = calibrate_noise_multiplier(
+            make, adjacency, target, delta, bracket=bracket, rtol=1e-2, backends=("pld",)
+        )
     except InvalidParameterError as exc:
         if exc.field != "bracket":
             raise
         raise InvalidParameterError(
-            "target_epsilon", f"{target!r} is too small to train: even noise multiplier "
+            "target_epsilon",
+            f"{target!r} is too small to train: even noise multiplier "
             f"{bracket[1]:.4g} exceeds it with {params.steps} steps at q = "
             f"{params.sampling_probability:g}",
             "raise target_epsilon, or lower steps, sampling_probability or selection_epsilon",
@@ -257,7 +291,8 @@ def noise_multipliers(params: PathParams, adjacency: Adjacency) -> tuple[float, 
 def _check_adjacency(adjacency: Adjacency) -> None:
     if not isinstance(adjacency, Adjacency) or adjacency.unit != "user":
         raise InvalidParameterError(
-            "adjacency", "PATH protects each user's whole table, but row-level adjacency was "
+            "adjacency",
+            "PATH protects each user's whole table, but row-level adjacency was "
             "given (one row per privacy unit)",
             "use user-level adjacency, e.g. Adjacency(unit='user', unit_key='user_id') "
             "([adjacency] unit = 'user', unit_key = 'user_id' in a config file)",
@@ -269,8 +304,9 @@ def declare(params: PathParams, adjacency: Adjacency) -> Declaration:
     keeps one table per user id (``ledger.bound_units``)."""
     _check_adjacency(adjacency)
     sigma, sigma_sel = noise_multipliers(params, adjacency)
-    return Declaration(ComposedEvent([_train_event(params, sigma), GaussianEvent(sigma_sel)]),
-                       "user")
+    return Declaration(
+        ComposedEvent([_train_event(params, sigma), GaussianEvent(sigma_sel)]), "user"
+    )
 
 
 def one_table_per_user(tables: UserTables, ledger: PrivacyLedger) -> UserTables:
@@ -302,7 +338,8 @@ def user_tables_from(data: Any) -> UserTables:
         return tables_from_json({"schema": list(data["schema"]), "users": list(data["users"])})
     if not isinstance(data, UserTables):
         raise InvalidParameterError(
-            "data", f"expected UserTables, got {type(data).__name__}",
+            "data",
+            f"expected UserTables, got {type(data).__name__}",
             "pass UserTables(schema, users), or a mapping with 'schema' and 'users' "
             "(the JSON form of dpledger.plugins.path.ddp.tables_to_json)",
         )
@@ -337,13 +374,17 @@ def _public(value: int | None, params: PathParams) -> int:
     if value is not None:
         return int(value)
     if params.public_n_users is None:
-        raise InvalidParameterError("public_n_users", "is needed for a data-independent default",
-                                    "set public_n_users, or n_synthetic and expected_batch_size")
+        raise InvalidParameterError(
+            "public_n_users",
+            "is needed for a data-independent default",
+            "set public_n_users, or n_synthetic and expected_batch_size",
+        )
     return int(params.public_n_users)
 
 
-def run(params: PathParams, data: Any, ledger: PrivacyLedger,
-        rng: np.random.Generator) -> dict[str, Any]:
+def run(
+    params: PathParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     _check_adjacency(ledger.adjacency)
     tables = one_table_per_user(user_tables_from(data), ledger)
     from dpledger.plugins.path import generate, model, select, train, windowing
@@ -354,31 +395,49 @@ def run(params: PathParams, data: Any, ledger: PrivacyLedger,
     n_syn = _public(params.n_synthetic, params)
     n_candidates = math.ceil(params.overgeneration * n_syn)
     config = train.TrainConfig(
-        steps=params.steps, sampling_probability=params.sampling_probability,
-        noise_multiplier=sigma, clip_norm=params.clip_norm,
-        expected_batch_size=(params.expected_batch_size if params.expected_batch_size is not None
-                             else params.sampling_probability * _public(None, params)),
-        learning_rate=params.learning_rate, schedule=params.schedule,
-        optimizer=params.optimizer, max_tokens=params.max_tokens,
-        physical_batch=params.physical_batch, precision=params.precision,
+        steps=params.steps,
+        sampling_probability=params.sampling_probability,
+        noise_multiplier=sigma,
+        clip_norm=params.clip_norm,
+        expected_batch_size=(
+            params.expected_batch_size
+            if params.expected_batch_size is not None
+            else params.sampling_probability * _public(None, params)
+        ),
+        learning_rate=params.learning_rate,
+        schedule=params.schedule,
+        optimizer=params.optimizer,
+        max_tokens=params.max_tokens,
+        physical_batch=params.physical_batch,
+        precision=params.precision,
         progress=params.progress,
     )
     sampler = windowing.SplitSampler(length_pmf(params), params.p_start)
     with _torch_threads(params.torch_threads):
         lm, codec = model.load(
-            params.model_dir, seed=int(rng.integers(0, 2**31 - 1)),
-            default_kwargs={"n_layer": params.n_layer, "n_head": params.n_head,
-                            "n_embd": params.n_embd, "n_positions": params.max_tokens},
+            params.model_dir,
+            seed=int(rng.integers(0, 2**31 - 1)),
+            default_kwargs={
+                "n_layer": params.n_layer,
+                "n_head": params.n_head,
+                "n_embd": params.n_embd,
+                "n_positions": params.max_tokens,
+            },
         )
         gen = generate.GenerationConfig(
-            n_tables=n_candidates, max_rows=params.max_rows, max_tokens=params.max_tokens,
-            max_row_tokens=params.max_row_tokens, temperature=params.temperature,
-            batch_size=params.generation_batch, progress=params.progress,
+            n_tables=n_candidates,
+            max_rows=params.max_rows,
+            max_tokens=params.max_tokens,
+            max_row_tokens=params.max_row_tokens,
+            temperature=params.temperature,
+            batch_size=params.generation_batch,
+            progress=params.progress,
             max_decimals=params.precision,
             guided=codec.byte_level if params.guided is None else params.guided,
         )
-        lm = model.with_lora(lm, params.lora_rank, params.lora_alpha,
-                             seed=int(rng.integers(0, 2**31 - 1)))
+        lm = model.with_lora(
+            lm, params.lora_rank, params.lora_alpha, seed=int(rng.integers(0, 2**31 - 1))
+        )
         train.train(lm, codec, tables, config, ledger, rng, sampler)
         generated = generate.generate_tables(lm, codec, tables.schema, gen, rng)
         candidates = [t for t in generated if t]
@@ -387,19 +446,35 @@ def run(params: PathParams, data: Any, ledger: PrivacyLedger,
         selected: list[int] = []
         if candidates:
             text_embed = select.MiniLMEmbedder() if params.embedder == "minilm" else None
-            real = select.embed_tables(tables.schema, [u.rows for u in tables.users],
-                                       params.embedder, max_rows=params.max_rows,
-                                       text_embed=text_embed, precision=params.precision)
-            cand = select.embed_tables(tables.schema, candidates, params.embedder,
-                                       max_rows=params.max_rows, text_embed=text_embed,
-                                       precision=params.precision)
+            real = select.embed_tables(
+                tables.schema,
+                [u.rows for u in tables.users],
+                params.embedder,
+                max_rows=params.max_rows,
+                text_embed=text_embed,
+                precision=params.precision,
+            )
+            cand = select.embed_tables(
+                tables.schema,
+                candidates,
+                params.embedder,
+                max_rows=params.max_rows,
+                text_embed=text_embed,
+                precision=params.precision,
+            )
             selected = select.private_select(
-                real, cand, k=params.k, top_n=n_syn, noise_multiplier=sigma_sel, ledger=ledger,
+                real,
+                cand,
+                k=params.k,
+                top_n=n_syn,
+                noise_multiplier=sigma_sel,
+                ledger=ledger,
             ).tolist()
     synthetic = None
     if selected:
-        users = tuple(UserTable(f"synthetic-{j}", tuple(candidates[i]))
-                      for j, i in enumerate(selected))
+        users = tuple(
+            UserTable(f"synthetic-{j}", tuple(candidates[i])) for j, i in enumerate(selected)
+        )
         synthetic = UserTables(tables.schema, users)
     declared = ComposedEvent([_train_event(params, sigma), GaussianEvent(sigma_sel)])
     bound = account(declared, ledger.adjacency, delta=delta, backends=BACKENDS).bound
@@ -424,8 +499,8 @@ SPEC = MethodSpec(
     declare=declare,
     run=run,
     description="PATH: user-level DP fine-tuning of a table language model (Poisson-sampled "
-                "DP-SGD with per-user clipping), row-by-row generation, and private selection "
-                "by Gaussian-noised nearest-neighbour votes",
+    "DP-SGD with per-user clipping), row-by-row generation, and private selection "
+    "by Gaussian-noised nearest-neighbour votes",
     proof=ProofRef(
         "Abadi et al. 2016, Algorithm 1 with one example per user per step (per-user clip C, "
         "add/remove sensitivity C; Poisson subsampling, Zhu & Wang 2019); Gaussian mechanism "

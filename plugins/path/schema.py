@@ -80,8 +80,10 @@ def _bound(value: Any) -> float | None:
         seconds = seconds_from(value)
         if seconds is None:
             raise InvalidParameterError(
-                "Column.lower/upper", f"{value!r} is not an ISO 8601 time",
-                "write e.g. '2024-03-01T08:30:00'")
+                "Column.lower/upper",
+                f"{value!r} is not an ISO 8601 time",
+                "write e.g. '2024-03-01T08:30:00'",
+            )
         return seconds
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise InvalidParameterError(
@@ -105,7 +107,8 @@ class Column:
         if self.kind == "categorical":
             if not self.categories:
                 raise InvalidParameterError(
-                    field, "a categorical column needs its public categories",
+                    field,
+                    "a categorical column needs its public categories",
                     "pass categories=('a', 'b', ...)",
                 )
             if any(not isinstance(c, str) for c in self.categories):
@@ -118,14 +121,16 @@ class Column:
                 )
         elif self.categories:
             raise InvalidParameterError(
-                field, f"categories given for a {self.kind} column",
+                field,
+                f"categories given for a {self.kind} column",
                 "use kind='categorical' or drop categories",
             )
         for b in (self.lower, self.upper):
             if b is not None and (not self.is_numeric or not math.isfinite(b)):
                 raise InvalidParameterError(
-                    field, f"bounds must be finite and only on numeric or datetime columns, "
-                    f"got {b!r}", "give finite lower/upper on numeric or datetime columns only",
+                    field,
+                    f"bounds must be finite and only on numeric or datetime columns, got {b!r}",
+                    "give finite lower/upper on numeric or datetime columns only",
                 )
         if self.lower is not None and self.upper is not None and not self.lower < self.upper:
             raise InvalidParameterError(
@@ -157,7 +162,8 @@ class TableSchema:
         for c in self.columns:
             if not isinstance(c, Column):
                 raise InvalidParameterError(
-                    "TableSchema.columns", f"expected Column, got {type(c).__name__}",
+                    "TableSchema.columns",
+                    f"expected Column, got {type(c).__name__}",
                     "build columns with Column(name, kind, ...)",
                 )
         names = [c.name for c in self.columns]
@@ -203,14 +209,16 @@ class TableSchema:
 def _rows(value: Any) -> tuple[tuple[Any, ...], ...]:
     if isinstance(value, str | bytes) or not isinstance(value, Sequence | np.ndarray):
         raise InvalidParameterError(
-            "UserTable.rows", f"expected a sequence of rows, got {type(value).__name__}",
+            "UserTable.rows",
+            f"expected a sequence of rows, got {type(value).__name__}",
             "pass a list of rows (each a list of values in schema order)",
         )
     out = []
     for r, row in enumerate(value):
         if isinstance(row, str | bytes) or not isinstance(row, Sequence | np.ndarray):
             raise InvalidParameterError(
-                f"UserTable.rows[{r}]", f"expected a sequence of values, got {row!r}",
+                f"UserTable.rows[{r}]",
+                f"expected a sequence of values, got {row!r}",
                 "pass each row as a list of values in schema order",
             )
         out.append(tuple(row))
@@ -234,7 +242,8 @@ def _normalise(schema: TableSchema, u: UserTable) -> UserTable:
     uid = u.user_id
     if not u.rows:
         raise InvalidParameterError(
-            f"user {uid!r}", "has zero rows",
+            f"user {uid!r}",
+            "has zero rows",
             "drop users without rows before building UserTables (a user owns >= 1 row)",
         )
     rows: list[tuple[Any, ...]] = []
@@ -243,7 +252,8 @@ def _normalise(schema: TableSchema, u: UserTable) -> UserTable:
         where = f"user {uid!r} row {r}"
         if len(row) != d:
             raise InvalidParameterError(
-                where, f"has {len(row)} values but the schema has {d} columns {schema.names}",
+                where,
+                f"has {len(row)} values but the schema has {d} columns {schema.names}",
                 "give every row exactly one value per schema column, in schema order",
             )
         vals: list[Any] = []
@@ -255,7 +265,8 @@ def _normalise(schema: TableSchema, u: UserTable) -> UserTable:
                 )
                 if not ok:
                     raise InvalidParameterError(
-                        at, f"non-numeric value {v!r} in a numeric column",
+                        at,
+                        f"non-numeric value {v!r} in a numeric column",
                         "convert the value to float (or declare the column categorical)",
                     )
                 f = float(v)
@@ -268,14 +279,16 @@ def _normalise(schema: TableSchema, u: UserTable) -> UserTable:
                 seconds = seconds_from(v)
                 if seconds is None:
                     raise InvalidParameterError(
-                        at, f"value {v!r} is not a time",
+                        at,
+                        f"value {v!r} is not a time",
                         "give POSIX seconds, a datetime or ISO 8601 text (2024-03-01T08:30:00)",
                     )
                 vals.append(seconds)
             elif col.kind == "categorical":
                 if not isinstance(v, str) or v not in col.categories:
                     raise InvalidParameterError(
-                        at, f"value {v!r} is not one of the public categories {col.categories}",
+                        at,
+                        f"value {v!r} is not one of the public categories {col.categories}",
                         "map the value to a listed category or add it to the schema",
                     )
                 vals.append(v)
@@ -286,7 +299,8 @@ def _normalise(schema: TableSchema, u: UserTable) -> UserTable:
                     )
                 if v != first[c]:
                     raise InvalidParameterError(
-                        at, f"static value {v!r} differs from the user's first row {first[c]!r}",
+                        at,
+                        f"static value {v!r} differs from the user's first row {first[c]!r}",
                         "keep static columns constant within a user (or make them categorical)",
                     )
                 vals.append(v)
@@ -297,13 +311,15 @@ def _normalise(schema: TableSchema, u: UserTable) -> UserTable:
 def _users(value: Any) -> tuple[UserTable, ...]:
     if isinstance(value, UserTable) or not isinstance(value, Sequence):
         raise InvalidParameterError(
-            "UserTables.users", f"expected a sequence of UserTable, got {type(value).__name__}",
+            "UserTables.users",
+            f"expected a sequence of UserTable, got {type(value).__name__}",
             "pass a list of UserTable",
         )
     for i, u in enumerate(value):
         if not isinstance(u, UserTable):
             raise InvalidParameterError(
-                f"UserTables.users[{i}]", f"expected UserTable, got {type(u).__name__}",
+                f"UserTables.users[{i}]",
+                f"expected UserTable, got {type(u).__name__}",
                 "wrap each user's rows in UserTable(user_id, rows)",
             )
     return tuple(value)
@@ -318,22 +334,29 @@ class UserTables:
     _numeric: tuple[np.ndarray, ...] = attrs.field(init=False, repr=False, eq=False)
     _codes: tuple[np.ndarray, ...] = attrs.field(init=False, repr=False, eq=False)
 
-
     def to_json(self) -> dict[str, Any]:
         """A JSON-able form (schema and rows); ``dpledger run`` writes outputs with it."""
         return {
             "schema": [
-                {"name": c.name, "kind": c.kind, "categories": list(c.categories),
-                 "lower": c.lower, "upper": c.upper}
+                {
+                    "name": c.name,
+                    "kind": c.kind,
+                    "categories": list(c.categories),
+                    "lower": c.lower,
+                    "upper": c.upper,
+                }
                 for c in self.schema.columns
             ],
-            "users": [{"user_id": u.user_id, "rows": [list(r) for r in u.rows]}
-                      for u in self.users],
+            "users": [
+                {"user_id": u.user_id, "rows": [list(r) for r in u.rows]} for u in self.users
+            ],
         }
+
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.schema, TableSchema):
             raise InvalidParameterError(
-                "UserTables.schema", f"expected TableSchema, got {type(self.schema).__name__}",
+                "UserTables.schema",
+                f"expected TableSchema, got {type(self.schema).__name__}",
                 "pass TableSchema(columns)",
             )
         if not self.users:
@@ -343,16 +366,15 @@ class UserTables:
         for u in users:
             if u.user_id in seen:
                 raise InvalidParameterError(
-                    f"user {u.user_id!r}", "appears twice",
+                    f"user {u.user_id!r}",
+                    "appears twice",
                     "merge a user's rows into one UserTable (one table per user)",
                 )
             seen.add(u.user_id)
         object.__setattr__(self, "users", users)
         num_idx = [i for i, c in enumerate(self.schema.columns) if c.is_numeric]
         cat_idx = [i for i, c in enumerate(self.schema.columns) if c.kind == "categorical"]
-        lookup = [
-            {v: k for k, v in enumerate(self.schema.columns[i].categories)} for i in cat_idx
-        ]
+        lookup = [{v: k for k, v in enumerate(self.schema.columns[i].categories)} for i in cat_idx]
         numeric = []
         codes = []
         for u in users:
@@ -398,7 +420,8 @@ class UserTables:
         for i in idx:
             if not -len(self.users) <= i < len(self.users):
                 raise InvalidParameterError(
-                    "indices", f"index {i} out of range for {len(self.users)} users",
+                    "indices",
+                    f"index {i} out of range for {len(self.users)} users",
                     "pass indices in [0, n_users)",
                 )
         return UserTables(self.schema, tuple(self.users[i] for i in idx))

@@ -38,8 +38,10 @@ EMBEDDERS: tuple[str, ...] = ("minilm", "summary")
 
 def row_text(schema: TableSchema, row: Sequence[Any], precision: int | None = 2) -> str:
     """``a is 1.00, b is x`` (a row without its index)."""
-    return ", ".join(f"{c.name} is {format_value(schema, j, v, precision)}"
-                     for j, (c, v) in enumerate(zip(schema.columns, row, strict=True)))
+    return ", ".join(
+        f"{c.name} is {format_value(schema, j, v, precision)}"
+        for j, (c, v) in enumerate(zip(schema.columns, row, strict=True))
+    )
 
 
 class MiniLMEmbedder:
@@ -67,8 +69,13 @@ class MiniLMEmbedder:
         chunks = []
         with torch.no_grad():
             for start in range(0, len(texts), self.batch_size):
-                enc = self._tokenizer(list(texts[start:start + self.batch_size]), padding=True,
-                                      truncation=True, max_length=256, return_tensors="pt")
+                enc = self._tokenizer(
+                    list(texts[start : start + self.batch_size]),
+                    padding=True,
+                    truncation=True,
+                    max_length=256,
+                    return_tensors="pt",
+                )
                 hidden = self._model(**enc).last_hidden_state
                 mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
@@ -81,14 +88,18 @@ def _normalise(x: FloatArray) -> FloatArray:
     return x / np.where(norms > 0, norms, 1.0)
 
 
-def embed_text(schema: TableSchema, tables: Sequence[Rows], embed: Callable[[Sequence[str]],
-               FloatArray], precision: int | None = 2) -> FloatArray:
+def embed_text(
+    schema: TableSchema,
+    tables: Sequence[Rows],
+    embed: Callable[[Sequence[str]], FloatArray],
+    precision: int | None = 2,
+) -> FloatArray:
     """Normalised mean of the row-text embeddings of every table (tables must be non-empty)."""
     texts = [row_text(schema, r, precision) for t in tables for r in t]
     rows = embed(texts) if texts else np.zeros((0, 1))
     out, start = [], 0
     for t in tables:
-        out.append(rows[start:start + len(t)].mean(axis=0))
+        out.append(rows[start : start + len(t)].mean(axis=0))
         start += len(t)
     return _normalise(np.asarray(out, dtype=np.float64))
 
@@ -113,9 +124,15 @@ def embed_summary(schema: TableSchema, tables: Sequence[Rows], max_rows: int) ->
     return _normalise(np.asarray(feats, dtype=np.float64))
 
 
-def embed_tables(schema: TableSchema, tables: Sequence[Rows], embedder: str, *,
-                 max_rows: int, text_embed: Callable[[Sequence[str]], FloatArray] | None = None,
-                 precision: int | None = 2) -> FloatArray:
+def embed_tables(
+    schema: TableSchema,
+    tables: Sequence[Rows],
+    embedder: str,
+    *,
+    max_rows: int,
+    text_embed: Callable[[Sequence[str]], FloatArray] | None = None,
+    precision: int | None = 2,
+) -> FloatArray:
     """Embeddings of ``tables`` by the named embedder."""
     if any(len(t) == 0 for t in tables):
         raise InvalidParameterError("tables", "contain an empty table", "drop empty tables")
@@ -123,13 +140,21 @@ def embed_tables(schema: TableSchema, tables: Sequence[Rows], embedder: str, *,
         return embed_summary(schema, tables, max_rows)
     if embedder == "minilm":
         return embed_text(schema, tables, text_embed or MiniLMEmbedder(), precision)
-    raise InvalidParameterError("embedder", f"unknown embedder {embedder!r}",
-                                f"use one of {list(EMBEDDERS)}")
+    raise InvalidParameterError(
+        "embedder", f"unknown embedder {embedder!r}", f"use one of {list(EMBEDDERS)}"
+    )
 
 
-def private_select(real: FloatArray, candidates: FloatArray, *, k: int, top_n: int,
-                   noise_multiplier: float, ledger: PrivacyLedger,
-                   step: str = "path.select.votes") -> NDArray[np.int64]:
+def private_select(
+    real: FloatArray,
+    candidates: FloatArray,
+    *,
+    k: int,
+    top_n: int,
+    noise_multiplier: float,
+    ledger: PrivacyLedger,
+    step: str = "path.select.votes",
+) -> NDArray[np.int64]:
     """Indices of the ``top_n`` candidates by Gaussian-noised ``k``-NN votes of the real tables.
 
     Books one ``GaussianEvent(noise_multiplier)`` (sensitivity ``sqrt(k)``). With fewer
@@ -139,8 +164,11 @@ def private_select(real: FloatArray, candidates: FloatArray, *, k: int, top_n: i
     if m == 0:
         return np.zeros(0, dtype=np.int64)
     if real.ndim != 2 or candidates.ndim != 2 or real.shape[1] != candidates.shape[1]:
-        raise InvalidParameterError("candidates", "embeddings of real and candidate tables "
-                                    "differ in width", "embed both with the same embedder")
+        raise InvalidParameterError(
+            "candidates",
+            "embeddings of real and candidate tables differ in width",
+            "embed both with the same embedder",
+        )
     k_eff = min(int(k), m)
     votes = vote_histogram(real, candidates, k_eff)
     noisy = np.asarray(ledger.gaussian(votes, math.sqrt(k_eff), noise_multiplier, step=step))

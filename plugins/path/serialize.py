@@ -39,8 +39,11 @@ def _check_precision(precision: int | None) -> None:
     if precision is not None and (
         isinstance(precision, bool) or not isinstance(precision, int) or not 0 <= precision <= 17
     ):
-        raise InvalidParameterError("precision", f"must be None or in [0, 17], got {precision!r}",
-                                    "pass None (exact) or e.g. 2")
+        raise InvalidParameterError(
+            "precision",
+            f"must be None or in [0, 17], got {precision!r}",
+            "pass None (exact) or e.g. 2",
+        )
 
 
 def format_value(schema: TableSchema, j: int, value: Any, precision: int | None = None) -> str:
@@ -49,14 +52,20 @@ def format_value(schema: TableSchema, j: int, value: Any, precision: int | None 
     if col.kind == "datetime":
         seconds = seconds_from(value)
         if seconds is None:
-            raise InvalidParameterError(f"column {col.name!r}", f"value {value!r} is not a time",
-                                        "clean the data (UserTables refuses these)")
+            raise InvalidParameterError(
+                f"column {col.name!r}",
+                f"value {value!r} is not a time",
+                "clean the data (UserTables refuses these)",
+            )
         return iso_text(seconds)
     if col.kind == "numeric":
         v = float(value)
         if not math.isfinite(v):
-            raise InvalidParameterError(f"column {col.name!r}", f"value {value!r} is not finite",
-                                        "clean the data (UserTables refuses these)")
+            raise InvalidParameterError(
+                f"column {col.name!r}",
+                f"value {value!r} is not finite",
+                "clean the data (UserTables refuses these)",
+            )
         if precision is None:
             return repr(v)
         text = f"{v:.{precision}f}"
@@ -64,8 +73,9 @@ def format_value(schema: TableSchema, j: int, value: Any, precision: int | None 
     text = str(value)
     if any(s in text for s in _SEPARATORS) or text != text.strip() or not text:
         raise InvalidParameterError(
-            f"column {col.name!r}", f"value {text!r} is empty, padded or contains a separator "
-            "(line break or ', ')", "rename the value (e.g. replace ', ' by '; ')",
+            f"column {col.name!r}",
+            f"value {text!r} is empty, padded or contains a separator (line break or ', ')",
+            "rename the value (e.g. replace ', ' by '; ')",
         )
     return text
 
@@ -75,12 +85,14 @@ def header(schema: TableSchema) -> str:
     return HEADER_PREFIX + ", ".join(schema.names)
 
 
-def serialize_row(schema: TableSchema, row: Sequence[Any], index: int,
-                  precision: int | None = None) -> str:
+def serialize_row(
+    schema: TableSchema, row: Sequence[Any], index: int, precision: int | None = None
+) -> str:
     """``[Row index]: a is 1.0, b is x`` (no trailing newline; ``index`` counts from 1)."""
     if len(row) != len(schema.columns):
         raise InvalidParameterError(
-            "row", f"has {len(row)} values but the schema has {len(schema.columns)} columns",
+            "row",
+            f"has {len(row)} values but the schema has {len(schema.columns)} columns",
             "give one value per schema column",
         )
     body = ", ".join(
@@ -90,16 +102,18 @@ def serialize_row(schema: TableSchema, row: Sequence[Any], index: int,
     return f"[Row {index}]: {body}"
 
 
-def serialize_rows(schema: TableSchema, rows: Sequence[Sequence[Any]], start: int = 1,
-                   precision: int | None = None) -> str:
+def serialize_rows(
+    schema: TableSchema, rows: Sequence[Sequence[Any]], start: int = 1, precision: int | None = None
+) -> str:
     """Rows ``start, start+1, ...``, each line ending with a newline."""
     return "".join(
         serialize_row(schema, row, start + i, precision) + "\n" for i, row in enumerate(rows)
     )
 
 
-def serialize_table(schema: TableSchema, rows: Sequence[Sequence[Any]],
-                    precision: int | None = None) -> str:
+def serialize_table(
+    schema: TableSchema, rows: Sequence[Sequence[Any]], precision: int | None = None
+) -> str:
     """Ψ(table): the header line, then every row (newline-terminated)."""
     _check_precision(precision)
     return header(schema) + "\n" + serialize_rows(schema, rows, 1, precision)
@@ -136,7 +150,7 @@ def _key_value(schema: TableSchema, body: str) -> dict[int, str] | None:
         j = schema.names.index(m.group(1))
         if j in out:
             return None
-        out[j] = body[m.end(): nxt.start() if nxt is not None else len(body)]
+        out[j] = body[m.end() : nxt.start() if nxt is not None else len(body)]
     return out
 
 
@@ -151,8 +165,9 @@ def _csv(schema: TableSchema, body: str) -> dict[int, str] | None:
     return None
 
 
-def _typed(schema: TableSchema, fields: dict[int, str], static: dict[int, str],
-           fallback: str | None) -> tuple[Any, ...] | None:
+def _typed(
+    schema: TableSchema, fields: dict[int, str], static: dict[int, str], fallback: str | None
+) -> tuple[Any, ...] | None:
     values: list[Any] = []
     for j, col in enumerate(schema.columns):
         if col.kind == "static" and j in static:
@@ -170,8 +185,12 @@ def _typed(schema: TableSchema, fields: dict[int, str], static: dict[int, str],
     return tuple(values)
 
 
-def parse_row(schema: TableSchema, line: str, static: dict[int, str] | None = None,
-              fallback: str | None = None) -> tuple[Any, ...] | None:
+def parse_row(
+    schema: TableSchema,
+    line: str,
+    static: dict[int, str] | None = None,
+    fallback: str | None = None,
+) -> tuple[Any, ...] | None:
     """One typed row from one line (``[Row i]:`` prefix optional), or None if invalid.
 
     ``static`` maps static column positions to the values fixed by the table's history (they
@@ -214,14 +233,16 @@ class RowParser:
             self.stopped = True
             return False
         if not self.rows:
-            self.static = {j: row[j] for j, c in enumerate(self.schema.columns)
-                           if c.kind == "static"}
+            self.static = {
+                j: row[j] for j, c in enumerate(self.schema.columns) if c.kind == "static"
+            }
         self.rows.append(row)
         return True
 
 
-def parse_table(schema: TableSchema, text: str, fallback: str | None = None
-                ) -> list[tuple[Any, ...]]:
+def parse_table(
+    schema: TableSchema, text: str, fallback: str | None = None
+) -> list[tuple[Any, ...]]:
     """Ψ⁻¹: the valid rows of ``text`` up to (not including) the first invalid row."""
     parser = RowParser(schema, fallback)
     for line in text.split("\n"):

@@ -56,12 +56,17 @@ def example_losses(model: Any, batch: dict[str, Any]) -> Any:
     """Mean next-token loss over each example's labelled tokens, shape ``[batch]``."""
     import torch
 
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                position_ids=batch["position_ids"])
+    out = model(
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        position_ids=batch["position_ids"],
+    )
     logits = out.logits[:, :-1]
     target = batch["labels"][:, 1:]
     losses = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100,
+        logits.reshape(-1, logits.shape[-1]),
+        target.reshape(-1),
+        ignore_index=-100,
         reduction="none",
     ).view(target.shape)
     count = (target != -100).sum(dim=1).clamp(min=1)
@@ -81,8 +86,9 @@ def grad_sample_module(model: Any) -> Iterator[Any]:
         gsm._close()
 
 
-def per_example_grads(gsm: Any, examples: Sequence[Example], codec: Codec,
-                      physical_batch: int) -> FloatArray:
+def per_example_grads(
+    gsm: Any, examples: Sequence[Example], codec: Codec, physical_batch: int
+) -> FloatArray:
     """Flattened per-example gradients of the trainable parameters, shape ``[B, P]`` (float64)."""
     import torch
 
@@ -91,7 +97,7 @@ def per_example_grads(gsm: Any, examples: Sequence[Example], codec: Codec,
     out = np.zeros((len(examples), width), dtype=np.float64)
     gsm.train()
     for start in range(0, len(examples), physical_batch):
-        chunk = examples[start:start + physical_batch]
+        chunk = examples[start : start + physical_batch]
         batch = collate(chunk, codec.pad_id)
         for p in params:
             p.grad = None
@@ -99,7 +105,7 @@ def per_example_grads(gsm: Any, examples: Sequence[Example], codec: Codec,
         with quiet():
             example_losses(gsm, batch).sum().backward()
         cols = [p.grad_sample.reshape(len(chunk), -1) for p in params]
-        out[start:start + len(chunk)] = torch.cat(cols, dim=1).detach().double().numpy()
+        out[start : start + len(chunk)] = torch.cat(cols, dim=1).detach().double().numpy()
     for p in params:
         p.grad = None
         p.grad_sample = None
@@ -131,7 +137,7 @@ class Updater:
         offset = 0
         for p in self.params:
             n = p.numel()
-            p.grad = g[offset:offset + n].view_as(p).to(p.dtype).clone()
+            p.grad = g[offset : offset + n].view_as(p).to(p.dtype).clone()
             offset += n
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr(self.t)
@@ -140,22 +146,41 @@ class Updater:
         self.t += 1
 
 
-def build_examples(tables: UserTables, indices: Sequence[int], splits: Sequence[int],
-                   codec: Codec, config: TrainConfig) -> list[Example]:
+def build_examples(
+    tables: UserTables,
+    indices: Sequence[int],
+    splits: Sequence[int],
+    codec: Codec,
+    config: TrainConfig,
+) -> list[Example]:
     return [
-        make_example(tables.schema, tables.users[int(i)].rows, int(k), codec,
-                     max_tokens=config.max_tokens, precision=config.precision)
+        make_example(
+            tables.schema,
+            tables.users[int(i)].rows,
+            int(k),
+            codec,
+            max_tokens=config.max_tokens,
+            precision=config.precision,
+        )
         for i, k in zip(indices, splits, strict=True)
     ]
 
 
-def draw_splits(tables: UserTables, indices: Sequence[int], sampler: SplitSampler,
-                rng: np.random.Generator) -> list[int]:
+def draw_splits(
+    tables: UserTables, indices: Sequence[int], sampler: SplitSampler, rng: np.random.Generator
+) -> list[int]:
     return [sampler.sample(len(tables.users[int(i)].rows), rng) for i in indices]
 
 
-def train(model: Any, codec: Codec, tables: UserTables, config: TrainConfig,
-          ledger: PrivacyLedger, rng: np.random.Generator, sampler: SplitSampler) -> Any:
+def train(
+    model: Any,
+    codec: Codec,
+    tables: UserTables,
+    config: TrainConfig,
+    ledger: PrivacyLedger,
+    rng: np.random.Generator,
+    sampler: SplitSampler,
+) -> Any:
     """Run ``config.steps`` DP-SGD steps on ``model`` in place; returns the model."""
     from tqdm.auto import tqdm
 
@@ -163,23 +188,37 @@ def train(model: Any, codec: Codec, tables: UserTables, config: TrainConfig,
     updater = Updater(model, config)
     with grad_sample_module(model) as gsm:
         for t in tqdm(range(config.steps), desc="PATH DP fine-tuning", disable=not config.progress):
-            with ledger.poisson_sample(n, config.sampling_probability,
-                                       step=f"path.train.sample[{t}]") as batch:
+            with ledger.poisson_sample(
+                n, config.sampling_probability, step=f"path.train.sample[{t}]"
+            ) as batch:
                 idx = batch.indices.tolist()
                 splits = draw_splits(tables, idx, sampler, rng)
                 examples = build_examples(tables, idx, splits, codec, config)
                 grads = per_example_grads(gsm, examples, codec, config.physical_batch)
-                clipped = ledger.clip_rows_l2(grads, config.clip_norm,
-                                              step=f"path.train.clip[{t}]")
-                noisy = ledger.gaussian(clipped.sum(axis=0), config.clip_norm,
-                                        config.noise_multiplier, step=f"path.train.noise[{t}]")
+                clipped = ledger.clip_rows_l2(grads, config.clip_norm, step=f"path.train.clip[{t}]")
+                noisy = ledger.gaussian(
+                    clipped.sum(axis=0),
+                    config.clip_norm,
+                    config.noise_multiplier,
+                    step=f"path.train.noise[{t}]",
+                )
             updater.apply(np.asarray(noisy, dtype=np.float64))
     return model
 
 
-def pretrain_public(model: Any, codec: Codec, public: UserTables, *, steps: int,
-                    batch_size: int = 8, learning_rate: float = 3e-3, max_tokens: int = 512,
-                    precision: int | None = 2, p_start: float = 0.2, seed: int = 0) -> Any:
+def pretrain_public(
+    model: Any,
+    codec: Codec,
+    public: UserTables,
+    *,
+    steps: int,
+    batch_size: int = 8,
+    learning_rate: float = 3e-3,
+    max_tokens: int = 512,
+    precision: int | None = 2,
+    p_start: float = 0.2,
+    seed: int = 0,
+) -> Any:
     """Non-private fitting on *public* tables (no ledger): a stand-in for a pre-trained model.
 
     Never pass private data here. Used to give the untrained built-in model the table format
@@ -192,14 +231,21 @@ def pretrain_public(model: Any, codec: Codec, public: UserTables, *, steps: int,
     sampler = SplitSampler(lengths / lengths.sum(), p_start)
     params = [p for _, p in trainable(model)]
     opt = torch.optim.Adam(params, lr=learning_rate)
-    config = TrainConfig(steps=steps, sampling_probability=1.0, noise_multiplier=1.0,
-                         clip_norm=1.0, expected_batch_size=1.0, max_tokens=max_tokens,
-                         precision=precision)
+    config = TrainConfig(
+        steps=steps,
+        sampling_probability=1.0,
+        noise_multiplier=1.0,
+        clip_norm=1.0,
+        expected_batch_size=1.0,
+        max_tokens=max_tokens,
+        precision=precision,
+    )
     model.train()
     for _ in range(steps):
         idx = rng.choice(len(public), size=min(batch_size, len(public)), replace=False).tolist()
-        examples = build_examples(public, idx, draw_splits(public, idx, sampler, rng), codec,
-                                  config)
+        examples = build_examples(
+            public, idx, draw_splits(public, idx, sampler, rng), codec, config
+        )
         loss = example_losses(model, collate(examples, codec.pad_id)).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()

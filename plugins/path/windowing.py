@@ -35,14 +35,21 @@ def _pmf(value: Any) -> NDArray[np.float64]:
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise InvalidParameterError("length_pmf", "is not numeric",
-                                    "pass probabilities of lengths 1, 2, ...") from None
+        raise InvalidParameterError(
+            "length_pmf", "is not numeric", "pass probabilities of lengths 1, 2, ..."
+        ) from None
     if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise InvalidParameterError("length_pmf", "must be a non-empty 1-D vector of "
-                                    "non-negative probabilities", "pass P(T=1), P(T=2), ...")
+        raise InvalidParameterError(
+            "length_pmf",
+            "must be a non-empty 1-D vector of non-negative probabilities",
+            "pass P(T=1), P(T=2), ...",
+        )
     if not math.isclose(float(arr.sum()), 1.0, rel_tol=1e-6, abs_tol=1e-9):
-        raise InvalidParameterError("length_pmf", f"sums to {arr.sum():.6g}, not 1",
-                                    "normalise the public length distribution")
+        raise InvalidParameterError(
+            "length_pmf",
+            f"sums to {arr.sum():.6g}, not 1",
+            "normalise the public length distribution",
+        )
     out: NDArray[np.float64] = arr / arr.sum()
     return out
 
@@ -57,14 +64,16 @@ class SplitSampler:
     def __attrs_post_init__(self) -> None:
         p = self.p_start
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
-            raise InvalidParameterError("p_start", f"must lie in [0, 1], got {p!r}",
-                                        "pass e.g. 0.1")
+            raise InvalidParameterError(
+                "p_start", f"must lie in [0, 1], got {p!r}", "pass e.g. 0.1"
+            )
 
     def weights(self, length: int) -> NDArray[np.float64]:
         """``P(k)`` for ``k = 0..length-1`` (the split distribution of a table of ``length``)."""
         if isinstance(length, bool) or not isinstance(length, int | np.integer) or length < 1:
-            raise InvalidParameterError("length", f"must be an integer >= 1, got {length!r}",
-                                        "tables have at least one row")
+            raise InvalidParameterError(
+                "length", f"must be an integer >= 1, got {length!r}", "tables have at least one row"
+            )
         survival = 1.0 - np.concatenate([[0.0], np.cumsum(self.length_pmf)])  # P(T > k)
         pool = np.zeros(int(length))
         m = min(int(length), survival.size)
@@ -93,15 +102,24 @@ class Example:
     split: int
 
 
-def make_example(schema: TableSchema, rows: Sequence[Sequence[Any]], split: int, codec: Codec,
-                 *, max_tokens: int, precision: int | None = None) -> Example:
+def make_example(
+    schema: TableSchema,
+    rows: Sequence[Sequence[Any]],
+    split: int,
+    codec: Codec,
+    *,
+    max_tokens: int,
+    precision: int | None = None,
+) -> Example:
     """The (context, continuation) example of ``rows`` at split point ``split``."""
     if not 0 <= split < len(rows):
-        raise InvalidParameterError("split", f"must lie in [0, {len(rows) - 1}], got {split}",
-                                    "draw it with SplitSampler")
+        raise InvalidParameterError(
+            "split", f"must lie in [0, {len(rows) - 1}], got {split}", "draw it with SplitSampler"
+        )
     head = codec.encode(header(schema) + "\n")
-    lines = [codec.encode(serialize_row(schema, r, i + 1, precision) + "\n")
-             for i, r in enumerate(rows)]
+    lines = [
+        codec.encode(serialize_row(schema, r, i + 1, precision) + "\n") for i, r in enumerate(rows)
+    ]
     context = lines[:split]
     target = [t for line in lines[split:] for t in line] + [codec.eos_id]
     first_target = len(lines[split])
@@ -109,8 +127,11 @@ def make_example(schema: TableSchema, rows: Sequence[Sequence[Any]], split: int,
         context = context[1:]
     ctx = head + [t for line in context for t in line]
     if len(ctx) >= max_tokens:
-        raise InvalidParameterError("max_tokens", f"{max_tokens} cannot hold the header",
-                                    "raise max_tokens (and the model's n_positions)")
+        raise InvalidParameterError(
+            "max_tokens",
+            f"{max_tokens} cannot hold the header",
+            "raise max_tokens (and the model's n_positions)",
+        )
     target = target[: max_tokens - len(ctx)]
     ids = ctx + target
     labels = [IGNORE] * len(ctx) + target

@@ -14,8 +14,9 @@ from dpledger.core.errors import InvalidParameterError
 def is_bool(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     """Require a real bool."""
     if not isinstance(value, bool):
-        raise InvalidParameterError(attribute.name, f"must be true or false, got {value!r}",
-                                    "pass a boolean")
+        raise InvalidParameterError(
+            attribute.name, f"must be true or false, got {value!r}", "pass a boolean"
+        )
 
 
 def float_matrix(name: str, data: Any, *, ndim: int | None) -> NDArray[np.float64]:
@@ -25,8 +26,9 @@ def float_matrix(name: str, data: Any, *, ndim: int | None) -> NDArray[np.float6
     except (TypeError, ValueError):
         raise InvalidParameterError(name, "is not numeric", "pass an array of numbers") from None
     if ndim is not None and arr.ndim != ndim:
-        raise InvalidParameterError(name, f"must be {ndim}-D, got shape {arr.shape}",
-                                    f"pass a {ndim}-D array")
+        raise InvalidParameterError(
+            name, f"must be {ndim}-D, got shape {arr.shape}", f"pass a {ndim}-D array"
+        )
     if not np.all(np.isfinite(arr)):
         raise InvalidParameterError(name, "contains NaN or infinite values", "clean the data")
     return arr
@@ -37,5 +39,6 @@ def field_of(data: Any, key: str) -> Any:
     try:
         return data[key]
     except (KeyError, TypeError, IndexError, ValueError):
-        raise InvalidParameterError("data", f"needs an array named {key!r}",
-                                    f"pass a mapping (or .npz file) with {key!r}") from None
+        raise InvalidParameterError(
+            "data", f"needs an array named {key!r}", f"pass a mapping (or .npz file) with {key!r}"
+        ) from None

@@ -36,11 +36,13 @@ def declare(params: BoundedMeanParams, adjacency: Adjacency) -> Event:
     return GaussianEvent(params.noise_multiplier)
 
 
-def run(params: BoundedMeanParams, data: Any, ledger: PrivacyLedger,
-        rng: np.random.Generator) -> dict[str, Any]:
+def run(
+    params: BoundedMeanParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     rows = float_matrix("data", data, ndim=2)
-    noisy_sum = ledger.clipped_sum_gaussian(rows, params.radius, params.noise_multiplier,
-                                            step="mean.sum")
+    noisy_sum = ledger.clipped_sum_gaussian(
+        rows, params.radius, params.noise_multiplier, step="mean.sum"
+    )
     return {"mean": np.asarray(noisy_sum) / params.n, "noisy_sum": np.asarray(noisy_sum)}
 
 
@@ -50,8 +52,10 @@ SPEC = MethodSpec(
     declare=declare,
     run=run,
     description="Mean of L2-clipped rows: Gaussian noise on the sum, divided by a public n",
-    proof=ProofRef("Dwork & Roth 2014, Theorem A.1 (sensitivity R of the clipped sum); "
-                   "post-processing (Proposition 2.1)"),
+    proof=ProofRef(
+        "Dwork & Roth 2014, Theorem A.1 (sensitivity R of the clipped sum); "
+        "post-processing (Proposition 2.1)"
+    ),
 )
 
 

@@ -47,8 +47,9 @@ class DPSGDParams:
 
     def __attrs_post_init__(self) -> None:
         if self.sampling_probability == 0:
-            raise InvalidParameterError("sampling_probability", "is 0, so nothing is trained",
-                                        "use a rate in (0, 1]")
+            raise InvalidParameterError(
+                "sampling_probability", "is 0, so nothing is trained", "use a rate in (0, 1]"
+            )
 
 
 def declare(params: DPSGDParams, adjacency: Adjacency) -> Event:
@@ -63,14 +64,24 @@ def logistic_grads(w: FloatArray, x: FloatArray, y: FloatArray) -> FloatArray:
     return residual[:, None] * x
 
 
-def dp_sgd_step(ledger: PrivacyLedger, w: FloatArray, x: FloatArray, y: FloatArray, *,
-                params: DPSGDParams, t: int, grads: GradFn = logistic_grads) -> FloatArray:
+def dp_sgd_step(
+    ledger: PrivacyLedger,
+    w: FloatArray,
+    x: FloatArray,
+    y: FloatArray,
+    *,
+    params: DPSGDParams,
+    t: int,
+    grads: GradFn = logistic_grads,
+) -> FloatArray:
     """One DP-SGD step; returns the updated weights."""
-    with ledger.poisson_sample(x.shape[0], params.sampling_probability,
-                               step=f"dp_sgd.sample[{t}]") as batch:
+    with ledger.poisson_sample(
+        x.shape[0], params.sampling_probability, step=f"dp_sgd.sample[{t}]"
+    ) as batch:
         g = grads(w, x[batch.indices], y[batch.indices])
-        noisy = ledger.clipped_sum_gaussian(g, params.clip_norm, params.noise_multiplier,
-                                            step=f"dp_sgd.noise[{t}]")
+        noisy = ledger.clipped_sum_gaussian(
+            g, params.clip_norm, params.noise_multiplier, step=f"dp_sgd.noise[{t}]"
+        )
     return w - params.learning_rate * np.asarray(noisy) / params.expected_batch_size
 
 
@@ -82,13 +93,15 @@ def _xy(data: Any) -> tuple[FloatArray, FloatArray]:
         x = float_matrix("data.x", field_of(data, "x"), ndim=2)
         y = float_matrix("data.y", field_of(data, "y"), ndim=1)
     if x.shape[0] != y.shape[0] or not np.all((y == 0) | (y == 1)):
-        raise InvalidParameterError("data.y", "must hold one 0/1 label per row of x",
-                                    "encode labels as 0 and 1")
+        raise InvalidParameterError(
+            "data.y", "must hold one 0/1 label per row of x", "encode labels as 0 and 1"
+        )
     return x, y
 
 
-def run(params: DPSGDParams, data: Any, ledger: PrivacyLedger,
-        rng: np.random.Generator) -> dict[str, Any]:
+def run(
+    params: DPSGDParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     x, y = _xy(data)
     if params.fit_intercept:
         x = np.hstack([x, np.ones((x.shape[0], 1))])
@@ -104,9 +117,11 @@ SPEC = MethodSpec(
     declare=declare,
     run=run,
     description="Logistic regression by DP-SGD (Poisson sampling, per-example clipping, "
-                "Gaussian noise), numpy only",
-    proof=ProofRef("Abadi et al. 2016, Algorithm 1; sensitivity clip_norm of the clipped sum "
-                   "under add/remove; Poisson subsampling (Zhu & Wang 2019)"),
+    "Gaussian noise), numpy only",
+    proof=ProofRef(
+        "Abadi et al. 2016, Algorithm 1; sensitivity clip_norm of the clipped sum "
+        "under add/remove; Poisson subsampling (Zhu & Wang 2019)"
+    ),
 )
 
 

@@ -32,8 +32,9 @@ def declare(params: GaussianParams, adjacency: Adjacency) -> Event:
     return GaussianEvent(params.noise_multiplier)
 
 
-def run(params: GaussianParams, data: Any, ledger: PrivacyLedger,
-        rng: np.random.Generator) -> dict[str, Any]:
+def run(
+    params: GaussianParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     answer = np.atleast_1d(float_matrix("data", data, ndim=None))
     release = ledger.gaussian(answer, params.sensitivity, params.noise_multiplier, step="gaussian")
     return {"release": np.atleast_1d(release)}

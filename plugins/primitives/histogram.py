@@ -39,16 +39,20 @@ def declare(params: HistogramParams, adjacency: Adjacency) -> Event:
 
 def counts_of(params: HistogramParams, data: Any) -> np.ndarray:
     bins = float_matrix("data", data, ndim=1)
-    if bins.size and (np.any(bins != np.floor(bins)) or bins.min() < 0
-                      or bins.max() >= params.num_bins):
-        raise InvalidParameterError("data",
-                                    f"bin indices must be integers in [0, {params.num_bins})",
-                                    "map every record to a bin of the public domain first")
+    if bins.size and (
+        np.any(bins != np.floor(bins)) or bins.min() < 0 or bins.max() >= params.num_bins
+    ):
+        raise InvalidParameterError(
+            "data",
+            f"bin indices must be integers in [0, {params.num_bins})",
+            "map every record to a bin of the public domain first",
+        )
     return np.bincount(bins.astype(np.int64), minlength=params.num_bins).astype(np.float64)
 
 
-def run(params: HistogramParams, data: Any, ledger: PrivacyLedger,
-        rng: np.random.Generator) -> dict[str, Any]:
+def run(
+    params: HistogramParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     counts = counts_of(params, data)
     noise = ledger.gaussian if params.mechanism == "gaussian" else ledger.laplace
     noisy = np.asarray(noise(counts, 1.0, params.noise_multiplier, step="histogram"))

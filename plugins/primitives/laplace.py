@@ -31,8 +31,9 @@ def declare(params: LaplaceParams, adjacency: Adjacency) -> Event:
     return LaplaceEvent(params.noise_multiplier)
 
 
-def run(params: LaplaceParams, data: Any, ledger: PrivacyLedger,
-        rng: np.random.Generator) -> dict[str, Any]:
+def run(
+    params: LaplaceParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     answer = np.atleast_1d(float_matrix("data", data, ndim=None))
     release = ledger.laplace(answer, params.sensitivity, params.noise_multiplier, step="laplace")
     return {"release": np.atleast_1d(release)}

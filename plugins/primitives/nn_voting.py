@@ -44,34 +44,45 @@ def declare(params: NNVotingParams, adjacency: Adjacency) -> Event:
     return GaussianEvent(params.noise_multiplier)
 
 
-def vote_histogram(records: NDArray[np.float64], candidates: NDArray[np.float64],
-                   k: int) -> NDArray[np.float64]:
+def vote_histogram(
+    records: NDArray[np.float64], candidates: NDArray[np.float64], k: int
+) -> NDArray[np.float64]:
     """Exact votes: each record adds 1 to each of its ``k`` nearest candidates."""
     votes = np.zeros(candidates.shape[0], dtype=np.float64)
     cand_sq = np.einsum("ij,ij->i", candidates, candidates)
     for start in range(0, records.shape[0], _CHUNK):
-        chunk = records[start:start + _CHUNK]
+        chunk = records[start : start + _CHUNK]
         d2 = cand_sq[None, :] - 2.0 * chunk @ candidates.T  # + |r|^2, constant per row
         nearest = np.argpartition(d2, k - 1, axis=1)[:, :k]
         np.add.at(votes, nearest.ravel(), 1.0)
     return votes
 
 
-def run(params: NNVotingParams, data: Any, ledger: PrivacyLedger,
-        rng: np.random.Generator) -> dict[str, Any]:
+def run(
+    params: NNVotingParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     records = float_matrix("data.records", field_of(data, "records"), ndim=2)
     candidates = float_matrix("data.candidates", field_of(data, "candidates"), ndim=2)
     m = candidates.shape[0]
     if records.shape[1] != candidates.shape[1]:
-        raise InvalidParameterError("data.candidates", "has a different width than records",
-                                    "use candidates with the records' columns")
+        raise InvalidParameterError(
+            "data.candidates",
+            "has a different width than records",
+            "use candidates with the records' columns",
+        )
     for name, value in (("k", params.k), ("top_n", params.top_n)):
         if value > m:
-            raise InvalidParameterError(name, f"{value} exceeds the {m} candidates",
-                                        "use at most as many as there are candidates")
+            raise InvalidParameterError(
+                name,
+                f"{value} exceeds the {m} candidates",
+                "use at most as many as there are candidates",
+            )
     votes = vote_histogram(records, candidates, params.k)
-    noisy = np.asarray(ledger.gaussian(votes, math.sqrt(params.k), params.noise_multiplier,
-                                       step="nn_voting.histogram"))
+    noisy = np.asarray(
+        ledger.gaussian(
+            votes, math.sqrt(params.k), params.noise_multiplier, step="nn_voting.histogram"
+        )
+    )
     selected = np.argsort(-noisy, kind="stable")[: params.top_n]
     return {"selected": selected.astype(np.int64), "noisy_votes": noisy}
 
@@ -82,8 +93,10 @@ SPEC = MethodSpec(
     declare=declare,
     run=run,
     description="Keep the top-N synthetic candidates by Gaussian-noised k-nearest-neighbour votes",
-    proof=ProofRef("Gaussian mechanism on a histogram of L2 sensitivity sqrt(k) "
-                   "(Dwork & Roth 2014, Theorem A.1); top-N is post-processing"),
+    proof=ProofRef(
+        "Gaussian mechanism on a histogram of L2 sensitivity sqrt(k) "
+        "(Dwork & Roth 2014, Theorem A.1); top-N is post-processing"
+    ),
 )
 
 

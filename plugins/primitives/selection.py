@@ -50,11 +50,13 @@ def _declare_em(params: SelectionParams, adjacency: Adjacency) -> Event:
     return ExponentialMechanismEvent(selection_epsilon(params.epsilon, adjacency))
 
 
-def _run_em(params: SelectionParams, data: Any, ledger: PrivacyLedger,
-            rng: np.random.Generator) -> dict[str, Any]:
+def _run_em(
+    params: SelectionParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     scores = float_matrix("data", data, ndim=1)
-    index = ledger.exponential_mechanism(scores, params.sensitivity, params.epsilon,
-                                         step="exponential", monotonic=params.monotonic)
+    index = ledger.exponential_mechanism(
+        scores, params.sensitivity, params.epsilon, step="exponential", monotonic=params.monotonic
+    )
     return {"index": index}
 
 
@@ -62,11 +64,17 @@ def _declare_rnm(params: SelectionParams, adjacency: Adjacency) -> Event:
     return ReportNoisyMaxEvent(selection_epsilon(params.epsilon, adjacency))
 
 
-def _run_rnm(params: SelectionParams, data: Any, ledger: PrivacyLedger,
-             rng: np.random.Generator) -> dict[str, Any]:
+def _run_rnm(
+    params: SelectionParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     scores = float_matrix("data", data, ndim=1)
-    index = ledger.report_noisy_max(scores, params.sensitivity, params.epsilon,
-                                    step="report_noisy_max", monotonic=params.monotonic)
+    index = ledger.report_noisy_max(
+        scores,
+        params.sensitivity,
+        params.epsilon,
+        step="report_noisy_max",
+        monotonic=params.monotonic,
+    )
     return {"index": index}
 
 
@@ -76,11 +84,18 @@ def _declare_top_k(params: TopKParams, adjacency: Adjacency) -> Event:
     )
 
 
-def _run_top_k(params: TopKParams, data: Any, ledger: PrivacyLedger,
-               rng: np.random.Generator) -> dict[str, Any]:
+def _run_top_k(
+    params: TopKParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     scores = float_matrix("data", data, ndim=1)
-    top = ledger.noisy_top_k(scores, params.sensitivity, params.epsilon, params.k,
-                             step="noisy_top_k", monotonic=params.monotonic)
+    top = ledger.noisy_top_k(
+        scores,
+        params.sensitivity,
+        params.epsilon,
+        params.k,
+        step="noisy_top_k",
+        monotonic=params.monotonic,
+    )
     return {"indices": top}
 
 

@@ -154,7 +154,8 @@ def single_release(p: SHKMethodParams) -> Event:
     if p.certificate == "kl":
         if approx is None:
             raise InvalidParameterError(
-                "certificate", "the KL / hockey-stick certificate is vacuous (δ ≥ 1) here",
+                "certificate",
+                "the KL / hockey-stick certificate is vacuous (δ ≥ 1) here",
                 "use certificate = 'pure' or 'tighter', a larger approx_epsilon or a larger t",
             )
         return approx

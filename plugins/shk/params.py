@@ -127,26 +127,31 @@ class SHKMethodParams:
         if self.loss == "cosine":
             if self.loss_range != 2.0:
                 raise InvalidParameterError(
-                    "loss_range", f"the cosine loss has range 2, got {self.loss_range!r}",
+                    "loss_range",
+                    f"the cosine loss has range 2, got {self.loss_range!r}",
                     "drop loss_range for loss = 'cosine'",
                 )
             if self.delta_pot is not None or self.delta_osc is not None:
                 raise InvalidParameterError(
-                    "delta_pot", "is computed exactly for the cosine loss",
+                    "delta_pot",
+                    "is computed exactly for the cosine loss",
                     "drop delta_pot / delta_osc, or use loss = 'grid'",
                 )
         if self.certificate != "pure" and self.approx_epsilon is None:
             raise InvalidParameterError(
-                "approx_epsilon", f"is required for certificate = {self.certificate!r}",
+                "approx_epsilon",
+                f"is required for certificate = {self.certificate!r}",
                 "pass the epsilon at which the KL / hockey-stick certificate is evaluated",
             )
         if self.certificate == "tighter" and self.target_delta is None:
             raise InvalidParameterError(
-                "target_delta", "is required for certificate = 'tighter'",
+                "target_delta",
+                "is required for certificate = 'tighter'",
                 "pass the delta you account at, e.g. 1e-5",
             )
         if self.certificate != "pure" and self.loss == "grid" and self.grad_sensitivity is None:
             raise InvalidParameterError(
-                "grad_sensitivity", "assumption (A2) is needed for the KL certificate",
+                "grad_sensitivity",
+                "assumption (A2) is needed for the KL certificate",
                 "pass a public bound on ‖∇V_D − ∇V_D′‖∞ (V = β·L) over neighbours",
             )

@@ -36,14 +36,16 @@ def _grid_losses(data: Any, p: SHKMethodParams) -> FloatArray:
         ) from None
     if arr.ndim != 2 or arr.shape[1] != p.n_cells:
         raise InvalidParameterError(
-            "data", f"expected shape (n_records, {p.n_cells}), got {arr.shape}",
+            "data",
+            f"expected shape (n_records, {p.n_cells}), got {arr.shape}",
             "evaluate each record's loss on TorusGrid(n_cells).x",
         )
     if not np.all(np.isfinite(arr)):
         raise InvalidParameterError("data", "the loss has a non-finite value", "fix NaN/inf losses")
     if np.any(arr < 0) or np.any(arr > p.loss_range):
         raise InvalidParameterError(
-            "data", f"per-record losses must lie in [0, {p.loss_range}]",
+            "data",
+            f"per-record losses must lie in [0, {p.loss_range}]",
             "clip or rescale the loss, or raise loss_range",
         )
     jumps = np.abs(np.diff(arr, axis=1))
@@ -52,7 +54,8 @@ def _grid_losses(data: Any, p: SHKMethodParams) -> FloatArray:
     bad = seam > SEAM_FACTOR * interior + 1e-12 * (1.0 + p.loss_range)
     if np.any(bad):
         raise InvalidParameterError(
-            "data", f"record {int(np.flatnonzero(bad)[0])}'s loss is not periodic on the torus "
+            "data",
+            f"record {int(np.flatnonzero(bad)[0])}'s loss is not periodic on the torus "
             "(it jumps at the seam x = ±π)",
             "use a 2π-periodic loss (e.g. built from cos/sin of x)",
         )
@@ -93,7 +96,8 @@ def _potential(p: SHKMethodParams, data: Any) -> tuple[Any, Any]:
 def _check_size(size: int, p: SHKMethodParams) -> None:
     if size < p.n:
         raise InvalidParameterError(
-            "data", f"has {size} records, fewer than the declared n = {p.n}",
+            "data",
+            f"has {size} records, fewer than the declared n = {p.n}",
             "declare n as a lower bound on the number of records",
         )
 
@@ -135,8 +139,10 @@ def _grid_sampler(p: SHKMethodParams, data: Any) -> Any:
 
 def _particle_sampler(p: SHKMethodParams, v: Any, dv: Any) -> Any:
     def draw(rng: np.random.Generator) -> float:
-        x0 = rng.vonmises(p.rho0_mu, p.rho0_kappa, p.n_particles) if p.rho0_kappa > 0 else (
-            rng.uniform(-math.pi, math.pi, p.n_particles)
+        x0 = (
+            rng.vonmises(p.rho0_mu, p.rho0_kappa, p.n_particles)
+            if p.rho0_kappa > 0
+            else (rng.uniform(-math.pi, math.pi, p.n_particles))
         )
         x = birth_death_langevin(
             x0, lambda z: v(z[:, 0]), lambda z: dv(z[:, 0])[:, None], p.t, p.particle_dt, rng

@@ -31,7 +31,8 @@ def check_records(data: Any, *, field: str = "data") -> FloatArray:
         ) from None
     if arr.ndim != 2:
         raise InvalidParameterError(
-            field, f"must be a 2-D array (records x dimensions), got shape {arr.shape}",
+            field,
+            f"must be a 2-D array (records x dimensions), got shape {arr.shape}",
             "reshape to n x d (one record per row)",
         )
     if arr.shape[0] == 0 or arr.shape[1] == 0:
@@ -72,7 +73,8 @@ def digit_splits(seed: int = 0, public: float = 0.4, test: float = 0.15) -> Digi
 
     if not (0 < public < 1 and 0 < test < 1 and public + test < 1):
         raise InvalidParameterError(
-            "public", f"fractions public={public!r}, test={test!r} leave no private split",
+            "public",
+            f"fractions public={public!r}, test={test!r} leave no private split",
             "use fractions in (0, 1) summing to less than 1",
         )
     bunch = load_digits()
@@ -81,6 +83,5 @@ def digit_splits(seed: int = 0, public: float = 0.4, test: float = 0.15) -> Digi
     order = np.random.default_rng(seed).permutation(len(images))
     n_pub = round(public * len(images))
     n_test = round(test * len(images))
-    pub, tst, prv = order[:n_pub], order[n_pub:n_pub + n_test], order[n_pub + n_test:]
-    return DigitSplits(images[pub], labels[pub], images[prv], labels[prv], images[tst],
-                       labels[tst])
+    pub, tst, prv = order[:n_pub], order[n_pub : n_pub + n_test], order[n_pub + n_test :]
+    return DigitSplits(images[pub], labels[pub], images[prv], labels[prv], images[tst], labels[tst])

@@ -44,8 +44,11 @@ _MARGIN = 1.0 + 1e-9
 def check_adjacency(adjacency: Adjacency) -> None:
     """Refuse relations the per-record release cannot be analysed under."""
     if not isinstance(adjacency, Adjacency):
-        raise InvalidParameterError("adjacency", f"expected an Adjacency, got {adjacency!r}",
-                                    "pass dpledger.core.adjacency.Adjacency(...)")
+        raise InvalidParameterError(
+            "adjacency",
+            f"expected an Adjacency, got {adjacency!r}",
+            "pass dpledger.core.adjacency.Adjacency(...)",
+        )
     if adjacency.relation != "replace_one":
         raise InvalidParameterError(
             "adjacency",
@@ -55,7 +58,8 @@ def check_adjacency(adjacency: Adjacency) -> None:
         )
     if adjacency.unit != "row":
         raise InvalidParameterError(
-            "adjacency", "user-level privacy is not supported by this method",
+            "adjacency",
+            "user-level privacy is not supported by this method",
             "use unit = 'row' (one record per person)",
         )
 
@@ -100,8 +104,12 @@ def noise_multiplier_for(params: AnyParams, adjacency: Adjacency) -> float | Non
         )
         return float(sigma * _MARGIN)
     result = calibrate_noise_multiplier(
-        lambda m: event_for(params, m), adjacency, params.target_epsilon, params.delta,
-        bracket=CALIBRATION_BRACKET, rtol=CALIBRATION_RTOL,
+        lambda m: event_for(params, m),
+        adjacency,
+        params.target_epsilon,
+        params.delta,
+        bracket=CALIBRATION_BRACKET,
+        rtol=CALIBRATION_RTOL,
     )
     return float(result.noise_multiplier)
 

@@ -24,10 +24,12 @@ class AutoEncoder(nn.Module):
 
     def __init__(self, in_dim: int, latent_dim: int, hidden: int = 128) -> None:
         super().__init__()
-        self.enc = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(),
-                                 nn.Linear(hidden, latent_dim))
-        self.dec = nn.Sequential(nn.Linear(latent_dim, hidden), nn.ReLU(),
-                                 nn.Linear(hidden, in_dim), nn.Sigmoid())
+        self.enc = nn.Sequential(
+            nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, latent_dim)
+        )
+        self.dec = nn.Sequential(
+            nn.Linear(latent_dim, hidden), nn.ReLU(), nn.Linear(hidden, in_dim), nn.Sigmoid()
+        )
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.normalize(self.enc(x), dim=1)
@@ -42,8 +44,9 @@ class Classifier(nn.Module):
 
     def __init__(self, in_dim: int, num_classes: int, hidden: int = 32) -> None:
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(in_dim, 128), nn.ReLU(), nn.Linear(128, hidden),
-                                  nn.ReLU())
+        self.body = nn.Sequential(
+            nn.Linear(in_dim, 128), nn.ReLU(), nn.Linear(128, hidden), nn.ReLU()
+        )
         self.head = nn.Linear(hidden, num_classes)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
@@ -61,14 +64,22 @@ def _batches(n: int, batch: int, gen: torch.Generator) -> list[torch.Tensor]:
 
 def _check_training(epochs: int, lr: float) -> None:
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise InvalidParameterError("epochs", f"must be an integer >= 1, got {epochs!r}",
-                                    "pass e.g. 30")
+        raise InvalidParameterError(
+            "epochs", f"must be an integer >= 1, got {epochs!r}", "pass e.g. 30"
+        )
     if not (isinstance(lr, int | float) and lr > 0 and np.isfinite(lr)):
         raise InvalidParameterError("lr", f"must be > 0, got {lr!r}", "pass e.g. 1e-3")
 
 
-def train_autoencoder(public: Any, latent_dim: int = 8, *, epochs: int = 60, lr: float = 3e-3,
-                      batch: int = 64, seed: int = 0) -> AutoEncoder:
+def train_autoencoder(
+    public: Any,
+    latent_dim: int = 8,
+    *,
+    epochs: int = 60,
+    lr: float = 3e-3,
+    batch: int = 64,
+    seed: int = 0,
+) -> AutoEncoder:
     """Fit the autoencoder on the public images (MSE, Adam)."""
     _check_training(epochs, lr)
     x = torch.from_numpy(check_records(public, field="public"))
@@ -86,8 +97,9 @@ def train_autoencoder(public: Any, latent_dim: int = 8, *, epochs: int = 60, lr:
     return model
 
 
-def train_classifier(public: Any, labels: Any, *, epochs: int = 60, lr: float = 3e-3,
-                     batch: int = 64, seed: int = 0) -> Classifier:
+def train_classifier(
+    public: Any, labels: Any, *, epochs: int = 60, lr: float = 3e-3, batch: int = 64, seed: int = 0
+) -> Classifier:
     """Fit the feature classifier on the public images (cross-entropy, Adam)."""
     _check_training(epochs, lr)
     x = torch.from_numpy(check_records(public, field="public"))

@@ -29,19 +29,22 @@ from dpledger.plugins.torch_device import torch_device
 DTYPE = torch.float64
 
 
-def _prepare(params: AnyParams, data: Any, ledger: PrivacyLedger, name: str
-             ) -> tuple[np.ndarray, float | None]:
+def _prepare(
+    params: AnyParams, data: Any, ledger: PrivacyLedger, name: str
+) -> tuple[np.ndarray, float | None]:
     y = check_records(data)
     n, d = y.shape
     size = getattr(params, "dataset_size", None)
     if size is not None and n != size:
         raise InvalidParameterError(
-            "dataset_size", f"is {size} but the data has {n} records",
+            "dataset_size",
+            f"is {size} but the data has {n} records",
             f"set dataset_size = {n} (it is public: the batches are drawn from it)",
         )
     if params.num_projections < d:
         raise InvalidParameterError(
-            "num_projections", f"{params.num_projections} is below the data dimension {d}",
+            "num_projections",
+            f"{params.num_projections} is below the data dimension {d}",
             f"use at least {d} projections (or reduce the latent dimension)",
         )
     m = noise_multiplier_for(params, ledger.adjacency)
@@ -61,8 +64,9 @@ def _t(array: np.ndarray, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array)).to(device)
 
 
-def _release(ledger: PrivacyLedger, values: np.ndarray, bound: float, m: float | None,
-             step: str) -> np.ndarray:
+def _release(
+    ledger: PrivacyLedger, values: np.ndarray, bound: float, m: float | None, step: str
+) -> np.ndarray:
     if m is None:
         return values
     # release (values / C) + N(0, m^2), i.e. values + N(0, (m C)^2) after the public rescale:
@@ -74,12 +78,16 @@ def _charge_failure(ledger: PrivacyLedger, params: AnyParams, step: str) -> None
     """Book the failure probability of the probabilistic bound for one projection matrix."""
     if params.sensitivity_bound == "probabilistic" and params.private:
         # a data-independent charge: checked against the declaration and booked, no noise
-        ledger.charge(ApproxDPEvent(0.0, params.failure_per_step), step=step,
-                      reason="probabilistic sensitivity bound")
+        ledger.charge(
+            ApproxDPEvent(0.0, params.failure_per_step),
+            step=step,
+            reason="probabilistic sensitivity bound",
+        )
 
 
-def run_flow_resample(params: FlowResampleParams, data: Any, ledger: PrivacyLedger,
-                      rng: np.random.Generator) -> dict[str, Any]:
+def run_flow_resample(
+    params: FlowResampleParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     """DPSWflow-r: fresh projections, a fresh batch and a fresh noisy release every step."""
     y, m = _prepare(params, data, ledger, "swflow_r")
     n, d = y.shape
@@ -89,21 +97,29 @@ def run_flow_resample(params: FlowResampleParams, data: Any, ledger: PrivacyLedg
     for t in range(params.num_steps):
         theta = sample_projections(rng, params.num_projections, d)
         bound = record_bound(theta, params.sensitivity_bound, params.failure_per_step)
-        with ledger.sample_without_replacement(n, params.batch_size,
-                                               step=f"swflow_r.batch[{t}]") as batch:
-            noisy = _release(ledger, y[batch.indices] @ theta.T, bound, m,
-                             step=f"swflow_r.project[{t}]")
+        with ledger.sample_without_replacement(
+            n, params.batch_size, step=f"swflow_r.batch[{t}]"
+        ) as batch:
+            noisy = _release(
+                ledger, y[batch.indices] @ theta.T, bound, m, step=f"swflow_r.project[{t}]"
+            )
         _charge_failure(ledger, params, f"swflow_r.bound_failure[{t}]")
         x = flow_step(
-            x, _t(theta, dev), sorted_columns(_t(noisy, dev)), step_size=params.step_size,
-            reg=params.reg, smoothing_std=0.0 if m is None else m * bound, generator=gen,
+            x,
+            _t(theta, dev),
+            sorted_columns(_t(noisy, dev)),
+            step_size=params.step_size,
+            reg=params.reg,
+            smoothing_std=0.0 if m is None else m * bound,
+            generator=gen,
             evaluate_at=params.evaluate_at,
         )
     return {"particles": x.cpu().numpy(), "noise_multiplier": float("nan") if m is None else m}
 
 
-def run_flow(params: FlowParams, data: Any, ledger: PrivacyLedger,
-             rng: np.random.Generator) -> dict[str, Any]:
+def run_flow(
+    params: FlowParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     """DPSWflow: one noisy release of all projections of all records, then post-processing."""
     y, m = _prepare(params, data, ledger, "swflow")
     d = y.shape[1]
@@ -120,15 +136,21 @@ def run_flow(params: FlowParams, data: Any, ledger: PrivacyLedger,
     for _ in range(params.num_steps):
         idx = _t(rng.choice(params.num_projections, size=k, replace=False), dev)
         x = flow_step(
-            x, th_all[idx], target_sorted[idx], step_size=params.step_size, reg=params.reg,
-            smoothing_std=0.0 if m is None else m * bound, generator=gen,
+            x,
+            th_all[idx],
+            target_sorted[idx],
+            step_size=params.step_size,
+            reg=params.reg,
+            smoothing_std=0.0 if m is None else m * bound,
+            generator=gen,
             evaluate_at=params.evaluate_at,
         )
     return {"particles": x.cpu().numpy(), "noise_multiplier": float("nan") if m is None else m}
 
 
-def run_gen(params: GenParams, data: Any, ledger: PrivacyLedger,
-            rng: np.random.Generator) -> dict[str, Any]:
+def run_gen(
+    params: GenParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     """DPSWgen: a generator trained on the smoothed sliced-Wasserstein loss to noisy batches."""
     y, m = _prepare(params, data, ledger, "swgen")
     n, d = y.shape
@@ -137,28 +159,34 @@ def run_gen(params: GenParams, data: Any, ledger: PrivacyLedger,
     torch_state = torch.random.get_rng_state()
     torch.manual_seed(int(rng.integers(0, 2**62)))  # parameter initialisation
     model = Generator(params.noise_dim, d, params.hidden, params.normalize_output).to(
-        device=dev, dtype=DTYPE)
+        device=dev, dtype=DTYPE
+    )
     torch.random.set_rng_state(torch_state)
     opt = torch.optim.Adam(model.parameters(), lr=params.learning_rate)
     for t in range(params.num_steps):
         theta = sample_projections(rng, params.num_projections, d)
         bound = record_bound(theta, params.sensitivity_bound, params.failure_per_step)
-        with ledger.sample_without_replacement(n, params.batch_size,
-                                               step=f"swgen.batch[{t}]") as batch:
-            noisy = _release(ledger, y[batch.indices] @ theta.T, bound, m,
-                             step=f"swgen.project[{t}]")
+        with ledger.sample_without_replacement(
+            n, params.batch_size, step=f"swgen.batch[{t}]"
+        ) as batch:
+            noisy = _release(
+                ledger, y[batch.indices] @ theta.T, bound, m, step=f"swgen.project[{t}]"
+            )
         _charge_failure(ledger, params, f"swgen.bound_failure[{t}]")
-        z = torch.randn((params.batch_size, params.noise_dim), generator=gen, dtype=DTYPE,
-                        device=dev)
-        loss = sliced_loss(model(z), _t(theta, dev), _t(noisy, dev),
-                           0.0 if m is None else m * bound, gen)
+        z = torch.randn(
+            (params.batch_size, params.noise_dim), generator=gen, dtype=DTYPE, device=dev
+        )
+        loss = sliced_loss(
+            model(z), _t(theta, dev), _t(noisy, dev), 0.0 if m is None else m * bound, gen
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()
     model.eval()
     with torch.no_grad():
-        z = torch.randn((params.num_particles, params.noise_dim), generator=gen, dtype=DTYPE,
-                        device=dev)
+        z = torch.randn(
+            (params.num_particles, params.noise_dim), generator=gen, dtype=DTYPE, device=dev
+        )
         samples = model(z)
     multiplier = float("nan") if m is None else m
     return {"particles": samples.cpu().numpy(), "noise_multiplier": multiplier}

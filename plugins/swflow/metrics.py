@@ -30,7 +30,12 @@ def _merged_grid(n: int, m: int) -> tuple[FloatArray, NDArray[np.int64], NDArray
 
 
 def sliced_wasserstein(
-    x: Any, y: Any, projections: Any = None, *, num_projections: int = 200, seed: int = 0,
+    x: Any,
+    y: Any,
+    projections: Any = None,
+    *,
+    num_projections: int = 200,
+    seed: int = 0,
     p: int = 2,
 ) -> float:
     """Sliced ``W_p`` between the empirical measures of ``x`` and ``y`` (rows).
@@ -50,7 +55,8 @@ def sliced_wasserstein(
     proj = np.asarray(projections, dtype=np.float64)
     if proj.ndim != 2 or proj.shape[0] != a.shape[1]:
         raise InvalidParameterError(
-            "projections", f"must be d x K with d = {a.shape[1]}, got {proj.shape}",
+            "projections",
+            f"must be d x K with d = {a.shape[1]}, got {proj.shape}",
             "pass directions as columns",
         )
     xs = np.sort(a @ proj, axis=0)
@@ -80,14 +86,15 @@ def frechet_distance(features_a: Any, features_b: Any) -> float:
     a = check_records(features_a, field="features_a")
     b = check_records(features_b, field="features_b")
     if a.shape[0] < 2 or b.shape[0] < 2:
-        raise InvalidParameterError("features_a", "needs at least two rows per set",
-                                    "pass more samples")
-    return frechet_gaussian(a.mean(0), np.cov(a, rowvar=False), b.mean(0),
-                            np.cov(b, rowvar=False))
+        raise InvalidParameterError(
+            "features_a", "needs at least two rows per set", "pass more samples"
+        )
+    return frechet_gaussian(a.mean(0), np.cov(a, rowvar=False), b.mean(0), np.cov(b, rowvar=False))
 
 
-def sample_grid(images: Any, path: Any, *, rows: int = 8, cols: int = 8, side: int = 8,
-                title: str | None = None) -> None:
+def sample_grid(
+    images: Any, path: Any, *, rows: int = 8, cols: int = 8, side: int = 8, title: str | None = None
+) -> None:
     """Save ``rows x cols`` flattened ``side x side`` images as one PNG (Agg backend)."""
     import matplotlib
 
@@ -96,8 +103,9 @@ def sample_grid(images: Any, path: Any, *, rows: int = 8, cols: int = 8, side: i
 
     arr = check_records(images, field="images")
     if arr.shape[1] != side * side:
-        raise InvalidParameterError("images", f"rows must have {side * side} pixels",
-                                    "pass flattened square images")
+        raise InvalidParameterError(
+            "images", f"rows must have {side * side} pixels", "pass flattened square images"
+        )
     fig, axes = plt.subplots(rows, cols, figsize=(cols * 0.6, rows * 0.6 + 0.4))
     for k, ax in enumerate(np.asarray(axes).ravel()):
         ax.axis("off")

@@ -29,8 +29,10 @@ EVALUATE_AT: tuple[str, ...] = ("noisy", "clean")
 def _optional_positive(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-        value > 0 and math.isfinite(value)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (value > 0 and math.isfinite(value))
     ):
         fix = (
             "pass a noise multiplier > 0 (sigma <= 0 is not a Gaussian mechanism), or omit it "
@@ -53,7 +55,8 @@ def _optional_probability(instance: Any, attribute: attrs.Attribute[Any], value:
         return
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
         raise InvalidParameterError(
-            attribute.name, f"must lie in (0, 1), got {value!r}",
+            attribute.name,
+            f"must lie in (0, 1), got {value!r}",
             "pass a per-step failure probability well below delta / num_steps, or omit it",
         )
 
@@ -64,7 +67,8 @@ _DEVICE = re.compile(r"^(cpu|cuda(:[0-9]+)?|mps)$")
 def _device(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or not _DEVICE.match(value):
         raise InvalidParameterError(
-            attribute.name, f"unknown torch device {value!r}",
+            attribute.name,
+            f"unknown torch device {value!r}",
             "use 'cpu', 'cuda', 'cuda:N' or 'mps'",
         )
 
@@ -90,12 +94,14 @@ class _Common:
     def __attrs_post_init__(self) -> None:
         if self.noise_multiplier is not None and self.target_epsilon is not None:
             raise InvalidParameterError(
-                "target_epsilon", "given together with noise_multiplier",
+                "target_epsilon",
+                "given together with noise_multiplier",
                 "give one of noise_multiplier or target_epsilon (or neither for epsilon = inf)",
             )
         if self.sensitivity_bound == "probabilistic" and self.failure_per_step >= self.delta:
             raise InvalidParameterError(
-                "failure_probability", f"{self.failure_per_step!r} is not below delta",
+                "failure_probability",
+                f"{self.failure_per_step!r} is not below delta",
                 "choose a per-step failure probability much smaller than delta / num_steps",
             )
 
@@ -134,7 +140,8 @@ class FlowResampleParams(_Common):
         super().__attrs_post_init__()
         if self.batch_size > self.dataset_size:
             raise InvalidParameterError(
-                "batch_size", f"{self.batch_size} exceeds dataset_size {self.dataset_size}",
+                "batch_size",
+                f"{self.batch_size} exceeds dataset_size {self.dataset_size}",
                 "use a batch no larger than the private dataset",
             )
 
@@ -180,12 +187,14 @@ class GenParams(_Common):
         super().__attrs_post_init__()
         if self.batch_size > self.dataset_size:
             raise InvalidParameterError(
-                "batch_size", f"{self.batch_size} exceeds dataset_size {self.dataset_size}",
+                "batch_size",
+                f"{self.batch_size} exceeds dataset_size {self.dataset_size}",
                 "use a batch no larger than the private dataset",
             )
         if not isinstance(self.normalize_output, bool):
             raise InvalidParameterError(
-                "normalize_output", f"must be true or false, got {self.normalize_output!r}",
+                "normalize_output",
+                f"must be true or false, got {self.normalize_output!r}",
                 "pass a boolean",
             )
 

@@ -23,22 +23,25 @@ _PROOF = (
 )
 
 
-def _run_flow_resample(params: Any, data: Any, ledger: PrivacyLedger,
-                       rng: np.random.Generator) -> dict[str, Any]:
+def _run_flow_resample(
+    params: Any, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     from dpledger.plugins.swflow.methods import run_flow_resample
 
     return dict(run_flow_resample(params, data, ledger, rng))
 
 
-def _run_flow(params: Any, data: Any, ledger: PrivacyLedger,
-              rng: np.random.Generator) -> dict[str, Any]:
+def _run_flow(
+    params: Any, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     from dpledger.plugins.swflow.methods import run_flow
 
     return dict(run_flow(params, data, ledger, rng))
 
 
-def _run_gen(params: Any, data: Any, ledger: PrivacyLedger,
-             rng: np.random.Generator) -> dict[str, Any]:
+def _run_gen(
+    params: Any, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     from dpledger.plugins.swflow.methods import run_gen
 
     return dict(run_gen(params, data, ledger, rng))

@@ -31,7 +31,8 @@ def sample_projections(rng: np.random.Generator, num: int, dim: int) -> NDArray[
     """``num`` directions uniform on the unit sphere of ``R^dim`` (rows)."""
     if num < 1 or dim < 1:
         raise InvalidParameterError(
-            "num_projections", f"cannot draw {num} directions in dimension {dim}",
+            "num_projections",
+            f"cannot draw {num} directions in dimension {dim}",
             "use at least one projection and data with at least one column",
         )
     theta = rng.standard_normal((num, dim))
@@ -53,11 +54,13 @@ def operator_norm_bound(theta: NDArray[np.float64]) -> float:
 
 def _check(num: int, dim: int, failure_probability: float) -> None:
     if num < 1 or dim < 1:
-        raise InvalidParameterError("num_projections", f"got {num} in dimension {dim}",
-                                    "use positive sizes")
+        raise InvalidParameterError(
+            "num_projections", f"got {num} in dimension {dim}", "use positive sizes"
+        )
     if not 0 < failure_probability < 1:
         raise InvalidParameterError(
-            "failure_probability", f"must lie in (0, 1), got {failure_probability!r}",
+            "failure_probability",
+            f"must lie in (0, 1), got {failure_probability!r}",
             "pass e.g. 1e-9",
         )
 
@@ -82,15 +85,17 @@ def clt_w(num: int, dim: int, failure_probability: float) -> float:
     return num / dim + z / dim * math.sqrt(2.0 * num * (dim - 1) / (dim + 2.0))
 
 
-def record_bound(theta: NDArray[np.float64], sensitivity_bound: str,
-                 failure_probability: float) -> float:
+def record_bound(
+    theta: NDArray[np.float64], sensitivity_bound: str, failure_probability: float
+) -> float:
     """The per-record bound ``C`` used to scale the noise of one release with ``theta``."""
     if sensitivity_bound == "operator_norm":
         return operator_norm_bound(theta)
     if sensitivity_bound == "probabilistic":
         return math.sqrt(bernstein_w(theta.shape[0], theta.shape[1], failure_probability))
     raise InvalidParameterError(
-        "sensitivity_bound", f"unknown bound {sensitivity_bound!r}",
+        "sensitivity_bound",
+        f"unknown bound {sensitivity_bound!r}",
         "use 'operator_norm' or 'probabilistic'",
     )
 

@@ -113,15 +113,23 @@ def smoothed_flow(
     x = particles
     d = target.shape[1]
     for _ in range(num_steps):
-        theta = torch.randn((num_projections, d), generator=generator, dtype=target.dtype,
-                            device=target.device)
+        theta = torch.randn(
+            (num_projections, d), generator=generator, dtype=target.dtype, device=target.device
+        )
         theta = theta / theta.norm(dim=1, keepdim=True)
         proj = target @ theta.T
         if sigma > 0:
-            proj = proj + sigma * torch.randn(proj.shape, generator=generator, dtype=proj.dtype,
-                                              device=proj.device)
+            proj = proj + sigma * torch.randn(
+                proj.shape, generator=generator, dtype=proj.dtype, device=proj.device
+            )
         x = flow_step(
-            x, theta, sorted_columns(proj), step_size=step_size, reg=reg, smoothing_std=sigma,
-            generator=generator, evaluate_at=evaluate_at,
+            x,
+            theta,
+            sorted_columns(proj),
+            step_size=step_size,
+            reg=reg,
+            smoothing_std=sigma,
+            generator=generator,
+            evaluate_at=evaluate_at,
         )
     return x

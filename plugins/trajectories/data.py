@@ -47,7 +47,8 @@ def validate_marginals(
     if isinstance(marginals, np.ndarray):
         if marginals.ndim != 3:
             raise InvalidParameterError(
-                field, f"array must have shape [T, N, d], got {marginals.shape}",
+                field,
+                f"array must have shape [T, N, d], got {marginals.shape}",
                 "pass a [T, N, d] array or a list of T arrays [N_i, d]",
             )
         items: list[Any] = list(marginals)
@@ -55,22 +56,28 @@ def validate_marginals(
         items = list(marginals)
     else:
         raise InvalidParameterError(
-            field, f"expected a sequence of arrays, got {type(marginals).__name__}",
+            field,
+            f"expected a sequence of arrays, got {type(marginals).__name__}",
             "pass a list of T arrays of shape [N_i, d]",
         )
     if len(items) < 2:
         raise InvalidParameterError(
-            field, f"needs at least 2 time marginals, got {len(items)}",
+            field,
+            f"needs at least 2 time marginals, got {len(items)}",
             "pass T >= 2 marginals (trajectories need two times)",
         )
     out: list[np.ndarray] = []
     dim: int | None = None
     for i, item in enumerate(items):
         name = f"{field}[{i}]"
-        if isinstance(item, Sequence) and not isinstance(item, str | bytes) and len(
-                {len(r) if isinstance(r, Sequence) else -1 for r in item}) > 1:
+        if (
+            isinstance(item, Sequence)
+            and not isinstance(item, str | bytes)
+            and len({len(r) if isinstance(r, Sequence) else -1 for r in item}) > 1
+        ):
             raise InvalidParameterError(
-                name, "is ragged: its points have different numbers of coordinates",
+                name,
+                "is ragged: its points have different numbers of coordinates",
                 "give every point of every marginal the same dimension d",
             )
         try:
@@ -93,13 +100,15 @@ def validate_marginals(
             dim = arr.shape[1]
         elif arr.shape[1] != dim:
             raise InvalidParameterError(
-                name, f"has dimension {arr.shape[1]} but {field}[0] has dimension {dim}",
+                name,
+                f"has dimension {arr.shape[1]} but {field}[0] has dimension {dim}",
                 "give all marginals the same point dimension",
             )
         if not np.all(np.isfinite(arr)):
             bad = int(np.argwhere(~np.isfinite(arr))[0, 0])
             raise InvalidParameterError(
-                name, f"point {bad} contains NaN or infinite values",
+                name,
+                f"point {bad} contains NaN or infinite values",
                 "drop or impute non-finite points before the run",
             )
         out.append(arr)
@@ -111,7 +120,8 @@ def validate_marginals(
         c = np.zeros(dim or 0) if center is None else np.asarray(center, dtype=np.float64)
         if c.shape != (dim,):
             raise InvalidParameterError(
-                "center", f"must have {dim} coordinates, got shape {c.shape}",
+                "center",
+                f"must have {dim} coordinates, got shape {c.shape}",
                 "pass the public centre of the data ball",
             )
         for i, arr in enumerate(out):
@@ -195,7 +205,8 @@ def load_mnist_strokes(path: str | Path, digit: int) -> TrajectoryData:
     p = Path(path)
     if not p.is_file():
         raise InvalidParameterError(
-            "path", f"no file {p.name!r} at the given location",
+            "path",
+            f"no file {p.name!r} at the given location",
             "pass the path of mnist_strokes_subset.npz",
         )
     with np.load(p) as z:
@@ -210,10 +221,9 @@ def load_mnist_strokes(path: str | Path, digit: int) -> TrajectoryData:
         T = int(z[f"T_{digit}"])
     if marg.shape[0] != T or traj.shape[1] != T:
         raise InvalidParameterError(
-            "path", f"digit {digit}: T_{digit}={T} disagrees with array shapes",
+            "path",
+            f"digit {digit}: T_{digit}={T} disagrees with array shapes",
             "rebuild the file with consistent T",
         )
     marginals = validate_marginals(marg, UNIT_SQUARE_RADIUS, UNIT_SQUARE_CENTER)
-    return TrajectoryData(
-        marginals, traj, uniform_times(T), UNIT_SQUARE_RADIUS, UNIT_SQUARE_CENTER
-    )
+    return TrajectoryData(marginals, traj, uniform_times(T), UNIT_SQUARE_RADIUS, UNIT_SQUARE_CENTER)

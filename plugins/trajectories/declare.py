@@ -154,7 +154,8 @@ class WarmStart:
         by_budget = self.epsilon is not None or self.delta is not None
         if by_budget == (self.noise_multiplier is not None):
             raise InvalidParameterError(
-                "warm_start", "give exactly one of (epsilon, delta) or noise_multiplier",
+                "warm_start",
+                "give exactly one of (epsilon, delta) or noise_multiplier",
                 "e.g. WarmStart('mean', epsilon=1.0, delta=5e-4)",
             )
         if by_budget:
@@ -211,7 +212,8 @@ class TrajectoryParams:
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.warm_start, WarmStart):
             raise InvalidParameterError(
-                "warm_start", f"expected a WarmStart, got {type(self.warm_start).__name__}",
+                "warm_start",
+                f"expected a WarmStart, got {type(self.warm_start).__name__}",
                 "pass WarmStart(...) or a table of its fields",
             )
         if self.times_per_iteration is not None and self.warm_start.kind == "none":
@@ -223,14 +225,16 @@ class TrajectoryParams:
         for i, ph in enumerate(self.schedule):
             if not isinstance(ph, Phase):
                 raise InvalidParameterError(
-                    f"schedule[{i}]", f"expected a Phase, got {type(ph).__name__}",
+                    f"schedule[{i}]",
+                    f"expected a Phase, got {type(ph).__name__}",
                     "pass Phase(iterations, eta, tau)",
                 )
         if self.time_subset is not None:
             ts = self.time_subset
             if len(ts) < 2 or len(set(ts)) != len(ts) or list(ts) != sorted(ts) or ts[0] < 0:
                 raise InvalidParameterError(
-                    "time_subset", f"must be >= 2 increasing distinct indices, got {ts}",
+                    "time_subset",
+                    f"must be >= 2 increasing distinct indices, got {ts}",
                     "e.g. subsample_times(T, z, seed)",
                 )
 
@@ -354,12 +358,14 @@ def time_epochs(n_interior: int, z: int) -> int:
     """
     if isinstance(n_interior, bool) or not isinstance(n_interior, int) or n_interior < 1:
         raise InvalidParameterError(
-            "times_per_iteration", f"needs at least one interior time, got {n_interior!r}",
+            "times_per_iteration",
+            f"needs at least one interior time, got {n_interior!r}",
             "use T >= 3 used times, or drop times_per_iteration",
         )
     if isinstance(z, bool) or not isinstance(z, int) or not 1 <= z <= n_interior:
         raise InvalidParameterError(
-            "times_per_iteration", f"must lie in [1, {n_interior}], got {z!r}",
+            "times_per_iteration",
+            f"must lie in [1, {n_interior}], got {z!r}",
             f"choose at most the {n_interior} interior times",
         )
     return -(-n_interior // z)
@@ -386,8 +392,9 @@ def marginal_event(
     ``steps`` overrides the number of private steps per phase (``0`` for an end marginal under
     subsampled time, which keeps its warm start).
     """
-    parts: list[Event] = [GaussianEvent(s) for s in warm_start_multipliers(params.warm_start,
-                                                                           adjacency)]
+    parts: list[Event] = [
+        GaussianEvent(s) for s in warm_start_multipliers(params.warm_start, adjacency)
+    ]
     counts = [ph.iterations for ph in params.phases()] if steps is None else list(steps)
     for ph, count in zip(params.phases(), counts, strict=True):
         if count > 0:
@@ -444,13 +451,14 @@ def declare_marginals(
     ev = marginal_event(params, adjacency, steps_per_phase(params, len(used)))
     ends = {min(used), max(used)} if params.times_per_iteration is not None else set()
     end_ev = marginal_event(params, adjacency, [0] * len(params.phases()))
-    per = tuple(
-        (end_ev if i in ends else ev) if i in used else NoOpEvent() for i in range(T)
-    )
+    per = tuple((end_ev if i in ends else ev) if i in used else NoOpEvent() for i in range(T))
     n_used = len(used)
     if adjacency.unit == "row":
         return Declaration(
-            per, True, ev, adjacency.row_level,
+            per,
+            True,
+            ev,
+            adjacency.row_level,
             "event level: each person is one point at one time; marginals are disjoint, so "
             "the per-marginal events compose in parallel (the guarantee is that of one marginal)",
         )
@@ -464,7 +472,10 @@ def declare_marginals(
     k = min(adjacency.max_contributions, n_used)
     event = ev if k == 1 else SelfComposedEvent(ev, k)
     return Declaration(
-        per, False, event, adjacency.row_level,
+        per,
+        False,
+        event,
+        adjacency.row_level,
         f"user level: a person contributes to up to {k} of the {n_used} used marginals, whose "
         "releases compose sequentially; account the event under the row-level relation",
     )

@@ -18,7 +18,8 @@ def w2(A: np.ndarray, B: np.ndarray) -> float:
     B = np.asarray(B, dtype=np.float64)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[1]:
         raise InvalidParameterError(
-            "points", f"shapes {A.shape} and {B.shape} are not [n, d] with equal d",
+            "points",
+            f"shapes {A.shape} and {B.shape} are not [n, d] with equal d",
             "pass two point clouds of the same dimension",
         )
     a = np.full(len(A), 1.0 / len(A))
@@ -31,7 +32,8 @@ def marginal_w2(true: Sequence[np.ndarray], generated: Sequence[np.ndarray]) -> 
     """W2 between true and generated marginals at every time."""
     if len(true) != len(generated):
         raise InvalidParameterError(
-            "generated", f"{len(generated)} marginals for {len(true)} true ones",
+            "generated",
+            f"{len(generated)} marginals for {len(true)} true ones",
             "compare the same set of times",
         )
     return np.array([w2(t, g) for t, g in zip(true, generated, strict=True)])
@@ -43,7 +45,8 @@ def path_w2(true_paths: np.ndarray, generated_paths: np.ndarray) -> float:
     gp = np.asarray(generated_paths, dtype=np.float64)
     if tp.ndim != 3 or tp.shape[1:] != gp.shape[1:]:
         raise InvalidParameterError(
-            "generated_paths", f"shape {gp.shape} does not match {tp.shape}",
+            "generated_paths",
+            f"shape {gp.shape} does not match {tp.shape}",
             "pass paths [n, T, d] on the same time grid",
         )
     T = tp.shape[1]

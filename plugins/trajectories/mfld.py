@@ -54,7 +54,11 @@ Tensor = torch.Tensor
 
 
 def sinkhorn_plan(
-    Xi: Tensor, Xj: Tensor, reg: float, iters: int = 2000, tol: float = 1e-9,
+    Xi: Tensor,
+    Xj: Tensor,
+    reg: float,
+    iters: int = 2000,
+    tol: float = 1e-9,
     warmstart: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, tuple[Tensor, Tensor], bool]:
     """Entropic plan between uniform particle measures, POT log-domain Sinkhorn (torch backend).
@@ -66,8 +70,16 @@ def sinkhorn_plan(
     b = torch.full((n,), 1.0 / n, dtype=Xi.dtype, device=Xi.device)
     M = 0.5 * ot.dist(Xi, Xj)
     P, log = ot.sinkhorn(
-        a, b, M, reg=reg, method="sinkhorn_log", numItermax=iters, stopThr=tol, log=True,
-        warn=False, warmstart=warmstart,
+        a,
+        b,
+        M,
+        reg=reg,
+        method="sinkhorn_log",
+        numItermax=iters,
+        stopThr=tol,
+        log=True,
+        warn=False,
+        warmstart=warmstart,
     )
     err = log["err"][-1] if log["err"] else torch.tensor(0.0)
     converged = bool(float(err) <= tol) or int(log["niter"]) < iters - 1
@@ -85,7 +97,7 @@ def entropic_ot_value(P: Tensor, Xi: Tensor, Xj: Tensor, reg: float) -> Tensor:
 
 def data_fit(X: Tensor, Y: Tensor, sigma: float) -> Tensor:
     """``DF^sigma = -(1/N) sum_j log((1/m) sum_k exp(-|x_k-y_j|^2/(2 sigma^2)))``."""
-    logits = -torch.cdist(X, Y) ** 2 / (2.0 * sigma**2)  # [m, N]
+    logits = -(torch.cdist(X, Y) ** 2) / (2.0 * sigma**2)  # [m, N]
     return -(torch.logsumexp(logits, dim=0) - math.log(X.shape[0])).mean()
 
 
@@ -122,7 +134,10 @@ def fit_weight(times: np.ndarray, lambda_: float) -> float:
 
 
 def objective(
-    X: Tensor, data: Sequence[Tensor], times: np.ndarray, params: TrajectoryParams,
+    X: Tensor,
+    data: Sequence[Tensor],
+    times: np.ndarray,
+    params: TrajectoryParams,
     diffusivity: float | None = None,
 ) -> Tensor:
     """``G(X)`` (no entropy term); used to check the gradient by finite differences."""
@@ -138,7 +153,10 @@ def objective(
 
 
 def first_variation_grad(
-    X: Tensor, data: Sequence[Tensor], times: np.ndarray, params: TrajectoryParams,
+    X: Tensor,
+    data: Sequence[Tensor],
+    times: np.ndarray,
+    params: TrajectoryParams,
     diffusivity: float | None = None,
 ) -> Tensor:
     """Non-private full-batch ``grad V^(u)`` at every particle (Prop. C.2), ``[U, m, d]``."""
@@ -186,8 +204,13 @@ def _groups(U: int, joint: bool) -> list[list[int]]:
 
 
 def warm_start(
-    data: Sequence[np.ndarray], index: Sequence[int], params: TrajectoryParams,
-    adjacency: Adjacency, noise: NoiseSource, n_public: Sequence[int], joint: bool = True,
+    data: Sequence[np.ndarray],
+    index: Sequence[int],
+    params: TrajectoryParams,
+    adjacency: Adjacency,
+    noise: NoiseSource,
+    n_public: Sequence[int],
+    joint: bool = True,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Initial particles ``[U, m, d]`` and the released statistics.
 
@@ -212,8 +235,12 @@ def warm_start(
         queries = [(data[u] - c).sum(0) / n_public[u] for u in range(U)]
         noisy: list[np.ndarray] = [np.empty(0)] * U
         for grp in _groups(U, joint):
-            out = noise.release([queries[u] for u in grp], [contrib[u] for u in grp], mult[0],
-                                [f"t{index[u]}/warm/mean" for u in grp])
+            out = noise.release(
+                [queries[u] for u in grp],
+                [contrib[u] for u in grp],
+                mult[0],
+                [f"t{index[u]}/warm/mean" for u in grp],
+            )
             for u, o in zip(grp, out, strict=True):
                 noisy[u] = o
         for u, i in enumerate(index):
@@ -233,8 +260,12 @@ def warm_start(
         counts.append(np.bincount(flat, minlength=g**d).astype(np.float64))
     noisy_counts: list[np.ndarray] = [np.empty(0)] * U
     for grp in _groups(U, joint):
-        out = noise.release([counts[u] for u in grp], [1.0] * len(grp), mult[0],
-                            [f"t{index[u]}/warm/counts" for u in grp])
+        out = noise.release(
+            [counts[u] for u in grp],
+            [1.0] * len(grp),
+            mult[0],
+            [f"t{index[u]}/warm/counts" for u in grp],
+        )
         for u, o in zip(grp, out, strict=True):
             noisy_counts[u] = o
     k = min(ws.components, g**d)
@@ -250,14 +281,19 @@ def warm_start(
         sums.append(sm)
     noisy_sums: list[np.ndarray] = [np.empty(0)] * U
     for grp in _groups(U, joint):
-        out = noise.release([sums[u] for u in grp], [r_cell] * len(grp), mult[1],
-                            [f"t{index[u]}/warm/sums" for u in grp])
+        out = noise.release(
+            [sums[u] for u in grp],
+            [r_cell] * len(grp),
+            mult[1],
+            [f"t{index[u]}/warm/sums" for u in grp],
+        )
         for u, o in zip(grp, out, strict=True):
             noisy_sums[u] = o
     for u, i in enumerate(index):
         nc = noisy_counts[u][tops[u]]
-        means = centres[u] + np.clip(noisy_sums[u] / np.maximum(nc, 1.0)[:, None],
-                                     -width / 2, width / 2)
+        means = centres[u] + np.clip(
+            noisy_sums[u] / np.maximum(nc, 1.0)[:, None], -width / 2, width / 2
+        )
         alloc = _allocate(nc, m)
         spread = ws.spread if ws.spread > 0 else width / 2
         pts = np.repeat(means, alloc, axis=0)
@@ -288,8 +324,9 @@ class RunResult:
     private_steps: dict[int, int]  # per used time index: private particle steps taken
 
 
-def clipped_fit_sum(X: Tensor, Y: Tensor, idx: np.ndarray, params: TrajectoryParams,
-                    weight: float) -> Tensor:
+def clipped_fit_sum(
+    X: Tensor, Y: Tensor, idx: np.ndarray, params: TrajectoryParams, weight: float
+) -> Tensor:
     """``sum_{j in idx} clip_C(B_j)`` (zeros for an empty sample)."""
     if idx.size == 0:
         return torch.zeros_like(X)
@@ -298,9 +335,17 @@ def clipped_fit_sum(X: Tensor, Y: Tensor, idx: np.ndarray, params: TrajectoryPar
 
 
 def private_fit_grads(
-    X: Tensor, Ys: Sequence[Tensor], slices: Sequence[int], index: Sequence[int],
-    params: TrajectoryParams, weight: float, tau: float, noise: NoiseSource, tag: str,
-    n_public: Sequence[int], joint: bool = True,
+    X: Tensor,
+    Ys: Sequence[Tensor],
+    slices: Sequence[int],
+    index: Sequence[int],
+    params: TrajectoryParams,
+    weight: float,
+    tau: float,
+    noise: NoiseSource,
+    tag: str,
+    n_public: Sequence[int],
+    joint: bool = True,
 ) -> dict[int, Tensor]:
     """Noisy data-fit gradients ``(sum clip_C(B_j) + N(0, (tau C)^2)) / (rho N)`` per slice.
 
@@ -310,12 +355,19 @@ def private_fit_grads(
     out: dict[int, Tensor] = {}
     groups = [list(slices)] if joint else [[u] for u in slices]
     for grp in groups:
+
         def compute(idxs: list[np.ndarray], grp: list[int] = grp) -> list[np.ndarray]:
-            return [clipped_fit_sum(X[u], Ys[u], ix, params, weight).cpu().numpy()
-                    for u, ix in zip(grp, idxs, strict=True)]
+            return [
+                clipped_fit_sum(X[u], Ys[u], ix, params, weight).cpu().numpy()
+                for u, ix in zip(grp, idxs, strict=True)
+            ]
 
         noisy = noise.sampled_release(
-            [len(Ys[u]) for u in grp], params.rho, compute, [params.C] * len(grp), tau,
+            [len(Ys[u]) for u in grp],
+            params.rho,
+            compute,
+            [params.C] * len(grp),
+            tau,
             [f"t{index[u]}/{tag}" for u in grp],
         )
         for u, nz in zip(grp, noisy, strict=True):
@@ -324,8 +376,9 @@ def private_fit_grads(
     return out
 
 
-def _schedule(U: int, params: TrajectoryParams, rng: np.random.Generator
-              ) -> list[list[tuple[list[int], bool]]]:
+def _schedule(
+    U: int, params: TrajectoryParams, rng: np.random.Generator
+) -> list[list[tuple[list[int], bool]]]:
     """Per phase, per iteration: (marginals updated, whether a new epoch starts)."""
     out = []
     z = params.times_per_iteration
@@ -393,8 +446,11 @@ def run(
     data_np = validate_marginals(marginals, params.radius, params.center)
     T = len(data_np)
     all_times = uniform_times(T) if times is None else np.asarray(times, dtype=np.float64)
-    if all_times.shape != (T,) or not np.all(np.isfinite(all_times)) or np.any(
-            np.diff(all_times) <= 0):
+    if (
+        all_times.shape != (T,)
+        or not np.all(np.isfinite(all_times))
+        or np.any(np.diff(all_times) <= 0)
+    ):
         raise InvalidParameterError(
             "times", f"need {T} finite, strictly increasing times", "pass one time per marginal"
         )
@@ -419,7 +475,8 @@ def run(
         X0 = np.asarray(init, dtype=np.float64)
         if X0.shape != (U, m, data_np[0].shape[1]):
             raise InvalidParameterError(
-                "init", f"shape {X0.shape} != {(U, m, data_np[0].shape[1])}",
+                "init",
+                f"shape {X0.shape} != {(U, m, data_np[0].shape[1])}",
                 "pass [U, m, d] public initial particles",
             )
         info = {"kind": "given", "means": [], "contributions": [() for _ in index]}
@@ -440,17 +497,26 @@ def run(
         pending: dict[int, Tensor] = {}
         for k, (active, new_epoch) in enumerate(sched[p]):
             if new_epoch:
-                slices = (list(range(U)) if params.times_per_iteration is None
-                          else sorted({u for a, _ in sched[p][k:k + _epoch_len(sched[p], k)]
-                                       for u in a}))
-                pending = private_fit_grads(X, Ys, slices, index, params, w, ph.tau, noise_src,
-                                            f"p{p}/k{k}", npub, joint)
+                slices = (
+                    list(range(U))
+                    if params.times_per_iteration is None
+                    else sorted(
+                        {u for a, _ in sched[p][k : k + _epoch_len(sched[p], k)] for u in a}
+                    )
+                )
+                pending = private_fit_grads(
+                    X, Ys, slices, index, params, w, ph.tau, noise_src, f"p{p}/k{k}", npub, joint
+                )
             chain = sorted(set(active) | set(ends))
             plans = {}
             for a, b in itertools.pairwise(chain):
                 dt = float(ts[b] - ts[a])
                 P, starts[(a, b)], ok = sinkhorn_plan(
-                    X[a], X[b], D * dt, params.sinkhorn_iters, params.sinkhorn_tol,
+                    X[a],
+                    X[b],
+                    D * dt,
+                    params.sinkhorn_iters,
+                    params.sinkhorn_tol,
                     starts.get((a, b)),
                 )
                 unconverged += not ok
@@ -479,18 +545,34 @@ def run(
     final_plans = []
     D_last = params.phases()[-1].temperature
     for u in range(U - 1):
-        P, _, ok = sinkhorn_plan(X[u], X[u + 1], D_last * float(ts[u + 1] - ts[u]),
-                                 params.sinkhorn_iters, params.sinkhorn_tol, starts.get((u, u + 1)))
+        P, _, ok = sinkhorn_plan(
+            X[u],
+            X[u + 1],
+            D_last * float(ts[u + 1] - ts[u]),
+            params.sinkhorn_iters,
+            params.sinkhorn_tol,
+            starts.get((u, u + 1)),
+        )
         unconverged += not ok
         final_plans.append(P.detach().cpu().numpy())
     if unconverged:
         warnings.warn(
             f"{unconverged} Sinkhorn solves hit sinkhorn_iters={params.sinkhorn_iters}; "
-            "raise it or the diffusivity", RuntimeWarning, stacklevel=2,
+            "raise it or the diffusivity",
+            RuntimeWarning,
+            stacklevel=2,
         )
     return RunResult(
-        X.detach().cpu().numpy(), X0, ts, index, final_plans, info, temps, unconverged,
-        noise if noise is not None else noise_src, taken,
+        X.detach().cpu().numpy(),
+        X0,
+        ts,
+        index,
+        final_plans,
+        info,
+        temps,
+        unconverged,
+        noise if noise is not None else noise_src,
+        taken,
     )
 
 

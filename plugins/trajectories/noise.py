@@ -52,12 +52,23 @@ class NoiseSource(Protocol):
 
     def public_normal(self, shape: tuple[int, ...], step: str) -> np.ndarray: ...
 
-    def release(self, queries: Sequence[np.ndarray], scales: Sequence[float], multiplier: float,
-                steps: Sequence[str]) -> list[np.ndarray]: ...
+    def release(
+        self,
+        queries: Sequence[np.ndarray],
+        scales: Sequence[float],
+        multiplier: float,
+        steps: Sequence[str],
+    ) -> list[np.ndarray]: ...
 
-    def sampled_release(self, sizes: Sequence[int], q: float, compute: Compute,
-                        scales: Sequence[float], multiplier: float,
-                        steps: Sequence[str]) -> list[np.ndarray]: ...
+    def sampled_release(
+        self,
+        sizes: Sequence[int],
+        q: float,
+        compute: Compute,
+        scales: Sequence[float],
+        multiplier: float,
+        steps: Sequence[str],
+    ) -> list[np.ndarray]: ...
 
 
 def marginal_of(step: str) -> int:
@@ -68,11 +79,15 @@ def marginal_of(step: str) -> int:
     return int(head[1:])
 
 
-def _check(queries: Sequence[np.ndarray], scales: Sequence[float], multiplier: float,
-           steps: Sequence[str]) -> None:
+def _check(
+    queries: Sequence[np.ndarray], scales: Sequence[float], multiplier: float, steps: Sequence[str]
+) -> None:
     if not (len(queries) == len(scales) == len(steps)) or not queries:
-        raise InvalidParameterError("queries", "need one scale and one label per slice",
-                                    "pass equally long, non-empty lists")
+        raise InvalidParameterError(
+            "queries",
+            "need one scale and one label per slice",
+            "pass equally long, non-empty lists",
+        )
     if not (multiplier > 0 and np.isfinite(multiplier)):
         raise InvalidParameterError("multiplier", f"got {multiplier!r}", "pass a multiplier > 0")
     for s in scales:
@@ -124,27 +139,49 @@ class RecordingNoise:
         self.public_draws.append((step, int(np.prod(shape))))
         return self.rng.standard_normal(shape)
 
-    def _noise(self, queries: Sequence[np.ndarray], scales: Sequence[float],
-               multiplier: float) -> list[np.ndarray]:
-        return [np.asarray(qy, dtype=np.float64)
-                + (multiplier * s) * self.rng.standard_normal(np.shape(qy))
-                for qy, s in zip(queries, scales, strict=True)]
+    def _noise(
+        self, queries: Sequence[np.ndarray], scales: Sequence[float], multiplier: float
+    ) -> list[np.ndarray]:
+        return [
+            np.asarray(qy, dtype=np.float64)
+            + (multiplier * s) * self.rng.standard_normal(np.shape(qy))
+            for qy, s in zip(queries, scales, strict=True)
+        ]
 
-    def release(self, queries: Sequence[np.ndarray], scales: Sequence[float], multiplier: float,
-                steps: Sequence[str]) -> list[np.ndarray]:
+    def release(
+        self,
+        queries: Sequence[np.ndarray],
+        scales: Sequence[float],
+        multiplier: float,
+        steps: Sequence[str],
+    ) -> list[np.ndarray]:
         _check(queries, scales, multiplier, steps)
-        self.executed.append(Executed(GaussianEvent(multiplier),
-                                      tuple(marginal_of(s) for s in steps), joint_step(steps)))
+        self.executed.append(
+            Executed(
+                GaussianEvent(multiplier), tuple(marginal_of(s) for s in steps), joint_step(steps)
+            )
+        )
         return self._noise(queries, scales, multiplier)
 
-    def sampled_release(self, sizes: Sequence[int], q: float, compute: Compute,
-                        scales: Sequence[float], multiplier: float,
-                        steps: Sequence[str]) -> list[np.ndarray]:
+    def sampled_release(
+        self,
+        sizes: Sequence[int],
+        q: float,
+        compute: Compute,
+        scales: Sequence[float],
+        multiplier: float,
+        steps: Sequence[str],
+    ) -> list[np.ndarray]:
         masks = [self.rng.random(int(n)) < q for n in sizes]
         queries = _sampled_queries(sizes, q, compute, masks)
         _check(queries, scales, multiplier, steps)
-        self.executed.append(Executed(PoissonSampledEvent(float(q), GaussianEvent(multiplier)),
-                                      tuple(marginal_of(s) for s in steps), joint_step(steps)))
+        self.executed.append(
+            Executed(
+                PoissonSampledEvent(float(q), GaussianEvent(multiplier)),
+                tuple(marginal_of(s) for s in steps),
+                joint_step(steps),
+            )
+        )
         return self._noise(queries, scales, multiplier)
 
     def executed_event(self) -> Event:
@@ -184,8 +221,10 @@ def executed_marginal_events(executed: Sequence[Executed]) -> dict[int, Event]:
         grouped = group_runs(rest)
         parts = [*warm, *(grouped.events if isinstance(grouped, ComposedEvent) else [grouped])]
         parts = [p for p in parts if not isinstance(p, NoOpEvent)]
-        wrapped = [p if isinstance(p, GaussianEvent | SelfComposedEvent) else
-                   SelfComposedEvent(p, 1) for p in parts]
+        wrapped = [
+            p if isinstance(p, GaussianEvent | SelfComposedEvent) else SelfComposedEvent(p, 1)
+            for p in parts
+        ]
         out[i] = wrapped[0] if len(wrapped) == 1 else ComposedEvent(wrapped)
     return out
 
@@ -208,8 +247,9 @@ class LedgerNoise:
     def public_normal(self, shape: tuple[int, ...], step: str) -> np.ndarray:
         return self.public_rng.standard_normal(tuple(int(s) for s in shape))
 
-    def _stacked(self, queries: Sequence[np.ndarray], scales: Sequence[float], multiplier: float,
-                 step: str) -> list[np.ndarray]:
+    def _stacked(
+        self, queries: Sequence[np.ndarray], scales: Sequence[float], multiplier: float, step: str
+    ) -> list[np.ndarray]:
         arrs = [np.asarray(qy, dtype=np.float64) for qy in queries]
         flat = np.concatenate([(a / s).ravel() for a, s in zip(arrs, scales, strict=True)])
         noisy = np.atleast_1d(np.asarray(self.ledger.gaussian(flat, 1.0, multiplier, step=step)))
@@ -219,14 +259,25 @@ class LedgerNoise:
             k += a.size
         return out
 
-    def release(self, queries: Sequence[np.ndarray], scales: Sequence[float], multiplier: float,
-                steps: Sequence[str]) -> list[np.ndarray]:
+    def release(
+        self,
+        queries: Sequence[np.ndarray],
+        scales: Sequence[float],
+        multiplier: float,
+        steps: Sequence[str],
+    ) -> list[np.ndarray]:
         _check(queries, scales, multiplier, steps)
         return self._stacked(queries, scales, multiplier, joint_step(steps))
 
-    def sampled_release(self, sizes: Sequence[int], q: float, compute: Compute,
-                        scales: Sequence[float], multiplier: float,
-                        steps: Sequence[str]) -> list[np.ndarray]:
+    def sampled_release(
+        self,
+        sizes: Sequence[int],
+        q: float,
+        compute: Compute,
+        scales: Sequence[float],
+        multiplier: float,
+        steps: Sequence[str],
+    ) -> list[np.ndarray]:
         name = joint_step(steps)
         offsets = np.cumsum([0, *[int(n) for n in sizes]])
         with self.ledger.poisson_sample(int(offsets[-1]), float(q), step=f"{name}/sample") as smp:
@@ -249,21 +300,36 @@ class LegacyNoise:
         self.inner = inner
 
     def public_normal(self, shape: tuple[int, ...], step: str) -> np.ndarray:
-        return np.asarray(self.inner.gaussian(tuple(shape), 1.0, PUBLIC_PREFIX + step),
-                          dtype=np.float64)
+        return np.asarray(
+            self.inner.gaussian(tuple(shape), 1.0, PUBLIC_PREFIX + step), dtype=np.float64
+        )
 
-    def release(self, queries: Sequence[np.ndarray], scales: Sequence[float], multiplier: float,
-                steps: Sequence[str]) -> list[np.ndarray]:
+    def release(
+        self,
+        queries: Sequence[np.ndarray],
+        scales: Sequence[float],
+        multiplier: float,
+        steps: Sequence[str],
+    ) -> list[np.ndarray]:
         _check(queries, scales, multiplier, steps)
-        return [np.asarray(qy, dtype=np.float64)
-                + self.inner.gaussian(np.shape(qy), multiplier * s, st)
-                for qy, s, st in zip(queries, scales, steps, strict=True)]
+        return [
+            np.asarray(qy, dtype=np.float64) + self.inner.gaussian(np.shape(qy), multiplier * s, st)
+            for qy, s, st in zip(queries, scales, steps, strict=True)
+        ]
 
-    def sampled_release(self, sizes: Sequence[int], q: float, compute: Compute,
-                        scales: Sequence[float], multiplier: float,
-                        steps: Sequence[str]) -> list[np.ndarray]:
-        masks = [np.asarray(self.inner.poisson_sample(int(n), q, f"{st}/sample"), dtype=bool)
-                 for n, st in zip(sizes, steps, strict=True)]
+    def sampled_release(
+        self,
+        sizes: Sequence[int],
+        q: float,
+        compute: Compute,
+        scales: Sequence[float],
+        multiplier: float,
+        steps: Sequence[str],
+    ) -> list[np.ndarray]:
+        masks = [
+            np.asarray(self.inner.poisson_sample(int(n), q, f"{st}/sample"), dtype=bool)
+            for n, st in zip(sizes, steps, strict=True)
+        ]
         queries = _sampled_queries(sizes, q, compute, masks)
         return self.release(queries, scales, multiplier, [f"{st}/noise" for st in steps])
 
@@ -274,5 +340,8 @@ def as_noise_source(noise: Any) -> NoiseSource:
         return noise  # type: ignore[no-any-return]
     if all(hasattr(noise, n) for n in ("gaussian", "poisson_sample")):
         return LegacyNoise(noise)
-    raise InvalidParameterError("noise", f"{type(noise).__name__} is not a noise source",
-                                "pass RecordingNoise(seed) or LedgerNoise(ledger, rng)")
+    raise InvalidParameterError(
+        "noise",
+        f"{type(noise).__name__} is not a noise source",
+        "pass RecordingNoise(seed) or LedgerNoise(ledger, rng)",
+    )

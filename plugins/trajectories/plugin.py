@@ -94,8 +94,9 @@ class TrajectoriesParams(TrajectoryParams):
 
     n_per_time: int | tuple[int, ...] = attrs.field(kw_only=True, converter=_sizes)
     T: int | None = attrs.field(default=None, kw_only=True)
-    times: tuple[float, ...] | None = attrs.field(default=None, kw_only=True,
-                                                  converter=_optional_times)
+    times: tuple[float, ...] | None = attrs.field(
+        default=None, kw_only=True, converter=_optional_times
+    )
     device: str = attrs.field(default="cpu", kw_only=True)
 
     def __attrs_post_init__(self) -> None:
@@ -103,29 +104,34 @@ class TrajectoriesParams(TrajectoryParams):
         if isinstance(self.n_per_time, int):
             if isinstance(self.T, bool) or not isinstance(self.T, int) or self.T < 2:
                 raise InvalidParameterError(
-                    "T", f"must be an integer >= 2 with a single n_per_time, got {self.T!r}",
+                    "T",
+                    f"must be an integer >= 2 with a single n_per_time, got {self.T!r}",
                     "give T (the number of times) or one size per time in n_per_time",
                 )
         else:
             if len(self.n_per_time) < 2:
                 raise InvalidParameterError(
-                    "n_per_time", f"needs >= 2 times, got {len(self.n_per_time)}",
+                    "n_per_time",
+                    f"needs >= 2 times, got {len(self.n_per_time)}",
                     "pass one size per observation time (T >= 2)",
                 )
             if self.T is not None and len(self.n_per_time) != self.T:
                 raise InvalidParameterError(
-                    "T", f"{self.T} != len(n_per_time) = {len(self.n_per_time)}",
+                    "T",
+                    f"{self.T} != len(n_per_time) = {len(self.n_per_time)}",
                     "drop T or make them agree",
                 )
         if self.times is not None and len(self.times) != self.num_times:
             raise InvalidParameterError(
-                "times", f"has {len(self.times)} entries for T = {self.num_times}",
+                "times",
+                f"has {len(self.times)} entries for T = {self.num_times}",
                 "give one time per marginal",
             )
         used = self.num_times if self.time_subset is None else len(self.time_subset)
         if self.time_subset is not None and max(self.time_subset) >= self.num_times:
             raise InvalidParameterError(
-                "time_subset", f"index {max(self.time_subset)} >= T = {self.num_times}",
+                "time_subset",
+                f"index {max(self.time_subset)} >= T = {self.num_times}",
                 "use indices < T",
             )
         steps_per_phase(self, used)  # validates times_per_iteration
@@ -163,7 +169,8 @@ def read_unit_ids(data: Any, T: int) -> list[np.ndarray]:
             ids = [data[f"ids_{t}"] for t in range(T)]
     if ids is None or len(ids) != T:
         raise InvalidParameterError(
-            "data.ids", "user-level runs need the user id of every point at every time",
+            "data.ids",
+            "user-level runs need the user id of every point at every time",
             "store 'ids' [T, N] (or 'ids_0', 'ids_1', ...) beside the marginals, or run at "
             "event level",
         )
@@ -179,7 +186,8 @@ def one_point_per_user(
     for t, (points, keys) in enumerate(zip(marginals, ids, strict=True)):
         if len(keys) != len(points):
             raise InvalidParameterError(
-                f"data.ids[{t}]", f"has {len(keys)} ids for {len(points)} points",
+                f"data.ids[{t}]",
+                f"has {len(keys)} ids for {len(points)} points",
                 "give one user id per point",
             )
         out.append(np.asarray(points)[ledger.bound_units(keys, 1, step=f"units[{t}]")])
@@ -191,7 +199,8 @@ def read_data(data: Any) -> tuple[list[np.ndarray], np.ndarray | None]:
     optional ``times``), an object with ``marginals``/``times`` attributes, or a sequence."""
     if data is None:
         raise InvalidParameterError(
-            "data", "the trajectory method needs the time marginals",
+            "data",
+            "the trajectory method needs the time marginals",
             "set data = 'marginals.npz' in the config (or pass --data)",
         )
     times = None
@@ -200,18 +209,23 @@ def read_data(data: Any) -> tuple[list[np.ndarray], np.ndarray | None]:
         if "marginals" in data:
             marg = data["marginals"]
         else:
-            keys = sorted((k for k in data if str(k).startswith("marginal_")),
-                          key=lambda k: int(str(k).split("_", 1)[1]) if str(k).split(
-                              "_", 1)[1].isdigit() else -1)
+            keys = sorted(
+                (k for k in data if str(k).startswith("marginal_")),
+                key=lambda k: (
+                    int(str(k).split("_", 1)[1]) if str(k).split("_", 1)[1].isdigit() else -1
+                ),
+            )
             if not keys:
                 raise InvalidParameterError(
-                    "data", f"has no marginals (keys: {sorted(map(str, data))})",
+                    "data",
+                    f"has no marginals (keys: {sorted(map(str, data))})",
                     "store 'marginals' [T, N, d] or 'marginal_0', 'marginal_1', ...",
                 )
             bad = [k for k in keys if not str(k).split("_", 1)[1].isdigit()]
             if bad or [int(str(k).split("_", 1)[1]) for k in keys] != list(range(len(keys))):
                 raise InvalidParameterError(
-                    "data", f"marginal keys {keys} are not marginal_0 ... marginal_{{T-1}}",
+                    "data",
+                    f"marginal keys {keys} are not marginal_0 ... marginal_{{T-1}}",
                     "number the marginals consecutively from 0",
                 )
             marg = [data[k] for k in keys]
@@ -227,14 +241,16 @@ def read_progress(data: Any) -> Callable[[int], Any] | None:
     progress = data.get("progress") if isinstance(data, Mapping) else None
     if progress is not None and not callable(progress):
         raise InvalidParameterError(
-            "data.progress", f"got {type(progress).__name__}, not a callable",
+            "data.progress",
+            f"got {type(progress).__name__}, not a callable",
             "pass a function progress(k) of the number of iterations done, or leave it out",
         )
     return progress
 
 
-def run(params: TrajectoriesParams, data: Any, ledger: PrivacyLedger,
-        rng: np.random.Generator) -> dict[str, Any]:
+def run(
+    params: TrajectoriesParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     """Run the private dynamics under ``ledger``; ``rng`` drives public randomness only."""
     from dpledger.plugins.torch_device import torch_device
     from dpledger.plugins.trajectories import mfld
@@ -248,15 +264,24 @@ def run(params: TrajectoriesParams, data: Any, ledger: PrivacyLedger,
     sizes = [len(x) for x in marginals]
     if tuple(sizes) != params.sizes:
         raise InvalidParameterError(
-            "n_per_time", f"declares sizes {list(params.sizes)} but the data has {sizes}",
+            "n_per_time",
+            f"declares sizes {list(params.sizes)} but the data has {sizes}",
             "set n_per_time to the (public) marginal sizes of the data",
         )
     times = params.times if params.times is not None else file_times
     progress = read_progress(data)
     noise = LedgerNoise(ledger, rng)
-    res = mfld.run(marginals, params, adjacency=ledger.adjacency, times=times, noise=noise,
-                   device=params.device, joint=ledger.adjacency.unit == "row", schedule_rng=rng,
-                   callback=None if progress is None else lambda k, _x: progress(k))
+    res = mfld.run(
+        marginals,
+        params,
+        adjacency=ledger.adjacency,
+        times=times,
+        noise=noise,
+        device=params.device,
+        joint=ledger.adjacency.unit == "row",
+        schedule_rng=rng,
+        callback=None if progress is None else lambda k, _x: progress(k),
+    )
     U = len(res.time_index)
     steps = steps_per_phase(params, U)
     return {
@@ -268,10 +293,12 @@ def run(params: TrajectoriesParams, data: Any, ledger: PrivacyLedger,
         "temperatures": [float(t) for t in res.temperatures],
         "private_steps": {str(k): int(v) for k, v in res.private_steps.items()},
         "sinkhorn_unconverged": int(res.sinkhorn_unconverged),
-        "paper_gdp_mu": [paper_gdp_mu(params.rho, n, ph.tau)
-                         for ph, n in zip(params.phases(), steps, strict=True)],
+        "paper_gdp_mu": [
+            paper_gdp_mu(params.rho, n, ph.tau)
+            for ph, n in zip(params.phases(), steps, strict=True)
+        ],
         "paper_gdp_note": "Lemma 3.1 (asymptotic CLT, K >> 1): not an upper bound; the "
-                          "certified bound is the ledger's privacy entry",
+        "certified bound is the ledger's privacy entry",
     }
 
 
@@ -281,8 +308,8 @@ SPEC = MethodSpec(
     declare=declare,
     run=run,
     description="private continuous-time trajectories by noisy mean-field Langevin dynamics "
-                "(clipped per-datum blocks, Poisson-subsampled Gaussian particle steps, "
-                "optional private warm start and subsampled time)",
+    "(clipped per-datum blocks, Poisson-subsampled Gaussian particle steps, "
+    "optional private warm start and subsampled time)",
     proof=ProofRef(
         "Gu, Chien & Greenewald, private continuous-time synthetic trajectories via mean-field "
         "Langevin dynamics: Algorithm 1 is DP-SGD on the clipped data-fit blocks (Lemma 3.1); "

@@ -39,8 +39,11 @@ def _blocks(node: Any) -> Iterator[tuple[float, float, int]]:
 
 def _step(node: Mapping[str, Any]) -> tuple[float, float] | None:
     inner = node.get("event")
-    if node.get("kind") == "poisson_sampled" and isinstance(inner, Mapping) and inner.get(
-            "kind") == "gaussian":
+    if (
+        node.get("kind") == "poisson_sampled"
+        and isinstance(inner, Mapping)
+        and inner.get("kind") == "gaussian"
+    ):
         return float(node["sampling_probability"]), float(inner["noise_multiplier"])
     return None
 
@@ -56,8 +59,17 @@ def gdp_rows(context: Mapping[str, Any], delta: float) -> list[dict[str, float |
         paper = gdp_epsilon(mu, delta)
         event = SelfComposedEvent(PoissonSampledEvent(rho, GaussianEvent(tau)), K)
         certified = float(account(event, delta=delta).bound.epsilon)
-        rows.append({"rho": rho, "tau": tau, "K": K, "mu": mu, "paper_epsilon": paper,
-                     "certified_epsilon": certified, "understates": paper < certified})
+        rows.append(
+            {
+                "rho": rho,
+                "tau": tau,
+                "K": K,
+                "mu": mu,
+                "paper_epsilon": paper,
+                "certified_epsilon": certified,
+                "understates": paper < certified,
+            }
+        )
     return rows
 
 
@@ -89,6 +101,9 @@ def render_gdp_check(context: Mapping[str, Any]) -> str:
             f"{'**yes**' if r['understates'] else 'no'} |"
         )
     if any(r["understates"] for r in rows):
-        lines += ["", "Where flagged, the asymptotic formula reports less privacy loss than the "
-                      "certified accountant: only the certified value is a guarantee."]
+        lines += [
+            "",
+            "Where flagged, the asymptotic formula reports less privacy loss than the "
+            "certified accountant: only the certified value is a guarantee.",
+        ]
     return "\n".join(lines)

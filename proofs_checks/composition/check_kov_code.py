@@ -56,8 +56,9 @@ def test_equals_enumeration_of_composed_randomized_response() -> None:
     j = np.arange(k + 1)
     for eps in (0.0, 1.0, 3.0):
         brute = float(
-            np.maximum(stats.binom.pmf(j, k, p) - math.exp(eps) * stats.binom.pmf(j, k, 1 - p), 0)
-            .sum()
+            np.maximum(
+                stats.binom.pmf(j, k, p) - math.exp(eps) * stats.binom.pmf(j, k, 1 - p), 0
+            ).sum()
         )
         lo, hi = kov_delta_bracket(eps, eps0, k)
         assert lo - 1e-14 <= brute <= hi + 1e-14

@@ -36,8 +36,12 @@ def test_noise_events_scale_sensitivity_by_k(k: int) -> None:
 
 @pytest.mark.parametrize("k", [2, 3])
 def test_pure_events_multiply_epsilon(k: int) -> None:
-    for ev in (PureDPEvent(0.4), ExponentialMechanismEvent(0.4), ReportNoisyMaxEvent(0.4),
-               RandomizedResponseEvent(0.4, 2)):
+    for ev in (
+        PureDPEvent(0.4),
+        ExponentialMechanismEvent(0.4),
+        ReportNoisyMaxEvent(0.4),
+        RandomizedResponseEvent(0.4, 2),
+    ):
         lifted, _ = lift_event(ev, k)
         assert lifted.epsilon >= k * 0.4  # type: ignore[attr-defined]
         assert lifted.epsilon == pytest.approx(k * 0.4, rel=1e-15)  # type: ignore[attr-defined]
@@ -56,14 +60,20 @@ def test_approx_dp_group_privacy_formula() -> None:
 def test_compositions_distribute_over_lifting() -> None:
     ev = ComposedEvent([SelfComposedEvent(GaussianEvent(2.0), 3), LaplaceEvent(1.0)])
     lifted, _ = lift_event(ev, 2)
-    assert lifted == lift_event(ComposedEvent([SelfComposedEvent(GaussianEvent(1.0), 3),
-                                               LaplaceEvent(0.5)]), 1)[0]
+    assert (
+        lifted
+        == lift_event(
+            ComposedEvent([SelfComposedEvent(GaussianEvent(1.0), 3), LaplaceEvent(0.5)]), 1
+        )[0]
+    )
 
 
 @pytest.mark.parametrize(
     "ev",
-    [PoissonSampledEvent(0.1, GaussianEvent(1.0)),
-     SampledWithoutReplacementEvent(10, 2, GaussianEvent(1.0))],
+    [
+        PoissonSampledEvent(0.1, GaussianEvent(1.0)),
+        SampledWithoutReplacementEvent(10, 2, GaussianEvent(1.0)),
+    ],
 )
 def test_row_sampled_events_have_no_lift(ev: object) -> None:
     with pytest.raises(DPLedgerError, match="sample users"):

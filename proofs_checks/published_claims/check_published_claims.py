@@ -39,9 +39,12 @@ def prv_bracket(q: float, sigma: float, steps: int, delta: float) -> tuple[float
     """Microsoft prv_accountant's certified bracket (the optional cross-check extra)."""
     prv = pytest.importorskip("prv_accountant")
     acc = prv.PRVAccountant(
-        prvs=[prv.PoissonSubsampledGaussianMechanism(noise_multiplier=sigma,
-                                                     sampling_probability=q)],
-        max_self_compositions=[steps], eps_error=0.02, delta_error=delta / 1000,
+        prvs=[
+            prv.PoissonSubsampledGaussianMechanism(noise_multiplier=sigma, sampling_probability=q)
+        ],
+        max_self_compositions=[steps],
+        eps_error=0.02,
+        delta_error=delta / 1000,
     )
     low, _, up = acc.compute_epsilon(delta=delta, num_self_compositions=[steps])
     return float(low), float(up)

@@ -70,8 +70,10 @@ def test_a_user_step_is_capped_and_covered(dt: float) -> None:
     worst_ratio({**base, "dt": dt}, cosine_pairs(10))
     if dt > 1.0:  # a step above the stability limit falls back to the default step
         y = np.zeros(10)
-        np.testing.assert_array_equal(grid_release_law(declare.as_params({**base, "dt": dt}), y),
-                                      grid_release_law(declare.as_params(base), y))
+        np.testing.assert_array_equal(
+            grid_release_law(declare.as_params({**base, "dt": dt}), y),
+            grid_release_law(declare.as_params(base), y),
+        )
 
 
 @pytest.mark.parametrize(("beta", "t"), [(1.0, 0.5), (1.0, 8.0), (10.0, 2.0)])
@@ -86,12 +88,12 @@ def test_grid_loss_release_is_within_the_booked_epsilon(beta: float, t: float) -
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("beta", "n", "kappa", "t", "cells"),
-                         list(itertools.product([20.0], [1, 10], [0.0, 3.0], [0.5, 2.0], [8]))
-                         + list(itertools.product([0.5, 5.0], [1, 10, 100], [0.0, 3.0], [20.0],
-                                                  [32]))
-                         + list(itertools.product([1.0, 5.0], [2, 50], [0.0, 5.5], [4.0, 40.0],
-                                                  [64, 192])))
+@pytest.mark.parametrize(
+    ("beta", "n", "kappa", "t", "cells"),
+    list(itertools.product([20.0], [1, 10], [0.0, 3.0], [0.5, 2.0], [8]))
+    + list(itertools.product([0.5, 5.0], [1, 10, 100], [0.0, 3.0], [20.0], [32]))
+    + list(itertools.product([1.0, 5.0], [2, 50], [0.0, 5.5], [4.0, 40.0], [64, 192])),
+)
 def test_larger_sweep(beta: float, n: int, kappa: float, t: float, cells: int) -> None:
     params = {"t": t, "beta": beta, "n": n, "rho0_kappa": kappa, "rho0_mu": MU, "n_cells": cells}
     worst_ratio(params, cosine_pairs(n))

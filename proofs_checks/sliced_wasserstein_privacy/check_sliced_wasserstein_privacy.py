@@ -57,5 +57,3 @@ def test_lemma2_total_variation_factor(h: float, lam: float) -> None:
     rng = np.random.default_rng(0)
     a, b = rng.normal(0.0, s, 400_000), rng.normal(2 * h, s, 400_000)
     assert float((a < h).mean() - (b < h).mean()) == pytest.approx(tv, abs=0.005)
-
-

@@ -63,8 +63,14 @@ def test_pure_epsilon_beyond_the_exponent_range(eps0: float) -> None:
 
 
 @pytest.mark.parametrize(
-    "event", [PureDPEvent(1.0), PureDPEvent(0.0), RandomizedResponseEvent(1.0, 5),
-              LaplaceEvent(1.0), GaussianEvent(1.0)]
+    "event",
+    [
+        PureDPEvent(1.0),
+        PureDPEvent(0.0),
+        RandomizedResponseEvent(1.0, 5),
+        LaplaceEvent(1.0),
+        GaussianEvent(1.0),
+    ],
 )
 def test_delta_at_epsilon_1000(event: Event) -> None:
     b = account(event, epsilon=1000.0).bound
@@ -184,19 +190,43 @@ def test_ten_thousand_distinct_subsampled_gaussians_rdp() -> None:
 @pytest.mark.parametrize(
     ("backend", "event", "adjacency", "reason"),
     [
-        (PRVAccountant, ComposedEvent([LaplaceEvent(100 + i * 1e-2) for i in range(10_000)]),
-         Adjacency(), "distinct components"),
-        (PRVAccountant, SelfComposedEvent(LaplaceEvent(1000.0), 10**7), Adjacency(),
-         "compositions"),
+        (
+            PRVAccountant,
+            ComposedEvent([LaplaceEvent(100 + i * 1e-2) for i in range(10_000)]),
+            Adjacency(),
+            "distinct components",
+        ),
+        (
+            PRVAccountant,
+            SelfComposedEvent(LaplaceEvent(1000.0), 10**7),
+            Adjacency(),
+            "compositions",
+        ),
         (PRVAccountant, GaussianEvent(1e300), Adjacency(), "noise multiplier outside"),
-        (PLDAccountant, ComposedEvent([
-            SampledWithoutReplacementEvent(100_000, 100 + i, GaussianEvent(1.0 + i * 1e-4))
-            for i in range(10_000)]), Adjacency(relation="replace_one"), "distinct components"),
-        (PLDAccountant, ComposedEvent([RandomizedResponseEvent(0.01 + i * 1e-6)
-                                       for i in range(10_000)]), Adjacency(), "distinct"),
+        (
+            PLDAccountant,
+            ComposedEvent(
+                [
+                    SampledWithoutReplacementEvent(100_000, 100 + i, GaussianEvent(1.0 + i * 1e-4))
+                    for i in range(10_000)
+                ]
+            ),
+            Adjacency(relation="replace_one"),
+            "distinct components",
+        ),
+        (
+            PLDAccountant,
+            ComposedEvent([RandomizedResponseEvent(0.01 + i * 1e-6) for i in range(10_000)]),
+            Adjacency(),
+            "distinct",
+        ),
         (PLDAccountant, GaussianEvent(1e-300), Adjacency(), "noise multiplier"),
-        (PLDAccountant, PoissonSampledEvent(0.01, GaussianEvent(1e300)), Adjacency(),
-         "noise multiplier"),
+        (
+            PLDAccountant,
+            PoissonSampledEvent(0.01, GaussianEvent(1e300)),
+            Adjacency(),
+            "noise multiplier",
+        ),
         (PLDAccountant, PureDPEvent(710.0), Adjacency(), "epsilon 710"),
         (PLDAccountant, SelfComposedEvent(PureDPEvent(1.0), 10**30), Adjacency(), "compositions"),
     ],
@@ -213,10 +243,12 @@ def test_backends_decline_at_once(
 
 
 def test_ten_thousand_wor_events_refuse_with_a_reason() -> None:
-    event = ComposedEvent([
-        SampledWithoutReplacementEvent(100_000, 100 + i, GaussianEvent(1.0 + i * 1e-4))
-        for i in range(10_000)
-    ])
+    event = ComposedEvent(
+        [
+            SampledWithoutReplacementEvent(100_000, 100 + i, GaussianEvent(1.0 + i * 1e-4))
+            for i in range(10_000)
+        ]
+    )
     start = time.perf_counter()
     with pytest.raises(UnsupportedEventError, match="distinct components"):
         account(event, Adjacency(relation="replace_one"), delta=1e-5)
@@ -229,8 +261,12 @@ def test_ten_thousand_wor_events_refuse_with_a_reason() -> None:
     [
         ComposedEvent([PureDPEvent(0.01 + i * 1e-6) for i in range(10_000)]),
         ComposedEvent([LaplaceEvent(100.0 + i * 1e-2) for i in range(10_000)]),
-        ComposedEvent([PoissonSampledEvent(0.01 + i * 1e-6, GaussianEvent(1.0 + i * 1e-4))
-                       for i in range(10_000)]),
+        ComposedEvent(
+            [
+                PoissonSampledEvent(0.01 + i * 1e-6, GaussianEvent(1.0 + i * 1e-4))
+                for i in range(10_000)
+            ]
+        ),
         SelfComposedEvent(PoissonSampledEvent(0.001, GaussianEvent(1.0)), 10**7),
     ],
 )

@@ -95,44 +95,101 @@ SCORES_D = np.array([0.0] + [1.0] * 10)
 SCORES_D_PRIME = np.array([1.0] + [0.0] * 10)
 
 CASES: tuple[Case, ...] = (
-    Case(gaussian.SPEC, gaussian.GaussianParams(1.0, 1.0),
-         np.zeros(B), np.ones(B), field("release")),
-    Case(laplace.SPEC, laplace.LaplaceParams(1.0, 1.0),
-         np.zeros(B), np.ones(B), field("release")),
-    Case(histogram.SPEC, histogram.HistogramParams(num_bins=B, noise_multiplier=1.0),
-         np.zeros(0), np.arange(B, dtype=float), field("counts"), label="histogram_laplace"),
-    Case(histogram.SPEC,
-         histogram.HistogramParams(num_bins=B, noise_multiplier=1.0, mechanism="gaussian"),
-         np.zeros(0), np.arange(B, dtype=float), field("counts"), label="histogram_gaussian"),
-    Case(bounded_mean.SPEC, bounded_mean.BoundedMeanParams(1.0, 1.0, MEAN_ROWS),
-         np.zeros((MEAN_ROWS, MEAN_DIM)),
-         np.vstack([np.zeros((MEAN_ROWS, MEAN_DIM)), np.eye(MEAN_DIM)]),
-         field("mean", scale=MEAN_ROWS), n_search=40_000, n_test=120_000),
-    Case(nn_voting.SPEC, nn_voting.NNVotingParams(k=3, top_n=1, noise_multiplier=1.0),
-         {"records": np.zeros((0, 1)), "candidates": CANDIDATES},
-         {"records": (100.0 * np.arange(GROUPS) + 0.1)[:, None], "candidates": CANDIDATES},
-         field("noisy_votes", width=3), n_search=40_000, n_test=120_000,
-         score=lambda rows: rows.sum(axis=1)),
-    Case(dp_sgd.SPEC,
-         dp_sgd.DPSGDParams(steps=1, sampling_probability=0.5, noise_multiplier=1.0,
-                            clip_norm=1.0, expected_batch_size=1.0, learning_rate=1.0,
-                            fit_intercept=False),
-         {"x": np.zeros((SGD_DIM, SGD_DIM)), "y": np.zeros(SGD_DIM)},
-         {"x": np.vstack([np.zeros((SGD_DIM, SGD_DIM)), 100.0 * np.eye(SGD_DIM)]),
-          "y": np.zeros(2 * SGD_DIM)},
-         field("weights"), n_search=40_000, n_test=120_000),
-    Case(selection.EXPONENTIAL, selection.SelectionParams(epsilon=1.0),
-         SCORES_D, SCORES_D_PRIME, field("index"), n_search=1_500, n_test=6_000, min_ratio=0.5),
-    Case(selection.REPORT_NOISY_MAX, selection.SelectionParams(epsilon=1.0),
-         SCORES_D, SCORES_D_PRIME, field("index"), n_search=1_500, n_test=6_000, min_ratio=0.4),
-    Case(selection.NOISY_TOP_K, selection.TopKParams(epsilon=1.0, k=1),
-         SCORES_D, SCORES_D_PRIME, first("indices"), n_search=1_500, n_test=6_000,
-         min_ratio=0.5),
+    Case(
+        gaussian.SPEC, gaussian.GaussianParams(1.0, 1.0), np.zeros(B), np.ones(B), field("release")
+    ),
+    Case(laplace.SPEC, laplace.LaplaceParams(1.0, 1.0), np.zeros(B), np.ones(B), field("release")),
+    Case(
+        histogram.SPEC,
+        histogram.HistogramParams(num_bins=B, noise_multiplier=1.0),
+        np.zeros(0),
+        np.arange(B, dtype=float),
+        field("counts"),
+        label="histogram_laplace",
+    ),
+    Case(
+        histogram.SPEC,
+        histogram.HistogramParams(num_bins=B, noise_multiplier=1.0, mechanism="gaussian"),
+        np.zeros(0),
+        np.arange(B, dtype=float),
+        field("counts"),
+        label="histogram_gaussian",
+    ),
+    Case(
+        bounded_mean.SPEC,
+        bounded_mean.BoundedMeanParams(1.0, 1.0, MEAN_ROWS),
+        np.zeros((MEAN_ROWS, MEAN_DIM)),
+        np.vstack([np.zeros((MEAN_ROWS, MEAN_DIM)), np.eye(MEAN_DIM)]),
+        field("mean", scale=MEAN_ROWS),
+        n_search=40_000,
+        n_test=120_000,
+    ),
+    Case(
+        nn_voting.SPEC,
+        nn_voting.NNVotingParams(k=3, top_n=1, noise_multiplier=1.0),
+        {"records": np.zeros((0, 1)), "candidates": CANDIDATES},
+        {"records": (100.0 * np.arange(GROUPS) + 0.1)[:, None], "candidates": CANDIDATES},
+        field("noisy_votes", width=3),
+        n_search=40_000,
+        n_test=120_000,
+        score=lambda rows: rows.sum(axis=1),
+    ),
+    Case(
+        dp_sgd.SPEC,
+        dp_sgd.DPSGDParams(
+            steps=1,
+            sampling_probability=0.5,
+            noise_multiplier=1.0,
+            clip_norm=1.0,
+            expected_batch_size=1.0,
+            learning_rate=1.0,
+            fit_intercept=False,
+        ),
+        {"x": np.zeros((SGD_DIM, SGD_DIM)), "y": np.zeros(SGD_DIM)},
+        {
+            "x": np.vstack([np.zeros((SGD_DIM, SGD_DIM)), 100.0 * np.eye(SGD_DIM)]),
+            "y": np.zeros(2 * SGD_DIM),
+        },
+        field("weights"),
+        n_search=40_000,
+        n_test=120_000,
+    ),
+    Case(
+        selection.EXPONENTIAL,
+        selection.SelectionParams(epsilon=1.0),
+        SCORES_D,
+        SCORES_D_PRIME,
+        field("index"),
+        n_search=1_500,
+        n_test=6_000,
+        min_ratio=0.5,
+    ),
+    Case(
+        selection.REPORT_NOISY_MAX,
+        selection.SelectionParams(epsilon=1.0),
+        SCORES_D,
+        SCORES_D_PRIME,
+        field("index"),
+        n_search=1_500,
+        n_test=6_000,
+        min_ratio=0.4,
+    ),
+    Case(
+        selection.NOISY_TOP_K,
+        selection.TopKParams(epsilon=1.0, k=1),
+        SCORES_D,
+        SCORES_D_PRIME,
+        first("indices"),
+        n_search=1_500,
+        n_test=6_000,
+        min_ratio=0.5,
+    ),
 )
 
 
-def sampler_for(case: Case, adjacency: Adjacency) -> Callable[[Any, int, np.random.Generator],
-                                                              np.ndarray]:
+def sampler_for(
+    case: Case, adjacency: Adjacency
+) -> Callable[[Any, int, np.random.Generator], np.ndarray]:
     """Run the plugin (fresh ledger per call, declaration checked) until ``n`` samples exist."""
     declared = case.spec.declare(case.params, adjacency)
 
@@ -154,10 +211,17 @@ def audit(case: Case, seed: int, scale: int = 1) -> tuple[Any, float]:
     adjacency = Adjacency()
     claim = accountant_claim(case.spec.declare(case.params, adjacency), adjacency)
     result = audit_mechanism(
-        sampler_for(case, adjacency), case.d, case.d_prime,
-        claimed_epsilon=claim, deltas=(DELTA,), alpha=ALPHA,
-        n_search=case.n_search * scale, n_test=case.n_test * scale, rng=seed,
-        score=case.score, description=case.name,
+        sampler_for(case, adjacency),
+        case.d,
+        case.d_prime,
+        claimed_epsilon=claim,
+        deltas=(DELTA,),
+        alpha=ALPHA,
+        n_search=case.n_search * scale,
+        n_test=case.n_test * scale,
+        rng=seed,
+        score=case.score,
+        description=case.name,
         claim_source="dpledger.accountant.select.account of the plugin's declaration",
     )
     return result.at(DELTA), claim(DELTA)
@@ -168,9 +232,11 @@ def check(case: Case, seed: int, scale: int, record_property: Callable[[str, Any
     record_property("claimed_epsilon", claimed)
     record_property("epsilon_lower", row.epsilon_lower)
     record_property("ceiling", row.ceiling)
-    print(f"{case.name}: claimed {claimed:.4f}, lower bound {row.epsilon_lower:.4f}, "
-          f"ceiling {row.ceiling:.2f}, resolution {row.resolution:.3f} at delta={DELTA}: "
-          f"{row.verdict} (not a proof of privacy)")
+    print(
+        f"{case.name}: claimed {claimed:.4f}, lower bound {row.epsilon_lower:.4f}, "
+        f"ceiling {row.ceiling:.2f}, resolution {row.resolution:.3f} at delta={DELTA}: "
+        f"{row.verdict} (not a proof of privacy)"
+    )
     assert row.verdict == NO_VIOLATION, f"{case.name}: {row.to_dict()}"
     assert row.ceiling > claimed, f"{case.name}: the audit could never refute its claim"
     assert row.epsilon_lower >= case.min_ratio * claimed, (
@@ -211,6 +277,14 @@ def test_a_planted_under_declaration_is_flagged() -> None:
     loud = attrs.evolve(case, params=gaussian.GaussianParams(1.0, 0.5))
     sample = sampler_for(loud, Adjacency())
     claim = accountant_claim(honest, Adjacency())
-    result = audit_mechanism(sample, case.d, case.d_prime, claimed_epsilon=claim,
-                             deltas=(DELTA,), n_search=case.n_search, n_test=case.n_test, rng=2)
+    result = audit_mechanism(
+        sample,
+        case.d,
+        case.d_prime,
+        claimed_epsilon=claim,
+        deltas=(DELTA,),
+        n_search=case.n_search,
+        n_test=case.n_test,
+        rng=2,
+    )
     assert result.at(DELTA).epsilon_lower > claim(DELTA)

@@ -59,8 +59,9 @@ def _declare_sum(params: SumParams, adjacency: Adjacency) -> Event:
     return GaussianEvent(params.noise_multiplier)
 
 
-def _run_half_noise(params: SumParams, data: Any, ledger: PrivacyLedger,
-                    rng: np.random.Generator) -> dict[str, Any]:
+def _run_half_noise(
+    params: SumParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     """Books the declared Gaussian, then draws only half its std itself."""
     clipped = ledger.clip_rows_l2(np.asarray(data, dtype=float), params.clip, step="clip")
     ledger.charge(GaussianEvent(params.noise_multiplier), step="sum")
@@ -68,36 +69,57 @@ def _run_half_noise(params: SumParams, data: Any, ledger: PrivacyLedger,
     return {"sum": clipped.sum(axis=0) + rng.normal(0.0, std, size=clipped.shape[1])}
 
 
-def _run_no_clip(params: SumParams, data: Any, ledger: PrivacyLedger,
-                 rng: np.random.Generator) -> dict[str, Any]:
+def _run_no_clip(
+    params: SumParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     """Declares sensitivity ``clip`` but sums the rows unclipped."""
     rows = np.asarray(data, dtype=float)
-    return {"sum": ledger.gaussian(rows.sum(axis=0), params.clip, params.noise_multiplier,
-                                   step="sum")}
+    return {
+        "sum": ledger.gaussian(rows.sum(axis=0), params.clip, params.noise_multiplier, step="sum")
+    }
 
 
 def _declare_sgd(params: SGDParams, adjacency: Adjacency) -> Event:
     return PoissonSampledEvent(params.sampling_probability, GaussianEvent(params.noise_multiplier))
 
 
-def _run_sgd_all_rows(params: SGDParams, data: Any, ledger: PrivacyLedger,
-                      rng: np.random.Generator) -> dict[str, Any]:
+def _run_sgd_all_rows(
+    params: SGDParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     """Books a Poisson sample, then computes the noisy clipped gradient sum on every row."""
     rows = np.asarray(data, dtype=float)
     with ledger.poisson_sample(rows.shape[0], params.sampling_probability, step="sample"):
         grads = ledger.clip_rows_l2(rows, params.clip, step="clip")  # ignores the sample
-        noisy = ledger.gaussian(grads.sum(axis=0), params.clip, params.noise_multiplier,
-                                step="noise")
+        noisy = ledger.gaussian(
+            grads.sum(axis=0), params.clip, params.noise_multiplier, step="noise"
+        )
     return {"weights": -np.asarray(noisy) / params.expected_batch_size}
 
 
-HALF_NOISE = MethodSpec("planted_half_noise", SumParams, _declare_sum, _run_half_noise,
-                        "clipped sum; draws half the declared noise outside the ledger",
-                        "planted bug")
-NO_CLIP = MethodSpec("planted_no_clip", SumParams, _declare_sum, _run_no_clip,
-                     "declares sensitivity C, sums unclipped rows", "planted bug")
-SGD_ALL_ROWS = MethodSpec("planted_sgd_all_rows", SGDParams, _declare_sgd, _run_sgd_all_rows,
-                          "books a Poisson sample, trains on every row", "planted bug")
+HALF_NOISE = MethodSpec(
+    "planted_half_noise",
+    SumParams,
+    _declare_sum,
+    _run_half_noise,
+    "clipped sum; draws half the declared noise outside the ledger",
+    "planted bug",
+)
+NO_CLIP = MethodSpec(
+    "planted_no_clip",
+    SumParams,
+    _declare_sum,
+    _run_no_clip,
+    "declares sensitivity C, sums unclipped rows",
+    "planted bug",
+)
+SGD_ALL_ROWS = MethodSpec(
+    "planted_sgd_all_rows",
+    SGDParams,
+    _declare_sgd,
+    _run_sgd_all_rows,
+    "books a Poisson sample, trains on every row",
+    "planted bug",
+)
 
 
 class PlantedPlugin:
@@ -143,13 +165,32 @@ class Planted:
 #: all rows: q = 0.01 booked, every row used: claim 0.37, truth 7.58 at delta 1e-3; 3000 runs:
 #: miss probability <= 1.7e-13.
 PLANTED = (
-    Planted("planted_half_noise", {"clip": 1.0, "noise_multiplier": 0.75}, 0.15, 5000,
-            lambda pair: SHRINK * 1.0 / (0.75 * 1.0 / 2.0)),
-    Planted("planted_no_clip", {"clip": 1.0, "noise_multiplier": 1.0}, 1e-3, 3000,
-            lambda pair: abs(float(np.sum(pair.d_prime) - np.sum(pair.d))) / 1.0),
-    Planted("planted_sgd_all_rows", {"clip": 1.0, "noise_multiplier": 0.5,
-                                     "sampling_probability": 0.01, "expected_batch_size": 4.0},
-            1e-3, 3000, lambda pair: SHRINK * 1.0 / 0.5),
+    Planted(
+        "planted_half_noise",
+        {"clip": 1.0, "noise_multiplier": 0.75},
+        0.15,
+        5000,
+        lambda pair: SHRINK * 1.0 / (0.75 * 1.0 / 2.0),
+    ),
+    Planted(
+        "planted_no_clip",
+        {"clip": 1.0, "noise_multiplier": 1.0},
+        1e-3,
+        3000,
+        lambda pair: abs(float(np.sum(pair.d_prime) - np.sum(pair.d))) / 1.0,
+    ),
+    Planted(
+        "planted_sgd_all_rows",
+        {
+            "clip": 1.0,
+            "noise_multiplier": 0.5,
+            "sampling_probability": 0.01,
+            "expected_batch_size": 4.0,
+        },
+        1e-3,
+        3000,
+        lambda pair: SHRINK * 1.0 / 0.5,
+    ),
 )
 
 
@@ -157,8 +198,16 @@ PLANTED = (
 def test_planted_dishonest_method_is_caught(case: Planted, planted: PluginHost) -> None:
     spec = planted.method(case.name)
     params = spec.make_params(case.params)
-    result = audit_method(spec, params, DATA, relation="add_remove", runs=case.runs,
-                          deltas=(case.delta,), seed=0, lower=planted.lower)
+    result = audit_method(
+        spec,
+        params,
+        DATA,
+        relation="add_remove",
+        runs=case.runs,
+        deltas=(case.delta,),
+        seed=0,
+        lower=planted.lower,
+    )
     audit = result.relations[0].result
     row = audit.at(case.delta)
     claim = accountant_claim(spec.declare(params, Adjacency()), Adjacency())(case.delta)
@@ -167,9 +216,11 @@ def test_planted_dishonest_method_is_caught(case: Planted, planted: PluginHost) 
     truth = gaussian_epsilon(mu, case.delta)
     n_search, n_test = split_runs(case.runs, scalar=True)
     miss = shift_false_negative_bound(mu, n_search, n_test, case.delta, 0.05, claim)
-    print(f"{case.name}: claim {claim:.3f}, true epsilon {truth:.3f}, lower bound "
-          f"{row.epsilon_lower:.3f}, ceiling {row.ceiling:.3f} at delta={case.delta}; "
-          f"miss probability <= {miss:.2g}")
+    print(
+        f"{case.name}: claim {claim:.3f}, true epsilon {truth:.3f}, lower bound "
+        f"{row.epsilon_lower:.3f}, ceiling {row.ceiling:.3f} at delta={case.delta}; "
+        f"miss probability <= {miss:.2g}"
+    )
     assert row.claimed_epsilon == pytest.approx(claim, rel=1e-12)
     assert (audit.n_search, audit.n_test) == (n_search, n_test)
     assert row.ceiling > claim, "the audit could never refute this claim"
@@ -180,7 +231,9 @@ def test_planted_dishonest_method_is_caught(case: Planted, planted: PluginHost) 
 
 
 def test_planted_method_exits_1_from_the_cli(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
     request: pytest.FixtureRequest,
 ) -> None:
     # the command's host lookup is replaced *before* the planted host takes its fingerprint of
@@ -189,10 +242,22 @@ def test_planted_method_exits_1_from_the_cli(
     monkeypatch.setattr("dpledger.commands.audit.host_from_args", lambda args: hosts[0])
     hosts.append(request.getfixturevalue("planted"))
     np.save(tmp_path / "rows.npy", DATA)
-    (tmp_path / "cfg.toml").write_text('data = "rows.npy"\n[params]\nclip = 1.0\n'
-                                       "noise_multiplier = 1.0\n")
-    code = main(["audit", "planted_no_clip", "--config", str(tmp_path / "cfg.toml"),
-                 "--runs", "400", "--seed", "3", "--json"])
+    (tmp_path / "cfg.toml").write_text(
+        'data = "rows.npy"\n[params]\nclip = 1.0\nnoise_multiplier = 1.0\n'
+    )
+    code = main(
+        [
+            "audit",
+            "planted_no_clip",
+            "--config",
+            str(tmp_path / "cfg.toml"),
+            "--runs",
+            "400",
+            "--seed",
+            "3",
+            "--json",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 1, captured.err
     out = json.loads(captured.out)
@@ -207,35 +272,58 @@ RNG = np.random.default_rng(7)
 ROWS = RNG.normal(size=(12, 3))
 SMOKE: dict[str, tuple[str, Any, dict[str, Any]]] = {
     # method: (plugin entry point, data, params)
-    "gaussian_mechanism": ("primitives.gaussian", np.array([2.0, -1.0]),
-                           {"sensitivity": 1.0, "noise_multiplier": 1.0}),
-    "laplace_mechanism": ("primitives.laplace", np.array([2.0, -1.0]),
-                          {"sensitivity": 1.0, "noise_multiplier": 1.0}),
-    "private_histogram": ("primitives.histogram", RNG.integers(0, 4, size=20).astype(float),
-                          {"num_bins": 4, "noise_multiplier": 1.0}),
-    "private_mean": ("primitives.bounded_mean", ROWS,
-                     {"radius": 1.0, "noise_multiplier": 1.0, "n": 12}),
-    "nn_vote_selection": ("primitives.nn_voting",
-                          {"records": ROWS, "candidates": RNG.normal(size=(5, 3))},
-                          {"k": 2, "top_n": 2, "noise_multiplier": 1.0}),
-    "dp_sgd_logistic": ("primitives.dp_sgd",
-                        {"x": ROWS, "y": (np.arange(12) % 2).astype(float)},
-                        {"steps": 2, "sampling_probability": 0.5, "noise_multiplier": 1.0,
-                         "clip_norm": 1.0, "expected_batch_size": 6.0}),
-    "exponential_mechanism": ("primitives.selection", np.array([0.0, *[1.0] * 10]),
-                              {"epsilon": 1.0}),
-    "report_noisy_max": ("primitives.selection", np.array([0.0, *[1.0] * 10]),
-                         {"epsilon": 1.0}),
-    "noisy_top_k": ("primitives.selection", np.array([0.0, *[1.0] * 10]),
-                    {"epsilon": 1.0, "k": 2}),
+    "gaussian_mechanism": (
+        "primitives.gaussian",
+        np.array([2.0, -1.0]),
+        {"sensitivity": 1.0, "noise_multiplier": 1.0},
+    ),
+    "laplace_mechanism": (
+        "primitives.laplace",
+        np.array([2.0, -1.0]),
+        {"sensitivity": 1.0, "noise_multiplier": 1.0},
+    ),
+    "private_histogram": (
+        "primitives.histogram",
+        RNG.integers(0, 4, size=20).astype(float),
+        {"num_bins": 4, "noise_multiplier": 1.0},
+    ),
+    "private_mean": (
+        "primitives.bounded_mean",
+        ROWS,
+        {"radius": 1.0, "noise_multiplier": 1.0, "n": 12},
+    ),
+    "nn_vote_selection": (
+        "primitives.nn_voting",
+        {"records": ROWS, "candidates": RNG.normal(size=(5, 3))},
+        {"k": 2, "top_n": 2, "noise_multiplier": 1.0},
+    ),
+    "dp_sgd_logistic": (
+        "primitives.dp_sgd",
+        {"x": ROWS, "y": (np.arange(12) % 2).astype(float)},
+        {
+            "steps": 2,
+            "sampling_probability": 0.5,
+            "noise_multiplier": 1.0,
+            "clip_norm": 1.0,
+            "expected_batch_size": 6.0,
+        },
+    ),
+    "exponential_mechanism": (
+        "primitives.selection",
+        np.array([0.0, *[1.0] * 10]),
+        {"epsilon": 1.0},
+    ),
+    "report_noisy_max": ("primitives.selection", np.array([0.0, *[1.0] * 10]), {"epsilon": 1.0}),
+    "noisy_top_k": ("primitives.selection", np.array([0.0, *[1.0] * 10]), {"epsilon": 1.0, "k": 2}),
 }
 #: the selection methods state an add/remove sensitivity and are audited under add/remove here;
 #: replace-one is the known defect of test_selection_under_replace_one_is_flagged
 SELECTION = ("exponential_mechanism", "report_noisy_max", "noisy_top_k")
 
 
-def _write_config(tmp_path: Path, data: Any, params: dict[str, Any],
-                  adjacency: dict[str, Any] | None = None) -> Path:
+def _write_config(
+    tmp_path: Path, data: Any, params: dict[str, Any], adjacency: dict[str, Any] | None = None
+) -> Path:
     if isinstance(data, dict):
         np.savez(tmp_path / "data.npz", **data)
         name = "data.npz"
@@ -264,18 +352,35 @@ def test_builtin_primitive_shows_no_violation(
     plugin, data, params = SMOKE[method]
     cfg = _write_config(tmp_path, data, params)
     relation = "add_remove" if method in SELECTION else "both"
-    code, out = _audit_json(capsys, method, "--config", str(cfg), "--relation", relation,
-                            "--runs", "300", "--delta", "1e-3", "1e-2", "--seed", "0",
-                            "--plugins-allow", plugin)
+    code, out = _audit_json(
+        capsys,
+        method,
+        "--config",
+        str(cfg),
+        "--relation",
+        relation,
+        "--runs",
+        "300",
+        "--delta",
+        "1e-3",
+        "1e-2",
+        "--seed",
+        "0",
+        "--plugins-allow",
+        plugin,
+    )
     rows = [(r["relation"], a) for r in out["relations"] for a in r["audits"]]
     for rel, a in rows:
-        print(f"{method} [{rel}] delta={a['delta']}: claim {a['claimed_epsilon']:.3f}, lower "
-              f"bound {a['epsilon_lower']:.3f}, ceiling {a['ceiling']:.2f}: {a['verdict']}")
+        print(
+            f"{method} [{rel}] delta={a['delta']}: claim {a['claimed_epsilon']:.3f}, lower "
+            f"bound {a['epsilon_lower']:.3f}, ceiling {a['ceiling']:.2f}: {a['verdict']}"
+        )
         assert a["verdict"] == NO_VIOLATION
         assert math.isfinite(a["claimed_epsilon"]) and a["claimed_epsilon"] > 0
     assert code == 0 and out["verdict"] == NO_VIOLATION and out["skipped"] == []
-    assert {r for r, _ in rows} == ({"add_remove"} if relation == "add_remove"
-                                    else {"add_remove", "replace_one"})
+    assert {r for r, _ in rows} == (
+        {"add_remove"} if relation == "add_remove" else {"add_remove", "replace_one"}
+    )
 
 
 @pytest.mark.parametrize("method", ["exponential_mechanism", "report_noisy_max"])
@@ -284,12 +389,26 @@ def test_selection_under_replace_one_is_claimed_at_twice_epsilon(
 ) -> None:
     plugin, data, params = SMOKE[method]
     cfg = _write_config(tmp_path, data, params)
-    code, out = _audit_json(capsys, method, "--config", str(cfg), "--relation", "replace_one",
-                            "--runs", "2000", "--seed", "0", "--plugins-allow", plugin)
+    code, out = _audit_json(
+        capsys,
+        method,
+        "--config",
+        str(cfg),
+        "--relation",
+        "replace_one",
+        "--runs",
+        "2000",
+        "--seed",
+        "0",
+        "--plugins-allow",
+        plugin,
+    )
     row = out["relations"][0]["audits"][0]
     # exponential mechanism on this pair: P[index 0] is 0.309 vs 0.0572, epsilon >= 1.69
-    print(f"{method} [replace_one]: claim {row['claimed_epsilon']:.3f}, lower bound "
-          f"{row['epsilon_lower']:.3f}, ceiling {row['ceiling']:.2f}")
+    print(
+        f"{method} [replace_one]: claim {row['claimed_epsilon']:.3f}, lower bound "
+        f"{row['epsilon_lower']:.3f}, ceiling {row['ceiling']:.2f}"
+    )
     assert code == 0 and row["verdict"] == NO_VIOLATION
     # a replaced record moves a score by twice its add/remove sensitivity: the claim is that of
     # pure 2 eps-DP at this delta (1.9989 for eps = 1 at delta = 1e-3), where it was 0.999
@@ -304,20 +423,30 @@ class GaussParams:
 
 def _declare_replace_only(params: GaussParams, adjacency: Adjacency) -> Event:
     if adjacency.relation != "replace_one":
-        raise InvalidParameterError("relation", "only replace-one is analysed",
-                                    "use relation = 'replace_one'")
+        raise InvalidParameterError(
+            "relation", "only replace-one is analysed", "use relation = 'replace_one'"
+        )
     return GaussianEvent(params.noise_multiplier)
 
 
-def _run_sum(params: GaussParams, data: Any, ledger: PrivacyLedger,
-             rng: np.random.Generator) -> dict[str, Any]:
+def _run_sum(
+    params: GaussParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     rows = ledger.clip_rows_l2(np.asarray(data, dtype=float), 1.0, step="clip")
-    return {"sum": ledger.gaussian(rows.sum(axis=0), 1.0, params.noise_multiplier, step="sum"),
-            "label": "text outputs are left out"}
+    return {
+        "sum": ledger.gaussian(rows.sum(axis=0), 1.0, params.noise_multiplier, step="sum"),
+        "label": "text outputs are left out",
+    }
 
 
-REPLACE_ONLY = MethodSpec("replace_only_sum", GaussParams, _declare_replace_only, _run_sum,
-                          "honest clipped sum, analysed under replace-one only", "test")
+REPLACE_ONLY = MethodSpec(
+    "replace_only_sum",
+    GaussParams,
+    _declare_replace_only,
+    _run_sum,
+    "honest clipped sum, analysed under replace-one only",
+    "test",
+)
 
 
 class ReplaceOnlyPlugin:
@@ -330,8 +459,9 @@ def test_a_refused_relation_is_skipped_with_both_and_an_error_alone(dpledger_reg
     with dpledger_register(ReplaceOnlyPlugin(), name="replace_only") as host:
         spec = host.method("replace_only_sum")
         params = spec.make_params({"noise_multiplier": 2.0})
-        result = audit_method(spec, params, DATA, relation="both", runs=200, seed=1,
-                              lower=host.lower)
+        result = audit_method(
+            spec, params, DATA, relation="both", runs=200, seed=1, lower=host.lower
+        )
         assert [r.relation for r in result.relations] == ["replace_one"]
         assert result.skipped[0][0] == "add_remove"
         assert "only replace-one" in result.skipped[0][1]
@@ -346,25 +476,44 @@ def test_a_refused_relation_is_skipped_with_both_and_an_error_alone(dpledger_reg
 
 # -- command line ---------------------------------------------------------------------------------
 def test_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = _write_config(tmp_path, np.array([2.0, -1.0]),
-                        {"sensitivity": 1.0, "noise_multiplier": 1.0})
-    code, out = _audit_json(capsys, "gaussian_mechanism", "--config", str(cfg), "--relation",
-                            "both", "--runs", "250", "--delta", "1e-3", "1e-2", "--seed", "5",
-                            "--plugins-allow", "primitives.gaussian")
+    cfg = _write_config(
+        tmp_path, np.array([2.0, -1.0]), {"sensitivity": 1.0, "noise_multiplier": 1.0}
+    )
+    code, out = _audit_json(
+        capsys,
+        "gaussian_mechanism",
+        "--config",
+        str(cfg),
+        "--relation",
+        "both",
+        "--runs",
+        "250",
+        "--delta",
+        "1e-3",
+        "1e-2",
+        "--seed",
+        "5",
+        "--plugins-allow",
+        "primitives.gaussian",
+    )
     assert code == 0
     assert out["method"] == "gaussian_mechanism" and out["runs"] == 250 and out["seed"] == 5
     assert out["verdict"] == NO_VIOLATION and out["alpha"] == 0.05
-    claims = {("add_remove", 1e-3): gaussian_epsilon(1.0, 1e-3),
-              ("add_remove", 1e-2): gaussian_epsilon(1.0, 1e-2),
-              ("replace_one", 1e-3): gaussian_epsilon(2.0, 1e-3),
-              ("replace_one", 1e-2): gaussian_epsilon(2.0, 1e-2)}
+    claims = {
+        ("add_remove", 1e-3): gaussian_epsilon(1.0, 1e-3),
+        ("add_remove", 1e-2): gaussian_epsilon(1.0, 1e-2),
+        ("replace_one", 1e-3): gaussian_epsilon(2.0, 1e-3),
+        ("replace_one", 1e-2): gaussian_epsilon(2.0, 1e-2),
+    }
     assert [r["relation"] for r in out["relations"]] == ["add_remove", "replace_one"]
     for rel in out["relations"]:
         # a 2-vector release: a fifth trains the discriminant, a fifth searches, the rest tests
         assert (rel["n_search"], rel["n_test"]) == (50, 150)
         assert rel["alpha"] == 0.025  # Bonferroni over the two relations
-        assert rel["neighbours"].startswith("query answer vs the answer moved by "
-                                            + ("1" if rel["relation"] == "add_remove" else "2"))
+        assert rel["neighbours"].startswith(
+            "query answer vs the answer moved by "
+            + ("1" if rel["relation"] == "add_remove" else "2")
+        )
         for a in rel["audits"]:
             assert a["relation"] == rel["relation"]
             claim = claims[(a["relation"], a["delta"])]
@@ -376,33 +525,63 @@ def test_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_text_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = _write_config(tmp_path, RNG.integers(0, 3, size=10).astype(float),
-                        {"num_bins": 3, "noise_multiplier": 2.0}, {"relation": "replace_one"})
-    code = main(["audit", "private_histogram", "--config", str(cfg), "--runs", "100",
-                 "--plugins-allow", "primitives.histogram"])
+    cfg = _write_config(
+        tmp_path,
+        RNG.integers(0, 3, size=10).astype(float),
+        {"num_bins": 3, "noise_multiplier": 2.0},
+        {"relation": "replace_one"},
+    )
+    code = main(
+        [
+            "audit",
+            "private_histogram",
+            "--config",
+            str(cfg),
+            "--runs",
+            "100",
+            "--plugins-allow",
+            "primitives.histogram",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "relation: replace_one" in out and "relation: add_remove" not in out  # the config's
     assert "record 0 replaced by the canary" in out and "verdict: no violation found" in out
 
 
-@pytest.mark.parametrize(("argv", "field"), [
-    (["no_such_method", "--config", "{cfg}"], "no method named 'no_such_method'"),
-    (["gaussian_mechanism", "--config", "{nodata}"], "data: is missing"),
-    (["gaussian_mechanism", "--config", "{cfg}", "--runs", "many"], "--runs: must be an integer"),
-    (["gaussian_mechanism", "--config", "{cfg}", "--runs", "20"], "runs: must be an integer >= 50"),
-    (["gaussian_mechanism", "--config", "{cfg}", "--runs", "1e3"], "--runs: must be an integer"),
-    (["gaussian_mechanism"], "--config: is required"),
-    (["gaussian_mechanism", "--config", "{missing}"], "--config: cannot read"),
-    (["gaussian_mechanism", "--config", "{cfg}", "--mechanism", "gaussian"], "both given"),
-    (["--noise-multiplier", "1.0"], "METHOD: is missing"),
-    (["gaussian_mechanism", "--config", "{cfg}", "--noise-multiplier", "1"],
-     "--noise-multiplier: does not apply to a METHOD audit"),
-    (["--mechanism", "gaussian", "--noise-multiplier", "1", "--runs", "100"],
-     "--runs: does not apply to a --mechanism audit"),
-    (["gaussian_mechanism", "--config", "{cfg}", "--data", "{missing}"], "does not exist"),
-    (["gaussian_mechanism", "--config", "{badadj}"], "adjacency: "),
-])
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (["no_such_method", "--config", "{cfg}"], "no method named 'no_such_method'"),
+        (["gaussian_mechanism", "--config", "{nodata}"], "data: is missing"),
+        (
+            ["gaussian_mechanism", "--config", "{cfg}", "--runs", "many"],
+            "--runs: must be an integer",
+        ),
+        (
+            ["gaussian_mechanism", "--config", "{cfg}", "--runs", "20"],
+            "runs: must be an integer >= 50",
+        ),
+        (
+            ["gaussian_mechanism", "--config", "{cfg}", "--runs", "1e3"],
+            "--runs: must be an integer",
+        ),
+        (["gaussian_mechanism"], "--config: is required"),
+        (["gaussian_mechanism", "--config", "{missing}"], "--config: cannot read"),
+        (["gaussian_mechanism", "--config", "{cfg}", "--mechanism", "gaussian"], "both given"),
+        (["--noise-multiplier", "1.0"], "METHOD: is missing"),
+        (
+            ["gaussian_mechanism", "--config", "{cfg}", "--noise-multiplier", "1"],
+            "--noise-multiplier: does not apply to a METHOD audit",
+        ),
+        (
+            ["--mechanism", "gaussian", "--noise-multiplier", "1", "--runs", "100"],
+            "--runs: does not apply to a --mechanism audit",
+        ),
+        (["gaussian_mechanism", "--config", "{cfg}", "--data", "{missing}"], "does not exist"),
+        (["gaussian_mechanism", "--config", "{badadj}"], "adjacency: "),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(
     argv: list[str], field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -410,12 +589,19 @@ def test_bad_input_is_one_line_and_exit_2(
     nodata = tmp_path / "nodata.toml"
     nodata.write_text("[params]\nsensitivity = 1.0\nnoise_multiplier = 1.0\n")
     badadj = tmp_path / "badadj.toml"
-    badadj.write_text("[params]\nsensitivity = 1.0\nnoise_multiplier = 1.0\n[adjacency]\n"
-                      "relashun = 'replace_one'\n")
-    paths = {"cfg": str(cfg), "nodata": str(nodata), "missing": str(tmp_path / "nope.toml"),
-             "badadj": str(badadj)}
-    code = main(["audit", *[a.format(**paths) for a in argv],
-                 "--plugins-allow", "primitives.gaussian"])
+    badadj.write_text(
+        "[params]\nsensitivity = 1.0\nnoise_multiplier = 1.0\n[adjacency]\n"
+        "relashun = 'replace_one'\n"
+    )
+    paths = {
+        "cfg": str(cfg),
+        "nodata": str(nodata),
+        "missing": str(tmp_path / "nope.toml"),
+        "badadj": str(badadj),
+    }
+    code = main(
+        ["audit", *[a.format(**paths) for a in argv], "--plugins-allow", "primitives.gaussian"]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("dpledger audit: error: "), err
@@ -425,10 +611,23 @@ def test_bad_input_is_one_line_and_exit_2(
 def test_generic_data_that_is_not_per_record_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cfg = _write_config(tmp_path, {"records": ROWS, "candidates": ROWS[:5]},
-                        {"radius": 1.0, "noise_multiplier": 1.0, "n": 12})
-    code = main(["audit", "private_mean", "--config", str(cfg), "--runs", "100",
-                 "--plugins-allow", "primitives.bounded_mean"])
+    cfg = _write_config(
+        tmp_path,
+        {"records": ROWS, "candidates": ROWS[:5]},
+        {"radius": 1.0, "noise_multiplier": 1.0, "n": 12},
+    )
+    code = main(
+        [
+            "audit",
+            "private_mean",
+            "--config",
+            str(cfg),
+            "--runs",
+            "100",
+            "--plugins-allow",
+            "primitives.bounded_mean",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert "different lengths" in err and "register a neighbour rule" in err
@@ -436,42 +635,108 @@ def test_generic_data_that_is_not_per_record_is_refused(
 
 # -- heavy builtin methods (slow tier) -----------------------------------------------------------
 TRAJ_PARAMS = {
-    "n_per_time": [3, 3], "m": 2, "K": 1, "tau": 2.0, "C": 1.0, "rho": 0.5, "eta": 0.2,
-    "sigma": 0.5, "lambda_": 1.0, "diffusivity": 0.2, "radius": 1.0, "center": [0.0, 0.0],
+    "n_per_time": [3, 3],
+    "m": 2,
+    "K": 1,
+    "tau": 2.0,
+    "C": 1.0,
+    "rho": 0.5,
+    "eta": 0.2,
+    "sigma": 0.5,
+    "lambda_": 1.0,
+    "diffusivity": 0.2,
+    "radius": 1.0,
+    "center": [0.0, 0.0],
     "warm_start": {"kind": "none", "public_init": "gaussian", "public_std": 0.05},
-    "sinkhorn_iters": 2000, "sinkhorn_tol": 1e-6,
+    "sinkhorn_iters": 2000,
+    "sinkhorn_tol": 1e-6,
 }
 SW_DATA = np.array([[-0.9, 0.0], [0.0, 0.0], [0.2, 0.1]])
 SW_COMMON = {"num_steps": 1, "num_projections": 2, "num_particles": 16, "noise_multiplier": 2.0}
 PATH_PARAMS = {
-    "noise_multiplier": 4.0, "delta": 1e-3, "steps": 1, "sampling_probability": 1.0,
-    "clip_norm": 0.1, "selection_epsilon": 0.5, "k": 1, "overgeneration": 2.0,
-    "embedder": "summary", "lora_rank": 1, "n_layer": 1, "n_head": 1, "n_embd": 4,
-    "max_tokens": 64, "max_rows": 1, "physical_batch": 4, "length_pmf": [1.0],
-    "n_synthetic": 1, "generation_batch": 8, "max_row_tokens": 32, "expected_batch_size": 3.0,
+    "noise_multiplier": 4.0,
+    "delta": 1e-3,
+    "steps": 1,
+    "sampling_probability": 1.0,
+    "clip_norm": 0.1,
+    "selection_epsilon": 0.5,
+    "k": 1,
+    "overgeneration": 2.0,
+    "embedder": "summary",
+    "lora_rank": 1,
+    "n_layer": 1,
+    "n_head": 1,
+    "n_embd": 4,
+    "max_tokens": 64,
+    "max_rows": 1,
+    "physical_batch": 4,
+    "length_pmf": [1.0],
+    "n_synthetic": 1,
+    "generation_batch": 8,
+    "max_row_tokens": 32,
+    "expected_batch_size": 3.0,
 }
 TABLES = {
-    "schema": [{"name": "id", "kind": "static"},
-               {"name": "x", "kind": "numeric", "lower": -5.0, "upper": 5.0},
-               {"name": "c", "kind": "categorical", "categories": ["a", "b"]}],
+    "schema": [
+        {"name": "id", "kind": "static"},
+        {"name": "x", "kind": "numeric", "lower": -5.0, "upper": 5.0},
+        {"name": "c", "kind": "categorical", "categories": ["a", "b"]},
+    ],
     "users": [{"user_id": str(i), "rows": [[str(i), -4.0, "a"]]} for i in range(3)],
 }
 USER = {"unit": "user", "unit_key": "id"}
 HEAVY: dict[str, tuple[str, Any, dict[str, Any], dict[str, Any], str, int]] = {
     # label: (method, data, params, adjacency, plugin, runs)
-    "trajectories": ("trajectories",
-                     {"marginal_0": np.array([[-0.9, 0.0], [0.0, 0.0], [0.1, 0.1]]),
-                      "marginal_1": np.zeros((3, 2))},
-                     TRAJ_PARAMS, {"relation": "replace_one"}, "trajectories", 300),
-    "dpswflow": ("dpswflow", SW_DATA, {**SW_COMMON, "num_sub_projections": 2},
-                 {"relation": "replace_one"}, "swflow", 600),
-    "dpswflow-r": ("dpswflow-r", SW_DATA, {**SW_COMMON, "dataset_size": 3, "batch_size": 1},
-                   {"relation": "replace_one"}, "swflow", 600),
-    "dpswgen": ("dpswgen", SW_DATA, {**SW_COMMON, "dataset_size": 3, "batch_size": 2,
-                                     "hidden": 4, "noise_dim": 2, "learning_rate": 0.5},
-                {"relation": "replace_one"}, "swflow", 300),
-    "shk_grid": ("shk", np.array([0.0, 0.1]),
-                 {"t": 3.0, "beta": 1.0, "n": 2, "n_cells": 32, "n_samples": 1}, {}, "shk", 300),
+    "trajectories": (
+        "trajectories",
+        {
+            "marginal_0": np.array([[-0.9, 0.0], [0.0, 0.0], [0.1, 0.1]]),
+            "marginal_1": np.zeros((3, 2)),
+        },
+        TRAJ_PARAMS,
+        {"relation": "replace_one"},
+        "trajectories",
+        300,
+    ),
+    "dpswflow": (
+        "dpswflow",
+        SW_DATA,
+        {**SW_COMMON, "num_sub_projections": 2},
+        {"relation": "replace_one"},
+        "swflow",
+        600,
+    ),
+    "dpswflow-r": (
+        "dpswflow-r",
+        SW_DATA,
+        {**SW_COMMON, "dataset_size": 3, "batch_size": 1},
+        {"relation": "replace_one"},
+        "swflow",
+        600,
+    ),
+    "dpswgen": (
+        "dpswgen",
+        SW_DATA,
+        {
+            **SW_COMMON,
+            "dataset_size": 3,
+            "batch_size": 2,
+            "hidden": 4,
+            "noise_dim": 2,
+            "learning_rate": 0.5,
+        },
+        {"relation": "replace_one"},
+        "swflow",
+        300,
+    ),
+    "shk_grid": (
+        "shk",
+        np.array([0.0, 0.1]),
+        {"t": 3.0, "beta": 1.0, "n": 2, "n_cells": 32, "n_samples": 1},
+        {},
+        "shk",
+        300,
+    ),
     "path": ("path", TABLES, PATH_PARAMS, USER, "path", 60),
 }
 
@@ -498,19 +763,33 @@ def test_heavy_method_shows_no_violation(
     method, data, params, adjacency, plugin, runs = HEAVY[label]
     if method == "path":
         (tmp_path / "tables.json").write_text(json.dumps(data))
-        config: dict[str, Any] = {"data": "tables.json", "params": params,
-                                  "adjacency": adjacency}
+        config: dict[str, Any] = {"data": "tables.json", "params": params, "adjacency": adjacency}
         cfg = tmp_path / "cfg.json"
         cfg.write_text(json.dumps(config))
     else:
         cfg = _write_config(tmp_path, data, params, adjacency)
-    code, out = _audit_json(capsys, method, "--config", str(cfg), "--relation", "both",
-                            "--runs", str(runs), "--delta", "1e-3", "--seed", "0",
-                            "--plugins-allow", plugin)
+    code, out = _audit_json(
+        capsys,
+        method,
+        "--config",
+        str(cfg),
+        "--relation",
+        "both",
+        "--runs",
+        str(runs),
+        "--delta",
+        "1e-3",
+        "--seed",
+        "0",
+        "--plugins-allow",
+        plugin,
+    )
     for rel in out["relations"]:
         for a in rel["audits"]:
-            print(f"{label} [{rel['relation']}]: claim {a['claimed_epsilon']:.3f}, lower bound "
-                  f"{a['epsilon_lower']:.3f}, ceiling {a['ceiling']:.2f}: {a['verdict']}")
+            print(
+                f"{label} [{rel['relation']}]: claim {a['claimed_epsilon']:.3f}, lower bound "
+                f"{a['epsilon_lower']:.3f}, ceiling {a['ceiling']:.2f}: {a['verdict']}"
+            )
             assert math.isfinite(a["claimed_epsilon"]) and a["claimed_epsilon"] > 0
     for rel, reason in ((s["relation"], s["reason"]) for s in out["skipped"]):
         print(f"{label} [{rel}]: not audited ({reason})")
@@ -525,27 +804,67 @@ def test_table_baselines_show_no_violation(method: str) -> None:
 
     host = PluginHost.create(allow=["path_baselines"])
     spec = host.method(method)
-    params = spec.make_params({"epsilon": 1.0, "delta": 1e-3, "length": 1, "bins": 2,
-                               "iters": 1, **({"rounds": 2} if method == "aim" else {})})
-    result = audit_method(spec, params, tables_from_json(TABLES),
-                          adjacency=Adjacency(unit="user", unit_key="id"), relation="both",
-                          runs=300, seed=0, lower=host.lower)
+    params = spec.make_params(
+        {
+            "epsilon": 1.0,
+            "delta": 1e-3,
+            "length": 1,
+            "bins": 2,
+            "iters": 1,
+            **({"rounds": 2} if method == "aim" else {}),
+        }
+    )
+    result = audit_method(
+        spec,
+        params,
+        tables_from_json(TABLES),
+        adjacency=Adjacency(unit="user", unit_key="id"),
+        relation="both",
+        runs=300,
+        seed=0,
+        lower=host.lower,
+    )
     for rel in result.relations:
         row = rel.result.at(1e-3)
-        print(f"{method} [{rel.relation}]: claim {row.claimed_epsilon}, lower bound "
-              f"{row.epsilon_lower:.3f}, ceiling {row.ceiling:.2f}: {row.verdict}")
+        print(
+            f"{method} [{rel.relation}]: claim {row.claimed_epsilon}, lower bound "
+            f"{row.epsilon_lower:.3f}, ceiling {row.ceiling:.2f}: {row.verdict}"
+        )
     assert result.verdict == NO_VIOLATION and result.relations
 
 
 def test_a_method_without_a_guarantee_has_no_claim_to_audit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cfg = _write_config(tmp_path, np.array([0.0, 0.1]),
-                        {"t": 1.0, "beta": 1.0, "n": 2, "solver": "particles", "n_particles": 8,
-                         "particle_dt": 0.1, "n_samples": 1}, {})
+    cfg = _write_config(
+        tmp_path,
+        np.array([0.0, 0.1]),
+        {
+            "t": 1.0,
+            "beta": 1.0,
+            "n": 2,
+            "solver": "particles",
+            "n_particles": 8,
+            "particle_dt": 0.1,
+            "n_samples": 1,
+        },
+        {},
+    )
     for relation in ("add_remove", "both"):
-        code = main(["audit", "shk", "--config", str(cfg), "--relation", relation,
-                     "--runs", "200", "--plugins-allow", "shk"])
+        code = main(
+            [
+                "audit",
+                "shk",
+                "--config",
+                str(cfg),
+                "--relation",
+                relation,
+                "--runs",
+                "200",
+                "--plugins-allow",
+                "shk",
+            ]
+        )
         err = capsys.readouterr().err
         assert code == 2 and "declares no privacy guarantee" in err, err
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -84,8 +84,9 @@ class Case:
         """The declaration stated per privacy unit (lifted by the core if it is row level)."""
         params = self.params if self.claim_params is None else self.claim_params
         declaration = declare_checked(self.spec, params, self.adjacency)
-        event, _ = stated_for_unit(declaration.event, declaration.unit, self.adjacency,
-                                   release=self.label)
+        event, _ = stated_for_unit(
+            declaration.event, declaration.unit, self.adjacency, release=self.label
+        )
         return event
 
 
@@ -131,8 +132,13 @@ def _marginals(first: float) -> dict[str, Any]:
     return {"marginals": [m0, np.zeros((3, 2))]}
 
 
-SCHEMA = TableSchema((Column("id", "static"), Column("x", "numeric", lower=-5.0, upper=5.0),
-                      Column("c", "categorical", categories=("a", "b"))))
+SCHEMA = TableSchema(
+    (
+        Column("id", "static"),
+        Column("x", "numeric", lower=-5.0, upper=5.0),
+        Column("c", "categorical", categories=("a", "b")),
+    )
+)
 
 
 def _tables(extra: bool) -> UserTables:
@@ -143,45 +149,104 @@ def _tables(extra: bool) -> UserTables:
 
 
 # -- configurations -----------------------------------------------------------------------------
-TRAJ = trajectories_plugin.SPEC.make_params({
-    "n_per_time": [3, 3], "m": 2, "K": 1, "tau": 2.0, "C": 1.0, "rho": 0.5, "eta": 0.2,
-    "sigma": 0.5, "lambda_": 1.0, "diffusivity": 0.2, "radius": 1.0, "center": [0.0, 0.0],
-    "warm_start": {"kind": "none", "public_init": "gaussian", "public_std": 0.05},
-    "sinkhorn_iters": 2000, "sinkhorn_tol": 1e-6,
-})
-SWFLOW_R = swflow_plugin.DPSWFLOW_R.make_params({
-    "dataset_size": 2, "batch_size": 1, "num_steps": 1, "num_projections": 2,
-    "num_particles": 32, "noise_multiplier": 2.0,
-})
-SWFLOW = swflow_plugin.DPSWFLOW.make_params({
-    "num_steps": 1, "num_projections": 2, "num_sub_projections": 2, "num_particles": 32,
-    "noise_multiplier": 2.0,
-})
-SWGEN = swflow_plugin.DPSWGEN.make_params({
-    "dataset_size": 3, "batch_size": 2, "num_steps": 1, "num_projections": 2,
-    "num_particles": 32, "noise_multiplier": 2.0, "hidden": 4, "noise_dim": 2,
-    "learning_rate": 0.5,
-})
+TRAJ = trajectories_plugin.SPEC.make_params(
+    {
+        "n_per_time": [3, 3],
+        "m": 2,
+        "K": 1,
+        "tau": 2.0,
+        "C": 1.0,
+        "rho": 0.5,
+        "eta": 0.2,
+        "sigma": 0.5,
+        "lambda_": 1.0,
+        "diffusivity": 0.2,
+        "radius": 1.0,
+        "center": [0.0, 0.0],
+        "warm_start": {"kind": "none", "public_init": "gaussian", "public_std": 0.05},
+        "sinkhorn_iters": 2000,
+        "sinkhorn_tol": 1e-6,
+    }
+)
+SWFLOW_R = swflow_plugin.DPSWFLOW_R.make_params(
+    {
+        "dataset_size": 2,
+        "batch_size": 1,
+        "num_steps": 1,
+        "num_projections": 2,
+        "num_particles": 32,
+        "noise_multiplier": 2.0,
+    }
+)
+SWFLOW = swflow_plugin.DPSWFLOW.make_params(
+    {
+        "num_steps": 1,
+        "num_projections": 2,
+        "num_sub_projections": 2,
+        "num_particles": 32,
+        "noise_multiplier": 2.0,
+    }
+)
+SWGEN = swflow_plugin.DPSWGEN.make_params(
+    {
+        "dataset_size": 3,
+        "batch_size": 2,
+        "num_steps": 1,
+        "num_projections": 2,
+        "num_particles": 32,
+        "noise_multiplier": 2.0,
+        "hidden": 4,
+        "noise_dim": 2,
+        "learning_rate": 0.5,
+    }
+)
 SHK_DRAWS = 2000
 SHK_GRID = {"t": 3.0, "beta": 1.0, "n": 2, "n_cells": 32}
 DIRECT = baselines_plugin.DIRECT_SPEC.make_params(
-    {"epsilon": 1.0, "delta": DELTA, "length": 1, "bins": 2, "iters": 1})
+    {"epsilon": 1.0, "delta": DELTA, "length": 1, "bins": 2, "iters": 1}
+)
 AIM = baselines_plugin.AIM_SPEC.make_params(
-    {"epsilon": 1.0, "delta": DELTA, "length": 1, "bins": 2, "iters": 1, "rounds": 2})
-PATH = path_plugin.SPEC.make_params({
-    "noise_multiplier": 4.0, "delta": DELTA, "steps": 1, "sampling_probability": 1.0,
-    "clip_norm": 0.1, "selection_epsilon": 0.5, "k": 1, "overgeneration": 2.0,
-    "embedder": "summary", "lora_rank": 1, "n_layer": 1, "n_head": 1, "n_embd": 4,
-    "max_tokens": 64, "max_rows": 1, "physical_batch": 4, "length_pmf": (1.0,),
-    "n_synthetic": 1, "expected_batch_size": 3.0, "generation_batch": 8, "max_row_tokens": 32,
-})
+    {"epsilon": 1.0, "delta": DELTA, "length": 1, "bins": 2, "iters": 1, "rounds": 2}
+)
+PATH = path_plugin.SPEC.make_params(
+    {
+        "noise_multiplier": 4.0,
+        "delta": DELTA,
+        "steps": 1,
+        "sampling_probability": 1.0,
+        "clip_norm": 0.1,
+        "selection_epsilon": 0.5,
+        "k": 1,
+        "overgeneration": 2.0,
+        "embedder": "summary",
+        "lora_rank": 1,
+        "n_layer": 1,
+        "n_head": 1,
+        "n_embd": 4,
+        "max_tokens": 64,
+        "max_rows": 1,
+        "physical_batch": 4,
+        "length_pmf": (1.0,),
+        "n_synthetic": 1,
+        "expected_batch_size": 3.0,
+        "generation_batch": 8,
+        "max_row_tokens": 32,
+    }
+)
 
 
 def _shk(values: dict[str, Any], n_search: int, n_test: int, label: str) -> Case:
     spec = shk_plugin.SPEC
     return Case(
-        label, spec, spec.make_params({**values, "n_samples": SHK_DRAWS}), ROW,
-        np.array([0.0, 0.0]), np.array([0.0, 0.0, math.pi]), shk_cosine, n_search, n_test,
+        label,
+        spec,
+        spec.make_params({**values, "n_samples": SHK_DRAWS}),
+        ROW,
+        np.array([0.0, 0.0]),
+        np.array([0.0, 0.0, math.pi]),
+        shk_cosine,
+        n_search,
+        n_test,
         claim_params=spec.make_params(values),
         note="one call gives SHK_DRAWS i.i.d. draws; the claim is that of one draw",
     )
@@ -190,28 +255,90 @@ def _shk(values: dict[str, Any], n_search: int, n_test: int, label: str) -> Case
 def _cases(scale: int) -> tuple[Case, ...]:
     s = scale
     return (
-        Case("trajectories", trajectories_plugin.SPEC, TRAJ, REPLACE,
-             _marginals(-OUT), _marginals(OUT), particle_mean("particles", (0, slice(None), 0)),
-             60 * s, 180 * s,
-             note="replace-one: the marginal sizes are public; outlier in marginal 0"),
-        Case("dpswflow-r", swflow_plugin.DPSWFLOW_R, SWFLOW_R, REPLACE, SW_D, SW_D_PRIME,
-             particle_mean("particles"), 300 * s, 900 * s),
-        Case("dpswflow", swflow_plugin.DPSWFLOW, SWFLOW, REPLACE, SW_D, SW_D_PRIME,
-             particle_mean("particles"), 600 * s, 1800 * s),
-        Case("dpswgen", swflow_plugin.DPSWGEN, SWGEN, REPLACE, GEN_D, GEN_D_PRIME,
-             particle_mean("particles"), 250 * s, 750 * s),
+        Case(
+            "trajectories",
+            trajectories_plugin.SPEC,
+            TRAJ,
+            REPLACE,
+            _marginals(-OUT),
+            _marginals(OUT),
+            particle_mean("particles", (0, slice(None), 0)),
+            60 * s,
+            180 * s,
+            note="replace-one: the marginal sizes are public; outlier in marginal 0",
+        ),
+        Case(
+            "dpswflow-r",
+            swflow_plugin.DPSWFLOW_R,
+            SWFLOW_R,
+            REPLACE,
+            SW_D,
+            SW_D_PRIME,
+            particle_mean("particles"),
+            300 * s,
+            900 * s,
+        ),
+        Case(
+            "dpswflow",
+            swflow_plugin.DPSWFLOW,
+            SWFLOW,
+            REPLACE,
+            SW_D,
+            SW_D_PRIME,
+            particle_mean("particles"),
+            600 * s,
+            1800 * s,
+        ),
+        Case(
+            "dpswgen",
+            swflow_plugin.DPSWGEN,
+            SWGEN,
+            REPLACE,
+            GEN_D,
+            GEN_D_PRIME,
+            particle_mean("particles"),
+            250 * s,
+            750 * s,
+        ),
         _shk(SHK_GRID, 5_000 * s, 20_000 * s, "shk_grid"),
-        Case("direct", baselines_plugin.DIRECT_SPEC, DIRECT, USER, _tables(False), _tables(True),
-             positive_rows("tables"), 200 * s, 600 * s),
-        Case("aim", baselines_plugin.AIM_SPEC, AIM, USER, _tables(False), _tables(True),
-             positive_rows("tables"), 100 * s, 300 * s),
+        Case(
+            "direct",
+            baselines_plugin.DIRECT_SPEC,
+            DIRECT,
+            USER,
+            _tables(False),
+            _tables(True),
+            positive_rows("tables"),
+            200 * s,
+            600 * s,
+        ),
+        Case(
+            "aim",
+            baselines_plugin.AIM_SPEC,
+            AIM,
+            USER,
+            _tables(False),
+            _tables(True),
+            positive_rows("tables"),
+            100 * s,
+            300 * s,
+        ),
     )
 
 
 FAST = _cases(1)
-PATH_FAST = Case("path", path_plugin.SPEC, PATH, USER, _tables(False), _tables(True),
-                 positive_rows("synthetic"), 10, 20,
-                 note="~0.2 s per run after a ~4 s model start-up")
+PATH_FAST = Case(
+    "path",
+    path_plugin.SPEC,
+    PATH,
+    USER,
+    _tables(False),
+    _tables(True),
+    positive_rows("synthetic"),
+    10,
+    20,
+    note="~0.2 s per run after a ~4 s model start-up",
+)
 SLOW = (*_cases(4), attrs.evolve(PATH_FAST, n_search=40, n_test=150))
 
 
@@ -235,8 +362,7 @@ def sampler_for(case: Case) -> Callable[[Any, int, np.random.Generator], np.ndar
         chunks, have = [], 0
         while have < n:
             seed = int(rng.integers(0, 2**62))
-            result = run_verified(case.spec, case.params, data, adjacency=case.adjacency,
-                                  seed=seed)
+            result = run_verified(case.spec, case.params, data, adjacency=case.adjacency, seed=seed)
             rows = case.statistic(dict(result.outputs))
             chunks.append(rows)
             have += rows.shape[0]
@@ -249,8 +375,15 @@ def check(case: Case, seed: int, record_property: Callable[[str, Any], None]) ->
     claim = accountant_claim(case.claimed_event, case.adjacency)
     claimed = claim(DELTA)
     result = audit_mechanism(
-        sampler_for(case), case.d, case.d_prime, claimed_epsilon=claim, deltas=(DELTA,),
-        alpha=ALPHA, n_search=case.n_search, n_test=case.n_test, rng=seed,
+        sampler_for(case),
+        case.d,
+        case.d_prime,
+        claimed_epsilon=claim,
+        deltas=(DELTA,),
+        alpha=ALPHA,
+        n_search=case.n_search,
+        n_test=case.n_test,
+        rng=seed,
         description=f"{case.label}: {case.note}",
         claim_source="dpledger.accountant.select.account of the method's declaration",
     )
@@ -258,9 +391,11 @@ def check(case: Case, seed: int, record_property: Callable[[str, Any], None]) ->
     record_property("claimed_epsilon", claimed)
     record_property("epsilon_lower", row.epsilon_lower)
     record_property("ceiling", row.ceiling)
-    print(f"{case.label}: claimed {claimed:.3f}, lower bound {row.epsilon_lower:.3f}, ceiling "
-          f"{row.ceiling:.2f} (n_test={case.n_test}) at delta={DELTA}: {row.verdict}; a weak "
-          f"whole-method audit, not a proof of privacy")
+    print(
+        f"{case.label}: claimed {claimed:.3f}, lower bound {row.epsilon_lower:.3f}, ceiling "
+        f"{row.ceiling:.2f} (n_test={case.n_test}) at delta={DELTA}: {row.verdict}; a weak "
+        f"whole-method audit, not a proof of privacy"
+    )
     assert math.isfinite(claimed) and claimed > 0, f"{case.label}: no finite claim"
     assert row.verdict == NO_VIOLATION, f"{case.label}: {row.to_dict()}"
 
@@ -296,7 +431,8 @@ def _primitive_cases() -> set[str]:
 def test_every_builtin_method_has_an_audit() -> None:
     host = PluginHost.create()
     builtin = {
-        name for name, spec in host.methods().items()
+        name
+        for name, spec in host.methods().items()
         if spec.provenance is not None and spec.provenance.distribution == BUILTIN_DISTRIBUTION
     }
     assert "trajectories" in builtin and "path" in builtin  # the entry points were found

@@ -55,14 +55,24 @@ def test_one_dimensional_records() -> None:
 def test_query_answers_and_scores_move_by_the_sensitivity() -> None:
     ans = np.array([3.0, 1.0])
     assert nb.build_neighbours("gaussian_mechanism", Sens(0.5), ans, ADD).d_prime.tolist() == [
-        3.5, 1.0]
+        3.5,
+        1.0,
+    ]
     assert nb.build_neighbours("laplace_mechanism", Sens(0.5), ans, REPLACE).d_prime.tolist() == [
-        4.0, 1.0]
+        4.0,
+        1.0,
+    ]
     scores = np.array([0.0, 1.0, 1.0])
     assert nb.build_neighbours("exponential_mechanism", Sens(), scores, ADD).d_prime.tolist() == [
-        1.0, 0.0, 0.0]
+        1.0,
+        0.0,
+        0.0,
+    ]
     assert nb.build_neighbours("noisy_top_k", Sens(1.0, True), scores, ADD).d_prime.tolist() == [
-        1.0, 1.0, 1.0]
+        1.0,
+        1.0,
+        1.0,
+    ]
 
 
 def test_method_rules() -> None:
@@ -85,13 +95,16 @@ def test_method_rules() -> None:
 
 
 def test_user_tables() -> None:
-    tables = {"schema": [{"name": "id", "kind": "static"},
-                         {"name": "x", "kind": "numeric", "lower": -5.0, "upper": 5.0},
-                         {"name": "c", "kind": "categorical", "categories": ["a", "b"]}],
-              "users": [{"user_id": str(i), "rows": [[str(i), -4.0, "a"]]} for i in range(2)]}
+    tables = {
+        "schema": [
+            {"name": "id", "kind": "static"},
+            {"name": "x", "kind": "numeric", "lower": -5.0, "upper": 5.0},
+            {"name": "c", "kind": "categorical", "categories": ["a", "b"]},
+        ],
+        "users": [{"user_id": str(i), "rows": [[str(i), -4.0, "a"]]} for i in range(2)],
+    }
     add = nb.build_neighbours("path", None, tables, Adjacency(unit="user", unit_key="id"))
-    assert add.d_prime["users"][-1] == {"user_id": "canary0",
-                                        "rows": [["canary0", 5.0, "b"]]}
+    assert add.d_prime["users"][-1] == {"user_id": "canary0", "rows": [["canary0", 5.0, "b"]]}
     rep = nb.build_neighbours("aim", None, tables, REPLACE)
     assert [u["user_id"] for u in rep.d_prime["users"]] == ["canary0", "1"]
 

@@ -10,8 +10,9 @@ from dpledger.core.audit.power import _Counts, shift_false_negative_bound
 from dpledger.core.errors import InvalidParameterError
 
 
-@pytest.mark.parametrize(("p_num", "p_den", "level"), [(0.3, 0.05, 1.0), (0.1, 0.002, 2.5),
-                                                         (0.5, 0.5, 0.1)])
+@pytest.mark.parametrize(
+    ("p_num", "p_den", "level"), [(0.3, 0.05, 1.0), (0.1, 0.002, 2.5), (0.5, 0.5, 0.1)]
+)
 def test_binomial_probability_matches_sampling(p_num: float, p_den: float, level: float) -> None:
     n, alpha, delta = 400, 0.01, 1e-3
     counts = _Counts(n, alpha)
@@ -40,11 +41,20 @@ def test_bound_grows_with_the_claim() -> None:
     assert values[0] < 0.01
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"mu": 0.0}, "mu"), ({"n_search": 2000}, "n_search"), ({"claim": 0.0}, "claim")])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"mu": 0.0}, "mu"), ({"n_search": 2000}, "n_search"), ({"claim": 0.0}, "claim")],
+)
 def test_bad_input(kwargs: dict[str, float], field: str) -> None:
-    args = {"mu": 2.0, "n_search": 500, "n_test": 1000, "delta": 0.1, "alpha": 0.05,
-            "claim": 1.0, **kwargs}
+    args = {
+        "mu": 2.0,
+        "n_search": 500,
+        "n_test": 1000,
+        "delta": 0.1,
+        "alpha": 0.05,
+        "claim": 1.0,
+        **kwargs,
+    }
     with pytest.raises(InvalidParameterError) as err:
         shift_false_negative_bound(**args)  # type: ignore[arg-type]
     assert err.value.field == field

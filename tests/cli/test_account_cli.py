@@ -292,8 +292,10 @@ def test_backends_take_a_comma_list_and_leave_the_file_alone(
     path = _write(tmp_path, PIPELINE)
     assert main(["account", "--backends", "pld,closed_form", str(path), "--json"]) == 0
     both = json.loads(capsys.readouterr().out)
-    assert main(["account", "--backends", "pld", "--backends", "closed_form", str(path),
-                 "--json"]) == 0
+    assert (
+        main(["account", "--backends", "pld", "--backends", "closed_form", str(path), "--json"])
+        == 0
+    )
     again = json.loads(capsys.readouterr().out)
     assert again["epsilon"] == both["epsilon"] == _expected()
     with pytest.raises(SystemExit) as info:

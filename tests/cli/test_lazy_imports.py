@@ -22,17 +22,19 @@ def _imported(code: str) -> set[str]:
     dump = "\nimport json, sys\nprint('MODULES=' + json.dumps(sorted(sys.modules)))\n"
     out = subprocess.run(
         [sys.executable, "-c", code + dump],
-        capture_output=True, text=True, check=False, timeout=300,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
     )
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("MODULES=")]
     assert line, out.stderr[-2000:]
-    return set(json.loads(line[-1][len("MODULES="):]))
+    return set(json.loads(line[-1][len("MODULES=") :]))
 
 
 def _run_cli(args: list[str]) -> str:
     return (
-        "from dpledger.cli import main\n"
-        f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+        f"from dpledger.cli import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
     )
 
 
@@ -47,7 +49,10 @@ def test_version_and_help_import_no_numerical_library(args: list[str]) -> None:
 def test_module_entry_point_version() -> None:
     out = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "dpledger", "--version"],
-        capture_output=True, text=True, check=True, timeout=300,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
     )
     assert out.stdout.startswith("dpledger ")
     loaded = {ln.rsplit("|", 1)[1].strip() for ln in out.stderr.splitlines() if "|" in ln}
@@ -75,8 +80,9 @@ def test_accounting_an_event_needs_neither_scipy_stats_nor_networkx() -> None:
         "print(sorted(m for m in ('networkx', 'dpledger.core.graph', 'dpledger.core.audit')\n"
         "             if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600
+    )
     assert out.stdout.strip().endswith("[]"), out.stdout
 
 

@@ -16,8 +16,7 @@ def test_plugins_method_shows_parameters_defaults_and_proof(
     info = json.loads(capsys.readouterr().out)
     params = {p["name"]: p for p in info["parameters"]}
     assert params["epsilon"]["required"] and params["epsilon"]["type"] == "float"
-    assert params["length"] == {"name": "length", "type": "int", "required": False,
-                                "default": 10}
+    assert params["length"] == {"name": "length", "type": "int", "required": False, "default": 10}
     assert info["tier"] == "contrib" and info["proof"]["citation"]
     assert main(["plugins", "laplace_mechanism"]) == 0
     text = capsys.readouterr().out

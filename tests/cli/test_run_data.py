@@ -12,14 +12,18 @@ from dpledger.commands.run import load_data
 from dpledger.core.errors import InvalidParameterError
 
 
-@pytest.mark.parametrize(("name", "text", "field", "words"), [
-    ("a.csv", "1,2\n3\n", "data", "columns changed from 2 to 1 at row 2"),
-    ("b.json", "[[1, 2], [3]]", "data[1]", "has 1 values where data[0] has 2"),
-    ("c.json", '{"x": [[1, 2], [3, 4, 5]]}', "data['x'][1]", "has 3 values"),
-    ("d.json", "{bad", "data", "not valid JSON"),
-])
-def test_ragged_or_malformed_data_names_the_field(tmp_path: Path, name: str, text: str,
-                                                  field: str, words: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "text", "field", "words"),
+    [
+        ("a.csv", "1,2\n3\n", "data", "columns changed from 2 to 1 at row 2"),
+        ("b.json", "[[1, 2], [3]]", "data[1]", "has 1 values where data[0] has 2"),
+        ("c.json", '{"x": [[1, 2], [3, 4, 5]]}', "data['x'][1]", "has 3 values"),
+        ("d.json", "{bad", "data", "not valid JSON"),
+    ],
+)
+def test_ragged_or_malformed_data_names_the_field(
+    tmp_path: Path, name: str, text: str, field: str, words: str
+) -> None:
     (tmp_path / name).write_text(text)
     with pytest.raises(InvalidParameterError) as err:
         load_data(tmp_path / name)
@@ -34,8 +38,9 @@ def test_regular_data_loads(tmp_path: Path) -> None:
     assert np.asarray(load_data(tmp_path / "b.json")["x"]).shape == (2, 2)
 
 
-def test_the_cli_prints_one_line_and_writes_nothing(tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_prints_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "rows.csv").write_text("0.1,0.2\n0.3\n")
     config = tmp_path / "run.toml"
     config.write_text('data = "rows.csv"\n[params]\nsensitivity = 1.0\nnoise_multiplier = 1.0\n')

@@ -30,8 +30,11 @@ def _plugin(**hooks: Any) -> types.ModuleType:
 
 
 def test_hookspecs_are_module_level_typed_and_documented() -> None:
-    specs = [n for n, f in vars(hookspecs).items()
-             if inspect.isfunction(f) and hasattr(f, "dpledger_spec")]
+    specs = [
+        n
+        for n, f in vars(hookspecs).items()
+        if inspect.isfunction(f) and hasattr(f, "dpledger_spec")
+    ]
     assert sorted(specs) == sorted(HOOK_NAMES)
     for name in HOOK_NAMES:
         fn = getattr(hookspecs, name)
@@ -42,8 +45,9 @@ def test_hookspecs_are_module_level_typed_and_documented() -> None:
 
 def test_hook_dpledger_register_methods(dpledger_register) -> None:  # type: ignore[no-untyped-def]
     renamed = attrs.evolve(gaussian.SPEC, name="gaussian_copy")
-    plugin = _plugin(dpledger_register_methods=lambda register: [register(gaussian.SPEC),
-                                                                 register(renamed)])
+    plugin = _plugin(
+        dpledger_register_methods=lambda register: [register(gaussian.SPEC), register(renamed)]
+    )
     with dpledger_register(plugin, name="two-methods") as host:
         assert sorted(host.methods()) == ["gaussian_copy", "gaussian_mechanism"]
         assert isinstance(host.methods()["gaussian_copy"], MethodSpec)
@@ -58,20 +62,26 @@ class HookPureEvent(Event):
 
 
 def test_hook_dpledger_register_mechanisms(dpledger_register) -> None:  # type: ignore[no-untyped-def]
-    spec = MechanismSpec(name="hook_pure", event_class=HookPureEvent, description="pure DP leaf",
-                         proof="Dwork & Roth 2014, Definition 2.4",
-                         to_core=lambda e: PureDPEvent(e.epsilon))  # type: ignore[attr-defined]
+    spec = MechanismSpec(
+        name="hook_pure",
+        event_class=HookPureEvent,
+        description="pure DP leaf",
+        proof="Dwork & Roth 2014, Definition 2.4",
+        to_core=lambda e: PureDPEvent(e.epsilon),
+    )  # type: ignore[attr-defined]
     plugin = _plugin(dpledger_register_mechanisms=lambda register: register(spec))
     with dpledger_register(plugin, name="mech-plugin") as host:
         registered = host.mechanisms()["hook_pure"]
         assert registered.kind == "test_hook_pure"
         assert host.lower(SelfComposedEvent(HookPureEvent(0.25), 4)) == SelfComposedEvent(
-            PureDPEvent(0.25), 4)
+            PureDPEvent(0.25), 4
+        )
 
 
 def test_hook_dpledger_register_report_sections(dpledger_register) -> None:  # type: ignore[no-untyped-def]
-    section = ReportSectionSpec(name="notes", title="Notes",
-                                render=lambda ctx: f"{len(ctx['methods'])} method(s)")
+    section = ReportSectionSpec(
+        name="notes", title="Notes", render=lambda ctx: f"{len(ctx['methods'])} method(s)"
+    )
     plugin = _plugin(dpledger_register_report_sections=lambda register: register(section))
     with dpledger_register(plugin, name="notes-plugin") as host:
         spec = host.report_sections()["notes"]
@@ -87,5 +97,6 @@ def test_register_rejects_a_plugin_that_sets_provenance(dpledger_pm) -> None:  #
     host.register(_plugin(dpledger_register_methods=lambda register: register(forged)), name="f")
     assert host.methods() == {}
     assert "sets provenance" in host.problems()[0].message
-    assert GaussianEvent(1.0) == gaussian.SPEC.declare(gaussian.SPEC.make_params(
-        {"sensitivity": 1.0, "noise_multiplier": 1.0}), None)  # type: ignore[arg-type]
+    assert GaussianEvent(1.0) == gaussian.SPEC.declare(
+        gaussian.SPEC.make_params({"sensitivity": 1.0, "noise_multiplier": 1.0}), None
+    )  # type: ignore[arg-type]

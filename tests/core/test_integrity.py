@@ -27,8 +27,10 @@ def test_each_kind_of_change_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     # every module that imported ``select.account`` sees the same function modified: which
     # modules those are depends on what else the process has loaded
     aliases = {c for c in changes if c.where.endswith(".account")}
-    assert aliases >= {Change("dpledger.accountant.select.account", "modified in place"),
-                       Change("dpledger.accountant.calibrate.account", "modified in place")}
+    assert aliases >= {
+        Change("dpledger.accountant.select.account", "modified in place"),
+        Change("dpledger.accountant.calibrate.account", "modified in place"),
+    }
     assert all(c.how == "modified in place" for c in aliases)
     assert changes - aliases == {
         Change("dpledger.accountant.select.CONSISTENCY_SLACK", "replaced"),
@@ -49,8 +51,10 @@ def test_contents_of_core_containers_and_objects(monkeypatch: pytest.MonkeyPatch
         where = {c.where for c in diff(before, before.retake())}
     finally:
         object.__setattr__(adjacency.ROW_ADD_REMOVE, "relation", "add_remove")
-    assert where == {"dpledger.core.plugin_manager._SPEC_TYPES",
-                     "dpledger.core.adjacency.ROW_ADD_REMOVE"}
+    assert where == {
+        "dpledger.core.plugin_manager._SPEC_TYPES",
+        "dpledger.core.adjacency.ROW_ADD_REMOVE",
+    }
 
 
 def test_a_change_is_blamed_once_and_outlives_its_guard(monkeypatch: pytest.MonkeyPatch) -> None:

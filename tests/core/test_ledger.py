@@ -58,12 +58,17 @@ def test_more_noise_than_declared_is_fine_but_not_exact() -> None:
     assert not ledger.matches_exactly()
 
 
-@pytest.mark.parametrize(("run", "message"), [
-    (lambda L: L.gaussian(0.0, 1.0, 0.9, step="s1"), "step 's1'"),
-    (lambda L: L.laplace(0.0, 1.0, 5.0, step="s2"), "no laplace step is declared"),
-    (lambda L: [L.gaussian(0.0, 1.0, 1.0, step=f"t{i}") for i in range(2)],
-     "step 't1'.*more steps than declared: 2 executed"),
-])
+@pytest.mark.parametrize(
+    ("run", "message"),
+    [
+        (lambda L: L.gaussian(0.0, 1.0, 0.9, step="s1"), "step 's1'"),
+        (lambda L: L.laplace(0.0, 1.0, 5.0, step="s2"), "no laplace step is declared"),
+        (
+            lambda L: [L.gaussian(0.0, 1.0, 1.0, step=f"t{i}") for i in range(2)],
+            "step 't1'.*more steps than declared: 2 executed",
+        ),
+    ],
+)
 def test_violations_name_the_step(run, message) -> None:  # type: ignore[no-untyped-def]
     ledger = PrivacyLedger(GaussianEvent(1.0), rng=0)
     with pytest.raises(LedgerViolationError, match=message):
@@ -164,5 +169,6 @@ def test_seeded_and_secure_generators() -> None:
 def test_multiset_covered_counts() -> None:
     declared = canonical_multiset(SelfComposedEvent(GaussianEvent(1.0), 5))
     assert multiset_covered(canonical_multiset(SelfComposedEvent(GaussianEvent(1.5), 5)), declared)
-    assert not multiset_covered(canonical_multiset(SelfComposedEvent(GaussianEvent(1.5), 6)),
-                                declared)
+    assert not multiset_covered(
+        canonical_multiset(SelfComposedEvent(GaussianEvent(1.5), 6)), declared
+    )

@@ -256,12 +256,16 @@ def test_nesting_is_bounded_with_a_clear_error(tmp_path: Path) -> None:
 
 def test_huge_integers_in_files_are_errors_not_tracebacks(tmp_path: Path) -> None:
     doc = _doc(releases__1__event__noise_multiplier=_DELETE)
-    text = json.dumps(doc).replace('"kind": "gaussian"', '"kind": "gaussian", "noise_multiplier": '
-                                   + "9" * 400, 1)
+    text = json.dumps(doc).replace(
+        '"kind": "gaussian"', '"kind": "gaussian", "noise_multiplier": ' + "9" * 400, 1
+    )
     path = tmp_path / "big.json"
     path.write_text(text, encoding="utf-8")
-    with pytest.raises(PipelineFileError, match=r"releases\[1\]\.event\.noise_multiplier: an "
-                       "integer of 400 digits does not fit a double"):
+    with pytest.raises(
+        PipelineFileError,
+        match=r"releases\[1\]\.event\.noise_multiplier: an "
+        "integer of 400 digits does not fit a double",
+    ):
         load_pipeline(path)
     path.write_text(text.replace("9" * 400, "9" * 5000), encoding="utf-8")
     with pytest.raises(PipelineFileError, match=r"not valid JSON .*Fix: "):

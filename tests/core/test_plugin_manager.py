@@ -78,26 +78,37 @@ def test_direct_registration_and_unregistration(dpledger_register) -> None:  # t
     with dpledger_register(gaussian, name="g") as host:
         spec = host.method("gaussian_mechanism")
         assert spec.provenance is not None
-        assert (spec.provenance.plugin, spec.provenance.distribution,
-                spec.provenance.tier) == ("g", None, "unverified")
+        assert (spec.provenance.plugin, spec.provenance.distribution, spec.provenance.tier) == (
+            "g",
+            None,
+            "unverified",
+        )
     assert host.methods() == {}
     assert not host.pm.has_plugin("g")
 
 
 def test_unknown_method_lists_available(dpledger_register) -> None:  # type: ignore[no-untyped-def]
-    with dpledger_register(laplace, name="l") as host, pytest.raises(
-        InvalidParameterError, match="laplace_mechanism"
+    with (
+        dpledger_register(laplace, name="l") as host,
+        pytest.raises(InvalidParameterError, match="laplace_mechanism"),
     ):
         host.method("gausian_mechanism")
 
 
 def test_builtin_wins_a_duplicate_name_regardless_of_order(dpledger_pm) -> None:  # type: ignore[no-untyped-def]
-    impostor = _module("aaa_impostor",
-                       dpledger_register_methods=lambda register: register(
-                           attrs.evolve(laplace.SPEC, description="impostor")))
+    impostor = _module(
+        "aaa_impostor",
+        dpledger_register_methods=lambda register: register(
+            attrs.evolve(laplace.SPEC, description="impostor")
+        ),
+    )
     register_plugin(dpledger_pm, impostor, name="aaa")
-    register_plugin(dpledger_pm, laplace, name="zzz-builtin",
-                    origin=PluginOrigin("zzz-builtin", "dpledger", "0.1.0", None, "contrib"))
+    register_plugin(
+        dpledger_pm,
+        laplace,
+        name="zzz-builtin",
+        origin=PluginOrigin("zzz-builtin", "dpledger", "0.1.0", None, "contrib"),
+    )
     host = PluginHost(dpledger_pm)
     spec = host.method("laplace_mechanism")
     assert spec.description != "impostor" and spec.provenance is not None
@@ -131,8 +142,9 @@ def test_mechanism_lowering_and_spec_checks(dpledger_pm) -> None:  # type: ignor
     assert lowered == ComposedEvent([SelfComposedEvent(PureDPEvent(0.5), 3), GaussianEvent(1.0)])
     profile_only = attrs.evolve(STAIRCASE, to_core=None, provenance=None)
     host.unregister("stair")
-    host.register(_module("p", dpledger_register_mechanisms=lambda register: register(
-        profile_only)), name="p")
+    host.register(
+        _module("p", dpledger_register_mechanisms=lambda register: register(profile_only)), name="p"
+    )
     # profile only: the smallest grid epsilon where the certified profile reaches zero
     lowered = host.lower(PureStaircaseEvent(1.0))
     assert isinstance(lowered, PureDPEvent)
@@ -152,8 +164,14 @@ def test_mechanism_spec_validation() -> None:
 
     assert EVENT_KINDS["gaussian"] is GaussianEvent
     with pytest.raises(InvalidParameterError, match="attrs class"):
-        MethodSpec(name="m", params=dict, declare=lambda p, a: GaussianEvent(1.0),
-                   run=lambda *a: {}, description="d", proof="p")
+        MethodSpec(
+            name="m",
+            params=dict,
+            declare=lambda p, a: GaussianEvent(1.0),
+            run=lambda *a: {},
+            description="d",
+            proof="p",
+        )
 
 
 class TestStaircaseContract(MechanismSpecContract):
@@ -165,7 +183,8 @@ class TestStaircaseContract(MechanismSpecContract):
 def test_rr_profile_values() -> None:
     # e0 = 1: delta(0) = (e - 1)/(e + 1) = tanh(1/2)
     assert _rr_profile(PureStaircaseEvent(1.0), make_adj(), 0.0) == pytest.approx(
-        math.tanh(0.5), rel=1e-14)
+        math.tanh(0.5), rel=1e-14
+    )
     assert _rr_profile(PureStaircaseEvent(1.0), make_adj(), 1.0) == 0.0
 
 
@@ -196,8 +215,14 @@ def test_builtins_load_through_the_entry_point_loader(dpledger_pm) -> None:  # t
     host = PluginHost(dpledger_pm)
     assert host.problems() == ()
     assert set(host.methods()) == {
-        "gaussian_mechanism", "laplace_mechanism", "private_mean", "private_histogram",
-        "exponential_mechanism", "report_noisy_max", "noisy_top_k", "nn_vote_selection",
+        "gaussian_mechanism",
+        "laplace_mechanism",
+        "private_mean",
+        "private_histogram",
+        "exponential_mechanism",
+        "report_noisy_max",
+        "noisy_top_k",
+        "nn_vote_selection",
         "dp_sgd_logistic",
     }
 
@@ -217,8 +242,12 @@ def test_profile_only_mechanism_is_charged_by_its_profile() -> None:
     def gaussian_like(event: Event, adjacency: Any, eps: float) -> float:
         return math.exp(-eps)  # certified by assumption in this test
 
-    spec = attrs.evolve(STAIRCASE, to_core=None, privacy_profile=gaussian_like,
-                        provenance=Provenance("p", None, None, "unverified"))
+    spec = attrs.evolve(
+        STAIRCASE,
+        to_core=None,
+        privacy_profile=gaussian_like,
+        provenance=Provenance("p", None, None, "unverified"),
+    )
     core = profile_to_core(spec, PureStaircaseEvent(1.0), make_adj())
     assert isinstance(core, ApproxDPEvent) and core.delta == PROFILE_DELTA
     assert math.exp(-core.epsilon) <= PROFILE_DELTA < math.exp(-core.epsilon / 1.03)
@@ -278,7 +307,8 @@ def test_on_demand_host_loads_third_party_plugins_only_when_needed(make_dist) ->
     event = sys.modules["rt_on_demand"].OdEvent(0.5)
     fresh = PluginHost.on_demand()
     assert fresh.lower(ComposedEvent([event, GaussianEvent(1.0)])) == ComposedEvent(
-        [PureDPEvent(0.5), GaussianEvent(1.0)])
+        [PureDPEvent(0.5), GaussianEvent(1.0)]
+    )
 
 
 def test_on_demand_host_respects_the_block_list(make_dist) -> None:  # type: ignore[no-untyped-def]

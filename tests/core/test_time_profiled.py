@@ -27,7 +27,9 @@ from dpledger.core.lifting import lift_event
 
 
 @given(
-    floor=st.floats(0, 20), transient=st.floats(0, 20), time=st.floats(0, 50),
+    floor=st.floats(0, 20),
+    transient=st.floats(0, 20),
+    time=st.floats(0, 50),
     rate=st.floats(0.01, 5),
 )
 def test_epsilon_is_never_below_the_exact_value(

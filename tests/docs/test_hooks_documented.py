@@ -15,8 +15,9 @@ DOC = ROOT / "docs" / "writing-a-plugin.md"
 
 def _signature(name: str) -> str:
     fn = getattr(hookspecs, name)
-    params = ", ".join(f"{p.name}: {p.annotation}"
-                       for p in inspect.signature(fn).parameters.values())
+    params = ", ".join(
+        f"{p.name}: {p.annotation}" for p in inspect.signature(fn).parameters.values()
+    )
     return f"def {name}({params}) -> {fn.__annotations__['return']}:"
 
 

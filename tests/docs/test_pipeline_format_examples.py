@@ -11,8 +11,10 @@ import pytest
 from dpledger.cli import main
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "pipeline-format.md"
-HEAD = ('delta = 1e-5\n[[sources]]\nname = "rows"\n'
-        'adjacency = { relation = "add_remove", unit = "row" }\n')
+HEAD = (
+    'delta = 1e-5\n[[sources]]\nname = "rows"\n'
+    'adjacency = { relation = "add_remove", unit = "row" }\n'
+)
 
 
 def _method_examples() -> list[str]:
@@ -20,8 +22,9 @@ def _method_examples() -> list[str]:
     return [b for b in blocks if "params = " in b and "[[releases]]" in b]
 
 
-def test_the_method_example_exists_and_accounts(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_method_example_exists_and_accounts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     examples = _method_examples()
     assert examples, "docs/pipeline-format.md shows a release that names a method"
     for i, block in enumerate(examples):

@@ -54,17 +54,18 @@ epsilons = st.one_of(
     st.just(0.0), _log_uniform(1e-300, 1e4), st.sampled_from([1e-12, 0.1, 1.0, 709.0, 710.0, 1e4])
 )
 rates = st.one_of(st.sampled_from([0.0, 1e-300, 1e-6, 0.5, 1.0]), st.floats(0.0, 1.0))
-counts = st.one_of(
-    st.integers(0, 5), st.sampled_from([10, 10_000, 10_001, 10**7, 10**30, 2**200])
-)
+counts = st.one_of(st.integers(0, 5), st.sampled_from([10, 10_000, 10_001, 10**7, 10**30, 2**200]))
 
 leaves = st.one_of(
     st.builds(GaussianEvent, noise),
     st.builds(LaplaceEvent, noise),
     st.builds(PureDPEvent, epsilons),
     st.builds(ApproxDPEvent, epsilons, st.sampled_from([0.0, 1e-300, 1e-6, 0.5])),
-    st.builds(RandomizedResponseEvent, epsilons.filter(lambda e: e > 0),
-              st.sampled_from([2, 3, 1000, 2**60])),
+    st.builds(
+        RandomizedResponseEvent,
+        epsilons.filter(lambda e: e > 0),
+        st.sampled_from([2, 3, 1000, 2**60]),
+    ),
     st.builds(ExponentialMechanismEvent, epsilons),
     st.builds(ReportNoisyMaxEvent, epsilons),
     st.builds(TimeProfiledPureDPEvent, epsilons, epsilons, st.floats(0.0, 1e3), noise),
@@ -88,10 +89,12 @@ def _extend(inner: st.SearchStrategy[Event]) -> st.SearchStrategy[Event]:
 
 events = st.recursive(leaves, _extend, max_leaves=6)
 queries = st.one_of(
-    st.fixed_dictionaries({"delta": st.one_of(_log_uniform(1e-300, 0.999),
-                                              st.sampled_from([1e-5, 0.5, 0.999999]))}),
-    st.fixed_dictionaries({"epsilon": st.one_of(st.floats(-1e3, 1e3),
-                                                st.sampled_from([-5.0, 0.0, 1000.0, 1e300]))}),
+    st.fixed_dictionaries(
+        {"delta": st.one_of(_log_uniform(1e-300, 0.999), st.sampled_from([1e-5, 0.5, 0.999999]))}
+    ),
+    st.fixed_dictionaries(
+        {"epsilon": st.one_of(st.floats(-1e3, 1e3), st.sampled_from([-5.0, 0.0, 1000.0, 1e300]))}
+    ),
 )
 adjacencies = st.sampled_from([Adjacency(), Adjacency(relation="replace_one")])
 
@@ -128,15 +131,21 @@ def _check(
 @example(PureDPEvent(710.0), Adjacency(), {"delta": 1e-5})
 @example(PureDPEvent(1.0), Adjacency(), {"epsilon": 1000.0})
 @example(SelfComposedEvent(PureDPEvent(1.0), 10**30), Adjacency(), {"delta": 1e-5})
-@example(SelfComposedEvent(SelfComposedEvent(PureDPEvent(1.0), 2**50), 2**50), Adjacency(),
-         {"delta": 1e-5})
+@example(
+    SelfComposedEvent(SelfComposedEvent(PureDPEvent(1.0), 2**50), 2**50),
+    Adjacency(),
+    {"delta": 1e-5},
+)
 @example(SelfComposedEvent(PureDPEvent(1e-300), 10**300), Adjacency(), {"delta": 1e-5})
 @example(RandomizedResponseEvent(1.0), Adjacency(), {"epsilon": -5.0})
 @example(ComposedEvent([]), Adjacency(), {"epsilon": -9.664222626980194e-131})
 @example(GaussianEvent(1e-300), Adjacency(), {"epsilon": 1e300})
 @example(SelfComposedEvent(LaplaceEvent(1e-17), 2), Adjacency(), {"delta": 0.1})
-@example(PoissonSampledEvent(1e-300, GaussianEvent(1.0)), Adjacency(relation="replace_one"),
-         {"delta": 0.1})
+@example(
+    PoissonSampledEvent(1e-300, GaussianEvent(1.0)),
+    Adjacency(relation="replace_one"),
+    {"delta": 0.1},
+)
 def test_account_gives_a_bound_or_a_dpledger_error(
     event: Event, adjacency: Adjacency, query: dict[str, float]
 ) -> None:

@@ -47,7 +47,10 @@ numbers = st.one_of(
     st.sampled_from([0, 1, 0.5, 1e-5, 1e300, 1e-300, -1.0, 2**53 + 1]),
 )
 scalars = st.one_of(
-    st.none(), st.booleans(), numbers, st.text(max_size=12),
+    st.none(),
+    st.booleans(),
+    numbers,
+    st.text(max_size=12),
     st.sampled_from(["0.5", "one", "db", "row", "user", "add_remove", "replace_one", ""]),
 )
 json_trees = st.recursive(
@@ -59,8 +62,17 @@ json_trees = st.recursive(
     max_leaves=12,
 )
 EVENT_FIELDS = (
-    "noise_multiplier", "epsilon", "delta", "num_buckets", "sampling_probability",
-    "source_size", "sample_size", "count", "floor_epsilon", "transient_epsilon", "time",
+    "noise_multiplier",
+    "epsilon",
+    "delta",
+    "num_buckets",
+    "sampling_probability",
+    "source_size",
+    "sample_size",
+    "count",
+    "floor_epsilon",
+    "transient_epsilon",
+    "time",
     "decay_rate",
 )
 
@@ -76,10 +88,15 @@ events = st.recursive(
     ),
     lambda inner: st.one_of(
         st.fixed_dictionaries(
-            {"kind": st.sampled_from(["poisson_sampled", "self_composed",
-                                      "sampled_without_replacement"]), "event": inner},
-            optional={f: numbers for f in ("sampling_probability", "count", "source_size",
-                                           "sample_size")},
+            {
+                "kind": st.sampled_from(
+                    ["poisson_sampled", "self_composed", "sampled_without_replacement"]
+                ),
+                "event": inner,
+            },
+            optional={
+                f: numbers for f in ("sampling_probability", "count", "source_size", "sample_size")
+            },
         ),
         st.fixed_dictionaries({"kind": st.just("composed"), "events": st.lists(inner, max_size=3)}),
     ),
@@ -97,8 +114,10 @@ sources = st.lists(
 )
 releases = st.lists(
     st.fixed_dictionaries(
-        {"id": st.one_of(st.sampled_from(["r1", "r2", "db"]), scalars),
-         "input": st.one_of(st.just("db"), scalars)},
+        {
+            "id": st.one_of(st.sampled_from(["r1", "r2", "db"]), scalars),
+            "input": st.one_of(st.just("db"), scalars),
+        },
         optional={
             "event": st.one_of(events, json_trees),
             "count": st.one_of(numbers, scalars),
@@ -139,9 +158,22 @@ def _check_error(exc: DPLedgerError) -> None:
 @example({"\n": None})
 @example({"sources": [{"name": "db", "adjacency": {"unit": "user", "unit_key": 7}}]})
 @example({"sources": [{"name": "db"}], "epsilon": 10**400})
-@example({"sources": [{"name": "db"}], "releases": [{"id": "r", "input": "db", "event": {
-    "kind": "poisson_sampled", "sampling_probability": "0.5",
-    "event": {"kind": "gaussian", "noise_multiplier": True}}}]})
+@example(
+    {
+        "sources": [{"name": "db"}],
+        "releases": [
+            {
+                "id": "r",
+                "input": "db",
+                "event": {
+                    "kind": "poisson_sampled",
+                    "sampling_probability": "0.5",
+                    "event": {"kind": "gaussian", "noise_multiplier": True},
+                },
+            }
+        ],
+    }
+)
 def test_parse_pipeline_gives_a_pipeline_or_a_dpledger_error(doc: Any) -> None:
     try:
         pipeline = parse_pipeline(doc, "fuzz.json")
@@ -162,8 +194,10 @@ def _deep(depth: int) -> dict[str, Any]:
 @settings(max_examples=20, deadline=5000)
 @given(st.integers(min_value=0, max_value=3000))
 def test_any_nesting_depth(depth: int) -> None:
-    doc = {"sources": [{"name": "db"}], "releases": [{"id": "r", "input": "db",
-                                                       "event": _deep(depth)}]}
+    doc = {
+        "sources": [{"name": "db"}],
+        "releases": [{"id": "r", "input": "db", "event": _deep(depth)}],
+    }
     try:
         parse_pipeline(doc, "deep.json")
     except DPLedgerError as exc:
@@ -172,8 +206,10 @@ def test_any_nesting_depth(depth: int) -> None:
 
 
 @settings(max_examples=60, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(documents.map(lambda d: json.dumps(d, allow_nan=True)), st.text(max_size=200)),
-       st.sampled_from([".json", ".toml"]))
+@given(
+    st.one_of(documents.map(lambda d: json.dumps(d, allow_nan=True)), st.text(max_size=200)),
+    st.sampled_from([".json", ".toml"]),
+)
 def test_load_pipeline_reads_any_file(tmp_path_factory: Any, text: str, suffix: str) -> None:
     path = Path(tmp_path_factory.mktemp("fuzz")) / f"p{suffix}"
     path.write_text(text, encoding="utf-8")

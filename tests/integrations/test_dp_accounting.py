@@ -86,14 +86,17 @@ def test_randomized_response_edges() -> None:
     assert from_dp_event(d.RandomizedResponseDpEvent(1.0, 4)) == PureDPEvent(0.0)
 
 
-@pytest.mark.parametrize("event", [
-    d.SampledWithReplacementDpEvent(100, 10, d.GaussianDpEvent(1.0)),
-    d.SingleEpochTreeAggregationDpEvent(1.0, [1, 2]),
-    d.ZCDpEvent(0.1, 0.0),
-    d.DiscreteLaplaceDpEvent(1.0, 1),
-    d.UnsupportedDpEvent(),
-    d.MixtureOfGaussiansDpEvent(1.0, [1.0], [1.0]),
-])
+@pytest.mark.parametrize(
+    "event",
+    [
+        d.SampledWithReplacementDpEvent(100, 10, d.GaussianDpEvent(1.0)),
+        d.SingleEpochTreeAggregationDpEvent(1.0, [1, 2]),
+        d.ZCDpEvent(0.1, 0.0),
+        d.DiscreteLaplaceDpEvent(1.0, 1),
+        d.UnsupportedDpEvent(),
+        d.MixtureOfGaussiansDpEvent(1.0, [1.0], [1.0]),
+    ],
+)
 def test_unsupported_kinds_are_named(event: Any) -> None:
     with pytest.raises(UnsupportedEventError, match=type(event).__name__):
         from_dp_event(d.ComposedDpEvent([d.GaussianDpEvent(1.0), event]))
@@ -106,9 +109,17 @@ def test_dpledger_only_kinds_are_named() -> None:
 
 
 def test_bad_fields_name_their_path() -> None:
-    bad = {"module_name": "dp_accounting.dp_event", "class_name": "ComposedDpEvent",
-           "events": [{"module_name": "dp_accounting.dp_event",
-                       "class_name": "GaussianDpEvent", "noise_multiplier": "1.0"}]}
+    bad = {
+        "module_name": "dp_accounting.dp_event",
+        "class_name": "ComposedDpEvent",
+        "events": [
+            {
+                "module_name": "dp_accounting.dp_event",
+                "class_name": "GaussianDpEvent",
+                "noise_multiplier": "1.0",
+            }
+        ],
+    }
     with pytest.raises(InvalidParameterError, match=r"event\.events\[0\]\.noise_multiplier"):
         from_dp_event(bad)
     with pytest.raises(InvalidParameterError, match="named-tuple"):
@@ -118,8 +129,9 @@ def test_bad_fields_name_their_path() -> None:
 def test_account_reads_a_dp_event_and_agrees_with_dp_accounting(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     from dp_accounting.pld import pld_privacy_accountant
 
-    event = d.SelfComposedDpEvent(d.PoissonSampledDpEvent(256 / 60000, d.GaussianDpEvent(1.1)),
-                                  1000)
+    event = d.SelfComposedDpEvent(
+        d.PoissonSampledDpEvent(256 / 60000, d.GaussianDpEvent(1.1)), 1000
+    )
     path = tmp_path / "event.json"
     path.write_text(json.dumps(named_tuple_json(event)))
     assert main(["account", str(path), "--json"]) == 0

@@ -68,24 +68,34 @@ def dpledger_register_methods(register):
 
 
 def _install_all(make_dist) -> None:  # type: ignore[no-untyped-def]
-    make_dist("good-plugin", "1.0", {"good_mod": GOOD.replace("{method}", "good_count")},
-              {"good": "good_mod"})
-    make_dist("dup-plugin", "2.0", {"dup_mod": GOOD.replace("{method}", "good_count")},
-              {"dup": "dup_mod"})
+    make_dist(
+        "good-plugin",
+        "1.0",
+        {"good_mod": GOOD.replace("{method}", "good_count")},
+        {"good": "good_mod"},
+    )
+    make_dist(
+        "dup-plugin", "2.0", {"dup_mod": GOOD.replace("{method}", "good_count")}, {"dup": "dup_mod"}
+    )
     make_dist("boom-plugin", "0.1", {"boom_mod": RAISES_ON_IMPORT}, {"boom": "boom_mod"})
     make_dist("typo-plugin", "0.2", {"typo_mod": MISSPELLED}, {"typo": "typo_mod"})
     make_dist("unmarked-plugin", "0.3", {"unmarked_mod": UNMARKED}, {"unmarked": "unmarked_mod"})
-    make_dist("malformed-plugin", "0.4", {"malformed_mod": MALFORMED},
-              {"malformed": "malformed_mod"})
-    make_dist("wrongtype-plugin", "0.5", {"wrongtype_mod": WRONG_TYPE},
-              {"wrongtype": "wrongtype_mod"})
+    make_dist(
+        "malformed-plugin", "0.4", {"malformed_mod": MALFORMED}, {"malformed": "malformed_mod"}
+    )
+    make_dist(
+        "wrongtype-plugin", "0.5", {"wrongtype_mod": WRONG_TYPE}, {"wrongtype": "wrongtype_mod"}
+    )
     make_dist("missing-plugin", "0.6", {}, {"missing": "no_such_module_anywhere"})
 
 
 def test_each_broken_plugin_is_named_and_the_good_one_works(make_dist) -> None:  # type: ignore[no-untyped-def]
     _install_all(make_dist)
-    host = PluginHost(make_plugin_manager(allow=["good", "dup", "boom", "typo", "unmarked",
-                                                 "malformed", "wrongtype", "missing"]))
+    host = PluginHost(
+        make_plugin_manager(
+            allow=["good", "dup", "boom", "typo", "unmarked", "malformed", "wrongtype", "missing"]
+        )
+    )
     problems = {p.plugin: p for p in host.problems()}
     assert problems["boom"].stage == "load"
     assert problems["boom"].distribution == "boom-plugin" and problems["boom"].version == "0.1"
@@ -109,14 +119,26 @@ def test_each_broken_plugin_is_named_and_the_good_one_works(make_dist) -> None: 
         host.method("good_count")
     assert "'dup' (dup-plugin 2.0) and 'good' (good-plugin 1.0)" in str(info.value)
     assert info.value.field == "method" and "--plugins-block" in info.value.fix
-    assert set(problems) == {"boom", "missing", "typo", "unmarked", "malformed", "wrongtype",
-                             "good", "dup"}
+    assert set(problems) == {
+        "boom",
+        "missing",
+        "typo",
+        "unmarked",
+        "malformed",
+        "wrongtype",
+        "good",
+        "dup",
+    }
     # with one of them blocked, the other one's method is used
     host = PluginHost(make_plugin_manager(allow=["good", "dup"], block=["dup-plugin"]))
     spec = host.method("good_count")
     assert spec.provenance is not None
-    assert (spec.provenance.plugin, spec.provenance.distribution, spec.provenance.version,
-            spec.provenance.tier) == ("good", "good-plugin", "1.0", "unverified")
+    assert (
+        spec.provenance.plugin,
+        spec.provenance.distribution,
+        spec.provenance.version,
+        spec.provenance.tier,
+    ) == ("good", "good-plugin", "1.0", "unverified")
 
 
 def test_plugins_command_lists_culprits(make_dist, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -130,8 +152,11 @@ def test_plugins_command_lists_culprits(make_dist, capsys, monkeypatch) -> None:
     assert by_name["good"]["tier"] == "unverified"
     assert by_name["boom"]["problems"] and by_name["boom"]["methods"] == []
     culprits = {p["plugin"]: p["distribution"] for p in payload["problems"]}
-    assert culprits == {"boom": "boom-plugin", "typo": "typo-plugin",
-                        "malformed": "malformed-plugin"}
+    assert culprits == {
+        "boom": "boom-plugin",
+        "typo": "typo-plugin",
+        "malformed": "malformed-plugin",
+    }
     assert main(["plugins"]) == 0
     text = capsys.readouterr().out
     assert "good_count" in text
@@ -141,8 +166,12 @@ def test_plugins_command_lists_culprits(make_dist, capsys, monkeypatch) -> None:
 
 def test_block_list_and_cli_flags(make_dist, capsys) -> None:  # type: ignore[no-untyped-def]
     _install_all(make_dist)
-    assert main(["plugins", "--json", "--plugins-allow", "good,boom",
-                 "--plugins-block", "boom-plugin"]) == 0
+    assert (
+        main(
+            ["plugins", "--json", "--plugins-allow", "good,boom", "--plugins-block", "boom-plugin"]
+        )
+        == 0
+    )
     payload = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in payload["plugins"]] == ["good"]
     assert {"plugin": "boom", "reason": "blocked"} in payload["skipped"]

@@ -67,13 +67,22 @@ class Case:
         return self.label or self.spec.name
 
 
-SCHEMA = TableSchema((Column("id", "static"), Column("x", "numeric", lower=-5.0, upper=5.0),
-                      Column("c", "categorical", categories=("a", "b"))))
+SCHEMA = TableSchema(
+    (
+        Column("id", "static"),
+        Column("x", "numeric", lower=-5.0, upper=5.0),
+        Column("c", "categorical", categories=("a", "b")),
+    )
+)
 
 
 def _tables(n_users: int) -> UserTables:
-    users = [UserTable(str(i), tuple((str(i), float(i) - 1.5 + r, "ab"[(i + r) % 2])
-                                     for r in range(1 + i % 2))) for i in range(n_users)]
+    users = [
+        UserTable(
+            str(i), tuple((str(i), float(i) - 1.5 + r, "ab"[(i + r) % 2]) for r in range(1 + i % 2))
+        )
+        for i in range(n_users)
+    ]
     return UserTables(SCHEMA, tuple(users))
 
 
@@ -91,63 +100,226 @@ LINES = {"length": 2, "bins": 2, "iters": 2}
 FAST: tuple[Case, ...] = (
     Case(gaussian.SPEC, gaussian.GaussianParams(1.0, 1.0), ROW, np.zeros(3), np.ones(3)),
     Case(laplace.SPEC, laplace.LaplaceParams(1.0, 1.0), ROW, np.zeros(3), np.ones(3)),
-    Case(histogram.SPEC, histogram.HistogramParams(num_bins=4, noise_multiplier=1.0), ROW,
-         np.array([0.0, 1.0]), np.array([0.0, 1.0, 2.0])),
-    Case(bounded_mean.SPEC, bounded_mean.BoundedMeanParams(1.0, 1.0, 3), ROW,
-         np.zeros((3, 2)), np.vstack([np.zeros((3, 2)), np.ones((1, 2)) * 0.5])),
-    Case(nn_voting.SPEC, nn_voting.NNVotingParams(k=1, top_n=1, noise_multiplier=1.0), ROW,
-         {"records": np.array([[0.1]]), "candidates": CANDIDATES},
-         {"records": np.array([[0.1], [4.9]]), "candidates": CANDIDATES},
-         noisy=frozenset({"selected"})),
-    Case(dp_sgd.SPEC,
-         dp_sgd.DPSGDParams(steps=2, sampling_probability=0.5, noise_multiplier=1.0,
-                            clip_norm=1.0, expected_batch_size=2.0, learning_rate=1.0),
-         ROW, {"x": np.zeros((3, 2)), "y": np.zeros(3)},
-         {"x": np.vstack([np.zeros((3, 2)), np.ones((1, 2))]), "y": np.array([0, 0, 0, 1.0])}),
-    Case(selection.EXPONENTIAL, selection.SelectionParams(epsilon=1.0), ROW, SCORES_D,
-         SCORES_D_PRIME, noisy=frozenset({"index"})),
-    Case(selection.REPORT_NOISY_MAX, selection.SelectionParams(epsilon=1.0), ROW, SCORES_D,
-         SCORES_D_PRIME, noisy=frozenset({"index"})),
-    Case(selection.NOISY_TOP_K, selection.TopKParams(epsilon=1.0, k=2), ROW, SCORES_D,
-         SCORES_D_PRIME, noisy=frozenset({"indices"})),
-    Case(shk_plugin.SPEC, shk_plugin.SPEC.make_params(
-        {"t": 1.0, "beta": 1.0, "n": 2, "n_cells": 16, "n_samples": 3}), ROW,
-        np.array([0.0, 0.0]), np.array([0.0, 0.0, math.pi]), label="shk_grid"),
-    Case(shk_plugin.SPEC, shk_plugin.SPEC.make_params(
-        {"t": 0.3, "beta": 1.0, "n": 2, "solver": "particles", "n_particles": 4,
-         "particle_dt": 0.1, "n_samples": 2}), ROW,
-        np.array([0.0, 0.0]), np.array([0.0, 0.0, math.pi]), label="shk_particles"),
-    Case(trajectories_plugin.SPEC, trajectories_plugin.SPEC.make_params({
-        "n_per_time": [3, 3], "m": 2, "K": 1, "tau": 2.0, "C": 1.0, "rho": 0.5, "eta": 0.2,
-        "sigma": 0.5, "lambda_": 1.0, "diffusivity": 0.2, "radius": 1.0, "center": [0.0, 0.0],
-        "warm_start": {"kind": "none", "public_init": "gaussian", "public_std": 0.05},
-        "sinkhorn_iters": 2000, "sinkhorn_tol": 1e-6}), REPLACE, _marginals(-0.9),
-        _marginals(0.9), noisy=frozenset({"sinkhorn_unconverged"})),
-    Case(swflow_plugin.DPSWFLOW_R, swflow_plugin.DPSWFLOW_R.make_params({
-        "dataset_size": 2, "batch_size": 1, "num_steps": 1, "num_projections": 2,
-        "num_particles": 4, "noise_multiplier": 2.0}), REPLACE, SW_D, SW_D_PRIME),
-    Case(swflow_plugin.DPSWFLOW, swflow_plugin.DPSWFLOW.make_params({
-        "num_steps": 1, "num_projections": 2, "num_sub_projections": 2, "num_particles": 4,
-        "noise_multiplier": 2.0}), REPLACE, SW_D, SW_D_PRIME),
-    Case(swflow_plugin.DPSWGEN, swflow_plugin.DPSWGEN.make_params({
-        "dataset_size": 3, "batch_size": 2, "num_steps": 1, "num_projections": 2,
-        "num_particles": 4, "noise_multiplier": 2.0, "hidden": 4, "noise_dim": 2}),
-        REPLACE, GEN_D, GEN_D_PRIME),
-    Case(baselines_plugin.DIRECT_SPEC, baselines_plugin.DIRECT_SPEC.make_params(
-        {"epsilon": 1.0, "delta": 1e-3, **LINES}), USER, _tables(3), _tables(4),
-        noisy=frozenset({"tables", "info.n_synthetic"})),
-    Case(baselines_plugin.AIM_SPEC, baselines_plugin.AIM_SPEC.make_params(
-        {"epsilon": 1.0, "delta": 1e-3, "rounds": 2, **LINES}), USER, _tables(3), _tables(4),
-        noisy=frozenset({"tables", "info.n_synthetic", "info.rounds_run", "info.levels",
-                         "info.units_spent", "info.selected"})),
-    Case(path_plugin.SPEC, path_plugin.SPEC.make_params({
-        "noise_multiplier": 4.0, "delta": 1e-3, "steps": 1, "sampling_probability": 1.0,
-        "clip_norm": 0.1, "selection_epsilon": 0.5, "k": 1, "overgeneration": 2.0,
-        "embedder": "summary", "lora_rank": 1, "n_layer": 1, "n_head": 1, "n_embd": 4,
-        "max_tokens": 64, "max_rows": 1, "physical_batch": 4, "length_pmf": (1.0,),
-        "n_synthetic": 1, "expected_batch_size": 3.0, "generation_batch": 8,
-        "max_row_tokens": 32}), USER, _tables(3), _tables(4),
-        noisy=frozenset({"synthetic", "info.n_valid_candidates", "info.n_selected"})),
+    Case(
+        histogram.SPEC,
+        histogram.HistogramParams(num_bins=4, noise_multiplier=1.0),
+        ROW,
+        np.array([0.0, 1.0]),
+        np.array([0.0, 1.0, 2.0]),
+    ),
+    Case(
+        bounded_mean.SPEC,
+        bounded_mean.BoundedMeanParams(1.0, 1.0, 3),
+        ROW,
+        np.zeros((3, 2)),
+        np.vstack([np.zeros((3, 2)), np.ones((1, 2)) * 0.5]),
+    ),
+    Case(
+        nn_voting.SPEC,
+        nn_voting.NNVotingParams(k=1, top_n=1, noise_multiplier=1.0),
+        ROW,
+        {"records": np.array([[0.1]]), "candidates": CANDIDATES},
+        {"records": np.array([[0.1], [4.9]]), "candidates": CANDIDATES},
+        noisy=frozenset({"selected"}),
+    ),
+    Case(
+        dp_sgd.SPEC,
+        dp_sgd.DPSGDParams(
+            steps=2,
+            sampling_probability=0.5,
+            noise_multiplier=1.0,
+            clip_norm=1.0,
+            expected_batch_size=2.0,
+            learning_rate=1.0,
+        ),
+        ROW,
+        {"x": np.zeros((3, 2)), "y": np.zeros(3)},
+        {"x": np.vstack([np.zeros((3, 2)), np.ones((1, 2))]), "y": np.array([0, 0, 0, 1.0])},
+    ),
+    Case(
+        selection.EXPONENTIAL,
+        selection.SelectionParams(epsilon=1.0),
+        ROW,
+        SCORES_D,
+        SCORES_D_PRIME,
+        noisy=frozenset({"index"}),
+    ),
+    Case(
+        selection.REPORT_NOISY_MAX,
+        selection.SelectionParams(epsilon=1.0),
+        ROW,
+        SCORES_D,
+        SCORES_D_PRIME,
+        noisy=frozenset({"index"}),
+    ),
+    Case(
+        selection.NOISY_TOP_K,
+        selection.TopKParams(epsilon=1.0, k=2),
+        ROW,
+        SCORES_D,
+        SCORES_D_PRIME,
+        noisy=frozenset({"indices"}),
+    ),
+    Case(
+        shk_plugin.SPEC,
+        shk_plugin.SPEC.make_params({"t": 1.0, "beta": 1.0, "n": 2, "n_cells": 16, "n_samples": 3}),
+        ROW,
+        np.array([0.0, 0.0]),
+        np.array([0.0, 0.0, math.pi]),
+        label="shk_grid",
+    ),
+    Case(
+        shk_plugin.SPEC,
+        shk_plugin.SPEC.make_params(
+            {
+                "t": 0.3,
+                "beta": 1.0,
+                "n": 2,
+                "solver": "particles",
+                "n_particles": 4,
+                "particle_dt": 0.1,
+                "n_samples": 2,
+            }
+        ),
+        ROW,
+        np.array([0.0, 0.0]),
+        np.array([0.0, 0.0, math.pi]),
+        label="shk_particles",
+    ),
+    Case(
+        trajectories_plugin.SPEC,
+        trajectories_plugin.SPEC.make_params(
+            {
+                "n_per_time": [3, 3],
+                "m": 2,
+                "K": 1,
+                "tau": 2.0,
+                "C": 1.0,
+                "rho": 0.5,
+                "eta": 0.2,
+                "sigma": 0.5,
+                "lambda_": 1.0,
+                "diffusivity": 0.2,
+                "radius": 1.0,
+                "center": [0.0, 0.0],
+                "warm_start": {"kind": "none", "public_init": "gaussian", "public_std": 0.05},
+                "sinkhorn_iters": 2000,
+                "sinkhorn_tol": 1e-6,
+            }
+        ),
+        REPLACE,
+        _marginals(-0.9),
+        _marginals(0.9),
+        noisy=frozenset({"sinkhorn_unconverged"}),
+    ),
+    Case(
+        swflow_plugin.DPSWFLOW_R,
+        swflow_plugin.DPSWFLOW_R.make_params(
+            {
+                "dataset_size": 2,
+                "batch_size": 1,
+                "num_steps": 1,
+                "num_projections": 2,
+                "num_particles": 4,
+                "noise_multiplier": 2.0,
+            }
+        ),
+        REPLACE,
+        SW_D,
+        SW_D_PRIME,
+    ),
+    Case(
+        swflow_plugin.DPSWFLOW,
+        swflow_plugin.DPSWFLOW.make_params(
+            {
+                "num_steps": 1,
+                "num_projections": 2,
+                "num_sub_projections": 2,
+                "num_particles": 4,
+                "noise_multiplier": 2.0,
+            }
+        ),
+        REPLACE,
+        SW_D,
+        SW_D_PRIME,
+    ),
+    Case(
+        swflow_plugin.DPSWGEN,
+        swflow_plugin.DPSWGEN.make_params(
+            {
+                "dataset_size": 3,
+                "batch_size": 2,
+                "num_steps": 1,
+                "num_projections": 2,
+                "num_particles": 4,
+                "noise_multiplier": 2.0,
+                "hidden": 4,
+                "noise_dim": 2,
+            }
+        ),
+        REPLACE,
+        GEN_D,
+        GEN_D_PRIME,
+    ),
+    Case(
+        baselines_plugin.DIRECT_SPEC,
+        baselines_plugin.DIRECT_SPEC.make_params({"epsilon": 1.0, "delta": 1e-3, **LINES}),
+        USER,
+        _tables(3),
+        _tables(4),
+        noisy=frozenset({"tables", "info.n_synthetic"}),
+    ),
+    Case(
+        baselines_plugin.AIM_SPEC,
+        baselines_plugin.AIM_SPEC.make_params(
+            {"epsilon": 1.0, "delta": 1e-3, "rounds": 2, **LINES}
+        ),
+        USER,
+        _tables(3),
+        _tables(4),
+        noisy=frozenset(
+            {
+                "tables",
+                "info.n_synthetic",
+                "info.rounds_run",
+                "info.levels",
+                "info.units_spent",
+                "info.selected",
+            }
+        ),
+    ),
+    Case(
+        path_plugin.SPEC,
+        path_plugin.SPEC.make_params(
+            {
+                "noise_multiplier": 4.0,
+                "delta": 1e-3,
+                "steps": 1,
+                "sampling_probability": 1.0,
+                "clip_norm": 0.1,
+                "selection_epsilon": 0.5,
+                "k": 1,
+                "overgeneration": 2.0,
+                "embedder": "summary",
+                "lora_rank": 1,
+                "n_layer": 1,
+                "n_head": 1,
+                "n_embd": 4,
+                "max_tokens": 64,
+                "max_rows": 1,
+                "physical_batch": 4,
+                "length_pmf": (1.0,),
+                "n_synthetic": 1,
+                "expected_batch_size": 3.0,
+                "generation_batch": 8,
+                "max_row_tokens": 32,
+            }
+        ),
+        USER,
+        _tables(3),
+        _tables(4),
+        noisy=frozenset({"synthetic", "info.n_valid_candidates", "info.n_selected"}),
+    ),
 )
 
 
@@ -185,8 +357,9 @@ def differences(a: Any, b: Any, path: str, noisy: frozenset[str]) -> Iterator[st
             yield f"{where}: non-float array values differ"
         return
     if isinstance(a, float | np.floating):
-        if math.isfinite(a) != math.isfinite(b) or (not math.isfinite(a) and a != b
-                                                      and not (math.isnan(a) and math.isnan(b))):
+        if math.isfinite(a) != math.isfinite(b) or (
+            not math.isfinite(a) and a != b and not (math.isnan(a) and math.isnan(b))
+        ):
             yield f"{where}: {a!r} != {b!r} (finite vs not)"
         return
     if path not in noisy and a != b:
@@ -236,7 +409,8 @@ def test_the_comparison_catches_exact_counts_and_sizes() -> None:
 def test_every_builtin_method_has_a_case() -> None:
     host = PluginHost.create()
     builtin = {
-        name for name, spec in host.methods().items()
+        name
+        for name, spec in host.methods().items()
         if spec.provenance is not None and spec.provenance.distribution == BUILTIN_DISTRIBUTION
     }
     assert {"path", "shk", "trajectories", "direct"} <= builtin  # the entry points were found

@@ -56,24 +56,45 @@ def dpledger_register_methods(register):
 @pytest.fixture
 def setup(tmp_path: Path, make_dist):  # type: ignore[no-untyped-def]
     make_dist("cheat-plugin", "0.1", {"cheat_mod": CHEATS}, {"cheat": "cheat_mod"})
-    make_dist("prims-under-test", "0.1", {},
-              {"laplace": "dpledger.plugins.primitives.laplace",
-               "mean": "dpledger.plugins.primitives.bounded_mean"})
+    make_dist(
+        "prims-under-test",
+        "0.1",
+        {},
+        {
+            "laplace": "dpledger.plugins.primitives.laplace",
+            "mean": "dpledger.plugins.primitives.bounded_mean",
+        },
+    )
     np.save(tmp_path / "data.npy", np.arange(1.0, 21.0))
     (tmp_path / "empty.toml").write_text('data = "data.npy"\n')
     return tmp_path
 
 
-@pytest.mark.parametrize(("method", "step", "reason"), [
-    ("less_noise", "noisy_sum", "noise multiplier 1.0 is smaller than the declared 2.0"),
-    ("more_steps", "iter[3]", "more steps than declared"),
-    ("higher_rate", "batch_noise", "sampling rate 0.3 exceeds the declared 0.1"),
-    ("loose_clip", "clipped_sum", "below the L2 bound 2.0 implied by the clip at step 'clip'"),
-])
+@pytest.mark.parametrize(
+    ("method", "step", "reason"),
+    [
+        ("less_noise", "noisy_sum", "noise multiplier 1.0 is smaller than the declared 2.0"),
+        ("more_steps", "iter[3]", "more steps than declared"),
+        ("higher_rate", "batch_noise", "sampling rate 0.3 exceeds the declared 0.1"),
+        ("loose_clip", "clipped_sum", "below the L2 bound 2.0 implied by the clip at step 'clip'"),
+    ],
+)
 def test_cheating_run_is_stopped_and_writes_nothing(setup, capsys, method, step, reason) -> None:  # type: ignore[no-untyped-def]
     out = setup / "out"
-    code = main(["run", method, "--config", str(setup / "empty.toml"), "--out", str(out),
-                 "--seed", "1", "--plugins-allow", "cheat"])
+    code = main(
+        [
+            "run",
+            method,
+            "--config",
+            str(setup / "empty.toml"),
+            "--out",
+            str(out),
+            "--seed",
+            "1",
+            "--plugins-allow",
+            "cheat",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert f"step {step!r}" in err and reason in err
@@ -83,16 +104,34 @@ def test_cheating_run_is_stopped_and_writes_nothing(setup, capsys, method, step,
 
 def test_verified_run_writes_outputs_and_ledger(setup, capsys) -> None:  # type: ignore[no-untyped-def]
     config = setup / "laplace.toml"
-    config.write_text('data = "data.npy"\ndelta = 1e-5\n[params]\nsensitivity = 1.0\n'
-                      'noise_multiplier = 2.0\n')
+    config.write_text(
+        'data = "data.npy"\ndelta = 1e-5\n[params]\nsensitivity = 1.0\nnoise_multiplier = 2.0\n'
+    )
     out = setup / "out"
-    assert main(["run", "laplace_mechanism", "--config", str(config), "--out", str(out),
-                 "--seed", "7", "--plugins-allow", "laplace"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "laplace_mechanism",
+                "--config",
+                str(config),
+                "--out",
+                str(out),
+                "--seed",
+                "7",
+                "--plugins-allow",
+                "laplace",
+            ]
+        )
+        == 0
+    )
     assert "verified" in capsys.readouterr().out
     ledger = json.loads((out / "ledger.json").read_text())
     assert ledger["declared"] == {"kind": "laplace", "noise_multiplier": 2.0}
-    assert ledger["executed"] == {"kind": "composed",
-                                  "events": [{"kind": "laplace", "noise_multiplier": 2.0}]}
+    assert ledger["executed"] == {
+        "kind": "composed",
+        "events": [{"kind": "laplace", "noise_multiplier": 2.0}],
+    }
     assert ledger["verified"] is True and "seed" not in ledger  # the seed undoes the noise
     private = json.loads((out / "PRIVATE-diagnostics.json").read_text())
     assert private["seed"] == 7 and "never publish" in private["warning"].lower()
@@ -106,26 +145,72 @@ def test_verified_run_writes_outputs_and_ledger(setup, capsys) -> None:  # type:
     assert release.shape == (20,)
     # same seed, same release
     out2 = setup / "out2"
-    assert main(["run", "laplace_mechanism", "--config", str(config), "--out", str(out2),
-                 "--seed", "7", "--plugins-allow", "laplace"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "laplace_mechanism",
+                "--config",
+                str(config),
+                "--out",
+                str(out2),
+                "--seed",
+                "7",
+                "--plugins-allow",
+                "laplace",
+            ]
+        )
+        == 0
+    )
     np.testing.assert_array_equal(np.load(out2 / "release.npy"), release)
 
 
 def test_json_config_and_existing_out_dir_refused(setup, capsys) -> None:  # type: ignore[no-untyped-def]
     np.save(setup / "rows.npy", np.ones((10, 2)))
     config = setup / "mean.json"
-    config.write_text(json.dumps({"params": {"radius": 1.0, "noise_multiplier": 1.0, "n": 10},
-                                  "data": "rows.npy"}))
+    config.write_text(
+        json.dumps(
+            {"params": {"radius": 1.0, "noise_multiplier": 1.0, "n": 10}, "data": "rows.npy"}
+        )
+    )
     out = setup / "out"
     out.mkdir()
     (out / "keep.txt").write_text("x")
-    assert main(["run", "private_mean", "--config", str(config), "--out", str(out),
-                 "--plugins-allow", "mean"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "private_mean",
+                "--config",
+                str(config),
+                "--out",
+                str(out),
+                "--plugins-allow",
+                "mean",
+            ]
+        )
+        == 2
+    )
     assert "not an empty directory" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
     (out / "keep.txt").unlink()
-    assert main(["run", "private_mean", "--config", str(config), "--out", str(out),
-                 "--plugins-allow", "mean", "--seed", "3"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "private_mean",
+                "--config",
+                str(config),
+                "--out",
+                str(out),
+                "--plugins-allow",
+                "mean",
+                "--seed",
+                "3",
+            ]
+        )
+        == 0
+    )
     ledger = json.loads((out / "ledger.json").read_text())
     assert [s["step"] for s in ledger["steps"]] == ["mean.sum.clip", "mean.sum"]
     assert np.load(out / "mean.npy").shape == (2,)
@@ -133,12 +218,38 @@ def test_json_config_and_existing_out_dir_refused(setup, capsys) -> None:  # typ
 
 def test_unknown_method_and_bad_params(setup, capsys) -> None:  # type: ignore[no-untyped-def]
     out = setup / "out"
-    assert main(["run", "nope", "--config", str(setup / "empty.toml"), "--out", str(out),
-                 "--plugins-allow", "laplace"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "nope",
+                "--config",
+                str(setup / "empty.toml"),
+                "--out",
+                str(out),
+                "--plugins-allow",
+                "laplace",
+            ]
+        )
+        == 2
+    )
     assert "no method named 'nope'" in capsys.readouterr().err
     bad = setup / "bad.toml"
     bad.write_text("[params]\nsensitivity = -1.0\nnoise_multiplier = 1.0\n")
-    assert main(["run", "laplace_mechanism", "--config", str(bad), "--out", str(out),
-                 "--plugins-allow", "laplace"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "laplace_mechanism",
+                "--config",
+                str(bad),
+                "--out",
+                str(out),
+                "--plugins-allow",
+                "laplace",
+            ]
+        )
+        == 2
+    )
     assert "sensitivity" in capsys.readouterr().err
     assert not out.exists()

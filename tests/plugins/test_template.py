@@ -53,13 +53,26 @@ def test_template_installs_and_is_listed(tmp_path: Path) -> None:
     pip = [sys.executable, "-m", "pip"]
     build = tmp_path / "src"
     shutil.copytree(TEMPLATE, build, ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    subprocess.run([*pip, "install", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-                    str(build)], check=True, capture_output=True)
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--no-build-isolation", "--no-index", "-q", str(build)],
+        check=True,
+        capture_output=True,
+    )
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "dpledger", "plugins", "--json",
-             "--plugins-allow", "template_clipped_sum"],
-            check=True, capture_output=True, text=True, cwd=tmp_path,
+            [
+                sys.executable,
+                "-m",
+                "dpledger",
+                "plugins",
+                "--json",
+                "--plugins-allow",
+                "template_clipped_sum",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
         ).stdout
         [info] = json.loads(out)["plugins"]
         assert info["name"] == "template_clipped_sum"
@@ -68,9 +81,20 @@ def test_template_installs_and_is_listed(tmp_path: Path) -> None:
         assert info["methods"] == ["clipped_sum"] and info["problems"] == []
     finally:
         # put back the copy the test environment installs (other tests account its method)
-        subprocess.run([*pip, "install", "--no-deps", "--no-build-isolation", "--no-index",
-                        "--force-reinstall", "-q", str(TEMPLATE)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [
+                *pip,
+                "install",
+                "--no-deps",
+                "--no-build-isolation",
+                "--no-index",
+                "--force-reinstall",
+                "-q",
+                str(TEMPLATE),
+            ],
+            check=True,
+            capture_output=True,
+        )
 
 
 def test_template_method_is_accounted_from_a_pipeline_file(tmp_path: Path) -> None:
@@ -85,7 +109,10 @@ def test_template_method_is_accounted_from_a_pipeline_file(tmp_path: Path) -> No
     )
     out = subprocess.run(
         [sys.executable, "-m", "dpledger", "account", str(pipeline), "--json"],
-        capture_output=True, text=True, cwd=tmp_path, check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
@@ -98,7 +125,10 @@ def test_template_method_is_accounted_from_a_pipeline_file(tmp_path: Path) -> No
     )
     ref = subprocess.run(
         [sys.executable, "-m", "dpledger", "account", str(event_file), "--json"],
-        capture_output=True, text=True, cwd=tmp_path, check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
     )
     assert data["epsilon"] == json.loads(ref.stdout)["epsilon"]
     assert "template_clipped_sum" in out.stdout
@@ -106,7 +136,10 @@ def test_template_method_is_accounted_from_a_pipeline_file(tmp_path: Path) -> No
     pipeline.write_text(pipeline.read_text().replace("clip = 1.0", "clip = -1.0"))
     bad = subprocess.run(
         [sys.executable, "-m", "dpledger", "account", str(pipeline)],
-        capture_output=True, text=True, cwd=tmp_path, check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
     )
     assert bad.returncode == 2
     assert "releases[0].params.clip" in bad.stderr and "Traceback" not in bad.stderr

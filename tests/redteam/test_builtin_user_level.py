@@ -43,8 +43,13 @@ PRIMITIVES = {
     "laplace_mechanism": {"sensitivity": 1.0, "noise_multiplier": 10.0},
     "private_histogram": {"num_bins": 4, "noise_multiplier": 10.0},
     "private_mean": {"radius": 1.0, "noise_multiplier": 4.0, "n": 100},
-    "dp_sgd_logistic": {"steps": 10, "sampling_probability": 0.01, "noise_multiplier": 1.0,
-                        "clip_norm": 1.0, "expected_batch_size": 10.0},
+    "dp_sgd_logistic": {
+        "steps": 10,
+        "sampling_probability": 0.01,
+        "noise_multiplier": 1.0,
+        "clip_norm": 1.0,
+        "expected_batch_size": 10.0,
+    },
     "exponential_mechanism": {"epsilon": 0.5},
     "report_noisy_max": {"epsilon": 0.5},
     "noisy_top_k": {"epsilon": 0.2, "k": 3},
@@ -56,8 +61,13 @@ CASES: dict[str, Any] = {c.spec.name: c for c in (*AUDITS.FAST, AUDITS.PATH_FAST
 
 def _user(row: Adjacency) -> Adjacency:
     contribution = "time_points" if row.contribution == "time_points" else "rows"
-    return Adjacency(relation=row.relation, unit="user", unit_key="id", max_contributions=K,
-                     contribution=contribution)
+    return Adjacency(
+        relation=row.relation,
+        unit="user",
+        unit_key="id",
+        max_contributions=K,
+        contribution=contribution,
+    )
 
 
 def _epsilon(event: Any, adjacency: Adjacency) -> float:
@@ -78,8 +88,9 @@ def test_user_level_is_lifted_or_refused(name: str) -> None:
         user = attrs.evolve(user, contribution="time_points")
     try:
         declaration = declare_checked(spec, params, user)
-        event, rules = stated_for_unit(host.lower(declaration.event, user), declaration.unit,
-                                       user, release=name)
+        event, rules = stated_for_unit(
+            host.lower(declaration.event, user), declaration.unit, user, release=name
+        )
         eps_user = _epsilon(event, unit_adjacency(user))
     except DPLedgerError as exc:
         assert "Fix:" in str(exc) or "fix" in str(exc).lower(), str(exc)
@@ -97,7 +108,8 @@ def test_user_level_is_lifted_or_refused(name: str) -> None:
 
 def test_every_builtin_method_is_covered() -> None:
     builtin = {
-        n for n, s in PluginHost().methods().items()
+        n
+        for n, s in PluginHost().methods().items()
         if s.provenance is not None and s.provenance.distribution == BUILTIN_DISTRIBUTION
     }
     assert builtin == set(CASES) | set(PRIMITIVES), sorted(builtin ^ (set(CASES) | set(PRIMITIVES)))

@@ -112,9 +112,10 @@ def test_module_level_class_cannot_take_a_core_kind() -> None:
 
 
 def test_spoofed_module_name_cannot_take_a_core_kind() -> None:
-    spoof = HIJACK.replace('    kind: ClassVar[str] = "gaussian"',
-                           '    __module__ = "dpledger.core.events"\n'
-                           '    kind: ClassVar[str] = "gaussian"')
+    spoof = HIJACK.replace(
+        '    kind: ClassVar[str] = "gaussian"',
+        '    __module__ = "dpledger.core.events"\n    kind: ClassVar[str] = "gaussian"',
+    )
     with pytest.raises(InvalidParameterError, match="core event kind"):
         _module("rt_spoofed_kinds", spoof)
     assert EVENT_KINDS["gaussian"] is GaussianEvent
@@ -128,8 +129,9 @@ def test_kind_set_after_creation_is_not_registered_nor_accepted_as_a_mechanism()
     Late.kind = "gaussian"  # type: ignore[misc]
     assert EVENT_KINDS["gaussian"] is GaussianEvent
     with pytest.raises(InvalidParameterError, match="core event kind"):
-        MechanismSpec(name="late", event_class=Late, description="d", proof="p",
-                      to_core=lambda e: e)
+        MechanismSpec(
+            name="late", event_class=Late, description="d", proof="p", to_core=lambda e: e
+        )
     assert EVENT_KINDS["gaussian"] is GaussianEvent
 
 
@@ -155,8 +157,9 @@ def test_pipeline_parsing_always_uses_the_core_class() -> None:
         _module("rt_planted_kinds_2", HIJACK)
     data: dict[str, Any] = {
         "sources": [{"name": "db"}],
-        "releases": [{"id": "r", "input": "db",
-                      "event": {"kind": "gaussian", "noise_multiplier": 2.0}}],
+        "releases": [
+            {"id": "r", "input": "db", "event": {"kind": "gaussian", "noise_multiplier": 2.0}}
+        ],
     }
     graph = parse_pipeline(data).graph
     [event] = [d["event"] for _, d in graph.g.nodes(data=True) if d.get("node_kind") == "release"]
@@ -165,12 +168,20 @@ def test_pipeline_parsing_always_uses_the_core_class() -> None:
 
 @pytest.fixture
 def hijack(make_dist, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
-    make_dist("kind-hijack", "6.6.6",
-              {"rt_hijack_events": HIJACK,
-               "rt_hijack_count": PUBLIC_COUNT.replace("{name}", "rt_public_count"),
-               "rt_hijack_both": HIJACK + PUBLIC_COUNT.replace("{name}", "rt_hijacked_count")},
-              {"hijack_events": "rt_hijack_events", "hijack_count": "rt_hijack_count",
-               "hijack_both": "rt_hijack_both"})
+    make_dist(
+        "kind-hijack",
+        "6.6.6",
+        {
+            "rt_hijack_events": HIJACK,
+            "rt_hijack_count": PUBLIC_COUNT.replace("{name}", "rt_public_count"),
+            "rt_hijack_both": HIJACK + PUBLIC_COUNT.replace("{name}", "rt_hijacked_count"),
+        },
+        {
+            "hijack_events": "rt_hijack_events",
+            "hijack_count": "rt_hijack_count",
+            "hijack_both": "rt_hijack_both",
+        },
+    )
     return tmp_path
 
 

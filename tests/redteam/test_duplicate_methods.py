@@ -82,14 +82,20 @@ def _method_module(names: list[str], factor: float) -> str:
 
 @pytest.fixture
 def clash(make_dist, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
-    make_dist("alpha-plugin", "1.0", {"rt_alpha": _method_module(["rt_clash", "rt_alpha_only"],
-                                                                 1.0)}, {"alpha": "rt_alpha"})
+    make_dist(
+        "alpha-plugin",
+        "1.0",
+        {"rt_alpha": _method_module(["rt_clash", "rt_alpha_only"], 1.0)},
+        {"alpha": "rt_alpha"},
+    )
     # beta declares 4x less noise under the same name
-    make_dist("beta-plugin", "2.0", {"rt_beta": _method_module(["rt_clash"], 0.25)},
-              {"beta": "rt_beta"})
+    make_dist(
+        "beta-plugin", "2.0", {"rt_beta": _method_module(["rt_clash"], 0.25)}, {"beta": "rt_beta"}
+    )
     np.save(tmp_path / "data.npy", np.linspace(0.0, 1.0, 11))
     (tmp_path / "config.toml").write_text(
-        'data = "data.npy"\ndelta = 1e-5\n[params]\nnoise_multiplier = 2.0\n')
+        'data = "data.npy"\ndelta = 1e-5\n[params]\nnoise_multiplier = 2.0\n'
+    )
     return tmp_path
 
 
@@ -106,19 +112,21 @@ def test_host_refuses_a_name_two_distributions_register(clash) -> None:  # type:
     assert "rt_clash" not in host.methods()
     assert host.method("rt_alpha_only").provenance.plugin == "alpha"  # type: ignore[union-attr]
     problems = {(p.plugin, p.distribution, p.stage) for p in host.problems()}
-    assert problems == {("alpha", "alpha-plugin", "duplicate"),
-                        ("beta", "beta-plugin", "duplicate")}
+    assert problems == {
+        ("alpha", "alpha-plugin", "duplicate"),
+        ("beta", "beta-plugin", "duplicate"),
+    }
 
 
 def test_run_and_account_refuse_the_clash(clash, capsys) -> None:  # type: ignore[no-untyped-def]
     out = clash / "out"
-    assert main(["run", "rt_clash", "--config", str(clash / "config.toml"), "--out",
-                 str(out)]) == 2
+    assert main(["run", "rt_clash", "--config", str(clash / "config.toml"), "--out", str(out)]) == 2
     _assert_names_both(capsys.readouterr().err)
     assert not out.exists()
     path = clash / "pipeline.toml"
-    path.write_text('[[sources]]\nname = "db"\n[[releases]]\nid = "r"\ninput = "db"\n'
-                    'method = "rt_clash"\n')
+    path.write_text(
+        '[[sources]]\nname = "db"\n[[releases]]\nid = "r"\ninput = "db"\nmethod = "rt_clash"\n'
+    )
     assert main(["account", str(path)]) == 2
     err = capsys.readouterr().err
     _assert_names_both(err)
@@ -150,10 +158,24 @@ def test_third_party_cannot_shadow_a_builtin_method(  # type: ignore[no-untyped-
     data = np.linspace(0.0, 1.0, 11)
     np.save(tmp_path / "data.npy", data)
     (tmp_path / "g.toml").write_text(
-        'data = "data.npy"\ndelta = 1e-5\n[params]\nsensitivity = 1.0\nnoise_multiplier = 2.0\n')
+        'data = "data.npy"\ndelta = 1e-5\n[params]\nsensitivity = 1.0\nnoise_multiplier = 2.0\n'
+    )
     out = tmp_path / "out"
-    assert main(["run", "gaussian_mechanism", "--config", str(tmp_path / "g.toml"), "--out",
-                 str(out), "--seed", "3"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "gaussian_mechanism",
+                "--config",
+                str(tmp_path / "g.toml"),
+                "--out",
+                str(out),
+                "--seed",
+                "3",
+            ]
+        )
+        == 0
+    )
     eps = float(re.search(r"epsilon <= ([0-9.e+-]+)", capsys.readouterr().out).group(1))  # type: ignore[union-attr]
     honest = honest_gaussian_epsilon(2.0, 1e-5)
     # the printed value is rounded up to 6 significant digits: never below the honest one
@@ -172,9 +194,13 @@ class RtStairEvent(Event):
 
 
 def _mechanism(name: str, factor: float) -> MechanismSpec:
-    return MechanismSpec(name=name, event_class=RtStairEvent, description="staircase",
-                         proof="Geng & Viswanath 2014, Theorem 3",
-                         to_core=lambda e: PureDPEvent(e.epsilon * factor))  # type: ignore[attr-defined]
+    return MechanismSpec(
+        name=name,
+        event_class=RtStairEvent,
+        description="staircase",
+        proof="Geng & Viswanath 2014, Theorem 3",
+        to_core=lambda e: PureDPEvent(e.epsilon * factor),
+    )  # type: ignore[attr-defined]
 
 
 def _module(name: str, spec: MechanismSpec) -> types.ModuleType:
@@ -190,8 +216,7 @@ def _module(name: str, spec: MechanismSpec) -> types.ModuleType:
 def test_two_plugins_mapping_one_event_kind_are_refused(dpledger_pm) -> None:  # type: ignore[no-untyped-def]
     host = PluginHost(dpledger_pm)
     host.register(_module("rt_mech_honest", _mechanism("rt_stair", 1.0)), name="honest_stair")
-    host.register(_module("rt_mech_loose", _mechanism("rt_stair_cheap", 0.01)),
-                  name="cheap_stair")
+    host.register(_module("rt_mech_loose", _mechanism("rt_stair_cheap", 0.01)), name="cheap_stair")
     assert GaussianEvent(1.0) == host.lower(GaussianEvent(1.0))
     with pytest.raises(PluginConflictError) as info:
         host.lower(RtStairEvent(1.0))
@@ -206,9 +231,13 @@ class RtOtherStairEvent(Event):
 
 
 def test_two_plugins_registering_one_mechanism_name_are_refused(dpledger_pm) -> None:  # type: ignore[no-untyped-def]
-    other = MechanismSpec(name="rt_stair", event_class=RtOtherStairEvent, description="other",
-                          proof="Geng & Viswanath 2014, Theorem 3",
-                          to_core=lambda e: PureDPEvent(e.epsilon / 100))  # type: ignore[attr-defined]
+    other = MechanismSpec(
+        name="rt_stair",
+        event_class=RtOtherStairEvent,
+        description="other",
+        proof="Geng & Viswanath 2014, Theorem 3",
+        to_core=lambda e: PureDPEvent(e.epsilon / 100),
+    )  # type: ignore[attr-defined]
     host = PluginHost(dpledger_pm)
     host.register(_module("rt_mech_a", _mechanism("rt_stair", 1.0)), name="stair_a")
     host.register(_module("rt_mech_b", other), name="stair_b")

@@ -55,23 +55,31 @@ def dpledger_register_methods(register):
 
 
 def _install(make_dist, mode: str) -> None:  # type: ignore[no-untyped-def]
-    make_dist(f"shifty-{mode.replace('_', '-')}", "1.0",
-              {f"shifty_{mode}": SOURCE.replace("{mode}", mode)},
-              {"shifty": f"shifty_{mode}"})
+    make_dist(
+        f"shifty-{mode.replace('_', '-')}",
+        "1.0",
+        {f"shifty_{mode}": SOURCE.replace("{mode}", mode)},
+        {"shifty": f"shifty_{mode}"},
+    )
 
 
 def _run(tmp_path: Path) -> tuple[int, Path]:
     config = tmp_path / "c.toml"
     config.write_text("delta = 1e-5\n[params]\nnoise_multiplier = 10.0\n")
     out = tmp_path / "out"
-    code = main(["run", "shifty", "--config", str(config), "--out", str(out),
-                 "--plugins-allow", "shifty"])
+    code = main(
+        ["run", "shifty", "--config", str(config), "--out", str(out), "--plugins-allow", "shifty"]
+    )
     return code, out
 
 
 @pytest.mark.parametrize("mode", ["second_answer_smaller", "mutate_kept", "mutate_ledger"])
-def test_a_run_that_spends_more_than_accounted_is_refused(make_dist, tmp_path, capsys,  # type: ignore[no-untyped-def]
-                                                          mode: str) -> None:
+def test_a_run_that_spends_more_than_accounted_is_refused(
+    make_dist,
+    tmp_path,
+    capsys,  # type: ignore[no-untyped-def]
+    mode: str,
+) -> None:
     _install(make_dist, mode)
     code, out = _run(tmp_path)
     err = capsys.readouterr().err
@@ -80,8 +88,11 @@ def test_a_run_that_spends_more_than_accounted_is_refused(make_dist, tmp_path, c
     assert not out.exists()
 
 
-def test_declare_is_called_once_and_the_honest_run_reports_its_noise(make_dist, tmp_path,  # type: ignore[no-untyped-def]
-                                                                   capsys) -> None:
+def test_declare_is_called_once_and_the_honest_run_reports_its_noise(
+    make_dist,
+    tmp_path,  # type: ignore[no-untyped-def]
+    capsys,
+) -> None:
     _install(make_dist, "honest")
     code, out = _run(tmp_path)
     assert code == 0, capsys.readouterr().err
@@ -89,7 +100,8 @@ def test_declare_is_called_once_and_the_honest_run_reports_its_noise(make_dist, 
 
     assert len(shifty_honest.CALLS) == 1
     record = json.loads((out / "ledger.json").read_text())
-    exact = ClosedFormAccountant(Adjacency()).compose(
-        shifty_honest.KEPT[0]).get_epsilon(1e-5).epsilon
+    exact = (
+        ClosedFormAccountant(Adjacency()).compose(shifty_honest.KEPT[0]).get_epsilon(1e-5).epsilon
+    )
     assert record["privacy"]["epsilon"] == pytest.approx(exact, rel=1e-9)
     assert record["declared"] == {"kind": "gaussian", "noise_multiplier": 10.0}

@@ -83,9 +83,12 @@ RUN_PATCHER = HONEST.replace("rt_honest_sum", "rt_sneaky_sum").replace(
 )
 
 #: a method whose declare() rewrites the backend selection
-DECLARE_PATCHER = HONEST.replace("rt_honest_sum", "rt_sneaky_declare").replace(
-    "declare=lambda p, a: GaussianEvent(p.noise_multiplier)", "declare=declare"
-).replace("def run(", """def declare(params, adjacency):
+DECLARE_PATCHER = (
+    HONEST.replace("rt_honest_sum", "rt_sneaky_declare")
+    .replace("declare=lambda p, a: GaussianEvent(p.noise_multiplier)", "declare=declare")
+    .replace(
+        "def run(",
+        """def declare(params, adjacency):
     import attrs
     import dpledger.accountant.select as select
     original = select.account
@@ -98,7 +101,9 @@ DECLARE_PATCHER = HONEST.replace("rt_honest_sum", "rt_sneaky_declare").replace(
     return GaussianEvent(params.noise_multiplier)
 
 
-def run(""")
+def run(""",
+    )
+)
 
 CONFIG = 'data = "data.npy"\ndelta = 1e-5\n[params]\nnoise_multiplier = 2.0\n'
 GAUSSIAN_CONFIG = (
@@ -124,8 +129,18 @@ def _epsilon(stdout: str) -> float:
 
 def test_import_time_patcher_refuses_a_third_party_run(site, capsys) -> None:  # type: ignore[no-untyped-def]
     out = site / "out"
-    code = main(["run", "rt_honest_sum", "--config", str(site / "honest.toml"), "--out",
-                 str(out), "--seed", "1"])
+    code = main(
+        [
+            "run",
+            "rt_honest_sum",
+            "--config",
+            str(site / "honest.toml"),
+            "--out",
+            str(out),
+            "--seed",
+            "1",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     assert "'patcher'" in err and "core-patcher 0.1" in err
@@ -134,7 +149,11 @@ def test_import_time_patcher_refuses_a_third_party_run(site, capsys) -> None:  #
     assert "--plugins-block patcher" in err
     assert not out.exists()
     assert sorted(p.name for p in site.iterdir()) == [
-        "data.npy", "gaussian.toml", "honest.toml", "site"]
+        "data.npy",
+        "gaussian.toml",
+        "honest.toml",
+        "site",
+    ]
 
 
 def test_builtin_run_loads_no_third_party_plugin(  # type: ignore[no-untyped-def]
@@ -142,8 +161,21 @@ def test_builtin_run_loads_no_third_party_plugin(  # type: ignore[no-untyped-def
 ) -> None:
     sys.modules.pop("rt_core_patcher", None)
     out = site / "out"
-    assert main(["run", "gaussian_mechanism", "--config", str(site / "gaussian.toml"), "--out",
-                 str(out), "--seed", "5"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "gaussian_mechanism",
+                "--config",
+                str(site / "gaussian.toml"),
+                "--out",
+                str(out),
+                "--seed",
+                "5",
+            ]
+        )
+        == 0
+    )
     assert "rt_core_patcher" not in sys.modules
     eps = _epsilon(capsys.readouterr().out)
     honest = honest_gaussian_epsilon(2.0, 1e-5)
@@ -153,8 +185,23 @@ def test_builtin_run_loads_no_third_party_plugin(  # type: ignore[no-untyped-def
     assert honest * (1 - 1e-9) <= record["privacy"]["epsilon"] <= honest * (1 + 1e-9)
     # the same seed without any third-party distribution gives the same (full-noise) release
     clean = site / "clean"
-    assert main(["run", "gaussian_mechanism", "--config", str(site / "gaussian.toml"), "--out",
-                 str(clean), "--seed", "5", "--plugins-allow", "dpledger"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "gaussian_mechanism",
+                "--config",
+                str(site / "gaussian.toml"),
+                "--out",
+                str(clean),
+                "--seed",
+                "5",
+                "--plugins-allow",
+                "dpledger",
+            ]
+        )
+        == 0
+    )
     released = np.load(out / "release.npy")
     np.testing.assert_array_equal(released, np.load(clean / "release.npy"))
     data = np.linspace(0.0, 1.0, 11)
@@ -186,8 +233,20 @@ def test_plugins_command_lists_the_patcher(site, capsys) -> None:  # type: ignor
 def test_patch_during_run_is_attributed_to_the_method(make_dist, site, capsys) -> None:  # type: ignore[no-untyped-def]
     make_dist("run-patcher", "0.2", {"rt_run_patcher": RUN_PATCHER}, {"sneaky": "rt_run_patcher"})
     out = site / "out"
-    code = main(["run", "rt_sneaky_sum", "--config", str(site / "honest.toml"), "--out",
-                 str(out), "--seed", "1", "--plugins-allow", "run-patcher"])
+    code = main(
+        [
+            "run",
+            "rt_sneaky_sum",
+            "--config",
+            str(site / "honest.toml"),
+            "--out",
+            str(out),
+            "--seed",
+            "1",
+            "--plugins-allow",
+            "run-patcher",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     assert "'sneaky'" in err and "run-patcher 0.2" in err and "run" in err
@@ -198,12 +257,18 @@ def test_patch_during_run_is_attributed_to_the_method(make_dist, site, capsys) -
 def test_patch_during_declare_is_refused_by_account(  # type: ignore[no-untyped-def]
     make_dist, site, capsys, monkeypatch
 ) -> None:
-    make_dist("declare-patcher", "0.3", {"rt_declare_patcher": DECLARE_PATCHER},
-              {"sneaky_declare": "rt_declare_patcher"})
+    make_dist(
+        "declare-patcher",
+        "0.3",
+        {"rt_declare_patcher": DECLARE_PATCHER},
+        {"sneaky_declare": "rt_declare_patcher"},
+    )
     monkeypatch.setenv("DPLEDGER_PLUGINS_ALLOW", "declare-patcher")
     path = site / "pipeline.toml"
-    path.write_text('[[sources]]\nname = "db"\n[[releases]]\nid = "r"\ninput = "db"\n'
-                    'method = "rt_sneaky_declare"\n')
+    path.write_text(
+        '[[sources]]\nname = "db"\n[[releases]]\nid = "r"\ninput = "db"\n'
+        'method = "rt_sneaky_declare"\n'
+    )
     assert main(["account", str(path)]) == 2
     err = capsys.readouterr().err
     assert "'sneaky_declare'" in err and "declare-patcher" in err
@@ -300,13 +365,23 @@ def _counting_sum_plugin(patch_on_call: int | None) -> types.ModuleType:
         calls[0] += 1
         if calls[0] == patch_on_call:
             ClosedFormAccountant._epsilon = lambda self, delta: 0.0  # type: ignore[method-assign]
-        return {"sum": ledger.gaussian(float(np.clip(data, 0.0, 1.0).sum()), 1.0,
-                                       params.noise_multiplier, step="sum")}
+        return {
+            "sum": ledger.gaussian(
+                float(np.clip(data, 0.0, 1.0).sum()), 1.0, params.noise_multiplier, step="sum"
+            )
+        }
 
     def methods(register):  # type: ignore[no-untyped-def]
-        register(MethodSpec(name="rt_counted_sum", params=P,
-                            declare=lambda p, a: GaussianEvent(p.noise_multiplier), run=run,
-                            description="noisy sum", proof="Balle & Wang 2018, Theorem 8"))
+        register(
+            MethodSpec(
+                name="rt_counted_sum",
+                params=P,
+                declare=lambda p, a: GaussianEvent(p.noise_multiplier),
+                run=run,
+                description="noisy sum",
+                proof="Balle & Wang 2018, Theorem 8",
+            )
+        )
 
     return _module("rt_counted_sum", dpledger_register_methods=methods)
 

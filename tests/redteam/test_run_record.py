@@ -34,8 +34,21 @@ def _run(tmp_path: Path, name: str, rows: int) -> Path:
     np.savez(folder / "data.npz", x=x, y=y)
     (folder / "c.toml").write_text(CONFIG)
     out = folder / "out"
-    assert main(["run", "dp_sgd_logistic", "--config", str(folder / "c.toml"), "--out", str(out),
-                 "--seed", "11"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "dp_sgd_logistic",
+                "--config",
+                str(folder / "c.toml"),
+                "--out",
+                str(out),
+                "--seed",
+                "11",
+            ]
+        )
+        == 0
+    )
     return out
 
 

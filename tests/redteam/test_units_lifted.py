@@ -34,10 +34,10 @@ def _pipeline(tmp_path: Path, release: str) -> Path:
     path = tmp_path / "p.toml"
     path.write_text(
         "delta = 1e-6\n"
-        "[[sources]]\nname = \"visits\"\n"
-        "adjacency = {relation = \"add_remove\", unit = \"user\", unit_key = \"user_id\", "
+        '[[sources]]\nname = "visits"\n'
+        'adjacency = {relation = "add_remove", unit = "user", unit_key = "user_id", '
         "max_contributions = 8}\n"
-        f"[[releases]]\nid = \"count\"\ninput = \"visits\"\n{release}\n"
+        f'[[releases]]\nid = "count"\ninput = "visits"\n{release}\n'
     )
     return path
 
@@ -55,11 +55,16 @@ def _laplace_exact(eps0: float, delta: float) -> float:
 
 
 def test_registered_method_on_user_source_is_lifted_like_the_event(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
-    by_method = _account(capsys, _pipeline(
-        tmp_path, 'method = "laplace_mechanism"\nparams = {sensitivity = 1.0, '
-        "noise_multiplier = 10.0}"))
-    by_event = _account(capsys, _pipeline(
-        tmp_path, 'event = {kind = "laplace", noise_multiplier = 10.0}'))
+    by_method = _account(
+        capsys,
+        _pipeline(
+            tmp_path,
+            'method = "laplace_mechanism"\nparams = {sensitivity = 1.0, noise_multiplier = 10.0}',
+        ),
+    )
+    by_event = _account(
+        capsys, _pipeline(tmp_path, 'event = {kind = "laplace", noise_multiplier = 10.0}')
+    )
     eps_method, eps_event = by_method["epsilon"], by_event["epsilon"]
     # row level the count is 0.1-DP; eight rows per user make it 0.8-DP (group privacy by the
     # L1 sensitivity x 8): the exact Laplace profile at eps0 = 0.8, not 0.1
@@ -68,18 +73,35 @@ def test_registered_method_on_user_source_is_lifted_like_the_event(tmp_path, cap
     assert exact - 1e-9 <= eps_method <= 0.8 + 1e-9
     assert eps_method == pytest.approx(eps_event, rel=1e-12)
     # the report of the same file resolves the method and states the same lifted bound
-    path = _pipeline(tmp_path, 'method = "laplace_mechanism"\nparams = {sensitivity = 1.0, '
-                     "noise_multiplier = 10.0}")
-    assert main(["report", str(path), "--format", "json", "--no-figures",
-                 "--out", str(tmp_path / "r.json")]) == 0
+    path = _pipeline(
+        tmp_path,
+        'method = "laplace_mechanism"\nparams = {sensitivity = 1.0, noise_multiplier = 10.0}',
+    )
+    assert (
+        main(
+            [
+                "report",
+                str(path),
+                "--format",
+                "json",
+                "--no-figures",
+                "--out",
+                str(tmp_path / "r.json"),
+            ]
+        )
+        == 0
+    )
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["bound"]["epsilon"] == pytest.approx(eps_method, rel=1e-12)
 
 
 def test_per_example_dp_sgd_is_refused_at_user_level(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
-    path = _pipeline(tmp_path, 'method = "dp_sgd_logistic"\nparams = {steps = 10, '
-                     "sampling_probability = 0.01, noise_multiplier = 1.0, clip_norm = 1.0, "
-                     "expected_batch_size = 10.0}")
+    path = _pipeline(
+        tmp_path,
+        'method = "dp_sgd_logistic"\nparams = {steps = 10, '
+        "sampling_probability = 0.01, noise_multiplier = 1.0, clip_norm = 1.0, "
+        "expected_batch_size = 10.0}",
+    )
     assert main(["account", str(path)]) == 2
     err = capsys.readouterr().err
     assert "poisson_sampled samples rows" in err and "Fix:" in err
@@ -98,11 +120,15 @@ def _run_config(tmp_path: Path, name: str, params: str, data: dict[str, Any]) ->
 def test_dpledger_run_refuses_row_level_dp_sgd_for_users(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(0)
     config = _run_config(
-        tmp_path, "sgd",
+        tmp_path,
+        "sgd",
         "steps = 3\nsampling_probability = 0.5\nnoise_multiplier = 1.0\nclip_norm = 1.0\n"
         "expected_batch_size = 5.0",
-        {"user_id": np.repeat(np.arange(5), 2), "x": rng.normal(size=(10, 2)),
-         "y": (rng.random(10) < 0.5).astype(float)},
+        {
+            "user_id": np.repeat(np.arange(5), 2),
+            "x": rng.normal(size=(10, 2)),
+            "y": (rng.random(10) < 0.5).astype(float),
+        },
     )
     out = tmp_path / "out"
     assert main(["run", "dp_sgd_logistic", "--config", str(config), "--out", str(out)]) == 2
@@ -111,8 +137,9 @@ def test_dpledger_run_refuses_row_level_dp_sgd_for_users(tmp_path, capsys) -> No
 
 
 def test_dpledger_run_needs_the_unit_key_column(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
-    config = _run_config(tmp_path, "mean", "radius = 1.0\nnoise_multiplier = 2.0\nn = 10",
-                         {"rows": np.ones((10, 2))})
+    config = _run_config(
+        tmp_path, "mean", "radius = 1.0\nnoise_multiplier = 2.0\nn = 10", {"rows": np.ones((10, 2))}
+    )
     out = tmp_path / "out"
     assert main(["run", "private_mean", "--config", str(config), "--out", str(out)]) == 2
     err = capsys.readouterr().err
@@ -124,11 +151,17 @@ def test_dpledger_run_lifts_and_enforces_the_contribution_bound(tmp_path, capsys
     # user 0 has 20 rows at the far corner; at most 3 of them may count
     rows = np.vstack([np.full((20, 2), 100.0), np.zeros((6, 2))])
     users = np.r_[np.zeros(20, dtype=np.int64), np.arange(1, 7)]
-    config = _run_config(tmp_path, "mean", "radius = 1.0\nnoise_multiplier = 6.0\nn = 9",
-                         {"user_id": users, "rows": rows})
+    config = _run_config(
+        tmp_path,
+        "mean",
+        "radius = 1.0\nnoise_multiplier = 6.0\nn = 9",
+        {"user_id": users, "rows": rows},
+    )
     out = tmp_path / "out"
-    assert main(["run", "private_mean", "--config", str(config), "--out", str(out),
-                 "--seed", "3"]) == 0
+    assert (
+        main(["run", "private_mean", "--config", str(config), "--out", str(out), "--seed", "3"])
+        == 0
+    )
     record = json.loads((out / "ledger.json").read_text())
     # three rows per user: sensitivity 3 R, i.e. the Gaussian at noise multiplier 6 / 3 = 2
     assert record["accounted"]["lift_rules"] == ["gaussian_l2_sensitivity_xk"]
@@ -153,21 +186,29 @@ class _P:
     enforce: bool = False
 
 
-def _user_claiming_run(params: _P, data: Any, ledger: PrivacyLedger,
-                       rng: np.random.Generator) -> dict[str, Any]:
+def _user_claiming_run(
+    params: _P, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     rows = np.asarray(data["rows"], dtype=float)
     keys = data["user_id"]
     if params.enforce:
-        return {"sum": ledger.clipped_sum_gaussian(rows, 1.0, params.noise_multiplier,
-                                                   step="sum", unit_keys=keys)}
+        return {
+            "sum": ledger.clipped_sum_gaussian(
+                rows, 1.0, params.noise_multiplier, step="sum", unit_keys=keys
+            )
+        }
     return {"sum": ledger.clipped_sum_gaussian(rows, 1.0, params.noise_multiplier, step="sum")}
 
 
 USER_CLAIM = MethodSpec(
-    name="user_claim", params=_P,
-    declare=lambda p, a: Declaration(GaussianEvent(p.noise_multiplier),
-                                     "user" if a.unit == "user" else "row"),
-    run=_user_claiming_run, description="per-user clipped sum", proof="test",
+    name="user_claim",
+    params=_P,
+    declare=lambda p, a: Declaration(
+        GaussianEvent(p.noise_multiplier), "user" if a.unit == "user" else "row"
+    ),
+    run=_user_claiming_run,
+    description="per-user clipped sum",
+    proof="test",
 )
 
 
@@ -181,8 +222,7 @@ def test_user_level_claim_without_enforcement_is_refused() -> None:
 
 
 def test_user_level_claim_with_per_user_clipping_runs() -> None:
-    result = run_verified(USER_CLAIM, _P(2.0, enforce=True), _user_data(), adjacency=USER8,
-                          seed=0)
+    result = run_verified(USER_CLAIM, _P(2.0, enforce=True), _user_data(), adjacency=USER8, seed=0)
     assert result.declaration.unit == "user"
     assert result.ledger.unit_steps == ["sum"]
     # four users, each clipped to norm 1 as a whole: the sum is 4 plus N(0, 2^2)

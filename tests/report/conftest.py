@@ -11,17 +11,39 @@ import pytest
 PIPELINE: dict[str, Any] = {
     "name": "report-fixture",
     "delta": 1e-5,
-    "sources": [{"name": "db", "description": "the protected table",
-                 "adjacency": {"relation": "add_remove", "unit": "row"}}],
+    "sources": [
+        {
+            "name": "db",
+            "description": "the protected table",
+            "adjacency": {"relation": "add_remove", "unit": "row"},
+        }
+    ],
     "releases": [
-        {"id": "counts", "input": "db", "count": 4, "method": "gaussian_mechanism",
-         "description": "four noisy counts",
-         "event": {"kind": "gaussian", "noise_multiplier": 3.0}},
-        {"id": "median", "input": "db", "method": "laplace_mechanism",
-         "event": {"kind": "laplace", "noise_multiplier": 10.0}},
-        {"id": "sgd", "input": "db", "count": 20, "after": ["counts"],
-         "event": {"kind": "poisson_sampled", "sampling_probability": 0.01,
-                   "event": {"kind": "gaussian", "noise_multiplier": 1.0}}},
+        {
+            "id": "counts",
+            "input": "db",
+            "count": 4,
+            "method": "gaussian_mechanism",
+            "description": "four noisy counts",
+            "event": {"kind": "gaussian", "noise_multiplier": 3.0},
+        },
+        {
+            "id": "median",
+            "input": "db",
+            "method": "laplace_mechanism",
+            "event": {"kind": "laplace", "noise_multiplier": 10.0},
+        },
+        {
+            "id": "sgd",
+            "input": "db",
+            "count": 20,
+            "after": ["counts"],
+            "event": {
+                "kind": "poisson_sampled",
+                "sampling_probability": 0.01,
+                "event": {"kind": "gaussian", "noise_multiplier": 1.0},
+            },
+        },
     ],
     "postprocess": [{"id": "model", "inputs": ["sgd"]}],
 }

@@ -30,8 +30,9 @@ def test_report_numbers_equal_account_json(
     report = json.loads(out.read_text())
     account.pop("file")
     assert report["account"] == account
-    assert report["bound"] == {k: account[k] for k in ("epsilon", "epsilon_lower", "delta",
-                                                        "method")}
+    assert report["bound"] == {
+        k: account[k] for k in ("epsilon", "epsilon_lower", "delta", "method")
+    }
     for row, rel in zip(report["releases"], account["releases"], strict=True):
         assert row["node"] == rel["id"]
         assert row["bound"] == rel["bound"]
@@ -44,8 +45,9 @@ def test_report_numbers_equal_account_json(
 def test_explicit_delta_matches_account(
     pipeline_file: Path, capsys: pytest.CaptureFixture[str], empty_host: object
 ) -> None:
-    account = _cli_json(capsys, "account", str(pipeline_file), "--json", "--per-release",
-                        "--delta", "1e-3")
+    account = _cli_json(
+        capsys, "account", str(pipeline_file), "--json", "--per-release", "--delta", "1e-3"
+    )
     built = report_pipeline_file(pipeline_file, delta=1e-3, host=empty_host, brackets=False)
     account.pop("file")
     assert built.report.to_dict()["account"] == account
@@ -56,14 +58,18 @@ def _gaussian_epsilon(mu: float, delta: float) -> float:
     """Exact epsilon of a mu-GDP Gaussian (Balle & Wang 2018, Theorem 8)."""
 
     def gap(eps: float) -> float:
-        return (stats.norm.cdf(-eps / mu + mu / 2)
-                - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2) - delta)
+        return (
+            stats.norm.cdf(-eps / mu + mu / 2)
+            - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+            - delta
+        )
 
     return float(optimize.brentq(gap, 0.0, 50.0, xtol=1e-14))
 
 
-def test_gaussian_only_pipeline_is_the_analytic_gaussian(tmp_path: Path, empty_host: object
-                                                          ) -> None:
+def test_gaussian_only_pipeline_is_the_analytic_gaussian(
+    tmp_path: Path, empty_host: object
+) -> None:
     data = {**PIPELINE, "releases": [PIPELINE["releases"][0]], "postprocess": []}
     path = write_pipeline(tmp_path / "g.json", data)
     built = report_pipeline_file(path, host=empty_host)
@@ -75,8 +81,9 @@ def test_gaussian_only_pipeline_is_the_analytic_gaussian(tmp_path: Path, empty_h
     assert f"ε = {fmt_up(eps)}" in built.report.statement
 
 
-def test_markdown_has_every_section_and_the_statement(pipeline_file: Path, empty_host: object
-                                                       ) -> None:
+def test_markdown_has_every_section_and_the_statement(
+    pipeline_file: Path, empty_host: object
+) -> None:
     built = report_pipeline_file(pipeline_file, host=empty_host)
     md = render_markdown(built.report)
     for title in SECTIONS:
@@ -108,12 +115,23 @@ def test_printed_bounds_round_to_the_safe_side() -> None:
 
 def test_user_level_release_shows_lift_rule(tmp_path: Path, empty_host: object) -> None:
     data = {
-        "name": "users", "delta": 1e-6,
-        "sources": [{"name": "db", "adjacency": {"relation": "add_remove", "unit": "user",
-                                                  "unit_key": "uid", "max_contributions": 4}}],
-        "releases": [{"id": "sum", "input": "db",
-                      "event": {"kind": "gaussian", "noise_multiplier": 8.0}},
-                     {"id": "flag", "input": "db", "event": {"kind": "pure_dp", "epsilon": 0.1}}],
+        "name": "users",
+        "delta": 1e-6,
+        "sources": [
+            {
+                "name": "db",
+                "adjacency": {
+                    "relation": "add_remove",
+                    "unit": "user",
+                    "unit_key": "uid",
+                    "max_contributions": 4,
+                },
+            }
+        ],
+        "releases": [
+            {"id": "sum", "input": "db", "event": {"kind": "gaussian", "noise_multiplier": 8.0}},
+            {"id": "flag", "input": "db", "event": {"kind": "pure_dp", "epsilon": 0.1}},
+        ],
     }
     built = report_pipeline_file(write_pipeline(tmp_path / "u.json", data), host=empty_host)
     rows = {r.node: r for r in built.report.releases}
@@ -121,5 +139,6 @@ def test_user_level_release_shows_lift_rule(tmp_path: Path, empty_host: object) 
     assert rows["sum"].lifted_event == "gaussian(noise_multiplier=2.0)"
     assert rows["flag"].lift_rules == ("pure_group_privacy",)
     assert "one user of source 'db' (identified by 'uid', contributing at most 4 rows)" in (
-        built.report.unit_of_privacy)
+        built.report.unit_of_privacy
+    )
     assert any("pure_group_privacy" in w for w in built.report.warnings)

@@ -21,9 +21,18 @@ def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
 
     out = tmp_path / "demo"
     result = run_demo(out, TINY, quiet=True)
-    for name in ("pipeline.toml", "ledger.json", "synthetic.npz", "synthetic_paths.csv",
-                 "report.md", "report.html", "report.json", "trajectories.png",
-                 "report-privacy_profile.png", "report-composition_graph.png"):
+    for name in (
+        "pipeline.toml",
+        "ledger.json",
+        "synthetic.npz",
+        "synthetic_paths.csv",
+        "report.md",
+        "report.html",
+        "report.json",
+        "trajectories.png",
+        "report-privacy_profile.png",
+        "report-composition_graph.png",
+    ):
         assert (out / name).is_file(), name
     with np.load(out / "synthetic.npz") as z:
         assert z["particles"].shape == (TINY.T, TINY.m, 2)
@@ -93,8 +102,9 @@ def test_pipeline_states_the_methods_declaration() -> None:
     warm = warm_start_multipliers(params.warm_start, Adjacency())
     _check_declaration(pipeline_event(TINY, warm), declared, spec.name)  # equal: no error
     with pytest.raises(LedgerViolationError, match=r"pipeline\.toml states"):
-        _check_declaration(pipeline_event(attrs.evolve(TINY, K=TINY.K + 1), warm), declared,
-                           spec.name)
+        _check_declaration(
+            pipeline_event(attrs.evolve(TINY, K=TINY.K + 1), warm), declared, spec.name
+        )
 
 
 def test_plugin_reports_progress_through_the_data_mapping() -> None:
@@ -111,14 +121,23 @@ def test_plugin_reports_progress_through_the_data_mapping() -> None:
     params = demo_params(spec, config, data)
     seen: list[int] = []
     with pytest.warns(RuntimeWarning, match="Sinkhorn"):
-        run = run_verified(spec, params, {"marginals": data.marginals, "times": data.times,
-                                          "progress": seen.append},
-                           adjacency=Adjacency(), seed=1)
+        run = run_verified(
+            spec,
+            params,
+            {"marginals": data.marginals, "times": data.times, "progress": seen.append},
+            adjacency=Adjacency(),
+            seed=1,
+        )
     assert seen == [1, 2, 3, 4]
     assert run.ledger.matches_exactly()
     with pytest.raises(InvalidParameterError, match=r"data\.progress"):
-        run_verified(spec, params, {"marginals": data.marginals, "progress": 3},
-                     adjacency=Adjacency(), seed=1)
+        run_verified(
+            spec,
+            params,
+            {"marginals": data.marginals, "progress": 3},
+            adjacency=Adjacency(),
+            seed=1,
+        )
 
 
 def test_fresh_directory_never_reuses_earlier_output(tmp_path: Path) -> None:

@@ -16,8 +16,21 @@ from .conftest import PIPELINE, write_pipeline
 def _json_report(tmp_path: Path, name: str, data: dict) -> Path:
     pipeline = write_pipeline(tmp_path / f"{name}.json", data)
     out = tmp_path / f"{name}.report.json"
-    assert main(["report", str(pipeline), "--format", "json", "--out", str(out),
-                 "--backends", "closed_form,rdp"]) == 0
+    assert (
+        main(
+            [
+                "report",
+                str(pipeline),
+                "--format",
+                "json",
+                "--out",
+                str(out),
+                "--backends",
+                "closed_form,rdp",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -37,10 +50,12 @@ def test_diff_names_the_change_and_how_epsilon_moved(
     assert d.summary.startswith("ε decreased: ")
     assert ra["bound"]["method"] == rb["bound"]["method"]
     assert d.summary.endswith(f"at δ = 1e-05 (method {ra['bound']['method']})")
-    assert ("release counts: event gaussian(noise_multiplier=3.0) → "
-            "gaussian(noise_multiplier=6.0)") in d.changes
+    assert (
+        "release counts: event gaussian(noise_multiplier=3.0) → gaussian(noise_multiplier=6.0)"
+    ) in d.changes
     assert f"accountant rdp: [0, {ra['brackets'][1]['bound']['epsilon']:.6g}] (rdp) → " in (
-        "\n".join(d.changes)) or any(c.startswith("accountant rdp: [0, ") for c in d.changes)
+        "\n".join(d.changes)
+    ) or any(c.startswith("accountant rdp: [0, ") for c in d.changes)
     assert any(c.startswith("release counts: epsilon alone [") for c in d.changes)
     assert main(["report", "--diff", str(a), str(b)]) == 0
     out = capsys.readouterr().out

@@ -6,8 +6,7 @@ from dpledger.core.report import report_pipeline_file
 from dpledger.core.report.figures import profile_data, step_counts, steps_data
 
 
-def test_profile_passes_through_the_reported_point(pipeline_file: Path, empty_host: object
-                                                    ) -> None:
+def test_profile_passes_through_the_reported_point(pipeline_file: Path, empty_host: object) -> None:
     built = report_pipeline_file(pipeline_file, host=empty_host, brackets=False)
     eps, delta = built.report.upper, built.report.bound["delta"]
     grid, deltas, exact = profile_data(built, points=12)
@@ -18,8 +17,7 @@ def test_profile_passes_through_the_reported_point(pipeline_file: Path, empty_ho
     assert below.size and all(d > delta for d in deltas[: below.size])
 
 
-def test_steps_curve_ends_at_the_reported_bound(pipeline_file: Path, empty_host: object
-                                                 ) -> None:
+def test_steps_curve_ends_at_the_reported_bound(pipeline_file: Path, empty_host: object) -> None:
     built = report_pipeline_file(pipeline_file, host=empty_host, brackets=False)
     node, counts, values = steps_data(built, points=4)
     assert node == "sgd" and counts[-1] == 20 and counts[0] == 1

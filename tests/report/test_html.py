@@ -55,7 +55,10 @@ def test_markdown_figures_are_files_beside_it(pipeline_file: Path, tmp_path: Pat
 
 @pytest.mark.parametrize("fmt", ["html", "md"])
 def test_without_matplotlib_the_report_is_written_without_figures(
-    fmt: str, pipeline_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    fmt: str,
+    pipeline_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     import sys

@@ -16,28 +16,43 @@ def _run_dir(tmp_path: Path, event: SelfComposedEvent, adjacency: Adjacency) -> 
     run = tmp_path / "run"
     run.mkdir()
     ledger = {
-        "dpledger_version": "0.1.0", "method": "private_mean",
-        "provenance": {"plugin": "bounded_mean", "distribution": "dpledger", "version": "0.1.0",
-                       "tier": "contrib"},
-        "params": {"radius": 1.0, "noise_multiplier": 2.0, "n": 100}, "seed": 3,
-        "declared": event.to_dict(), "executed": event.to_dict(),
-        "adjacency": adjacency.to_dict(), "secure_seed": False, "steps": [{"step": "mean.sum"}],
-        "declared_core": event.to_dict(), "verified": True,
-        "privacy": {**sel.bound.to_dict(), "candidates": [c.to_dict() for c in sel.candidates],
-                    "unavailable": []},
+        "dpledger_version": "0.1.0",
+        "method": "private_mean",
+        "provenance": {
+            "plugin": "bounded_mean",
+            "distribution": "dpledger",
+            "version": "0.1.0",
+            "tier": "contrib",
+        },
+        "params": {"radius": 1.0, "noise_multiplier": 2.0, "n": 100},
+        "seed": 3,
+        "declared": event.to_dict(),
+        "executed": event.to_dict(),
+        "adjacency": adjacency.to_dict(),
+        "secure_seed": False,
+        "steps": [{"step": "mean.sum"}],
+        "declared_core": event.to_dict(),
+        "verified": True,
+        "privacy": {
+            **sel.bound.to_dict(),
+            "candidates": [c.to_dict() for c in sel.candidates],
+            "unavailable": [],
+        },
         "outputs": {"files": {"mean": "mean.npy"}, "values": {}},
     }
     (run / "ledger.json").write_text(json.dumps(ledger))
     return run
 
 
-def test_run_directory_report_matches_the_recorded_account(tmp_path: Path, empty_host: object
-                                                           ) -> None:
+def test_run_directory_report_matches_the_recorded_account(
+    tmp_path: Path, empty_host: object
+) -> None:
     event = SelfComposedEvent(GaussianEvent(2.0), 3)
     adjacency = Adjacency(relation="replace_one")
     run = _run_dir(tmp_path, event, adjacency)
-    audit = audit_event(GaussianEvent(2.0), adjacency, deltas=(1e-2,), n_search=2_000,
-                        n_test=20_000, rng=1)
+    audit = audit_event(
+        GaussianEvent(2.0), adjacency, deltas=(1e-2,), n_search=2_000, n_test=20_000, rng=1
+    )
     (run / "audit.json").write_text(json.dumps(audit.to_dict()))
     built = report_input(run, host=empty_host)
     r = built.report
@@ -46,7 +61,11 @@ def test_run_directory_report_matches_the_recorded_account(tmp_path: Path, empty
     assert r.input_kind == "run" and r.adjacency == "replace-one of one row (event level)"
     row = r.releases[0]
     assert (row.node, row.plugin, row.distribution, row.tier) == (
-        "private_mean", "bounded_mean", "dpledger", "unverified")  # no host record for it
+        "private_mean",
+        "bounded_mean",
+        "dpledger",
+        "unverified",
+    )  # no host record for it
     assert r.runtime is not None and r.runtime["verified"] is True
     assert r.audit is not None and r.audit["audits"][0]["ceiling"] > 0
     md = render_markdown(r)

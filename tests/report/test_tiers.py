@@ -15,26 +15,42 @@ from dpledger.core.specs import ProofRef
 from dpledger.proofs_checks.registry import RECORDS, tier_of
 
 PIPELINE = (
-    "delta = 1e-6\n[[sources]]\nname = \"visits\"\n"
-    "[[releases]]\nid = \"count\"\ninput = \"visits\"\n"
-    "method = \"laplace_mechanism\"\nparams = {sensitivity = 1.0, noise_multiplier = 10.0}\n"
+    'delta = 1e-6\n[[sources]]\nname = "visits"\n'
+    '[[releases]]\nid = "count"\ninput = "visits"\n'
+    'method = "laplace_mechanism"\nparams = {sensitivity = 1.0, noise_multiplier = 10.0}\n'
 )
 
 
-def test_a_builtin_method_has_the_tier_plugins_lists(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_builtin_method_has_the_tier_plugins_lists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "p.toml"
     path.write_text(PIPELINE)
     assert main(["plugins", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     entry = next(p for p in listed["plugins"] if "laplace_mechanism" in p["methods"])
     assert entry["tier"] == "contrib"
-    assert main(["report", str(path), "--format", "json", "--no-figures",
-                 "--out", str(tmp_path / "r.json")]) == 0
+    assert (
+        main(
+            [
+                "report",
+                str(path),
+                "--format",
+                "json",
+                "--no-figures",
+                "--out",
+                str(tmp_path / "r.json"),
+            ]
+        )
+        == 0
+    )
     report = json.loads((tmp_path / "r.json").read_text())
     row = report["releases"][0]
     assert (row["method"], row["tier"], row["distribution"]) == (
-        "laplace_mechanism", "contrib", "dpledger")
+        "laplace_mechanism",
+        "contrib",
+        "dpledger",
+    )
     assert not any("unverified" in w and "laplace_mechanism" in w for w in report["warnings"])
 
 
@@ -45,7 +61,8 @@ def test_named_proof_records_can_only_lower_the_tier() -> None:
     assert current, "the registry holds current records"
     named = attrs.evolve(spec, proof=ProofRef(spec.proof.citation, records=(current[0],)))
     assert release_tier(named, None) == "contrib"  # a record never lifts a contrib plugin
-    missing = attrs.evolve(spec, proof=ProofRef(spec.proof.citation,
-                                                records=("dpledger.core.events.NoSuchThing",)))
+    missing = attrs.evolve(
+        spec, proof=ProofRef(spec.proof.citation, records=("dpledger.core.events.NoSuchThing",))
+    )
     assert release_tier(missing, None) == "unverified"
     assert release_tier(None, None) == "unverified"

@@ -34,16 +34,19 @@ def declare(params: ClippedSumParams, adjacency: Adjacency) -> Event:
     return GaussianEvent(params.noise_multiplier)
 
 
-def run(params: ClippedSumParams, data: Any, ledger: PrivacyLedger,
-        rng: np.random.Generator) -> dict[str, Any]:
+def run(
+    params: ClippedSumParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
     """All noise goes through ``ledger``; ``rng`` is only for non-private randomness."""
     rows = np.asarray(data, dtype=float)
     if rows.ndim != 2:
-        raise InvalidParameterError("data", f"must be a 2-D array, got shape {rows.shape}",
-                                    "pass one row per record")
+        raise InvalidParameterError(
+            "data", f"must be a 2-D array, got shape {rows.shape}", "pass one row per record"
+        )
     # the framework clips every row, so the sensitivity accounted is the one enforced
-    noisy = ledger.clipped_sum_gaussian(rows, params.clip, params.noise_multiplier,
-                                        step="noisy_sum")
+    noisy = ledger.clipped_sum_gaussian(
+        rows, params.clip, params.noise_multiplier, step="noisy_sum"
+    )
     return {"sum": np.asarray(noisy)}
 
 

@@ -77,8 +77,17 @@ def test_run_verified_against_declaration() -> None:
     from dpledger.plugins.path.aim import run_aim
 
     tables, _ = hmm_dataset(150, seed=0)
-    p = AIMParams(epsilon=5.0, delta=1e-5, length=2, bins=3, rounds=3, max_anneal=1, iters=30,
-                  noise_multiplier=1.0, eval_factor=3)
+    p = AIMParams(
+        epsilon=5.0,
+        delta=1e-5,
+        length=2,
+        bins=3,
+        rounds=3,
+        max_anneal=1,
+        iters=30,
+        noise_multiplier=1.0,
+        eval_factor=3,
+    )
     led = PrivacyLedger(declare(p, None), rng=0)
     syn, info = run_aim(tables, p, led)
     led.verify()
@@ -90,16 +99,32 @@ def test_replace_one_declares_selections_at_twice_epsilon_and_runs_covered() -> 
     from dpledger.core.runner import run_verified
     from dpledger.plugins.path.baselines_plugin import AIM_SPEC
 
-    p = AIMParams(epsilon=1.0, delta=1e-6, rounds=4, max_anneal=1, noise_multiplier=3.0,
-                  length=2)
+    p = AIMParams(epsilon=1.0, delta=1e-6, rounds=4, max_anneal=1, noise_multiplier=3.0, length=2)
     b = budget(p, 3.0)
     replace = Adjacency(relation="replace_one")
     ems = [e for e in declare(p, replace).walk() if isinstance(e, ExponentialMechanismEvent)]
     assert sorted(e.epsilon for e in ems) == pytest.approx(sorted(2 * e for e in b.epsilons))
     tables, _ = hmm_dataset(12, seed=0)
-    result = run_verified(AIM_SPEC, AIM_SPEC.make_params(
-        {"epsilon": 1.0, "delta": 1e-6, "rounds": 4, "max_anneal": 1, "noise_multiplier": 3.0,
-         "length": 2, "iters": 20}), tables, adjacency=replace, seed=0)
-    booked = [e.epsilon for e in result.ledger.executed_event().walk()
-              if isinstance(e, ExponentialMechanismEvent)]
+    result = run_verified(
+        AIM_SPEC,
+        AIM_SPEC.make_params(
+            {
+                "epsilon": 1.0,
+                "delta": 1e-6,
+                "rounds": 4,
+                "max_anneal": 1,
+                "noise_multiplier": 3.0,
+                "length": 2,
+                "iters": 20,
+            }
+        ),
+        tables,
+        adjacency=replace,
+        seed=0,
+    )
+    booked = [
+        e.epsilon
+        for e in result.ledger.executed_event().walk()
+        if isinstance(e, ExponentialMechanismEvent)
+    ]
     assert booked and all(any(x == pytest.approx(2 * e) for e in b.epsilons) for x in booked)

@@ -16,18 +16,24 @@ from dpledger.plugins.path.schema import Column, TableSchema, UserTable, UserTab
 from dpledger.plugins.path.serialize import parse_table, serialize_table
 
 T0 = dt.datetime(2024, 3, 1, 8, 30, tzinfo=dt.UTC).timestamp()  # 1709281800
-SCHEMA = TableSchema((
-    Column("id", "static"),
-    Column("at", "datetime", lower="2024-03-01T00:00:00", upper="2024-03-08T00:00:00"),
-    Column("hr", "numeric", lower=40.0, upper=180.0),
-))
+SCHEMA = TableSchema(
+    (
+        Column("id", "static"),
+        Column("at", "datetime", lower="2024-03-01T00:00:00", upper="2024-03-08T00:00:00"),
+        Column("hr", "numeric", lower=40.0, upper=180.0),
+    )
+)
 
 
 def test_times_are_read_as_posix_seconds_in_every_form() -> None:
     assert T0 == 1709281800.0
     assert SCHEMA.column("at").lower == 1709251200.0 and SCHEMA.column("at").upper == 1709856000.0
-    rows = (("u", "2024-03-01T08:30:00", 60.0), ("u", dt.datetime(2024, 3, 1, 8, 30), 61.0),
-            ("u", T0, 62.0), ("u", "2024-03-01T09:30:00+01:00", 63.0))
+    rows = (
+        ("u", "2024-03-01T08:30:00", 60.0),
+        ("u", dt.datetime(2024, 3, 1, 8, 30), 61.0),
+        ("u", T0, 62.0),
+        ("u", "2024-03-01T09:30:00+01:00", 63.0),
+    )
     tables = UserTables(SCHEMA, (UserTable("u", rows),))
     assert [r[1] for r in tables[0].rows] == [T0] * 4
     assert SCHEMA.numeric == (SCHEMA.column("at"), SCHEMA.column("hr"))
@@ -78,12 +84,18 @@ def test_generation_grammar_writes_only_times() -> None:
 def test_direct_discretises_times_on_their_public_bounds() -> None:
     rng = np.random.default_rng(0)
     users = tuple(
-        UserTable(f"u{i}", tuple((f"u{i}", T0 + 3600.0 * k + float(rng.uniform(0, 60)),
-                                  float(rng.uniform(50, 120))) for k in range(3)))
+        UserTable(
+            f"u{i}",
+            tuple(
+                (f"u{i}", T0 + 3600.0 * k + float(rng.uniform(0, 60)), float(rng.uniform(50, 120)))
+                for k in range(3)
+            ),
+        )
         for i in range(30)
     )
-    params = DIRECT_SPEC.make_params({"epsilon": 4.0, "delta": 1e-6, "length": 3, "bins": 8,
-                                      "iters": 30})
+    params = DIRECT_SPEC.make_params(
+        {"epsilon": 4.0, "delta": 1e-6, "length": 3, "bins": 8, "iters": 30}
+    )
     result = run_verified(DIRECT_SPEC, params, UserTables(SCHEMA, users), seed=0)
     synthetic = result.outputs["tables"]
     times = np.concatenate([synthetic.numeric_array(i)[:, 0] for i in range(len(synthetic))])

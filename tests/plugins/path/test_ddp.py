@@ -21,19 +21,38 @@ from dpledger.plugins.path.windowing import SplitSampler
 
 torch = pytest.importorskip("torch")
 
-SCHEMA = TableSchema((Column("id", "static"), Column("x", "numeric"),
-                      Column("c", "categorical", categories=("a", "b"))))
-TABLES = UserTables(SCHEMA, tuple(
-    UserTable(str(i), [(str(i), float(i - t), "ab"[(i * t) % 2]) for t in range(1 + i % 3)])
-    for i in range(9)
-))
+SCHEMA = TableSchema(
+    (
+        Column("id", "static"),
+        Column("x", "numeric"),
+        Column("c", "categorical", categories=("a", "b")),
+    )
+)
+TABLES = UserTables(
+    SCHEMA,
+    tuple(
+        UserTable(str(i), [(str(i), float(i - t), "ab"[(i * t) % 2]) for t in range(1 + i % 3)])
+        for i in range(9)
+    ),
+)
 CONFIG = {
-    "train": {"steps": 3, "sampling_probability": 0.6, "noise_multiplier": 0.9,
-              "clip_norm": 0.05, "expected_batch_size": 5.4, "max_tokens": 128,
-              "learning_rate": 0.01, "physical_batch": 4},
+    "train": {
+        "steps": 3,
+        "sampling_probability": 0.6,
+        "noise_multiplier": 0.9,
+        "clip_norm": 0.05,
+        "expected_batch_size": 5.4,
+        "max_tokens": 128,
+        "learning_rate": 0.01,
+        "physical_batch": 4,
+    },
     "model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "n_positions": 128},
-    "lora_rank": 2, "length_pmf": [0.4, 0.3, 0.3], "p_start": 0.2,
-    "model_seed": 5, "ledger_seed": 6, "run_seed": 7,
+    "lora_rank": 2,
+    "length_pmf": [0.4, 0.3, 0.3],
+    "p_start": 0.2,
+    "model_seed": 5,
+    "ledger_seed": 6,
+    "run_seed": 7,
 }
 
 
@@ -58,11 +77,23 @@ def test_torchrun_two_processes_matches_single_process(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(CONFIG))
     out = tmp_path / "result.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-           "2", "-m", "dpledger.plugins.path.ddp", "--data", str(tmp_path / "tables.json"),
-           "--config", str(tmp_path / "config.json"), "--out", str(out)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240,
-                          check=False)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "dpledger.plugins.path.ddp",
+        "--data",
+        str(tmp_path / "tables.json"),
+        "--config",
+        str(tmp_path / "config.json"),
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["world_size"] == 2 and result["matches_exactly"]

@@ -15,7 +15,9 @@ def _table2(tmp_path: Path, *extra: str) -> list[dict[str, object]]:
     out = tmp_path / "t2.json"
     subprocess.run(
         [sys.executable, "-m", "experiments.path.table2", *extra, "--out", str(out)],
-        cwd=ROOT, check=True, timeout=900,
+        cwd=ROOT,
+        check=True,
+        timeout=900,
     )
     rows: list[dict[str, object]] = json.loads(out.read_text())["rows"]
     return rows
@@ -23,8 +25,22 @@ def _table2(tmp_path: Path, *extra: str) -> list[dict[str, object]]:
 
 @pytest.mark.slow
 def test_table2_tiny_real_and_direct(tmp_path: Path) -> None:
-    rows = _table2(tmp_path, "--methods", "real", "direct_markov", "--epsilons", "10",
-                   "--n-users", "150", "--length", "6", "--bins", "6", "--iters", "100")
+    rows = _table2(
+        tmp_path,
+        "--methods",
+        "real",
+        "direct_markov",
+        "--epsilons",
+        "10",
+        "--n-users",
+        "150",
+        "--length",
+        "6",
+        "--bins",
+        "6",
+        "--iters",
+        "100",
+    )
     real, direct = rows
     assert real["method"] == "real" and direct["method"] == "direct_markov"
     # real tables are closer to held-out data than the flattened baseline on HMM likelihood
@@ -39,10 +55,32 @@ def test_table2_tiny_real_and_direct(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_table2_tiny_path(tmp_path: Path) -> None:
-    rows = _table2(tmp_path, "--methods", "path_public", "path", "--epsilons", "8",
-                   "--n-users", "40", "--public-users", "20", "--pretrain-steps", "3",
-                   "--steps", "2", "--q", "0.5", "--max-rows", "2", "--max-tokens", "400",
-                   "--embedder", "summary", "--generation-batch", "32")
+    rows = _table2(
+        tmp_path,
+        "--methods",
+        "path_public",
+        "path",
+        "--epsilons",
+        "8",
+        "--n-users",
+        "40",
+        "--public-users",
+        "20",
+        "--pretrain-steps",
+        "3",
+        "--steps",
+        "2",
+        "--q",
+        "0.5",
+        "--max-rows",
+        "2",
+        "--max-tokens",
+        "400",
+        "--embedder",
+        "summary",
+        "--generation-batch",
+        "32",
+    )
     public, path = rows
     assert public["method"] == "path_public" and public["epsilon_certified"] == 0.0
     assert path["method"] == "path"

@@ -28,8 +28,10 @@ def test_truncate_and_pad_modes() -> None:
     assert len(prec["Glomozole@0"]) == 30
     # padding starts exactly at each user's length
     null = 5
-    first_null = [int(np.argmax(np.r_[[prec[f"Glomozole@{t}"][i] for t in range(25)], [null]]
-                                 == null)) for i in range(30)]
+    first_null = [
+        int(np.argmax(np.r_[[prec[f"Glomozole@{t}"][i] for t in range(25)], [null]] == null))
+        for i in range(30)
+    ]
     assert first_null == tables.lengths.tolist()
     back = unflatten(prec, pad, np.random.default_rng(0))
     assert back.lengths.tolist() == tables.lengths.tolist()

@@ -16,8 +16,13 @@ from dpledger.plugins.path.serialize import header, serialize_table
 
 torch = pytest.importorskip("torch")
 
-SCHEMA = TableSchema((Column("id", "static"), Column("hr", "numeric"),
-                      Column("c", "categorical", categories=("lo", "low", "hi"))))
+SCHEMA = TableSchema(
+    (
+        Column("id", "static"),
+        Column("hr", "numeric"),
+        Column("c", "categorical", categories=("lo", "low", "hi")),
+    )
+)
 CODEC = lm.Codec(None, eos_id=256, pad_id=257, byte_level=True)
 PROMPT = len((header(SCHEMA) + "\n").encode())
 
@@ -37,8 +42,13 @@ class ScriptedLM(torch.nn.Module):
         super().__init__()
         self.scripts = [s.encode() for s in scripts]
 
-    def forward(self, input_ids: Any, attention_mask: Any = None, past_key_values: Any = None,
-                use_cache: bool = True) -> Any:
+    def forward(
+        self,
+        input_ids: Any,
+        attention_mask: Any = None,
+        past_key_values: Any = None,
+        use_cache: bool = True,
+    ) -> Any:
         start = past_key_values or 0
         b, width = input_ids.shape
         logits = torch.full((b, width, 258), -40.0)
@@ -55,14 +65,15 @@ ROW = "[Row {}]: id is u, hr is {}, c is lo\n"
 
 def test_tables_stop_at_eos_invalid_rows_and_limits() -> None:
     scripts = [
-        ROW.format(1, 80) + ROW.format(2, 81.5),                          # then end-of-table
+        ROW.format(1, 80) + ROW.format(2, 81.5),  # then end-of-table
         ROW.format(1, 70) + "[Row 2]: id is u, hr is fast, c is lo\n" + ROW.format(3, 1),
-        "[Row 1]: v, 60, hi\n[Row 2]: hr is 61, c is low\n",            # CSV, then static infill
-        "".join(ROW.format(i, i) for i in range(1, 6)),                    # more than max_rows
-        "[Row 1]: id is u, hr is " + "9" * 80,                             # a row too long
+        "[Row 1]: v, 60, hi\n[Row 2]: hr is 61, c is low\n",  # CSV, then static infill
+        "".join(ROW.format(i, i) for i in range(1, 6)),  # more than max_rows
+        "[Row 1]: id is u, hr is " + "9" * 80,  # a row too long
     ]
-    config = GenerationConfig(n_tables=5, max_rows=3, max_tokens=400, max_row_tokens=60,
-                              batch_size=5)
+    config = GenerationConfig(
+        n_tables=5, max_rows=3, max_tokens=400, max_row_tokens=60, batch_size=5
+    )
     out = generate_tables(ScriptedLM(scripts), CODEC, SCHEMA, config, np.random.default_rng(0))
     assert out == [
         [("u", 80.0, "lo"), ("u", 81.5, "lo")],
@@ -76,8 +87,13 @@ def test_tables_stop_at_eos_invalid_rows_and_limits() -> None:
 def test_context_limit_drops_the_partial_row() -> None:
     script = [ROW.format(1, 5) + ROW.format(2, 6)]
     limit = PROMPT + len(ROW.format(1, 5)) + 4
-    out = generate_tables(ScriptedLM(script), CODEC, SCHEMA,
-                          GenerationConfig(n_tables=1, max_tokens=limit), np.random.default_rng(0))
+    out = generate_tables(
+        ScriptedLM(script),
+        CODEC,
+        SCHEMA,
+        GenerationConfig(n_tables=1, max_tokens=limit),
+        np.random.default_rng(0),
+    )
     assert out == [[("u", 5.0, "lo")]]
 
 
@@ -125,8 +141,9 @@ def test_guide_value_grammar() -> None:
 
 def test_guided_sampling_from_the_untrained_model_gives_valid_tables() -> None:
     model = lm.default_model(n_layer=1, n_head=2, n_embd=16, n_positions=256, seed=0)
-    config = GenerationConfig(n_tables=12, max_rows=3, max_tokens=160, guided=True,
-                              batch_size=12, max_decimals=2)
+    config = GenerationConfig(
+        n_tables=12, max_rows=3, max_tokens=160, guided=True, batch_size=12, max_decimals=2
+    )
     out = generate_tables(model, CODEC, SCHEMA, config, np.random.default_rng(1))
     again = generate_tables(model, CODEC, SCHEMA, config, np.random.default_rng(1))
     assert out == again
@@ -142,5 +159,10 @@ def test_guided_sampling_from_the_untrained_model_gives_valid_tables() -> None:
 def test_guided_needs_the_byte_tokenizer() -> None:
     codec = lm.Codec(None, eos_id=0, pad_id=0, byte_level=False)
     with pytest.raises(InvalidParameterError, match="guided"):
-        generate_tables(ScriptedLM([""]), codec, SCHEMA,
-                        GenerationConfig(n_tables=1, guided=True), np.random.default_rng(0))
+        generate_tables(
+            ScriptedLM([""]),
+            codec,
+            SCHEMA,
+            GenerationConfig(n_tables=1, guided=True),
+            np.random.default_rng(0),
+        )

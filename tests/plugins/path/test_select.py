@@ -20,8 +20,13 @@ from dpledger.plugins.path.select import (
 )
 
 USER = Adjacency(unit="user", unit_key="id")
-SCHEMA = TableSchema((Column("id", "static"), Column("hr", "numeric", lower=0.0, upper=10.0),
-                      Column("c", "categorical", categories=("lo", "hi"))))
+SCHEMA = TableSchema(
+    (
+        Column("id", "static"),
+        Column("hr", "numeric", lower=0.0, upper=10.0),
+        Column("c", "categorical", categories=("lo", "hi")),
+    )
+)
 
 
 def test_votes_noise_and_top_n() -> None:
@@ -43,17 +48,23 @@ def test_votes_noise_and_top_n() -> None:
 
 def test_fewer_candidates_than_k_and_none() -> None:
     ledger = PrivacyLedger(ComposedEvent([GaussianEvent(1.0)]), USER, 0)
-    out = private_select(np.zeros((3, 2)), np.ones((2, 2)), k=10, top_n=5, noise_multiplier=1.0,
-                         ledger=ledger)
+    out = private_select(
+        np.zeros((3, 2)), np.ones((2, 2)), k=10, top_n=5, noise_multiplier=1.0, ledger=ledger
+    )
     assert sorted(out.tolist()) == [0, 1]
     assert ledger.log[-1]["sensitivity"] == pytest.approx(math.sqrt(2))
     empty = PrivacyLedger(GaussianEvent(1.0), USER, 0)
-    assert private_select(np.zeros((3, 2)), np.zeros((0, 2)), k=2, top_n=1,
-                          noise_multiplier=1.0, ledger=empty).size == 0
+    assert (
+        private_select(
+            np.zeros((3, 2)), np.zeros((0, 2)), k=2, top_n=1, noise_multiplier=1.0, ledger=empty
+        ).size
+        == 0
+    )
     assert not empty.log  # nothing released, nothing spent
     with pytest.raises(InvalidParameterError, match="candidates"):
-        private_select(np.zeros((3, 2)), np.zeros((2, 3)), k=1, top_n=1, noise_multiplier=1.0,
-                       ledger=empty)
+        private_select(
+            np.zeros((3, 2)), np.zeros((2, 3)), k=1, top_n=1, noise_multiplier=1.0, ledger=empty
+        )
 
 
 def test_summary_embedding_closed_form() -> None:

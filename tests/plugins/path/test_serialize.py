@@ -19,12 +19,14 @@ from dpledger.plugins.path.serialize import (
     serialize_table,
 )
 
-SCHEMA = TableSchema((
-    Column("id", "static"),
-    Column("hr", "numeric", lower=0.0, upper=250.0),
-    Column("state", "categorical", categories=("low", "very high")),
-    Column("spo2", "numeric"),
-))
+SCHEMA = TableSchema(
+    (
+        Column("id", "static"),
+        Column("hr", "numeric", lower=0.0, upper=250.0),
+        Column("state", "categorical", categories=("low", "very high")),
+        Column("spo2", "numeric"),
+    )
+)
 
 
 def test_format_matches_the_paper_figure() -> None:
@@ -39,8 +41,9 @@ def test_format_matches_the_paper_figure() -> None:
     )
 
 
-_text = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\n\r,"),
-                min_size=1, max_size=8).filter(lambda s: s == s.strip())
+_text = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_characters="\n\r,"), min_size=1, max_size=8
+).filter(lambda s: s == s.strip())
 _float = st.floats(allow_nan=False, allow_infinity=False, width=64)
 
 
@@ -48,8 +51,10 @@ _float = st.floats(allow_nan=False, allow_infinity=False, width=64)
 def tables(draw: st.DrawFn) -> list[tuple[object, ...]]:
     uid = draw(_text)
     n = draw(st.integers(1, 6))
-    return [(uid, draw(_float), draw(st.sampled_from(("low", "very high"))), draw(_float))
-            for _ in range(n)]
+    return [
+        (uid, draw(_float), draw(st.sampled_from(("low", "very high"))), draw(_float))
+        for _ in range(n)
+    ]
 
 
 @settings(max_examples=60, deadline=None)
@@ -78,7 +83,11 @@ def test_header() -> None:
 
 def test_key_value_in_any_order_and_csv_fallback() -> None:
     assert parse_row(SCHEMA, "[Row 4]: state is low, spo2 is 1, id is u, hr is 2.5") == (
-        "u", 2.5, "low", 1.0)
+        "u",
+        2.5,
+        "low",
+        1.0,
+    )
     assert parse_row(SCHEMA, "u, 2.5, very high, 3") == ("u", 2.5, "very high", 3.0)
     assert parse_row(SCHEMA, "[Row 2]: 2.5, low, 3", fallback="s") == ("s", 2.5, "low", 3.0)
     # a column twice, a missing column, an unknown category, a non-number: invalid
@@ -95,16 +104,21 @@ def test_static_values_are_infilled_from_the_history() -> None:
     assert parser.feed("[Row 1]: hr is 1, state is low, spo2 is 2")  # id missing: fallback
     assert parser.feed("[Row 2]: id is other, hr is 3, state is low, spo2 is 4")  # overridden
     assert parser.feed("[Row 3]: 5, very high, 6")  # CSV without the static column
-    assert parser.rows == [("syn-0", 1.0, "low", 2.0), ("syn-0", 3.0, "low", 4.0),
-                           ("syn-0", 5.0, "very high", 6.0)]
+    assert parser.rows == [
+        ("syn-0", 1.0, "low", 2.0),
+        ("syn-0", 3.0, "low", 4.0),
+        ("syn-0", 5.0, "very high", 6.0),
+    ]
     first = RowParser(SCHEMA)
     assert not first.feed("hr is 1, state is low, spo2 is 2")  # no history, no fallback
 
 
 def test_table_stops_at_first_invalid_row() -> None:
-    text = ("Columns: id, hr, state, spo2\n[Row 1]: id is a, hr is 1, state is low, spo2 is 2\n\n"
-            "[Row 2]: id is a, hr is x, state is low, spo2 is 2\n"
-            "[Row 3]: id is a, hr is 3, state is low, spo2 is 2\n")
+    text = (
+        "Columns: id, hr, state, spo2\n[Row 1]: id is a, hr is 1, state is low, spo2 is 2\n\n"
+        "[Row 2]: id is a, hr is x, state is low, spo2 is 2\n"
+        "[Row 3]: id is a, hr is 3, state is low, spo2 is 2\n"
+    )
     assert parse_table(SCHEMA, text) == [("a", 1.0, "low", 2.0)]
 
 

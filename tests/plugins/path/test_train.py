@@ -24,26 +24,44 @@ from dpledger.plugins.path.windowing import SplitSampler, collate
 
 torch = pytest.importorskip("torch")
 
-SCHEMA = TableSchema((Column("id", "static"), Column("x", "numeric"),
-                      Column("c", "categorical", categories=("a", "b"))))
-TABLES = UserTables(SCHEMA, tuple(
-    UserTable(str(i), [(str(i), float(i + t), "ab"[(i + t) % 2]) for t in range(1 + i % 3)])
-    for i in range(6)
-))
+SCHEMA = TableSchema(
+    (
+        Column("id", "static"),
+        Column("x", "numeric"),
+        Column("c", "categorical", categories=("a", "b")),
+    )
+)
+TABLES = UserTables(
+    SCHEMA,
+    tuple(
+        UserTable(str(i), [(str(i), float(i + t), "ab"[(i + t) % 2]) for t in range(1 + i % 3)])
+        for i in range(6)
+    ),
+)
 USER = Adjacency(unit="user", unit_key="id")
 SAMPLER = SplitSampler(np.full(3, 1 / 3), p_start=0.2)
 
 
 def _tiny(rank: int) -> tuple[object, lm.Codec]:
-    model, codec = lm.load(None, seed=0, default_kwargs={"n_layer": 1, "n_head": 2, "n_embd": 16,
-                                                         "n_positions": 128})
+    model, codec = lm.load(
+        None, seed=0, default_kwargs={"n_layer": 1, "n_head": 2, "n_embd": 16, "n_positions": 128}
+    )
     return lm.with_lora(model, rank), codec
 
 
 def _config(**kw: object) -> TrainConfig:
-    base = {"steps": 1, "sampling_probability": 0.5, "noise_multiplier": 1.3, "clip_norm": 0.05,
-            "expected_batch_size": 3.0, "max_tokens": 128, "learning_rate": 0.1,
-            "schedule": "constant", "optimizer": "sgd", "physical_batch": 2}
+    base = {
+        "steps": 1,
+        "sampling_probability": 0.5,
+        "noise_multiplier": 1.3,
+        "clip_norm": 0.05,
+        "expected_batch_size": 3.0,
+        "max_tokens": 128,
+        "learning_rate": 0.1,
+        "schedule": "constant",
+        "optimizer": "sgd",
+        "physical_batch": 2,
+    }
     return TrainConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -89,8 +107,16 @@ def test_one_step_equals_clipped_sum_plus_ledger_noise() -> None:
     clipped = grads * (config.clip_norm / norms)[:, None]
     noise = replay.normal(0.0, 1.3 * config.clip_norm, size=grads.shape[1])
     expected = -0.1 * (clipped.sum(axis=0) + noise) / 3.0
-    delta = torch.cat([(p.detach() - b).reshape(-1) for (_, p), b in
-                       zip(lm.trainable(model), before, strict=True)]).double().numpy()
+    delta = (
+        torch.cat(
+            [
+                (p.detach() - b).reshape(-1)
+                for (_, p), b in zip(lm.trainable(model), before, strict=True)
+            ]
+        )
+        .double()
+        .numpy()
+    )
     np.testing.assert_allclose(delta, expected, rtol=1e-4, atol=1e-6)
 
 
@@ -112,8 +138,16 @@ def test_public_pretraining_lowers_the_loss() -> None:
     batch = collate(build_examples(TABLES, range(6), [0] * 6, codec, config), codec.pad_id)
     with torch.no_grad():
         before = example_losses(model, batch).mean().item()
-    pretrain_public(model, codec, TABLES, steps=15, batch_size=6, learning_rate=1e-2,
-                    max_tokens=128, p_start=1.0)
+    pretrain_public(
+        model,
+        codec,
+        TABLES,
+        steps=15,
+        batch_size=6,
+        learning_rate=1e-2,
+        max_tokens=128,
+        p_start=1.0,
+    )
     with torch.no_grad():
         after = example_losses(model, batch).mean().item()
     assert after < 0.8 * before

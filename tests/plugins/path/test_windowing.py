@@ -19,13 +19,15 @@ CODEC = Codec(None, eos_id=256, pad_id=257, byte_level=True)
 def test_split_weights_closed_form() -> None:
     # lengths uniform on 1..4: P(T > k) = 1, 3/4, 1/2, 1/4 for k = 0..3
     sampler = SplitSampler(np.full(4, 0.25), p_start=0.1)
-    np.testing.assert_allclose(sampler.weights(3), [0.1 + 0.9 / 2.25, 0.9 * 0.75 / 2.25,
-                                                   0.9 * 0.5 / 2.25])
+    np.testing.assert_allclose(
+        sampler.weights(3), [0.1 + 0.9 / 2.25, 0.9 * 0.75 / 2.25, 0.9 * 0.5 / 2.25]
+    )
     np.testing.assert_allclose(sampler.weights(3), [0.5, 0.3, 0.2])
     np.testing.assert_allclose(sampler.weights(1), [1.0])
     # a table longer than every public length only splits where the pool has mass
-    np.testing.assert_allclose(sampler.weights(6), [0.1 + 0.9 * 0.4, 0.9 * 0.3, 0.9 * 0.2,
-                                                   0.9 * 0.1, 0.0, 0.0])
+    np.testing.assert_allclose(
+        sampler.weights(6), [0.1 + 0.9 * 0.4, 0.9 * 0.3, 0.9 * 0.2, 0.9 * 0.1, 0.0, 0.0]
+    )
     assert SplitSampler(np.full(4, 0.25), p_start=1.0).weights(4).tolist() == [1, 0, 0, 0]
 
 
@@ -57,8 +59,10 @@ def test_example_is_context_then_continuation() -> None:
     n_ctx = len(full.split("[Row 3]")[0].encode())
     assert ex.labels[:n_ctx] == (IGNORE,) * n_ctx
     assert ex.labels[n_ctx:] == ex.input_ids[n_ctx:]
-    assert bytes(ex.labels[n_ctx:-1]).decode() == "[Row 3]: id is u, x is 3.0\n" \
+    assert (
+        bytes(ex.labels[n_ctx:-1]).decode() == "[Row 3]: id is u, x is 3.0\n"
         "[Row 4]: id is u, x is 4.0\n"
+    )
     start = make_example(SCHEMA, ROWS, 0, CODEC, max_tokens=10_000, precision=None)
     assert start.labels.count(IGNORE) == len(b"Columns: id, x\n")
 

@@ -55,7 +55,9 @@ class TestBoundedMeanContract(MethodPluginContract):
 class TestHistogramContract(MethodPluginContract):
     spec = histogram.SPEC
     valid_params: ClassVar[dict[str, Any]] = {
-        "num_bins": 5, "noise_multiplier": 1.0, "mechanism": "gaussian",
+        "num_bins": 5,
+        "noise_multiplier": 1.0,
+        "mechanism": "gaussian",
     }
     bad_params: ClassVar[list[dict[str, Any]]] = [
         {"mechanism": "cauchy"},
@@ -106,8 +108,11 @@ class TestNNVotingContract(MethodPluginContract):
 class TestDPSGDContract(MethodPluginContract):
     spec = dp_sgd.SPEC
     valid_params: ClassVar[dict[str, Any]] = {
-        "steps": 5, "sampling_probability": 0.2, "noise_multiplier": 1.1,
-        "clip_norm": 1.0, "expected_batch_size": 8.0,
+        "steps": 5,
+        "sampling_probability": 0.2,
+        "noise_multiplier": 1.1,
+        "clip_norm": 1.0,
+        "expected_batch_size": 8.0,
     }
     bad_params: ClassVar[list[dict[str, Any]]] = [
         {"sampling_probability": 1.5},

@@ -36,25 +36,33 @@ def test_nn_voting_selects_the_popular_candidates() -> None:
     rng = np.random.default_rng(1)
     candidates = np.array([[0.0, 0.0], [5.0, 5.0], [-5.0, 5.0], [9.0, -9.0]])
     records = np.vstack([rng.normal(0, 0.1, size=(300, 2)), rng.normal(5, 0.1, size=(300, 2))])
-    out = _run(nn_voting.SPEC, {"k": 1, "top_n": 2, "noise_multiplier": 2.0},
-               {"records": records, "candidates": candidates}).outputs
+    out = _run(
+        nn_voting.SPEC,
+        {"k": 1, "top_n": 2, "noise_multiplier": 2.0},
+        {"records": records, "candidates": candidates},
+    ).outputs
     assert sorted(out["selected"].tolist()) == [0, 1]  # 300 votes vs 0, noise sd 2
     with pytest.raises(InvalidParameterError, match="top_n"):
-        _run(nn_voting.SPEC, {"k": 1, "top_n": 5, "noise_multiplier": 1.0},
-             {"records": records, "candidates": candidates})
+        _run(
+            nn_voting.SPEC,
+            {"k": 1, "top_n": 5, "noise_multiplier": 1.0},
+            {"records": records, "candidates": candidates},
+        )
 
 
 def test_bounded_mean_clips_and_divides_by_public_n() -> None:
     data = np.array([[3.0, 4.0], [0.0, 0.5], [0.0, -0.5]])  # first row clipped to (0.6, 0.8)
     out = _run(bounded_mean.SPEC, {"radius": 1.0, "noise_multiplier": 1e-9, "n": 4}, data).outputs
     np.testing.assert_allclose(out["mean"], [0.15, 0.2], atol=1e-8)
-    assert bounded_mean.SPEC.declare(bounded_mean.SPEC.make_params(
-        {"radius": 1.0, "noise_multiplier": 2.0, "n": 4}), None) == GaussianEvent(2.0)  # type: ignore[arg-type]
+    assert bounded_mean.SPEC.declare(
+        bounded_mean.SPEC.make_params({"radius": 1.0, "noise_multiplier": 2.0, "n": 4}), None
+    ) == GaussianEvent(2.0)  # type: ignore[arg-type]
 
 
 def test_histogram_counts_and_domain() -> None:
-    out = _run(histogram.SPEC, {"num_bins": 4, "noise_multiplier": 1e-9},
-               np.array([0, 1, 1, 3, 3, 3])).outputs
+    out = _run(
+        histogram.SPEC, {"num_bins": 4, "noise_multiplier": 1e-9}, np.array([0, 1, 1, 3, 3, 3])
+    ).outputs
     np.testing.assert_allclose(out["counts"], [1, 2, 0, 3], atol=1e-6)
     params = histogram.SPEC.make_params({"num_bins": 4, "noise_multiplier": 2.0})
     assert histogram.SPEC.declare(params, None) == LaplaceEvent(2.0)  # type: ignore[arg-type]
@@ -63,11 +71,18 @@ def test_histogram_counts_and_domain() -> None:
 
 
 def test_dp_sgd_declares_subsampled_gaussians_and_learns() -> None:
-    params = {"steps": 60, "sampling_probability": 0.1, "noise_multiplier": 1.0,
-              "clip_norm": 1.0, "expected_batch_size": 40.0, "learning_rate": 1.0}
+    params = {
+        "steps": 60,
+        "sampling_probability": 0.1,
+        "noise_multiplier": 1.0,
+        "clip_norm": 1.0,
+        "expected_batch_size": 40.0,
+        "learning_rate": 1.0,
+    }
     spec_params = dp_sgd.SPEC.make_params(params)
     assert dp_sgd.SPEC.declare(spec_params, None) == SelfComposedEvent(  # type: ignore[arg-type]
-        PoissonSampledEvent(0.1, GaussianEvent(1.0)), 60)
+        PoissonSampledEvent(0.1, GaussianEvent(1.0)), 60
+    )
     rng = np.random.default_rng(2)
     x = rng.normal(size=(400, 2))
     y = (x[:, 0] + x[:, 1] > 0).astype(float)

@@ -42,8 +42,10 @@ def test_summary_terms_and_tier() -> None:
         ({"rho0_kappa": -1.0}, "rho0_kappa"),
         ({"certificate": "tighter", "approx_epsilon": 0.1}, "target_delta"),
         ({"certificate": "kl"}, "approx_epsilon"),
-        ({"loss": "grid", "loss_range": 1.0, "certificate": "kl", "approx_epsilon": 0.1},
-         "grad_sensitivity"),
+        (
+            {"loss": "grid", "loss_range": 1.0, "certificate": "kl", "approx_epsilon": 0.1},
+            "grad_sensitivity",
+        ),
         ({"bogus": 1}, "shk.bogus"),
         ({"target_delta": 1.5}, "target_delta"),
     ],

@@ -31,8 +31,14 @@ from dpledger.core.events import NonPrivateEvent, SelfComposedEvent
 from dpledger.core.runner import run_verified
 from dpledger.plugins.shk import certificate_summary, declare, plugin
 
-PARTICLES = {"t": 1.0, "beta": 2.0, "n": 10, "solver": "particles", "n_particles": 8,
-             "particle_dt": 0.1}
+PARTICLES = {
+    "t": 1.0,
+    "beta": 2.0,
+    "n": 10,
+    "solver": "particles",
+    "n_particles": 8,
+    "particle_dt": 0.1,
+}
 
 
 def silverman_bandwidth(n_particles: int) -> float:
@@ -40,8 +46,9 @@ def silverman_bandwidth(n_particles: int) -> float:
     return 1.06 * 2.0 * math.pi / math.sqrt(12.0) * n_particles ** (-0.2)
 
 
-def mean_field_law(beta: float, c: float, t: float, bandwidth: float | None, cells: int = 64,
-                   dt: float = 0.004) -> np.ndarray:
+def mean_field_law(
+    beta: float, c: float, t: float, bandwidth: float | None, cells: int = 64, dt: float = 0.004
+) -> np.ndarray:
     """Cell masses at time t of the flow with potential β(1 − c cos x) from the uniform law.
 
     ``bandwidth=None`` uses the density itself in the reaction (the exact SHK flow).
@@ -76,16 +83,19 @@ def test_kde_mean_field_law_exceeds_theorem3_epsilon() -> None:
     # β = 5, n = 100, t = 15: D has every record at angle 0, D' moves one to π (the worst
     # neighbour of the cosine loss: osc(V_D − V_D') = 4β/n = Δ_osc)
     beta, n, t = 5.0, 100, 15.0
-    eps = plugin.SPEC.declare(plugin.SPEC.make_params({"t": t, "beta": beta, "n": n}),
-                              Adjacency(relation="replace_one")).epsilon
+    eps = plugin.SPEC.declare(
+        plugin.SPEC.make_params({"t": t, "beta": beta, "n": n}), Adjacency(relation="replace_one")
+    ).epsilon
     assert eps == pytest.approx(0.2 + 20.0 * math.exp(-15.0), rel=1e-12)  # 0.200006
     c_prime = (n - 2) / n
     h = silverman_bandwidth(256)
     assert h == pytest.approx(0.6343, abs=1e-4)
-    kde = np.max(np.abs(np.log(mean_field_law(beta, 1.0, t, h)
-                               / mean_field_law(beta, c_prime, t, h))))
-    exact = np.max(np.abs(np.log(mean_field_law(beta, 1.0, t, None)
-                                 / mean_field_law(beta, c_prime, t, None))))
+    kde = np.max(
+        np.abs(np.log(mean_field_law(beta, 1.0, t, h) / mean_field_law(beta, c_prime, t, h)))
+    )
+    exact = np.max(
+        np.abs(np.log(mean_field_law(beta, 1.0, t, None) / mean_field_law(beta, c_prime, t, None)))
+    )
     assert exact <= eps  # 0.189: the exact flow obeys Theorem 3 ...
     assert kde > 1.09 * eps  # ... the KDE flow does not (0.219 on this grid, 0.220 finer)
 
@@ -94,8 +104,7 @@ def test_particle_solver_declares_no_guarantee() -> None:
     p = plugin.SPEC.make_params(PARTICLES)
     ev = plugin.SPEC.declare(p, Adjacency())
     assert ev == NonPrivateEvent()
-    many = plugin.SPEC.declare(plugin.SPEC.make_params({**PARTICLES, "n_samples": 3}),
-                               Adjacency())
+    many = plugin.SPEC.declare(plugin.SPEC.make_params({**PARTICLES, "n_samples": 3}), Adjacency())
     assert many == SelfComposedEvent(NonPrivateEvent(), 3)
     assert account(ev, Adjacency(), delta=1e-5).bound.epsilon == math.inf
     # whatever certificate is asked for, the particle law is not covered
@@ -153,8 +162,7 @@ def test_particle_run_ledger_and_report_say_no_guarantee(
     assert "no privacy guarantee" in formal and "≤ δ ≤" not in formal
 
 
-def test_grid_run_keeps_its_certificate(tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_grid_run_keeps_its_certificate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = _run_cli(tmp_path, {"t": 3.0, "beta": 1.0, "n": 10, "n_cells": 32})
     capsys.readouterr()
     ledger = json.loads((out / "ledger.json").read_text())

@@ -36,7 +36,11 @@ def _angles(rng: np.random.Generator) -> np.ndarray:
 class TestSHKGridContract(MethodPluginContract):
     spec = plugin.SPEC
     valid_params: ClassVar[dict[str, Any]] = {
-        "t": 3.0, "beta": 2.0, "n": 40, "n_cells": 32, "n_samples": 2,
+        "t": 3.0,
+        "beta": 2.0,
+        "n": 40,
+        "n_cells": 32,
+        "n_samples": 2,
     }
     bad_params: ClassVar[list[dict[str, Any]]] = [
         {"beta": -1.0},
@@ -58,7 +62,11 @@ class TestSHKGridContract(MethodPluginContract):
 class TestSHKParticleContract(MethodPluginContract):
     spec = plugin.SPEC
     valid_params: ClassVar[dict[str, Any]] = {
-        "t": 0.5, "beta": 2.0, "n": 40, "solver": "particles", "n_particles": 16,
+        "t": 0.5,
+        "beta": 2.0,
+        "n": 40,
+        "solver": "particles",
+        "n_particles": 16,
         "particle_dt": 0.05,
     }
 
@@ -99,16 +107,18 @@ def test_grid_loss_uses_declared_tighter_sensitivity() -> None:
 
 def test_kl_certificate_is_theorem4_with_theorem2() -> None:
     params = {
-        "t": 20.0, "beta": 0.1, "n": 100, "certificate": "kl", "approx_epsilon": 0.5,
+        "t": 20.0,
+        "beta": 0.1,
+        "n": 100,
+        "certificate": "kl",
+        "approx_epsilon": 0.5,
         "lsi_constant": 0.5,
     }
     p = declare.as_params(params)
     ev = declare.declare_shk_release(p)
     assert isinstance(ev, ApproxDPEvent) and ev.epsilon == 0.5
     # H̄ = min over c of Theorem 2 with Δ_grad = 2β/n, S = 4β/n, B = 2β, λ = 0.5
-    best = min(
-        bounds.kl_bound_theorem2(20.0, c, 0.002, 0.004, 0.2, 0.5) for c in declare.C_GRID
-    )
+    best = min(bounds.kl_bound_theorem2(20.0, c, 0.002, 0.004, 0.2, 0.5) for c in declare.C_GRID)
     assert ev.delta == pytest.approx(best / 0.5, rel=1e-12) and ev.delta >= best / 0.5
     assert 0.0 < ev.delta < 1.0
     summary = certificate_summary(p)
@@ -128,8 +138,12 @@ def test_kl_certificate_is_theorem4_with_theorem2() -> None:
 def test_tighter_picks_kl_only_when_it_wins_at_target_delta() -> None:
     # huge n, long run: the KL plateau A_1/κ is tiny, so ε_a below the pure floor is affordable
     params = {
-        "t": 2000.0, "beta": 1.0, "n": 10**6, "certificate": "tighter",
-        "approx_epsilon": 1e-6, "target_delta": 1e-3,
+        "t": 2000.0,
+        "beta": 1.0,
+        "n": 10**6,
+        "certificate": "tighter",
+        "approx_epsilon": 1e-6,
+        "target_delta": 1e-3,
     }
     p = declare.as_params(params)
     pure = declare.pure_event(p)
@@ -152,7 +166,13 @@ def test_run_books_each_draw_and_reports_tier() -> None:
     res = run_verified(plugin.SPEC, p, y, seed=5)
     out = res.outputs
     assert set(out) == {
-        "samples", "tier", "certificate", "epsilon_per_sample", "delta_per_sample", "t", "solver",
+        "samples",
+        "tier",
+        "certificate",
+        "epsilon_per_sample",
+        "delta_per_sample",
+        "t",
+        "solver",
     }
     assert out["tier"] == (
         "exact-flow theorem; released sample from the finite-volume grid solver (approximation)"
@@ -192,12 +212,17 @@ def test_ledger_refuses_a_run_that_spends_more_than_declared() -> None:
     # a looser (shorter-time) run is not covered by a longer run's smaller ε
     shorter = plugin.SPEC.make_params({**EXP3, "t": 3.0, "n_cells": 32})
     with pytest.raises(LedgerViolationError, match="exceeds the declared"):
-        plugin.run_release(shorter, np.full(100, 0.2), PrivacyLedger(declared_one, rng=0),
-                           np.random.default_rng(0))
+        plugin.run_release(
+            shorter, np.full(100, 0.2), PrivacyLedger(declared_one, rng=0), np.random.default_rng(0)
+        )
     # a declared plain PureDPEvent of at least that ε covers the draw
     cover = PureDPEvent(declared_one.epsilon)
-    out = plugin.run_release(plugin.SPEC.make_params({**EXP3, "n_cells": 32}), np.full(100, 0.2),
-                             PrivacyLedger(cover, rng=0), np.random.default_rng(0))
+    out = plugin.run_release(
+        plugin.SPEC.make_params({**EXP3, "n_cells": 32}),
+        np.full(100, 0.2),
+        PrivacyLedger(cover, rng=0),
+        np.random.default_rng(0),
+    )
     assert out["samples"].shape == (1,)
 
 
@@ -219,8 +244,20 @@ def test_host_run_writes_samples_and_ledger(tmp_path: Path, make_dist, capsys) -
         "rho0_kappa = 0.5\nn_cells = 48\nn_samples = 2\n"
     )
     out = tmp_path / "out"
-    code = main(["run", "shk", "--config", str(config), "--out", str(out), "--seed", "3",
-                 "--plugins-allow", "shk"])
+    code = main(
+        [
+            "run",
+            "shk",
+            "--config",
+            str(config),
+            "--out",
+            str(out),
+            "--seed",
+            "3",
+            "--plugins-allow",
+            "shk",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     ledger = json.loads((out / "ledger.json").read_text())
     assert ledger["verified"] is True

@@ -20,9 +20,7 @@ def test_log_ratio_below_epsilon_at_every_step(scheme: str) -> None:
     assert np.all(loss <= eps)
     # data-independent declaration (osc sensitivity 4/n of the cosine loss, B = 2κ + 2β)
     declared = [
-        declare_shk_release(
-            {"t": t, "beta": 5.0, "n": 100, "rho0_kappa": paper.RHO0_KAPPA}
-        ).epsilon
+        declare_shk_release({"t": t, "beta": 5.0, "n": 100, "rho0_kappa": paper.RHO0_KAPPA}).epsilon
         for t in res.times[::200]
     ]
     assert np.all(loss[::200] <= np.array(declared))

@@ -29,7 +29,8 @@ def test_resample_and_gen_declare_sampled_composition() -> None:
     for cls in (FlowResampleParams, GenParams):
         p = cls(dataset_size=100, batch_size=10, num_steps=7, noise_multiplier=1.5)
         assert declare(p, RO) == SelfComposedEvent(
-            SampledWithoutReplacementEvent(100, 10, GaussianEvent(1.5)), 7)
+            SampledWithoutReplacementEvent(100, 10, GaussianEvent(1.5)), 7
+        )
 
 
 def test_flow_declares_one_gaussian_release_whatever_the_steps() -> None:
@@ -41,17 +42,31 @@ def test_non_private_declares_non_private() -> None:
 
 
 def test_probabilistic_bound_charges_failure_per_projection_matrix() -> None:
-    p = FlowResampleParams(dataset_size=100, batch_size=10, num_steps=7, noise_multiplier=1.5,
-                           sensitivity_bound="probabilistic", failure_probability=1e-9)
-    assert declare(p, RO) == ComposedEvent([
-        SelfComposedEvent(SampledWithoutReplacementEvent(100, 10, GaussianEvent(1.5)), 7),
-        SelfComposedEvent(ApproxDPEvent(0.0, 1e-9), 7),
-    ])
+    p = FlowResampleParams(
+        dataset_size=100,
+        batch_size=10,
+        num_steps=7,
+        noise_multiplier=1.5,
+        sensitivity_bound="probabilistic",
+        failure_probability=1e-9,
+    )
+    assert declare(p, RO) == ComposedEvent(
+        [
+            SelfComposedEvent(SampledWithoutReplacementEvent(100, 10, GaussianEvent(1.5)), 7),
+            SelfComposedEvent(ApproxDPEvent(0.0, 1e-9), 7),
+        ]
+    )
     q = FlowParams(noise_multiplier=1.5, sensitivity_bound="probabilistic", delta=1e-5)
     assert declare(q, RO) == ComposedEvent([GaussianEvent(1.5), ApproxDPEvent(0.0, 1e-5 / 10)])
     # the failure probability really reaches delta: (0, p) steps alone give delta >= T p
-    big = FlowResampleParams(dataset_size=100, batch_size=10, num_steps=7, noise_multiplier=50.0,
-                             sensitivity_bound="probabilistic", failure_probability=1e-6)
+    big = FlowResampleParams(
+        dataset_size=100,
+        batch_size=10,
+        num_steps=7,
+        noise_multiplier=50.0,
+        sensitivity_bound="probabilistic",
+        failure_probability=1e-6,
+    )
     delta_at_tiny_eps = account(declare(big, RO), RO, epsilon=1e-3).bound.delta
     assert delta_at_tiny_eps >= 7e-6 * (1 - 1e-6)
 
@@ -61,8 +76,9 @@ def test_add_remove_and_user_level_are_refused() -> None:
     with pytest.raises(InvalidParameterError, match=r"adjacency.*replace_one"):
         declare(p, Adjacency())
     with pytest.raises(InvalidParameterError, match="adjacency"):
-        declare(p, Adjacency(relation="replace_one", unit="user", max_contributions=2,
-                             unit_key="u"))
+        declare(
+            p, Adjacency(relation="replace_one", unit="user", max_contributions=2, unit_key="u")
+        )
 
 
 @pytest.mark.parametrize("eps", [10.0, 5.0, 0.5])
@@ -101,14 +117,28 @@ def test_sampled_calibration_meets_target() -> None:
     m = noise_multiplier_for(p, RO)
     assert m is not None
     assert account(declare(p, RO), RO, delta=1e-5).bound.epsilon <= 4.0
-    assert account(SelfComposedEvent(SampledWithoutReplacementEvent(200, 20, GaussianEvent(
-        m * 0.98)), 10), RO, delta=1e-5).bound.epsilon > 4.0
+    assert (
+        account(
+            SelfComposedEvent(SampledWithoutReplacementEvent(200, 20, GaussianEvent(m * 0.98)), 10),
+            RO,
+            delta=1e-5,
+        ).bound.epsilon
+        > 4.0
+    )
 
 
 def test_declare_imports_neither_torch_nor_pot() -> None:
     with forbid_imports("torch", "ot"):
-        declare(FlowResampleParams(dataset_size=50, batch_size=5, num_steps=3,
-                                   noise_multiplier=3.0, sensitivity_bound="probabilistic"), RO)
+        declare(
+            FlowResampleParams(
+                dataset_size=50,
+                batch_size=5,
+                num_steps=3,
+                noise_multiplier=3.0,
+                sensitivity_bound="probabilistic",
+            ),
+            RO,
+        )
         declare(FlowParams(target_epsilon=3.0), RO)
 
 
@@ -132,8 +162,15 @@ def test_declare_imports_neither_torch_nor_pot() -> None:
         (FlowResampleParams, {"batch_size": 20, "dataset_size": 10}, "batch_size"),
         (GenParams, {"batch_size": 20, "dataset_size": 10}, "batch_size"),
         (GenParams, {"learning_rate": 0.0}, "learning_rate"),
-        (FlowResampleParams, {"sensitivity_bound": "probabilistic", "noise_multiplier": 1.0,
-                              "failure_probability": 1e-3}, "failure_probability"),
+        (
+            FlowResampleParams,
+            {
+                "sensitivity_bound": "probabilistic",
+                "noise_multiplier": 1.0,
+                "failure_probability": 1e-3,
+            },
+            "failure_probability",
+        ),
     ],
 )
 def test_bad_parameters_name_the_field(cls: type, kwargs: dict[str, object], field: str) -> None:

@@ -54,7 +54,10 @@ def test_classifier_learns_the_public_split() -> None:
 
 
 def test_check_records_rejects_bad_input() -> None:
-    for bad, problem in [(np.zeros((0, 2)), "empty"), (np.zeros(3), "2-D"),
-                         (np.array([[np.inf, 1.0]]), "NaN")]:
+    for bad, problem in [
+        (np.zeros((0, 2)), "empty"),
+        (np.zeros(3), "2-D"),
+        (np.array([[np.inf, 1.0]]), "NaN"),
+    ]:
         with pytest.raises(InvalidParameterError, match=problem):
             check_records(bad)

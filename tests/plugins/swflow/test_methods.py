@@ -19,12 +19,31 @@ from dpledger.plugins.swflow.plugin import DPSWFLOW, DPSWFLOW_R, DPSWGEN
 RO = Adjacency(relation="replace_one")
 N, D = 40, 3
 SMALL: dict[str, dict[str, Any]] = {
-    "dpswflow-r": {"dataset_size": N, "batch_size": 8, "num_steps": 4, "num_projections": 6,
-                   "num_particles": 15, "noise_multiplier": 1.2},
-    "dpswflow": {"num_steps": 4, "num_projections": 6, "num_sub_projections": 3,
-                 "num_particles": 15, "noise_multiplier": 1.2},
-    "dpswgen": {"dataset_size": N, "batch_size": 8, "num_steps": 4, "num_projections": 6,
-                "num_particles": 15, "noise_multiplier": 1.2, "hidden": 8, "noise_dim": 4},
+    "dpswflow-r": {
+        "dataset_size": N,
+        "batch_size": 8,
+        "num_steps": 4,
+        "num_projections": 6,
+        "num_particles": 15,
+        "noise_multiplier": 1.2,
+    },
+    "dpswflow": {
+        "num_steps": 4,
+        "num_projections": 6,
+        "num_sub_projections": 3,
+        "num_particles": 15,
+        "noise_multiplier": 1.2,
+    },
+    "dpswgen": {
+        "dataset_size": N,
+        "batch_size": 8,
+        "num_steps": 4,
+        "num_projections": 6,
+        "num_particles": 15,
+        "noise_multiplier": 1.2,
+        "hidden": 8,
+        "noise_dim": 4,
+    },
 }
 SPECS = {s.name: s for s in (DPSWFLOW_R, DPSWFLOW, DPSWGEN)}
 
@@ -44,8 +63,16 @@ class _Contract(MethodPluginContract):
         # the base test runs under the default add/remove relation, which these per-record
         # releases refuse by design; same check under replace-one
         params = self._params()
-        runs = [run_verified(self.spec, params, self.make_data(np.random.default_rng(self.seed)),
-                             adjacency=RO, seed=self.seed).outputs for _ in range(2)]
+        runs = [
+            run_verified(
+                self.spec,
+                params,
+                self.make_data(np.random.default_rng(self.seed)),
+                adjacency=RO,
+                seed=self.seed,
+            ).outputs
+            for _ in range(2)
+        ]
         for key in runs[0]:
             np.testing.assert_array_equal(np.asarray(runs[0][key]), np.asarray(runs[1][key]))
 
@@ -53,22 +80,26 @@ class _Contract(MethodPluginContract):
 class TestFlowResampleContract(_Contract):
     spec = DPSWFLOW_R
     valid_params: ClassVar[dict[str, Any]] = SMALL["dpswflow-r"]
-    bad_params: ClassVar[list[dict[str, Any]]] = [{"noise_multiplier": 0.0},
-                                                  {"step_size": -1.0}, {"batch_size": 100}]
+    bad_params: ClassVar[list[dict[str, Any]]] = [
+        {"noise_multiplier": 0.0},
+        {"step_size": -1.0},
+        {"batch_size": 100},
+    ]
 
 
 class TestFlowContract(_Contract):
     spec = DPSWFLOW
     valid_params: ClassVar[dict[str, Any]] = SMALL["dpswflow"]
-    bad_params: ClassVar[list[dict[str, Any]]] = [{"noise_multiplier": -1.0},
-                                                  {"step_size": 0.0}]
+    bad_params: ClassVar[list[dict[str, Any]]] = [{"noise_multiplier": -1.0}, {"step_size": 0.0}]
 
 
 class TestGenContract(_Contract):
     spec = DPSWGEN
     valid_params: ClassVar[dict[str, Any]] = SMALL["dpswgen"]
-    bad_params: ClassVar[list[dict[str, Any]]] = [{"noise_multiplier": 0.0},
-                                                  {"learning_rate": -1.0}]
+    bad_params: ClassVar[list[dict[str, Any]]] = [
+        {"noise_multiplier": 0.0},
+        {"learning_rate": -1.0},
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -83,7 +114,8 @@ def test_declared_equals_executed(name: str, bound: str) -> None:
     steps = [s["step"] for s in result.ledger.log]
     assert sum("project" in s for s in steps) == (1 if name == "dpswflow" else 4)
     assert sum("bound_failure" in s for s in steps) == (
-        0 if bound == "operator_norm" else (1 if name == "dpswflow" else 4))
+        0 if bound == "operator_norm" else (1 if name == "dpswflow" else 4)
+    )
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -129,8 +161,15 @@ def test_flow_moves_particles_towards_the_data() -> None:
     rng = np.random.default_rng(5)
     data = _data(rng, 200, 2) * 0.5 + np.array([0.4, 0.0])
     data /= np.maximum(1.0, np.linalg.norm(data, axis=1, keepdims=True))
-    params = DPSWFLOW_R.make_params({"dataset_size": 200, "batch_size": 100, "num_steps": 30,
-                                     "num_projections": 10, "num_particles": 200})
+    params = DPSWFLOW_R.make_params(
+        {
+            "dataset_size": 200,
+            "batch_size": 100,
+            "num_steps": 30,
+            "num_projections": 10,
+            "num_particles": 200,
+        }
+    )
     out = run_verified(DPSWFLOW_R, params, data, adjacency=RO, seed=0).outputs["particles"]
     np.testing.assert_allclose(out.mean(0), data.mean(0), atol=0.05)
 
@@ -172,8 +211,9 @@ def test_device_argument() -> None:
     cpu = DPSWFLOW.make_params({**SMALL["dpswflow"], "device": "cpu"})
     default = DPSWFLOW.make_params(SMALL["dpswflow"])
     a = run_verified(DPSWFLOW, cpu, _data(rng), adjacency=RO, seed=1).outputs["particles"]
-    b = run_verified(DPSWFLOW, default, _data(np.random.default_rng(0)), adjacency=RO,
-                     seed=1).outputs["particles"]
+    b = run_verified(
+        DPSWFLOW, default, _data(np.random.default_rng(0)), adjacency=RO, seed=1
+    ).outputs["particles"]
     np.testing.assert_array_equal(a, b)
     with pytest.raises(InvalidParameterError) as info:
         DPSWFLOW.make_params({**SMALL["dpswflow"], "device": "gpu0"})

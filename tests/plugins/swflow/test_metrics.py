@@ -60,8 +60,9 @@ def test_frechet_distance_of_samples_converges() -> None:
 def test_figures_are_written(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     sample_grid(rng.random((10, 64)), tmp_path / "grid.png", rows=2, cols=5, title="t")
-    scatter_panels([("a", rng.normal(size=(20, 2)))], rng.normal(size=(20, 2)),
-                   tmp_path / "toy.png")
+    scatter_panels(
+        [("a", rng.normal(size=(20, 2)))], rng.normal(size=(20, 2)), tmp_path / "toy.png"
+    )
     assert (tmp_path / "grid.png").stat().st_size > 1000
     assert (tmp_path / "toy.png").stat().st_size > 1000
     with pytest.raises(InvalidParameterError, match="images"):

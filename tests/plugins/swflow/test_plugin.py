@@ -22,10 +22,13 @@ def test_hookimpl_registers_three_methods(dpledger_register) -> None:  # type: i
 
 
 def test_importing_the_plugin_does_not_import_torch() -> None:
-    code = ("import sys; import dpledger.plugins.swflow.plugin; "
-            "print('torch' in sys.modules, 'ot' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
+    code = (
+        "import sys; import dpledger.plugins.swflow.plugin; "
+        "print('torch' in sys.modules, 'ot' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["False", "False"]
 
 
@@ -40,8 +43,20 @@ def test_cli_run_writes_verified_outputs(tmp_path, make_dist, capsys) -> None:  
         "num_particles = 10\ntarget_epsilon = 2.0\n"
     )
     out = tmp_path / "out"
-    code = main(["run", "dpswflow", "--config", str(tmp_path / "run.toml"), "--out", str(out),
-                 "--seed", "1", "--plugins-allow", "swflow"])
+    code = main(
+        [
+            "run",
+            "dpswflow",
+            "--config",
+            str(tmp_path / "run.toml"),
+            "--out",
+            str(out),
+            "--seed",
+            "1",
+            "--plugins-allow",
+            "swflow",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     ledger = json.loads((out / "ledger.json").read_text())
     assert ledger["declared"]["kind"] == "gaussian"

@@ -81,7 +81,8 @@ def test_record_bound_options_and_errors() -> None:
     theta = sample_projections(np.random.default_rng(3), 20, 4)
     assert record_bound(theta, "operator_norm", 1e-9) == operator_norm_bound(theta)
     assert record_bound(theta, "probabilistic", 1e-9) == pytest.approx(
-        math.sqrt(bernstein_w(20, 4, 1e-9)))
+        math.sqrt(bernstein_w(20, 4, 1e-9))
+    )
     with pytest.raises(InvalidParameterError, match="sensitivity_bound"):
         record_bound(theta, "l1", 1e-9)
     with pytest.raises(InvalidParameterError, match="failure_probability"):
@@ -94,4 +95,5 @@ def test_classical_gaussian_calibration_fails_at_large_epsilon() -> None:
     assert gaussian_exact_delta(10.0, sigma) == pytest.approx(1.07e-5, rel=0.02)
     # at eps = 5, delta = 5e-6 it is conservative (6.3e-7)
     assert gaussian_exact_delta(5.0, classical_gaussian_sigma(5.0, 5e-6)) == pytest.approx(
-        6.3e-7, rel=0.05)
+        6.3e-7, rel=0.05
+    )

@@ -31,11 +31,11 @@ def test_cdf_is_mid_rank_and_quantile_inverts_it() -> None:
     np.testing.assert_allclose(quantiles(srt, cdf).numpy(), vals.numpy(), rtol=1e-12)
     # interpolation halfway between the first two order statistics
     half = torch.full((1, 3), 1.0 / 9, dtype=D)
-    np.testing.assert_allclose(quantiles(srt, half)[0].numpy(),
-                               (srt[:, 0] + srt[:, 1]).numpy() / 2)
+    np.testing.assert_allclose(quantiles(srt, half)[0].numpy(), (srt[:, 0] + srt[:, 1]).numpy() / 2)
     # beyond the extreme order statistics the quantile is constant
-    np.testing.assert_allclose(quantiles(srt, torch.zeros((1, 3), dtype=D))[0].numpy(),
-                               srt[:, 0].numpy())
+    np.testing.assert_allclose(
+        quantiles(srt, torch.zeros((1, 3), dtype=D))[0].numpy(), srt[:, 0].numpy()
+    )
 
 
 def test_one_step_in_one_dimension_is_the_exact_monotone_map() -> None:
@@ -44,8 +44,9 @@ def test_one_step_in_one_dimension_is_the_exact_monotone_map() -> None:
     x = torch.from_numpy(rng.normal(size=(50, 1)))
     y = torch.from_numpy(rng.normal(3.0, 0.5, size=(50, 1)))
     theta = torch.ones((1, 1), dtype=D)
-    out = flow_step(x, theta, sorted_columns(y), step_size=1.0, reg=0.0, smoothing_std=0.0,
-                    generator=None)
+    out = flow_step(
+        x, theta, sorted_columns(y), step_size=1.0, reg=0.0, smoothing_std=0.0, generator=None
+    )
     order = np.argsort(x[:, 0].numpy())
     np.testing.assert_allclose(out[order, 0].numpy(), np.sort(y[:, 0].numpy()), rtol=1e-12)
 
@@ -82,8 +83,15 @@ def test_langevin_noise_has_variance_two_h_lambda() -> None:
     x = torch.zeros((20000, 2), dtype=D)
     theta = torch.eye(2, dtype=D)
     tgt = torch.zeros((2, 1), dtype=D)  # target: a point mass at 0, particles already there
-    out = flow_step(x, theta, tgt, step_size=0.5, reg=0.3, smoothing_std=0.0,
-                    generator=torch.Generator().manual_seed(0))
+    out = flow_step(
+        x,
+        theta,
+        tgt,
+        step_size=0.5,
+        reg=0.3,
+        smoothing_std=0.0,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert float(out.var()) == pytest.approx(2 * 0.5 * 0.3, rel=0.03)
 
 
@@ -95,8 +103,16 @@ def test_toy_swd_orders_sigma_zero_below_half_below_one() -> None:
     for sigma in (0.0, 0.5, 1.0):
         gen = torch.Generator().manual_seed(11)
         x0 = torch.randn((n, 2), generator=gen, dtype=D)
-        x = smoothed_flow(torch.from_numpy(target), x0, num_projections=50, num_steps=60,
-                          step_size=1.0, reg=0.001, sigma=sigma, generator=gen)
+        x = smoothed_flow(
+            torch.from_numpy(target),
+            x0,
+            num_projections=50,
+            num_steps=60,
+            step_size=1.0,
+            reg=0.001,
+            sigma=sigma,
+            generator=gen,
+        )
         swd[sigma] = sliced_wasserstein(x.numpy(), target, num_projections=200, seed=3)
     assert swd[0.0] < 0.6 * swd[0.5]
     assert swd[0.5] < 0.8 * swd[1.0]

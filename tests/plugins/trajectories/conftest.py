@@ -10,7 +10,11 @@ pytest.importorskip("ot")
 
 #: the shared MNIST-stroke subset lives beside the repository (not vendored)
 MNIST_STROKES = (
-    Path(__file__).parents[3] / ".." / "shared" / "data" / "mnist_strokes"
+    Path(__file__).parents[3]
+    / ".."
+    / "shared"
+    / "data"
+    / "mnist_strokes"
     / "mnist_strokes_subset.npz"
 )
 

@@ -50,8 +50,9 @@ def test_paper_gdp_numbers() -> None:
 
 
 def test_event_level_structure() -> None:
-    p = TrajectoryParams(K=20, tau=0.7, rho=20 / 674,
-                         warm_start=WarmStart("mean", epsilon=1.0, delta=5e-4))
+    p = TrajectoryParams(
+        K=20, tau=0.7, rho=20 / 674, warm_start=WarmStart("mean", epsilon=1.0, delta=5e-4)
+    )
     dec = declare_marginals(p, Adjacency(), 674, 10)
     s = analytic_gaussian_multiplier(1.0, 5e-4)
     step = PoissonSampledEvent(20 / 674, GaussianEvent(0.7))
@@ -106,8 +107,9 @@ def test_time_subset_leaves_other_marginals_untouched() -> None:
 
 def test_bad_declarations() -> None:
     with pytest.raises(InvalidParameterError) as err:
-        declare(TrajectoryParams(), Adjacency(unit="user", unit_key="id", max_contributions=3),
-                100, 5)
+        declare(
+            TrajectoryParams(), Adjacency(unit="user", unit_key="id", max_contributions=3), 100, 5
+        )
     assert err.value.field == "adjacency.contribution"
     with pytest.raises(InvalidParameterError) as err:
         declare(TrajectoryParams(), Adjacency(), [10, 10], 3)

@@ -40,8 +40,9 @@ def test_user_level_graph_is_sequential_and_matches_declaration() -> None:
     assert not dec.parallel
     graph_eps = account_graph(_graph(USER), delta=1e-5).bound.epsilon
     direct = account(dec.event, dec.account_adjacency, delta=1e-5).bound.epsilon
-    one = account(declare_marginals(P, Adjacency(), N, T).event, Adjacency(),
-                  delta=1e-5).bound.epsilon
+    one = account(
+        declare_marginals(P, Adjacency(), N, T).event, Adjacency(), delta=1e-5
+    ).bound.epsilon
     # a user in every marginal: T-fold composition, the same through both routes
     assert graph_eps == pytest.approx(direct, rel=1e-3)
     assert direct > 1.5 * one

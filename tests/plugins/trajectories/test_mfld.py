@@ -26,8 +26,15 @@ def test_first_variation_matches_finite_differences() -> None:
     T, m, d, N = 3, 4, 2, 5
     Ys = [torch.tensor(0.5 * rng.normal(size=(N, d))) for _ in range(T)]
     X = torch.tensor(0.5 * rng.normal(size=(T, m, d)))
-    p = TrajectoryParams(m=m, lambda_=0.5, sigma=0.4, diffusivity=0.3, radius=10.0,
-                         sinkhorn_iters=20000, sinkhorn_tol=1e-14)
+    p = TrajectoryParams(
+        m=m,
+        lambda_=0.5,
+        sigma=0.4,
+        diffusivity=0.3,
+        radius=10.0,
+        sinkhorn_iters=20000,
+        sinkhorn_tol=1e-14,
+    )
     times = np.array([0.0, 0.4, 1.0])
     g = mfld.first_variation_grad(X, Ys, times, p)
     fd = torch.zeros_like(X)
@@ -80,8 +87,7 @@ def test_noise_std_is_tau_C_and_divisor_is_expected_batch() -> None:
     emp = float((out * p0.rho * 10).std())
     assert emp == pytest.approx(0.7 * 3.0, rel=0.04)
     # every record sampled and no noise: clipped sum / (rho N), not / |batch| = N
-    out = mfld.private_fit_grads(X, Y, [0], (0,), p, 1.0, p.tau, _AllNoNoise(0), "p0/k1",
-                                 [10])[0]
+    out = mfld.private_fit_grads(X, Y, [0], (0,), p, 1.0, p.tau, _AllNoNoise(0), "p0/k1", [10])[0]
     expect = mfld.clip_blocks(mfld.fit_blocks(X[0], Y[0], 0.5, 1.0), 3.0).sum(0) / (0.1 * 10)
     assert torch.allclose(out, expect)
 
@@ -89,9 +95,20 @@ def test_noise_std_is_tau_C_and_divisor_is_expected_batch() -> None:
 def test_langevin_variance_matches_fokker_planck() -> None:
     """Per-step variance of the particle noise is 2 eta D (top-up on top of privacy noise)."""
     data = [np.zeros((50, 8)), np.zeros((50, 8))]
-    p = TrajectoryParams(m=400, K=1, tau=1.0, C=1e-9, rho=0.5, eta=0.01, lambda_=1e9,
-                         sigma=1.0, diffusivity=0.2, radius=1.0, sinkhorn_iters=5000,
-                         sinkhorn_tol=1e-6)
+    p = TrajectoryParams(
+        m=400,
+        K=1,
+        tau=1.0,
+        C=1e-9,
+        rho=0.5,
+        eta=0.01,
+        lambda_=1e9,
+        sigma=1.0,
+        diffusivity=0.2,
+        radius=1.0,
+        sinkhorn_iters=5000,
+        sinkhorn_tol=1e-6,
+    )
     init = np.zeros((2, 400, 8))
     res = mfld.run(data, p, init=init, noise=RecordingNoise(2))
     # transport drift is ~0 for two identical point clouds at the origin
@@ -120,8 +137,17 @@ def test_declared_and_executed_steps_agree(kind: str) -> None:
     d = make_multimodal(N=40, T=3, seed=1)
     ws = WarmStart(kind, epsilon=1.0, delta=1e-3, grid=4, components=2)
     sched = (Phase(3, 0.01, 1.5, 0.2), Phase(2, 0.005, 1.0, 0.2))
-    p = TrajectoryParams(m=6, C=2.0, rho=0.25, schedule=sched, warm_start=ws, radius=d.radius,
-                         center=d.center, sinkhorn_iters=5000, sinkhorn_tol=1e-6)
+    p = TrajectoryParams(
+        m=6,
+        C=2.0,
+        rho=0.25,
+        schedule=sched,
+        warm_start=ws,
+        radius=d.radius,
+        center=d.center,
+        sinkhorn_iters=5000,
+        sinkhorn_tol=1e-6,
+    )
     adj = Adjacency(relation="replace_one")
     noise = RecordingNoise(0)
     mfld.run(d.marginals, p, adjacency=adj, noise=noise)
@@ -159,9 +185,21 @@ def test_run_refuses_a_diverging_step() -> None:
 
 def test_multimodal_run_improves_w2() -> None:
     d = make_multimodal(N=300, T=4, seed=0)
-    p = TrajectoryParams(m=30, K=100, tau=1.0, C=10.0, rho=0.2, eta=0.05, lambda_=0.3,
-                         sigma=0.5, diffusivity=0.1, radius=d.radius, center=d.center,
-                         sinkhorn_iters=5000, sinkhorn_tol=1e-5)
+    p = TrajectoryParams(
+        m=30,
+        K=100,
+        tau=1.0,
+        C=10.0,
+        rho=0.2,
+        eta=0.05,
+        lambda_=0.3,
+        sigma=0.5,
+        diffusivity=0.1,
+        radius=d.radius,
+        center=d.center,
+        sinkhorn_iters=5000,
+        sinkhorn_tol=1e-5,
+    )
     res = mfld.run(d.marginals, p, noise=RecordingNoise(0))
     before = marginal_w2(d.marginals, list(res.init_particles))
     after = marginal_w2(d.marginals, list(res.particles))
@@ -188,16 +226,32 @@ class _OldStyleNoise:
 def test_older_noise_interface_gets_one_call_per_marginal() -> None:
     d = make_multimodal(N=20, T=3, seed=0)
     ws = WarmStart("mean", noise_multiplier=2.0)
-    p = TrajectoryParams(m=4, K=2, C=1.5, tau=1.1, rho=0.3, warm_start=ws, radius=d.radius,
-                         center=d.center, diffusivity=0.5, sinkhorn_iters=5000,
-                         sinkhorn_tol=1e-6)
+    p = TrajectoryParams(
+        m=4,
+        K=2,
+        C=1.5,
+        tau=1.1,
+        rho=0.3,
+        warm_start=ws,
+        radius=d.radius,
+        center=d.center,
+        diffusivity=0.5,
+        sinkhorn_iters=5000,
+        sinkhorn_tol=1e-6,
+    )
     noise = _OldStyleNoise()
     mfld.run(d.marginals, p, noise=noise)
     private = [(s, v) for s, v in noise.labels if not s.startswith("public/")]
     assert [s for s, _ in private[:3]] == [f"t{i}/warm/mean" for i in range(3)]
     assert private[0][1] == pytest.approx(2.0 * d.radius / 20)
     steps = [s for s, _ in private[3:]]
-    assert steps[:6] == ["t0/p0/k0/sample", "t1/p0/k0/sample", "t2/p0/k0/sample",
-                         "t0/p0/k0/noise", "t1/p0/k0/noise", "t2/p0/k0/noise"]
+    assert steps[:6] == [
+        "t0/p0/k0/sample",
+        "t1/p0/k0/sample",
+        "t2/p0/k0/sample",
+        "t0/p0/k0/noise",
+        "t1/p0/k0/noise",
+        "t2/p0/k0/noise",
+    ]
     assert len(steps) == 12
     assert all(v == pytest.approx(1.1 * 1.5) for s, v in private[3:] if s.endswith("noise"))

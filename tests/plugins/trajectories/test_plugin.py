@@ -27,10 +27,21 @@ from dpledger.plugins.trajectories.declare import declare_marginals
 
 N, T = 30, 4
 BASE: dict[str, Any] = {
-    "n_per_time": [N] * T, "m": 5, "K": 4, "tau": 1.2, "C": 2.0, "rho": 0.2, "eta": 0.01,
-    "sigma": 0.4, "lambda_": 0.5, "diffusivity": 0.3, "radius": 1.25, "center": [0.0, 0.0],
+    "n_per_time": [N] * T,
+    "m": 5,
+    "K": 4,
+    "tau": 1.2,
+    "C": 2.0,
+    "rho": 0.2,
+    "eta": 0.01,
+    "sigma": 0.4,
+    "lambda_": 0.5,
+    "diffusivity": 0.3,
+    "radius": 1.25,
+    "center": [0.0, 0.0],
     "warm_start": {"kind": "mean", "noise_multiplier": 2.0, "spread": 0.05},
-    "sinkhorn_iters": 3000, "sinkhorn_tol": 1e-6,
+    "sinkhorn_iters": 3000,
+    "sinkhorn_tol": 1e-6,
 }
 
 
@@ -42,8 +53,13 @@ class TestTrajectoriesContract(MethodPluginContract):
     spec = plugin.SPEC
     valid_params = BASE
     bad_params = (
-        {"rho": 1.5}, {"n_per_time": [N, 0, N, N]}, {"n_per_time": [N]}, {"T": 3},
-        {"warm_start": {"kind": "median"}}, {"times_per_iteration": 5}, {"unknown": 1},
+        {"rho": 1.5},
+        {"n_per_time": [N, 0, N, N]},
+        {"n_per_time": [N]},
+        {"T": 3},
+        {"warm_start": {"kind": "median"}},
+        {"times_per_iteration": 5},
+        {"unknown": 1},
         {"warm_start": {"kind": "none"}, "times_per_iteration": 1},
     )
 
@@ -81,8 +97,9 @@ def test_user_level_is_sequential_over_marginals() -> None:
     # declare_marginals: a user in at most k = 2 marginals pays the 2-fold composition
     dec = declare_marginals(params, user, [N] * T, T)
     assert not dec.parallel and dec.event == SelfComposedEvent(per, 2)
-    eps = [account(e, Adjacency(), delta=1e-5).bound.epsilon
-           for e in (per, dec.event, res.declared)]
+    eps = [
+        account(e, Adjacency(), delta=1e-5).bound.epsilon for e in (per, dec.event, res.declared)
+    ]
     assert eps[0] < eps[1] < eps[2]
 
 
@@ -110,25 +127,33 @@ def test_ledger_refuses_a_run_that_spends_more(dpledger_register) -> None:  # ty
 
     params = plugin.SPEC.make_params(BASE)
     cheap = plugin.SPEC.make_params({**BASE, "K": 3})
-    spec = plugin.MethodSpec(name="cheat", params=plugin.TrajectoriesParams,
-                             declare=lambda p, a: plugin.declare(cheap, a), run=plugin.run,
-                             description="declares 3 steps, runs 4", proof="none")
+    spec = plugin.MethodSpec(
+        name="cheat",
+        params=plugin.TrajectoriesParams,
+        declare=lambda p, a: plugin.declare(cheap, a),
+        run=plugin.run,
+        description="declares 3 steps, runs 4",
+        proof="none",
+    )
     with pytest.raises(LedgerViolationError, match="more steps than declared"):
         run_verified(spec, params, _data(), seed=1)
 
 
-@pytest.mark.parametrize(("data", "field"), [
-    (None, "data"),
-    ({"x": np.zeros((3, 2))}, "data"),
-    ({"marginals": [np.zeros((N, 2))] * (T - 1)}, "n_per_time"),
-    ({"marginals": [np.zeros((N, 2))] * 3 + [np.zeros((N - 1, 2))]}, "n_per_time"),
-    ({"marginals": [np.zeros((N, 2))] * 3 + [np.full((N, 2), 2.0)]}, "marginals[3]"),
-    ({"marginals": [np.zeros((N, 2))] * 3 + [np.full((N, 2), np.nan)]}, "marginals[3]"),
-    ({"marginals": [np.zeros((N, 2))] * 3 + [np.zeros((0, 2))]}, "marginals[3]"),
-    ({"marginals": [np.zeros((N, 2))] * 3 + [[[0.0, 0.0], [0.0]] * 15]}, "marginals[3]"),
-    ({"marginals": [np.zeros((N, 2))]}, "marginals"),
-    ({"marginal_0": np.zeros((N, 2)), "marginal_2": np.zeros((N, 2))}, "data"),
-])
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        (None, "data"),
+        ({"x": np.zeros((3, 2))}, "data"),
+        ({"marginals": [np.zeros((N, 2))] * (T - 1)}, "n_per_time"),
+        ({"marginals": [np.zeros((N, 2))] * 3 + [np.zeros((N - 1, 2))]}, "n_per_time"),
+        ({"marginals": [np.zeros((N, 2))] * 3 + [np.full((N, 2), 2.0)]}, "marginals[3]"),
+        ({"marginals": [np.zeros((N, 2))] * 3 + [np.full((N, 2), np.nan)]}, "marginals[3]"),
+        ({"marginals": [np.zeros((N, 2))] * 3 + [np.zeros((0, 2))]}, "marginals[3]"),
+        ({"marginals": [np.zeros((N, 2))] * 3 + [[[0.0, 0.0], [0.0]] * 15]}, "marginals[3]"),
+        ({"marginals": [np.zeros((N, 2))]}, "marginals"),
+        ({"marginal_0": np.zeros((N, 2)), "marginal_2": np.zeros((N, 2))}, "data"),
+    ],
+)
 def test_bad_data_names_the_field(data: Any, field: str) -> None:
     params = plugin.SPEC.make_params(BASE)
     with pytest.raises(InvalidParameterError) as err:
@@ -137,20 +162,32 @@ def test_bad_data_names_the_field(data: Any, field: str) -> None:
 
 
 def test_dpledger_run_cli(tmp_path: Path, make_dist, capsys) -> None:  # type: ignore[no-untyped-def]
-    make_dist("traj-under-test", "0.1", {},
-              {"trajectories": "dpledger.plugins.trajectories.plugin"})
+    make_dist(
+        "traj-under-test", "0.1", {}, {"trajectories": "dpledger.plugins.trajectories.plugin"}
+    )
     marg = make_multimodal(N=N, T=T, seed=1).marginals
     np.savez(tmp_path / "marginals.npz", **{f"marginal_{i}": x for i, x in enumerate(marg)})
     lines = ['data = "marginals.npz"', "delta = 1e-5", "[params]"]
     for k, v in BASE.items():
         if k != "warm_start":
             lines.append(f"{k} = {json.dumps(v)}")
-    lines += ["[params.warm_start]", 'kind = "mean"', "noise_multiplier = 2.0",
-              "spread = 0.05"]
+    lines += ["[params.warm_start]", 'kind = "mean"', "noise_multiplier = 2.0", "spread = 0.05"]
     (tmp_path / "cfg.toml").write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
-    code = main(["run", "trajectories", "--config", str(tmp_path / "cfg.toml"), "--out",
-                 str(out), "--seed", "4", "--plugins-allow", "trajectories"])
+    code = main(
+        [
+            "run",
+            "trajectories",
+            "--config",
+            str(tmp_path / "cfg.toml"),
+            "--out",
+            str(out),
+            "--seed",
+            "4",
+            "--plugins-allow",
+            "trajectories",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     ledger = json.loads((out / "ledger.json").read_text())
     assert ledger["verified"] is True

@@ -17,8 +17,11 @@ from dpledger.plugins.trajectories.report import gdp_rows, render_gdp_check
 def _context(delta: float) -> dict[str, object]:
     steps = SelfComposedEvent(PoissonSampledEvent(20 / 674, GaussianEvent(0.6851)), 20)
     event = ComposedEvent([GaussianEvent(3.0), steps])
-    return {"query": ["delta", delta], "account": {"releases": [{"event": event.to_dict()}]},
-            "runtime": {"executed": "text"}}
+    return {
+        "query": ["delta", delta],
+        "account": {"releases": [{"event": event.to_dict()}]},
+        "runtime": {"executed": "text"},
+    }
 
 
 def test_fig1_setting_is_flagged() -> None:
