@@ -59,6 +59,21 @@ RULE_APPROX = "approx_group_privacy"
 RULE_APPROX_VACUOUS = "approx_group_privacy_vacuous"
 RULE_COMPOSE = "compose_distributes"
 
+#: what each rule means, for people reading a report or `dpledger account`
+RULE_TEXT: dict[str, str] = {
+    RULE_UNCHANGED: "one row per unit, so the event already protects one unit; used as is",
+    RULE_DECLARED_USER: "the method declares its event per user: used as declared",
+    RULE_GAUSSIAN: "Gaussian noise: L2 sensitivity times k rows per unit",
+    RULE_LAPLACE: "Laplace noise: L1 sensitivity times k rows per unit",
+    RULE_EM: "exponential mechanism: score sensitivity times k rows per unit",
+    RULE_RNM: "report-noisy-max: score sensitivity times k rows per unit",
+    RULE_PURE: "pure DP: group privacy, epsilon times k",
+    RULE_APPROX: "approximate DP: group privacy, (k eps, k e^((k - 1) eps) delta)",
+    RULE_APPROX_VACUOUS: "approximate DP: group privacy gives delta >= 1 (no guarantee)",
+    RULE_COMPOSE: "a composition: each part lifted on its own",
+}
+
+
 #: every rule name this module can return
 RULES: tuple[str, ...] = (
     RULE_UNCHANGED,

@@ -9,7 +9,7 @@ from typing import Any
 
 from dpledger.core.report.model import NO_GUARANTEE, PrivacyReport
 from dpledger.core.report.numbers import fmt_down, fmt_exact, fmt_up
-from dpledger.core.report.render_md import bound_pair
+from dpledger.core.report.render_md import bound_pair, rule_legend
 
 CSS = """
 body { font-family: sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;
@@ -170,6 +170,13 @@ def render_html(report: PrivacyReport, figures: Mapping[str, bytes] | None = Non
             rows,
         )
     )
+    legend = rule_legend(report)
+    if legend:
+        parts.append(
+            "<p>Lifting rules: "
+            + "; ".join(f"<code>{e(r)}</code>: {e(t)}" for r, t in legend)
+            + ".</p>"
+        )
     parts.append("<h2>Accountants side by side</h2>")
     brows = []
     for b in report.brackets:

@@ -86,7 +86,19 @@ def _releases(report: PrivacyReport) -> list[str]:
                 upper,
             )
         )
-    return table(header, rows)
+    out = table(header, rows)
+    legend = rule_legend(report)
+    if legend:
+        out += ["", "Lifting rules: " + "; ".join(f"`{r}`: {t}" for r, t in legend) + "."]
+    return out
+
+
+def rule_legend(report: PrivacyReport) -> list[tuple[str, str]]:
+    """Each lifting rule the releases use, with what it means (in order of first use)."""
+    from dpledger.core.lifting import RULE_TEXT
+
+    used = dict.fromkeys(rule for r in report.releases for rule in r.lift_rules)
+    return [(rule, RULE_TEXT.get(rule, "see dpledger.core.lifting")) for rule in used]
 
 
 def _brackets(report: PrivacyReport) -> list[str]:

@@ -196,25 +196,31 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def _fmt(x: float) -> str:
-    return "inf" if math.isinf(x) else f"{x:.6g}"
-
-
 def _bound_line(b: Any) -> str:
+    """The bound for people: upper rounded up, lower rounded down (the JSON keeps them exact)."""
+    from dpledger.core.report.numbers import fmt_down, fmt_up
+
     d = b.to_dict()
-    if "epsilon_lower" in d:
+    eps_query = "epsilon_lower" in d
+    value, lower = (
+        (d["epsilon"], d["epsilon_lower"]) if eps_query else (d["delta"], d["delta_lower"])
+    )
+    low = f"lower bound {fmt_down(lower)}" if lower > 0 else "no lower bound certified"
+    if eps_query:
         return (
-            f"epsilon <= {_fmt(d['epsilon'])} at delta = {d['delta']:g} "
-            f"(certified upper bound; lower bound {_fmt(d['epsilon_lower'])}; method {d['method']})"
+            f"epsilon <= {fmt_up(value)} at delta = {d['delta']:g} "
+            f"(certified upper bound; {low}; method {d['method']})"
         )
     return (
-        f"delta <= {_fmt(d['delta'])} at epsilon = {d['epsilon']:g} "
-        f"(certified upper bound; lower bound {_fmt(d['delta_lower'])}; method {d['method']})"
+        f"delta <= {fmt_up(value)} at epsilon = {d['epsilon']:g} "
+        f"(certified upper bound; {low}; method {d['method']})"
     )
 
 
 def format_account(result: GraphAccount, name: str) -> str:
     """A readable summary: overall bound, per source, per release with lifting rules."""
+    from dpledger.core.lifting import RULE_TEXT
+
     lines = [f"pipeline: {name}", _bound_line(result.bound)]
     lines.append(f"adjacency: {result.adjacency_description()}")
     if len(result.sources) > 1:
@@ -222,8 +228,11 @@ def format_account(result: GraphAccount, name: str) -> str:
     lines.append("sources:")
     for s in result.sources:
         red = s.reduction
-        lines.append(f"  {red.source}: {_bound_line(s.bound)}")
-        lines.append(f"    adjacency: {red.adjacency.describe()}")
+        if len(result.sources) > 1:
+            lines.append(f"  {red.source}: {_bound_line(s.bound)}")
+            lines.append(f"    adjacency: {red.adjacency.describe()}")
+        else:
+            lines.append(f"  {red.source}: the only source (its bound is the pipeline's)")
         if len(red.alternatives) > 1:
             lines.append(
                 f"    parallel composition: worst of {len(red.alternatives)} cell alternatives"
@@ -242,7 +251,10 @@ def format_account(result: GraphAccount, name: str) -> str:
         lines.append(f"    event: {r.event.describe()}")
         if r.lifted != r.event:
             lines.append(f"    lifted: {r.lifted.describe()}")
-        lines.append(f"    lifting: {', '.join(r.rules)}")
+        lines.extend(
+            f"    lifting: {rule}: {RULE_TEXT.get(rule, 'see core/lifting.py')}"
+            for rule in dict.fromkeys(r.rules)
+        )
         if r.release_id in result.release_bounds:
             lines.append(f"    alone: {_bound_line(result.release_bounds[r.release_id])}")
     return "\n".join(lines) + "\n"
