@@ -17,6 +17,7 @@ import os
 import pkgutil
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from dpledger import __version__
 from dpledger.core.errors import DPLedgerError
@@ -40,12 +41,40 @@ def _command_names() -> list[str]:
     return sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that states every option's default (unless the text already does, or there is
+    none to state)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or default is None
+            or default is False
+            or default == argparse.SUPPRESS
+            or "default" in text.lower()
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser: help lists defaults."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def _top_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:  # type: ignore[type-arg]
     parser = argparse.ArgumentParser(
         prog="dpledger", description="How much privacy does this pipeline spend?"
     )
     parser.add_argument("--version", action="version", version=f"dpledger {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=_CommandParser
+    )
     return parser, subparsers
 
 

@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--sampling-rate", default="1.0", help="Poisson rate q in [0, 1]")
     parser.add_argument("--steps", default="1", help="number of steps (integer >= 1)")
     parser.add_argument(
-        "--adjacency", default="add_remove", help=f"neighbouring relation: {list(RELATIONS)}"
+        "--adjacency", default="add_remove", help=f"neighbouring relation: {', '.join(RELATIONS)}"
     )
     parser.add_argument(
         "--min-sigma", default="0.05", help="lower end of the search range (default 0.05)"

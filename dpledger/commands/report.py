@@ -26,7 +26,12 @@ def register(subparsers: Any) -> None:
         "warnings and figures. With --diff, compare two JSON reports.",
     )
     parser.add_argument("input", nargs="?", help="pipeline file or run directory")
-    parser.add_argument("--format", choices=("md", "html", "json"), default="md")
+    parser.add_argument(
+        "--format",
+        choices=("md", "html", "json"),
+        default="md",
+        help="report format: Markdown, self-contained HTML or JSON",
+    )
     parser.add_argument(
         "--out",
         type=Path,

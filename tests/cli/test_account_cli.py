@@ -302,3 +302,21 @@ def test_backends_take_a_comma_list_and_leave_the_file_alone(
         main(["account", "--backends", "pld,", str(path)])
     assert info.value.code == 2
     assert "--backends" in capsys.readouterr().err
+
+
+def test_every_command_states_its_defaults_and_no_python_reprs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for command in ("account", "report", "calibrate", "audit", "run", "plugins", "demo"):
+        with pytest.raises(SystemExit) as info:
+            main([command, "--help"])
+        assert info.value.code == 0
+        text = capsys.readouterr().out
+        assert "['" not in text and "{'" not in text, (command, text)
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--help"])
+    text = capsys.readouterr().out
+    assert "(default: 1)" in text and "(default: add_remove)" in text
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    assert "(default: md)" in capsys.readouterr().out
