@@ -411,6 +411,8 @@ def _extra_sections(host: Any, context: Mapping[str, Any]) -> tuple[list[ExtraSe
         if not isinstance(text, str):
             problems.append(f"report section {name!r} of plugin {plugin!r} returned no text")
             continue
+        if not text.strip():
+            continue  # the section does not concern this report's releases
         sections.append(ExtraSection(name, spec.title, text, plugin))
     return sections, problems
 

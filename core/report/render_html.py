@@ -25,6 +25,8 @@ th { background: #eee; }
 figure { margin: 1rem 0; }
 figure img { max-width: 100%; border: 1px solid #ddd; }
 pre { background: #f6f6f6; padding: 0.5rem; overflow-x: auto; }
+td { overflow-wrap: anywhere; }
+.wide, .section { max-width: 100%; overflow-x: auto; }
 """
 
 
@@ -37,10 +39,23 @@ def e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def markdown_html(text: str) -> str:
+    """A plugin section's Markdown as HTML (markdown-it, raw HTML disabled), or escaped text
+    when markdown-it-py is not installed."""
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:
+        return f"<pre>{e(text)}</pre>"
+    return str(MarkdownIt("commonmark", {"html": False}).enable("table").render(text))
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     head = "".join(f"<th>{e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return (
+        f'<div class="wide"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
 
 
 def _ul(items: Sequence[str], cls: str = "") -> str:
@@ -212,7 +227,7 @@ def render_html(report: PrivacyReport, figures: Mapping[str, bytes] | None = Non
     for s in report.sections:
         parts.append(
             f"<h2>{e(s.title)}</h2><p>(section by plugin {e(s.plugin)})</p>"
-            f"<pre>{e(s.markdown)}</pre>"
+            f'<div class="section">{markdown_html(s.markdown)}</div>'
         )
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -57,7 +57,7 @@ def render_tiers(context: Mapping[str, Any]) -> str:
     releases = context.get("releases", [])
     rows = [r for r in releases if isinstance(r, Mapping) and r.get("method") == METHOD_NAME]
     if not rows:
-        return "No release of this report uses the SHK method."
+        return ""  # the section does not concern this report
     lines = [
         f"The privacy statement of a grid-solver `{METHOD_NAME}` release is an {TIER_THEOREM}: "
         "Theorem 3 (or Theorem 4 with Theorem 2) bounds the privacy loss of a draw from the "

@@ -83,10 +83,10 @@ def render_gdp_check(context: Mapping[str, Any]) -> str:
     if delta is None and isinstance(bound, Mapping) and bound.get("delta") is not None:
         delta = float(bound["delta"])
     if delta is None:
-        return "No delta in this report: the GDP comparison needs one."
+        return ""  # no delta in this report: the GDP comparison needs one
     rows = gdp_rows(context, delta)
     if not rows:
-        return "This report has no Poisson-subsampled Gaussian step blocks."
+        return ""  # no Poisson-subsampled Gaussian steps: the section does not apply
     lines = [
         f"Lemma 3.1 of the trajectory paper, μ = ρ·√(K(e^(1/τ²) − 1)), is a central-limit "
         f"approximation (K → ∞), not an upper bound. Per block of steps, at δ = {delta:g}:",

@@ -73,3 +73,26 @@ def test_without_matplotlib_the_report_is_written_without_figures(
     assert "dpledger[reports]" in err and "Traceback" not in err
     text = out.read_text()
     assert "Formal statement" in text and "<img" not in text and ".png" not in text
+
+
+def test_plugin_sections_are_html_and_only_where_they_apply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dpledger.core.report.render_html import markdown_html
+
+    html_text = markdown_html("A **bold** claim.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    assert "<strong>bold</strong>" in html_text and "<table>" in html_text
+    assert "**" not in html_text and "|---|" not in html_text
+    assert "<script>" not in markdown_html("<script>alert(1)</script>")  # raw HTML escaped
+    # a pipeline with no SHK or Poisson release gets neither plugin's section
+    path = tmp_path / "p.toml"
+    path.write_text(
+        'delta = 1e-6\n[[sources]]\nname = "s"\n[[releases]]\nid = "count"\ninput = "s"\n'
+        'event = { kind = "laplace", noise_multiplier = 10.0 }\n'
+    )
+    out = tmp_path / "r.html"
+    assert main(["report", str(path), "--format", "html", "--no-figures", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "SHK sampling" not in text and "No release of this report" not in text
+    assert "asymptotic GDP" not in text
+    assert '<div class="wide"><table>' in text
