@@ -327,8 +327,8 @@ def run_demo(
             data.marginals,
             list(outputs["init_particles"]),
             paths.points,
-            path=out / "trajectories.png",
-            title="private synthetic trajectories (demo)",
+            path=out / PRIVATE_FIGURE,
+            title="PRIVATE: the raw data (left panels) beside the synthetic output; do not publish",
         )
         _close_figures()
 
@@ -377,7 +377,7 @@ def run_demo(
             out / PRIVATE_FILE,
             out / "synthetic.npz",
             out / "synthetic_paths.csv",
-            out / "trajectories.png",
+            out / PRIVATE_FIGURE,
         ]
         with progress_bar(len(CAPTIONS), "report figures", quiet) as tick:
             figures = make_figures(built, progress=lambda _k: tick(1))
@@ -414,6 +414,10 @@ def _grouped(event: Event) -> Event:
             counts.append(1)
     grouped = [e if n == 1 else SelfComposedEvent(e, n) for e, n in zip(parts, counts, strict=True)]
     return grouped[0] if len(grouped) == 1 else ComposedEvent(grouped)
+
+
+#: the figure that shows the raw (private) data beside the synthetic output: never publish
+PRIVATE_FIGURE = "PRIVATE-trajectories.png"
 
 
 def _sinkhorn_notes(caught: list[warnings.WarningMessage]) -> list[str]:

@@ -29,7 +29,7 @@ def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
         "report.md",
         "report.html",
         "report.json",
-        "trajectories.png",
+        "PRIVATE-trajectories.png",  # raw data beside the output: a private diagnostic
         "report-privacy_profile.png",
         "report-composition_graph.png",
     ):
