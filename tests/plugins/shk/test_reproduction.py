@@ -1,6 +1,7 @@
 """The paper's Tables 1–4 and Experiments 3–4 (Appendix A.3), re-run.
 
-Tolerance: 2 % relative, or 1e-3 absolute for numbers below 1e-2. The paper does not state the
+Every cell is judged by its relative error: within 1 %, or within the bound listed in ``GAPS``
+with the reason for the gap. The paper does not state the
 initial density, the run time of Experiments 1–2 or the data of Experiment 3; the choices (and
 which numbers they calibrate) are documented in ``dpledger.plugins.shk.paper``. The fast tests run
 the flows on a 96-cell grid; the ``slow`` ones repeat them on the paper's 192-cell grid.
@@ -10,26 +11,56 @@ Tables 1–2 to six digits (the SQRA flux converges exactly to the discrete Gibb
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from dpledger.plugins.shk import paper
 
-REL, ABS = 0.02, 1e-3
+#: every cell is judged by its relative error; 1 % unless listed in GAPS with its reason
+REL = 0.01
+#: cells further than 1 % from the paper, with the bound on the gap and why
+GAPS: dict[tuple[str, str], tuple[float, str]] = {
+    ("exp3", "target_bound"): (
+        0.025,
+        "the paper's envelope 0.2058 implies R_0 + R'_0 = 27.9 at its floor; the rho_0 used "
+        "here (von Mises kappa 5.5, shared with Tables 1-2) gives 24.2 (-1.9 %)",
+    ),
+    ("exp3", "hockey_stick"): (
+        0.10,
+        "a 6.6e-6 tail quantity that moves with the grid (-0.4 % at N = 96, -7.4 % at "
+        "N = 192); the paper does not state its grid",
+    ),
+    ("exp4", "kl_shk"): (
+        0.30,
+        "a 3e-5 KL between nearly equal densities that moves with the grid (+8 % at N = 96, "
+        "-27 % at N = 192); the paper does not state its grid",
+    ),
+    ("exp4", "shk_log_ratio"): (
+        0.015,
+        "converged to the stationary flux value 0.35828 (the exact SQRA floor is 0.35715); "
+        "the paper's 0.362 sits 1 % above it (a different time step or grid)",
+    ),
+}
 
 
-def close(ours: float, theirs: float) -> bool:
-    if abs(theirs) < 1e-2:
-        return abs(ours - theirs) <= ABS
-    return abs(ours - theirs) <= REL * abs(theirs)
+def close(ours: float, theirs: float, table: str = "", key: str = "") -> bool:
+    tolerance = GAPS.get((table, key), (REL, ""))[0]
+    return abs(ours - theirs) <= tolerance * abs(theirs)
 
 
 def check(ours: dict, table: str, skip: tuple[str, ...] = ()) -> None:
     bad = {
-        k: (ours[k], v)
+        k: (ours[k], v, f"{(ours[k] - v) / v:+.2%}")
         for k, v in paper.PAPER[table].items()
-        if k not in skip and not close(ours[k], v)
+        if k not in skip and not close(ours[k], v, table, k)
     }
-    assert not bad, f"{table}: (ours, paper) = {bad}"
+    assert not bad, f"{table}: (ours, paper, relative difference) = {bad}"
+
+
+def test_every_listed_gap_is_a_real_cell() -> None:
+    for table, key in GAPS:
+        assert key in paper.PAPER[table], (table, key)
 
 
 @pytest.fixture(scope="module", params=[96, pytest.param(192, marks=pytest.mark.slow)])
@@ -70,7 +101,9 @@ def test_c_tradeoff_table4() -> None:
 def test_experiment3(n_cells: int) -> None:
     out = paper.experiment3(n_cells=n_cells)
     check(out, "exp3")
-    assert out["loss"] <= out["target_bound"] <= out["bound"]
+    # the paper's 0.2201 is Theorem 3's data-independent epsilon (B = 11): reproduced exactly
+    assert out["bound"] == pytest.approx(0.2 + 22.0 * math.exp(-7.0), rel=1e-12)
+    assert out["loss"] <= out["target_bound"] <= out["bound_data"] <= out["bound"]
     assert out["hockey_stick"] < 1e-4  # below 1/n² at ε = 0.15
 
 
