@@ -6,10 +6,11 @@ class attributes), and for every function its code object, defaults, keyword def
 closure contents; the contents of module-level containers; the ``sys.modules`` entries of these
 modules; and the top-level attributes of the numerical libraries they use (``math``,
 ``numpy``, ``scipy``, ``networkx``, ...) and of ``builtins``. Its scope: every module of
-``dpledger.accountant`` and of ``dpledger.core`` (imported first, except the ``report`` and
-``audit`` packages and the ``testing`` pytest plugin, which are covered only when already
-imported), plus ``dpledger``, ``dpledger.cli``, ``dpledger.commands.*`` and the builtin plugin
-modules when already imported. Taking and comparing one costs a few milliseconds.
+``dpledger.accountant`` and of ``dpledger.core`` (imported first, except the ``testing`` pytest
+plugin, which is covered only when already imported), plus ``dpledger``, ``dpledger.cli``,
+``dpledger.commands.*``, the products (``dpledger.report``, ``dpledger.audit``,
+``dpledger.integrations``) and the builtin plugin modules when already imported. Taking and
+comparing one costs a few milliseconds.
 
 An :class:`IntegrityGuard` takes the fingerprint before third-party plugins are imported and
 compares after each plugin's import, hook calls, ``declare`` and ``run``: a change is attributed
@@ -43,13 +44,16 @@ from dpledger.core.errors import IntegrityError
 #: packages whose every module is imported before the fingerprint is taken
 EAGER_PACKAGES: tuple[str, ...] = ("dpledger.core", "dpledger.accountant")
 #: parts of dpledger covered only when already imported (too heavy to import for this)
-LAZY_PREFIXES: tuple[str, ...] = (
-    "dpledger.core.report",
-    "dpledger.core.audit",
-    "dpledger.core.testing",
-)
+LAZY_PREFIXES: tuple[str, ...] = ("dpledger.core.testing",)
 #: other parts of dpledger covered when already imported
-IF_LOADED_PREFIXES: tuple[str, ...] = ("dpledger.cli", "dpledger.commands", "dpledger.plugins")
+IF_LOADED_PREFIXES: tuple[str, ...] = (
+    "dpledger.cli",
+    "dpledger.commands",
+    "dpledger.plugins",
+    "dpledger.report",
+    "dpledger.audit",
+    "dpledger.integrations",
+)
 #: outside packages whose modules (bound in dpledger's code) have their attributes recorded
 LIBRARIES: frozenset[str] = frozenset(
     {

@@ -249,8 +249,8 @@ def run_demo(
         ) from None
     from dpledger.core.graph import account_graph
     from dpledger.core.pipeline import load_pipeline
-    from dpledger.core.report import report_run_dir, write_report
-    from dpledger.core.report.figures import CAPTIONS, make_figures
+    from dpledger.report import report_run_dir, write_report
+    from dpledger.report.figures import CAPTIONS, make_figures
 
     _check_out(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -439,7 +439,7 @@ def _write_csv(path: Path, points: np.ndarray, times: np.ndarray) -> None:
 def _write_json(path: Path, value: Any) -> None:
     import json
 
-    from dpledger.core.report.model import json_safe
+    from dpledger.report.model import json_safe
 
     path.write_text(json.dumps(json_safe(value), indent=2, sort_keys=True) + "\n", encoding="utf-8")
 

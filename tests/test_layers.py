@@ -65,7 +65,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("orchestration", ORCHESTRATION),
     ("plugins", ("dpledger.plugins",)),
-    ("products", ("dpledger.core.report", "dpledger.core.audit", "dpledger.integrations")),
+    ("products", ("dpledger.report", "dpledger.audit", "dpledger.integrations")),
     # the executable checks of proof records verify plugins' own code (and use the auditor)
     ("checks", ("dpledger.proofs_checks.",)),
     ("cli", ("dpledger",)),
@@ -180,7 +180,7 @@ def test_imports_follow_the_layers() -> None:
         ("dpledger.accountant.pld", "accountant"),
         ("dpledger.core.ledger", "orchestration"),
         ("dpledger.plugins.path.plugin", "plugins"),
-        ("dpledger.core.report.build", "products"),
+        ("dpledger.report.build", "products"),
         ("dpledger.proofs_checks.registry", "accountant"),
         ("dpledger.proofs_checks.gaussian.check_gaussian", "checks"),
         ("dpledger.proofs_checks", "accountant"),

@@ -2,7 +2,9 @@
 
 The source folders are mapped onto ``dpledger.*`` by setuptools ``package-dir``; mypy cannot
 follow that mapping, so the test builds the same namespace from symbolic links in a temporary
-folder and checks ``dpledger.core`` and ``dpledger.accountant`` there (strict per pyproject).
+folder and checks the kernel and orchestration (``dpledger.core``), ``dpledger.accountant`` and the
+products (``dpledger.report``, ``dpledger.audit``, ``dpledger.integrations``) there (strict per
+pyproject).
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ def test_core_and_accountant_pass_strict_mypy(tmp_path: Path) -> None:
             "dpledger.core",
             "-p",
             "dpledger.accountant",
+            "-p",
+            "dpledger.report",
+            "-p",
+            "dpledger.audit",
+            "-p",
+            "dpledger.integrations",
         ],
         cwd=where,
         capture_output=True,

@@ -198,7 +198,7 @@ def _json_safe(value: Any) -> Any:
 
 def _bound_line(b: Any) -> str:
     """The bound for people: upper rounded up, lower rounded down (the JSON keeps them exact)."""
-    from dpledger.core.report.numbers import fmt_down, fmt_up
+    from dpledger.report.numbers import fmt_down, fmt_up
 
     d = b.to_dict()
     eps_query = "epsilon_lower" in d

@@ -2,7 +2,7 @@
 
 Two modes: ``dpledger audit --mechanism ...`` audits a core mechanism on its canonical
 worst-case pair; ``dpledger audit METHOD --config FILE`` runs an installed method on
-neighbouring datasets built from the config's data (:mod:`dpledger.core.audit.method_audit`).
+neighbouring datasets built from the config's data (:mod:`dpledger.audit.method_audit`).
 
 Exit status: 0 when no violation is found, 1 when the empirical lower bound exceeds the claimed
 epsilon at some delta, 2 on bad input (including "no accountant can bound this event").
@@ -16,11 +16,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from dpledger.audit.auditor import VIOLATION, AuditResult, audit_event
+from dpledger.audit.method_audit import MIN_RUNS, MethodAuditResult, audit_method
 from dpledger.commands.plugins import add_plugin_options, host_from_args
 from dpledger.commands.run import load_data, read_config
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.audit.auditor import VIOLATION, AuditResult, audit_event
-from dpledger.core.audit.method_audit import MIN_RUNS, MethodAuditResult, audit_method
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 from dpledger.core.events import (
     Event,

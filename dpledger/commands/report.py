@@ -70,7 +70,7 @@ def _load_json(path: Path, option: str) -> Any:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from dpledger.core.report.diff import diff_reports
+    from dpledger.report.diff import diff_reports
 
     a, b = (_load_json(p, "--diff") for p in args.diff)
     result = diff_reports(a, b)
@@ -101,9 +101,9 @@ def run(args: argparse.Namespace) -> int:
             "INPUT", "is missing", "pass a pipeline file or a run directory"
         )
     from dpledger.core.plugin_manager import PluginHost
-    from dpledger.core.report import report_input, write_report
-    from dpledger.core.report.figures import NO_MATPLOTLIB, figures_available, make_figures
-    from dpledger.core.report.write import render
+    from dpledger.report import report_input, write_report
+    from dpledger.report.figures import NO_MATPLOTLIB, figures_available, make_figures
+    from dpledger.report.write import render
 
     if args.backends is not None and not args.backends:
         raise InvalidParameterError("--backends", "is empty", "name at least one accountant")

@@ -10,7 +10,7 @@ import pytest
 from scipy import integrate, stats
 
 from dpledger.accountant import select
-from dpledger.core.audit import reference
+from dpledger.audit import reference
 from dpledger.core.events import (
     GaussianEvent,
     LaplaceEvent,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from dpledger.core.audit.stats import cp_lower, cp_upper
+from dpledger.audit.stats import cp_lower, cp_upper
 
 ALPHA = 1e-6  # confidence of every Monte Carlo statement: 1 - 1e-6
 

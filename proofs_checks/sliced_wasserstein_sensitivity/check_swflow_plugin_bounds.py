@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from dpledger.core.audit.stats import cp_upper
+from dpledger.audit.stats import cp_upper
 from dpledger.plugins.swflow.sensitivity import (
     bernstein_w,
     clt_w,

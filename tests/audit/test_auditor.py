@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from dpledger.core.audit import audit_mechanism, stats
-from dpledger.core.audit.auditor import NO_CLAIM, NO_VIOLATION, VIOLATION
-from dpledger.core.audit.reference import gaussian_delta, gaussian_epsilon
+from dpledger.audit import audit_mechanism, stats
+from dpledger.audit.auditor import NO_CLAIM, NO_VIOLATION, VIOLATION
+from dpledger.audit.reference import gaussian_delta, gaussian_epsilon
 from dpledger.core.errors import InvalidParameterError
 
 EPS_GAUSS_1E3 = gaussian_epsilon(1.0, 1e-3)  # 3.1387

@@ -28,9 +28,9 @@ import attrs
 import numpy as np
 import pytest
 
+from dpledger.audit import audit_mechanism
+from dpledger.audit.auditor import NO_VIOLATION, accountant_claim
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.audit import audit_mechanism
-from dpledger.core.audit.auditor import NO_VIOLATION, accountant_claim
 from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec
 from dpledger.plugins import primitives

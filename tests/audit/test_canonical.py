@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.audit import audit_event, canonical_pair
-from dpledger.core.audit.auditor import NO_VIOLATION, VIOLATION
-from dpledger.core.audit.reference import (
+from dpledger.audit import audit_event, canonical_pair
+from dpledger.audit.auditor import NO_VIOLATION, VIOLATION
+from dpledger.audit.reference import (
     gaussian_epsilon,
     laplace_delta,
     subsampled_gaussian_delta,
     subsampled_gaussian_epsilon,
 )
+from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import UnsupportedEventError
 from dpledger.core.events import (
     ComposedEvent,

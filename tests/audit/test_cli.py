@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from dpledger.audit.reference import gaussian_epsilon
 from dpledger.cli import main
-from dpledger.core.audit.reference import gaussian_epsilon
 
 
 def test_json_output_with_given_claim(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,7 +3,7 @@
 Three planted dishonest methods (registered in-process) must be caught: their empirical lower
 bound exceeds the accountant's claim, the ceiling is above the claim (so the test can fail),
 and the probability that the audit would miss them is computed
-(:func:`~dpledger.core.audit.power.shift_false_negative_bound`) and below 1e-6. Every builtin
+(:func:`~dpledger.audit.power.shift_false_negative_bound`) and below 1e-6. Every builtin
 primitive must show no violation at delta >= 1e-3 (smoke runs); the heavy methods are in the
 slow tier. The command line's exit codes, JSON fields and one-line errors are checked.
 """
@@ -20,14 +20,14 @@ import attrs
 import numpy as np
 import pytest
 
+from dpledger.audit import stats
+from dpledger.audit.auditor import NO_VIOLATION, VIOLATION, accountant_claim
+from dpledger.audit.method_audit import audit_method, split_runs
+from dpledger.audit.neighbours import build_neighbours
+from dpledger.audit.power import shift_false_negative_bound
+from dpledger.audit.reference import gaussian_epsilon
 from dpledger.cli import main
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.audit import stats
-from dpledger.core.audit.auditor import NO_VIOLATION, VIOLATION, accountant_claim
-from dpledger.core.audit.method_audit import audit_method, split_runs
-from dpledger.core.audit.neighbours import build_neighbours
-from dpledger.core.audit.power import shift_false_negative_bound
-from dpledger.core.audit.reference import gaussian_epsilon
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event, GaussianEvent, PoissonSampledEvent
 from dpledger.core.hookspecs import hookimpl

@@ -36,9 +36,9 @@ import attrs
 import numpy as np
 import pytest
 
+from dpledger.audit import audit_mechanism
+from dpledger.audit.auditor import NO_VIOLATION, accountant_claim
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.audit import audit_mechanism
-from dpledger.core.audit.auditor import NO_VIOLATION, accountant_claim
 from dpledger.core.declaration import stated_for_unit
 from dpledger.core.plugin_manager import BUILTIN_DISTRIBUTION, PluginHost
 from dpledger.core.runner import declare_checked, run_verified

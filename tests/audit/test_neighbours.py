@@ -1,4 +1,4 @@
-"""Neighbouring datasets with a canary record (dpledger.core.audit.neighbours)."""
+"""Neighbouring datasets with a canary record (dpledger.audit.neighbours)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import attrs
 import numpy as np
 import pytest
 
+from dpledger.audit import neighbours as nb
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.audit import neighbours as nb
 from dpledger.core.errors import InvalidParameterError
 
 ADD = Adjacency()

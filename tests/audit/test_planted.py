@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dpledger.core.audit import audit_mechanism
-from dpledger.core.audit.auditor import NO_VIOLATION, VIOLATION
-from dpledger.core.audit.planted import CONTROLS, PLANTED, PlantedMechanism
+from dpledger.audit import audit_mechanism
+from dpledger.audit.auditor import NO_VIOLATION, VIOLATION
+from dpledger.audit.planted import CONTROLS, PLANTED, PlantedMechanism
 
 
 def _audit(m: PlantedMechanism, seed: int):  # type: ignore[no-untyped-def]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpledger.core.audit import stats
-from dpledger.core.audit.power import _Counts, shift_false_negative_bound
+from dpledger.audit import stats
+from dpledger.audit.power import _Counts, shift_false_negative_bound
 from dpledger.core.errors import InvalidParameterError
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from dpledger.core.audit import stats
+from dpledger.audit import stats
 from dpledger.core.errors import InvalidParameterError
 
 

@@ -389,9 +389,9 @@ def _counting_sum_plugin(patch_on_call: int | None) -> types.ModuleType:
 def test_audit_batch_checks_once_and_refuses_a_patch_made_in_any_run(  # type: ignore[no-untyped-def]
     dpledger_pm, monkeypatch
 ) -> None:
+    from dpledger.audit.method_audit import method_sampler
     from dpledger.core import integrity
     from dpledger.core.adjacency import Adjacency
-    from dpledger.core.audit.method_audit import method_sampler
 
     checks = []
     original = integrity.IntegrityGuard.check

@@ -8,9 +8,9 @@ import pytest
 from scipy import optimize, stats
 
 from dpledger.cli import main
-from dpledger.core.report import report_pipeline_file
-from dpledger.core.report.numbers import fmt_down, fmt_up
-from dpledger.core.report.render_md import SECTIONS, render_markdown
+from dpledger.report import report_pipeline_file
+from dpledger.report.numbers import fmt_down, fmt_up
+from dpledger.report.render_md import SECTIONS, render_markdown
 
 from .conftest import PIPELINE, write_pipeline
 

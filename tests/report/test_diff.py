@@ -8,7 +8,7 @@ import pytest
 
 from dpledger.cli import main
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.report import diff_reports
+from dpledger.report import diff_reports
 
 from .conftest import PIPELINE, write_pipeline
 

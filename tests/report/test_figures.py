@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dpledger.core.report import report_pipeline_file
-from dpledger.core.report.figures import profile_data, step_counts, steps_data
+from dpledger.report import report_pipeline_file
+from dpledger.report.figures import profile_data, step_counts, steps_data
 
 
 def test_profile_passes_through_the_reported_point(pipeline_file: Path, empty_host: object) -> None:

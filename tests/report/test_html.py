@@ -78,7 +78,7 @@ def test_without_matplotlib_the_report_is_written_without_figures(
 def test_plugin_sections_are_html_and_only_where_they_apply(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from dpledger.core.report.render_html import markdown_html
+    from dpledger.report.render_html import markdown_html
 
     html_text = markdown_html("A **bold** claim.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
     assert "<strong>bold</strong>" in html_text and "<table>" in html_text

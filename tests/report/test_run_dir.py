@@ -4,10 +4,10 @@ import json
 from pathlib import Path
 
 from dpledger.accountant.select import account
+from dpledger.audit import audit_event
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.audit import audit_event
 from dpledger.core.events import GaussianEvent, SelfComposedEvent
-from dpledger.core.report import render_markdown, report_input
+from dpledger.report import render_markdown, report_input
 
 
 def _run_dir(tmp_path: Path, event: SelfComposedEvent, adjacency: Adjacency) -> Path:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from dpledger import __version__
-from dpledger.core.report import render_json, render_markdown, report_pipeline_file
+from dpledger.report import render_json, render_markdown, report_pipeline_file
 
 SNAPSHOTS = Path(__file__).with_name("snapshots")
 UPDATE = os.environ.get("DPLEDGER_UPDATE_SNAPSHOTS") == "1"

@@ -1,7 +1,7 @@
 """The power of an audit: a computed bound on the probability that it misses a violation.
 
 :func:`shift_false_negative_bound` bounds the probability that
-:func:`~dpledger.core.audit.auditor.audit_mechanism`, run on scalar outputs ``N(0, 1)`` under
+:func:`~dpledger.audit.auditor.audit_mechanism`, run on scalar outputs ``N(0, 1)`` under
 ``D`` and ``N(mu, 1)`` under ``D'`` (any location and scale reduce to this; the sign of ``mu``
 does not matter) and scored by the identity, does **not** report ``epsilon_lower > claim``.
 
@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from scipy import special
 from scipy import stats as sps
 
-from dpledger.core.audit.stats import cp_lower, cp_upper
+from dpledger.audit.stats import cp_lower, cp_upper
 from dpledger.core.errors import InvalidParameterError
 
 FloatArray = NDArray[np.float64]

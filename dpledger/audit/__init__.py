@@ -5,7 +5,7 @@ An audit can falsify a privacy claim (``epsilon_lower > claimed``); it never cer
 
 from __future__ import annotations
 
-from dpledger.core.audit.auditor import (
+from dpledger.audit.auditor import (
     AuditResult,
     DeltaAudit,
     Witness,
@@ -13,8 +13,8 @@ from dpledger.core.audit.auditor import (
     audit_mechanism,
     linear_discriminant,
 )
-from dpledger.core.audit.canonical import CanonicalPair, canonical_pair
-from dpledger.core.audit.stats import (
+from dpledger.audit.canonical import CanonicalPair, canonical_pair
+from dpledger.audit.stats import (
     ceiling,
     cp_lower,
     cp_upper,

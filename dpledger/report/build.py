@@ -1,4 +1,4 @@
-"""Build a :class:`~dpledger.core.report.model.PrivacyReport` from a pipeline or a run directory.
+"""Build a :class:`~dpledger.report.model.PrivacyReport` from a pipeline or a run directory.
 
 The bound is computed by :func:`dpledger.core.graph.account_graph` with ``per_release=True``,
 exactly as ``dpledger account FILE --json --per-release`` does. Each accountant's bracket is
@@ -27,7 +27,9 @@ from dpledger.core.events import (
 )
 from dpledger.core.graph import CompositionGraph, GraphAccount, ReleaseReduction, account_graph
 from dpledger.core.pipeline import Pipeline, load_pipeline
-from dpledger.core.report.model import (
+from dpledger.core.run_record import RECORD_FILE, RunRecord
+from dpledger.core.specs import MethodSpec, Provenance
+from dpledger.report.model import (
     NO_GUARANTEE,
     Bracket,
     DataAccess,
@@ -38,9 +40,7 @@ from dpledger.core.report.model import (
     json_safe,
     no_guarantee,
 )
-from dpledger.core.report.numbers import fmt_exact, fmt_up
-from dpledger.core.run_record import RECORD_FILE, RunRecord
-from dpledger.core.specs import MethodSpec, Provenance
+from dpledger.report.numbers import fmt_exact, fmt_up
 
 #: default delta of a pipeline that states neither delta nor epsilon (as ``dpledger account``)
 DEFAULT_DELTA = 1e-5

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpledger.core.report.model import NO_GUARANTEE, PrivacyReport
-from dpledger.core.report.numbers import fmt_down, fmt_exact, fmt_up
+from dpledger.report.model import NO_GUARANTEE, PrivacyReport
+from dpledger.report.numbers import fmt_down, fmt_exact, fmt_up
 
 #: section titles, in order (tests check that each is present)
 SECTIONS: tuple[str, ...] = (

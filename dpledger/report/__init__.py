@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dpledger.core.report.build import (
+from dpledger.report.build import (
     BuiltReport,
     build_report,
     report_input,
@@ -11,12 +11,12 @@ from dpledger.core.report.build import (
     report_pipeline_file,
     report_run_dir,
 )
-from dpledger.core.report.diff import ReportDiff, diff_reports
-from dpledger.core.report.model import SCHEMA_VERSION, PrivacyReport
-from dpledger.core.report.render_html import render_html
-from dpledger.core.report.render_json import render_json
-from dpledger.core.report.render_md import render_markdown
-from dpledger.core.report.write import FORMATS, render, write_report
+from dpledger.report.diff import ReportDiff, diff_reports
+from dpledger.report.model import SCHEMA_VERSION, PrivacyReport
+from dpledger.report.render_html import render_html
+from dpledger.report.render_json import render_json
+from dpledger.report.render_md import render_markdown
+from dpledger.report.write import FORMATS, render, write_report
 
 __all__ = [
     "FORMATS",

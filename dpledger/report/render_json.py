@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dpledger.core.report.model import PrivacyReport
+from dpledger.report.model import PrivacyReport
 
 
 def report_dict(report: PrivacyReport) -> dict[str, Any]:

@@ -7,9 +7,9 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpledger.core.report.model import NO_GUARANTEE, PrivacyReport
-from dpledger.core.report.numbers import fmt_down, fmt_exact, fmt_up
-from dpledger.core.report.render_md import bound_pair, rule_legend
+from dpledger.report.model import NO_GUARANTEE, PrivacyReport
+from dpledger.report.numbers import fmt_down, fmt_exact, fmt_up
+from dpledger.report.render_md import bound_pair, rule_legend
 
 CSS = """
 body { font-family: sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;

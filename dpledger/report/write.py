@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.report.render_html import render_html
-from dpledger.core.report.render_json import render_json
-from dpledger.core.report.render_md import render_markdown
+from dpledger.report.render_html import render_html
+from dpledger.report.render_json import render_json
+from dpledger.report.render_md import render_markdown
 
 if TYPE_CHECKING:
-    from dpledger.core.report.build import BuiltReport
-    from dpledger.core.report.figures import Figure
+    from dpledger.report.build import BuiltReport
+    from dpledger.report.figures import Figure
 
 FORMATS: tuple[str, ...] = ("md", "html", "json")
 

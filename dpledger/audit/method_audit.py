@@ -3,14 +3,14 @@
 For each audited relation (add/remove, replace-one):
 
 1. the neighbours ``(D, D')`` are built from the data with a canary record
-   (:mod:`dpledger.core.audit.neighbours`);
+   (:mod:`dpledger.audit.neighbours`);
 2. the claim is the accountant's certified epsilon for the method's own declaration under that
-   adjacency (:func:`~dpledger.core.audit.auditor.accountant_claim`);
+   adjacency (:func:`~dpledger.audit.auditor.accountant_claim`);
 3. the method is run ``runs`` times on each side, each run under
    :func:`~dpledger.core.runner.run_verified` with its own seed drawn from the audit's
    generator; every run's numeric outputs are flattened into one vector (in the order of the
    sorted output names; strings and other objects are left out);
-4. the vectors are audited by :func:`~dpledger.core.audit.auditor.audit_mechanism`: a scalar
+4. the vectors are audited by :func:`~dpledger.audit.auditor.audit_mechanism`: a scalar
    output is thresholded directly; a vector is projected on a linear discriminant trained on
    separate runs. Of the ``runs`` per side, a fifth trains the discriminant (vectors only), a
    fifth (a quarter for scalars) chooses the event and the rest tests it.
@@ -29,8 +29,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.core.adjacency import RELATIONS, Adjacency
-from dpledger.core.audit.auditor import (
+from dpledger.audit.auditor import (
     NO_CLAIM,
     NO_VIOLATION,
     VIOLATION,
@@ -39,7 +38,8 @@ from dpledger.core.audit.auditor import (
     accountant_claim,
     audit_mechanism,
 )
-from dpledger.core.audit.neighbours import NeighbourPair, build_neighbours
+from dpledger.audit.neighbours import NeighbourPair, build_neighbours
+from dpledger.core.adjacency import RELATIONS, Adjacency
 from dpledger.core.errors import DPLedgerError, InvalidParameterError, PluginError
 from dpledger.core.events import Event
 from dpledger.core.integrity import deferred_checks

@@ -25,10 +25,10 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
+from dpledger.audit import stats
+from dpledger.audit.canonical import canonical_pair
+from dpledger.audit.reference import epsilon_for_delta
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.audit import stats
-from dpledger.core.audit.canonical import canonical_pair
-from dpledger.core.audit.reference import epsilon_for_delta
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event
 

@@ -9,8 +9,8 @@ from typing import Any
 import attrs
 
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.report.model import SCHEMA_VERSION
-from dpledger.core.report.numbers import as_float, fmt_down, fmt_up
+from dpledger.report.model import SCHEMA_VERSION
+from dpledger.report.numbers import as_float, fmt_down, fmt_up
 
 _RELEASE_FIELDS = (
     "source",

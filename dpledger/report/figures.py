@@ -22,10 +22,10 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError
 from dpledger.core.events import ComposedEvent, Event
 from dpledger.core.graph import CompositionGraph, account_graph
-from dpledger.core.report.numbers import fmt_exact, fmt_up
+from dpledger.report.numbers import fmt_exact, fmt_up
 
 if TYPE_CHECKING:
-    from dpledger.core.report.build import BuiltReport
+    from dpledger.report.build import BuiltReport
 
 #: figure key -> caption (also the order in which reports show them)
 CAPTIONS: dict[str, str] = {

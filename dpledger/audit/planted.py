@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.core.audit.reference import (
+from dpledger.audit.reference import (
     gaussian_epsilon,
     subsampled_gaussian_epsilon,
 )
