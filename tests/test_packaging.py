@@ -42,6 +42,18 @@ def test_wheel_maps_every_folder_under_the_namespace(wheel: Path) -> None:
     assert not any(n.startswith(("core/", "accountant/", "plugins/")) for n in names)
 
 
+def test_wheel_ships_the_example_pipelines_and_the_proofs(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    examples = ROOT / "examples" / "pipelines"
+    for path in examples.glob("*.toml"):
+        assert f"dpledger/examples/pipelines/{path.name}" in names
+    proofs = sorted((ROOT / "proofs_checks").glob("*/proof.md"))
+    assert proofs
+    for path in proofs:
+        assert f"dpledger/proofs_checks/{path.parent.name}/proof.md" in names
+    assert not any("plugin_template" in n for n in names)
+
+
 def test_accountant_imports_from_wheel_without_torch_or_pot(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run(
