@@ -1,4 +1,5 @@
-"""Loading plugins in isolation, and the typed facade the rest of dpledger uses.
+"""The plugin host: the typed facade the rest of dpledger uses (loading in
+:mod:`dpledger.core.plugin_loading`, lowering of plugin events in :mod:`dpledger.core.lowering`).
 
 :func:`make_plugin_manager` builds a pluggy manager for the ``"dpledger"`` entry-point group.
 Builtin plugins are announced by dpledger's own ``pyproject.toml`` in the same group, so they go
@@ -22,26 +23,34 @@ those load; an empty value loads none), ``DPLEDGER_PLUGINS_BLOCK`` (never load t
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from importlib import metadata
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
-import numpy as np
-import pluggy
 
-from dpledger.core import hookspecs, integrity
+from dpledger.core import integrity
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import (
     InvalidParameterError,
     PluginConflictError,
-    PluginError,
-    UnsupportedEventError,
 )
-from dpledger.core.events import EVENT_KINDS, ApproxDPEvent, Event, PureDPEvent, map_children
-from dpledger.core.hookspecs import HOOK_NAMES, PROJECT_NAME
+from dpledger.core.events import EVENT_KINDS, Event
+from dpledger.core.hookspecs import HOOK_NAMES
+from dpledger.core.lowering import PROFILE_DELTA, PROFILE_EPSILONS, lower_event, profile_to_core
+from dpledger.core.plugin_loading import (
+    BUILTIN_DISTRIBUTION,
+    ENTRY_POINT_GROUP,
+    ENV_ALLOW,
+    ENV_BLOCK,
+    ENV_TRACE,
+    DPLedgerPluginManager,
+    PluginOrigin,
+    PluginProblem,
+    load_entry_points,
+    make_plugin_manager,
+    register_plugin,
+    trust_tier,
+)
 from dpledger.core.specs import (
     AnySpec,
     MechanismSpec,
@@ -50,289 +59,26 @@ from dpledger.core.specs import (
     ReportSectionSpec,
 )
 
-ENTRY_POINT_GROUP = PROJECT_NAME
-ENV_ALLOW = "DPLEDGER_PLUGINS_ALLOW"
-ENV_BLOCK = "DPLEDGER_PLUGINS_BLOCK"
-ENV_TRACE = "DPLEDGER_PLUGINS_TRACE"
-#: the distribution whose plugins are builtin (trust tier ``contrib`` rather than ``unverified``)
-BUILTIN_DISTRIBUTION = "dpledger"
-
-
-@attrs.frozen
-class PluginProblem:
-    """One thing that went wrong with one plugin; the plugin's other parts may still work."""
-
-    plugin: str
-    distribution: str | None
-    version: str | None
-    stage: str  # load | register | hook | spec | duplicate | integrity
-    message: str
-
-    def describe(self) -> str:
-        dist = f"{self.distribution} {self.version or ''}".strip() if self.distribution else "-"
-        return f"{self.plugin} ({dist}) [{self.stage}]: {self.message}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.frozen
-class PluginOrigin:
-    """Where a registered plugin came from."""
-
-    name: str
-    distribution: str | None
-    version: str | None
-    entry_point: str | None
-    tier: str
-
-
-def trust_tier(distribution: str | None) -> str:
-    """``contrib`` for plugins shipped with dpledger, ``unverified`` for everyone else."""
-    return "contrib" if distribution == BUILTIN_DISTRIBUTION else "unverified"
-
-
-class DPLedgerPluginManager(pluggy.PluginManager):
-    """A pluggy manager that also keeps plugin origins and the problems met while loading."""
-
-    def __init__(self) -> None:
-        super().__init__(PROJECT_NAME)
-        self.add_hookspecs(hookspecs)
-        self.problems: list[PluginProblem] = []
-        self.origins: dict[str, PluginOrigin] = {}
-        self.skipped: list[tuple[str, str]] = []
-        #: the allow and block lists this manager was made with (for loading on demand)
-        self.allow: list[str] | None = None
-        self.block: list[str] = []
-        self._guard: integrity.IntegrityGuard | None = None
-
-    @property
-    def guard(self) -> integrity.IntegrityGuard | None:
-        """The integrity guard, once third-party code is about to run (or has run before)."""
-        if self._guard is None and integrity.tainted():
-            self._guard = integrity.IntegrityGuard()
-        return self._guard
-
-    def watch(self) -> integrity.IntegrityGuard:
-        """The integrity guard, fingerprinting dpledger's code now if there is none yet."""
-        if self._guard is None:
-            self._guard = integrity.IntegrityGuard()
-        return self._guard
-
-    def check_integrity(self, plugin: str, stage: str) -> None:
-        """Attribute any change to dpledger's code since the last check to ``plugin``."""
-        guard = self.guard
-        if guard is None:
-            return
-        origin = self.origins.get(plugin)
-        dist, version = (origin.distribution, origin.version) if origin else (None, None)
-        guard.check(plugin, dist, version, stage)
-
-
-def _env_names(var: str) -> list[str] | None:
-    raw = os.environ.get(var)
-    if raw is None:
-        return None
-    return [n.strip() for n in raw.split(",") if n.strip()]
-
-
-def _env_flag(var: str) -> bool:
-    return os.environ.get(var, "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def make_plugin_manager(
-    *,
-    load_entrypoints: bool = True,
-    allow: Sequence[str] | None = None,
-    block: Sequence[str] | None = None,
-    trace: bool = False,
-    builtin_only: bool = False,
-) -> DPLedgerPluginManager:
-    """A fresh manager; ``allow``/``block``/``trace`` default to the environment variables.
-
-    ``builtin_only`` loads only the entry points of the builtin distribution (see
-    :meth:`PluginHost.on_demand` for the rest).
-    """
-    pm = DPLedgerPluginManager()
-    pm.allow = list(allow) if allow is not None else _env_names(ENV_ALLOW)
-    pm.block = list(block) if block is not None else (_env_names(ENV_BLOCK) or [])
-    if trace or _env_flag(ENV_TRACE):
-        pm.trace.root.setwriter(sys.stderr.write)
-        pm.enable_tracing()
-    if load_entrypoints:
-        load_entry_points(
-            pm, allow=pm.allow, block=pm.block, which="builtin" if builtin_only else "all"
-        )
-    return pm
-
-
-def _dist_of(ep: metadata.EntryPoint) -> tuple[str | None, str | None]:
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return None, None
-    try:
-        return str(dist.metadata["Name"]), str(dist.version)
-    except (KeyError, TypeError):  # pragma: no cover - malformed metadata
-        return None, None
-
-
-def load_entry_points(
-    pm: DPLedgerPluginManager,
-    *,
-    allow: Sequence[str] | None = None,
-    block: Sequence[str] = (),
-    entry_points: Iterable[metadata.EntryPoint] | None = None,
-    which: str = "all",
-) -> None:
-    """Load ``dpledger`` entry points, each in isolation (problems are recorded).
-
-    ``which`` is ``"all"``, ``"builtin"`` (the builtin distribution's only) or
-    ``"third_party"``. Builtin entry points always load first, so that they keep their names;
-    dpledger's code is fingerprinted before the first third-party one is imported, and checked
-    after each.
-    """
-    if which not in ("all", "builtin", "third_party"):
-        raise InvalidParameterError(
-            "which", f"unknown value {which!r}", "use 'all', 'builtin' or 'third_party'"
-        )
-    if entry_points is None:
-        entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
-    seen: set[tuple[str, str, str | None]] = set()
-    builtin: list[tuple[metadata.EntryPoint, str | None, str | None]] = []
-    others: list[tuple[metadata.EntryPoint, str | None, str | None]] = []
-    for ep in sorted(entry_points, key=lambda e: (e.name, e.value)):
-        dist, version = _dist_of(ep)
-        key = (ep.name, ep.value, dist)
-        if key in seen:  # the same distribution found twice on sys.path
-            continue
-        seen.add(key)
-        (builtin if dist == BUILTIN_DISTRIBUTION else others).append((ep, dist, version))
-    groups = {"all": [builtin, others], "builtin": [builtin], "third_party": [others]}[which]
-    for group in groups:
-        for ep, dist, version in group:
-            if ep.name in block or (dist is not None and dist in block):
-                pm.skipped.append((ep.name, "blocked"))
-                continue
-            if allow is not None and ep.name not in allow and dist not in allow:
-                pm.skipped.append((ep.name, "not in the allow list"))
-                continue
-            _load_one(pm, ep, dist, version)
-    try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as exc:  # pragma: no cover - caught per plugin above
-        pm.problems.append(PluginProblem("?", None, None, "register", str(exc)))
-
-
-def _load_one(
-    pm: DPLedgerPluginManager, ep: metadata.EntryPoint, dist: str | None, version: str | None
-) -> None:
-    origin = PluginOrigin(ep.name, dist, version, ep.value, trust_tier(dist))
-    third_party = dist != BUILTIN_DISTRIBUTION
-    guard = pm.watch() if third_party else None
-    try:
-        plugin = ep.load()
-    except (Exception, SystemExit) as exc:
-        pm.problems.append(
-            PluginProblem(
-                ep.name,
-                dist,
-                version,
-                "load",
-                f"importing {ep.value} failed: {type(exc).__name__}: {exc}",
-            )
-        )
-        plugin = None
-    if plugin is not None:
-        register_plugin(pm, plugin, name=ep.name, origin=origin)
-    changed = guard is not None and guard.check(ep.name, dist, version, "import") is not None
-    if changed and plugin is not None and pm.origins.get(ep.name) is origin:
-        pm.unregister(plugin)  # run none of its hooks
-        del pm.origins[ep.name]
-
-
-def _near_miss_hooks(plugin: object) -> list[str]:
-    """Functions that look like hooks but are not registered as hookimpls."""
-    out = []
-    for attr in dir(plugin):
-        if not attr.startswith(f"{PROJECT_NAME}_"):
-            continue
-        obj = getattr(plugin, attr, None)
-        if not callable(obj) or getattr(obj, f"{PROJECT_NAME}_impl", None) is not None:
-            continue
-        if getattr(obj, "__module__", None) == hookspecs.__name__:
-            continue
-        if attr in HOOK_NAMES:
-            out.append(f"{attr} is not marked with @hookimpl")
-        else:
-            out.append(f"{attr} is not a dpledger hook (known hooks: {', '.join(HOOK_NAMES)})")
-    return out
-
-
-def register_plugin(
-    pm: DPLedgerPluginManager,
-    plugin: object,
-    *,
-    name: str,
-    origin: PluginOrigin | None = None,
-) -> bool:
-    """Register one plugin with all checks; on any problem it is recorded and not registered."""
-    origin = origin or PluginOrigin(name, None, None, None, trust_tier(None))
-    if origin.distribution != BUILTIN_DISTRIBUTION:
-        pm.watch()  # fingerprint before its first hook call
-    if pm.has_plugin(name) or name in pm.origins:
-        other = pm.origins.get(name)
-        where = f" from {other.distribution}" if other and other.distribution else ""
-        pm.problems.append(
-            PluginProblem(
-                name,
-                origin.distribution,
-                origin.version,
-                "duplicate",
-                f"a plugin named {name!r}{where} is already registered; this one is ignored",
-            )
-        )
-        return False
-    if pm.is_registered(plugin):
-        pm.problems.append(
-            PluginProblem(
-                name,
-                origin.distribution,
-                origin.version,
-                "duplicate",
-                f"the same object is already registered as {pm.get_name(plugin)!r}",
-            )
-        )
-        return False
-    try:
-        pm.register(plugin, name=name)
-    except (Exception, SystemExit) as exc:
-        pm.problems.append(
-            PluginProblem(
-                name,
-                origin.distribution,
-                origin.version,
-                "register",
-                f"{type(exc).__name__}: {exc}",
-            )
-        )
-        return False
-    pending = [
-        f"{hc.name} is not a dpledger hook (known hooks: {', '.join(HOOK_NAMES)})"
-        for hc in pm.get_hookcallers(plugin) or []
-        if not hc.has_spec()
-        and not any(impl.optionalhook for impl in hc.get_hookimpls() if impl.plugin is plugin)
-    ]
-    pending += [m for m in _near_miss_hooks(plugin) if m not in pending]
-    if pending:
-        pm.unregister(plugin)
-        pm.problems.append(
-            PluginProblem(name, origin.distribution, origin.version, "register", "; ".join(pending))
-        )
-        return False
-    pm.origins[name] = origin
-    pm.trace.get("load")(f"registered {name!r} from {origin.distribution or 'module'}")
-    return True
-
+__all__ = [
+    "BUILTIN_DISTRIBUTION",
+    "ENTRY_POINT_GROUP",
+    "ENV_ALLOW",
+    "ENV_BLOCK",
+    "ENV_TRACE",
+    "PROFILE_DELTA",
+    "PROFILE_EPSILONS",
+    "DPLedgerPluginManager",
+    "PluginHost",
+    "PluginInfo",
+    "PluginOrigin",
+    "PluginProblem",
+    "host_from_options",
+    "load_entry_points",
+    "make_plugin_manager",
+    "profile_to_core",
+    "register_plugin",
+    "trust_tier",
+]
 
 S = TypeVar("S", MethodSpec, MechanismSpec, ReportSectionSpec)
 
@@ -735,7 +481,7 @@ class PluginHost:
                 isinstance(node, c.event_class) for c in claimants if isinstance(c, MechanismSpec)
             ):
                 raise _conflict("event", f"event kind {node.kind!r}", claimants)
-        return _lower(event, by_class, depth=0, adjacency=adjacency or Adjacency())
+        return lower_event(event, by_class, depth=0, adjacency=adjacency or Adjacency())
 
 
 def _plugin_of(spec: AnySpec) -> str:
@@ -763,66 +509,6 @@ def _conflict(field: str, what: str, claimants: Sequence[AnySpec]) -> PluginConf
 
 def _typed(table: Mapping[str, AnySpec], cls: type[S]) -> dict[str, S]:
     return {k: v for k, v in table.items() if isinstance(v, cls)}
-
-
-#: epsilons tried when a mechanism is characterised only by its privacy profile
-PROFILE_EPSILONS: tuple[float, ...] = tuple(
-    float(x) for x in np.concatenate([[0.0], np.geomspace(1e-3, 200.0, 400)])
-)
-#: the delta a profile-only mechanism is charged (per instance)
-PROFILE_DELTA = 1e-10
-
-
-def profile_to_core(spec: MechanismSpec, event: Event, adjacency: Adjacency) -> Event:
-    """The core event certified by a plugin's privacy profile.
-
-    Every point ``(eps, profile(eps))`` of a certified privacy profile is a valid
-    ``(eps, delta)`` guarantee. The smallest ``eps`` on :data:`PROFILE_EPSILONS` whose delta is
-    at most :data:`PROFILE_DELTA` is used: ``PureDPEvent`` if the profile is 0 there,
-    ``ApproxDPEvent`` otherwise. Loose next to a full PLD of the mechanism, never optimistic.
-    """
-    assert spec.privacy_profile is not None
-    owner = spec.provenance.plugin if spec.provenance else "?"
-    for eps in PROFILE_EPSILONS:
-        try:
-            delta = float(spec.privacy_profile(event, adjacency, eps))
-        except Exception as exc:  # a plugin's failure must not become a number
-            raise PluginError(
-                f"mechanism {spec.name!r} (plugin {owner}): privacy_profile raised {exc!r}"
-            ) from None
-        if not (0.0 <= delta <= 1.0):
-            raise PluginError(
-                f"mechanism {spec.name!r} (plugin {owner}): privacy_profile({eps:g}) returned "
-                f"{delta!r}, not a probability"
-            )
-        if delta == 0.0:
-            return PureDPEvent(eps)
-        if delta <= PROFILE_DELTA:
-            return ApproxDPEvent(eps, PROFILE_DELTA)
-    raise UnsupportedEventError(
-        f"{event.kind} (plugin {owner}): its privacy profile stays above {PROFILE_DELTA:g} up "
-        f"to epsilon {PROFILE_EPSILONS[-1]:g}; give the mechanism a to_core mapping"
-    )
-
-
-def _lower(
-    event: Event,
-    by_class: Mapping[type[Event], MechanismSpec],
-    depth: int,
-    adjacency: Adjacency | None = None,
-) -> Event:
-    adjacency = adjacency or Adjacency()
-    if depth > 32:
-        raise PluginError("mechanism mappings nest more than 32 levels deep (a cycle?)")
-    spec = by_class.get(type(event))
-    if spec is not None:
-        if spec.to_core is None:
-            return profile_to_core(spec, event, adjacency)
-        mapped = spec.to_core(event)
-        if not isinstance(mapped, Event):
-            raise PluginError(f"mechanism {spec.name!r}: to_core returned {mapped!r}")
-        return _lower(mapped, by_class, depth + 1, adjacency)
-    return map_children(event, lambda sub: _lower(sub, by_class, depth, adjacency))
 
 
 def host_from_options(
