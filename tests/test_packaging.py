@@ -87,3 +87,35 @@ def test_accountant_imports_from_wheel_without_torch_or_pot(wheel: Path, tmp_pat
     res = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "4.377"
+
+
+def test_installed_wheel_imports_from_inside_a_checkout(wheel: Path, tmp_path: Path) -> None:
+    """With the repository root first on sys.path (python run from a checkout), ``./dpledger``
+    holds only the CLI; the rest of the package comes from the installed wheel."""
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--quiet",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+    )
+    code = (
+        "import sys\n"
+        f"sys.path[:0] = [{str(ROOT)!r}, {str(target)!r}]\n"
+        "import dpledger, dpledger.core.events as ev\n"
+        f"assert dpledger.__file__.startswith({str(ROOT)!r}), dpledger.__file__\n"
+        f"assert ev.__file__.startswith({str(target)!r}), ev.__file__\n"
+        "print(ev.GaussianEvent(1.0).kind)\n"
+    )
+    res = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "gaussian"
