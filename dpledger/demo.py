@@ -225,12 +225,13 @@ def run_demo(
 ) -> DemoResult:
     """Run every step and write the outputs into ``out`` (new or empty directory)."""
     from dpledger.core.plugin_manager import PluginHost
-    from dpledger.core.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord
+    from dpledger.core.run_record import PRIVATE_FILE, RECORD_FILE
     from dpledger.core.runner import declare_checked, run_verified
 
     host = PluginHost()
     spec = host.method(METHOD)
     try:
+        import ot  # noqa: F401  (POT: path sampling and the metrics use it)
         import torch
 
         from dpledger.plugins.trajectories.data import make_multimodal
@@ -239,8 +240,6 @@ def run_demo(
             paper_gdp_mu,
             warm_start_multipliers,
         )
-        from dpledger.plugins.trajectories.metrics import figure1, marginal_w2
-        from dpledger.plugins.trajectories.trajectories import sample_paths
     except ImportError as exc:
         raise InvalidParameterError(
             "demo",
@@ -251,6 +250,7 @@ def run_demo(
     from dpledger.core.pipeline import load_pipeline
     from dpledger.report import report_run_dir, write_report
     from dpledger.report.figures import CAPTIONS, make_figures
+    from dpledger.report.numbers import fmt_up
 
     _check_out(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -273,7 +273,7 @@ def run_demo(
         account = account_graph(pipeline.graph, delta=config.delta)
         bound = account.bound
         log(
-            f"accounted {pipeline_path.name}: epsilon <= {bound.epsilon:.6g} at delta = "
+            f"accounted {pipeline_path.name}: epsilon <= {fmt_up(bound.epsilon)} at delta = "
             f"{config.delta:g} ({bound.method}, {account.adjacency_description()})"
         )
 
@@ -300,37 +300,14 @@ def run_demo(
                 "account what the run executes"
             )
         outputs = run.outputs
-        particles, times = outputs["particles"], outputs["times"]
         log(
             f"ran {params.total_iterations} private particle steps of method {spec.name!r} on "
             f"{config.T} marginals; ledger verified ({len(ledger.log)} steps, executed = "
             "declared)"
         )
 
-        # 3. synthetic trajectories (post-processing of the released particles); the run used
-        # the first two children of the seed, the paths take the third
-        D = params.phases()[-1].temperature
-        paths_rng = np.random.default_rng(np.random.SeedSequence(config.seed).spawn(3)[2])
-        paths = sample_paths(particles, list(outputs["plans"]), times, config.n_paths, D, paths_rng)
-        np.savez(
-            out / "synthetic.npz",
-            particles=particles,
-            times=times,
-            paths=paths.points,
-            init_particles=outputs["init_particles"],
-        )
-        _write_csv(out / "synthetic_paths.csv", paths.points, times)
-        w2_init = float(marginal_w2(data.marginals, list(outputs["init_particles"])).mean())
-        w2_final = float(marginal_w2(data.marginals, list(particles)).mean())
-        figure1(
-            data.paths,
-            data.marginals,
-            list(outputs["init_particles"]),
-            paths.points,
-            path=out / PRIVATE_FIGURE,
-            title="PRIVATE: the raw data (left panels) beside the synthetic output; do not publish",
-        )
-        _close_figures()
+        # 3. synthetic trajectories (post-processing of the released particles)
+        w2_init, w2_final = _write_synthetic(out, data, outputs, params, config)
 
         # 4. the ledger and the report
         notes = _sinkhorn_notes(caught)
@@ -344,31 +321,8 @@ def run_demo(
             "√(2 ln(1/δ))/ε calibration is not valid for every (ε, δ))",
             *notes,
         ]
-        record = RunRecord(
-            method=spec.name,
-            provenance=spec.provenance.to_dict() if spec.provenance else None,
-            params=attrs.asdict(params),
-            ledger={**ledger.to_dict(), "executed": _grouped(ledger.executed_event()).to_dict()},
-            declared_core=host.lower(declared).to_dict(),
-            privacy=bound.to_dict(),
-            pipeline=pipeline_path.name,
-            exact_match=exact,
-        ).with_outputs(
-            {"synthetic": "synthetic.npz", "paths": "synthetic_paths.csv"},
-            {k: v for k, v in outputs.items() if not isinstance(v, np.ndarray)},
-        )
-        _write_json(out / RECORD_FILE, record.to_json())
-        # the seed undoes the noise and W2 to the true marginals is a function of the data:
-        # both are private diagnostics, kept out of the public run record
-        _write_json(
-            out / PRIVATE_FILE,
-            {
-                "warning": "PRIVATE: the noise seed and data-dependent values of this run. Never "
-                "publish this file with the outputs.",
-                "seed": config.seed,
-                "utility": {"w2_warm_start": w2_init, "w2_final": w2_final},
-                **ledger.private_dict(),
-            },
+        _write_records(
+            out, host, spec, params, run, pipeline_path.name, bound, config, (w2_init, w2_final)
         )
         built = report_run_dir(out, host=host, extra_warnings=extra)
         files = [
@@ -386,7 +340,10 @@ def run_demo(
     finally:
         torch.set_num_threads(threads)
     report = built.report
-    log(f"W2 to the true marginals: warm start {w2_init:.4f}, final particles {w2_final:.4f}")
+    log(
+        f"private diagnostic (uses the raw data; not for publication): W2 to the true "
+        f"marginals, warm start {w2_init:.4f}, final particles {w2_final:.4f}"
+    )
     log(report.statement)
     return DemoResult(
         out,
@@ -396,6 +353,84 @@ def run_demo(
         report.accounting_method,
         w2_init,
         w2_final,
+    )
+
+
+def _write_synthetic(
+    out: Path, data: Any, outputs: Any, params: Any, config: DemoConfig
+) -> tuple[float, float]:
+    """Synthetic paths (post-processing of the released particles), their files, and the
+    private W2 diagnostics (they use the raw data). The run used the first two children of the
+    seed; the paths take the third."""
+    from dpledger.plugins.trajectories.metrics import figure1, marginal_w2
+    from dpledger.plugins.trajectories.trajectories import sample_paths
+
+    particles, times = outputs["particles"], outputs["times"]
+    D = params.phases()[-1].temperature
+    paths_rng = np.random.default_rng(np.random.SeedSequence(config.seed).spawn(3)[2])
+    paths = sample_paths(particles, list(outputs["plans"]), times, config.n_paths, D, paths_rng)
+    np.savez(
+        out / "synthetic.npz",
+        particles=particles,
+        times=times,
+        paths=paths.points,
+        init_particles=outputs["init_particles"],
+    )
+    _write_csv(out / "synthetic_paths.csv", paths.points, times)
+    w2_init = float(marginal_w2(data.marginals, list(outputs["init_particles"])).mean())
+    w2_final = float(marginal_w2(data.marginals, list(particles)).mean())
+    figure1(
+        data.paths,
+        data.marginals,
+        list(outputs["init_particles"]),
+        paths.points,
+        path=out / PRIVATE_FIGURE,
+        title="PRIVATE: the raw data (left panels) beside the synthetic output; do not publish",
+    )
+    _close_figures()
+    return w2_init, w2_final
+
+
+def _write_records(
+    out: Path,
+    host: Any,
+    spec: Any,
+    params: Any,
+    run: Any,
+    pipeline_name: str,
+    bound: Any,
+    config: DemoConfig,
+    utility: tuple[float, float],
+) -> None:
+    """The public run record and the private diagnostics (seed, W2 to the raw data)."""
+    from dpledger.core.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord
+
+    ledger = run.ledger
+    record = RunRecord(
+        method=spec.name,
+        provenance=spec.provenance.to_dict() if spec.provenance else None,
+        params=attrs.asdict(params),
+        ledger={**ledger.to_dict(), "executed": _grouped(ledger.executed_event()).to_dict()},
+        declared_core=host.lower(run.declared).to_dict(),
+        privacy=bound.to_dict(),
+        pipeline=pipeline_name,
+        exact_match=ledger.matches_exactly(),
+    ).with_outputs(
+        {"synthetic": "synthetic.npz", "paths": "synthetic_paths.csv"},
+        {k: v for k, v in run.outputs.items() if not isinstance(v, np.ndarray)},
+    )
+    _write_json(out / RECORD_FILE, record.to_json())
+    # the seed undoes the noise and W2 to the true marginals is a function of the data: both
+    # are private diagnostics, kept out of the public run record
+    _write_json(
+        out / PRIVATE_FILE,
+        {
+            "warning": "PRIVATE: the noise seed and data-dependent values of this run. Never "
+            "publish this file with the outputs.",
+            "seed": config.seed,
+            "utility": {"w2_warm_start": utility[0], "w2_final": utility[1]},
+            **ledger.private_dict(),
+        },
     )
 
 
