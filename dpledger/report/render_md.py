@@ -42,9 +42,18 @@ def bound_pair(bound: Mapping[str, Any] | None, eps_query: bool) -> tuple[str, s
     """(lower, upper) of a bound, rounded to the safe sides."""
     if bound is None:
         return "-", "-"
-    if eps_query:
-        return fmt_down(bound["epsilon_lower"]), fmt_up(bound["epsilon"])
-    return fmt_down(bound["delta_lower"]), fmt_up(bound["delta"])
+    lower, upper = (
+        (bound["epsilon_lower"], bound["epsilon"])
+        if eps_query
+        else (bound["delta_lower"], bound["delta"])
+    )
+    # a lower bound of 0 certifies nothing: say so rather than print it as a value
+    shown = NO_LOWER if isinstance(lower, int | float) and lower == 0 else fmt_down(lower)
+    return shown, fmt_up(upper)
+
+
+#: what a table shows where a backend certifies no lower bound
+NO_LOWER = "none"
 
 
 def proof_text(proof: str | None, location: str | None) -> str:
