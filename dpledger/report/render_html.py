@@ -9,7 +9,7 @@ from typing import Any
 
 from dpledger.report.model import NO_GUARANTEE, PrivacyReport
 from dpledger.report.numbers import fmt_down, fmt_exact, fmt_up
-from dpledger.report.render_md import bound_pair, rule_legend
+from dpledger.report.render_md import bound_pair, release_columns, rule_legend
 
 CSS = """
 body { font-family: sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;
@@ -171,17 +171,7 @@ def render_html(report: PrivacyReport, figures: Mapping[str, bytes] | None = Non
         )
     parts.append(
         _table(
-            (
-                "node",
-                "method",
-                "plugin",
-                "distribution / version",
-                "parameters",
-                "lifting rule",
-                "trust tier",
-                "proof",
-                f"{q} alone (upper)",
-            ),
+            release_columns(report),
             rows,
         )
     )

@@ -62,9 +62,10 @@ def proof_text(proof: str | None, location: str | None) -> str:
     return f"[{proof}]({location})" if location else proof
 
 
-def _releases(report: PrivacyReport) -> list[str]:
+def release_columns(report: PrivacyReport) -> tuple[str, ...]:
+    """The headers of the releases table (Markdown and HTML alike)."""
     q = "ε" if report.reports_epsilon else "δ"
-    header = (
+    return (
         "node",
         "method",
         "plugin",
@@ -75,6 +76,10 @@ def _releases(report: PrivacyReport) -> list[str]:
         "proof",
         f"{q} alone (upper)",
     )
+
+
+def _releases(report: PrivacyReport) -> list[str]:
+    header = release_columns(report)
     rows = []
     for r in report.releases:
         params = r.event if r.count == 1 else f"{r.event} × {r.count}"
