@@ -54,8 +54,10 @@ def test_wheel_ships_the_example_pipelines_and_the_proofs(wheel: Path) -> None:
     assert not any("plugin_template" in n for n in names)
 
 
-def test_accountant_imports_from_wheel_without_torch_or_pot(wheel: Path, tmp_path: Path) -> None:
-    target = tmp_path / "site"
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel installed (no dependencies) into a fresh target folder."""
+    target = tmp_path_factory.mktemp("site")
     subprocess.run(
         [
             sys.executable,
@@ -71,6 +73,11 @@ def test_accountant_imports_from_wheel_without_torch_or_pot(wheel: Path, tmp_pat
         ],
         check=True,
     )
+    return target
+
+
+def test_accountant_imports_from_wheel_without_torch_or_pot(installed: Path) -> None:
+    target = installed
     code = (
         "import sys\n"
         "class Block:\n"
@@ -89,25 +96,10 @@ def test_accountant_imports_from_wheel_without_torch_or_pot(wheel: Path, tmp_pat
     assert res.stdout.strip() == "4.377"
 
 
-def test_installed_wheel_imports_from_inside_a_checkout(wheel: Path, tmp_path: Path) -> None:
+def test_installed_wheel_imports_from_inside_a_checkout(installed: Path) -> None:
     """With the repository root first on sys.path (python run from a checkout), ``./dpledger``
     holds only the CLI; the rest of the package comes from the installed wheel."""
-    target = tmp_path / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "--no-index",
-            "--quiet",
-            "--target",
-            str(target),
-            str(wheel),
-        ],
-        check=True,
-    )
+    target = installed
     code = (
         "import sys\n"
         f"sys.path[:0] = [{str(ROOT)!r}, {str(target)!r}]\n"
