@@ -317,7 +317,7 @@ SMOKE: dict[str, tuple[str, Any, dict[str, Any]]] = {
     "noisy_top_k": ("primitives.selection", np.array([0.0, *[1.0] * 10]), {"epsilon": 1.0, "k": 2}),
 }
 #: the selection methods state an add/remove sensitivity and are audited under add/remove here;
-#: replace-one is the known defect of test_selection_under_replace_one_is_flagged
+#: selections are claimed at twice epsilon under replace-one (own test below)
 SELECTION = ("exponential_mechanism", "report_noisy_max", "noisy_top_k")
 
 
