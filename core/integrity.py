@@ -305,15 +305,23 @@ def _own_roots() -> tuple[str, ...]:
     """The folders dpledger's own modules are loaded from."""
     global _OWN_ROOTS
     if not _OWN_ROOTS:
+        import importlib.util
+
         import dpledger
 
         roots = {os.path.dirname(os.path.abspath(dpledger.__file__))}
         for name in ("dpledger.core", "dpledger.accountant", "dpledger.plugins"):
-            module = sys.modules.get(name)
-            if module is not None and getattr(module, "__file__", None):
-                roots.add(os.path.dirname(os.path.abspath(str(module.__file__))))
+            spec = importlib.util.find_spec(name)  # located, not executed
+            if spec is not None and isinstance(spec.origin, str):
+                roots.add(os.path.dirname(os.path.abspath(spec.origin)))
         _OWN_ROOTS = tuple(sorted(roots))
     return _OWN_ROOTS
+
+
+def is_own_file(path: str) -> bool:
+    """Whether ``path`` lies in one of the folders dpledger's own modules are loaded from."""
+    full = os.path.abspath(path)
+    return any(full.startswith(root + os.sep) for root in _own_roots())
 
 
 def _own_import(container: str, key: str, value: object) -> bool:
@@ -327,8 +335,7 @@ def _own_import(container: str, key: str, value: object) -> bool:
     origin = getattr(getattr(value, "__spec__", None), "origin", None)
     if not isinstance(origin, str):
         return False
-    path = os.path.abspath(origin)
-    return any(path.startswith(root + os.sep) for root in _own_roots())
+    return is_own_file(origin)
 
 
 def diff(before: Fingerprint, after: Fingerprint) -> tuple[Change, ...]:

@@ -35,6 +35,8 @@ ENV_BLOCK = "DPLEDGER_PLUGINS_BLOCK"
 ENV_TRACE = "DPLEDGER_PLUGINS_TRACE"
 #: the distribution whose plugins are builtin (trust tier ``contrib`` rather than ``unverified``)
 BUILTIN_DISTRIBUTION = "dpledger"
+#: the trust tier of builtin plugins
+BUILTIN_TIER = "contrib"
 
 
 @attrs.frozen
@@ -65,10 +67,42 @@ class PluginOrigin:
     entry_point: str | None
     tier: str
 
+    @property
+    def builtin(self) -> bool:
+        return self.tier == BUILTIN_TIER
 
-def trust_tier(distribution: str | None) -> str:
+
+def trust_tier(builtin: bool) -> str:
     """``contrib`` for plugins shipped with dpledger, ``unverified`` for everyone else."""
-    return "contrib" if distribution == BUILTIN_DISTRIBUTION else "unverified"
+    return BUILTIN_TIER if builtin else "unverified"
+
+
+#: dpledger's own plugins (entry-point name -> module). They are loaded from this list, never
+#: from installed metadata: any package can call itself ``dpledger`` and hide or imitate the
+#: real distribution's entry points. ``pyproject.toml`` announces the same list (a test checks).
+BUILTIN_PLUGINS: dict[str, str] = {
+    "primitives.bounded_mean": "dpledger.plugins.primitives.bounded_mean",
+    "primitives.dp_sgd": "dpledger.plugins.primitives.dp_sgd",
+    "primitives.gaussian": "dpledger.plugins.primitives.gaussian",
+    "primitives.histogram": "dpledger.plugins.primitives.histogram",
+    "primitives.laplace": "dpledger.plugins.primitives.laplace",
+    "primitives.nn_voting": "dpledger.plugins.primitives.nn_voting",
+    "primitives.selection": "dpledger.plugins.primitives.selection",
+    "path": "dpledger.plugins.path.plugin",
+    "path_baselines": "dpledger.plugins.path.baselines_plugin",
+    "shk": "dpledger.plugins.shk.plugin",
+    "swflow": "dpledger.plugins.swflow.plugin",
+    "trajectories": "dpledger.plugins.trajectories.plugin",
+}
+
+
+def builtin_entry_points() -> list[metadata.EntryPoint]:
+    """The builtin plugins as entry points of the ``dpledger`` group."""
+    return [metadata.EntryPoint(n, m, ENTRY_POINT_GROUP) for n, m in BUILTIN_PLUGINS.items()]
+
+
+def _is_builtin(ep: metadata.EntryPoint) -> bool:
+    return BUILTIN_PLUGINS.get(ep.name) == ep.value
 
 
 class DPLedgerPluginManager(pluggy.PluginManager):
@@ -163,31 +197,37 @@ def load_entry_points(
     entry_points: Iterable[metadata.EntryPoint] | None = None,
     which: str = "all",
 ) -> None:
-    """Load ``dpledger`` entry points, each in isolation (problems are recorded).
+    """Load the builtin plugins and the installed ``dpledger`` entry points, each in isolation
+    (problems are recorded).
 
-    ``which`` is ``"all"``, ``"builtin"`` (the builtin distribution's only) or
-    ``"third_party"``. Builtin entry points always load first, so that they keep their names;
-    dpledger's code is fingerprinted before the first third-party one is imported, and checked
-    after each.
+    ``which`` is ``"all"``, ``"builtin"`` (:data:`BUILTIN_PLUGINS` only) or ``"third_party"``.
+    Builtin plugins always load first, so that they keep their names; dpledger's code is
+    fingerprinted before the first third-party plugin is imported, and checked after each.
+    ``entry_points`` replaces the installed ones (the builtin list is not affected); an
+    installed entry point that is exactly a builtin one (dpledger's own metadata) is skipped.
     """
     if which not in ("all", "builtin", "third_party"):
         raise InvalidParameterError(
             "which", f"unknown value {which!r}", "use 'all', 'builtin' or 'third_party'"
         )
-    if entry_points is None:
-        entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
-    seen: set[tuple[str, str, str | None]] = set()
-    builtin: list[tuple[metadata.EntryPoint, str | None, str | None]] = []
+    from dpledger import __version__
+
+    builtin = [(ep, BUILTIN_DISTRIBUTION, __version__) for ep in builtin_entry_points()]
     others: list[tuple[metadata.EntryPoint, str | None, str | None]] = []
-    for ep in sorted(entry_points, key=lambda e: (e.name, e.value)):
-        dist, version = _dist_of(ep)
-        key = (ep.name, ep.value, dist)
-        if key in seen:  # the same distribution found twice on sys.path
-            continue
-        seen.add(key)
-        (builtin if dist == BUILTIN_DISTRIBUTION else others).append((ep, dist, version))
+    if which != "builtin":
+        if entry_points is None:
+            entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
+        seen: set[tuple[str, str, str | None]] = set()
+        for ep in sorted(entry_points, key=lambda e: (e.name, e.value)):
+            dist, version = _dist_of(ep)
+            key = (ep.name, ep.value, dist)
+            if key in seen or _is_builtin(ep):  # found twice on sys.path; dpledger's own
+                continue
+            seen.add(key)
+            others.append((ep, dist, version))
     groups = {"all": [builtin, others], "builtin": [builtin], "third_party": [others]}[which]
     for group in groups:
+        own = group is builtin
         for ep, dist, version in group:
             if ep.name in block or (dist is not None and dist in block):
                 pm.skipped.append((ep.name, "blocked"))
@@ -195,7 +235,7 @@ def load_entry_points(
             if allow is not None and ep.name not in allow and dist not in allow:
                 pm.skipped.append((ep.name, "not in the allow list"))
                 continue
-            _load_one(pm, ep, dist, version)
+            _load_one(pm, ep, dist, version, builtin=own)
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:  # pragma: no cover - caught per plugin above
@@ -203,11 +243,15 @@ def load_entry_points(
 
 
 def _load_one(
-    pm: DPLedgerPluginManager, ep: metadata.EntryPoint, dist: str | None, version: str | None
+    pm: DPLedgerPluginManager,
+    ep: metadata.EntryPoint,
+    dist: str | None,
+    version: str | None,
+    *,
+    builtin: bool,
 ) -> None:
-    origin = PluginOrigin(ep.name, dist, version, ep.value, trust_tier(dist))
-    third_party = dist != BUILTIN_DISTRIBUTION
-    guard = pm.watch() if third_party else None
+    origin = PluginOrigin(ep.name, dist, version, ep.value, trust_tier(builtin))
+    guard = None if builtin else pm.watch()
     try:
         plugin = ep.load()
     except (Exception, SystemExit) as exc:
@@ -255,8 +299,8 @@ def register_plugin(
     origin: PluginOrigin | None = None,
 ) -> bool:
     """Register one plugin with all checks; on any problem it is recorded and not registered."""
-    origin = origin or PluginOrigin(name, None, None, None, trust_tier(None))
-    if origin.distribution != BUILTIN_DISTRIBUTION:
+    origin = origin or PluginOrigin(name, None, None, None, trust_tier(False))
+    if not origin.builtin:
         pm.watch()  # fingerprint before its first hook call
     if pm.has_plugin(name) or name in pm.origins:
         other = pm.origins.get(name)

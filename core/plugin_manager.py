@@ -39,6 +39,7 @@ from dpledger.core.hookspecs import HOOK_NAMES
 from dpledger.core.lowering import PROFILE_DELTA, PROFILE_EPSILONS, lower_event, profile_to_core
 from dpledger.core.plugin_loading import (
     BUILTIN_DISTRIBUTION,
+    BUILTIN_TIER,
     ENTRY_POINT_GROUP,
     ENV_ALLOW,
     ENV_BLOCK,
@@ -61,6 +62,7 @@ from dpledger.core.specs import (
 
 __all__ = [
     "BUILTIN_DISTRIBUTION",
+    "BUILTIN_TIER",
     "ENTRY_POINT_GROUP",
     "ENV_ALLOW",
     "ENV_BLOCK",
@@ -165,7 +167,7 @@ class PluginHost:
 
         def key(item: tuple[str, object]) -> tuple[int, str]:
             origin = self.pm.origins.get(item[0])
-            builtin = origin is not None and origin.distribution == BUILTIN_DISTRIBUTION
+            builtin = origin is not None and origin.builtin
             return (0 if builtin else 1, item[0])
 
         return sorted(items, key=key)
@@ -185,7 +187,7 @@ class PluginHost:
                     continue
                 got = self._call_one(hook_name, name, plugin, [p for _, p in plugins])
                 origin = self.pm.origins.get(name)
-                if origin is None or origin.distribution != BUILTIN_DISTRIBUTION:
+                if origin is None or not origin.builtin:
                     self.pm.check_integrity(name, "hook")
                 for spec in got:
                     self._accept(hook_name, name, spec, specs[hook_name], kinds)
@@ -247,7 +249,7 @@ class PluginHost:
                 continue
             assert existing.provenance is not None
             what = f"event kind {claim[5:]!r}" if claim.startswith("kind:") else f"{spec.name!r}"
-            if existing.provenance.distribution == BUILTIN_DISTRIBUTION:
+            if existing.provenance.tier == BUILTIN_TIER:
                 self._problem(
                     plugin,
                     "duplicate",
@@ -313,10 +315,10 @@ class PluginHost:
             plugin=plugin,
             distribution=origin.distribution if origin else None,
             version=origin.version if origin else None,
-            tier=origin.tier if origin else trust_tier(None),
+            tier=origin.tier if origin else trust_tier(False),
         )
         spec = attrs.evolve(spec, provenance=provenance)
-        if provenance.distribution == BUILTIN_DISTRIBUTION:
+        if provenance.tier == BUILTIN_TIER:
             return spec
         if isinstance(spec, MethodSpec):  # a patch made in declare() or run() is attributed
             return attrs.evolve(
@@ -447,7 +449,7 @@ class PluginHost:
                     name=name,
                     distribution=dist,
                     version=origin.version if origin else (first.version if first else None),
-                    tier=origin.tier if origin else trust_tier(dist),
+                    tier=origin.tier if origin else trust_tier(False),
                     methods=tuple(s.name for s in specs if isinstance(s, MethodSpec)),
                     mechanisms=tuple(s.name for s in specs if isinstance(s, MechanismSpec)),
                     report_sections=tuple(

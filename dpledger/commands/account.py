@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from dpledger.commands.plugins import add_plugin_options
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.validation import check_delta_query, check_epsilon_query
 
@@ -40,6 +41,7 @@ def register(subparsers: Any) -> None:
     query.add_argument("--epsilon", help="report delta at this epsilon")
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_backends_option(parser)
+    add_plugin_options(parser)
     parser.add_argument(
         "--per-release", action="store_true", help="also bound each release on its own"
     )
@@ -125,23 +127,23 @@ def _check_backends(names: list[str]) -> None:
             )
 
 
-def _lazy_resolver() -> MethodResolver:
-    """Looks methods up in the plugin host, loading plugins only when a release needs one."""
-    hosts: list[PluginHost] = []
+def _lazy_resolver(args: argparse.Namespace, hosts: list[PluginHost]) -> MethodResolver:
+    """Looks methods up in the plugin host (created in ``hosts`` by the plugin-loading flags),
+    loading plugins only when a release needs one."""
 
     def resolve(
         name: str, values: Mapping[str, Any], adjacency: Adjacency
     ) -> tuple[Event, str | None, str]:
         if not hosts:
-            from dpledger.core.plugin_manager import host_from_options
+            from dpledger.commands.plugins import host_from_args
 
-            hosts.append(host_from_options(on_demand=True))
+            hosts.append(host_from_args(args, on_demand=True))
         return hosts[0].resolve_method(name, values, adjacency)
 
     return resolve
 
 
-def _load(path: str) -> Pipeline:
+def _load(path: str, resolver: MethodResolver) -> Pipeline:
     """A pipeline file, or a dp-accounting ``DpEvent`` in its named-tuple JSON form."""
     from dpledger.core.pipeline import load_pipeline
 
@@ -154,13 +156,14 @@ def _load(path: str) -> Pipeline:
             data = None  # the pipeline loader names the problem
         if is_dp_event_json(data):
             return pipeline_from_dp_event(data, origin=path)  # type: ignore[no-any-return]
-    return load_pipeline(path, resolve_method=_lazy_resolver())
+    return load_pipeline(path, resolve_method=resolver)
 
 
 def run(args: argparse.Namespace) -> int:
     from dpledger.core.graph import account_graph
 
-    pipeline = _load(args.file)
+    hosts: list[PluginHost] = []
+    pipeline = _load(args.file, _lazy_resolver(args, hosts))
     delta, epsilon = _query(args, pipeline.delta, pipeline.epsilon)
     if args.backends is not None:
         _check_backends(args.backends)
@@ -174,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
             backends=args.backends,
             per_release=args.per_release,
         )
+    for host in hosts:  # nothing a plugin changed may stand behind the printed bound
+        host.certify()
     if args.json:
         out = result.to_dict()
         out["pipeline"] = pipeline.name

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dpledger.commands.account import add_backends_option, one_line_errors, parse_number
+from dpledger.commands.plugins import add_plugin_options, host_from_args
 from dpledger.core.errors import InvalidParameterError
 
 
@@ -42,6 +43,7 @@ def register(subparsers: Any) -> None:
     query.add_argument("--delta", help="report epsilon at this delta (default: the input's)")
     query.add_argument("--epsilon", help="report delta at this epsilon")
     add_backends_option(parser)
+    add_plugin_options(parser)
     parser.add_argument(
         "--audit",
         type=Path,
@@ -100,7 +102,6 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             "INPUT", "is missing", "pass a pipeline file or a run directory"
         )
-    from dpledger.core.plugin_manager import PluginHost
     from dpledger.report import report_input, write_report
     from dpledger.report.figures import NO_MATPLOTLIB, figures_available, make_figures
     from dpledger.report.write import render
@@ -108,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
     if args.backends is not None and not args.backends:
         raise InvalidParameterError("--backends", "is empty", "name at least one accountant")
     delta, epsilon = _query(args)
+    # third-party plugins load only if a release names a method no builtin plugin provides
+    host = host_from_args(args, on_demand=True)
     audit = _load_json(args.audit, "--audit") if args.audit is not None else None
     built = report_input(
         args.input,
@@ -115,8 +118,9 @@ def run(args: argparse.Namespace) -> int:
         epsilon=epsilon,
         backends=args.backends,
         audit=audit,
-        host=PluginHost(),
+        host=host,
     )
+    host.certify()  # refuse if a loaded plugin changed dpledger's accounting code
     draw = (
         not args.no_figures
         and args.format != "json"

@@ -199,6 +199,12 @@ def _builtin_entry_points() -> dict[str, str]:
     return dict(data["project"].get("entry-points", {}).get("dpledger", {}))
 
 
+def test_the_builtin_list_is_what_pyproject_announces() -> None:
+    from dpledger.core.plugin_loading import BUILTIN_PLUGINS
+
+    assert BUILTIN_PLUGINS == _builtin_entry_points()
+
+
 def test_every_primitive_module_is_an_entry_point_of_dpledger() -> None:
     eps = _builtin_entry_points()
     targets = set(eps.values())
@@ -206,15 +212,18 @@ def test_every_primitive_module_is_an_entry_point_of_dpledger() -> None:
     assert not missing, f"add to [project.entry-points.dpledger]: {missing}"
 
 
-def test_builtins_load_through_the_entry_point_loader(dpledger_pm) -> None:  # type: ignore[no-untyped-def]
+def test_builtins_load_from_their_list_not_from_installed_metadata(dpledger_pm) -> None:  # type: ignore[no-untyped-def]
+    # installed entry points that repeat the builtin ones (dpledger's own metadata) are skipped
     eps = [
         metadata.EntryPoint(f"primitives.{m}", f"dpledger.plugins.primitives.{m}", "dpledger")
         for m in PRIMITIVE_MODULES
     ]
-    load_entry_points(dpledger_pm, entry_points=eps)
+    load_entry_points(dpledger_pm, entry_points=eps, which="third_party")
+    assert dpledger_pm.get_plugins() == set()
+    load_entry_points(dpledger_pm, entry_points=[], which="builtin")
     host = PluginHost(dpledger_pm)
     assert host.problems() == ()
-    assert set(host.methods()) == {
+    assert {
         "gaussian_mechanism",
         "laplace_mechanism",
         "private_mean",
@@ -224,7 +233,11 @@ def test_builtins_load_through_the_entry_point_loader(dpledger_pm) -> None:  # t
         "noisy_top_k",
         "nn_vote_selection",
         "dp_sgd_logistic",
-    }
+        "trajectories",
+        "shk",
+        "path",
+    } <= set(host.methods())
+    assert all(s.provenance.tier == "contrib" for s in host.methods().values())
 
 
 def test_make_plugin_manager_has_no_side_effects_without_entry_points() -> None:

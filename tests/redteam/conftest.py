@@ -34,11 +34,13 @@ def restore_core(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Put back every core attribute a planted plugin of these tests rewrites."""
     import dpledger.accountant.closed_form as closed_form
     import dpledger.accountant.select as select
+    import dpledger.core.graph as graph
     import dpledger.core.ledger as ledger
 
     targets = [
         (ledger.PrivacyLedger, "gaussian"),
         (select, "account"),
+        (graph, "account"),
         (select, "_check_consistency"),
         (closed_form.ClosedFormAccountant, "_epsilon"),
         (math, "exp"),
