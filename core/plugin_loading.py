@@ -212,8 +212,9 @@ def load_entry_points(
         )
     from dpledger import __version__
 
-    builtin = [(ep, BUILTIN_DISTRIBUTION, __version__) for ep in builtin_entry_points()]
-    others: list[tuple[metadata.EntryPoint, str | None, str | None]] = []
+    Loaded = list[tuple[metadata.EntryPoint, str | None, str | None]]
+    builtin: Loaded = [(ep, BUILTIN_DISTRIBUTION, __version__) for ep in builtin_entry_points()]
+    others: Loaded = []
     if which != "builtin":
         if entry_points is None:
             entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
@@ -225,7 +226,11 @@ def load_entry_points(
                 continue
             seen.add(key)
             others.append((ep, dist, version))
-    groups = {"all": [builtin, others], "builtin": [builtin], "third_party": [others]}[which]
+    groups: list[Loaded] = {
+        "all": [builtin, others],
+        "builtin": [builtin],
+        "third_party": [others],
+    }[which]
     for group in groups:
         own = group is builtin
         for ep, dist, version in group:
