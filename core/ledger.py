@@ -256,6 +256,8 @@ class PrivacyLedger:
         self._clip_l2: tuple[float, str] | None = None
         #: steps that enforced the privacy unit (grouping, contribution bound, per-unit clip)
         self.unit_steps: list[str] = []
+        #: rows one unit may contribute (the largest ``bound_units`` bound; stays in force)
+        self._rows_per_unit: int | None = None
         #: data-independent facts of every step (safe to publish with the outputs)
         self.log: list[dict[str, Any]] = []
         #: data-dependent diagnostics (realised sample sizes, row counts): never publish
@@ -303,6 +305,23 @@ class PrivacyLedger:
         for s, c in canonical_multiset(event):
             self._counts[s] += c
 
+    def _rows_of_one_unit(self, step: str) -> int:
+        """How many rows of one unit a row-level step may see: 1 on a row-level ledger; on a
+        user-level ledger, the contribution bound in force (refused if there is none)."""
+        if self.declaration.unit != "user":
+            return 1
+        if self._rows_per_unit is None:
+            raise LedgerViolationError(
+                f"step {step!r}: the method declares a user-level event, but this row-level "
+                "step runs while no contribution bound is in force, so one unit's share of it "
+                "is unbounded. Fix: call ledger.bound_units(keys, k) before it, or pass "
+                "unit_keys to a clipped sum"
+            )
+        return self._rows_per_unit
+
+    def _unit_note(self, k: int) -> str:
+        return f"one unit contributes up to {k} rows (bound_units)" if k > 1 else ""
+
     def _effective(self, sensitivity: float, norm: str, dim: int) -> tuple[float, str]:
         if self._clip_l2 is None:
             return sensitivity, ""
@@ -347,11 +366,17 @@ class PrivacyLedger:
         unit depends on that unit's rows only, so the step is stable: adding or removing one
         unit changes at most ``max_contributions`` kept rows. Records that the run enforced
         the unit (required by a user-level declaration).
+
+        The bound stays in force: on a user-level ledger every later row-level step (a stated
+        sensitivity, a row clip, selection scores) is booked at ``max_contributions`` times its
+        row sensitivity, since one unit may contribute that many rows to it (the largest bound
+        of any call counts).
         """
         step = _check_step(step)
         k = _count("max_contributions", max_contributions)
         codes = unit_codes(keys)
         keep = first_rows_per_unit(codes, k)
+        self._rows_per_unit = max(k, self._rows_per_unit or 0)
         self.unit_steps.append(step)
         self.log.append({"step": step, "bound_units": k})
         self.private_log.append({"step": step, "rows": int(codes.size), "kept": int(keep.size)})
@@ -385,6 +410,13 @@ class PrivacyLedger:
             )
         shape = tuple(int(d) for d in arr.shape[1:])
         rows = arr.reshape(arr.shape[0], int(np.prod(shape, dtype=np.int64)))
+        if self._scopes and unit_keys is None and rows.shape[0] != len(self._scopes[-1]):
+            sample = self._scopes[-1]
+            raise LedgerViolationError(
+                f"step {step!r}: the contributions have {rows.shape[0]} rows, but the open "
+                f"sample {sample.step!r} holds {len(sample)}: the sampling bound is credited "
+                "only to the sampled rows. Fix: pass the rows of sample.indices"
+            )
         if unit_keys is not None:
             rows = self._unit_sums(rows, unit_keys, step)
         if norm == "l2":
@@ -424,10 +456,13 @@ class PrivacyLedger:
         step = _check_step(step)
         _positive("noise_multiplier", noise_multiplier)
         total, shape, c = self._clipped_sum(contributions, clip_norm, "l2", step, unit_keys)
-        out = self.gaussian(
-            total.reshape(shape) if shape else total[0], c, noise_multiplier, step=step
+        return self._gaussian(
+            total.reshape(shape) if shape else total[0],
+            c,
+            noise_multiplier,
+            step=step,
+            per_unit=unit_keys is not None,
         )
-        return out
 
     def clipped_sum_laplace(
         self,
@@ -445,8 +480,10 @@ class PrivacyLedger:
         _positive("noise_multiplier", noise_multiplier)
         total, shape, c = self._clipped_sum(contributions, clip_norm, "l1", step, unit_keys)
         scale = noise_multiplier * c
-        event = LaplaceEvent(float(noise_multiplier))
-        self._record(event, step, {"sensitivity": c, "scale": scale, "norm": "l1"})
+        k = 1 if unit_keys is not None else self._rows_of_one_unit(step)
+        event = LaplaceEvent(float(noise_multiplier) / k)
+        detail = {"sensitivity": c, "scale": scale, "norm": "l1", "note": self._unit_note(k)}
+        self._record(event, step, detail)
         noisy = total + self.rng.laplace(0.0, scale, size=total.shape)
         return noisy.reshape(shape) if shape else float(noisy[0])
 
@@ -454,13 +491,23 @@ class PrivacyLedger:
     def gaussian(
         self, values: Any, sensitivity: float, noise_multiplier: float, *, step: str
     ) -> Any:
-        """``values + N(0, (noise_multiplier * sensitivity)^2)``; books GaussianEvent."""
+        """``values + N(0, (noise_multiplier * sensitivity)^2)``; books GaussianEvent.
+
+        ``sensitivity`` is that of one row (of one unit, on a user-level ledger only once a
+        per-unit clip produced ``values``; see :meth:`bound_units`)."""
+        return self._gaussian(values, sensitivity, noise_multiplier, step=step, per_unit=False)
+
+    def _gaussian(
+        self, values: Any, sensitivity: float, noise_multiplier: float, *, step: str, per_unit: bool
+    ) -> Any:
         step = _check_step(step)
         s = _positive("sensitivity", sensitivity)
         m = _positive("noise_multiplier", noise_multiplier)
         arr = _finite_array("values", values)
         eff, note = self._effective(s, "l2", arr.size)
-        event = GaussianEvent(m if eff == s else m * s / eff)
+        k = 1 if per_unit else self._rows_of_one_unit(step)
+        note = "; ".join(n for n in (note, self._unit_note(k)) if n)
+        event = GaussianEvent(m if eff * k == s else m * s / (eff * k))
         try:
             self._record(event, step, {"sensitivity": s, "std": m * s, "note": note})
         except LedgerViolationError as exc:
@@ -477,7 +524,9 @@ class PrivacyLedger:
         m = _positive("noise_multiplier", noise_multiplier)
         arr = _finite_array("values", values)
         eff, note = self._effective(s, "l1", arr.size)
-        event = LaplaceEvent(m * s / eff)
+        k = self._rows_of_one_unit(step)
+        note = "; ".join(n for n in (note, self._unit_note(k)) if n)
+        event = LaplaceEvent(m * s / (eff * k))
         try:
             self._record(event, step, {"sensitivity": s, "scale": m * s, "note": note})
         except LedgerViolationError as exc:
@@ -531,14 +580,18 @@ class PrivacyLedger:
         self._record(event, step, {"note": note} if note else {})
         return sampler(self.rng)
 
-    def _selection_epsilon(self, epsilon: float) -> float:
-        """The epsilon a selection step spends under this ledger's relation.
+    def _selection_epsilon(self, epsilon: float, step: str) -> float:
+        """The epsilon a selection step spends under this ledger's relation and unit.
 
-        ``sensitivity`` is the add/remove bound of every score; replacing a record can move a
-        score by twice that, so under replace-one the mechanism at parameter ``epsilon`` is
-        ``2 * epsilon``-DP (rounded up). The booked event states the epsilon under the relation.
+        ``sensitivity`` is the add/remove bound of every score for one row; replacing a record
+        can move a score by twice that, so under replace-one the mechanism at parameter
+        ``epsilon`` is ``2 * epsilon``-DP (rounded up); on a user-level ledger one unit moves a
+        score by its rows' share (:meth:`bound_units`). The booked event states the epsilon
+        for the declared unit under the relation.
         """
-        return selection_epsilon(epsilon, self.adjacency)
+        k = self._rows_of_one_unit(step)
+        eps = selection_epsilon(epsilon, self.adjacency)
+        return eps if k == 1 else math.nextafter(eps * k, math.inf)
 
     def exponential_mechanism(
         self, scores: Any, sensitivity: float, epsilon: float, *, step: str, monotonic: bool = False
@@ -553,7 +606,7 @@ class PrivacyLedger:
         eps = _positive("epsilon", epsilon)
         arr = self._scores(scores)
         self._record(
-            ExponentialMechanismEvent(self._selection_epsilon(eps)), step, {"sensitivity": s}
+            ExponentialMechanismEvent(self._selection_epsilon(eps, step)), step, {"sensitivity": s}
         )
         scale = (1.0 if monotonic else 2.0) * s / eps
         return int(np.argmax(arr / scale + self.rng.gumbel(size=arr.shape)))
@@ -566,7 +619,9 @@ class PrivacyLedger:
         s = _positive("sensitivity", sensitivity)
         eps = _positive("epsilon", epsilon)
         arr = self._scores(scores)
-        self._record(ReportNoisyMaxEvent(self._selection_epsilon(eps)), step, {"sensitivity": s})
+        self._record(
+            ReportNoisyMaxEvent(self._selection_epsilon(eps, step)), step, {"sensitivity": s}
+        )
         scale = (1.0 if monotonic else 2.0) * s / eps
         return int(np.argmax(arr + self.rng.laplace(0.0, scale, size=arr.shape)))
 
@@ -596,7 +651,9 @@ class PrivacyLedger:
                 "pick at most as many as there are candidates",
             )
         self._record(
-            SelfComposedEvent(ExponentialMechanismEvent(self._selection_epsilon(eps)), int(k)),
+            SelfComposedEvent(
+                ExponentialMechanismEvent(self._selection_epsilon(eps, step)), int(k)
+            ),
             step,
             {"sensitivity": s, "k": int(k)},
         )
@@ -605,6 +662,16 @@ class PrivacyLedger:
         return np.argsort(-noisy, kind="stable")[: int(k)].astype(np.int64)
 
     # -- sampling ----------------------------------------------------------------------
+    def _check_units_sampled(self, step: str) -> None:
+        """On a user-level ledger a sample must draw units: each unit one row."""
+        if self.declaration.unit == "user" and self._rows_per_unit != 1:
+            raise LedgerViolationError(
+                f"step {step!r}: the method declares a user-level event, but a sample draws "
+                "rows, and a unit's rows would be drawn independently (the sampling bound "
+                "assumes a unit is drawn as a whole). Fix: keep one row per unit first "
+                "(ledger.bound_units(keys, 1), e.g. one table per user) and sample those"
+            )
+
     def poisson_sample(self, n: int, q: float, *, step: str) -> Sample:
         """Include each of ``n`` records independently with probability ``q``.
 
@@ -612,6 +679,7 @@ class PrivacyLedger:
         booked as ``PoissonSampledEvent(q, ...)``. An empty sample is returned as is.
         """
         step = _check_step(step)
+        self._check_units_sampled(step)
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
             raise InvalidParameterError(
                 "n", f"must be an integer >= 0, got {n!r}", "pass len(data)"
@@ -627,6 +695,7 @@ class PrivacyLedger:
     def sample_without_replacement(self, n: int, m: int, *, step: str) -> Sample:
         """A uniformly random subset of exactly ``m`` of ``n`` records (booked as such)."""
         step = _check_step(step)
+        self._check_units_sampled(step)
         for name, v in (("n", n), ("m", m)):
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
                 raise InvalidParameterError(name, f"must be an integer >= 0, got {v!r}", "fix it")

@@ -19,6 +19,8 @@ construction; the parser still checks it.
 
 from __future__ import annotations
 
+import inspect
+
 from collections import deque
 from typing import Any
 
@@ -244,7 +246,8 @@ def _sample_batch(
         # a cache preallocated to max_tokens: the default dynamic cache concatenates at every
         # step, which costs time quadratic in the table length
         cache = _static_cache(model, config.max_tokens)
-        first_kw = {} if cache is None else {"past_key_values": cache}
+        cache_arg = _cache_argument(model)
+        first_kw = {} if cache is None else {cache_arg: cache}
         out = model(input_ids=ids, attention_mask=mask, use_cache=True, **first_kw)
         length = len(prompt)
         while length < config.max_tokens:
@@ -263,10 +266,17 @@ def _sample_batch(
             out = model(
                 input_ids=nxt,
                 attention_mask=mask,
-                past_key_values=out.past_key_values,
                 use_cache=True,
+                **{cache_arg: getattr(out, cache_arg)},
             )
     return [t.parser.rows for t in tables]
+
+
+def _cache_argument(model: Any) -> str:
+    """The name of the key/value cache in the model's forward call and output: ``cache`` in
+    recent transformers releases, ``past_key_values`` before."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft wrapper
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
 def generate_tables(

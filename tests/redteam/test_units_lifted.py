@@ -217,8 +217,80 @@ def _user_data() -> dict[str, Any]:
 
 
 def test_user_level_claim_without_enforcement_is_refused() -> None:
-    with pytest.raises(LedgerViolationError, match="never enforced the unit"):
+    # the row-level sum is refused as it runs: no contribution bound is in force
+    with pytest.raises(LedgerViolationError, match="no contribution bound is in force"):
         run_verified(USER_CLAIM, _P(2.0), _user_data(), adjacency=USER8, seed=0)
+
+
+def test_user_level_claim_that_enforces_nothing_is_refused_at_verification() -> None:
+    def run(params: _P, data: Any, ledger: PrivacyLedger, rng: np.random.Generator) -> Any:
+        return {}
+
+    spec = attrs.evolve(USER_CLAIM, run=run)
+    with pytest.raises(LedgerViolationError, match="never enforced the unit"):
+        run_verified(spec, _P(2.0), _user_data(), adjacency=USER8, seed=0)
+
+
+def _bounded_rows_run(k: int, declared_sigma: float) -> MethodSpec:
+    """Keeps ``k`` rows per user, clips each row to 1 and adds N(0, 2^2): one user moves the
+    sum by up to k, so the user-level noise multiplier is 2 / k."""
+
+    def run(params: _P, data: Any, ledger: PrivacyLedger, rng: np.random.Generator) -> Any:
+        keep = ledger.bound_units(data["user_id"], k)
+        rows = np.asarray(data["rows"], dtype=float)[keep]
+        return {"sum": ledger.clipped_sum_gaussian(rows, 1.0, 2.0, step="sum")}
+
+    return attrs.evolve(
+        USER_CLAIM,
+        name=f"bounded_rows_{k}",
+        declare=lambda p, a: Declaration(GaussianEvent(declared_sigma), "user"),
+        run=run,
+    )
+
+
+@pytest.mark.parametrize("k", [2, 3, 1000])
+def test_k_rows_per_user_are_booked_at_k_times_the_row_sensitivity(k: int) -> None:
+    # declaring the row-level noise at user level is refused (it used to verify for any k) ...
+    with pytest.raises(LedgerViolationError, match="not covered"):
+        run_verified(_bounded_rows_run(k, 2.0), _P(2.0), _user_data(), adjacency=USER8, seed=0)
+    # ... and the user-level noise multiplier 2 / k is what is booked
+    result = run_verified(
+        _bounded_rows_run(k, 2.0 / k), _P(2.0), _user_data(), adjacency=USER8, seed=0
+    )
+    booked = [e for e in result.ledger.log if e["step"] == "sum"]
+    assert booked[0]["event"]["noise_multiplier"] == pytest.approx(2.0 / k, rel=1e-12)
+    assert f"up to {k} rows" in booked[0]["note"]
+
+
+def test_one_row_per_user_is_booked_at_the_row_sensitivity() -> None:
+    result = run_verified(_bounded_rows_run(1, 2.0), _P(2.0), _user_data(), adjacency=USER8, seed=0)
+    assert result.ledger.log[-1]["event"]["noise_multiplier"] == 2.0
+
+
+def test_a_user_level_sample_of_several_rows_per_user_is_refused() -> None:
+    ledger = PrivacyLedger(
+        Declaration(GaussianEvent(1.0), "user"), adjacency=USER8, rng=np.random.default_rng(0)
+    )
+    ledger.bound_units(np.repeat(np.arange(4), 3), 3)
+    with pytest.raises(LedgerViolationError, match="drawn as a whole"):
+        ledger.poisson_sample(12, 0.1, step="batch")
+
+
+def test_a_sample_credits_only_the_sampled_rows() -> None:
+    """A careless method sums every row inside a Poisson sample: refused, naming the step."""
+    from dpledger.core.events import PoissonSampledEvent
+
+    ledger = PrivacyLedger(
+        Declaration(PoissonSampledEvent(0.001, GaussianEvent(1.0)), "row"),
+        rng=np.random.default_rng(0),
+    )
+    x = np.ones(1000)
+    with (
+        pytest.raises(LedgerViolationError, match="1000 rows, but the open sample 'batch'"),
+        ledger.poisson_sample(x.size, 0.001, step="batch") as batch,
+    ):
+        ledger.clipped_sum_gaussian(x, 1.0, 1.0, step="sum")
+    assert len(batch) < 1000
 
 
 def test_user_level_claim_with_per_user_clipping_runs() -> None:
