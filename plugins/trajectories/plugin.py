@@ -87,8 +87,8 @@ def _optional_times(value: Any) -> tuple[float, ...] | None:
 class TrajectoriesParams(TrajectoryParams):
     """:class:`TrajectoryParams` plus what ``declare`` needs without the data.
 
-    ``n_per_time``: public marginal sizes (a list, or one integer with ``T``); the data must
-    have exactly these sizes. ``times``: observation times (default ``(i-1)/(T-1)``; the data
+    ``n_per_time``: public marginal sizes (a list, or one integer with ``T``), used for means
+    and batch rates in place of the data's sizes, which are private (add/remove changes them). ``times``: observation times (default ``(i-1)/(T-1)``; the data
     file's ``times`` otherwise). ``device``: torch device of the run.
     """
 
@@ -261,13 +261,17 @@ def run(
     if ledger.adjacency.unit == "user":
         marg = one_point_per_user([np.asarray(m) for m in marg], data, ledger)
     marginals = validate_marginals(marg, params.radius, params.center)
-    sizes = [len(x) for x in marginals]
-    if tuple(sizes) != params.sizes:
+    if len(marginals) != params.num_times:
         raise InvalidParameterError(
             "n_per_time",
-            f"declares sizes {list(params.sizes)} but the data has {sizes}",
-            "set n_per_time to the (public) marginal sizes of the data",
+            f"gives {params.num_times} times but the data has {len(marginals)} marginals",
+            "give one public size per marginal of the data",
         )
+    # the true sizes are private (add/remove changes them): means and batch rates use the
+    # public ones, and a mismatch is a private diagnostic, never a refusal
+    ledger.private_log.append({"step": "marginal_sizes", "sizes": [len(x) for x in marginals]})
+    index = range(params.num_times) if params.time_subset is None else params.time_subset
+    n_public = [params.sizes[i] for i in index]
     times = params.times if params.times is not None else file_times
     progress = read_progress(data)
     noise = LedgerNoise(ledger, rng)
@@ -278,6 +282,7 @@ def run(
         times=times,
         noise=noise,
         device=params.device,
+        n_public=n_public,
         joint=ledger.adjacency.unit == "row",
         schedule_rng=rng,
         callback=None if progress is None else lambda k, _x: progress(k),

@@ -213,6 +213,33 @@ FAST: tuple[Case, ...] = (
         noisy=frozenset({"sinkhorn_unconverged"}),
     ),
     Case(
+        trajectories_plugin.SPEC,
+        trajectories_plugin.SPEC.make_params(
+            {
+                "n_per_time": [3, 3],
+                "m": 2,
+                "K": 1,
+                "tau": 2.0,
+                "C": 1.0,
+                "rho": 0.5,
+                "eta": 0.2,
+                "sigma": 0.5,
+                "lambda_": 1.0,
+                "diffusivity": 0.2,
+                "radius": 1.0,
+                "center": [0.0, 0.0],
+                "warm_start": {"kind": "none", "public_init": "gaussian", "public_std": 0.05},
+                "sinkhorn_iters": 2000,
+                "sinkhorn_tol": 1e-6,
+            }
+        ),
+        ROW,
+        _marginals(-0.9),
+        {"marginals": [np.zeros((2, 2)), np.zeros((3, 2))]},  # one point removed
+        noisy=frozenset({"sinkhorn_unconverged"}),
+        label="trajectories_add_remove",
+    ),
+    Case(
         swflow_plugin.DPSWFLOW_R,
         swflow_plugin.DPSWFLOW_R.make_params(
             {

@@ -145,7 +145,6 @@ def test_ledger_refuses_a_run_that_spends_more(dpledger_register) -> None:  # ty
         (None, "data"),
         ({"x": np.zeros((3, 2))}, "data"),
         ({"marginals": [np.zeros((N, 2))] * (T - 1)}, "n_per_time"),
-        ({"marginals": [np.zeros((N, 2))] * 3 + [np.zeros((N - 1, 2))]}, "n_per_time"),
         ({"marginals": [np.zeros((N, 2))] * 3 + [np.full((N, 2), 2.0)]}, "marginals[3]"),
         ({"marginals": [np.zeros((N, 2))] * 3 + [np.full((N, 2), np.nan)]}, "marginals[3]"),
         ({"marginals": [np.zeros((N, 2))] * 3 + [np.zeros((0, 2))]}, "marginals[3]"),
