@@ -418,29 +418,38 @@ class PLDAccountant(Accountant):
         pass and one finer pass usually suffices."""
         full = self.target_points
         points = min(full, ADAPTIVE_START_POINTS)
+        uppers: dict[str, float] = {}  # certified upper bound per direction, coarsest pass
         try:
             while True:
                 self._points = points
-                bound = self._epsilon_at(delta)
+                bound = self._epsilon_at(delta, uppers)
                 gap = bound.epsilon - bound.epsilon_lower
                 narrow = _UPPER_ONLY.get() or gap <= max(
                     BRACKET_TARGET * bound.epsilon, BRACKET_ABSOLUTE
                 )
                 if points >= full or narrow or not math.isfinite(bound.epsilon):
                     return bound
+                # the gap shrinks about in proportion to the spacing: refine by that factor
                 ratio = gap / max(0.8 * BRACKET_TARGET * bound.epsilon, BRACKET_ABSOLUTE)
-                points = min(full, points * 2 ** max(1, math.ceil(math.log2(ratio))))
+                points = min(full, math.ceil(points * max(2.0, ratio)))
         finally:
             self._points = full
 
-    def _epsilon_at(self, delta: float) -> EpsilonBound:
+    def _epsilon_at(self, delta: float, uppers: dict[str, float] | None = None) -> EpsilonBound:
+        """The bracket at the current grid. ``uppers`` holds certified upper bounds per
+        direction from coarser passes (and gets this pass's): a direction whose upper bound is
+        already below the lower bound of another cannot decide the bracket and is skipped."""
         prep = self._prepared()
         if self._non_private:
             return infinite_epsilon(delta, self.name)
         if prep is None:
             return EpsilonBound(0.0, 0.0, delta, self.name)
+        known = {} if uppers is None else uppers
         upper, lower, h = 0.0, 0.0, 0.0
-        for name in prep.names:
+        for name in sorted(prep.names, key=lambda n: -known.get(n, math.inf)):
+            if known.get(name, math.inf) <= lower:
+                upper = max(upper, known[name])
+                continue
             best_up, best_lo = math.inf, 0.0
             tilt0 = tilt_for_delta(prep.coarse[name], delta)
             for tilt in self._tilts(prep, name, tilt0, delta):
@@ -462,7 +471,8 @@ class PLDAccountant(Accountant):
                 up, low = self._state(prep, name, self._snap(gentler), delta)
                 best_up = min(best_up, epsilon_for(up, delta, upper=True))
                 best_lo = max(best_lo, epsilon_for(low, delta, upper=False))
-            upper = max(upper, best_up)
+            known[name] = min(best_up, known.get(name, math.inf))
+            upper = max(upper, known[name])
             lower = max(lower, best_lo)
         upper = min(upper, _next_up(prep.pure_cap))
         lower = min(lower, upper)
