@@ -20,7 +20,6 @@ construction; the parser still checks it.
 from __future__ import annotations
 
 import inspect
-
 from collections import deque
 from typing import Any
 

@@ -202,7 +202,7 @@ def _builtin_entry_points() -> dict[str, str]:
 def test_the_builtin_list_is_what_pyproject_announces() -> None:
     from dpledger.core.plugin_loading import BUILTIN_PLUGINS
 
-    assert BUILTIN_PLUGINS == _builtin_entry_points()
+    assert _builtin_entry_points() == BUILTIN_PLUGINS
 
 
 def test_every_primitive_module_is_an_entry_point_of_dpledger() -> None:
