@@ -88,8 +88,9 @@ class TrajectoriesParams(TrajectoryParams):
     """:class:`TrajectoryParams` plus what ``declare`` needs without the data.
 
     ``n_per_time``: public marginal sizes (a list, or one integer with ``T``), used for means
-    and batch rates in place of the data's sizes, which are private (add/remove changes them). ``times``: observation times (default ``(i-1)/(T-1)``; the data
-    file's ``times`` otherwise). ``device``: torch device of the run.
+    and batch rates in place of the data's sizes, which are private (add/remove changes them).
+    ``times``: observation times (default ``(i-1)/(T-1)``; the data file's ``times``
+    otherwise). ``device``: torch device of the run.
     """
 
     n_per_time: int | tuple[int, ...] = attrs.field(kw_only=True, converter=_sizes)
