@@ -23,7 +23,7 @@ from dpledger.core.errors import (
     InvalidParameterError,
     UnsupportedEventError,
 )
-from dpledger.core.events import Event, canonical
+from dpledger.core.events import Event, canonical, coarsen_tabulated
 from dpledger.core.validation import check_delta_query, check_epsilon_query
 
 _T = TypeVar("_T")
@@ -97,6 +97,10 @@ class Accountant(abc.ABC):
     #: that check their own budget leave this False
     isolate: bool = False
 
+    #: whether the backend composes tabulated privacy profiles as curves; the others get each
+    #: one's (eps, delta) coarsening
+    composes_tabulated: bool = False
+
     def __init__(self, adjacency: Adjacency | None = None) -> None:
         self.adjacency = adjacency or Adjacency()
         self._ledger: list[tuple[Event, int]] = []
@@ -120,6 +124,8 @@ class Accountant(abc.ABC):
                 "event", f"expected an Event, got {event!r}", "pass an event"
             )
         event = canonical(event)
+        if not self.composes_tabulated:
+            event = coarsen_tabulated(event)
         reason = self._unsupported_reason(event)
         if reason is not None:
             raise UnsupportedEventError(

@@ -211,6 +211,7 @@ class PLDAccountant(Accountant):
     """Certified two-sided PLD accountant (connect-the-dots upper, shifted-chord lower)."""
 
     name = "pld"
+    composes_tabulated = True
 
     def __init__(self, adjacency: Adjacency | None = None, *, target_points: int = TARGET_POINTS):
         super().__init__(adjacency)

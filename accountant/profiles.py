@@ -32,6 +32,7 @@ from dpledger.core.events import (
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
+    TabulatedProfileEvent,
 )
 
 Array = NDArray[np.float64]
@@ -279,8 +280,62 @@ def _noise_factor(adjacency: Adjacency) -> float:
     return adjacency.sensitivity_factor
 
 
+def tabulated_delta(epsilons: Array, deltas: Array) -> Callable[[Array], Array]:
+    """The chord interpolation, in ``x = e^eps``, of a curve tabulated at ``epsilons``.
+
+    A hockey-stick curve is convex and non-increasing in ``x`` with value 1 at ``x = 0``, so
+    the chord through upper bounds at neighbouring points bounds it from above in between;
+    below the first point the chord from ``(0, 1)`` does, and beyond the last point the last
+    value does."""
+    xs = np.exp(epsilons)
+    ds = np.maximum.accumulate(np.asarray(deltas, dtype=float)[::-1])[::-1]  # non-increasing
+
+    def delta(eps: Array) -> Array:
+        x = np.exp(np.minimum(eps, 700.0))
+        inside = np.interp(x, xs, ds)
+        below = 1.0 - (1.0 - ds[0]) * x / xs[0]
+        return np.where(x < xs[0], below, inside)
+
+    return delta
+
+
+def tabulated_profiles(event: TabulatedProfileEvent, adjacency: Adjacency) -> DirectedProfiles:
+    """Upper curves of a tabulated profile (no lower bound: the table is only an upper
+    bound); refused under another relation than the one it was tabulated for.
+
+    Below epsilon 0 each direction's curve is read off the other direction's table:
+    ``delta(eps) = 1 - e^eps + e^eps * delta_swapped(-eps)`` (the table bounds both
+    directions when ``deltas_add`` is None)."""
+    if adjacency.relation != event.relation:
+        raise UnsupportedEventError(
+            f"{event.describe()} was tabulated under {event.relation}, not "
+            f"{adjacency.relation}; tabulate it under the relation of the source"
+        )
+    eps = np.asarray(event.epsilons, dtype=float)
+    remove = tabulated_delta(eps, np.asarray(event.deltas, dtype=float))
+    add = remove
+    if event.deltas_add is not None:
+        add = tabulated_delta(eps, np.asarray(event.deltas_add, dtype=float))
+    hi = max(float(eps[-1]), 0.0)
+
+    def profile(own: Callable[[Array], Array], swapped: Callable[[Array], Array]) -> Profile:
+        def delta(values: Array) -> Array:
+            neg = np.minimum(values, 0.0)
+            below = -np.expm1(neg) + np.exp(neg) * np.minimum(swapped(-neg), 1.0)
+            return np.where(values >= 0, own(np.maximum(values, 0.0)), below)
+
+        name = f"tabulated({event.name or 'plugin'})"
+        return Profile(delta, -hi, hi, False, name, swapped)
+
+    up_remove = profile(remove, add)
+    up_add = up_remove if add is remove else profile(add, remove)
+    return DirectedProfiles(up_remove, up_add, up_remove, up_add)
+
+
 def leaf_profiles(event: Event, adjacency: Adjacency) -> DirectedProfiles:
     """Directed profiles of a leaf or sampled-leaf event under ``adjacency``'s relation."""
+    if isinstance(event, TabulatedProfileEvent):
+        return tabulated_profiles(event, adjacency)
     factor = _noise_factor(adjacency)
     if isinstance(event, PoissonSampledEvent):
         q = event.sampling_probability

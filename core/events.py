@@ -12,6 +12,7 @@ Semantics are stable: an event class is never redefined, only new ones are added
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -25,6 +26,7 @@ from dpledger.core.validation import (
     delta_closed_open,
     nonnegative_finite,
     nonnegative_int,
+    one_of,
     positive_finite,
     positive_int,
     probability,
@@ -159,7 +161,7 @@ class Event:
             if isinstance(value, Event):
                 out[field.name] = value.to_dict()
             elif isinstance(value, tuple):
-                out[field.name] = [v.to_dict() for v in value]
+                out[field.name] = [v.to_dict() if isinstance(v, Event) else v for v in value]
             else:
                 out[field.name] = value
         return out
@@ -241,6 +243,105 @@ class TimeProfiledPureDPEvent(Event):
         factor = math.nextafter(math.nextafter(math.exp(-exponent), up), up)  # exp within 1 ulp
         value = math.nextafter(self.transient_epsilon * factor, up)
         return math.nextafter(self.floor_epsilon + value, up)
+
+
+def _float_tuple(value: Any) -> Any:
+    """attrs converter: a list of numbers becomes a tuple of floats (others left to the
+    validator, which names the field)."""
+    if isinstance(value, list | tuple) and all(_is_real(v) for v in value):
+        return tuple(float(v) for v in value)
+    return value
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _table_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None and attribute.name == "deltas_add":
+        return
+    name = attribute.name
+    if not isinstance(value, tuple) or not value or not all(isinstance(v, float) for v in value):
+        raise InvalidParameterError(
+            name, f"must be a non-empty list of numbers, got {short_repr(value)}", "list numbers"
+        )
+    if len(value) > MAX_PROFILE_POINTS:
+        raise InvalidParameterError(
+            name, f"has {len(value)} points", f"tabulate at most {MAX_PROFILE_POINTS}"
+        )
+    if name == "epsilons":
+        if not all(math.isfinite(v) for v in value) or any(
+            b <= a for a, b in itertools.pairwise(value)
+        ):
+            raise InvalidParameterError(
+                name, "must be finite and strictly increasing", "sort the epsilons"
+            )
+        return
+    if not all(0.0 <= v <= 1.0 for v in value):
+        raise InvalidParameterError(name, "must lie in [0, 1]", "tabulate deltas in [0, 1]")
+    if len(value) != len(instance.epsilons):
+        raise InvalidParameterError(
+            name,
+            f"has {len(value)} values for {len(instance.epsilons)} epsilons",
+            "give one delta per epsilon",
+        )
+
+
+#: most points of a tabulated profile
+MAX_PROFILE_POINTS = 10_000
+#: the delta a tabulated profile is charged per instance where it is coarsened to (eps, delta)
+PROFILE_DELTA = 1e-10
+
+
+@attrs.frozen
+class TabulatedProfileEvent(Event):
+    """A mechanism known by its certified privacy profile, tabulated on an epsilon grid.
+
+    ``deltas[i]`` bounds ``delta(epsilons[i])`` of one instance from above (the hockey-stick
+    divergence of ``(M(D), M(D'))``); ``deltas_add`` bounds the swapped pair, or is None when
+    the bound holds for both. The table holds under ``relation`` and is never rescaled.
+    The hockey-stick curve is convex in ``e^eps``, so chords between tabulated points are
+    certified upper bounds too, and the PLD accountant composes the table as a privacy-loss
+    distribution (connect-the-dots); other accountants use :meth:`coarsened`.
+    """
+
+    kind: ClassVar[str] = "tabulated_profile"
+    epsilons: tuple[float, ...] = attrs.field(converter=_float_tuple, validator=_table_validator)
+    deltas: tuple[float, ...] = attrs.field(converter=_float_tuple, validator=_table_validator)
+    deltas_add: tuple[float, ...] | None = attrs.field(
+        default=None, converter=_float_tuple, validator=_table_validator
+    )
+    relation: str = attrs.field(default="add_remove", validator=one_of("add_remove", "replace_one"))
+    name: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
+
+    def worst(self) -> tuple[float, ...]:
+        """The larger of the two directions' deltas at every tabulated epsilon."""
+        if self.deltas_add is None:
+            return self.deltas
+        return tuple(max(a, b) for a, b in zip(self.deltas, self.deltas_add, strict=True))
+
+    def coarsened(self) -> Event:
+        """The (eps, delta) guarantee read off the table: the smallest tabulated epsilon >= 0
+        whose delta is at most :data:`PROFILE_DELTA` (pure DP where it is 0), else the
+        tabulated point with the smallest delta. Loose next to the whole curve, never
+        optimistic."""
+        points = [(e, d) for e, d in zip(self.epsilons, self.worst(), strict=True) if e >= 0]
+        if not points:
+            return NonPrivateEvent()
+        for eps, delta in points:
+            if delta == 0.0:
+                return PureDPEvent(eps)
+            if delta <= PROFILE_DELTA:
+                return ApproxDPEvent(eps, delta)
+        eps, delta = min(points, key=lambda p: p[1])
+        return ApproxDPEvent(eps, delta) if delta < 1.0 else NonPrivateEvent()
+
+    def describe(self) -> str:
+        label = f"{self.name}, " if self.name else ""
+        return (
+            f"{self.kind}({label}{len(self.epsilons)} points, eps {self.epsilons[0]:g} to "
+            f"{self.epsilons[-1]:g}, {self.relation})"
+        )
 
 
 @attrs.frozen
@@ -533,6 +634,22 @@ def canonical(event: Event) -> Event:
         if id(e) not in memo:  # a shared sub-event is rewritten once
             if isinstance(e, TimeProfiledPureDPEvent):
                 memo[id(e)] = PureDPEvent(e.epsilon)
+            else:
+                memo[id(e)] = map_children(e, rewrite)
+        return memo[id(e)]
+
+    return rewrite(event)
+
+
+def coarsen_tabulated(event: Event) -> Event:
+    """``event`` with every :class:`TabulatedProfileEvent` replaced by its (eps, delta)
+    coarsening (for accountants that do not compose privacy curves)."""
+    memo: dict[int, Event] = {}
+
+    def rewrite(e: Event) -> Event:
+        if id(e) not in memo:
+            if isinstance(e, TabulatedProfileEvent):
+                memo[id(e)] = e.coarsened()
             else:
                 memo[id(e)] = map_children(e, rewrite)
         return memo[id(e)]

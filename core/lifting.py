@@ -45,6 +45,7 @@ from dpledger.core.events import (
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
+    TabulatedProfileEvent,
     canonical,
 )
 
@@ -137,6 +138,8 @@ def _lift(event: Event, k: int, rules: list[str], release: str) -> Event:
             return NonPrivateEvent()
         rules.append(RULE_APPROX)
         return ApproxDPEvent(eps, delta)
+    if isinstance(event, TabulatedProfileEvent):  # group privacy of its (eps, delta) point
+        return _lift(event.coarsened(), k, rules, release)
     if isinstance(event, SelfComposedEvent):
         rules.append(RULE_COMPOSE)
         return SelfComposedEvent(_lift(event.event, k, rules, release), event.count)

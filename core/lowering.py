@@ -1,7 +1,8 @@
 """Lowering plugin mechanism events onto core events the accountants characterise.
 
 A mechanism's ``to_core`` mapping is used when it has one; a mechanism with only a privacy
-profile becomes the approximate-DP event read off that profile (:func:`profile_to_core`).
+profile becomes its profile tabulated on a grid (:func:`profile_to_core`), which the PLD
+accountant composes as a privacy-loss distribution.
 """
 
 from __future__ import annotations
@@ -15,29 +16,35 @@ from dpledger.core.errors import (
     PluginError,
     UnsupportedEventError,
 )
-from dpledger.core.events import ApproxDPEvent, Event, PureDPEvent, map_children
+from dpledger.core.events import (
+    PROFILE_DELTA,
+    Event,
+    TabulatedProfileEvent,
+    map_children,
+)
 from dpledger.core.specs import (
     MechanismSpec,
 )
 
-#: epsilons tried when a mechanism is characterised only by its privacy profile
+#: epsilons at which a mechanism characterised only by its privacy profile is tabulated
 PROFILE_EPSILONS: tuple[float, ...] = tuple(
     float(x) for x in np.concatenate([[0.0], np.geomspace(1e-3, 200.0, 400)])
 )
-#: the delta a profile-only mechanism is charged (per instance)
-PROFILE_DELTA = 1e-10
 
 
 def profile_to_core(spec: MechanismSpec, event: Event, adjacency: Adjacency) -> Event:
-    """The core event certified by a plugin's privacy profile.
+    """The core event certified by a plugin's privacy profile: the profile tabulated on
+    :data:`PROFILE_EPSILONS` (up to the first epsilon where it is 0) under ``adjacency``'s
+    relation.
 
-    Every point ``(eps, profile(eps))`` of a certified privacy profile is a valid
-    ``(eps, delta)`` guarantee. The smallest ``eps`` on :data:`PROFILE_EPSILONS` whose delta is
-    at most :data:`PROFILE_DELTA` is used: ``PureDPEvent`` if the profile is 0 there,
-    ``ApproxDPEvent`` otherwise. Loose next to a full PLD of the mechanism, never optimistic.
+    Every tabulated value is a certified ``delta(eps)`` bound of one instance; chords between
+    them are too (the curve is convex in ``e^eps``), so the PLD accountant composes the table
+    as a privacy-loss distribution and the other accountants use its (eps, delta) coarsening.
     """
     assert spec.privacy_profile is not None
     owner = spec.provenance.plugin if spec.provenance else "?"
+    epsilons: list[float] = []
+    deltas: list[float] = []
     for eps in PROFILE_EPSILONS:
         try:
             delta = float(spec.privacy_profile(event, adjacency, eps))
@@ -50,13 +57,17 @@ def profile_to_core(spec: MechanismSpec, event: Event, adjacency: Adjacency) -> 
                 f"mechanism {spec.name!r} (plugin {owner}): privacy_profile({eps:g}) returned "
                 f"{delta!r}, not a probability"
             )
+        epsilons.append(eps)
+        deltas.append(delta)
         if delta == 0.0:
-            return PureDPEvent(eps)
-        if delta <= PROFILE_DELTA:
-            return ApproxDPEvent(eps, PROFILE_DELTA)
-    raise UnsupportedEventError(
-        f"{event.kind} (plugin {owner}): its privacy profile stays above {PROFILE_DELTA:g} up "
-        f"to epsilon {PROFILE_EPSILONS[-1]:g}; give the mechanism a to_core mapping"
+            break
+    if min(deltas) > PROFILE_DELTA:
+        raise UnsupportedEventError(
+            f"{event.kind} (plugin {owner}): its privacy profile stays above {PROFILE_DELTA:g} "
+            f"up to epsilon {PROFILE_EPSILONS[-1]:g}; give the mechanism a to_core mapping"
+        )
+    return TabulatedProfileEvent(
+        tuple(epsilons), tuple(deltas), relation=adjacency.relation, name=spec.name
     )
 
 

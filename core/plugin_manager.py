@@ -34,9 +34,9 @@ from dpledger.core.errors import (
     InvalidParameterError,
     PluginConflictError,
 )
-from dpledger.core.events import EVENT_KINDS, Event
+from dpledger.core.events import EVENT_KINDS, PROFILE_DELTA, Event
 from dpledger.core.hookspecs import HOOK_NAMES
-from dpledger.core.lowering import PROFILE_DELTA, PROFILE_EPSILONS, lower_event, profile_to_core
+from dpledger.core.lowering import PROFILE_EPSILONS, lower_event, profile_to_core
 from dpledger.core.plugin_loading import (
     BUILTIN_DISTRIBUTION,
     BUILTIN_TIER,
@@ -464,8 +464,9 @@ class PluginHost:
     def lower(self, event: Event, adjacency: Adjacency | None = None) -> Event:
         """Replace every plugin mechanism event by its (at least as lossy) core mapping.
 
-        A mechanism with only a privacy profile becomes the approximate-DP event read off its
-        profile (see :func:`profile_to_core`), under ``adjacency``.
+        A mechanism with only a privacy profile becomes its profile tabulated under
+        ``adjacency`` (see :func:`profile_to_core`), which the PLD accountant composes as a
+        privacy-loss distribution.
         """
         by_class = {spec.event_class: spec for spec in self.mechanisms().values()}
         unknown = [

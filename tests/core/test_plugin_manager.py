@@ -145,10 +145,15 @@ def test_mechanism_lowering_and_spec_checks(dpledger_pm) -> None:  # type: ignor
     host.register(
         _module("p", dpledger_register_mechanisms=lambda register: register(profile_only)), name="p"
     )
-    # profile only: the smallest grid epsilon where the certified profile reaches zero
+    # profile only: the profile tabulated up to the grid epsilon where it reaches zero, whose
+    # coarsening is pure DP there
+    from dpledger.core.events import TabulatedProfileEvent
+
     lowered = host.lower(PureStaircaseEvent(1.0))
-    assert isinstance(lowered, PureDPEvent)
-    assert 1.0 <= lowered.epsilon <= 1.0 * 1.03
+    assert isinstance(lowered, TabulatedProfileEvent) and lowered.deltas[-1] == 0.0
+    coarse = lowered.coarsened()
+    assert isinstance(coarse, PureDPEvent)
+    assert 1.0 <= coarse.epsilon <= 1.0 * 1.03
 
 
 def test_mechanism_spec_validation() -> None:
@@ -246,10 +251,11 @@ def test_make_plugin_manager_has_no_side_effects_without_entry_points() -> None:
 
 
 def test_profile_only_mechanism_is_charged_by_its_profile() -> None:
-    """A profile that never reaches zero becomes (eps, PROFILE_DELTA)-DP at the first grid
-    epsilon where it is small enough; a profile that is not a probability is a plugin error."""
-    from dpledger.core.events import ApproxDPEvent
-    from dpledger.core.plugin_manager import PROFILE_DELTA, profile_to_core
+    """A profile-only mechanism becomes its profile tabulated up to where it is 0 (here never),
+    whose coarsening is (eps, delta)-DP at the first grid epsilon where delta is at most
+    PROFILE_DELTA; a profile that is not a probability is a plugin error."""
+    from dpledger.core.events import ApproxDPEvent, TabulatedProfileEvent
+    from dpledger.core.plugin_manager import PROFILE_DELTA, PROFILE_EPSILONS, profile_to_core
     from dpledger.core.specs import Provenance
 
     def gaussian_like(event: Event, adjacency: Any, eps: float) -> float:
@@ -262,8 +268,12 @@ def test_profile_only_mechanism_is_charged_by_its_profile() -> None:
         provenance=Provenance("p", None, None, "unverified"),
     )
     core = profile_to_core(spec, PureStaircaseEvent(1.0), make_adj())
-    assert isinstance(core, ApproxDPEvent) and core.delta == PROFILE_DELTA
-    assert math.exp(-core.epsilon) <= PROFILE_DELTA < math.exp(-core.epsilon / 1.03)
+    assert isinstance(core, TabulatedProfileEvent) and core.name == spec.name
+    assert core.epsilons == PROFILE_EPSILONS and core.relation == "add_remove"
+    assert core.deltas == tuple(math.exp(-e) for e in PROFILE_EPSILONS)
+    coarse = core.coarsened()
+    assert isinstance(coarse, ApproxDPEvent) and coarse.delta <= PROFILE_DELTA
+    assert math.exp(-coarse.epsilon) <= PROFILE_DELTA < math.exp(-coarse.epsilon / 1.03)
 
     broken = attrs.evolve(spec, privacy_profile=lambda e, a, eps: 2.0)
     with pytest.raises(PluginError, match="not a probability"):
