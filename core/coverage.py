@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpledger.core.events import (
+    EVENT_KINDS,
     ApproxDPEvent,
     Event,
     ExponentialMechanismEvent,
@@ -30,6 +31,7 @@ from dpledger.core.events import (
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
+    TabulatedProfileEvent,
     TimeProfiledPureDPEvent,
     canonical,
     flatten,
@@ -125,7 +127,30 @@ def dominates(declared: Hashable, executed: Hashable) -> bool:
         return bool(
             executed.num_buckets == declared.num_buckets and executed.epsilon <= declared.epsilon
         )
+    if isinstance(executed, TabulatedProfileEvent):
+        assert isinstance(declared, TabulatedProfileEvent)
+        return _table_covers(declared, executed)
+    if isinstance(declared, Event) and EVENT_KINDS.core.get(declared.kind) is not type(declared):
+        return _plugin_covers(declared, executed)
     return bool(executed == declared)
+
+
+def _table_covers(declared: TabulatedProfileEvent, executed: TabulatedProfileEvent) -> bool:
+    """The same grid and relation, and no executed delta above the declared one."""
+    if (declared.epsilons, declared.relation) != (executed.epsilons, executed.relation):
+        return False
+    pairs = [(declared.deltas, executed.deltas)]
+    pairs.append((declared.deltas_add or declared.deltas, executed.deltas_add or executed.deltas))
+    return all(e <= d for ds, es in pairs for d, e in zip(ds, es, strict=True))
+
+
+def _plugin_covers(declared: Event, executed: Hashable) -> bool:
+    """A plugin event class's own rule (:meth:`Event.covers`); a rule that fails covers
+    nothing."""
+    try:
+        return isinstance(executed, Event) and declared.covers(executed) is True
+    except Exception:  # a plugin's failure must never widen a declaration
+        return False
 
 
 def _max_flow(supply: Sequence[int], capacity: Sequence[int], edges: list[list[int]]) -> int:

@@ -153,6 +153,14 @@ class Event:
             yield node
             stack.extend(reversed(node.children()))
 
+    def covers(self, executed: Event) -> bool:
+        """Whether this declared leaf step covers ``executed``, a step of the same class.
+
+        The ledger asks this of plugin event classes (core kinds have their own rules in
+        :mod:`dpledger.core.coverage`). The default is equality; a plugin may override it with
+        a monotonicity it has proven (e.g. more noise never costs more privacy)."""
+        return self == executed
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a ``kind`` tag; inverse of :func:`event_from_dict`."""
         out: dict[str, Any] = {"kind": self.kind}

@@ -57,3 +57,16 @@ def test_coarsening_is_a_tabulated_point() -> None:
     assert TabulatedProfileEvent([-1.0], [0.9]).coarsened() == NonPrivateEvent()
     nested = SelfComposedEvent(pure, 3)
     assert coarsen_tabulated(nested) == SelfComposedEvent(PureDPEvent(2.0), 3)
+
+
+def test_a_declared_table_covers_a_smaller_one_on_its_grid() -> None:
+    from dpledger.core.coverage import dominates
+
+    declared = TabulatedProfileEvent([0.0, 1.0], [0.5, 0.1])
+    assert dominates(declared, TabulatedProfileEvent([0.0, 1.0], [0.4, 0.1]))
+    assert not dominates(declared, TabulatedProfileEvent([0.0, 1.0], [0.5, 0.2]))
+    assert not dominates(declared, TabulatedProfileEvent([0.0, 2.0], [0.5, 0.1]))
+    assert not dominates(
+        declared, TabulatedProfileEvent([0.0, 1.0], [0.5, 0.1], relation="replace_one")
+    )
+    assert not dominates(declared, TabulatedProfileEvent([0.0, 1.0], [0.5, 0.1], [0.6, 0.1]))
