@@ -32,8 +32,6 @@ from dpledger.core.events import (
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
     TabulatedProfileEvent,
-    TimeProfiledPureDPEvent,
-    canonical,
     flatten,
 )
 
@@ -61,8 +59,6 @@ Multiset = tuple[tuple[Hashable, int], ...]
 
 
 def canonical_step(event: Event) -> Hashable:
-    if isinstance(event, TimeProfiledPureDPEvent):
-        return canonical(event)
     if isinstance(event, PoissonSampledEvent):
         inner = canonical_multiset(event.event)
         return _Sampled("poisson", event.sampling_probability, 0, 0, inner)

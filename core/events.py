@@ -24,6 +24,7 @@ import attrs
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.validation import (
     delta_closed_open,
+    is_number,
     nonnegative_finite,
     nonnegative_int,
     one_of,
@@ -224,45 +225,15 @@ class PureDPEvent(Event):
     epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)
 
 
-@attrs.frozen
-class TimeProfiledPureDPEvent(Event):
-    """A pure-DP release whose epsilon depends on how long a flow ran before it was sampled.
-
-    ``epsilon = floor_epsilon + transient_epsilon * exp(-decay_rate * time)``: e.g. a sample
-    of an exponential mechanism's law after running a contracting flow (a Langevin or
-    birth-death flow) for time ``time`` from an initial law whose log-density oscillation is
-    bounded, where ``floor_epsilon`` is the target's own epsilon. Accountants treat it as
-    :class:`PureDPEvent` with that epsilon, rounded up (see :func:`canonical`).
-    """
-
-    kind: ClassVar[str] = "time_profiled_pure_dp"
-    floor_epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)
-    transient_epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)
-    time: float = attrs.field(validator=nonnegative_finite, converter=to_float)
-    decay_rate: float = attrs.field(default=1.0, validator=positive_finite, converter=to_float)
-
-    @property
-    def epsilon(self) -> float:
-        """The epsilon at ``time``, rounded up to a float that is never below the real value."""
-        if self.transient_epsilon == 0.0:
-            return self.floor_epsilon
-        up = math.inf
-        exponent = math.nextafter(self.decay_rate * self.time, -up)  # rounded product, made lower
-        factor = math.nextafter(math.nextafter(math.exp(-exponent), up), up)  # exp within 1 ulp
-        value = math.nextafter(self.transient_epsilon * factor, up)
-        return math.nextafter(self.floor_epsilon + value, up)
-
-
 def _float_tuple(value: Any) -> Any:
     """attrs converter: a list of numbers becomes a tuple of floats (others left to the
     validator, which names the field)."""
-    if isinstance(value, list | tuple) and all(_is_real(v) for v in value):
-        return tuple(float(v) for v in value)
+    if isinstance(value, list | tuple) and all(is_number(v) for v in value):
+        try:
+            return tuple(float(v) for v in value)
+        except (OverflowError, ValueError, TypeError):
+            return value
     return value
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _table_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -271,7 +242,9 @@ def _table_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any)
     name = attribute.name
     if not isinstance(value, tuple) or not value or not all(isinstance(v, float) for v in value):
         raise InvalidParameterError(
-            name, f"must be a non-empty list of numbers, got {short_repr(value)}", "list numbers"
+            name,
+            f"expected a number at every entry of a non-empty list, got {short_repr(value)}",
+            "write a list of plain numbers (no quotes, not true/false)",
         )
     if len(value) > MAX_PROFILE_POINTS:
         raise InvalidParameterError(
@@ -631,22 +604,10 @@ def event_from_dict(data: Any, *, path: str = "", _depth: int = 0) -> Event:
 
 
 def canonical(event: Event) -> Event:
-    """Rewrite derived core events into the base events the accountants characterise.
-
-    :class:`TimeProfiledPureDPEvent` becomes :class:`PureDPEvent` of its (rounded-up) epsilon;
-    everything else is unchanged. Every accountant and the lifting rules call this first.
-    """
-    memo: dict[int, Event] = {}
-
-    def rewrite(e: Event) -> Event:
-        if id(e) not in memo:  # a shared sub-event is rewritten once
-            if isinstance(e, TimeProfiledPureDPEvent):
-                memo[id(e)] = PureDPEvent(e.epsilon)
-            else:
-                memo[id(e)] = map_children(e, rewrite)
-        return memo[id(e)]
-
-    return rewrite(event)
+    """Rewrite derived core events into the base events the accountants characterise (every
+    accountant and the lifting rules call this first). No core event is derived at present:
+    plugin events are lowered by the plugin host instead."""
+    return event
 
 
 def coarsen_tabulated(event: Event) -> Event:
@@ -726,7 +687,6 @@ def is_pure(event: Event) -> bool:
         isinstance(
             e,
             PureDPEvent
-            | TimeProfiledPureDPEvent
             | LaplaceEvent
             | RandomizedResponseEvent
             | ExponentialMechanismEvent
@@ -747,7 +707,7 @@ def pure_epsilon(event: Event) -> float:
         return 0.0
     if isinstance(
         event,
-        PureDPEvent | TimeProfiledPureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent,
+        PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent,
     ):
         return event.epsilon
     if isinstance(event, RandomizedResponseEvent):

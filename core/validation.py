@@ -11,7 +11,7 @@ import attrs
 from dpledger.core.errors import InvalidParameterError
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     """A real number that is not a bool (a string, a bool or None is never a number)."""
     if isinstance(value, bool | str | bytes) or type(value).__name__ == "bool_":
         return False
@@ -32,7 +32,7 @@ def to_float(value: Any) -> float:
     Unlike ``converter=float`` it never turns a string (``"0.5"``) or a bool (``True``) into a
     number, and an integer too large for a float is kept so that the validator names the field.
     """
-    if not _is_number(value):
+    if not is_number(value):
         return cast(float, value)  # not a number: the validator names the field
     try:
         return float(value)
@@ -41,7 +41,7 @@ def to_float(value: Any) -> float:
 
 
 def _number(field: str, value: Any) -> float:
-    if not _is_number(value):
+    if not is_number(value):
         raise InvalidParameterError(
             field,
             f"expected a number, got {type(value).__name__} {_shown(value)}",

@@ -132,7 +132,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.events.pure_epsilon",
         status="contrib",
         proof="proofs_checks/composition/proof.md",
-        source_sha256="7e431a74bfbfacfd65cba61c8e0dbd5d32d4a21d06f9571b7c7a7d5680774b27",
+        source_sha256="b4fba0a1830c34ee204d62a2ba7bc4ed8bf125e2a29c0bc94edfeed2240a7f02",
     ),
     ProofRecord(
         target="dpledger.core.events.RandomizedResponseEvent",

@@ -31,9 +31,9 @@ from dpledger.core.events import (
     Event,
     NonPrivateEvent,
     SelfComposedEvent,
-    TimeProfiledPureDPEvent,
 )
 from dpledger.plugins.shk import bounds
+from dpledger.plugins.shk.events import TimeProfiledPureDPEvent
 from dpledger.plugins.shk.params import SHKMethodParams
 
 #: Young-parameter grid over which Theorem 2's bound is minimised (any c in (0, 1) is valid).

@@ -13,7 +13,7 @@ from typing import Any
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import Event
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.specs import MethodSpec, ProofRef, ReportSectionSpec
+from dpledger.core.specs import MechanismSpec, MethodSpec, ProofRef, ReportSectionSpec
 from dpledger.plugins.shk.declare import (
     PARTICLES_REASON,
     TIER_NONE,
@@ -21,6 +21,7 @@ from dpledger.plugins.shk.declare import (
     TIER_THEOREM,
     declare_shk_release,
 )
+from dpledger.plugins.shk.events import TimeProfiledPureDPEvent
 from dpledger.plugins.shk.params import SHKMethodParams
 from dpledger.plugins.shk.release import run_release
 
@@ -78,9 +79,30 @@ REPORT_SECTION = ReportSectionSpec(
 )
 
 
+#: the method's event: pure DP at the flow's time-t epsilon
+MECHANISM = MechanismSpec(
+    name="time_profiled_pure_dp",
+    event_class=TimeProfiledPureDPEvent,
+    description=(
+        "a pure-DP release whose epsilon decays with the running time of a contracting flow "
+        "(floor + transient * exp(-decay_rate * time)); lowered to pure DP at that epsilon"
+    ),
+    proof=ProofRef(
+        "Mustafi & Mukherjee 2026, Theorem 3: the exact flow's time-t law is eps(t)-DP",
+        "docs/methods/shk.md",
+    ),
+    to_core=TimeProfiledPureDPEvent.to_core,
+)
+
+
 @hookimpl
 def dpledger_register_methods(register: Any) -> None:
     register(SPEC)
+
+
+@hookimpl
+def dpledger_register_mechanisms(register: Any) -> None:
+    register(MECHANISM)
 
 
 @hookimpl

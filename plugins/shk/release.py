@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import ApproxDPEvent, NonPrivateEvent, TimeProfiledPureDPEvent
+from dpledger.core.events import ApproxDPEvent, NonPrivateEvent
 from dpledger.core.ledger import PrivacyLedger
 from dpledger.plugins.shk import declare
+from dpledger.plugins.shk.events import TimeProfiledPureDPEvent
 from dpledger.plugins.shk.params import SHKMethodParams
 from dpledger.plugins.shk.particles import birth_death_langevin
 from dpledger.plugins.shk.solvers import solve_shk, stable_dt

@@ -84,10 +84,13 @@ class Case:
         """The declaration stated per privacy unit (lifted by the core if it is row level)."""
         params = self.params if self.claim_params is None else self.claim_params
         declaration = declare_checked(self.spec, params, self.adjacency)
-        event, _ = stated_for_unit(
-            declaration.event, declaration.unit, self.adjacency, release=self.label
-        )
+        core = _HOST.lower(declaration.event, self.adjacency)  # plugin mechanisms onto core
+        event, _ = stated_for_unit(core, declaration.unit, self.adjacency, release=self.label)
         return event
+
+
+#: the builtin plugins, to lower their own mechanism events
+_HOST = PluginHost.create(builtin_only=True)
 
 
 # -- statistics ---------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     PureDPEvent,
     SelfComposedEvent,
-    TimeProfiledPureDPEvent,
+    TabulatedProfileEvent,
     event_from_dict,
     nesting_depth,
 )
@@ -32,7 +32,7 @@ from dpledger.core.events import (
         (lambda v: PureDPEvent(v), "epsilon"),
         (lambda v: ApproxDPEvent(1.0, v), "delta"),
         (lambda v: PoissonSampledEvent(v, GaussianEvent(1.0)), "sampling_probability"),
-        (lambda v: TimeProfiledPureDPEvent(1.0, 1.0, 1.0, v), "decay_rate"),
+        (lambda v: TabulatedProfileEvent([0.0, 1.0], [0.5, v]), "deltas"),
     ],
 )
 @pytest.mark.parametrize("value", ["0.5", True, False, None, [0.5], b"1", np.bool_(True)])

@@ -33,7 +33,6 @@ from dpledger.core.events import (
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
-    TimeProfiledPureDPEvent,
 )
 
 pytestmark = [
@@ -68,7 +67,6 @@ leaves = st.one_of(
     ),
     st.builds(ExponentialMechanismEvent, epsilons),
     st.builds(ReportNoisyMaxEvent, epsilons),
-    st.builds(TimeProfiledPureDPEvent, epsilons, epsilons, st.floats(0.0, 1e3), noise),
     st.just(NoOpEvent()),
     st.just(NonPrivateEvent()).filter(lambda _: True),
 )

@@ -61,8 +61,8 @@ def test_missing_required_key() -> None:
 
 
 def test_explicit_sensitivity_params_match_the_method_params() -> None:
-    from dpledger.core.events import TimeProfiledPureDPEvent
     from dpledger.plugins.shk.declare import SHKParams, release_epsilon
+    from dpledger.plugins.shk.events import TimeProfiledPureDPEvent
 
     explicit = SHKParams(t=7.0, beta=5.0, sensitivity=0.04, rho0_kappa=0.5)
     ev = declare_shk_release(explicit)

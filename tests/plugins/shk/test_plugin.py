@@ -18,12 +18,12 @@ from dpledger.core.events import (
     ApproxDPEvent,
     PureDPEvent,
     SelfComposedEvent,
-    TimeProfiledPureDPEvent,
 )
 from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.runner import run_verified
 from dpledger.core.testing import MethodPluginContract
 from dpledger.plugins.shk import bounds, certificate_summary, declare, plugin
+from dpledger.plugins.shk.events import TimeProfiledPureDPEvent
 from dpledger.plugins.shk.torus import TorusGrid
 
 EXP3 = {"t": 7.0, "beta": 5.0, "n": 100, "rho0_kappa": 0.5}
@@ -86,8 +86,9 @@ def test_declares_theorem3_time_profiled_event() -> None:
     assert exact <= ev.epsilon <= exact * (1 + 1e-14)
     assert round(ev.epsilon, 4) == 0.2201
     assert ev.epsilon >= bounds.epsilon_a1_prime(7.0, 0.2, 11.0) * (1 - 1e-15)
-    # accounted as pure ε-DP; n draws compose
-    sel = account(ev, Adjacency(), delta=1e-6)
+    # lowered to pure ε-DP by the plugin host and accounted as such; n draws compose
+    assert ev.to_core() == PureDPEvent(ev.epsilon)
+    sel = account(ev.to_core(), Adjacency(), delta=1e-6)
     assert exact - 1e-5 <= sel.bound.epsilon <= ev.epsilon  # pure ε, tightened slightly at δ
     many = plugin.SPEC.declare(plugin.SPEC.make_params({**EXP3, "n_samples": 3}), Adjacency())
     assert isinstance(many, SelfComposedEvent) and many.count == 3
@@ -215,13 +216,10 @@ def test_ledger_refuses_a_run_that_spends_more_than_declared() -> None:
         plugin.run_release(
             shorter, np.full(100, 0.2), PrivacyLedger(declared_one, rng=0), np.random.default_rng(0)
         )
-    # a declared plain PureDPEvent of at least that ε covers the draw
-    cover = PureDPEvent(declared_one.epsilon)
+    # a later time (smaller ε) is covered by the declaration (the event's own rule)
+    later = plugin.SPEC.make_params({**EXP3, "t": 9.0, "n_cells": 32})
     out = plugin.run_release(
-        plugin.SPEC.make_params({**EXP3, "n_cells": 32}),
-        np.full(100, 0.2),
-        PrivacyLedger(cover, rng=0),
-        np.random.default_rng(0),
+        later, np.full(100, 0.2), PrivacyLedger(declared_one, rng=0), np.random.default_rng(0)
     )
     assert out["samples"].shape == (1,)
 
@@ -272,7 +270,7 @@ def test_host_run_writes_samples_and_ledger(tmp_path: Path, make_dist, capsys) -
 
 def test_bad_data_is_refused() -> None:
     spec = plugin.SPEC
-    ledger = PrivacyLedger(PureDPEvent(100.0), rng=0)
+    ledger = PrivacyLedger(TimeProfiledPureDPEvent(100.0, 0.0, 0.0), rng=0)
     rng = np.random.default_rng(0)
     p = spec.make_params({"t": 1.0, "beta": 1.0, "n": 3, "n_cells": 16})
     with pytest.raises(InvalidParameterError, match=r"^data:.*non-finite"):

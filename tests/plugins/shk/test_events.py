@@ -1,4 +1,5 @@
-"""The time-profiled pure-DP event: its epsilon, its accounting, lifting and the runtime ledger."""
+"""The SHK event (time-profiled pure DP): its epsilon, its lowering and accounting, lifting and
+the runtime ledger."""
 
 from __future__ import annotations
 
@@ -13,17 +14,23 @@ from hypothesis import strategies as st
 from dpledger.accountant.select import account
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError
 from dpledger.core.events import (
+    CORE_EVENT_KINDS,
     ComposedEvent,
     PureDPEvent,
     SelfComposedEvent,
-    TimeProfiledPureDPEvent,
-    canonical,
     event_from_dict,
     is_pure,
     pure_epsilon,
 )
 from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.lifting import lift_event
+from dpledger.core.plugin_manager import PluginHost
+from dpledger.plugins.shk.events import TimeProfiledPureDPEvent
+
+
+@pytest.fixture(scope="module")
+def host() -> PluginHost:
+    return PluginHost.create(allow=["shk"])
 
 
 @given(
@@ -66,32 +73,35 @@ def test_bad_parameters_name_the_field(field: str, kwargs: dict[str, float]) -> 
     assert field in str(info.value)
 
 
-def test_it_is_pure_and_canonicalises_inside_compositions() -> None:
+def test_a_plugin_kind_lowered_to_pure_dp_inside_compositions(host: PluginHost) -> None:
+    assert "time_profiled_pure_dp" not in CORE_EVENT_KINDS
+    assert host.mechanisms()["time_profiled_pure_dp"].event_class is TimeProfiledPureDPEvent
     event = TimeProfiledPureDPEvent(0.2, 1.0, 2.0)
     tree = ComposedEvent((SelfComposedEvent(event, 3), PureDPEvent(0.5)))
-    assert is_pure(tree)
-    assert pure_epsilon(tree) == pytest.approx(3 * event.epsilon + 0.5)
-    assert canonical(tree) == ComposedEvent(
+    lowered = host.lower(tree)
+    assert lowered == ComposedEvent(
         (SelfComposedEvent(PureDPEvent(event.epsilon), 3), PureDPEvent(0.5))
     )
+    assert is_pure(lowered)
+    assert pure_epsilon(lowered) == pytest.approx(3 * event.epsilon + 0.5)
     assert event_from_dict(event.to_dict()) == event
 
 
-def test_accounted_like_the_pure_event_of_its_epsilon() -> None:
+def test_accounted_like_the_pure_event_of_its_epsilon(host: PluginHost) -> None:
     event = TimeProfiledPureDPEvent(0.1, 0.8, 3.0)
     k = 5
-    got = account(SelfComposedEvent(event, k), delta=1e-6).bound
+    got = account(host.lower(SelfComposedEvent(event, k)), delta=1e-6).bound
     want = account(SelfComposedEvent(PureDPEvent(event.epsilon), k), delta=1e-6).bound
     assert got.epsilon == want.epsilon
     # never more than basic composition, and strictly below it thanks to optimal composition
     assert got.epsilon <= k * event.epsilon
     # delta = 0: the pure bound itself
-    assert account(event, epsilon=event.epsilon).bound.delta == 0.0
+    assert account(host.lower(event), epsilon=event.epsilon).bound.delta == 0.0
 
 
-def test_user_level_lift_multiplies_epsilon() -> None:
+def test_user_level_lift_multiplies_epsilon(host: PluginHost) -> None:
     event = TimeProfiledPureDPEvent(0.1, 0.8, 3.0)
-    lifted, rules = lift_event(event, 3)
+    lifted, rules = lift_event(host.lower(event), 3)
     assert isinstance(lifted, PureDPEvent)
     assert lifted.epsilon >= 3 * event.epsilon
     assert lifted.epsilon == pytest.approx(3 * event.epsilon, rel=1e-12)
@@ -113,7 +123,7 @@ def test_ledger_books_a_certified_sample_and_refuses_an_earlier_time() -> None:
         strict.sample_certified(
             lambda rng: rng.normal(), TimeProfiledPureDPEvent(0.2, 2.0, 1.0), step="too early"
         )
-    # a plain pure-DP event of a smaller epsilon is covered by the time-profiled declaration
-    other = PrivacyLedger(declared, rng=0)
-    other.sample_certified(lambda rng: 0.0, PureDPEvent(0.2), step="cheaper")
-    other.verify()
+    # a later time (a smaller epsilon) is covered by the declaration
+    later = PrivacyLedger(declared, rng=0)
+    later.sample_certified(lambda rng: 0.0, TimeProfiledPureDPEvent(0.2, 2.0, 9.0), step="later")
+    later.verify()
