@@ -222,13 +222,31 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.leaf_profiles",
         status="contrib",
         proof="proofs_checks/wor_subsampling/proof.md",
-        source_sha256="5aae05a111b634f2a62483521c77f46adb9e9641d55734d1424e839873dc7574",
+        source_sha256="0a1a9c2190f57f74ef41cdea07bf48f68d98353431b33fcdc69fffa4289d3bf2",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_engine.compose",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
         source_sha256="66deddbdc7048e5ea04c596eaca5693fec76019c6f140acc4d5efc1767eb6e59",
+    ),
+    ProofRecord(
+        target="dpledger.core.events.ShuffledBatchesEvent",
+        status="contrib",
+        proof="proofs_checks/shuffled_batches/proof.md",
+        source_sha256="12eb48f028d6f8b84f2114234a5a8848e5d8a78bff8e544959de11cedcbb1abe",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles.shuffled_profiles",
+        status="contrib",
+        proof="proofs_checks/shuffled_batches/proof.md",
+        source_sha256="00f65cbea295e027b74b5b394202b759cd133cdb42f67148a6f4fe0b961ccd9d",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles.max_of_batches_pair",
+        status="contrib",
+        proof="proofs_checks/shuffled_batches/proof.md",
+        source_sha256="dd8ae2dbfb3697b8174940bab9a6bf581f07c9777958d13811df6b5c8cdabe0b",
     ),
 )
 
