@@ -50,6 +50,7 @@ from dpledger.core.events import (
     PureDPEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
+    ShuffledBatchesEvent,
     flatten,
 )
 
@@ -125,6 +126,12 @@ class ClosedFormAccountant(Accountant):
             if leaf.epsilon == 0.0:
                 return None  # (0, p): composes exactly, delta = p + (1 - p) delta_rest
             return f"{leaf.describe()} is approximate DP, which has no exact composition here"
+        if isinstance(leaf, ShuffledBatchesEvent):
+            return (
+                f"{leaf.describe()}: shuffled batches have a closed-form upper bound (one batch's "
+                "events per epoch) but no closed-form lower bound; the PLD backend gives the "
+                "bracket and the RDP backend the upper bound"
+            )
         if leaf.children():
             return f"{leaf.describe()}: sampled events have no closed form"
         return f"{leaf.describe()} has no closed form"

@@ -50,6 +50,7 @@ from dpledger.core.events import (
     PureDPEvent,
     RandomizedResponseEvent,
     SampledWithoutReplacementEvent,
+    ShuffledBatchesEvent,
     flatten,
 )
 
@@ -544,7 +545,9 @@ def _parameter_reason(leaf: Event, factor: float) -> str | None:
     """Why a leaf's parameters lie outside the range the PLD grid represents; None if inside."""
     inner = (
         leaf.event
-        if isinstance(leaf, PoissonSampledEvent | SampledWithoutReplacementEvent)
+        if isinstance(
+            leaf, PoissonSampledEvent | SampledWithoutReplacementEvent | ShuffledBatchesEvent
+        )
         else leaf
     )
     nodes = [inner] if not inner.children() else [e for e, _ in flatten(inner)]

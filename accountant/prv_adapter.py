@@ -37,6 +37,7 @@ from dpledger.core.events import (
     PureDPEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
+    ShuffledBatchesEvent,
     flatten,
 )
 
@@ -91,6 +92,16 @@ class PRVAccountant(Accountant):
                         "(the library needs minutes and gigabytes there; PLD and RDP cover it)"
                     )
                 continue
+            if isinstance(leaf, ShuffledBatchesEvent):
+                if self.adjacency.relation != "replace_one":
+                    return (
+                        f"{leaf.describe()}: shuffled batches are analysed under replace-one "
+                        "adjacency only (the dataset size fixes the partition)"
+                    )
+                inner = flatten(leaf.event)
+                if not all(isinstance(e, GaussianEvent) for e, _ in inner):
+                    return f"{leaf.describe()}: only Gaussians may run on shuffled batches here"
+                continue
             return f"{leaf.describe()} is not supported by the PRV backend"
         return None
 
@@ -112,7 +123,9 @@ class PRVAccountant(Accountant):
             )
         s = self.adjacency.sensitivity_factor
         for leaf, _ in everything:
-            inner = leaf.event if isinstance(leaf, PoissonSampledEvent) else leaf
+            inner = (
+                leaf.event if isinstance(leaf, PoissonSampledEvent | ShuffledBatchesEvent) else leaf
+            )
             for node in flatten(inner):
                 if isinstance(node[0], GaussianEvent | LaplaceEvent):
                     sigma = node[0].noise_multiplier / s
@@ -129,12 +142,19 @@ class PRVAccountant(Accountant):
         specs: dict[_Spec, int] = {}
         non_private = False
         for event, mult in self._ledger:
-            for leaf, count in flatten(event):
-                spec = _spec(leaf, s)
-                if spec is None:
-                    non_private = non_private or isinstance(leaf, NonPrivateEvent)
-                    continue
-                specs[spec] = specs.get(spec, 0) + count * mult
+            for outer, outer_count in flatten(event):
+                # a shuffled epoch costs the events of one batch (each record is in one batch)
+                parts = (
+                    [(e, outer_count * k) for e, k in flatten(outer.event)]
+                    if isinstance(outer, ShuffledBatchesEvent)
+                    else [(outer, outer_count)]
+                )
+                for leaf, count in parts:
+                    spec = _spec(leaf, s)
+                    if spec is None:
+                        non_private = non_private or isinstance(leaf, NonPrivateEvent)
+                        continue
+                    specs[spec] = specs.get(spec, 0) + count * mult
         return non_private, _merge_gaussians(specs)
 
     def _build(self, specs: dict[_Spec, int], delta_error: float) -> tuple[Any, list[int]]:

@@ -40,6 +40,7 @@ from dpledger.core.events import (
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
+    ShuffledBatchesEvent,
     flatten,
 )
 
@@ -134,6 +135,19 @@ class RDPAccountant(Accountant):
                 f"{leaf.describe()}: sampling without replacement is not supported by the "
                 "RDP backend"
             )
+        if isinstance(leaf, ShuffledBatchesEvent):
+            if self.adjacency.relation != "replace_one":
+                return (
+                    f"{leaf.describe()}: shuffled batches are analysed under replace-one "
+                    "adjacency only (the dataset size fixes the partition)"
+                )
+            for inner, _ in flatten(leaf.event):
+                if inner.children() or self._leaf_reason(inner) is not None:
+                    return (
+                        f"{leaf.describe()}: the RDP backend needs unsampled Gaussian, Laplace "
+                        f"or pure-DP events per batch, not {inner.describe()}"
+                    )
+            return None
         return f"{leaf.describe()} is not supported by the RDP backend"
 
     # -- curves -------------------------------------------------------------------------------
@@ -165,6 +179,12 @@ class RDPAccountant(Accountant):
                     if sigma == 0.0
                     else poisson_gaussian_rdp(o, leaf.sampling_probability, sigma)
                 )
+        elif isinstance(leaf, ShuffledBatchesEvent):
+            # each record is in exactly one batch: an epoch costs the batch's events once
+            out = np.zeros_like(o)
+            for inner, count in flatten(leaf.event):
+                with np.errstate(invalid="ignore", over="ignore"):
+                    out = out + _as_float(count) * self._leaf_rdp(inner)
         else:  # pragma: no cover - guarded by _unsupported_reason
             raise BoundUnavailable(self.name, f"unsupported {leaf.describe()}")
         self._cache[leaf] = out

@@ -31,6 +31,7 @@ from dpledger.core.events import (
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
+    ShuffledBatchesEvent,
     TabulatedProfileEvent,
     flatten,
 )
@@ -48,7 +49,7 @@ FloatArray = NDArray[np.float64]
 class _Sampled:
     """Canonical form of a sampled step: the scheme and the multiset of what runs inside."""
 
-    scheme: str  # "poisson" | "wor"
+    scheme: str  # "poisson" | "wor" | "shuffle"
     rate: float
     source_size: int
     sample_size: int
@@ -68,6 +69,14 @@ def canonical_step(event: Event) -> Hashable:
             event.sampling_probability,
             event.source_size,
             event.sample_size,
+            canonical_multiset(event.event),
+        )
+    if isinstance(event, ShuffledBatchesEvent):
+        return _Sampled(
+            "shuffle",
+            event.batch_size / event.source_size,
+            event.source_size,
+            event.batch_size,
             canonical_multiset(event.event),
         )
     hashable: Hashable = event
@@ -95,13 +104,19 @@ def dominates(declared: Hashable, executed: Hashable) -> bool:
                 return False
             if executed.scheme == "poisson":
                 ok = executed.rate <= declared.rate
+            elif executed.scheme == "shuffle":  # the partition is fixed by both sizes
+                ok = (
+                    executed.source_size == declared.source_size
+                    and executed.sample_size == declared.sample_size
+                )
             else:
                 ok = (
                     executed.source_size == declared.source_size
                     and executed.sample_size <= declared.sample_size
                 )
             return ok and multiset_covered(executed.inner, declared.inner)
-        # subsampling (rate <= 1) never costs more than running the inner step on everything
+        # subsampling (rate <= 1) never costs more than running the inner step on everything,
+        # and a shuffled epoch costs its batch's step once (each record is in one batch)
         return (
             len(executed.inner) == 1
             and executed.inner[0][1] == 1
@@ -200,6 +215,8 @@ def describe_step(step: Hashable) -> str:
         inner = ", ".join(f"{describe_step(e)} x{c}" for e, c in step.inner)
         if step.scheme == "poisson":
             return f"poisson_sampled(q={step.rate!r}, {inner})"
+        if step.scheme == "shuffle":
+            return f"shuffled_batches({step.sample_size} of {step.source_size} per batch, {inner})"
         return f"sampled_without_replacement({step.sample_size}/{step.source_size}, {inner})"
     assert isinstance(step, Event)
     return str(step.describe())
@@ -217,10 +234,29 @@ def explain_uncovered(step: Hashable, executed: Multiset, declared: Multiset) ->
         )
     if isinstance(step, _Sampled):
         same = [d for d, _ in declared if isinstance(d, _Sampled) and d.scheme == step.scheme]
+        schemes = {d.scheme for d, _ in declared if isinstance(d, _Sampled)}
+        if not same and step.scheme == "shuffle" and "poisson" in schemes:
+            return (
+                "the run batches by shuffling, but the declaration states Poisson sampling; "
+                "shuffled fixed-size batches are not Poisson samples: declare "
+                "ShuffledBatchesEvent(n, batch_size, ...) per epoch"
+            )
+        if not same and step.scheme == "poisson" and "shuffle" in schemes:
+            return (
+                "the run draws Poisson samples, but the declaration states shuffled batches: "
+                "declare PoissonSampledEvent, or batch with ledger.shuffle_batches"
+            )
         if not same:
             return f"no {step.scheme} sampled step is declared"
         if step.scheme == "poisson" and all(step.rate > d.rate for d in same):
             return f"sampling rate {step.rate!r} exceeds the declared {max(d.rate for d in same)!r}"
+        if step.scheme == "shuffle" and not any(
+            d.source_size == step.source_size and d.sample_size == step.sample_size for d in same
+        ):
+            return (
+                f"the epoch shuffles {step.source_size} records into batches of "
+                f"{step.sample_size}, which no declared shuffled epoch states"
+            )
         if step.scheme == "wor" and not any(
             d.source_size == step.source_size and step.sample_size <= d.sample_size for d in same
         ):

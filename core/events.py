@@ -453,6 +453,44 @@ class SampledWithoutReplacementEvent(Event):
 
 
 @attrs.frozen
+class ShuffledBatchesEvent(Event):
+    """One epoch of shuffle-and-partition: the ``source_size`` records are shuffled uniformly
+    at random and cut into consecutive batches of ``batch_size`` (the last one holds the
+    remainder when ``batch_size`` does not divide ``source_size``), so every record lies in
+    exactly one of :attr:`num_batches` batches; ``event`` runs on each batch. ``E`` epochs, each
+    reshuffled, are ``SelfComposedEvent(epoch, E)``.
+
+    The source size is public and fixed: the partition is defined for datasets of exactly
+    ``source_size`` records, so the event is analysed under replace-one adjacency only (adding
+    or removing a record changes the number or the sizes of the batches). No amplification is
+    claimed: an epoch costs one run of ``event`` (the record is in one batch). Accountants
+    certify a lower bound from the max-of-batch-sums attack of Chua et al. (ICML 2024,
+    arXiv 2403.17673; NeurIPS 2024, arXiv 2411.04205).
+    """
+
+    kind: ClassVar[str] = "shuffled_batches"
+    source_size: int = attrs.field(validator=positive_int)
+    batch_size: int = attrs.field(validator=positive_int)
+    event: Event = attrs.field(validator=_event_validator)
+
+    def __attrs_post_init__(self) -> None:
+        if self.batch_size > self.source_size:
+            raise InvalidParameterError(
+                "batch_size",
+                f"{self.batch_size} exceeds source_size {self.source_size}",
+                "use a batch no larger than the dataset",
+            )
+
+    @property
+    def num_batches(self) -> int:
+        """Batches per epoch: ``ceil(source_size / batch_size)``."""
+        return -(-self.source_size // self.batch_size)
+
+    def children(self) -> tuple[Event, ...]:
+        return (self.event,)
+
+
+@attrs.frozen
 class SelfComposedEvent(Event):
     """``count`` independent repetitions of ``event``."""
 
@@ -509,7 +547,7 @@ CORE_EVENT_KINDS: frozenset[str] = frozenset(EVENT_KINDS.core)
 
 
 #: integer parameters; JSON Schema counts 10.0 as an integer, so 10.0 is read as 10
-INT_EVENT_FIELDS = ("count", "source_size", "sample_size", "num_buckets")
+INT_EVENT_FIELDS = ("count", "source_size", "sample_size", "batch_size", "num_buckets")
 
 
 def short_repr(value: Any) -> str:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -61,6 +61,7 @@ from dpledger.core.events import (
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
+    ShuffledBatchesEvent,
     flatten,
 )
 
@@ -166,6 +167,11 @@ class Sample:
     def __len__(self) -> int:
         return int(self.indices.size)
 
+    def replaced_entry(self) -> int | None:
+        """Index of the ledger entry that this scope's event replaces when it closes (None: the
+        event is a new entry)."""
+        return None
+
     def wrapped(self, extra: Event | None = None) -> Event | None:
         """The executed sampled event (with ``extra`` appended inside); None if empty."""
         inner = [*self._inner, *([extra] if extra is not None else [])]
@@ -189,6 +195,98 @@ class Sample:
         event = self.wrapped()
         if event is not None:
             self._ledger._append(event, self.step, checked=True)
+
+
+class ShuffledBatch(Sample):
+    """One batch of a :class:`ShuffledEpoch`; use it as a context manager around the steps that
+    run on it (like :class:`Sample`). Its steps are booked as part of the epoch's one
+    :class:`~dpledger.core.events.ShuffledBatchesEvent`."""
+
+    def __init__(self, epoch: ShuffledEpoch, position: int, indices: NDArray[np.int64]) -> None:
+        super().__init__(epoch._ledger, "shuffle", epoch.step, lambda e: e, indices)
+        self._epoch = epoch
+        self.position = position
+
+    def replaced_entry(self) -> int | None:
+        return self._epoch._index
+
+    def wrapped(self, extra: Event | None = None) -> Event | None:
+        inner = [*self._inner, *([extra] if extra is not None else [])]
+        return self._epoch._event(inner)
+
+    def __enter__(self) -> ShuffledBatch:
+        if self._ledger._scopes:
+            raise PluginError(
+                f"batch {self.position} of {self.step!r} is entered inside the open sample "
+                f"{self._ledger._scopes[-1].step!r}; run shuffled epochs at the top level"
+            )
+        super().__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._ledger._scopes or self._ledger._scopes[-1] is not self:
+            raise PluginError(f"batch {self.position} of {self.step!r} closed out of order")
+        self._ledger._scopes.pop()
+        self._open = False
+        self._closed = True
+        self._epoch._close(self._inner)
+
+
+class ShuffledEpoch:
+    """One epoch of shuffled fixed-size batches (:meth:`PrivacyLedger.shuffle_batches`).
+
+    Iterate over it for its batches, in order; enter each batch (``with batch:``) around the
+    steps that run on it. A record is in exactly one batch, so the epoch is booked as one
+    ``ShuffledBatchesEvent(n, batch_size, inner)`` whose ``inner`` holds, for each kind of
+    step, the most any batch ran (a batch that runs nothing costs nothing).
+    """
+
+    def __init__(
+        self, ledger: PrivacyLedger, step: str, n: int, batch_size: int, order: NDArray[np.int64]
+    ) -> None:
+        self._ledger = ledger
+        self.step = step
+        self.source_size = n
+        self.batch_size = batch_size
+        self._index: int | None = None
+        self._most: Counter[Hashable] = Counter()
+        self._leaf: dict[Hashable, Event] = {}
+        self.batches = tuple(
+            ShuffledBatch(self, i, np.sort(order[start : start + batch_size]).astype(np.int64))
+            for i, start in enumerate(range(0, n, batch_size))
+        )
+
+    def __iter__(self) -> Iterator[ShuffledBatch]:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def _counts(self, inner: list[Event]) -> Counter[Hashable]:
+        counts: Counter[Hashable] = Counter()
+        for leaf, k in flatten(ComposedEvent(inner)):
+            key = canonical_step(leaf)
+            self._leaf.setdefault(key, leaf)
+            counts[key] += k
+        return counts
+
+    def _event(self, inner: list[Event]) -> Event | None:
+        """The epoch's event if one more batch ran ``inner`` (None if no batch ran anything)."""
+        most = self._most | self._counts(inner)
+        if not most:
+            return None
+        parts: list[Event] = [
+            self._leaf[key] if c == 1 else SelfComposedEvent(self._leaf[key], c)
+            for key, c in sorted(most.items(), key=lambda kv: repr(kv[0]))
+        ]
+        body = parts[0] if len(parts) == 1 else ComposedEvent(parts)
+        return ShuffledBatchesEvent(self.source_size, self.batch_size, body)
+
+    def _close(self, inner: list[Event]) -> None:
+        event = self._event(inner)
+        self._most |= self._counts(inner)
+        if event is not None:
+            self._ledger._book_epoch(self, event)
 
 
 def selection_epsilon(epsilon: float, adjacency: Adjacency) -> float:
@@ -271,6 +369,10 @@ class PrivacyLedger:
             entry = scope.wrapped(entry)
         assert entry is not None
         counts = Counter(self._counts)
+        replaced = self._scopes[0].replaced_entry() if self._scopes else None
+        if replaced is not None:  # an open shuffled epoch: its booked event is superseded
+            for step, c in canonical_multiset(self._entries[replaced]):
+                counts[step] -= c
         for step, c in canonical_multiset(entry):
             counts[step] += c
         return entry, counts
@@ -284,8 +386,12 @@ class PrivacyLedger:
         if not multiset_covered(executed, self._declared_ms):
             culprit = canonical_step(flatten(entry)[0][0]) if flatten(entry) else entry
             reason = explain_uncovered(culprit, executed, self._declared_ms)
+            label = repr(step)
+            if self._scopes and isinstance(self._scopes[0], ShuffledBatch):
+                batch = self._scopes[0]
+                label = f"{step!r} (batch {batch.position} of epoch {batch.step!r})"
             raise LedgerViolationError(
-                f"step {step!r}: executed {describe_step(culprit)} is not covered by the declared "
+                f"step {label}: executed {describe_step(culprit)} is not covered by the declared "
                 f"{self.declared.describe()}: {reason}. Fix: make run() match declare()"
             )
 
@@ -563,7 +669,7 @@ class PrivacyLedger:
         """Run ``sampler(rng)`` as one release whose privacy ``event`` certifies.
 
         For mechanisms the ledger cannot draw itself, e.g. sampling the law of a flow whose
-        epsilon a theorem states (:class:`~dpledger.core.events.TimeProfiledPureDPEvent`). The
+        epsilon a theorem states (e.g. the SHK plugin's ``TimeProfiledPureDPEvent``). The
         event is checked against the declaration and booked *before* the sampler runs; the
         sampler gets the ledger's generator so the run stays reproducible. ``note`` (e.g. which
         approximation of the certified law was sampled) goes into the log.
@@ -711,13 +817,58 @@ class PrivacyLedger:
             indices,
         )
 
+    def shuffle_batches(self, n: int, batch_size: int, *, step: str) -> ShuffledEpoch:
+        """One epoch: shuffle ``n`` records and cut them into batches of ``batch_size`` (the last
+        holds the remainder), so that every record is in exactly one batch.
+
+        Iterate over the result and run each batch's steps inside ``with batch:``; the epoch is
+        booked as ``ShuffledBatchesEvent(n, batch_size, ...)`` (call once per epoch; the
+        permutation comes from the ledger's generator). ``n`` is public: the analysis holds
+        under replace-one adjacency only, where the dataset size is fixed.
+        """
+        step = _check_step(step)
+        self._check_units_sampled(step)
+        for name, v in (("n", n), ("batch_size", batch_size)):
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+                raise InvalidParameterError(name, f"must be an integer >= 1, got {v!r}", "fix it")
+        if batch_size > n:
+            raise InvalidParameterError(
+                "batch_size", f"{batch_size} exceeds n = {n}", "use a batch no larger than n"
+            )
+        if self.adjacency.relation != "replace_one":
+            raise LedgerViolationError(
+                f"step {step!r}: shuffled batches are analysed under replace-one adjacency only "
+                "(adding or removing a record changes the partition). Fix: run under "
+                "Adjacency(relation='replace_one'), or use ledger.poisson_sample"
+            )
+        order = self.rng.permutation(int(n)).astype(np.int64)
+        epoch = ShuffledEpoch(self, step, int(n), int(batch_size), order)
+        self.log.append({"step": step, "shuffle_batches": [int(batch_size), int(n)]})
+        self.private_log.append({"step": step, "batch_sizes": [len(b) for b in epoch.batches]})
+        return epoch
+
+    def _book_epoch(self, epoch: ShuffledEpoch, event: Event) -> None:
+        """Book (or re-book, after one more batch) the event of a shuffled epoch."""
+        if epoch._index is None:
+            epoch._index = len(self._entries)
+            self._entries.append(event)
+        else:
+            for s, c in canonical_multiset(self._entries[epoch._index]):
+                self._counts[s] -= c
+            self._entries[epoch._index] = event
+        for s, c in canonical_multiset(event):
+            self._counts[s] += c
+
     # -- results -----------------------------------------------------------------------
     def executed_event(self) -> Event:
         """Everything executed so far (open samples included) as one composed event."""
         entries = list(self._entries)
         if self._scopes:
             open_entry = self._scopes[0].wrapped()
-            if open_entry is not None:
+            replaced = self._scopes[0].replaced_entry()
+            if open_entry is not None and replaced is not None:
+                entries[replaced] = open_entry
+            elif open_entry is not None:
                 entries.append(open_entry)
         return ComposedEvent(entries)
 

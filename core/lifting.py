@@ -17,8 +17,9 @@ user. Each rule below is a proven statement; the tightest one that applies is us
   rows; when that delta reaches 1 the guarantee is vacuous and the release becomes non-private.
 * ``compose_distributes``: lifting distributes over (self-)composition: each part is lifted.
 
-Row-sampled events (Poisson or without replacement) have no proven lift here: a user's ``k``
-rows are sampled independently, so neither amplification nor group privacy applies as stated.
+Row-sampled events (Poisson, without replacement or shuffled batches) have no proven lift here:
+a user's ``k`` rows are sampled independently, so neither amplification nor group privacy
+applies as stated.
 They raise :class:`LiftingError` with the fix (sample users, declare the release at user level).
 Every number is rounded toward the safe side (up for ε and δ, down for noise multipliers).
 """
@@ -45,6 +46,7 @@ from dpledger.core.events import (
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
+    ShuffledBatchesEvent,
     TabulatedProfileEvent,
     canonical,
 )
@@ -146,7 +148,9 @@ def _lift(event: Event, k: int, rules: list[str], release: str) -> Event:
     if isinstance(event, ComposedEvent):
         rules.append(RULE_COMPOSE)
         return ComposedEvent(tuple(_lift(e, k, rules, release) for e in event.events))
-    if isinstance(event, PoissonSampledEvent | SampledWithoutReplacementEvent):
+    if isinstance(
+        event, PoissonSampledEvent | SampledWithoutReplacementEvent | ShuffledBatchesEvent
+    ):
         raise LiftingError(
             f"release {release!r}: {event.kind} samples rows, and a row-sampled event has no "
             f"proven lift to users with up to {k} rows (amplification and group privacy do not "

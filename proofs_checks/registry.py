@@ -222,13 +222,55 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.leaf_profiles",
         status="contrib",
         proof="proofs_checks/wor_subsampling/proof.md",
-        source_sha256="5aae05a111b634f2a62483521c77f46adb9e9641d55734d1424e839873dc7574",
+        source_sha256="95e3d3f56e03c2b8c5e4003e67daad6e0fdd027aafaaff86056eda88b154b47d",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_engine.compose",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
         source_sha256="66deddbdc7048e5ea04c596eaca5693fec76019c6f140acc4d5efc1767eb6e59",
+    ),
+    ProofRecord(
+        target="dpledger.core.events.ShuffledBatchesEvent",
+        status="contrib",
+        proof="proofs_checks/shuffled_batches/proof.md",
+        source_sha256="12eb48f028d6f8b84f2114234a5a8848e5d8a78bff8e544959de11cedcbb1abe",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles.shuffled_profiles",
+        status="contrib",
+        proof="proofs_checks/shuffled_batches/proof.md",
+        source_sha256="00f65cbea295e027b74b5b394202b759cd133cdb42f67148a6f4fe0b961ccd9d",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles.max_of_batches_pair",
+        status="contrib",
+        proof="proofs_checks/shuffled_batches/proof.md",
+        source_sha256="dd8ae2dbfb3697b8174940bab9a6bf581f07c9777958d13811df6b5c8cdabe0b",
+    ),
+    ProofRecord(
+        target="dpledger.core.events.TabulatedProfileEvent",
+        status="contrib",
+        proof="proofs_checks/tabulated_profile/proof.md",
+        source_sha256="423946f7447c04246fe9af3dc97e1095a7bf80a8fe105598f279ef931fb7a7a8",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles.tabulated_delta",
+        status="contrib",
+        proof="proofs_checks/tabulated_profile/proof.md",
+        source_sha256="1b0c20e393cb4243f5aec03be9b46b3d63e4827852ab477cfb5c7e73a3a7d92a",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles.tabulated_profiles",
+        status="contrib",
+        proof="proofs_checks/tabulated_profile/proof.md",
+        source_sha256="8fa23773f8ea56d0525d9ac51ab860005e04c88619d3934863fa6b043c8bc27e",
+    ),
+    ProofRecord(
+        target="dpledger.core.lowering.profile_to_core",
+        status="contrib",
+        proof="proofs_checks/tabulated_profile/proof.md",
+        source_sha256="132876c6d0886ef8f68db8188c68e0bb92472d553b4204393e65966d49baa979",
     ),
 )
 
