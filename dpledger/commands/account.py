@@ -7,7 +7,6 @@ import json
 import math
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from dpledger.commands.plugins import add_plugin_options
@@ -145,18 +144,9 @@ def _lazy_resolver(args: argparse.Namespace, hosts: list[PluginHost]) -> MethodR
 
 def _load(path: str, resolver: MethodResolver) -> Pipeline:
     """A pipeline file, or a dp-accounting ``DpEvent`` in its named-tuple JSON form."""
-    from dpledger.core.pipeline import load_pipeline
+    from dpledger.integrations.dp_accounting import load_pipeline_or_dp_event
 
-    if path.lower().endswith(".json"):
-        from dpledger.integrations.dp_accounting import is_dp_event_json, pipeline_from_dp_event
-
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError):
-            data = None  # the pipeline loader names the problem
-        if is_dp_event_json(data):
-            return pipeline_from_dp_event(data, origin=path)  # type: ignore[no-any-return]
-    return load_pipeline(path, resolve_method=resolver)
+    return load_pipeline_or_dp_event(path, resolver)  # type: ignore[no-any-return]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,8 +17,10 @@ at most a few units in the last place below the original. Other kinds raise
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
@@ -293,3 +295,18 @@ def pipeline_from_dp_event(data: Any, origin: str = "<dp_event>") -> Any:
     graph.add_source("data", Adjacency())
     graph.add_release("dp_event", event, "data")
     return Pipeline(graph, name=str(data.get("class_name")), origin=origin)
+
+
+def load_pipeline_or_dp_event(path: str | Path, resolve_method: Any = None) -> Any:
+    """A pipeline file (``.toml``/``.json``), or a DpEvent in its named-tuple JSON form (a
+    one-release pipeline): what ``dpledger account`` and ``dpledger report`` accept."""
+    from dpledger.core.pipeline import load_pipeline
+
+    if str(path).lower().endswith(".json"):
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError):
+            data = None  # the pipeline loader names the problem
+        if is_dp_event_json(data):
+            return pipeline_from_dp_event(data, origin=str(path))
+    return load_pipeline(path, resolve_method=resolve_method)

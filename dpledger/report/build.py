@@ -26,7 +26,7 @@ from dpledger.core.events import (
     event_from_dict,
 )
 from dpledger.core.graph import CompositionGraph, GraphAccount, ReleaseReduction, account_graph
-from dpledger.core.pipeline import Pipeline, load_pipeline
+from dpledger.core.pipeline import Pipeline
 from dpledger.core.run_record import RECORD_FILE, RunRecord
 from dpledger.core.specs import MethodSpec, Provenance
 from dpledger.report.model import (
@@ -534,9 +534,12 @@ def report_pipeline(
 
 
 def report_pipeline_file(path: str | Path, **kwargs: Any) -> BuiltReport:
-    """Load a ``.toml``/``.json`` pipeline file and report it (methods resolved by ``host``)."""
+    """Load a ``.toml``/``.json`` pipeline file, or a DpEvent's JSON form, and report it
+    (methods resolved by ``host``)."""
+    from dpledger.integrations.dp_accounting import load_pipeline_or_dp_event
+
     host = kwargs.get("host")
-    pipeline = load_pipeline(path, resolve_method=host.resolve_method if host else None)
+    pipeline = load_pipeline_or_dp_event(path, host.resolve_method if host else None)
     return report_pipeline(pipeline, descriptions=file_descriptions(path), **kwargs)
 
 

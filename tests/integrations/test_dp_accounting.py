@@ -141,3 +141,14 @@ def test_account_reads_a_dp_event_and_agrees_with_dp_accounting(tmp_path: Path, 
     assert ours["epsilon"] == pytest.approx(theirs, rel=0.01)
     assert ours["epsilon_lower"] <= theirs * 1.001
     assert from_dp_event(event).event.event == GaussianEvent(1.1)  # type: ignore[attr-defined]
+
+
+def test_report_reads_a_dp_event_like_account(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    event = d.SelfComposedDpEvent(d.PoissonSampledDpEvent(0.01, d.GaussianDpEvent(1.0)), 100)
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(named_tuple_json(event)))
+    assert main(["account", str(path), "--json"]) == 0
+    ours = json.loads(capsys.readouterr().out)
+    assert main(["report", str(path), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["bound"]["epsilon"] == ours["epsilon"]
