@@ -90,6 +90,26 @@ def _marginals(first: float) -> dict[str, Any]:
     return {"marginals": [np.array([[first, 0.0], [0.0, 0.0], [0.0, 0.0]]), np.zeros((3, 2))]}
 
 
+#: a tiny trajectories run (two times of three points)
+TRAJECTORIES = trajectories_plugin.SPEC.make_params(
+    {
+        "n_per_time": [3, 3],
+        "m": 2,
+        "K": 1,
+        "tau": 2.0,
+        "C": 1.0,
+        "rho": 0.5,
+        "eta": 0.2,
+        "sigma": 0.5,
+        "lambda_": 1.0,
+        "diffusivity": 0.2,
+        "radius": 1.0,
+        "center": [0.0, 0.0],
+        "warm_start": {"kind": "none", "public_init": "gaussian", "public_std": 0.05},
+        "sinkhorn_iters": 2000,
+        "sinkhorn_tol": 1e-6,
+    }
+)
 SW_D, SW_D_PRIME = np.array([[-0.9, 0.0], [0.0, 0.0]]), np.array([[0.9, 0.0], [0.0, 0.0]])
 GEN_D = np.array([[-0.9, 0.0], [0.0, 0.0], [0.0, 0.0]])
 GEN_D_PRIME = np.array([[0.9, 0.0], [0.0, 0.0], [0.0, 0.0]])
@@ -188,25 +208,7 @@ FAST: tuple[Case, ...] = (
     ),
     Case(
         trajectories_plugin.SPEC,
-        trajectories_plugin.SPEC.make_params(
-            {
-                "n_per_time": [3, 3],
-                "m": 2,
-                "K": 1,
-                "tau": 2.0,
-                "C": 1.0,
-                "rho": 0.5,
-                "eta": 0.2,
-                "sigma": 0.5,
-                "lambda_": 1.0,
-                "diffusivity": 0.2,
-                "radius": 1.0,
-                "center": [0.0, 0.0],
-                "warm_start": {"kind": "none", "public_init": "gaussian", "public_std": 0.05},
-                "sinkhorn_iters": 2000,
-                "sinkhorn_tol": 1e-6,
-            }
-        ),
+        TRAJECTORIES,
         REPLACE,
         _marginals(-0.9),
         _marginals(0.9),
@@ -214,25 +216,7 @@ FAST: tuple[Case, ...] = (
     ),
     Case(
         trajectories_plugin.SPEC,
-        trajectories_plugin.SPEC.make_params(
-            {
-                "n_per_time": [3, 3],
-                "m": 2,
-                "K": 1,
-                "tau": 2.0,
-                "C": 1.0,
-                "rho": 0.5,
-                "eta": 0.2,
-                "sigma": 0.5,
-                "lambda_": 1.0,
-                "diffusivity": 0.2,
-                "radius": 1.0,
-                "center": [0.0, 0.0],
-                "warm_start": {"kind": "none", "public_init": "gaussian", "public_std": 0.05},
-                "sinkhorn_iters": 2000,
-                "sinkhorn_tol": 1e-6,
-            }
-        ),
+        TRAJECTORIES,
         ROW,
         _marginals(-0.9),
         {"marginals": [np.zeros((2, 2)), np.zeros((3, 2))]},  # one point removed
