@@ -165,7 +165,7 @@ def workload(spec: FlatSpec, window: int) -> list[Clique]:
     """All 2-way marginals of flat attributes at most ``window`` time steps apart."""
     names = [c.name for c in spec.columns]
     attrs_t = [(a, t) for t in range(spec.length) for a in names]
-    out = []
+    out: list[tuple[str, ...]] = []
     for (a, t), (b, u) in itertools.combinations(attrs_t, 2):
         if abs(t - u) <= window:
             out.append((f"{a}@{t}", f"{b}@{u}"))

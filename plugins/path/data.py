@@ -10,6 +10,7 @@ Table 7; a static ``subject_id`` column identifies the user.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import attrs
 import numpy as np
@@ -23,6 +24,14 @@ CATEGORIES: tuple[str, ...] = ("Low", "Medium", "High", "Very High")
 ID_NAME = "subject_id"
 #: public bounds are the per-column hull of ``mean +- BOUND_SIGMAS * std`` over states
 BOUND_SIGMAS = 4.0
+
+
+def _int_arr(value: object) -> np.ndarray:
+    return np.asarray(value, dtype=np.int64)
+
+
+def _str_tuple(value: Any) -> tuple[str, ...]:
+    return tuple(value)
 
 
 def _arr(value: object) -> np.ndarray:
@@ -50,10 +59,10 @@ class HMMParams:
     means: np.ndarray = attrs.field(converter=_arr)  # [N_s, N_f]
     stds: np.ndarray = attrs.field(converter=_arr)  # [N_s, N_f]
     cat_probs: np.ndarray = attrs.field(converter=_arr)  # [N_s, K]
-    lengths: np.ndarray = attrs.field(converter=lambda v: np.asarray(v, dtype=np.int64))
+    lengths: np.ndarray = attrs.field(converter=_int_arr)
     length_probs: np.ndarray = attrs.field(converter=_arr)
-    numeric_names: tuple[str, ...] = attrs.field(default=NUMERIC_NAMES, converter=tuple)
-    categories: tuple[str, ...] = attrs.field(default=CATEGORIES, converter=tuple)
+    numeric_names: tuple[str, ...] = attrs.field(default=NUMERIC_NAMES, converter=_str_tuple)
+    categories: tuple[str, ...] = attrs.field(default=CATEGORIES, converter=_str_tuple)
 
     def __attrs_post_init__(self) -> None:
         ns = self.start.shape[0] if self.start.ndim == 1 else -1

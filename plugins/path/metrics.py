@@ -78,7 +78,7 @@ def closest_distances(
             kw["window"] = window
         full = np.asarray(dtw.distance_matrix_fast(series, **kw))
         total += full[:nq, nq:] / norm
-    return total.min(axis=1)
+    return np.asarray(total.min(axis=1))
 
 
 def jsd(p_values: np.ndarray, q_values: np.ndarray, bins: int = 20) -> float:
@@ -106,7 +106,7 @@ def _transitions(t: UserTables, j: int, edges: np.ndarray, k: int) -> np.ndarray
         s = np.searchsorted(edges, t.numeric_array(i)[:, j], side="right")
         np.add.at(m, (s[:-1], s[1:]), 1.0)
     rows = m.sum(axis=1, keepdims=True)
-    return np.divide(m, rows, out=np.zeros_like(m), where=rows > 0)
+    return np.asarray(np.divide(m, rows, out=np.zeros_like(m), where=rows > 0))
 
 
 def transition_frobenius(real: UserTables, syn: UserTables, n_states: int = 5) -> dict[str, float]:

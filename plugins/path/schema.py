@@ -47,7 +47,7 @@ def seconds_from(value: Any) -> float | None:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.UTC)
-        return value.timestamp()
+        return float(value.timestamp())
     return None
 
 
@@ -71,6 +71,14 @@ def _check_kind(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> N
             f"unknown column type {value!r}",
             f"use one of {', '.join(KINDS)}",
         )
+
+
+def _str_tuple(value: Any) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _column_tuple(value: Any) -> tuple[Column, ...]:
+    return tuple(value)
 
 
 def _bound(value: Any) -> float | None:
@@ -98,7 +106,7 @@ class Column:
 
     name: str = attrs.field(validator=_check_name)
     kind: ColumnKind = attrs.field(validator=_check_kind)
-    categories: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    categories: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     lower: float | None = attrs.field(default=None, converter=_bound)
     upper: float | None = attrs.field(default=None, converter=_bound)
 
@@ -152,7 +160,7 @@ class Column:
 class TableSchema:
     """Ordered columns shared by all user tables."""
 
-    columns: tuple[Column, ...] = attrs.field(converter=tuple)
+    columns: tuple[Column, ...] = attrs.field(converter=_column_tuple)
 
     def __attrs_post_init__(self) -> None:
         if not self.columns:

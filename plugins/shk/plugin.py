@@ -79,6 +79,11 @@ REPORT_SECTION = ReportSectionSpec(
 )
 
 
+def _to_core(event: Event) -> Event:
+    assert isinstance(event, TimeProfiledPureDPEvent)
+    return event.to_core()
+
+
 #: the method's event: pure DP at the flow's time-t epsilon
 MECHANISM = MechanismSpec(
     name="time_profiled_pure_dp",
@@ -91,7 +96,7 @@ MECHANISM = MechanismSpec(
         "Mustafi & Mukherjee 2026, Theorem 3: the exact flow's time-t law is eps(t)-DP",
         "docs/methods/shk.md",
     ),
-    to_core=TimeProfiledPureDPEvent.to_core,
+    to_core=_to_core,
 )
 
 

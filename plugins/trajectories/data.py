@@ -143,7 +143,8 @@ def project_to_ball(points: np.ndarray, radius: float, center: Sequence[float]) 
     diff = points - c
     norm = np.linalg.norm(diff, axis=-1, keepdims=True)
     scale = np.minimum(1.0, radius / np.maximum(norm, 1e-300))
-    return c + diff * scale
+    out: np.ndarray = c + diff * scale
+    return out
 
 
 @attrs.frozen

@@ -169,6 +169,14 @@ class WarmStart:
                 )
 
 
+def _float_tuple_or_none(value: Any) -> tuple[float, ...] | None:
+    return None if value is None else tuple(float(x) for x in value)
+
+
+def _int_tuple_or_none(value: Any) -> tuple[int, ...] | None:
+    return None if value is None else tuple(int(x) for x in value)
+
+
 @attrs.frozen
 class TrajectoryParams:
     """Everything public that determines a run and its privacy cost.
@@ -199,12 +207,8 @@ class TrajectoryParams:
     schedule: tuple[Phase, ...] = attrs.field(default=(), converter=_to_schedule)
     warm_start: WarmStart = attrs.field(factory=WarmStart, converter=_to_warm_start)
     radius: float = attrs.field(default=1.0, validator=positive_finite, converter=float)
-    center: tuple[float, ...] | None = attrs.field(
-        default=None, converter=lambda v: None if v is None else tuple(float(x) for x in v)
-    )
-    time_subset: tuple[int, ...] | None = attrs.field(
-        default=None, converter=lambda v: None if v is None else tuple(int(x) for x in v)
-    )
+    center: tuple[float, ...] | None = attrs.field(default=None, converter=_float_tuple_or_none)
+    time_subset: tuple[int, ...] | None = attrs.field(default=None, converter=_int_tuple_or_none)
     times_per_iteration: int | None = attrs.field(default=None, validator=_optional_positive_int)
     sinkhorn_iters: int = attrs.field(default=2000, validator=positive_int)
     sinkhorn_tol: float = attrs.field(default=1e-9, validator=positive_finite, converter=float)

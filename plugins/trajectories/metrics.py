@@ -50,7 +50,7 @@ def path_w2(true_paths: np.ndarray, generated_paths: np.ndarray) -> float:
             "pass paths [n, T, d] on the same time grid",
         )
     T = tp.shape[1]
-    return w2(tp.reshape(len(tp), -1), gp.reshape(len(gp), -1)) / np.sqrt(T)
+    return float(w2(tp.reshape(len(tp), -1), gp.reshape(len(gp), -1)) / np.sqrt(T))
 
 
 def figure1(

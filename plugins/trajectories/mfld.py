@@ -160,7 +160,8 @@ def entropic_ot_value(P: Tensor, Xi: Tensor, Xj: Tensor, reg: float) -> Tensor:
     M = 0.5 * ot.dist(Xi, Xj)
     ab = 1.0 / (m * n)
     Ppos = torch.clamp(P, min=1e-300)
-    return (P * M).sum() + reg * (P * (torch.log(Ppos) - math.log(ab))).sum()
+    value: torch.Tensor = (P * M).sum() + reg * (P * (torch.log(Ppos) - math.log(ab))).sum()
+    return value
 
 
 def data_fit(X: Tensor, Y: Tensor, sigma: float) -> Tensor:
@@ -211,7 +212,9 @@ def objective(
     """``G(X)`` (no entropy term); used to check the gradient by finite differences."""
     D = params.phases()[0].temperature if diffusivity is None else diffusivity
     w = fit_weight(times, params.lambda_)
-    val = sum(w * data_fit(X[u], data[u], params.sigma) for u in range(X.shape[0]))
+    val = w * data_fit(X[0], data[0], params.sigma)
+    for u in range(1, X.shape[0]):
+        val = val + w * data_fit(X[u], data[u], params.sigma)
     dts = np.diff(times)
     for u in range(X.shape[0] - 1):
         reg = D * float(dts[u])
@@ -250,9 +253,11 @@ def _public_init(
 ) -> np.ndarray:
     z = noise.public_normal((m, d), f"t{i}/init")
     if ws.public_init == "uniform":  # uniform on the box around the ball, via Phi(z)
-        return center - radius + 2.0 * radius * special.ndtr(z)
+        uniform: np.ndarray = center - radius + 2.0 * radius * special.ndtr(z)
+        return uniform
     mean = center if ws.public_mean is None else np.asarray(ws.public_mean, dtype=np.float64)
-    return mean + ws.public_std * z
+    gaussian: np.ndarray = mean + ws.public_std * z
+    return gaussian
 
 
 def _allocate(weights: np.ndarray, m: int) -> np.ndarray:
@@ -263,7 +268,7 @@ def _allocate(weights: np.ndarray, m: int) -> np.ndarray:
     n = np.floor(raw).astype(int)
     rest = m - n.sum()
     n[np.argsort(-(raw - n), kind="stable")[:rest]] += 1
-    return n
+    return np.asarray(n)
 
 
 def _groups(U: int, joint: bool) -> list[list[int]]:
@@ -487,7 +492,7 @@ def run(
     marginals: Any,
     params: TrajectoryParams,
     adjacency: Adjacency | None = None,
-    times: Sequence[float] | None = None,
+    times: Sequence[float] | np.ndarray | None = None,
     noise: Any = None,
     device: str | torch.device | None = None,
     n_public: Sequence[int] | None = None,
