@@ -23,7 +23,7 @@ from dpledger.core.errors import (
     InvalidParameterError,
     UnsupportedEventError,
 )
-from dpledger.core.events import Event, canonical, coarsen_tabulated
+from dpledger.core.events import Event, TabulatedProfileEvent, canonical, coarsen_tabulated
 from dpledger.core.validation import check_delta_query, check_epsilon_query
 
 _T = TypeVar("_T")
@@ -106,6 +106,8 @@ class Accountant(abc.ABC):
         self._ledger: list[tuple[Event, int]] = []
         #: time/memory budget of queries (None: unlimited)
         self.budget: Budget | None = None
+        #: a tabulated profile was composed as its (eps, delta) point: no lower bound holds
+        self._upper_only = False
 
     # -- composition -------------------------------------------------------------------
     @abc.abstractmethod
@@ -124,8 +126,12 @@ class Accountant(abc.ABC):
                 "event", f"expected an Event, got {event!r}", "pass an event"
             )
         event = canonical(event)
-        if not self.composes_tabulated:
-            event = coarsen_tabulated(event)
+        if not self.composes_tabulated and any(
+            isinstance(e, TabulatedProfileEvent) for e in event.walk()
+        ):
+            event = coarsen_tabulated(event, self.adjacency.relation)
+            # a table only bounds its mechanism from above: nothing certifies a lower bound
+            self._upper_only = True
         reason = self._unsupported_reason(event)
         if reason is not None:
             raise UnsupportedEventError(
@@ -152,8 +158,10 @@ class Accountant(abc.ABC):
             return EpsilonBound(0.0, 0.0, delta, self.name)
         with _numerical_failure(self.name):
             if self.isolate and self.budget is not None:
-                return run_isolated(self._epsilon, delta, self.budget, self.name)
-            return self._epsilon(delta)
+                bound = run_isolated(self._epsilon, delta, self.budget, self.name)
+            else:
+                bound = self._epsilon(delta)
+        return attrs.evolve(bound, epsilon_lower=0.0) if self._upper_only else bound
 
     def get_delta(self, epsilon: float) -> DeltaBound:
         """Certified delta(epsilon) of the composition."""
@@ -162,8 +170,10 @@ class Accountant(abc.ABC):
             return identical_delta(epsilon, self.name)
         with _numerical_failure(self.name):
             if self.isolate and self.budget is not None:
-                return run_isolated(self._delta, epsilon, self.budget, self.name)
-            return self._delta(epsilon)
+                found = run_isolated(self._delta, epsilon, self.budget, self.name)
+            else:
+                found = self._delta(epsilon)
+        return attrs.evolve(found, delta_lower=0.0) if self._upper_only else found
 
     def privacy_profile(self, epsilons: NDArray[np.float64] | list[float]) -> NDArray[np.float64]:
         """Certified delta upper bounds on a grid of epsilons."""

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, cast
 
 import attrs
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 from dpledger.core.validation import (
     delta_closed_open,
     is_number,
@@ -260,6 +260,13 @@ def _table_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any)
         return
     if not all(0.0 <= v <= 1.0 for v in value):
         raise InvalidParameterError(name, "must lie in [0, 1]", "tabulate deltas in [0, 1]")
+    floor = [(e, d) for e, d in zip(instance.epsilons, value, strict=False) if d < -math.expm1(e)]
+    if floor:
+        raise InvalidParameterError(
+            name,
+            f"delta({floor[0][0]:g}) = {floor[0][1]:g} is below 1 - e^eps, which no pair has",
+            "tabulate certified upper bounds of a hockey-stick curve",
+        )
     if len(value) != len(instance.epsilons):
         raise InvalidParameterError(
             name,
@@ -648,14 +655,20 @@ def canonical(event: Event) -> Event:
     return event
 
 
-def coarsen_tabulated(event: Event) -> Event:
+def coarsen_tabulated(event: Event, relation: str | None = None) -> Event:
     """``event`` with every :class:`TabulatedProfileEvent` replaced by its (eps, delta)
-    coarsening (for accountants that do not compose privacy curves)."""
+    coarsening (for accountants that do not compose privacy curves). A table tabulated under
+    another relation than ``relation`` (when given) is refused: it holds only under its own."""
     memo: dict[int, Event] = {}
 
     def rewrite(e: Event) -> Event:
         if id(e) not in memo:
             if isinstance(e, TabulatedProfileEvent):
+                if relation is not None and e.relation != relation:
+                    raise UnsupportedEventError(
+                        f"{e.describe()} was tabulated under {e.relation}, not {relation}; "
+                        "tabulate it under the relation of the source"
+                    )
                 memo[id(e)] = e.coarsened()
             else:
                 memo[id(e)] = map_children(e, rewrite)

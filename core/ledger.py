@@ -516,15 +516,16 @@ class PrivacyLedger:
             )
         shape = tuple(int(d) for d in arr.shape[1:])
         rows = arr.reshape(arr.shape[0], int(np.prod(shape, dtype=np.int64)))
-        if self._scopes and unit_keys is None and rows.shape[0] != len(self._scopes[-1]):
-            sample = self._scopes[-1]
-            raise LedgerViolationError(
-                f"step {step!r}: the contributions have {rows.shape[0]} rows, but the open "
-                f"sample {sample.step!r} holds {len(sample)}: the sampling bound is credited "
-                "only to the sampled rows. Fix: pass the rows of sample.indices"
-            )
         if unit_keys is not None:
             rows = self._unit_sums(rows, unit_keys, step)
+        if self._scopes and rows.shape[0] != len(self._scopes[-1]):
+            sample = self._scopes[-1]
+            what = "units" if unit_keys is not None else "rows"
+            raise LedgerViolationError(
+                f"step {step!r}: the contributions have {rows.shape[0]} {what}, but the open "
+                f"sample {sample.step!r} holds {len(sample)}: the sampling bound is credited "
+                "only to the sampled records. Fix: pass the rows of sample.indices"
+            )
         if norm == "l2":
             size = np.linalg.norm(rows, axis=1) if rows.size else np.zeros(rows.shape[0])
         else:

@@ -61,6 +61,7 @@ RULE_PURE = "pure_group_privacy"
 RULE_APPROX = "approx_group_privacy"
 RULE_APPROX_VACUOUS = "approx_group_privacy_vacuous"
 RULE_COMPOSE = "compose_distributes"
+RULE_TABLE = "tabulated_group_privacy"
 
 #: what each rule means, for people reading a report or `dpledger account`
 RULE_TEXT: dict[str, str] = {
@@ -74,6 +75,10 @@ RULE_TEXT: dict[str, str] = {
     RULE_APPROX: "approximate DP: group privacy, (k eps, k e^((k - 1) eps) delta)",
     RULE_APPROX_VACUOUS: "approximate DP: group privacy gives delta >= 1 (no guarantee)",
     RULE_COMPOSE: "a composition: each part lifted on its own",
+    RULE_TABLE: (
+        "tabulated profile: group privacy at every tabulated point, (k eps, k e^((k - 1) eps) "
+        "delta)"
+    ),
 }
 
 
@@ -89,6 +94,7 @@ RULES: tuple[str, ...] = (
     RULE_APPROX,
     RULE_APPROX_VACUOUS,
     RULE_COMPOSE,
+    RULE_TABLE,
 )
 
 
@@ -140,8 +146,9 @@ def _lift(event: Event, k: int, rules: list[str], release: str) -> Event:
             return NonPrivateEvent()
         rules.append(RULE_APPROX)
         return ApproxDPEvent(eps, delta)
-    if isinstance(event, TabulatedProfileEvent):  # group privacy of its (eps, delta) point
-        return _lift(event.coarsened(), k, rules, release)
+    if isinstance(event, TabulatedProfileEvent):
+        rules.append(RULE_TABLE)
+        return _lift_table(event, k)
     if isinstance(event, SelfComposedEvent):
         rules.append(RULE_COMPOSE)
         return SelfComposedEvent(_lift(event.event, k, rules, release), event.count)
@@ -161,6 +168,35 @@ def _lift(event: Event, k: int, rules: list[str], release: str) -> Event:
         f"release {release!r}: no lifting rule for {event.kind} to users with up to {k} rows. "
         "Fix: declare the release at user level (declared_unit = 'user') with its user-level "
         "event, or report at row level"
+    )
+
+
+def _lift_table(event: TabulatedProfileEvent, k: int) -> Event:
+    """Group privacy point by point: each (eps, delta) of the table becomes
+    (k eps, k e^((k - 1) eps) delta) for units of k rows (Dwork & Roth 2014, Thm 2.2 and its
+    approximate form); the lifted points are again upper bounds of a hockey-stick curve.
+    Points below epsilon 0 have no group-privacy form and are dropped (the curve below 0 is
+    then read from the lifted table of the other direction)."""
+
+    def points(deltas: tuple[float, ...]) -> list[tuple[float, float]]:
+        out = []
+        for eps, delta in zip(event.epsilons, deltas, strict=True):
+            if eps < 0:
+                continue
+            lifted = mul_up(mul_up(float(k), exp_up(mul_up(float(k - 1), eps))), delta)
+            out.append((mul_up(float(k), eps), min(1.0, lifted)))
+        return out
+
+    remove = points(event.deltas)
+    if not remove:
+        return NonPrivateEvent()
+    add = None if event.deltas_add is None else [d for _, d in points(event.deltas_add)]
+    return TabulatedProfileEvent(
+        [e for e, _ in remove],
+        [d for _, d in remove],
+        add,
+        relation=event.relation,
+        name=f"{event.name} lifted to {k} rows".strip(),
     )
 
 
