@@ -9,7 +9,7 @@ Readings of the paper's sigma (a simulation of the smoothed dynamics, not an acc
   directions and fresh noise every step (Algorithm 1, Eq. (22): "variance sigma^2");
 * ``sensitivity``: sigma is a noise multiplier relative to the replace-one sensitivity
   ``2 sigma_max(Theta)`` of a unit-ball record (the digits experiments' convention), i.e. std
-  ``2 sigma sigma_max(Theta)`` (about 10 sigma for 200 directions in 2-D);
+  ``2 sigma sigma_max(Theta)`` (about 20 sigma for 200 directions in 2-D);
 * ``fixed-release``: absolute sigma, but the directions and the target's noise are drawn once
   and reused (Algorithm 2 with all directions; Fig. 1's caption names DPSWflow).
 
