@@ -1,15 +1,19 @@
 """Digits pipeline: public autoencoder + classifier, the three methods on private latents.
 
     python experiments/swflow/digits.py [--out experiments/swflow/results] [--quick]
+        [--seeds 3] [--epsilons inf,10,5,2,1] [--methods DPSWflow-r,DPSWflow,DPSWgen]
 
 Writes ``digits.md`` (Frechet distance in the public classifier's feature space, latent SWD,
-certified epsilon) and sample grids. epsilon in {inf, 10, 5}, delta = 1e-5, replace-one.
+certified epsilon; mean ± std and min-max over ``--seeds`` run seeds) and sample grids (first
+seed). delta = 1e-5, replace-one. The public splits, autoencoder and classifier are fixed by
+``--seed``; the run seeds are ``seed, seed + 1, ...`` (batches, directions, noise, initialisation).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +26,11 @@ from dpledger.plugins.swflow import latent
 from dpledger.plugins.swflow.data import digit_splits
 from dpledger.plugins.swflow.metrics import frechet_distance, sample_grid, sliced_wasserstein
 from dpledger.plugins.swflow.plugin import DPSWFLOW, DPSWFLOW_R, DPSWGEN
+from dpledger.plugins.swflow.sensitivity import record_bound, sample_projections
 
 DELTA = 1e-5
-EPSILONS: tuple[float | None, ...] = (None, 10.0, 5.0)
+EPSILONS = "inf,10,5,2,1"
+METHODS = ("DPSWflow-r", "DPSWflow", "DPSWgen")
 ADJ = Adjacency(relation="replace_one")
 
 
@@ -73,12 +79,67 @@ def configs(n: int, quick: bool) -> dict[str, tuple[object, dict[str, object]]]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    parser.add_argument("--quick", action="store_true", help="few steps (smoke run)")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+def parse_epsilons(text: str) -> list[float | None]:
+    """``"inf,10,5"`` -> ``[None, 10.0, 5.0]`` (``None``: the non-private run)."""
+    out: list[float | None] = []
+    for item in text.split(","):
+        item = item.strip().lower()
+        if item in ("inf", "infinity"):
+            out.append(None)
+        else:
+            value = float(item)
+            if not (value > 0 and np.isfinite(value)):
+                raise argparse.ArgumentTypeError(f"epsilon must be > 0 or 'inf', got {item!r}")
+            out.append(value)
+    return out
+
+
+def summary(values: Sequence[float], digits: int) -> str:
+    """``mean ± std (min–max)`` (population std; one value: just the value)."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 1:
+        return f"{v[0]:.{digits}f}"
+    return (
+        f"{v.mean():.{digits}f} ± {v.std():.{digits}f} ({v.min():.{digits}f}–{v.max():.{digits}f})"
+    )
+
+
+def unit_sphere(n: int, d: int, seed: int) -> np.ndarray:
+    g = np.random.default_rng(seed).standard_normal((n, d))
+    return g / np.linalg.norm(g, axis=1, keepdims=True)
+
+
+def projection_scale(z: np.ndarray, num_projections: int, reps: int = 20) -> tuple[float, float]:
+    """Mean per-record bound ``C`` of ``num_projections`` directions, and the std of the private
+    latents' projections (pooled over directions): the signal the noise ``m C`` is added to."""
+    rng = np.random.default_rng(123)
+    bounds, spreads = [], []
+    for _ in range(reps):
+        theta = sample_projections(rng, num_projections, z.shape[1])
+        bounds.append(record_bound(theta, "operator_norm", 1e-9))
+        spreads.append(float(np.mean(np.std(z @ theta.T, axis=0))))
+    return float(np.mean(bounds)), float(np.mean(spreads))
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    p.add_argument("--quick", action="store_true", help="few steps (smoke run)")
+    p.add_argument("--seed", type=int, default=0, help="public models and the first run seed")
+    p.add_argument("--seeds", type=int, default=3, help="number of run seeds per cell")
+    p.add_argument("--epsilons", type=parse_epsilons, default=parse_epsilons(EPSILONS))
+    p.add_argument("--methods", default=",".join(METHODS))
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    if args.seeds < 1:
+        raise SystemExit("--seeds must be >= 1")
+    methods = [m.strip() for m in args.methods.split(",")]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise SystemExit(f"unknown methods {unknown}; choose from {list(METHODS)}")
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -89,50 +150,74 @@ def main() -> None:
         splits.public, splits.public_labels, epochs=15 if args.quick else 60, seed=args.seed
     )
     z_private = latent.encode(ae, splits.private)
+    z_test = latent.encode(ae, splits.test)
     feats_test = latent.features(clf, splits.test)
-    recon = latent.decode(ae, latent.encode(ae, splits.test))
+
+    def fd_of_latents(z: np.ndarray) -> float:
+        return frechet_distance(feats_test, latent.features(clf, latent.decode(ae, z)))
+
+    def swd_to_private(z: np.ndarray) -> float:
+        z = z / np.linalg.norm(z, axis=1, keepdims=True)
+        return sliced_wasserstein(z, z_private, num_projections=200, seed=1)
+
+    n = z_private.shape[0]
+    seeds = [args.seed + k for k in range(args.seeds)]
+    sphere = [unit_sphere(500, z_private.shape[1], 10_000 + s) for s in seeds]
+    resample = [
+        z_private[np.random.default_rng(20_000 + s).choice(n, 500, replace=True)] for s in seeds
+    ]
+    scale = {k: projection_scale(z_private, k) for k in (31, 70)}
+    mean_c, spread = scale[70]
     rows = [
         "| method | epsilon (target) | certified epsilon | noise multiplier m (paper sigma = m/2) "
-        "| FD (features) | latent SWD | time (s) |",
-        "|---|---|---|---|---|---|---|",
-        f"| reference: private images | - | - | - | "
+        "| noise std / projection spread | FD (features) | latent SWD | time (s) |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| reference: private images | - | - | - | - | "
         f"{frechet_distance(feats_test, latent.features(clf, splits.private)):.3f} | - | - |",
-        f"| reference: AE reconstructions of test | - | - | - | "
-        f"{frechet_distance(feats_test, latent.features(clf, recon)):.3f} | - | - |",
+        f"| reference: AE reconstructions of test | - | - | - | - | "
+        f"{fd_of_latents(z_test):.3f} | {swd_to_private(z_test):.4f} | - |",
+        f"| reference: 500-point resample of the private latents | - | - | - | - | "
+        f"{summary([fd_of_latents(z) for z in resample], 3)} | "
+        f"{summary([swd_to_private(z) for z in resample], 4)} | - |",
+        f"| reference: uniform on the latent sphere (the flows' start) | - | - | - | - | "
+        f"{summary([fd_of_latents(z) for z in sphere], 3)} | "
+        f"{summary([swd_to_private(z) for z in sphere], 4)} | - |",
     ]
-    n = z_private.shape[0]
     for name, (spec, base) in configs(n, args.quick).items():
-        for eps in EPSILONS:
+        if name not in methods:
+            continue
+        for eps in args.epsilons:
             values = dict(base)
             if eps is not None:
                 values["target_epsilon"] = eps
             params = spec.make_params(values)  # type: ignore[attr-defined]
-            t = time.time()
-            result = run_verified(spec, params, z_private, adjacency=ADJ, seed=args.seed)  # type: ignore[arg-type]
-            assert eps is None or result.ledger.matches_exactly()
-            samples = result.outputs["particles"]
-            images = latent.decode(ae, samples)
-            fd = frechet_distance(feats_test, latent.features(clf, images))
-            swd = sliced_wasserstein(
-                samples / np.linalg.norm(samples, axis=1, keepdims=True),
-                z_private,
-                num_projections=200,
-                seed=1,
-            )
-            if eps is None:
-                cert, m_txt = "inf", "-"
-            else:
-                cert = f"{account(result.declared, ADJ, delta=DELTA).bound.epsilon:.3f}"
-                m_txt = f"{result.outputs['noise_multiplier']:.3f}"
             label = "inf" if eps is None else f"{eps:g}"
+            fds, swds, times = [], [], []
+            cert, m_txt, ratio = "inf", "-", "-"
+            for seed in seeds:
+                t = time.time()
+                result = run_verified(spec, params, z_private, adjacency=ADJ, seed=seed)  # type: ignore[arg-type]
+                assert eps is None or result.ledger.matches_exactly()
+                samples = result.outputs["particles"]
+                images = latent.decode(ae, samples)
+                fds.append(frechet_distance(feats_test, latent.features(clf, images)))
+                swds.append(swd_to_private(samples))
+                times.append(time.time() - t)
+                if eps is not None:
+                    cert = f"{account(result.declared, ADJ, delta=DELTA).bound.epsilon:.3f}"
+                    m = result.outputs["noise_multiplier"]
+                    m_txt = f"{m:.3f}"
+                    c_k, spread_k = scale[int(base["num_projections"])]  # type: ignore[call-overload]
+                    ratio = f"{m * c_k / spread_k:.0f}"
+                if seed == seeds[0]:
+                    sample_grid(
+                        images[:64],
+                        args.out / f"digits_{name}_eps{label}.png",
+                        title=f"{name}, epsilon={label}",
+                    )
             rows.append(
-                f"| {name} | {label} | {cert} | {m_txt} | {fd:.3f} | {swd:.4f} | "
-                f"{time.time() - t:.1f} |"
-            )
-            sample_grid(
-                images[:64],
-                args.out / f"digits_{name}_eps{label}.png",
-                title=f"{name}, epsilon={label}",
+                f"| {name} | {label} | {cert} | {m_txt} | {ratio} | {summary(fds, 2)} | "
+                f"{summary(swds, 4)} | {np.mean(times):.1f} |"
             )
             print(rows[-1], flush=True)
     sample_grid(splits.test[:64], args.out / "digits_real.png", title="real (test split)")
@@ -144,7 +229,13 @@ def main() -> None:
         f"private {n} (the flows), test {len(splits.test)} (FD reference). delta = {DELTA:g}, "
         "replace-one adjacency, batches of 50 without replacement. FD: Frechet distance between "
         "Gaussian fits of the classifier's 32-d hidden features of 500 decoded samples and of "
-        "the test images (lower is better). Latent SWD: sliced W2 to the private latents.",
+        "the test images (lower is better). Latent SWD: sliced W2 to the private latents. "
+        f"Cells: mean ± std (min–max) over {len(seeds)} run seeds ({', '.join(map(str, seeds))}); "
+        "public models fixed (seed "
+        f"{args.seed}); time: mean per run. Noise std / projection spread: m times the mean "
+        f"per-record bound C (mean {mean_c:.2f} for 70 directions in d = 8, "
+        f"{scale[31][0]:.2f} for 31) over the std {spread:.3f} of the private latents' "
+        "projections on one direction.",
         "",
     ]
     footer = ["", f"Total time {time.time() - t0:.0f} s" + (" (quick run)" if args.quick else "")]
