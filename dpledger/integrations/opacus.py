@@ -40,7 +40,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +247,7 @@ class Step:
         }
 
 
-def _compose(parts: list[tuple[Event, int]]) -> Event:
+def _compose(parts: Sequence[tuple[Event, int]]) -> Event:
     """``SelfComposedEvent`` of runs of equal events, composed when there are several."""
     merged: dict[Event, int] = {}
     for event, count in parts:
@@ -393,7 +393,7 @@ class OpacusResult:
             lines.append(f"  certified lower bound   epsilon >= {fmt_down(self.epsilon_lower)}")
         else:
             lines.append("  certified lower bound   none")
-        opacus = "n/a" if self.opacus_epsilon is None else f"{self.opacus_epsilon:.4g}"
+        opacus = "n/a" if self.opacus_epsilon is None else f"{self.opacus_epsilon:.6g}"
         lines.append(
             f"  Opacus ({self.opacus_accountant})".ljust(26)
             + f"epsilon  = {opacus}   {self.opacus_status}"
@@ -437,7 +437,7 @@ def explain(
         )
         if opacus is not None and opacus < lower:
             line += (
-                f" Opacus's {fmt_down(opacus)} is below the certified lower bound: it "
+                f" Opacus's {opacus:.6g} is below the certified lower bound: it "
                 "under-states this run's privacy loss."
             )
         return status, line
@@ -452,7 +452,7 @@ def explain(
         return status, f"Poisson sampling ran; the certified bound is {bracket}."
     if opacus < lower:
         line = (
-            f"Opacus's {fmt_down(opacus)} is below the certified lower bound {fmt_down(lower)}: "
+            f"Opacus's {opacus:.6g} is below the certified lower bound {fmt_down(lower)}: "
             "it under-states this run's privacy loss"
         )
     elif abs(opacus - upper) <= AGREEMENT * upper:
@@ -498,6 +498,8 @@ class OpacusTracker:
         self._counter: _PassCounter | None = None
         self._previous_hook: Callable[[Any], None] | None = None
         self._attached = False
+        #: (delta, steps recorded) -> result: accounting is a function of both
+        self._results: dict[tuple[float, int], OpacusResult] = {}
 
     # -- attaching -------------------------------------------------------------------------
     @classmethod
@@ -590,8 +592,14 @@ class OpacusTracker:
 
     def result(self, delta: float) -> OpacusResult:
         """Account what ran at ``delta``; Opacus's figure and the explanation beside it."""
-        if not 0.0 < delta < 1.0:
+        if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 < delta < 1:
             raise InvalidParameterError("delta", f"must be in (0, 1), got {delta!r}", "e.g. 1e-5")
+        key = (float(delta), len(self._steps))
+        if key not in self._results:
+            self._results[key] = self._result(float(delta))
+        return self._results[key]
+
+    def _result(self, delta: float) -> OpacusResult:
         steps = self.steps
         if not steps:
             raise InvalidParameterError(
@@ -683,6 +691,7 @@ class OpacusTracker:
     def write_run(self, out: str | os.PathLike[str], delta: float) -> Path:
         """Write a run directory (``ledger.json``, public facts only) that
         ``dpledger report OUT`` reads; returns its path."""
+        _check_out(Path(out))
         return write_run(out, self.result(delta), secure=bool(self.privacy_engine.secure_mode))
 
 
@@ -763,13 +772,17 @@ def run_record(result: OpacusResult, *, secure: bool = False) -> RunRecord:
     )
 
 
-def write_run(out: str | os.PathLike[str], result: OpacusResult, *, secure: bool = False) -> Path:
-    """Write ``ledger.json`` into ``out`` (new or empty), through a temporary sibling."""
-    path = Path(out)
+def _check_out(path: Path) -> None:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise InvalidParameterError(
             "out", f"{path} exists and is not an empty directory", "choose a new run directory"
         )
+
+
+def write_run(out: str | os.PathLike[str], result: OpacusResult, *, secure: bool = False) -> Path:
+    """Write ``ledger.json`` into ``out`` (new or empty), through a temporary sibling."""
+    path = Path(out)
+    _check_out(path)
     record = run_record(result, secure=secure)
     text = json.dumps(json_safe(record.to_json()), indent=2, sort_keys=True, allow_nan=False)
     parent = path.resolve().parent
