@@ -331,3 +331,20 @@ def test_example_runs_both_ways(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "Opacus accounts Poisson sampling, but batches were shuffled" in text
     for name in ("poisson", "shuffled"):
         assert (tmp_path / "runs" / name / RECORD_FILE).is_file()
+
+
+@pytest.mark.slow
+def test_example_numbers_in_the_docs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("sklearn")
+    example = runpy.run_path(str(ROOT / "examples" / "opacus_digits.py"), run_name="example")
+    assert example["main"](["--out", str(tmp_path / "runs")]) == 0
+    text = capsys.readouterr().out
+    doc = (ROOT / "docs" / "opacus.md").read_text()
+    shuffled = text[text.index("training accuracy (shuffled)") :]
+    for line in shuffled.splitlines():
+        if line.startswith(("  certified", "  Opacus (prv)", "  Poisson at", "Opacus accounts")):
+            assert line in doc, line
+    assert "certified bracket [2.29082, 2.30132]" in text and "[2.291, 2.302]" in doc
+    for name in ("poisson", "shuffled"):
+        record = json.loads((tmp_path / "runs" / name / RECORD_FILE).read_text())
+        assert record["method"] == "opacus_dp_sgd"
