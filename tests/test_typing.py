@@ -31,7 +31,7 @@ def _namespace(tmp: Path) -> Path:
     return tmp
 
 
-def test_core_and_accountant_pass_strict_mypy(tmp_path: Path) -> None:
+def test_the_package_passes_strict_mypy(tmp_path: Path) -> None:
     pytest.importorskip("mypy")
     if os.name == "nt":
         pytest.skip("symbolic links need privileges on Windows")
@@ -55,6 +55,10 @@ def test_core_and_accountant_pass_strict_mypy(tmp_path: Path) -> None:
             "dpledger.audit",
             "-p",
             "dpledger.integrations",
+            "-p",
+            "dpledger.plugins",
+            "-p",
+            "dpledger.commands",
         ],
         cwd=where,
         capture_output=True,

@@ -59,7 +59,7 @@ class Classifier(nn.Module):
 
 
 def _batches(n: int, batch: int, gen: torch.Generator) -> list[torch.Tensor]:
-    return list(torch.randperm(n, generator=gen).split(batch))
+    return list(torch.randperm(n, generator=gen).split(batch))  # type: ignore[no-untyped-call]
 
 
 def _check_training(epochs: int, lr: float) -> None:
@@ -91,7 +91,7 @@ def train_autoencoder(
         for idx in _batches(x.shape[0], batch, gen):
             loss = torch.mean((model(x[idx]) - x[idx]) ** 2)
             opt.zero_grad()
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             opt.step()
     model.eval()
     return model
@@ -114,7 +114,7 @@ def train_classifier(
         for idx in _batches(x.shape[0], batch, gen):
             loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
             opt.zero_grad()
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             opt.step()
     model.eval()
     return model

@@ -180,7 +180,7 @@ def run_gen(
             model(z), _t(theta, dev), _t(noisy, dev), 0.0 if m is None else m * bound, gen
         )
         opt.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
     model.eval()
     with torch.no_grad():
