@@ -201,6 +201,8 @@ class _Prepared:
     lower_comps: list[tuple[DirectedProfiles, int]]
     names: tuple[str, ...]  # directions to compose ("remove" only when symmetric)
     coarse: dict[str, list[tuple[DiscretePLD, int]]]
+    #: the lower pairs on the coarse grid (guides for their own tails), when they differ
+    coarse_lower: dict[str, list[tuple[DiscretePLD, int]]] | None
     h0: float
     pure_cap: float  # basic-composition epsilon if all parts are pure, else inf
     keep_lower: bool
@@ -328,8 +330,28 @@ class PLDAccountant(Accountant):
         for name in names:
             a, b = tilted_window(coarse[name], 0.0, TAIL_MASS)
             width0[name] = max(b - a, 1e-9)
+        distinct = lower_comps is not comps or any(
+            getattr(d, "lower_" + name) is not getattr(d, name) for d, _ in comps for name in names
+        )
+        coarse_lower = (
+            {
+                name: [(discretise(getattr(d, "lower_" + name), h0), k) for d, k in lower_comps]
+                for name in names
+            }
+            if distinct and lower_exact and not lumped
+            else None
+        )
         self._prep = _Prepared(
-            comps, lower_comps, names, coarse, h0, cap, lower_exact and not lumped, span, width0
+            comps,
+            lower_comps,
+            names,
+            coarse,
+            coarse_lower,
+            h0,
+            cap,
+            lower_exact and not lumped,
+            span,
+            width0,
         )
         return self._prep
 
@@ -387,8 +409,11 @@ class PLDAccountant(Accountant):
         )
         if same:
             return up, up
+        # a lower pair of its own (another mechanism than the upper one) guides the Chernoff
+        # tilts of its own tails and wrap-around: the upper pair's can make them vacuous
+        guide = prep.coarse_lower[name] if prep.coarse_lower is not None else None
         low = compose(
-            [(disc(getattr(d, low_name)), k) for d, k in prep.lower_comps], win, tilt, coarse
+            [(disc(getattr(d, low_name)), k) for d, k in prep.lower_comps], win, tilt, guide
         )
         return up, low
 

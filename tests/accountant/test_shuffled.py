@@ -3,6 +3,7 @@ bound (max of the batch sums) lies below it and agrees with a Monte-Carlo estima
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -167,3 +168,21 @@ def test_closed_form_declines_with_the_reason():
     selection = account(epochs(1.0, 10, 2), ROW_REPLACE_ONE, delta=1e-5)
     reasons = dict(selection.unavailable)
     assert "no closed-form lower bound" in reasons["closed_form"]
+
+
+def test_the_lower_bound_grows_with_the_epochs() -> None:
+    """A longer run contains a shorter one: its certified lower bound is at least as large
+    (the lower pair's own tails guide its wrap-around bound; the upper pair's made it
+    vacuous at 3 epochs here)."""
+    from dpledger.accountant.pld import PLDAccountant
+    from dpledger.core.adjacency import Adjacency
+    from dpledger.core.events import GaussianEvent, SelfComposedEvent, ShuffledBatchesEvent
+
+    lowers = [
+        PLDAccountant(Adjacency(relation="replace_one"))
+        .compose(SelfComposedEvent(ShuffledBatchesEvent(1797, 64, GaussianEvent(1.0)), e))
+        .get_epsilon(1e-5)
+        .epsilon_lower
+        for e in (1, 2, 3, 4)
+    ]
+    assert all(b > a for a, b in itertools.pairwise(lowers)), lowers
