@@ -82,6 +82,8 @@ def upper_only() -> Iterator[None]:
 #: narrower than BRACKET_TARGET (relative) or BRACKET_ABSOLUTE
 ADAPTIVE_START_POINTS = 1 << 14
 BRACKET_TARGET = 0.008
+#: refinement stops when a finer pass left at least this fraction of the bracket's width
+STALLED_GAP = 0.9
 BRACKET_ABSOLUTE = 1e-4
 #: gentler tilts are tried while upper > lower * BRACKET_GOAL
 BRACKET_GOAL = 1.005
@@ -446,6 +448,7 @@ class PLDAccountant(Accountant):
         full = self.target_points
         points = min(full, ADAPTIVE_START_POINTS)
         uppers: dict[str, float] = {}  # certified upper bound per direction, coarsest pass
+        previous = math.inf
         try:
             while True:
                 self._points = points
@@ -454,8 +457,12 @@ class PLDAccountant(Accountant):
                 narrow = _UPPER_ONLY.get() or gap <= max(
                     BRACKET_TARGET * bound.epsilon, BRACKET_ABSOLUTE
                 )
-                if points >= full or narrow or not math.isfinite(bound.epsilon):
+                # a finer grid that barely narrowed the bracket will not: what is left is not
+                # the grid's (tails, tilts, the lower bound's construction)
+                stalled = gap > STALLED_GAP * previous
+                if points >= full or narrow or stalled or not math.isfinite(bound.epsilon):
                     return bound
+                previous = gap
                 # the gap shrinks about in proportion to the spacing: refine by that factor
                 ratio = gap / max(0.8 * BRACKET_TARGET * bound.epsilon, BRACKET_ABSOLUTE)
                 points = min(full, math.ceil(points * max(2.0, ratio)))
