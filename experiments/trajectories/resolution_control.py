@@ -30,8 +30,8 @@ defaults) on marginals built from the 300 *full* trajectories ``traj_d`` of a di
   unchanged through ``table1.run_digit``.
 
 Every configuration runs with several seeds (noise and sampling); the table gives mean +- sd
-and the oracle floor: the mean over times of the squared W2 between a marginal and m i.i.d.
-draws from it.
+and the oracle: the mean over times of the squared W2 between a marginal and m i.i.d.
+draws from it (a reference, not a lower bound: optimised m-point clouds are closer).
 
 Usage::
 
@@ -275,7 +275,7 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     """Markdown: one row per configuration, then ratios (T, and binned over all)."""
     head = (
         f"| digit | variant | T | N | tau | eps total @ delta={2 * args.delta:g} (unit) | "
-        "W2^2 warm start | W2^2 ours | oracle W2^2 floor (m iid) | paper (T=10) | "
+        "W2^2 warm start | W2^2 ours | oracle W2^2 (m iid) | paper (T=10) | "
         "ours / paper | s |\n|" + "---|" * 12 + "\n"
     )
     body = "".join(
