@@ -1,8 +1,9 @@
 """Loading plugins in isolation: the pluggy manager, entry points, registration and its problems.
 
 :func:`make_plugin_manager` builds a pluggy manager for the ``"dpledger"`` entry-point group.
-Builtin plugins are announced by dpledger's own ``pyproject.toml`` in the same group, so they go
-through exactly the same path as third-party ones, but first. Each plugin is loaded, registered
+Builtin plugins load first, from a fixed list in this module (:data:`BUILTIN_PLUGINS`, which
+``pyproject.toml`` also announces): never from installed metadata, which any package can
+imitate. Third-party entry points are fingerprinted and checked. Each plugin is loaded, registered
 and checked on its own: an import error, a misspelled hook or a malformed spec becomes a
 :class:`PluginProblem` naming the plugin and its distribution, and every other plugin keeps
 working.
