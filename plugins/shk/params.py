@@ -14,7 +14,8 @@ Loss (``loss``): the mean ``L_D = (1/n) Σ_i ℓ(·; y_i)`` of per-record losses
   ``x_j = −π + (j + ½)·2π/n_cells``. Python callers with a loss function ``ℓ(θ; y)`` evaluate it on
   ``TorusGrid(n_cells).x`` (``torus.check_potential`` rejects non-periodic functions).
 
-Sensitivities are data-independent: with ``n`` a public lower bound on the number of records,
+Sensitivities are data-independent: with ``n`` public and the empirical risk the loss sum over
+``max(records, n)`` (the mean from ``n`` records on),
 ``‖V_D − V_D′‖∞ ≤ β·loss_range/n`` and ``osc(V_D − V_D′) ≤ 2β·loss_range/n`` for add/remove and
 replace-one neighbours alike. ``delta_pot`` / ``delta_osc`` (grid losses only) declare tighter
 bounds on the potential ``V = βL`` that the caller vouches for.

@@ -67,8 +67,8 @@ def _potential(p: SHKMethodParams, data: Any) -> tuple[Any, Any]:
     """``V_D`` and ``∇V_D`` as vectorised functions (grid losses: periodic linear interpolation)."""
     if p.loss == "cosine":
         y = check_data(data)
-        _check_size(y.size, p)
-        c, s = float(np.mean(np.cos(y))), float(np.mean(np.sin(y)))
+        scale = _normaliser(y.size, p)
+        c, s = float(np.sum(np.cos(y))) / scale, float(np.sum(np.sin(y))) / scale
 
         def v(x: FloatArray) -> FloatArray:
             return np.asarray(p.beta * (1.0 - (c * np.cos(x) + s * np.sin(x))))
@@ -78,9 +78,8 @@ def _potential(p: SHKMethodParams, data: Any) -> tuple[Any, Any]:
 
         return v, dv
     losses = _grid_losses(data, p)
-    _check_size(losses.shape[0], p)
     grid = TorusGrid(p.n_cells)
-    cells = p.beta * losses.mean(axis=0)
+    cells = p.beta * losses.sum(axis=0) / _normaliser(losses.shape[0], p)
     slope = (np.roll(cells, -1) - cells) / grid.dx
     period = 2.0 * math.pi
 
@@ -94,13 +93,13 @@ def _potential(p: SHKMethodParams, data: Any) -> tuple[Any, Any]:
     return vg, dvg
 
 
-def _check_size(size: int, p: SHKMethodParams) -> None:
-    if size < p.n:
-        raise InvalidParameterError(
-            "data",
-            f"has {size} records, fewer than the declared n = {p.n}",
-            "declare n as a lower bound on the number of records",
-        )
+def _normaliser(size: int, p: SHKMethodParams) -> float:
+    """The empirical risk is the loss sum over ``max(size, n)``: the mean when there are at
+    least ``n`` records (``n`` is the public lower bound the sensitivities use), and the sum
+    over ``n`` below. One record then moves the potential by at most ``beta * loss_range / n``
+    in sup norm at every size, so a dataset with fewer records than ``n`` (a neighbour of one
+    with exactly ``n``) is released like any other instead of being refused."""
+    return float(max(size, p.n))
 
 
 def grid_release_law(p: SHKMethodParams, data: Any) -> FloatArray:

@@ -268,6 +268,24 @@ def test_host_run_writes_samples_and_ledger(tmp_path: Path, make_dist, capsys) -
     assert np.load(out / "samples.npy").shape == (2,)
 
 
+def test_fewer_records_than_n_are_released_not_refused() -> None:
+    """A refusal would tell a dataset of n records from its neighbour of n - 1: below n the
+    empirical risk is the loss sum over n, so one record still moves the potential by at most
+    beta * loss_range / n (the declared sensitivity)."""
+    from dpledger.plugins.shk.release import _potential
+
+    p = plugin.SPEC.make_params({"t": 1.0, "beta": 2.0, "n": 3, "n_cells": 16})
+    x = np.linspace(-math.pi, math.pi, 9)
+    two, _ = _potential(p, np.array([0.1, 0.2]))
+    three, _ = _potential(p, np.array([0.1, 0.2, 1.3]))
+    diff = three(x) - two(x)  # the third record's loss over n = 3 (up to a constant)
+    assert np.ptp(diff - 2.0 * (1.0 - np.cos(x - 1.3)) / 3.0) < 1e-12
+    assert np.max(np.abs(diff)) <= 2.0 * 2.0 / 3.0 + 1e-12
+    ledger = PrivacyLedger(TimeProfiledPureDPEvent(100.0, 0.0, 0.0), rng=0)
+    out = plugin.run_release(p, [0.1, 0.2], ledger, np.random.default_rng(0))
+    assert out["samples"].shape == (1,)
+
+
 def test_bad_data_is_refused() -> None:
     spec = plugin.SPEC
     ledger = PrivacyLedger(TimeProfiledPureDPEvent(100.0, 0.0, 0.0), rng=0)
@@ -275,8 +293,6 @@ def test_bad_data_is_refused() -> None:
     p = spec.make_params({"t": 1.0, "beta": 1.0, "n": 3, "n_cells": 16})
     with pytest.raises(InvalidParameterError, match=r"^data:.*non-finite"):
         plugin.run_release(p, [0.1, math.nan, 0.2], ledger, rng)
-    with pytest.raises(InvalidParameterError, match=r"^data:.*fewer than the declared n = 3"):
-        plugin.run_release(p, [0.1, 0.2], ledger, rng)
     with pytest.raises(InvalidParameterError, match=r"^data:.*missing"):
         plugin.run_release(p, None, ledger, rng)
     g = {"t": 1.0, "beta": 1.0, "n": 2, "n_cells": 16, "loss": "grid", "loss_range": 7.0}
