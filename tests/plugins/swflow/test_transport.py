@@ -150,16 +150,9 @@ def test_fixed_release_reuses_directions_and_target_noise() -> None:
     """fixed_release=True: Theta and the target's noisy projections are drawn once."""
     target = torch.from_numpy(toy_mixture(30, np.random.default_rng(4)))
     x0 = torch.randn((30, 2), generator=torch.Generator().manual_seed(5), dtype=D)
+    flow = {"num_projections": 20, "num_steps": 3, "step_size": 1.0, "reg": 0.01, "sigma": 0.3}
     out = smoothed_flow(
-        target,
-        x0,
-        num_projections=20,
-        num_steps=3,
-        step_size=1.0,
-        reg=0.01,
-        sigma=0.3,
-        generator=torch.Generator().manual_seed(6),
-        fixed_release=True,
+        target, x0, **flow, generator=torch.Generator().manual_seed(6), fixed_release=True
     )
     gen = torch.Generator().manual_seed(6)
     theta = _unit_rows(gen, 20, 2)
@@ -177,16 +170,7 @@ def test_fixed_release_reuses_directions_and_target_noise() -> None:
             generator=gen,
         )
     assert torch.equal(out, x)
-    fresh = smoothed_flow(
-        target,
-        x0,
-        num_projections=20,
-        num_steps=3,
-        step_size=1.0,
-        reg=0.01,
-        sigma=0.3,
-        generator=torch.Generator().manual_seed(6),
-    )
+    fresh = smoothed_flow(target, x0, **flow, generator=torch.Generator().manual_seed(6))
     assert not torch.equal(out, fresh)
 
 
