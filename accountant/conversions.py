@@ -60,10 +60,16 @@ def gaussian_delta_bracket(eps: float, mu: float) -> tuple[float, float]:
     if math.isinf(mu):
         return 1.0, 1.0
     la, log_r, ea, er = _gaussian_parts(eps, mu)
+    if not (math.isfinite(ea) and math.isfinite(er)):
+        # the rounding errors of eps / mu are unbounded (mu near 0 at large |eps|): only the
+        # bracket every pair satisfies is certain, [max(0, 1 - e^eps), 1]
+        return max(0.0, -math.expm1(eps)) * (1 - REL_SLACK), 1.0
     r = math.exp(min(log_r, 700.0))
     one_minus_r = -math.expm1(log_r) if log_r < 700.0 else -math.inf
     hi_factor = one_minus_r + r * er
     lo_factor = one_minus_r - r * er
+    if math.isnan(hi_factor) or math.isnan(lo_factor):
+        return max(0.0, -math.expm1(eps)) * (1 - REL_SLACK), 1.0
     hi = 0.0
     if hi_factor > 0:
         hi = _exp_up(la + math.log1p(ea) + math.log(hi_factor) + math.log1p(REL_SLACK))

@@ -290,6 +290,9 @@ class PLDAccountant(Accountant):
             return None
         span = max(p.loss_hi - p.loss_lo for d, _ in comps for p in (d.remove, d.add))
         h0 = max(span / 1024.0, 1e-9)
+        if h0 > MAX_LOSS / 8:
+            # the coarse grid cannot resolve the losses the grid represents (+-MAX_LOSS)
+            raise BoundUnavailable("pld", f"privacy losses span {span:g}, beyond the loss grid")
         symmetric = all(d.remove is d.add for d, _ in comps) and all(
             d.lower_remove is d.lower_add for d, _ in lower_comps
         )

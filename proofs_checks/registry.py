@@ -150,7 +150,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.conversions.gaussian_delta_bracket",
         status="contrib",
         proof="proofs_checks/gaussian/proof.md",
-        source_sha256="d80c01c4a3603ea70c573ba7feb16fb2b5c8ce5032e98c19f81f4c817964bc43",
+        source_sha256="e6013aaaa2452896b77826355ecb75cbf42cfc21171a9ffca0417ad3a4aed354",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.gaussian_delta",

@@ -237,3 +237,18 @@ def test_failure_events_with_positive_epsilon_stay_unsupported() -> None:
 
     event = ComposedEvent([GaussianEvent(1.0), ApproxDPEvent(0.1, 1e-6)])
     assert ClosedFormAccountant()._unsupported_reason(event) is not None
+
+
+@pytest.mark.parametrize("epsilon", [-746.0, -700.0, -5.0, 0.0, 5.0])
+def test_a_negligible_gaussian_is_never_below_the_trivial_bracket(epsilon: float) -> None:
+    """At sigma = 1e159 the rounding error of eps / mu is unbounded: the bound falls back to
+    [max(0, 1 - e^eps), 1] (it reported delta = 0 at eps = -746, below 1 - e^eps)."""
+    from dpledger.core.errors import BoundUnavailable
+
+    try:
+        bound = ClosedFormAccountant().compose(GaussianEvent(1e159)).get_delta(epsilon)
+    except BoundUnavailable:
+        return  # a refusal is honest
+    floor = max(0.0, -math.expm1(epsilon))
+    assert bound.delta >= floor * (1 - 1e-9)
+    assert bound.delta_lower <= bound.delta
