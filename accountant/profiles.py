@@ -23,6 +23,7 @@ from scipy import special
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import UnsupportedEventError
 from dpledger.core.events import (
+    SHUFFLED_NEEDS_REPLACE_ONE,
     ApproxDPEvent,
     Event,
     ExponentialMechanismEvent,
@@ -490,10 +491,7 @@ def shuffled_profiles(event: ShuffledBatchesEvent, adjacency: Adjacency) -> Dire
     claimed). Lower: the max-of-batch-sums attack (Chua et al. 2024), certified by exact binned
     masses. Replace-one adjacency only."""
     if adjacency.relation != "replace_one":
-        raise UnsupportedEventError(
-            "shuffled batches are analysed under replace-one adjacency only (the dataset size "
-            "fixes the partition); declare relation = 'replace_one'"
-        )
+        raise UnsupportedEventError(SHUFFLED_NEEDS_REPLACE_ONE)
     factor = _noise_factor(adjacency)
     upper_event, release = _shuffled_base(event)
     upper = _base_profile(upper_event, factor)

@@ -27,6 +27,7 @@ from dpledger.accountant.base import (
 from dpledger.accountant.conversions import merged_gaussian_multiplier
 from dpledger.core.errors import BoundUnavailable
 from dpledger.core.events import (
+    SHUFFLED_NEEDS_REPLACE_ONE,
     ApproxDPEvent,
     Event,
     ExponentialMechanismEvent,
@@ -94,10 +95,7 @@ class PRVAccountant(Accountant):
                 continue
             if isinstance(leaf, ShuffledBatchesEvent):
                 if self.adjacency.relation != "replace_one":
-                    return (
-                        f"{leaf.describe()}: shuffled batches are analysed under replace-one "
-                        "adjacency only (the dataset size fixes the partition)"
-                    )
+                    return f"{leaf.describe()}: {SHUFFLED_NEEDS_REPLACE_ONE}"
                 inner = flatten(leaf.event)
                 if not all(isinstance(e, GaussianEvent) for e, _ in inner):
                     return f"{leaf.describe()}: only Gaussians may run on shuffled batches here"

@@ -29,6 +29,7 @@ from dpledger.accountant.rdp_orders import (
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import BoundUnavailable, InvalidParameterError
 from dpledger.core.events import (
+    SHUFFLED_NEEDS_REPLACE_ONE,
     ApproxDPEvent,
     Event,
     ExponentialMechanismEvent,
@@ -137,10 +138,7 @@ class RDPAccountant(Accountant):
             )
         if isinstance(leaf, ShuffledBatchesEvent):
             if self.adjacency.relation != "replace_one":
-                return (
-                    f"{leaf.describe()}: shuffled batches are analysed under replace-one "
-                    "adjacency only (the dataset size fixes the partition)"
-                )
+                return f"{leaf.describe()}: {SHUFFLED_NEEDS_REPLACE_ONE}"
             for inner, _ in flatten(leaf.event):
                 if inner.children() or self._leaf_reason(inner) is not None:
                     return (

@@ -459,6 +459,13 @@ class SampledWithoutReplacementEvent(Event):
         return (self.event,)
 
 
+#: why accountants refuse shuffled batches under add/remove, with the fix
+SHUFFLED_NEEDS_REPLACE_ONE = (
+    "shuffled batches are analysed under replace-one adjacency only (the dataset size fixes the "
+    "partition); declare relation = 'replace_one'"
+)
+
+
 @attrs.frozen
 class ShuffledBatchesEvent(Event):
     """One epoch of shuffle-and-partition: the ``source_size`` records are shuffled uniformly

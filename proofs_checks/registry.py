@@ -240,7 +240,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.shuffled_profiles",
         status="contrib",
         proof="proofs_checks/shuffled_batches/proof.md",
-        source_sha256="00f65cbea295e027b74b5b394202b759cd133cdb42f67148a6f4fe0b961ccd9d",
+        source_sha256="faad9b78cdd3ae400c164954adb0aa5eb8456fd8800559265d215c91ec47860d",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.max_of_batches_pair",

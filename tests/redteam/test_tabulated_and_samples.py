@@ -13,11 +13,9 @@ from dpledger.accountant.closed_form import ClosedFormAccountant
 from dpledger.accountant.rdp import RDPAccountant
 from dpledger.cli import main
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.declaration import Declaration
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError, UnsupportedEventError
 from dpledger.core.events import (
     GaussianEvent,
-    PoissonSampledEvent,
     ShuffledBatchesEvent,
     TabulatedProfileEvent,
 )
@@ -78,19 +76,6 @@ def test_user_level_table_on_a_replace_one_source_is_refused(tmp_path: Path, cap
 def test_impossible_tables_are_refused() -> None:
     with pytest.raises(InvalidParameterError, match="below 1 - e"):
         TabulatedProfileEvent([-1.0, 1.0], [0.5, 0.0])
-
-
-def test_a_per_unit_sum_of_every_row_inside_a_sample_is_refused() -> None:
-    ledger = PrivacyLedger(
-        Declaration(PoissonSampledEvent(0.01, GaussianEvent(1.0)), "row"),
-        rng=np.random.default_rng(0),
-    )
-    rows = np.ones(1000)
-    with (
-        pytest.raises(LedgerViolationError, match="1000 units, but the open sample"),
-        ledger.poisson_sample(rows.size, 0.01, step="batch"),
-    ):
-        ledger.clipped_sum_gaussian(rows, 1.0, 1.0, step="sum", unit_keys=np.arange(1000))
 
 
 def test_a_per_unit_sum_of_every_row_inside_a_shuffled_batch_is_refused() -> None:

@@ -276,8 +276,10 @@ def test_a_user_level_sample_of_several_rows_per_user_is_refused() -> None:
         ledger.poisson_sample(12, 0.1, step="batch")
 
 
-def test_a_sample_credits_only_the_sampled_rows() -> None:
-    """A careless method sums every row inside a Poisson sample: refused, naming the step."""
+@pytest.mark.parametrize("per_unit", [False, True], ids=["rows", "units"])
+def test_a_sample_credits_only_the_sampled_records(per_unit: bool) -> None:
+    """A careless method sums every row inside a Poisson sample (directly, or grouped by a
+    unit key per row): refused, naming the step."""
     from dpledger.core.events import PoissonSampledEvent
 
     ledger = PrivacyLedger(
@@ -285,11 +287,13 @@ def test_a_sample_credits_only_the_sampled_rows() -> None:
         rng=np.random.default_rng(0),
     )
     x = np.ones(1000)
+    what = "units" if per_unit else "rows"
     with (
-        pytest.raises(LedgerViolationError, match="1000 rows, but the open sample 'batch'"),
+        pytest.raises(LedgerViolationError, match=f"1000 {what}, but the open sample 'batch'"),
         ledger.poisson_sample(x.size, 0.001, step="batch") as batch,
     ):
-        ledger.clipped_sum_gaussian(x, 1.0, 1.0, step="sum")
+        keys = np.arange(1000) if per_unit else None
+        ledger.clipped_sum_gaussian(x, 1.0, 1.0, step="sum", unit_keys=keys)
     assert len(batch) < 1000
 
 
