@@ -15,6 +15,7 @@ import math
 from collections.abc import Hashable, Iterator, Sequence
 
 import attrs
+import numpy as np
 
 from dpledger.accountant.base import (
     Accountant,
@@ -33,12 +34,14 @@ from dpledger.accountant.pld_engine import (
     compose,
     delta_at,
     discretise,
+    discretise_lower,
     epsilon_for,
+    rounding_bias,
     tilt_for_delta,
     tilt_for_epsilon,
     tilted_window,
 )
-from dpledger.accountant.profiles import DirectedProfiles, Profile, leaf_profiles
+from dpledger.accountant.profiles import DirectedProfiles, leaf_profiles
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import BoundUnavailable, UnsupportedEventError
 from dpledger.core.events import (
@@ -223,7 +226,7 @@ class PLDAccountant(Accountant):
         self.target_points = target_points
         self._prep: _Prepared | None = None
         self._upper_events: dict[Event, int] = {}
-        self._states: dict[tuple[str, float, int], tuple[ComposedPLD, ComposedPLD]] = {}
+        self._states: dict[tuple[str, float, int, bool], ComposedPLD] = {}
         #: grid points of the compositions being made (adaptive epsilon queries start coarse)
         self._points = target_points
         self._non_private = False
@@ -360,14 +363,11 @@ class PLDAccountant(Accountant):
         )
         return self._prep
 
-    def _state(
+    def _window(
         self, prep: _Prepared, name: str, tilt: float, delta: float
-    ) -> tuple[ComposedPLD, ComposedPLD]:
-        """(upper, lower) compositions of one direction at one tilt (cached); ``delta`` is
-        the level of interest (the window drops untilted tails far below it)."""
-        key = (name, tilt, self._points)
-        if key in self._states:
-            return self._states[key]
+    ) -> tuple[float, tuple[float, float]]:
+        """(grid spacing, composition window) of one direction at one tilt; ``delta`` is the
+        level of interest (the window drops untilted tails far below it)."""
         coarse = prep.coarse[name]
         total = sum(k for _, k in prep.comps)
         pad = 2 * prep.h0 * total**0.5 + 4 * prep.h0
@@ -384,43 +384,60 @@ class PLDAccountant(Accountant):
         # ... and the FFT window extends over the heavy tilted tail where that is affordable,
         # so that little tilted mass wraps around (which would loosen lower bounds)
         b = max(b, min(b_full, a + EXTENDED_WINDOW_POINTS * h))
+        return h, (a, b)
+
+    def _composed(
+        self, prep: _Prepared, name: str, tilt: float, delta: float, *, lower: bool
+    ) -> ComposedPLD:
+        """The upper (or lower) composition of one direction at one tilt (cached); a window
+        the FFT cannot hold is retried at twice the spacing."""
+        key = (name, tilt, self._points, lower)
+        if key in self._states:
+            return self._states[key]
+        h, win = self._window(prep, name, tilt, delta)
         while True:
             try:
-                result = self._compose_at(prep, name, tilt, h, (a, b))
+                composed = self._compose_at(prep, name, tilt, h, win, lower=lower)
                 break
             except BoundUnavailable:
                 h *= 2.0
                 if h > 1.0:
                     raise
+        # None: the lower bound reads the upper composition (its shifted chord)
+        result = composed or self._composed(prep, name, tilt, delta, lower=False)
         self._states[key] = result
         return result
 
     def _compose_at(
-        self, prep: _Prepared, name: str, tilt: float, h: float, win: tuple[float, float]
-    ) -> tuple[ComposedPLD, ComposedPLD]:
-        cache: dict[int, DiscretePLD] = {}
-
-        def disc(p: Profile) -> DiscretePLD:
-            key = id(p)
-            if key not in cache:
-                cache[key] = discretise(p, h)
-            return cache[key]
-
-        low_name = "lower_" + name
+        self,
+        prep: _Prepared,
+        name: str,
+        tilt: float,
+        h: float,
+        win: tuple[float, float],
+        *,
+        lower: bool,
+    ) -> ComposedPLD | None:
+        """The composition at spacing ``h``; for the lower bound, the dominated pairs when
+        they are certified and tighter than the shifted chord, else the chords (None: the
+        upper composition's, when the lower pairs are the upper ones)."""
         coarse = prep.coarse[name]
-        up = compose([(disc(getattr(d, name)), k) for d, k in prep.comps], win, tilt, coarse)
+        low_name = "lower_" + name
         same = prep.lower_comps is prep.comps and all(
             getattr(d, low_name) is getattr(d, name) for d, _ in prep.comps
         )
-        if same:
-            return up, up
+        if not lower:
+            chords = [(discretise(getattr(d, name), h), k) for d, k in prep.comps]
+            return compose(chords, win, tilt, coarse)
         # a lower pair of its own (another mechanism than the upper one) guides the Chernoff
         # tilts of its own tails and wrap-around: the upper pair's can make them vacuous
-        guide = prep.coarse_lower[name] if prep.coarse_lower is not None else None
-        low = compose(
-            [(disc(getattr(d, low_name)), k) for d, k in prep.lower_comps], win, tilt, guide
-        )
-        return up, low
+        guide = coarse if same else (prep.coarse_lower or {}).get(name)
+        chords = [(discretise(getattr(d, low_name), h), k) for d, k in prep.lower_comps]
+        if prep.keep_lower:
+            dominated = _dominated_pairs(prep, low_name, chords, h)
+            if dominated is not None:
+                return compose(dominated, win, tilt, guide)
+        return None if same else compose(chords, win, tilt, guide)
 
     def _tilts(self, prep: _Prepared, name: str, tilt: float, level: float) -> list[float]:
         """The tilt to use (snapped to a grid so that nearby queries share compositions),
@@ -489,25 +506,31 @@ class PLDAccountant(Accountant):
                 continue
             best_up, best_lo = math.inf, 0.0
             tilt0 = tilt_for_delta(prep.coarse[name], delta)
-            for tilt in self._tilts(prep, name, tilt0, delta):
-                up, low = self._state(prep, name, tilt, delta)
+            tilts = self._tilts(prep, name, tilt0, delta)
+            for tilt in tilts:
+                up = self._composed(prep, name, tilt, delta, lower=False)
                 h = up.h
                 eps_up = epsilon_for(up, delta, upper=True)
                 best_up = min(best_up, eps_up)
                 if prep.keep_lower:
+                    low = self._composed(prep, name, tilt, delta, lower=True)
                     best_lo = max(best_lo, epsilon_for(low, delta, upper=False))
                 # a finite answer inside the tilted window needs no fallback
                 if math.isfinite(eps_up) and eps_up > float(up.losses[0]) + up.h:
                     break
             # a heavy tilted tail can wrap around onto the lower bound's range: gentler tilts
-            # (less wrap, more round-off) are tried while the bracket is wider than the goal
-            first = self._tilts(prep, name, tilt0, delta)[0]
-            for gentler in (first / 4, 0.0):
-                if first == 0.0 or not prep.keep_lower or best_up <= best_lo * BRACKET_GOAL:
+            # (less wrap, more round-off) are tried for the lower bound while the bracket is
+            # wider than the goal and they still raise it
+            previous = -math.inf
+            for gentler in _gentler(tilts[0]):
+                if not prep.keep_lower or best_up <= best_lo * BRACKET_GOAL:
                     break
-                up, low = self._state(prep, name, self._snap(gentler), delta)
-                best_up = min(best_up, epsilon_for(up, delta, upper=True))
-                best_lo = max(best_lo, epsilon_for(low, delta, upper=False))
+                low = self._composed(prep, name, gentler, delta, lower=True)
+                eps_lo = epsilon_for(low, delta, upper=False)
+                if eps_lo <= previous:
+                    break
+                previous = eps_lo
+                best_lo = max(best_lo, eps_lo)
             known[name] = min(best_up, known.get(name, math.inf))
             upper = max(upper, known[name])
             lower = max(lower, best_lo)
@@ -528,21 +551,63 @@ class PLDAccountant(Accountant):
             best_up, best_lo = 1.0, 0.0
             coarse = prep.coarse[name]
             level = chernoff_level(coarse, epsilon)
+            tilt = 0.0
             for tilt in self._tilts(prep, name, tilt_for_epsilon(coarse, epsilon), level):
-                up, low = self._state(prep, name, tilt, level)
+                up = self._composed(prep, name, tilt, level, lower=False)
                 h = up.h
                 if epsilon >= float(up.losses[0]):
                     break
-            # every composition made so far certifies both bounds: use the best of them
-            for (state_name, _tilt, _points), (up, low) in self._states.items():
+            if prep.keep_lower:
+                self._composed(prep, name, tilt, level, lower=True)
+            # every composition made so far certifies its bound: use the best of them
+            for (state_name, _tilt, _points, is_lower), composed in self._states.items():
                 if state_name != name:
                     continue
-                best_up = min(best_up, delta_at(up, epsilon, upper=True))
-                if prep.keep_lower:
-                    best_lo = max(best_lo, delta_at(low, epsilon, upper=False))
+                if not is_lower:
+                    best_up = min(best_up, delta_at(composed, epsilon, upper=True))
+                elif prep.keep_lower:
+                    best_lo = max(best_lo, delta_at(composed, epsilon, upper=False))
             upper = max(upper, best_up)
             lower = max(lower, best_lo)
         return DeltaBound(upper, min(lower, upper), epsilon, self.name, {"grid_spacing": h})
+
+
+def _gentler(tilt: float) -> list[float]:
+    """Gentler tilts than ``tilt`` (on the snapping grid 2^(j/4)) for lower bounds: halves of
+    its exponent's quarter steps, then no tilt."""
+    if tilt <= 0:
+        return []
+    j = round(4 * math.log2(tilt))
+    return [float(2.0 ** ((j - s) / 4)) for s in (2, 4, 8)] + [0.0]
+
+
+def _dominated_pairs(
+    prep: _Prepared, low_name: str, chords: list[tuple[DiscretePLD, int]], h: float
+) -> list[tuple[DiscretePLD, int]] | None:
+    """The lower components as dominated pairs (:func:`discretise_lower`), when they are
+    certified and lose less than the shifted chord: the composed mean privacy loss they give
+    up against the chords (what moves a composed profile to first order) is compared with the
+    chord's Hoeffding shift. None otherwise (the chord is used)."""
+    pairs: list[tuple[DiscretePLD, int]] = []
+    deficit = 0.0
+    for (d, k), (chord, _) in zip(prep.lower_comps, chords, strict=True):
+        pair = discretise_lower(getattr(d, low_name), h)
+        if pair is None:
+            return None
+        deficit += k * max(0.0, _mean_loss(chord) - _mean_loss(pair))
+        pairs.append((pair, k))
+    total = sum(k for _, k in chords)
+    chord_shift = total * rounding_bias(h) + h * math.sqrt(total * CHORD_SHIFT_LOG / 2.0)
+    return pairs if deficit < chord_shift else None
+
+
+#: log(1 / eta) of the chord's Hoeffding shift in :func:`_dominated_pairs`'s comparison
+CHORD_SHIFT_LOG = 30.0
+
+
+def _mean_loss(pld: DiscretePLD) -> float:
+    """The mean finite privacy loss of a discrete pair (its KL divergence, finite part)."""
+    return float(np.dot(pld.masses, pld.losses))
 
 
 def _exact_pure_cap(events: dict[Event, int], adjacency: Adjacency) -> float | None:

@@ -228,7 +228,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_engine.compose",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="66deddbdc7048e5ea04c596eaca5693fec76019c6f140acc4d5efc1767eb6e59",
+        source_sha256="23c6256d2d05c698c3f07d62e46f1c330b079f39cd4071debcaf41e4b24d5981",
     ),
     ProofRecord(
         target="dpledger.core.events.ShuffledBatchesEvent",
@@ -271,6 +271,12 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/tabulated_profile/proof.md",
         source_sha256="132876c6d0886ef8f68db8188c68e0bb92472d553b4204393e65966d49baa979",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_engine.discretise_lower",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="6f9b6ccff94b8f1e6526f727670a1c0b5b80d996d52f7abfa928eb9ebb5008e5",
     ),
 )
 
