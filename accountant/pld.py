@@ -36,7 +36,6 @@ from dpledger.accountant.pld_engine import (
     discretise,
     discretise_lower,
     epsilon_for,
-    rounding_bias,
     tilt_for_delta,
     tilt_for_epsilon,
     tilted_window,
@@ -88,8 +87,10 @@ BRACKET_TARGET = 0.008
 #: refinement stops when a finer pass left at least this fraction of the bracket's width
 STALLED_GAP = 0.9
 BRACKET_ABSOLUTE = 1e-4
-#: gentler tilts are tried while upper > lower * BRACKET_GOAL
+#: gentler tilts (and dominated pairs) are tried while upper > lower * BRACKET_GOAL
 BRACKET_GOAL = 1.005
+#: delta queries compose dominated pairs while upper > lower * DELTA_BRACKET_GOAL
+DELTA_BRACKET_GOAL = 1.01
 #: largest tilt times the untilted window width
 MAX_TILT_RANGE = 200.0
 #: at deltas of interest at least this large the composition is not tilted
@@ -106,6 +107,8 @@ MAX_DISTINCT_COMPONENTS = 256
 REPRESENTATIVE_STEP = 1e-3
 #: up to this many distinct components the window gets TARGET_POINTS grid points ...
 FULL_RESOLUTION_COMPONENTS = 16
+#: the window's points grow like (sqrt(compositions) / 32) ** GROWTH_POWER
+GROWTH_POWER = 1.0
 #: ... beyond, the FFT budget is shared, down to this many points
 MIN_POINTS = 1 << 15
 
@@ -191,7 +194,7 @@ def _resolution(target_points: int, components: int, total: int = 1) -> int:
     shift grows with the spacing, so many-component pipelines trade lower-bound tightness
     for time.
     """
-    grow = min(MAX_POINTS / target_points, max(1.0, math.sqrt(total) / 32.0))
+    grow = min(MAX_POINTS / target_points, max(1.0, math.sqrt(total) / 32.0) ** GROWTH_POWER)
     points = int(target_points * grow)
     if components <= FULL_RESOLUTION_COMPONENTS:
         return points
@@ -226,10 +229,12 @@ class PLDAccountant(Accountant):
         self.target_points = target_points
         self._prep: _Prepared | None = None
         self._upper_events: dict[Event, int] = {}
-        self._states: dict[tuple[str, float, int, bool], ComposedPLD] = {}
+        self._states: dict[tuple[str, float, int, str], ComposedPLD | None] = {}
         #: grid points of the compositions being made (adaptive epsilon queries start coarse)
         self._points = target_points
         self._non_private = False
+        #: whether a composition of the current pass had its spacing held at the floor
+        self._floored = False
 
     def _unsupported_reason(self, event: Event) -> str | None:
         leaves = flatten(event)
@@ -379,34 +384,51 @@ class PLDAccountant(Accountant):
             b = tilted_window(coarse, tilt, TAIL_MASS, untilted)[1]
         a, b, b_full = a - pad, b + pad, b_full + pad
         width = b - a
-        h = width / _resolution(self._points, len(prep.comps), total)
-        h = max(h, prep.span / MAX_COMPONENT_POINTS, 2.0 * width / MAX_FFT_LEN, 1e-9)
+        points = _resolution(self._points, len(prep.comps), total)
+        h = width / points
+        floor = max(prep.span / MAX_COMPONENT_POINTS, 2.0 * width / MAX_FFT_LEN, 1e-9)
+        # a finer pass cannot refine a grid held at its floor or at the most points
+        capped = _resolution(2 * self._points, len(prep.comps), total) <= points
+        self._floored = self._floored or capped or h <= 1.2 * floor
+        h = max(h, floor)
         # ... and the FFT window extends over the heavy tilted tail where that is affordable,
         # so that little tilted mass wraps around (which would loosen lower bounds)
         b = max(b, min(b_full, a + EXTENDED_WINDOW_POINTS * h))
         return h, (a, b)
 
     def _composed(
-        self, prep: _Prepared, name: str, tilt: float, delta: float, *, lower: bool
-    ) -> ComposedPLD:
-        """The upper (or lower) composition of one direction at one tilt (cached); a window
-        the FFT cannot hold is retried at twice the spacing."""
-        key = (name, tilt, self._points, lower)
+        self, prep: _Prepared, name: str, tilt: float, delta: float, kind: str = "upper"
+    ) -> ComposedPLD | None:
+        """One direction's composition at one tilt (cached): ``"upper"`` (connect-the-dots),
+        ``"chord"`` (the lower pairs' chords, read with a shift; the upper composition itself
+        when the lower pairs are the upper ones) or ``"dominated"`` (dominated pairs; None when
+        one cannot be certified). A window the FFT cannot hold is retried at twice the
+        spacing."""
+        key = (name, tilt, self._points, kind)
         if key in self._states:
             return self._states[key]
-        h, win = self._window(prep, name, tilt, delta)
-        while True:
-            try:
-                composed = self._compose_at(prep, name, tilt, h, win, lower=lower)
-                break
-            except BoundUnavailable:
-                h *= 2.0
-                if h > 1.0:
-                    raise
-        # None: the lower bound reads the upper composition (its shifted chord)
-        result = composed or self._composed(prep, name, tilt, delta, lower=False)
+        if kind == "chord" and self._same_lower(prep, name):
+            result: ComposedPLD | None = self._composed(prep, name, tilt, delta)
+        else:
+            h, win = self._window(prep, name, tilt, delta)
+            while True:
+                try:
+                    result = self._compose_at(prep, name, tilt, h, win, kind)
+                    break
+                except BoundUnavailable:
+                    h *= 2.0
+                    if h > 1.0:
+                        raise
         self._states[key] = result
         return result
+
+    @staticmethod
+    def _same_lower(prep: _Prepared, name: str) -> bool:
+        """Whether the lower bound's pairs of this direction are the upper bound's."""
+        low_name = "lower_" + name
+        return prep.lower_comps is prep.comps and all(
+            getattr(d, low_name) is getattr(d, name) for d, _ in prep.comps
+        )
 
     def _compose_at(
         self,
@@ -415,29 +437,48 @@ class PLDAccountant(Accountant):
         tilt: float,
         h: float,
         win: tuple[float, float],
-        *,
-        lower: bool,
+        kind: str,
     ) -> ComposedPLD | None:
-        """The composition at spacing ``h``; for the lower bound, the dominated pairs when
-        they are certified and tighter than the shifted chord, else the chords (None: the
-        upper composition's, when the lower pairs are the upper ones)."""
         coarse = prep.coarse[name]
-        low_name = "lower_" + name
-        same = prep.lower_comps is prep.comps and all(
-            getattr(d, low_name) is getattr(d, name) for d, _ in prep.comps
-        )
-        if not lower:
+        if kind == "upper":
             chords = [(discretise(getattr(d, name), h), k) for d, k in prep.comps]
             return compose(chords, win, tilt, coarse)
         # a lower pair of its own (another mechanism than the upper one) guides the Chernoff
         # tilts of its own tails and wrap-around: the upper pair's can make them vacuous
-        guide = coarse if same else (prep.coarse_lower or {}).get(name)
-        chords = [(discretise(getattr(d, low_name), h), k) for d, k in prep.lower_comps]
-        if prep.keep_lower:
-            dominated = _dominated_pairs(prep, low_name, chords, h)
-            if dominated is not None:
-                return compose(dominated, win, tilt, guide)
-        return None if same else compose(chords, win, tilt, guide)
+        low_name = "lower_" + name
+        guide = coarse if self._same_lower(prep, name) else (prep.coarse_lower or {}).get(name)
+        if kind == "chord":
+            chords = [(discretise(getattr(d, low_name), h), k) for d, k in prep.lower_comps]
+            return compose(chords, win, tilt, guide)
+        pairs = []
+        for d, k in prep.lower_comps:
+            pair = discretise_lower(getattr(d, low_name), h)
+            if pair is None:
+                return None
+            pairs.append((pair, k))
+        return compose(pairs, win, tilt, guide)
+
+    def _lower_epsilon(
+        self, prep: _Prepared, name: str, tilt: float, delta: float, goal: float | None
+    ) -> float:
+        """The certified lower bound at one tilt: the chord's, and the dominated pairs' when
+        the chord's is below ``goal``; with no goal, the dominated pairs' alone (the chord's
+        if they cannot be certified)."""
+        best = 0.0
+        if goal is not None:
+            chord = self._composed(prep, name, tilt, delta, "chord")
+            assert chord is not None
+            best = epsilon_for(chord, delta, upper=False)
+            if best >= goal:
+                return best
+        dominated = self._composed(prep, name, tilt, delta, "dominated")
+        if dominated is not None:
+            return max(best, epsilon_for(dominated, delta, upper=False))
+        if goal is None:
+            chord = self._composed(prep, name, tilt, delta, "chord")
+            assert chord is not None
+            best = epsilon_for(chord, delta, upper=False)
+        return best
 
     def _tilts(self, prep: _Prepared, name: str, tilt: float, level: float) -> list[float]:
         """The tilt to use (snapped to a grid so that nearby queries share compositions),
@@ -472,6 +513,7 @@ class PLDAccountant(Accountant):
         try:
             while True:
                 self._points = points
+                self._floored = False
                 bound = self._epsilon_at(delta, uppers)
                 gap = bound.epsilon - bound.epsilon_lower
                 narrow = _UPPER_ONLY.get() or gap <= max(
@@ -480,12 +522,20 @@ class PLDAccountant(Accountant):
                 # a finer grid that barely narrowed the bracket will not: what is left is not
                 # the grid's (tails, tilts, the lower bound's construction)
                 stalled = gap > STALLED_GAP * previous
-                if points >= full or narrow or stalled or not math.isfinite(bound.epsilon):
+                if (
+                    points >= full
+                    or narrow
+                    or stalled
+                    or self._floored
+                    or not math.isfinite(bound.epsilon)
+                ):
                     return bound
                 previous = gap
-                # the gap shrinks about in proportion to the spacing: refine by that factor
+                # the dominated pairs' gap shrinks about with the square of the spacing (the
+                # shifted chord's in proportion): refine by the root of the factor needed, and
+                # more than that when it is large
                 ratio = gap / max(0.8 * BRACKET_TARGET * bound.epsilon, BRACKET_ABSOLUTE)
-                points = min(full, math.ceil(points * max(2.0, ratio)))
+                points = min(full, math.ceil(points * max(2.0, 1.5 * math.sqrt(ratio))))
         finally:
             self._points = full
 
@@ -508,13 +558,14 @@ class PLDAccountant(Accountant):
             tilt0 = tilt_for_delta(prep.coarse[name], delta)
             tilts = self._tilts(prep, name, tilt0, delta)
             for tilt in tilts:
-                up = self._composed(prep, name, tilt, delta, lower=False)
+                up = self._composed(prep, name, tilt, delta)
+                assert up is not None
                 h = up.h
                 eps_up = epsilon_for(up, delta, upper=True)
                 best_up = min(best_up, eps_up)
                 if prep.keep_lower:
-                    low = self._composed(prep, name, tilt, delta, lower=True)
-                    best_lo = max(best_lo, epsilon_for(low, delta, upper=False))
+                    goal = best_up / BRACKET_GOAL
+                    best_lo = max(best_lo, self._lower_epsilon(prep, name, tilt, delta, goal))
                 # a finite answer inside the tilted window needs no fallback
                 if math.isfinite(eps_up) and eps_up > float(up.losses[0]) + up.h:
                     break
@@ -525,8 +576,7 @@ class PLDAccountant(Accountant):
             for gentler in _gentler(tilts[0]):
                 if not prep.keep_lower or best_up <= best_lo * BRACKET_GOAL:
                     break
-                low = self._composed(prep, name, gentler, delta, lower=True)
-                eps_lo = epsilon_for(low, delta, upper=False)
+                eps_lo = self._lower_epsilon(prep, name, gentler, delta, None)
                 if eps_lo <= previous:
                     break
                 previous = eps_lo
@@ -553,20 +603,28 @@ class PLDAccountant(Accountant):
             level = chernoff_level(coarse, epsilon)
             tilt = 0.0
             for tilt in self._tilts(prep, name, tilt_for_epsilon(coarse, epsilon), level):
-                up = self._composed(prep, name, tilt, level, lower=False)
+                up = self._composed(prep, name, tilt, level)
+                assert up is not None
                 h = up.h
                 if epsilon >= float(up.losses[0]):
                     break
-            if prep.keep_lower:
-                self._composed(prep, name, tilt, level, lower=True)
-            # every composition made so far certifies its bound: use the best of them
-            for (state_name, _tilt, _points, is_lower), composed in self._states.items():
-                if state_name != name:
-                    continue
-                if not is_lower:
-                    best_up = min(best_up, delta_at(composed, epsilon, upper=True))
-                elif prep.keep_lower:
-                    best_lo = max(best_lo, delta_at(composed, epsilon, upper=False))
+            kinds = ("chord", "dominated") if prep.keep_lower else ()
+            for kind in kinds:
+                self._composed(prep, name, tilt, level, kind)
+                # every composition made so far certifies its bound: use the best of them
+                for (state_name, _tilt, _points, of), composed in self._states.items():
+                    if state_name != name or composed is None:
+                        continue
+                    if of == "upper":
+                        best_up = min(best_up, delta_at(composed, epsilon, upper=True))
+                    else:
+                        best_lo = max(best_lo, delta_at(composed, epsilon, upper=False))
+                if best_lo >= best_up / DELTA_BRACKET_GOAL:
+                    break
+            if not kinds:
+                for (state_name, _tilt, _points, of), composed in self._states.items():
+                    if state_name == name and of == "upper" and composed is not None:
+                        best_up = min(best_up, delta_at(composed, epsilon, upper=True))
             upper = max(upper, best_up)
             lower = max(lower, best_lo)
         return DeltaBound(upper, min(lower, upper), epsilon, self.name, {"grid_spacing": h})
@@ -579,35 +637,6 @@ def _gentler(tilt: float) -> list[float]:
         return []
     j = round(4 * math.log2(tilt))
     return [float(2.0 ** ((j - s) / 4)) for s in (2, 4, 8)] + [0.0]
-
-
-def _dominated_pairs(
-    prep: _Prepared, low_name: str, chords: list[tuple[DiscretePLD, int]], h: float
-) -> list[tuple[DiscretePLD, int]] | None:
-    """The lower components as dominated pairs (:func:`discretise_lower`), when they are
-    certified and lose less than the shifted chord: the composed mean privacy loss they give
-    up against the chords (what moves a composed profile to first order) is compared with the
-    chord's Hoeffding shift. None otherwise (the chord is used)."""
-    pairs: list[tuple[DiscretePLD, int]] = []
-    deficit = 0.0
-    for (d, k), (chord, _) in zip(prep.lower_comps, chords, strict=True):
-        pair = discretise_lower(getattr(d, low_name), h)
-        if pair is None:
-            return None
-        deficit += k * max(0.0, _mean_loss(chord) - _mean_loss(pair))
-        pairs.append((pair, k))
-    total = sum(k for _, k in chords)
-    chord_shift = total * rounding_bias(h) + h * math.sqrt(total * CHORD_SHIFT_LOG / 2.0)
-    return pairs if deficit < chord_shift else None
-
-
-#: log(1 / eta) of the chord's Hoeffding shift in :func:`_dominated_pairs`'s comparison
-CHORD_SHIFT_LOG = 30.0
-
-
-def _mean_loss(pld: DiscretePLD) -> float:
-    """The mean finite privacy loss of a discrete pair (its KL divergence, finite part)."""
-    return float(np.dot(pld.masses, pld.losses))
 
 
 def _exact_pure_cap(events: dict[Event, int], adjacency: Adjacency) -> float | None:
@@ -695,7 +724,6 @@ def _extent_reason(
 
 
 def _arr(x: float):  # type: ignore[no-untyped-def]
-    import numpy as np
 
     return np.array([x])
 
