@@ -1,6 +1,6 @@
 """Build a :class:`~dpledger.report.model.PrivacyReport` from a pipeline or a run directory.
 
-The bound is computed by :func:`dpledger.core.graph.account_graph` with ``per_release=True``,
+The bound is computed by :func:`dpledger.runtime.graph.account_graph` with ``per_release=True``,
 exactly as ``dpledger account FILE --json --per-release`` does. Each accountant's bracket is
 the same call restricted to that backend. A run directory (``ledger.json`` written by
 ``dpledger run``) becomes a one-release graph (its declared event under the recorded
@@ -25,9 +25,6 @@ from dpledger.core.events import (
     SampledWithoutReplacementEvent,
     event_from_dict,
 )
-from dpledger.core.graph import CompositionGraph, GraphAccount, ReleaseReduction, account_graph
-from dpledger.core.pipeline import Pipeline
-from dpledger.core.run_record import RECORD_FILE, RunRecord
 from dpledger.core.specs import MethodSpec, Provenance
 from dpledger.report.model import (
     NO_GUARANTEE,
@@ -41,6 +38,9 @@ from dpledger.report.model import (
     no_guarantee,
 )
 from dpledger.report.numbers import fmt_exact, fmt_up
+from dpledger.runtime.graph import CompositionGraph, GraphAccount, ReleaseReduction, account_graph
+from dpledger.runtime.pipeline import Pipeline
+from dpledger.runtime.run_record import RECORD_FILE, RunRecord
 
 #: default delta of a pipeline that states neither delta nor epsilon (as ``dpledger account``)
 DEFAULT_DELTA = 1e-5

@@ -21,8 +21,8 @@ import numpy as np
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError
 from dpledger.core.events import ComposedEvent, Event
-from dpledger.core.graph import CompositionGraph, account_graph
 from dpledger.report.numbers import fmt_exact, fmt_up
+from dpledger.runtime.graph import CompositionGraph, account_graph
 
 if TYPE_CHECKING:
     from dpledger.report.build import BuiltReport

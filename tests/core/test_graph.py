@@ -20,7 +20,7 @@ from dpledger.core.events import (
     PureDPEvent,
     SelfComposedEvent,
 )
-from dpledger.core.graph import MAX_ALTERNATIVES, CompositionGraph, account_graph
+from dpledger.runtime.graph import MAX_ALTERNATIVES, CompositionGraph, account_graph
 
 ROW = Adjacency()
 STEP = PoissonSampledEvent(0.01, GaussianEvent(1.0))
