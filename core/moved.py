@@ -41,7 +41,13 @@ MOVED: dict[str, tuple[str, ...]] = {
             "testing",
         )
     },
-    "dpledger.core.graph": ("dpledger.runtime.graph",),
+    "dpledger.core.graph": (
+        "dpledger.runtime.graph",
+        "dpledger.runtime.graph_validation",
+        "dpledger.runtime.reduction",
+        "dpledger.accountant.alternatives",
+        "dpledger.accountant.graph_account",
+    ),
 }
 
 

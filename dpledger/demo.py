@@ -246,10 +246,10 @@ def run_demo(
             f"the trajectory method needs torch and POT ({exc})",
             "pip install 'dpledger[trajectories,reports]'",
         ) from None
+    from dpledger.accountant.graph_account import account_graph
     from dpledger.report import report_run_dir, write_report
     from dpledger.report.figures import CAPTIONS, make_figures
     from dpledger.report.numbers import fmt_up
-    from dpledger.runtime.graph import account_graph
     from dpledger.runtime.pipeline import load_pipeline
 
     _check_out(out)

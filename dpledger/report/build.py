@@ -1,10 +1,11 @@
 """Build a :class:`~dpledger.report.model.PrivacyReport` from a pipeline or a run directory.
 
-The bound is computed by :func:`dpledger.runtime.graph.account_graph` with ``per_release=True``,
-exactly as ``dpledger account FILE --json --per-release`` does. Each accountant's bracket is
-the same call restricted to that backend. A run directory (``ledger.json`` written by
-``dpledger run``) becomes a one-release graph (its declared event under the recorded
-adjacency), or, when the ledger names a ``pipeline`` file beside it, that pipeline.
+The bound is computed by :func:`dpledger.accountant.graph_account.account_graph` with
+``per_release=True``, exactly as ``dpledger account FILE --json --per-release`` does. Each
+accountant's bracket is the same call restricted to that backend. A run directory
+(``ledger.json`` written by ``dpledger run``) becomes a one-release graph (its declared event
+under the recorded adjacency), or, when the ledger names a ``pipeline`` file beside it, that
+pipeline.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 
 import attrs
 
+from dpledger.accountant.alternatives import ReleaseReduction
+from dpledger.accountant.graph_account import GraphAccount, account_graph
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError, InvalidParameterError
 from dpledger.core.events import (
@@ -38,7 +41,7 @@ from dpledger.report.model import (
     no_guarantee,
 )
 from dpledger.report.numbers import fmt_exact, fmt_up
-from dpledger.runtime.graph import CompositionGraph, GraphAccount, ReleaseReduction, account_graph
+from dpledger.runtime.graph import CompositionGraph
 from dpledger.runtime.pipeline import Pipeline
 from dpledger.runtime.run_record import RECORD_FILE, RunRecord
 

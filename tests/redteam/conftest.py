@@ -33,8 +33,8 @@ def honest_gaussian_epsilon() -> Callable[[float, float], float]:
 def restore_core(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Put back every core attribute a planted plugin of these tests rewrites."""
     import dpledger.accountant.closed_form as closed_form
+    import dpledger.accountant.graph_account as graph
     import dpledger.accountant.select as select
-    import dpledger.runtime.graph as graph
     import dpledger.runtime.ledger as ledger
 
     targets = [

@@ -13,10 +13,10 @@ pytest.importorskip("ot")
 
 
 def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
+    from dpledger.accountant.graph_account import account_graph
     from dpledger.core.events import event_from_dict
     from dpledger.demo import TINY, run_demo
     from dpledger.runtime.coverage import canonical_multiset
-    from dpledger.runtime.graph import account_graph
     from dpledger.runtime.pipeline import load_pipeline
 
     out = tmp_path / "demo"
