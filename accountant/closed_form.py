@@ -31,6 +31,7 @@ import attrs
 import numpy as np
 
 from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
+from dpledger.accountant.basic_composition import basic_composition_epsilon
 from dpledger.accountant.conversions import (
     REL_SLACK,
     U,
@@ -220,7 +221,7 @@ class ClosedFormAccountant(Accountant):
                 {"eps0": eps0, "profile": "laplace"},
             )
         eps_max = max(p.eps for p in pure) * (1 + 4 * U)
-        basic = math.fsum(_times(p.count, p.eps) for p in pure) * (1 + 8 * U * (len(pure) + 2))
+        basic = basic_composition_epsilon((p.count, p.eps) for p in pure)
         identical = len({p.eps for p in pure}) == 1
         exact_kov = total <= KOV_MAX_COUNT
         tail = None if exact_kov else _hoeffding(pure)

@@ -24,6 +24,7 @@ from dpledger.accountant.base import (
     identical_delta,
     infinite_epsilon,
 )
+from dpledger.accountant.basic_composition import basic_composition_epsilon
 from dpledger.accountant.conversions import merged_gaussian_multiplier
 from dpledger.accountant.pld_engine import (
     MAX_FFT_LEN,
@@ -644,16 +645,16 @@ def _exact_pure_cap(events: dict[Event, int], adjacency: Adjacency) -> float | N
     leaf is unsampled Laplace or pure DP; None otherwise."""
     from fractions import Fraction
 
-    total = Fraction(0)
+    terms: list[tuple[int, float | Fraction]] = []
     for event, k in events.items():
         if isinstance(event, LaplaceEvent):
-            total += k * Fraction(adjacency.sensitivity_factor) / Fraction(event.noise_multiplier)
+            s = Fraction(adjacency.sensitivity_factor)
+            terms.append((k, s / Fraction(event.noise_multiplier)))
         elif isinstance(event, PureDPEvent):
-            total += k * Fraction(event.epsilon)
+            terms.append((k, event.epsilon))
         else:
             return None
-    value = float(total)
-    return value if Fraction(value) >= total else math.nextafter(value, math.inf)
+    return basic_composition_epsilon(terms)
 
 
 #: noise multipliers (per sensitivity) outside this range put the privacy loss beyond the loss

@@ -12,11 +12,13 @@ ledgers the result is also capped by basic composition. RDP certifies no lower b
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
+from dpledger.accountant.basic_composition import basic_composition_epsilon
 from dpledger.accountant.conversions import U, rdp_to_delta, rdp_to_epsilon
 from dpledger.accountant.rdp_orders import (
     FloatArray,
@@ -248,18 +250,17 @@ class RDPAccountant(Accountant):
 
     def _basic_pure(self) -> float | None:
         """Basic-composition epsilon when every leaf is pure, else None."""
-        total: list[float] = []
-        s = self.adjacency.sensitivity_factor
+        terms: list[tuple[int, float | Fraction]] = []
+        s = Fraction(self.adjacency.sensitivity_factor)
         for event, mult in self._ledger:
             for leaf, count in flatten(event):
                 if isinstance(leaf, LaplaceEvent):
-                    total.append(_as_float(count * mult) * (s / leaf.noise_multiplier))
+                    terms.append((count * mult, s / Fraction(leaf.noise_multiplier)))
                 elif isinstance(leaf, _PURE | ApproxDPEvent):
-                    eps = float(leaf.epsilon)
-                    total.append(_as_float(count * mult) * eps if eps else 0.0)
+                    terms.append((count * mult, float(leaf.epsilon)))
                 else:
                     return None
-        return math.fsum(total) * (1 + 8 * U * (len(total) + 2))
+        return basic_composition_epsilon(terms)
 
     def _details(self, order: float | None, curve: FloatArray) -> dict[str, Any]:
         excluded = [

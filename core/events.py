@@ -158,7 +158,7 @@ class Event:
         """Whether this declared leaf step covers ``executed``, a step of the same class.
 
         The ledger asks this of plugin event classes (core kinds have their own rules in
-        :mod:`dpledger.core.coverage`). The default is equality; a plugin may override it with
+        :mod:`dpledger.runtime.coverage`). The default is equality; a plugin may override it with
         a monotonicity it has proven (e.g. more noise never costs more privacy)."""
         return self == executed
 

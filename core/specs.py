@@ -20,7 +20,7 @@ from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event
 
 if TYPE_CHECKING:
-    from dpledger.core.ledger import PrivacyLedger
+    from dpledger.runtime.ledger import PrivacyLedger
 
 TrustTier = Literal["vetted", "contrib", "unverified"]
 #: ``vetted``: proof reviewed; ``contrib``: proof shipped with dpledger, not yet reviewed;
@@ -132,7 +132,7 @@ class MethodSpec:
     only if the run enforces the unit through the ledger). It is called once per run, must be
     cheap and must not import torch or POT (the accountant runs without them).
     ``run(params, data, ledger, rng)`` draws every bit of noise and every sample through
-    ``ledger`` (a :class:`~dpledger.core.ledger.PrivacyLedger`) and returns a mapping of
+    ``ledger`` (a :class:`~dpledger.runtime.ledger.PrivacyLedger`) and returns a mapping of
     named outputs; ``rng`` is for non-private randomness only (initialisation, shuffling of
     public data). The host checks the executed steps against the declaration before it
     releases the outputs.

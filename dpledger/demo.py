@@ -8,8 +8,8 @@ Steps (all on data generated here, nothing downloaded):
    one partition by time, a private mixture warm start and ``K`` Poisson-subsampled Gaussian
    particle steps per marginal; checked equal to the method's declared event) and account it,
    refusing to run if no accountant can bound it;
-3. run the method with :func:`~dpledger.core.runner.run_verified`: every private draw goes
-   through one runtime :class:`~dpledger.core.ledger.PrivacyLedger`, verified against the
+3. run the method with :func:`~dpledger.runtime.runner.run_verified`: every private draw goes
+   through one runtime :class:`~dpledger.runtime.ledger.PrivacyLedger`, verified against the
    declaration before anything is written;
 4. sample synthetic trajectories from the released particles and plans and write them
    (``synthetic.npz``, ``synthetic_paths.csv``), the ledger (``ledger.json``) and a figure;
@@ -28,7 +28,6 @@ import attrs
 import numpy as np
 
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.coverage import canonical_multiset
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError
 from dpledger.core.events import (
     ComposedEvent,
@@ -37,6 +36,7 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
+from dpledger.runtime.coverage import canonical_multiset
 
 #: the registered method the demo runs
 METHOD = "trajectories"
@@ -224,9 +224,9 @@ def run_demo(
     say: Callable[[str], None] = print,
 ) -> DemoResult:
     """Run every step and write the outputs into ``out`` (new or empty directory)."""
-    from dpledger.core.plugin_manager import PluginHost
-    from dpledger.core.run_record import PRIVATE_FILE, RECORD_FILE
-    from dpledger.core.runner import declare_checked, run_verified
+    from dpledger.runtime.plugin_manager import PluginHost
+    from dpledger.runtime.run_record import PRIVATE_FILE, RECORD_FILE
+    from dpledger.runtime.runner import declare_checked, run_verified
 
     host = PluginHost()
     spec = host.method(METHOD)
@@ -246,11 +246,11 @@ def run_demo(
             f"the trajectory method needs torch and POT ({exc})",
             "pip install 'dpledger[trajectories,reports]'",
         ) from None
-    from dpledger.core.graph import account_graph
-    from dpledger.core.pipeline import load_pipeline
+    from dpledger.accountant.graph_account import account_graph
     from dpledger.report import report_run_dir, write_report
     from dpledger.report.figures import CAPTIONS, make_figures
     from dpledger.report.numbers import fmt_up
+    from dpledger.runtime.pipeline import load_pipeline
 
     _check_out(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -403,7 +403,7 @@ def _write_records(
     utility: tuple[float, float],
 ) -> None:
     """The public run record and the private diagnostics (seed, W2 to the raw data)."""
-    from dpledger.core.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord
+    from dpledger.runtime.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord
 
     ledger = run.ledger
     record = RunRecord(

@@ -267,7 +267,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="8fa23773f8ea56d0525d9ac51ab860005e04c88619d3934863fa6b043c8bc27e",
     ),
     ProofRecord(
-        target="dpledger.core.lowering.profile_to_core",
+        target="dpledger.runtime.lowering.profile_to_core",
         status="contrib",
         proof="proofs_checks/tabulated_profile/proof.md",
         source_sha256="132876c6d0886ef8f68db8188c68e0bb92472d553b4204393e65966d49baa979",

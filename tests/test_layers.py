@@ -1,10 +1,23 @@
 """Imports go one way: kernel <- accountant <- orchestration <- plugins <- products <- CLI.
 
-The executable checks of proof records sit between products and the CLI.
+The executable checks of proof records sit between products and the CLI. A module's layer is
+the folder it lives in:
+
+| folder | installed as | layer |
+|---|---|---|
+| ``core/`` | ``dpledger.core`` | kernel |
+| ``accountant/``, ``proofs_checks/registry.py`` | ``dpledger.accountant``, ... | accountant |
+| ``dpledger/runtime/`` | ``dpledger.runtime`` | orchestration |
+| ``plugins/`` | ``dpledger.plugins`` | plugins |
+| ``dpledger/{report,audit,integrations}/`` | ``dpledger.report``, ... | products |
+| ``proofs_checks/<proof>/`` | ``dpledger.proofs_checks.<proof>`` | checks |
+| the rest of ``dpledger/`` | ``dpledger``, ``dpledger.commands``, ... | CLI |
 
 Every module of the package is parsed (no import is executed) and each ``dpledger`` import it
 makes, at module level or inside a function, is checked against the layer rule below. Imports
-under ``if TYPE_CHECKING:`` are for annotations only and are not checked.
+under ``if TYPE_CHECKING:`` are for annotations only and are not checked. The old import paths
+of modules that left ``dpledger.core`` (:data:`dpledger.core.moved.MOVED`) are no files, only
+names a finder answers for: they belong to no layer, and no module of the package may use one.
 """
 
 from __future__ import annotations
@@ -15,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from dpledger.core.moved import MOVED
+
 ROOT = Path(__file__).resolve().parents[1]
 #: package folders of the repository and the names they are installed under
 PACKAGES = {
@@ -24,48 +39,19 @@ PACKAGES = {
     "proofs_checks": "dpledger.proofs_checks",
     "dpledger": "dpledger",
 }
-KERNEL = tuple(
-    f"dpledger.core.{m}"
-    for m in (
-        "adjacency",
-        "declaration",
-        "errors",
-        "events",
-        "hookspecs",
-        "lifting",
-        "specs",
-        "validation",
-    )
-)
-ORCHESTRATION = tuple(
-    f"dpledger.core.{m}"
-    for m in (
-        "graph",
-        "pipeline",
-        "coverage",
-        "ledger",
-        "runner",
-        "plugin_manager",
-        "plugin_loading",
-        "lowering",
-        "integrity",
-        "testing",
-        "run_record",
-    )
-)
-#: (layer, module prefixes), lowest first; the first layer with a matching prefix wins
+#: (layer, the packages (folders) that make it up), lowest first; the longest prefix wins
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("kernel", ("dpledger.core", *KERNEL)),  # "dpledger.core" alone: the package itself
+    ("kernel", ("dpledger.core",)),
     (
         "accountant",
         (
             "dpledger.accountant",
+            "dpledger.proofs_checks",  # the package itself
             "dpledger.proofs_checks.registry",
             "dpledger.proofs_checks.check_registry",
-            "dpledger.proofs_checks",
         ),
     ),
-    ("orchestration", ORCHESTRATION),
+    ("orchestration", ("dpledger.runtime",)),
     ("plugins", ("dpledger.plugins",)),
     ("products", ("dpledger.report", "dpledger.audit", "dpledger.integrations")),
     # the executable checks of proof records verify plugins' own code (and use the auditor)
@@ -73,6 +59,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("dpledger",)),
 )
 ORDER = [name for name, _ in LAYERS]
+#: folders (relative to the repository) and the layer of every module in them
+FOLDERS: dict[str, str] = {
+    "core": "kernel",
+    "accountant": "accountant",
+    "dpledger/runtime": "orchestration",
+    "plugins": "plugins",
+    "dpledger/report": "products",
+    "dpledger/audit": "products",
+    "dpledger/integrations": "products",
+    "dpledger/commands": "cli",
+}
 #: the root package holds only its version, which every layer may read
 METADATA = frozenset({"dpledger.__version__"})
 #: products and the CLI reach methods through the plugin host, never by importing a plugin
@@ -83,6 +80,11 @@ KNOWN: dict[tuple[str, str], str] = {
         "the demo's private figures use the trajectories plugin's data and metrics"
     ),
 }
+
+
+def _old_path(module: str) -> bool:
+    """Whether ``module`` is (inside) an old import path of a module that left the kernel."""
+    return any(module == old or module.startswith(old + ".") for old in MOVED)
 
 
 def layer_of(module: str) -> str:
@@ -141,7 +143,7 @@ def _imports(module: str, path: Path) -> Iterator[tuple[int, str]]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            if target in ("dpledger", "dpledger.core", "dpledger.accountant"):
+            if target in ("dpledger", "dpledger.core", "dpledger.accountant", "dpledger.runtime"):
                 for alias in node.names:  # from dpledger.core import ledger
                     yield node.lineno, f"{target}.{alias.name}"
             else:
@@ -154,6 +156,10 @@ def violations() -> list[str]:
         here = layer_of(module)
         for line, target in _imports(module, path):
             if not target.startswith("dpledger.") or target in METADATA:
+                continue
+            if _old_path(target):
+                where = f"{path.relative_to(ROOT)}:{line}: {module} imports {target}"
+                out.append(f"{where}: an old path (see dpledger.core.moved); import the new one")
                 continue
             there = layer_of(target)
             known = any(
@@ -180,7 +186,7 @@ def test_imports_follow_the_layers() -> None:
     [
         ("dpledger.core.events", "kernel"),
         ("dpledger.accountant.pld", "accountant"),
-        ("dpledger.core.ledger", "orchestration"),
+        ("dpledger.runtime.ledger", "orchestration"),
         ("dpledger.plugins.path.plugin", "plugins"),
         ("dpledger.report.build", "products"),
         ("dpledger.proofs_checks.registry", "accountant"),
@@ -195,9 +201,9 @@ def test_layer_of(module: str, layer: str) -> None:
 
 def test_the_rule_catches_an_upward_import_inside_a_function(tmp_path: Path) -> None:
     path = tmp_path / "events.py"
-    path.write_text("def f():\n    from dpledger.core.ledger import PrivacyLedger\n")
-    assert list(_imports("dpledger.core.events", path)) == [(2, "dpledger.core.ledger")]
-    assert ORDER.index(layer_of("dpledger.core.ledger")) > ORDER.index(
+    path.write_text("def f():\n    from dpledger.runtime.ledger import PrivacyLedger\n")
+    assert list(_imports("dpledger.core.events", path)) == [(2, "dpledger.runtime.ledger")]
+    assert ORDER.index(layer_of("dpledger.runtime.ledger")) > ORDER.index(
         layer_of("dpledger.core.events")
     )
 
@@ -215,8 +221,29 @@ def test_known_exceptions_still_exist() -> None:
         )
 
 
-def test_every_core_module_is_classified() -> None:
-    """A new module of ``core/`` must be listed as kernel or orchestration."""
-    listed = set(KERNEL) | set(ORCHESTRATION)
-    found = {m for m, p in _modules() if p.parent == ROOT / "core" and p.name != "__init__.py"}
-    assert found == listed, {"unlisted": sorted(found - listed), "gone": sorted(listed - found)}
+def test_every_folder_is_one_layer() -> None:
+    """A module's layer is its folder's: no module is classified on its own."""
+    wrong = []
+    for module, path in _modules():
+        rel = path.relative_to(ROOT).parent.as_posix()
+        folder = next((f for f in FOLDERS if rel == f or rel.startswith(f + "/")), None)
+        if folder is not None and layer_of(module) != FOLDERS[folder]:
+            wrong.append(f"{module}: {layer_of(module)}, its folder {folder}/ is {FOLDERS[folder]}")
+    assert not wrong, wrong
+
+
+def test_old_paths_are_no_files_and_their_modules_exist() -> None:
+    """An old path is only a name (so version control follows the move) bound to real modules."""
+    for old, new in MOVED.items():
+        rel = old.removeprefix("dpledger.core.").replace(".", "/")
+        assert not (ROOT / "core" / f"{rel}.py").exists(), old
+        assert all(layer_of(n) != "kernel" for n in new), (old, new)
+        for name in new:
+            folder, _, rest = name.removeprefix("dpledger.").partition(".")
+            base = ROOT / ("dpledger/" + folder if folder == "runtime" else folder)
+            assert (base / f"{rest.replace('.', '/')}.py").is_file(), name
+
+
+def test_the_rule_catches_an_old_path() -> None:
+    assert _old_path("dpledger.core.ledger")
+    assert not _old_path("dpledger.core.events")

@@ -2,9 +2,9 @@
 
 The source folders are mapped onto ``dpledger.*`` by setuptools ``package-dir``; mypy cannot
 follow that mapping, so the test builds the same namespace from symbolic links in a temporary
-folder and checks the kernel and orchestration (``dpledger.core``), ``dpledger.accountant`` and the
-products (``dpledger.report``, ``dpledger.audit``, ``dpledger.integrations``) there (strict per
-pyproject).
+folder and checks the kernel (``dpledger.core``), ``dpledger.accountant``, the orchestration
+(``dpledger.runtime``), the plugins, the commands and the products (``dpledger.report``,
+``dpledger.audit``, ``dpledger.integrations``) there (strict per pyproject).
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ def test_the_package_passes_strict_mypy(tmp_path: Path) -> None:
             str(tmp_path / ".mypy_cache"),
             "-p",
             "dpledger.core",
+            "-p",
+            "dpledger.runtime",
             "-p",
             "dpledger.accountant",
             "-p",

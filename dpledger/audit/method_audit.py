@@ -7,7 +7,7 @@ For each audited relation (add/remove, replace-one):
 2. the claim is the accountant's certified epsilon for the method's own declaration under that
    adjacency (:func:`~dpledger.audit.auditor.accountant_claim`);
 3. the method is run ``runs`` times on each side, each run under
-   :func:`~dpledger.core.runner.run_verified` with its own seed drawn from the audit's
+   :func:`~dpledger.runtime.runner.run_verified` with its own seed drawn from the audit's
    generator; every run's numeric outputs are flattened into one vector (in the order of the
    sorted output names; strings and other objects are left out);
 4. the vectors are audited by :func:`~dpledger.audit.auditor.audit_mechanism`: a scalar
@@ -42,9 +42,9 @@ from dpledger.audit.neighbours import NeighbourPair, build_neighbours
 from dpledger.core.adjacency import RELATIONS, Adjacency
 from dpledger.core.errors import DPLedgerError, InvalidParameterError, PluginError
 from dpledger.core.events import Event
-from dpledger.core.integrity import deferred_checks
-from dpledger.core.runner import declare_checked, run_verified
 from dpledger.core.specs import MethodSpec
+from dpledger.runtime.integrity import deferred_checks
+from dpledger.runtime.runner import declare_checked, run_verified
 
 FloatArray = NDArray[np.float64]
 #: the fewest runs per side the split into train / search / test allows

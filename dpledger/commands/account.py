@@ -14,11 +14,11 @@ from dpledger.core.errors import InvalidParameterError
 from dpledger.core.validation import check_delta_query, check_epsilon_query
 
 if TYPE_CHECKING:  # the graph (networkx) and the plugin host load when a command runs
+    from dpledger.accountant.graph_account import GraphAccount
     from dpledger.core.adjacency import Adjacency
     from dpledger.core.events import Event
-    from dpledger.core.graph import GraphAccount
-    from dpledger.core.pipeline import MethodResolver, Pipeline
-    from dpledger.core.plugin_manager import PluginHost
+    from dpledger.runtime.pipeline import MethodResolver, Pipeline
+    from dpledger.runtime.plugin_manager import PluginHost
 
 DEFAULT_DELTA = 1e-5
 
@@ -150,7 +150,7 @@ def _load(path: str, resolver: MethodResolver) -> Pipeline:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpledger.core.graph import account_graph
+    from dpledger.accountant.graph_account import account_graph
 
     hosts: list[PluginHost] = []
     pipeline = _load(args.file, _lazy_resolver(args, hosts))

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:  # the plugin host loads when a command runs
-    from dpledger.core.plugin_manager import PluginHost
     from dpledger.core.specs import MethodSpec
+    from dpledger.runtime.plugin_manager import PluginHost
 
 
 def add_plugin_options(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +41,7 @@ def add_plugin_options(parser: argparse.ArgumentParser) -> None:
 def host_from_args(args: argparse.Namespace, *, on_demand: bool = False) -> PluginHost:
     """The host the plugin-loading flags ask for; ``on_demand`` loads third-party plugins only
     when a method or mechanism that no builtin plugin provides is needed."""
-    from dpledger.core.plugin_manager import host_from_options
+    from dpledger.runtime.plugin_manager import host_from_options
 
     return host_from_options(
         allow=args.plugins_allow,

@@ -28,10 +28,10 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import Declaration, stated_for_unit, unit_adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event
-from dpledger.core.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord
-from dpledger.core.runner import declare_checked, run_verified
 from dpledger.report.model import json_safe
 from dpledger.report.numbers import fmt_up
+from dpledger.runtime.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord
+from dpledger.runtime.runner import declare_checked, run_verified
 
 DEFAULT_DELTA = 1e-5
 _RESERVED = {"params", "data", "adjacency", "delta"}

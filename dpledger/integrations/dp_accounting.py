@@ -284,11 +284,11 @@ def is_dp_event_json(data: Any) -> bool:
 
 
 def pipeline_from_dp_event(data: Any, origin: str = "<dp_event>") -> Any:
-    """A one-release :class:`~dpledger.core.pipeline.Pipeline` of a DpEvent (JSON form),
+    """A one-release :class:`~dpledger.runtime.pipeline.Pipeline` of a DpEvent (JSON form),
     under add/remove of one row: dp-accounting's default neighbouring relation."""
     from dpledger.core.adjacency import Adjacency
-    from dpledger.core.graph import CompositionGraph
-    from dpledger.core.pipeline import Pipeline
+    from dpledger.runtime.graph import CompositionGraph
+    from dpledger.runtime.pipeline import Pipeline
 
     event = from_dp_event(data)
     graph = CompositionGraph()
@@ -300,7 +300,7 @@ def pipeline_from_dp_event(data: Any, origin: str = "<dp_event>") -> Any:
 def load_pipeline_or_dp_event(path: str | Path, resolve_method: Any = None) -> Any:
     """A pipeline file (``.toml``/``.json``), or a DpEvent in its named-tuple JSON form (a
     one-release pipeline): what ``dpledger account`` and ``dpledger report`` accept."""
-    from dpledger.core.pipeline import load_pipeline
+    from dpledger.runtime.pipeline import load_pipeline
 
     if str(path).lower().endswith(".json"):
         try:

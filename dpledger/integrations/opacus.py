@@ -57,9 +57,9 @@ from dpledger.core.events import (
     SelfComposedEvent,
     ShuffledBatchesEvent,
 )
-from dpledger.core.run_record import RECORD_FILE, RunRecord
 from dpledger.report.model import json_safe
 from dpledger.report.numbers import fmt_down, fmt_up
+from dpledger.runtime.run_record import RECORD_FILE, RunRecord
 
 #: the method name a run record of a tracked Opacus run carries
 METHOD = "opacus_dp_sgd"

@@ -18,11 +18,12 @@ import attrs
 import networkx as nx
 import numpy as np
 
+from dpledger.accountant.graph_account import account_graph
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError
 from dpledger.core.events import ComposedEvent, Event
-from dpledger.core.graph import CompositionGraph, account_graph
 from dpledger.report.numbers import fmt_exact, fmt_up
+from dpledger.runtime.graph import CompositionGraph
 
 if TYPE_CHECKING:
     from dpledger.report.build import BuiltReport

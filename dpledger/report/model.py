@@ -1,8 +1,8 @@
 """The privacy report as data: a frozen :class:`PrivacyReport` with a deterministic JSON form.
 
-Every number in a report comes from :func:`dpledger.core.graph.account_graph` (the same call
-``dpledger account --json --per-release`` makes); ``account`` holds that command's JSON output
-verbatim (without the ``file`` key), so the two can be compared exactly. Renderers
+Every number in a report comes from :func:`dpledger.accountant.graph_account.account_graph` (the
+same call ``dpledger account --json --per-release`` makes); ``account`` holds that command's
+JSON output verbatim (without the ``file`` key), so the two can be compared exactly. Renderers
 (:mod:`.render_md`, :mod:`.render_html`, :mod:`.render_json`) only format these fields.
 """
 

@@ -33,11 +33,11 @@ import numpy as np
 
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.runner import run_verified
 from dpledger.plugins.path import metrics
 from dpledger.plugins.path.baselines_plugin import AIM_SPEC, DIRECT_SPEC
 from dpledger.plugins.path.data import hmm_dataset
 from dpledger.plugins.path.schema import UserTable, UserTables
+from dpledger.runtime.runner import run_verified
 
 #: flat records are users (one record per user), so row adjacency on them is user adjacency
 FLAT_ADJACENCY = Adjacency()

@@ -21,12 +21,12 @@ import torch
 
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.runner import run_verified
 from dpledger.plugins.swflow import latent
 from dpledger.plugins.swflow.data import digit_splits
 from dpledger.plugins.swflow.metrics import frechet_distance, sample_grid, sliced_wasserstein
 from dpledger.plugins.swflow.plugin import DPSWFLOW, DPSWFLOW_R, DPSWGEN
 from dpledger.plugins.swflow.sensitivity import record_bound, sample_projections
+from dpledger.runtime.runner import run_verified
 
 DELTA = 1e-5
 EPSILONS = "inf,10,5,2,1"

@@ -103,7 +103,7 @@ class Budget:
         """The declared event; under replace-one each selection is booked at twice its
         parameter (a replaced record moves a score by twice its add/remove sensitivity)."""
         from dpledger.core.adjacency import Adjacency
-        from dpledger.core.ledger import selection_epsilon
+        from dpledger.runtime.ledger import selection_epsilon
 
         adjacency = Adjacency(relation=relation)
         parts: list[Event] = [GaussianEvent(self.sigma_init)]

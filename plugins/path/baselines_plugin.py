@@ -16,11 +16,11 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import Declaration
 from dpledger.core.events import Event
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.plugins.path import aim, direct
 from dpledger.plugins.path.plugin import one_table_per_user, user_tables_from
 from dpledger.plugins.path.schema import UserTables
+from dpledger.runtime.ledger import PrivacyLedger
 
 
 def _user_tables(data: Any, ledger: PrivacyLedger) -> UserTables:

@@ -40,7 +40,6 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.plugins.path.model import Codec
 from dpledger.plugins.path.schema import Column, TableSchema, UserTable, UserTables
 from dpledger.plugins.path.train import (
@@ -52,6 +51,7 @@ from dpledger.plugins.path.train import (
     per_example_grads,
 )
 from dpledger.plugins.path.windowing import SplitSampler
+from dpledger.runtime.ledger import PrivacyLedger
 
 
 def training_event(config: TrainConfig) -> Event:

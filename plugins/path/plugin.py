@@ -45,10 +45,10 @@ from dpledger.core.events import (
     SelfComposedEvent,
 )
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import one_of, positive_finite, positive_int, probability
 from dpledger.plugins.path.schema import TableSchema, UserTable, UserTables
+from dpledger.runtime.ledger import PrivacyLedger
 
 EMBEDDERS: tuple[str, ...] = ("minilm", "summary")
 #: accountants used here (the PRV backend is skipped for speed; the host may run all of them)

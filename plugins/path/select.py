@@ -25,11 +25,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.plugins.path.model import offline
 from dpledger.plugins.path.schema import TableSchema
 from dpledger.plugins.path.serialize import format_value
 from dpledger.plugins.primitives.nn_voting import vote_histogram
+from dpledger.runtime.ledger import PrivacyLedger
 
 FloatArray = NDArray[np.float64]
 Rows = Sequence[Sequence[Any]]

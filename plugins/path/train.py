@@ -23,11 +23,11 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.validation import one_of, positive_finite, positive_int, probability
 from dpledger.plugins.path.model import Codec, quiet, trainable
 from dpledger.plugins.path.schema import UserTables
 from dpledger.plugins.path.windowing import Example, SplitSampler, collate, make_example
+from dpledger.runtime.ledger import PrivacyLedger
 
 FloatArray = NDArray[np.float64]
 SCHEDULES: tuple[str, ...] = ("cosine", "constant")

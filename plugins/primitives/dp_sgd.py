@@ -24,10 +24,10 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event, GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite, positive_int, probability
 from dpledger.plugins.primitives._common import field_of, float_matrix, is_bool
+from dpledger.runtime.ledger import PrivacyLedger
 
 FloatArray = NDArray[np.float64]
 GradFn = Callable[[FloatArray, FloatArray, FloatArray], FloatArray]

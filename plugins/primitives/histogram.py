@@ -15,10 +15,10 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event, GaussianEvent, LaplaceEvent
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import one_of, positive_finite, positive_int
 from dpledger.plugins.primitives._common import float_matrix, is_bool
+from dpledger.runtime.ledger import PrivacyLedger
 
 
 @attrs.frozen

@@ -13,10 +13,10 @@ import numpy as np
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import Event, LaplaceEvent
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite
 from dpledger.plugins.primitives._common import float_matrix
+from dpledger.runtime.ledger import PrivacyLedger
 
 
 @attrs.frozen

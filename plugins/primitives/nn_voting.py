@@ -23,10 +23,10 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event, GaussianEvent
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite, positive_int
 from dpledger.plugins.primitives._common import field_of, float_matrix
+from dpledger.runtime.ledger import PrivacyLedger
 
 _CHUNK = 2048
 

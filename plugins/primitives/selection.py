@@ -20,10 +20,10 @@ from dpledger.core.events import (
     SelfComposedEvent,
 )
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.ledger import PrivacyLedger, selection_epsilon
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite, positive_int
 from dpledger.plugins.primitives._common import float_matrix, is_bool
+from dpledger.runtime.ledger import PrivacyLedger, selection_epsilon
 
 
 @attrs.frozen

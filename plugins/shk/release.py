@@ -16,13 +16,13 @@ import numpy as np
 
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import ApproxDPEvent, NonPrivateEvent
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.plugins.shk import declare
 from dpledger.plugins.shk.events import TimeProfiledPureDPEvent
 from dpledger.plugins.shk.params import SHKMethodParams
 from dpledger.plugins.shk.particles import birth_death_langevin
 from dpledger.plugins.shk.solvers import solve_shk, stable_dt
 from dpledger.plugins.shk.torus import FloatArray, TorusGrid, check_data, von_mises_density
+from dpledger.runtime.ledger import PrivacyLedger
 
 #: A grid loss whose seam jump exceeds this multiple of its largest interior jump is refused.
 SEAM_FACTOR = 8.0

@@ -17,7 +17,6 @@ import torch
 
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import ApproxDPEvent
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.plugins.swflow.data import check_records
 from dpledger.plugins.swflow.declare import noise_multiplier_for
 from dpledger.plugins.swflow.generator import Generator, sliced_loss
@@ -25,6 +24,7 @@ from dpledger.plugins.swflow.params import AnyParams, FlowParams, FlowResamplePa
 from dpledger.plugins.swflow.sensitivity import record_bound, sample_projections
 from dpledger.plugins.swflow.transport import flow_step, sorted_columns
 from dpledger.plugins.torch_device import torch_device
+from dpledger.runtime.ledger import PrivacyLedger
 
 DTYPE = torch.float64
 

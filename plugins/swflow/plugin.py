@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.plugins.swflow.declare import declare
 from dpledger.plugins.swflow.params import FlowParams, FlowResampleParams, GenParams
+from dpledger.runtime.ledger import PrivacyLedger
 
 _PROOF = (
     "Gaussian mechanism on the per-record projections y Theta^T (record in the unit ball, "

@@ -19,7 +19,7 @@ level the method makes one call per marginal. ``steps[j]`` labels slice ``j``
 (``t{i}/warm/...`` or ``t{i}/p{phase}/k{iter}``).
 
 :class:`RecordingNoise` (seeded numpy, records the executed events), :class:`LedgerNoise`
-(routes everything through a :class:`~dpledger.core.ledger.PrivacyLedger`) and
+(routes everything through a :class:`~dpledger.runtime.ledger.PrivacyLedger`) and
 :class:`LegacyNoise` (adapts an object with the older ``gaussian(shape, std, step)`` /
 ``poisson_sample(n, q, step)`` pair, one ledger per marginal) implement it.
 """
@@ -230,7 +230,7 @@ def executed_marginal_events(executed: Sequence[Executed]) -> dict[int, Event]:
 
 
 class LedgerNoise:
-    """Routes every private draw through a runtime :class:`~dpledger.core.ledger.PrivacyLedger`.
+    """Routes every private draw through a runtime :class:`~dpledger.runtime.ledger.PrivacyLedger`.
 
     A release of slices with scales ``s_j`` is booked as one ``ledger.gaussian`` call on the
     stacked query ``[q_j / s_j]`` with contribution bound 1 and the noise multiplier as given

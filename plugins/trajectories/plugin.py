@@ -24,7 +24,7 @@ Config for ``dpledger run trajectories --config FILE --out DIR`` (TOML)::
     [adjacency]                # optional; default add/remove of one row (event level)
     relation = "add_remove"
 
-Data passed to ``run`` directly (e.g. through :func:`~dpledger.core.runner.run_verified`) may
+Data passed to ``run`` directly (e.g. through :func:`~dpledger.runtime.runner.run_verified`) may
 be a mapping with an optional ``progress`` entry: a callable ``progress(k)`` called after every
 private iteration with the number of iterations done so far (``1 .. total_iterations``). It
 receives only that count (public), never particles or data; ``None`` or absent: no calls.
@@ -50,7 +50,6 @@ from dpledger.core.declaration import Declaration
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef, ReportSectionSpec
 from dpledger.plugins.trajectories.data import validate_marginals
 from dpledger.plugins.trajectories.declare import (
@@ -60,6 +59,7 @@ from dpledger.plugins.trajectories.declare import (
     steps_per_phase,
 )
 from dpledger.plugins.trajectories.report import render_gdp_check
+from dpledger.runtime.ledger import PrivacyLedger
 
 
 def _sizes(value: Any) -> int | tuple[int, ...]:

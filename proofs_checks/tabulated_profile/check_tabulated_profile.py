@@ -12,7 +12,7 @@ from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.profiles import gaussian_delta, laplace_delta, tabulated_profiles
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import GaussianEvent, SelfComposedEvent, TabulatedProfileEvent
-from dpledger.core.lowering import PROFILE_EPSILONS
+from dpledger.runtime.lowering import PROFILE_EPSILONS
 
 EXACT = {
     "gaussian(mu=0.5)": gaussian_delta(0.5),

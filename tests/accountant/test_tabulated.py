@@ -19,7 +19,7 @@ from dpledger.core.events import (
     TabulatedProfileEvent,
     coarsen_tabulated,
 )
-from dpledger.core.lowering import PROFILE_EPSILONS
+from dpledger.runtime.lowering import PROFILE_EPSILONS
 
 
 def _gaussian_table(sigma: float) -> TabulatedProfileEvent:

@@ -31,7 +31,6 @@ import pytest
 from dpledger.audit import audit_mechanism
 from dpledger.audit.auditor import NO_VIOLATION, accountant_claim
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec
 from dpledger.plugins import primitives
 from dpledger.plugins.primitives import (
@@ -43,6 +42,7 @@ from dpledger.plugins.primitives import (
     nn_voting,
     selection,
 )
+from dpledger.runtime.ledger import PrivacyLedger
 
 DELTA = 1e-3
 ALPHA = 0.05

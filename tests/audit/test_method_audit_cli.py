@@ -31,12 +31,12 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event, GaussianEvent, PoissonSampledEvent
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.ledger import PrivacyLedger
-from dpledger.core.plugin_manager import PluginHost
 from dpledger.core.specs import MethodSpec
 from dpledger.core.validation import positive_finite, probability
+from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.runtime.plugin_manager import PluginHost
 
-#: relative shrink the ledger applies to clipped rows (see core/ledger.py)
+#: relative shrink the ledger applies to clipped rows (see dpledger/runtime/ledger.py)
 SHRINK = 1.0 - 8.0 * np.finfo(np.float64).eps
 
 

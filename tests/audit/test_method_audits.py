@@ -1,6 +1,6 @@
 """Black-box empirical audits of every builtin *method* plugin, through its real ``run()``.
 
-Each case runs the method under :func:`~dpledger.core.runner.run_verified` (declaration,
+Each case runs the method under :func:`~dpledger.runtime.runner.run_verified` (declaration,
 fresh ledger, verification) on a neighbouring pair of tiny datasets that differ in one planted
 outlier record (or user), reduces every release to one scalar statistic that moves towards the
 outlier, and audits the statistic against the accountant's certified epsilon for the method's
@@ -40,8 +40,6 @@ from dpledger.audit import audit_mechanism
 from dpledger.audit.auditor import NO_VIOLATION, accountant_claim
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import stated_for_unit
-from dpledger.core.plugin_manager import BUILTIN_DISTRIBUTION, PluginHost
-from dpledger.core.runner import declare_checked, run_verified
 from dpledger.core.specs import MethodSpec
 from dpledger.plugins.path import baselines_plugin
 from dpledger.plugins.path import plugin as path_plugin
@@ -49,6 +47,8 @@ from dpledger.plugins.path.schema import Column, TableSchema, UserTable, UserTab
 from dpledger.plugins.shk import plugin as shk_plugin
 from dpledger.plugins.swflow import plugin as swflow_plugin
 from dpledger.plugins.trajectories import plugin as trajectories_plugin
+from dpledger.runtime.plugin_manager import BUILTIN_DISTRIBUTION, PluginHost
+from dpledger.runtime.runner import declare_checked, run_verified
 
 DELTA = 1e-3
 ALPHA = 0.05

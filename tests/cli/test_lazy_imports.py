@@ -14,7 +14,7 @@ import pytest
 
 from dpledger import cli
 
-HEAVY = ("numpy", "scipy", "scipy.stats", "networkx", "torch", "dpledger.core.graph")
+HEAVY = ("numpy", "scipy", "scipy.stats", "networkx", "torch", "dpledger.runtime.graph")
 
 
 def _imported(code: str) -> set[str]:
@@ -77,7 +77,7 @@ def test_accounting_an_event_needs_neither_scipy_stats_nor_networkx() -> None:
         "from dpledger.cli import main\n"
         "main(['calibrate', '--epsilon', '8', '--delta', '1e-5', '--steps', '10',\n"
         "      '--sampling-rate', '0.01'])\n"
-        "print(sorted(m for m in ('networkx', 'dpledger.core.graph', 'dpledger.audit')\n"
+        "print(sorted(m for m in ('networkx', 'dpledger.runtime.graph', 'dpledger.audit')\n"
         "             if m in sys.modules))\n"
     )
     out = subprocess.run(

@@ -26,7 +26,7 @@ def test_plugins_method_shows_parameters_defaults_and_proof(
 def test_every_builtin_method_describes_its_parameters(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from dpledger.core.plugin_manager import BUILTIN_DISTRIBUTION, PluginHost
+    from dpledger.runtime.plugin_manager import BUILTIN_DISTRIBUTION, PluginHost
 
     host = PluginHost.create()
     for name, spec in host.methods().items():

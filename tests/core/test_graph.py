@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpledger.accountant.alternatives import MAX_ALTERNATIVES
+from dpledger.accountant.graph_account import account_graph
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import GraphError, LiftingError
 from dpledger.core.events import (
@@ -20,7 +22,7 @@ from dpledger.core.events import (
     PureDPEvent,
     SelfComposedEvent,
 )
-from dpledger.core.graph import MAX_ALTERNATIVES, CompositionGraph, account_graph
+from dpledger.runtime.graph import CompositionGraph
 
 ROW = Adjacency()
 STEP = PoissonSampledEvent(0.01, GaussianEvent(1.0))

@@ -9,13 +9,13 @@ from typing import Any, ClassVar
 import attrs
 
 from dpledger.core import hookspecs
-from dpledger.core import testing as _testing
 from dpledger.core.events import Event, GaussianEvent, PureDPEvent, SelfComposedEvent
 from dpledger.core.hookspecs import HOOK_NAMES, hookimpl
-from dpledger.core.plugin_manager import PluginHost
 from dpledger.core.specs import MechanismSpec, MethodSpec, ReportSectionSpec
 from dpledger.core.validation import positive_finite
 from dpledger.plugins.primitives import gaussian
+from dpledger.runtime import testing as _testing
+from dpledger.runtime.plugin_manager import PluginHost
 
 # fixtures (also provided by the pytest11 plugin once dpledger is installed)
 dpledger_pm = _testing.dpledger_pm

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import dpledger.accountant.select as select
-import dpledger.core.ledger as ledger
-from dpledger.core import integrity
+import dpledger.runtime.ledger as ledger
 from dpledger.core.errors import IntegrityError, LedgerViolationError
-from dpledger.core.integrity import Change, Fingerprint, IntegrityGuard, diff, guarded_call
+from dpledger.runtime import integrity
+from dpledger.runtime.integrity import Change, Fingerprint, IntegrityGuard, diff, guarded_call
 
 
 def test_each_kind_of_change_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,15 +34,16 @@ def test_each_kind_of_change_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     assert all(c.how == "modified in place" for c in aliases)
     assert changes - aliases == {
         Change("dpledger.accountant.select.CONSISTENCY_SLACK", "replaced"),
-        Change("dpledger.core.ledger.sum", "added"),
-        Change("dpledger.core.ledger.PrivacyLedger.verify", "modified in place"),
-        Change("dpledger.core.ledger.PrivacyLedger.matches_exactly", "removed"),
+        Change("dpledger.runtime.ledger.sum", "added"),
+        Change("dpledger.runtime.ledger.PrivacyLedger.verify", "modified in place"),
+        Change("dpledger.runtime.ledger.PrivacyLedger.matches_exactly", "removed"),
         Change("numpy.random.default_rng", "replaced"),
     }
 
 
 def test_contents_of_core_containers_and_objects(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dpledger.core import adjacency, plugin_manager
+    from dpledger.core import adjacency
+    from dpledger.runtime import plugin_manager
 
     before = Fingerprint.take()
     monkeypatch.setitem(plugin_manager._SPEC_TYPES, "dpledger_register_methods", object)
@@ -52,7 +53,7 @@ def test_contents_of_core_containers_and_objects(monkeypatch: pytest.MonkeyPatch
     finally:
         object.__setattr__(adjacency.ROW_ADD_REMOVE, "relation", "add_remove")
     assert where == {
-        "dpledger.core.plugin_manager._SPEC_TYPES",
+        "dpledger.runtime.plugin_manager._SPEC_TYPES",
         "dpledger.core.adjacency.ROW_ADD_REMOVE",
     }
 

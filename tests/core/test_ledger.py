@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from dpledger.core.coverage import canonical_multiset, multiset_covered
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError
 from dpledger.core.events import (
     ComposedEvent,
@@ -18,7 +17,8 @@ from dpledger.core.events import (
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
-from dpledger.core.ledger import PrivacyLedger, make_rng
+from dpledger.runtime.coverage import canonical_multiset, multiset_covered
+from dpledger.runtime.ledger import PrivacyLedger, make_rng
 
 
 def test_gaussian_and_laplace_noise_scales() -> None:

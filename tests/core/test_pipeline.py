@@ -17,7 +17,7 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     nesting_depth,
 )
-from dpledger.core.pipeline import load_pipeline, load_schema, parse_pipeline
+from dpledger.runtime.pipeline import load_pipeline, load_schema, parse_pipeline
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples" / "pipelines").glob("*.toml"))
 

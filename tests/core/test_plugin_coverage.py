@@ -8,10 +8,10 @@ import attrs
 import numpy as np
 import pytest
 
-from dpledger.core.coverage import dominates
 from dpledger.core.errors import LedgerViolationError
 from dpledger.core.events import Event
-from dpledger.core.ledger import PrivacyLedger
+from dpledger.runtime.coverage import dominates
+from dpledger.runtime.ledger import PrivacyLedger
 
 
 @attrs.frozen

@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 import attrs
 import pytest
 
-from dpledger.core import testing as _testing
 from dpledger.core.errors import InvalidParameterError, PluginError
 from dpledger.core.events import (
     EVENT_KINDS,
@@ -23,17 +22,18 @@ from dpledger.core.events import (
     SelfComposedEvent,
 )
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.plugin_manager import (
+from dpledger.core.specs import MechanismSpec, MethodSpec
+from dpledger.core.validation import positive_finite
+from dpledger.plugins.primitives import PRIMITIVE_MODULES, gaussian, laplace
+from dpledger.runtime import testing as _testing
+from dpledger.runtime.plugin_manager import (
     PluginHost,
     PluginOrigin,
     load_entry_points,
     make_plugin_manager,
     register_plugin,
 )
-from dpledger.core.specs import MechanismSpec, MethodSpec
-from dpledger.core.testing import MechanismSpecContract
-from dpledger.core.validation import positive_finite
-from dpledger.plugins.primitives import PRIMITIVE_MODULES, gaussian, laplace
+from dpledger.runtime.testing import MechanismSpecContract
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -205,7 +205,7 @@ def _builtin_entry_points() -> dict[str, str]:
 
 
 def test_the_builtin_list_is_what_pyproject_announces() -> None:
-    from dpledger.core.plugin_loading import BUILTIN_PLUGINS
+    from dpledger.runtime.plugin_loading import BUILTIN_PLUGINS
 
     assert _builtin_entry_points() == BUILTIN_PLUGINS
 
@@ -255,8 +255,8 @@ def test_profile_only_mechanism_is_charged_by_its_profile() -> None:
     whose coarsening is (eps, delta)-DP at the first grid epsilon where delta is at most
     PROFILE_DELTA; a profile that is not a probability is a plugin error."""
     from dpledger.core.events import ApproxDPEvent, TabulatedProfileEvent
-    from dpledger.core.plugin_manager import PROFILE_DELTA, PROFILE_EPSILONS, profile_to_core
     from dpledger.core.specs import Provenance
+    from dpledger.runtime.plugin_manager import PROFILE_DELTA, PROFILE_EPSILONS, profile_to_core
 
     def gaussian_like(event: Event, adjacency: Any, eps: float) -> float:
         return math.exp(-eps)  # certified by assumption in this test

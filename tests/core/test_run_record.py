@@ -10,7 +10,7 @@ import pytest
 from dpledger.cli import main
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import GaussianEvent
-from dpledger.core.run_record import SCHEMA, RunRecord
+from dpledger.runtime.run_record import SCHEMA, RunRecord
 
 
 def _record() -> RunRecord:

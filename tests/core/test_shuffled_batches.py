@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpledger.core.adjacency import ROW_ADD_REMOVE, ROW_REPLACE_ONE
-from dpledger.core.coverage import canonical_multiset
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError, LiftingError
 from dpledger.core.events import (
     ComposedEvent,
@@ -22,8 +21,9 @@ from dpledger.core.events import (
     event_from_dict,
     flatten,
 )
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.lifting import lift_event
+from dpledger.runtime.coverage import canonical_multiset
+from dpledger.runtime.ledger import PrivacyLedger
 
 EPOCH = ShuffledBatchesEvent(100, 10, GaussianEvent(1.0))
 

@@ -60,7 +60,7 @@ def test_coarsening_is_a_tabulated_point() -> None:
 
 
 def test_a_declared_table_covers_a_smaller_one_on_its_grid() -> None:
-    from dpledger.core.coverage import dominates
+    from dpledger.runtime.coverage import dominates
 
     declared = TabulatedProfileEvent([0.0, 1.0], [0.5, 0.1])
     assert dominates(declared, TabulatedProfileEvent([0.0, 1.0], [0.4, 0.1]))

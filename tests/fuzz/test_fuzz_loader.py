@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from dpledger.core.errors import DPLedgerError
 from dpledger.core.events import CORE_EVENT_KINDS
-from dpledger.core.pipeline import (
+from dpledger.runtime.pipeline import (
     ADJACENCY_KEYS,
     RELEASE_KEYS,
     SOURCE_KEYS,

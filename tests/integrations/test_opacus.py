@@ -24,7 +24,6 @@ from dpledger.core.events import (
     SelfComposedEvent,
     ShuffledBatchesEvent,
 )
-from dpledger.core.run_record import RECORD_FILE, RunRecord
 from dpledger.integrations.opacus import (
     FIXED_ORDER,
     POISSON,
@@ -35,6 +34,7 @@ from dpledger.integrations.opacus import (
     make_private,
     run_events,
 )
+from dpledger.runtime.run_record import RECORD_FILE, RunRecord
 
 torch = pytest.importorskip("torch")
 opacus = pytest.importorskip("opacus")

@@ -8,7 +8,7 @@ import pytest
 
 from dpledger.cli import main
 from dpledger.core.errors import PluginConflictError
-from dpledger.core.plugin_manager import PluginHost, make_plugin_manager
+from dpledger.runtime.plugin_manager import PluginHost, make_plugin_manager
 
 GOOD = """
 import attrs

@@ -1,6 +1,6 @@
 """No builtin method publishes an exact data-dependent value outside its noisy releases.
 
-Every builtin method runs under :func:`~dpledger.core.runner.run_verified` on two neighbouring
+Every builtin method runs under :func:`~dpledger.runtime.runner.run_verified` on two neighbouring
 datasets (one record or user added, or one record replaced, per the method's relation) with the
 same seed. Everything that is not noise, or post-processing of noise, must then be identical:
 the same keys, types, array shapes and dtypes, nested structure, and the same ints, bools,
@@ -24,8 +24,6 @@ import numpy as np
 import pytest
 
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.plugin_manager import BUILTIN_DISTRIBUTION, PluginHost
-from dpledger.core.runner import run_verified
 from dpledger.core.specs import MethodSpec
 from dpledger.plugins.path import baselines_plugin
 from dpledger.plugins.path import plugin as path_plugin
@@ -42,6 +40,8 @@ from dpledger.plugins.primitives import (
 from dpledger.plugins.shk import plugin as shk_plugin
 from dpledger.plugins.swflow import plugin as swflow_plugin
 from dpledger.plugins.trajectories import plugin as trajectories_plugin
+from dpledger.runtime.plugin_manager import BUILTIN_DISTRIBUTION, PluginHost
+from dpledger.runtime.runner import run_verified
 
 ROW = Adjacency()
 REPLACE = Adjacency(relation="replace_one")

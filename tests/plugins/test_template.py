@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from dpledger.core.testing import MethodPluginContract
+from dpledger.runtime.testing import MethodPluginContract
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "examples" / "plugin_template"
 

@@ -33,9 +33,9 @@ def honest_gaussian_epsilon() -> Callable[[float, float], float]:
 def restore_core(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Put back every core attribute a planted plugin of these tests rewrites."""
     import dpledger.accountant.closed_form as closed_form
+    import dpledger.accountant.graph_account as graph
     import dpledger.accountant.select as select
-    import dpledger.core.graph as graph
-    import dpledger.core.ledger as ledger
+    import dpledger.runtime.ledger as ledger
 
     targets = [
         (ledger.PrivacyLedger, "gaussian"),

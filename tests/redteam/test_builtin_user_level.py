@@ -21,8 +21,8 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import stated_for_unit, unit_adjacency
 from dpledger.core.errors import DPLedgerError
 from dpledger.core.events import is_pure, pure_epsilon
-from dpledger.core.plugin_manager import BUILTIN_DISTRIBUTION, PluginHost
-from dpledger.core.runner import declare_checked
+from dpledger.runtime.plugin_manager import BUILTIN_DISTRIBUTION, PluginHost
+from dpledger.runtime.runner import declare_checked
 
 K = 3
 DELTA = 1e-5

@@ -20,8 +20,8 @@ from dpledger.core.events import (
     GaussianEvent,
     event_from_dict,
 )
-from dpledger.core.pipeline import parse_pipeline
 from dpledger.core.specs import MechanismSpec
+from dpledger.runtime.pipeline import parse_pipeline
 
 #: a plugin module that takes the core kind "gaussian" with 100x the stated noise (a subclass
 #: of the core event, so that every accountant accepts it)

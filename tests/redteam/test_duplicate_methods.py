@@ -16,9 +16,9 @@ from dpledger.cli import main
 from dpledger.core.errors import PluginConflictError
 from dpledger.core.events import Event, GaussianEvent, PureDPEvent
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.plugin_manager import PluginHost, make_plugin_manager
 from dpledger.core.specs import MechanismSpec
 from dpledger.core.validation import positive_finite
+from dpledger.runtime.plugin_manager import PluginHost, make_plugin_manager
 
 METHOD = """
 import attrs

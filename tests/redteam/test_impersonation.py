@@ -39,7 +39,7 @@ def dpledger_register_methods(register):
 #: divides every bound the graph accountant returns by 100, at import
 GRAPH_PATCHER = """
 import attrs
-import dpledger.core.graph as graph
+import dpledger.accountant.graph_account as graph
 
 _account = graph.account
 
@@ -128,7 +128,7 @@ def test_an_impostor_is_fingerprinted_like_any_third_party(  # type: ignore[no-u
     make_dist("dpledger", "0.1.0", {"rt_graph_patcher": GRAPH_PATCHER}, {"aaa": "rt_graph_patcher"})
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out
-    assert "aaa" in out and "dpledger.core.graph.account" in out
+    assert "aaa" in out and "dpledger.accountant.graph_account.account" in out
 
 
 @pytest.mark.parametrize("entry", ["pipeline", "run directory"])
@@ -160,4 +160,6 @@ def test_report_refuses_a_core_patched_by_a_plugin_it_loads(  # type: ignore[no-
         code = main([command, str(tmp_path / "third.toml")])
         captured = capsys.readouterr()
         assert code == 2 and captured.out == "", captured.out
-        assert "'gp'" in captured.err and "dpledger.core.graph.account" in captured.err
+        assert (
+            "'gp'" in captured.err and "dpledger.accountant.graph_account.account" in captured.err
+        )

@@ -16,8 +16,8 @@ import dpledger.accountant.select as select
 from dpledger.cli import main
 from dpledger.core.errors import IntegrityError
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.integrity import Fingerprint, diff
-from dpledger.core.plugin_manager import PluginHost, make_plugin_manager
+from dpledger.runtime.integrity import Fingerprint, diff
+from dpledger.runtime.plugin_manager import PluginHost, make_plugin_manager
 
 pytestmark = pytest.mark.usefixtures("restore_core")
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("restore_core")
 PATCHER = """
 import attrs
 import dpledger.accountant.select as select
-from dpledger.core.ledger import PrivacyLedger
+from dpledger.runtime.ledger import PrivacyLedger
 
 _gaussian = PrivacyLedger.gaussian
 _account = select.account
@@ -76,7 +76,7 @@ def dpledger_register_methods(register):
 RUN_PATCHER = HONEST.replace("rt_honest_sum", "rt_sneaky_sum").replace(
     "def run(params, data, ledger, rng):\n",
     "def run(params, data, ledger, rng):\n"
-    "    from dpledger.core.ledger import PrivacyLedger\n"
+    "    from dpledger.runtime.ledger import PrivacyLedger\n"
     "    original = PrivacyLedger.gaussian\n"
     "    PrivacyLedger.gaussian = lambda self, v, s, m, *, step: original(self, v, s / 10, m,"
     " step=step)\n",
@@ -144,7 +144,7 @@ def test_import_time_patcher_refuses_a_third_party_run(site, capsys) -> None:  #
     err = capsys.readouterr().err
     assert code == 2, err
     assert "'patcher'" in err and "core-patcher 0.1" in err
-    assert "dpledger.core.ledger.PrivacyLedger.gaussian" in err
+    assert "dpledger.runtime.ledger.PrivacyLedger.gaussian" in err
     assert "dpledger.accountant.select.account" in err
     assert "--plugins-block patcher" in err
     assert not out.exists()
@@ -223,7 +223,7 @@ def test_plugins_command_lists_the_patcher(site, capsys) -> None:  # type: ignor
     payload = json.loads(capsys.readouterr().out)
     [problem] = [p for p in payload["problems"] if p["plugin"] == "patcher"]
     assert problem["stage"] == "integrity" and problem["distribution"] == "core-patcher"
-    assert "dpledger.core.ledger.PrivacyLedger.gaussian" in problem["message"]
+    assert "dpledger.runtime.ledger.PrivacyLedger.gaussian" in problem["message"]
     [info] = [p for p in payload["plugins"] if p["name"] == "patcher"]
     assert any(p.startswith("[integrity]") for p in info["problems"])
     assert main(["plugins"]) == 0
@@ -250,7 +250,7 @@ def test_patch_during_run_is_attributed_to_the_method(make_dist, site, capsys) -
     err = capsys.readouterr().err
     assert code == 2, err
     assert "'sneaky'" in err and "run-patcher 0.2" in err and "run" in err
-    assert "dpledger.core.ledger.PrivacyLedger.gaussian" in err
+    assert "dpledger.runtime.ledger.PrivacyLedger.gaussian" in err
     assert not out.exists()
 
 
@@ -390,8 +390,8 @@ def test_audit_batch_checks_once_and_refuses_a_patch_made_in_any_run(  # type: i
     dpledger_pm, monkeypatch
 ) -> None:
     from dpledger.audit.method_audit import method_sampler
-    from dpledger.core import integrity
     from dpledger.core.adjacency import Adjacency
+    from dpledger.runtime import integrity
 
     checks = []
     original = integrity.IntegrityGuard.check

@@ -19,8 +19,8 @@ from dpledger.core.events import (
     ShuffledBatchesEvent,
     TabulatedProfileEvent,
 )
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.lifting import lift_event
+from dpledger.runtime.ledger import PrivacyLedger
 
 #: the exact Laplace(eps0 = 1) profile under add/remove, at three points
 LAPLACE_TABLE = TabulatedProfileEvent([0.0, 0.5, 1.0], [0.39347, 0.22120, 0.0])

@@ -22,10 +22,10 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import Declaration
 from dpledger.core.errors import LedgerViolationError, LiftingError, PluginError
 from dpledger.core.events import GaussianEvent, LaplaceEvent
-from dpledger.core.ledger import PrivacyLedger
-from dpledger.core.runner import run_verified
 from dpledger.core.specs import MethodSpec
 from dpledger.core.validation import positive_finite
+from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.runtime.runner import run_verified
 
 USER8 = Adjacency(unit="user", unit_key="user_id", max_contributions=8)
 

@@ -62,6 +62,6 @@ def pipeline_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def empty_host() -> Any:
     """A plugin host with no plugins (reports do not depend on what is installed)."""
-    from dpledger.core.plugin_manager import PluginHost, make_plugin_manager
+    from dpledger.runtime.plugin_manager import PluginHost, make_plugin_manager
 
     return PluginHost(make_plugin_manager(load_entrypoints=False))

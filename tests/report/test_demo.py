@@ -13,11 +13,11 @@ pytest.importorskip("ot")
 
 
 def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
-    from dpledger.core.coverage import canonical_multiset
+    from dpledger.accountant.graph_account import account_graph
     from dpledger.core.events import event_from_dict
-    from dpledger.core.graph import account_graph
-    from dpledger.core.pipeline import load_pipeline
     from dpledger.demo import TINY, run_demo
+    from dpledger.runtime.coverage import canonical_multiset
+    from dpledger.runtime.pipeline import load_pipeline
 
     out = tmp_path / "demo"
     result = run_demo(out, TINY, quiet=True)
@@ -88,11 +88,11 @@ def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
 def test_pipeline_states_the_methods_declaration() -> None:
     from dpledger.core.adjacency import Adjacency
     from dpledger.core.errors import LedgerViolationError
-    from dpledger.core.plugin_manager import PluginHost
-    from dpledger.core.runner import declare_checked
     from dpledger.demo import TINY, _check_declaration, demo_params, pipeline_event
     from dpledger.plugins.trajectories.data import make_multimodal
     from dpledger.plugins.trajectories.declare import warm_start_multipliers
+    from dpledger.runtime.plugin_manager import PluginHost
+    from dpledger.runtime.runner import declare_checked
 
     spec = PluginHost().method("trajectories")
     data = make_multimodal(N=TINY.N, T=TINY.T, seed=0)
@@ -110,10 +110,10 @@ def test_pipeline_states_the_methods_declaration() -> None:
 def test_plugin_reports_progress_through_the_data_mapping() -> None:
     from dpledger.core.adjacency import Adjacency
     from dpledger.core.errors import InvalidParameterError
-    from dpledger.core.plugin_manager import PluginHost
-    from dpledger.core.runner import run_verified
     from dpledger.demo import TINY, demo_params
     from dpledger.plugins.trajectories.data import make_multimodal
+    from dpledger.runtime.plugin_manager import PluginHost
+    from dpledger.runtime.runner import run_verified
 
     config = attrs.evolve(TINY, K=4, sinkhorn_iters=20)
     spec = PluginHost().method("trajectories")

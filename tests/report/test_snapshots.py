@@ -42,7 +42,7 @@ def _close(a: Any, b: Any, path: str = "") -> None:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from dpledger.core.plugin_manager import PluginHost, make_plugin_manager
+    from dpledger.runtime.plugin_manager import PluginHost, make_plugin_manager
 
     from .conftest import PIPELINE, write_pipeline
 

@@ -9,10 +9,10 @@ import attrs
 import pytest
 
 from dpledger.cli import main
-from dpledger.core.plugin_manager import PluginHost
 from dpledger.core.specs import ProofRef
 from dpledger.proofs_checks.registry import RECORDS, tier_of
-from dpledger.report.build import release_tier
+from dpledger.report.tiers import release_tier
+from dpledger.runtime.plugin_manager import PluginHost
 
 PIPELINE = (
     'delta = 1e-6\n[[sources]]\nname = "visits"\n'

@@ -16,9 +16,9 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event, GaussianEvent
 from dpledger.core.hookspecs import hookimpl
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite
+from dpledger.runtime.ledger import PrivacyLedger
 
 
 @attrs.frozen

@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 import numpy as np
 from dpledger_plugin_template import plugin
 
-from dpledger.core import testing as _testing
-from dpledger.core.testing import MethodPluginContract
+from dpledger.runtime import testing as _testing
+from dpledger.runtime.testing import MethodPluginContract
 
 # fixtures (also provided by the pytest11 plugin once dpledger is installed)
 dpledger_pm = _testing.dpledger_pm
@@ -34,7 +34,7 @@ def test_registered_through_the_hook(dpledger_register) -> None:  # type: ignore
 
 
 def test_rows_are_clipped_before_summing() -> None:
-    from dpledger.core.runner import run_verified
+    from dpledger.runtime.runner import run_verified
 
     params = plugin.SPEC.make_params({"clip": 1.0, "noise_multiplier": 1e-9})
     data = np.array([[3.0, 4.0], [0.0, 0.5]])  # first row clipped to (0.6, 0.8)

@@ -4,11 +4,11 @@ import itertools
 
 import pytest
 
-from dpledger.core.coverage import canonical_multiset, multiset_covered
 from dpledger.core.events import ComposedEvent, ExponentialMechanismEvent, GaussianEvent
 from dpledger.plugins.path.aim import AIMParams, budget, candidates, declare, workload
 from dpledger.plugins.path.data import hmm_dataset
 from dpledger.plugins.path.flatten import FlatSpec
+from dpledger.runtime.coverage import canonical_multiset, multiset_covered
 
 
 def _round(b, j):  # type: ignore[no-untyped-def]
@@ -73,8 +73,8 @@ def test_calibrated_declaration_meets_target() -> None:
 
 @pytest.mark.slow
 def test_run_verified_against_declaration() -> None:
-    from dpledger.core.ledger import PrivacyLedger
     from dpledger.plugins.path.aim import run_aim
+    from dpledger.runtime.ledger import PrivacyLedger
 
     tables, _ = hmm_dataset(150, seed=0)
     p = AIMParams(
@@ -96,8 +96,8 @@ def test_run_verified_against_declaration() -> None:
 
 def test_replace_one_declares_selections_at_twice_epsilon_and_runs_covered() -> None:
     from dpledger.core.adjacency import Adjacency
-    from dpledger.core.runner import run_verified
     from dpledger.plugins.path.baselines_plugin import AIM_SPEC
+    from dpledger.runtime.runner import run_verified
 
     p = AIMParams(epsilon=1.0, delta=1e-6, rounds=4, max_anneal=1, noise_multiplier=3.0, length=2)
     b = budget(p, 3.0)

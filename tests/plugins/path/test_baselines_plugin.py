@@ -4,8 +4,8 @@ import pytest
 
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import GaussianEvent
-from dpledger.core.testing import forbid_imports
 from dpledger.plugins.path import baselines_plugin
+from dpledger.runtime.testing import forbid_imports
 
 
 def test_registers_direct_and_aim() -> None:
@@ -34,7 +34,7 @@ def test_bad_params(bad: dict[str, object]) -> None:
 
 
 def test_run_refuses_non_tables() -> None:
-    from dpledger.core.runner import run_verified
+    from dpledger.runtime.runner import run_verified
 
     p = baselines_plugin.DIRECT_SPEC.make_params({"epsilon": 1.0, "delta": 1e-6})
     with pytest.raises(InvalidParameterError, match="UserTables"):

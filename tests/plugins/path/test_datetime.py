@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.runner import run_verified
 from dpledger.plugins.path.baselines_plugin import DIRECT_SPEC
 from dpledger.plugins.path.ddp import tables_from_json, tables_to_json
 from dpledger.plugins.path.generate import Guide
 from dpledger.plugins.path.schema import Column, TableSchema, UserTable, UserTables
 from dpledger.plugins.path.serialize import parse_table, serialize_table
+from dpledger.runtime.runner import run_verified
 
 T0 = dt.datetime(2024, 3, 1, 8, 30, tzinfo=dt.UTC).timestamp()  # 1709281800
 SCHEMA = TableSchema(

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.plugins.path import model as lm
 from dpledger.plugins.path.ddp import tables_to_json, training_event
 from dpledger.plugins.path.schema import Column, TableSchema, UserTable, UserTables
 from dpledger.plugins.path.train import TrainConfig, train
 from dpledger.plugins.path.windowing import SplitSampler
+from dpledger.runtime.ledger import PrivacyLedger
 
 torch = pytest.importorskip("torch")
 

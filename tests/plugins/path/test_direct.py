@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from dpledger.accountant.select import account
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.plugins.path.data import hmm_dataset
 from dpledger.plugins.path.direct import DirectParams, cliques, declare, run_direct
 from dpledger.plugins.path.flatten import FlatSpec
+from dpledger.runtime.ledger import PrivacyLedger
 
 
 def test_clique_counts_match_paper() -> None:

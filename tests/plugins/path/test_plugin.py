@@ -17,13 +17,13 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from dpledger.core.ledger import PrivacyLedger
-from dpledger.core.runner import run_verified
-from dpledger.core.testing import MethodPluginContract
 from dpledger.plugins.path import plugin
 from dpledger.plugins.path.ddp import tables_from_json, tables_to_json
 from dpledger.plugins.path.plugin import SPEC, PathParams, declare
 from dpledger.plugins.path.schema import Column, TableSchema, UserTable, UserTables
+from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.runtime.runner import run_verified
+from dpledger.runtime.testing import MethodPluginContract
 
 USER = Adjacency(unit="user", unit_key="id")
 SCHEMA = TableSchema(

@@ -10,7 +10,6 @@ import pytest
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import ComposedEvent, GaussianEvent
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.plugins.path.schema import Column, TableSchema
 from dpledger.plugins.path.select import (
     MiniLMEmbedder,
@@ -18,6 +17,7 @@ from dpledger.plugins.path.select import (
     private_select,
     row_text,
 )
+from dpledger.runtime.ledger import PrivacyLedger
 
 USER = Adjacency(unit="user", unit_key="id")
 SCHEMA = TableSchema(

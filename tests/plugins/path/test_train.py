@@ -7,7 +7,6 @@ import pytest
 
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.plugins.path import model as lm
 from dpledger.plugins.path.schema import Column, TableSchema, UserTable, UserTables
 from dpledger.plugins.path.train import (
@@ -21,6 +20,7 @@ from dpledger.plugins.path.train import (
     train,
 )
 from dpledger.plugins.path.windowing import SplitSampler, collate
+from dpledger.runtime.ledger import PrivacyLedger
 
 torch = pytest.importorskip("torch")
 

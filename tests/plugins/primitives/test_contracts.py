@@ -6,7 +6,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dpledger.core.testing import MethodPluginContract
 from dpledger.plugins.primitives import (
     bounded_mean,
     dp_sgd,
@@ -16,6 +15,7 @@ from dpledger.plugins.primitives import (
     nn_voting,
     selection,
 )
+from dpledger.runtime.testing import MethodPluginContract
 
 
 class TestGaussianContract(MethodPluginContract):

@@ -9,8 +9,8 @@ import pytest
 
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent, SelfComposedEvent
-from dpledger.core.runner import run_verified
 from dpledger.plugins.primitives import bounded_mean, dp_sgd, histogram, nn_voting
+from dpledger.runtime.runner import run_verified
 
 
 def _run(spec, params, data, seed=0):  # type: ignore[no-untyped-def]

@@ -22,10 +22,10 @@ from dpledger.core.events import (
     is_pure,
     pure_epsilon,
 )
-from dpledger.core.ledger import PrivacyLedger
 from dpledger.core.lifting import lift_event
-from dpledger.core.plugin_manager import PluginHost
 from dpledger.plugins.shk.events import TimeProfiledPureDPEvent
+from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.runtime.plugin_manager import PluginHost
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,8 @@ from dpledger.accountant.select import account
 from dpledger.cli import main
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import NonPrivateEvent, SelfComposedEvent
-from dpledger.core.runner import run_verified
 from dpledger.plugins.shk import certificate_summary, declare, plugin
+from dpledger.runtime.runner import run_verified
 
 PARTICLES = {
     "t": 1.0,

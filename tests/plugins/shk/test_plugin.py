@@ -19,12 +19,12 @@ from dpledger.core.events import (
     PureDPEvent,
     SelfComposedEvent,
 )
-from dpledger.core.ledger import PrivacyLedger
-from dpledger.core.runner import run_verified
-from dpledger.core.testing import MethodPluginContract
 from dpledger.plugins.shk import bounds, certificate_summary, declare, plugin
 from dpledger.plugins.shk.events import TimeProfiledPureDPEvent
 from dpledger.plugins.shk.torus import TorusGrid
+from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.runtime.runner import run_verified
+from dpledger.runtime.testing import MethodPluginContract
 
 EXP3 = {"t": 7.0, "beta": 5.0, "n": 100, "rho0_kappa": 0.5}
 

@@ -17,10 +17,10 @@ from dpledger.core.events import (
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
-from dpledger.core.testing import forbid_imports
 from dpledger.plugins.swflow.declare import declare, noise_multiplier_for
 from dpledger.plugins.swflow.params import FlowParams, FlowResampleParams, GenParams
 from dpledger.plugins.swflow.sensitivity import classical_gaussian_sigma, gaussian_exact_delta
+from dpledger.runtime.testing import forbid_imports
 
 RO = Adjacency(relation="replace_one")
 

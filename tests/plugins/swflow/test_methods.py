@@ -10,11 +10,11 @@ import pytest
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError
 from dpledger.core.events import GaussianEvent
-from dpledger.core.ledger import PrivacyLedger
-from dpledger.core.runner import run_verified
 from dpledger.core.specs import MethodSpec
-from dpledger.core.testing import MethodPluginContract
 from dpledger.plugins.swflow.plugin import DPSWFLOW, DPSWFLOW_R, DPSWGEN
+from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.runtime.runner import run_verified
+from dpledger.runtime.testing import MethodPluginContract
 
 RO = Adjacency(relation="replace_one")
 N, D = 40, 3

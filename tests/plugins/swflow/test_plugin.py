@@ -9,8 +9,8 @@ import sys
 import numpy as np
 
 from dpledger.cli import main
-from dpledger.core.plugin_manager import PluginHost
 from dpledger.plugins.swflow import plugin
+from dpledger.runtime.plugin_manager import PluginHost
 
 
 def test_hookimpl_registers_three_methods(dpledger_register) -> None:  # type: ignore[no-untyped-def]

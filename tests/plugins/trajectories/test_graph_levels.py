@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from dpledger.accountant.graph_account import account_graph
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.graph import CompositionGraph, account_graph
 from dpledger.plugins.trajectories.declare import TrajectoryParams, WarmStart, declare_marginals
+from dpledger.runtime.graph import CompositionGraph
 
 T, N = 5, 400
 P = TrajectoryParams(K=10, tau=1.0, rho=0.05, warm_start=WarmStart("mean", noise_multiplier=4.0))

@@ -19,11 +19,11 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from dpledger.core.runner import run_verified
-from dpledger.core.testing import MethodPluginContract
 from dpledger.plugins.trajectories import plugin
 from dpledger.plugins.trajectories.data import make_multimodal
 from dpledger.plugins.trajectories.declare import declare_marginals
+from dpledger.runtime.runner import run_verified
+from dpledger.runtime.testing import MethodPluginContract
 
 N, T = 30, 4
 BASE: dict[str, Any] = {

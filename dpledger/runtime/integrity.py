@@ -6,11 +6,11 @@ class attributes), and for every function its code object, defaults, keyword def
 closure contents; the contents of module-level containers; the ``sys.modules`` entries of these
 modules; and the top-level attributes of the numerical libraries they use (``math``,
 ``numpy``, ``scipy``, ``networkx``, ...) and of ``builtins``. Its scope: every module of
-``dpledger.accountant`` and of ``dpledger.core`` (imported first, except the ``testing`` pytest
-plugin, which is covered only when already imported), plus ``dpledger``, ``dpledger.cli``,
-``dpledger.commands.*``, the products (``dpledger.report``, ``dpledger.audit``,
-``dpledger.integrations``) and the builtin plugin modules when already imported. Taking and
-comparing one costs a few milliseconds.
+``dpledger.accountant``, of ``dpledger.core`` and of ``dpledger.runtime`` (imported first,
+except the ``testing`` pytest plugin, which is covered only when already imported), plus
+``dpledger``, ``dpledger.cli``, ``dpledger.commands.*``, the products (``dpledger.report``,
+``dpledger.audit``, ``dpledger.integrations``) and the builtin plugin modules when already
+imported. Taking and comparing one costs a few milliseconds.
 
 An :class:`IntegrityGuard` takes the fingerprint before third-party plugins are imported and
 compares after each plugin's import, hook calls, ``declare`` and ``run``: a change is attributed
@@ -39,12 +39,13 @@ from typing import Any
 
 import attrs
 
+from dpledger.core import moved
 from dpledger.core.errors import IntegrityError
 
 #: packages whose every module is imported before the fingerprint is taken
-EAGER_PACKAGES: tuple[str, ...] = ("dpledger.core", "dpledger.accountant")
+EAGER_PACKAGES: tuple[str, ...] = ("dpledger.core", "dpledger.accountant", "dpledger.runtime")
 #: parts of dpledger covered only when already imported (too heavy to import for this)
-LAZY_PREFIXES: tuple[str, ...] = ("dpledger.core.testing",)
+LAZY_PREFIXES: tuple[str, ...] = ("dpledger.runtime.testing",)
 #: other parts of dpledger covered when already imported
 IF_LOADED_PREFIXES: tuple[str, ...] = (
     "dpledger.cli",
@@ -330,6 +331,8 @@ def _own_import(container: str, key: str, value: object) -> bool:
     if not isinstance(value, types.ModuleType):
         return False
     name = key if container == _SYS_MODULES else f"{container}.{key}"
+    if moved.is_alias(name, value):
+        return True  # an old import path bound to the module that moved (see dpledger.core.moved)
     if value.__name__ != name or not name.startswith("dpledger."):
         return False
     origin = getattr(getattr(value, "__spec__", None), "origin", None)

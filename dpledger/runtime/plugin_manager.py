@@ -1,5 +1,6 @@
 """The plugin host: the typed facade the rest of dpledger uses (loading in
-:mod:`dpledger.core.plugin_loading`, lowering of plugin events in :mod:`dpledger.core.lowering`).
+:mod:`dpledger.runtime.plugin_loading`, lowering of plugin events in
+:mod:`dpledger.runtime.lowering`).
 
 :func:`make_plugin_manager` builds a pluggy manager for the ``"dpledger"`` entry-point group.
 Builtin plugins are announced by dpledger's own ``pyproject.toml`` in the same group, so they go
@@ -12,7 +13,7 @@ when it is used, naming both. :class:`PluginHost` collects the specs (once, vali
 provenance) and is the only place that calls hooks; :meth:`PluginHost.on_demand` loads
 third-party plugins only when a method or mechanism that no builtin provides is asked for.
 
-Third-party code is watched (:mod:`dpledger.core.integrity`): a plugin that changes dpledger's
+Third-party code is watched (:mod:`dpledger.runtime.integrity`): a plugin that changes dpledger's
 own code when imported, in a hook, or in its method's ``declare``/``run`` is reported as a
 problem of stage ``integrity``, and the host then refuses to certify anything.
 
@@ -28,7 +29,6 @@ from typing import Any, TypeVar
 
 import attrs
 
-from dpledger.core import integrity
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import (
     InvalidParameterError,
@@ -36,8 +36,16 @@ from dpledger.core.errors import (
 )
 from dpledger.core.events import EVENT_KINDS, PROFILE_DELTA, Event
 from dpledger.core.hookspecs import HOOK_NAMES
-from dpledger.core.lowering import PROFILE_EPSILONS, lower_event, profile_to_core
-from dpledger.core.plugin_loading import (
+from dpledger.core.specs import (
+    AnySpec,
+    MechanismSpec,
+    MethodSpec,
+    Provenance,
+    ReportSectionSpec,
+)
+from dpledger.runtime import integrity
+from dpledger.runtime.lowering import PROFILE_EPSILONS, lower_event, profile_to_core
+from dpledger.runtime.plugin_loading import (
     BUILTIN_DISTRIBUTION,
     BUILTIN_TIER,
     ENTRY_POINT_GROUP,
@@ -51,13 +59,6 @@ from dpledger.core.plugin_loading import (
     make_plugin_manager,
     register_plugin,
     trust_tier,
-)
-from dpledger.core.specs import (
-    AnySpec,
-    MechanismSpec,
-    MethodSpec,
-    Provenance,
-    ReportSectionSpec,
 )
 
 __all__ = [
@@ -407,7 +408,7 @@ class PluginHost:
         """A method's declaration for one run with ``values`` as its parameters: the event
         mapped onto core events, the plugin that registered the method, and the unit the
         event protects (``"row"`` events are lifted by the core)."""
-        from dpledger.core.runner import declare_checked
+        from dpledger.runtime.runner import declare_checked
 
         spec = self.method(name)
         params = spec.make_params(values)

@@ -2,7 +2,7 @@
 
 :func:`run_verified` calls ``declare`` once (:func:`declare_checked`), enforces the privacy
 unit (:func:`bound_rows_per_unit` for row-level declarations on a user-level source), runs the
-method against a :class:`~dpledger.core.ledger.PrivacyLedger` and releases its outputs only
+method against a :class:`~dpledger.runtime.ledger.PrivacyLedger` and releases its outputs only
 after :meth:`PrivacyLedger.verify` has passed.
 """
 
@@ -21,7 +21,7 @@ from dpledger.core.errors import InvalidParameterError, LedgerViolationError, Pl
 from dpledger.core.events import (
     Event,
 )
-from dpledger.core.ledger import PrivacyLedger, first_rows_per_unit, make_rng, unit_codes
+from dpledger.runtime.ledger import PrivacyLedger, first_rows_per_unit, make_rng, unit_codes
 
 if TYPE_CHECKING:
     from dpledger.core.specs import MethodSpec

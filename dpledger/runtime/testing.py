@@ -1,6 +1,6 @@
 """A pytest plugin for plugin authors: fixtures and contract base classes.
 
-Enabled by the ``pytest11`` entry point ``dpledger = "dpledger.core.testing"``. Subclass the
+Enabled by the ``pytest11`` entry point ``dpledger = "dpledger.runtime.testing"``. Subclass the
 contracts in a test module (name the subclass ``Test...``)::
 
     class TestMyMethod(MethodPluginContract):
@@ -28,9 +28,9 @@ import pytest
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import EVENT_KINDS, Event, event_from_dict
-from dpledger.core.plugin_manager import DPLedgerPluginManager, PluginHost, make_plugin_manager
-from dpledger.core.runner import declare_checked, run_verified
 from dpledger.core.specs import CORE_EVENT_KINDS, MechanismSpec, MethodSpec
+from dpledger.runtime.plugin_manager import DPLedgerPluginManager, PluginHost, make_plugin_manager
+from dpledger.runtime.runner import declare_checked, run_verified
 
 #: modules a declaration (or a mechanism's accountant characterisation) must not import
 HEAVY_MODULES: tuple[str, ...] = ("torch", "ot")

@@ -24,11 +24,12 @@ from typing import Any
 import attrs
 import pluggy
 
-from dpledger.core import hookspecs, integrity
+from dpledger.core import hookspecs
 from dpledger.core.errors import (
     InvalidParameterError,
 )
 from dpledger.core.hookspecs import HOOK_NAMES, PROJECT_NAME
+from dpledger.runtime import integrity
 
 ENTRY_POINT_GROUP = PROJECT_NAME
 ENV_ALLOW = "DPLEDGER_PLUGINS_ALLOW"

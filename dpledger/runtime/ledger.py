@@ -42,13 +42,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.coverage import (
-    canonical_multiset,
-    canonical_step,
-    describe_step,
-    explain_uncovered,
-    multiset_covered,
-)
 from dpledger.core.declaration import Declaration, frozen_copy
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError, PluginError
 from dpledger.core.events import (
@@ -63,6 +56,13 @@ from dpledger.core.events import (
     SelfComposedEvent,
     ShuffledBatchesEvent,
     flatten,
+)
+from dpledger.runtime.coverage import (
+    canonical_multiset,
+    canonical_step,
+    describe_step,
+    explain_uncovered,
+    multiset_covered,
 )
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from dpledger.core.errors import (
 )
 from dpledger.core.events import MAX_NESTING, Event, event_from_dict
 from dpledger.core.events import short_repr as _short
-from dpledger.core.graph import TRANSFORM_KINDS, CompositionGraph
+from dpledger.runtime.graph import TRANSFORM_KINDS, CompositionGraph
 
 SCHEMA_PATH = Path(__file__).with_name("pipeline_schema.json")
 

@@ -1,0 +1,195 @@
+"""The report's prose: the formal statement, the unit of privacy, assumptions and warnings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dpledger.accountant.graph_account import GraphAccount
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.events import (
+    Event,
+    PoissonSampledEvent,
+    SampledWithoutReplacementEvent,
+)
+from dpledger.report.model import (
+    NO_GUARANTEE,
+    Bracket,
+    ReleaseRow,
+    no_guarantee,
+)
+from dpledger.report.numbers import fmt_exact, fmt_up
+
+#: default delta of a pipeline that states neither delta nor epsilon (as ``dpledger account``)
+
+SETTING = (
+    "Central model: a trusted curator holds the raw data of the sources below, runs the listed "
+    "releases and publishes only their outputs (and post-processing of them). The guarantee "
+    "covers everything published; it does not cover the curator itself, side channels or timing."
+)
+IDEALIZED_NUMERICS = (
+    "idealized numerics: noise is drawn in floating point from a numpy generator; the guarantee "
+    "is that of the ideal real-valued mechanisms (floating-point samplers can be porous, and no "
+    "timing hardening is claimed)"
+)
+#: lift rules that change nothing (no warning)
+_PLAIN_RULES = frozenset({"unchanged_k1", "declared_user_level", "compose_distributes"})
+_GROUP_RULES = frozenset({"pure_group_privacy", "approx_group_privacy"})
+#: a bracket wider than this ratio (upper / lower) gets a note
+WIDE_BRACKET = 1.25
+
+
+def statement(bound: Mapping[str, Any], adjacency: str, eps_query: bool) -> str:
+    method = bound["method"]
+    if no_guarantee(bound, eps_query):
+        at = (
+            f"no finite ε at δ = {fmt_exact(bound['delta'])}"
+            if eps_query
+            else f"δ = 1 at ε = {fmt_exact(bound['epsilon'])}"
+        )
+        return (
+            f"The release carries {NO_GUARANTEE} with respect to {adjacency}: it contains a "
+            f"non-private step, or its guarantee is vacuous ({at}; method {method})."
+        )
+    if not eps_query:
+        return (
+            f"The release is (ε, δ)-differentially private with respect to {adjacency}, with "
+            f"δ = {fmt_up(bound['delta'])} (certified upper bound, method {method}) at "
+            f"ε = {fmt_exact(bound['epsilon'])}."
+        )
+    return (
+        f"The release is (ε, δ)-differentially private with respect to {adjacency}, with "
+        f"ε = {fmt_up(float(bound['epsilon']))} (certified upper bound, method {method}) at "
+        f"δ = {fmt_exact(bound['delta'])}."
+    )
+
+
+def unit_of_privacy(adjacencies: Sequence[tuple[str, Adjacency]]) -> str:
+    parts = []
+    for source, adj in adjacencies:
+        if adj.unit == "row":
+            parts.append(f"one row (record) of source {source!r}")
+        else:
+            what = adj.contribution.replace("_", " ")
+            parts.append(
+                f"one user of source {source!r} (identified by {adj.unit_key!r}, contributing "
+                f"at most {adj.max_contributions} {what})"
+            )
+    return "; ".join(parts)
+
+
+def relation_text(adj: Adjacency) -> str:
+    if adj.relation == "add_remove":
+        return (
+            "add/remove: neighbouring datasets differ by the presence or absence of one unit's data"
+        )
+    return (
+        "replace-one: neighbouring datasets differ by the substitution of one unit's data (the "
+        "accountant doubles each per-unit add/remove contribution bound)"
+    )
+
+
+def sampling(event: Event) -> list[str]:
+    out = []
+    for e in event.walk():
+        if isinstance(e, PoissonSampledEvent):
+            out.append(
+                f"Poisson subsampling at rate {fmt_exact(e.sampling_probability)}: every record "
+                "is included in each step independently with that probability (shuffled or "
+                "fixed-size batches are not covered by this analysis)"
+            )
+        elif isinstance(e, SampledWithoutReplacementEvent):
+            out.append(
+                f"sampling without replacement: a uniformly random subset of exactly "
+                f"{e.sample_size} of the {e.source_size} records per step (the source size is "
+                "public)"
+            )
+    return list(dict.fromkeys(out))
+
+
+def assumptions(account: GraphAccount) -> tuple[str, ...]:
+    out: list[str] = []
+    for s in account.sources:
+        red = s.reduction
+        out.append(f"source {red.source!r}, neighbouring relation {relation_text(red.adjacency)}")
+        if red.adjacency.unit == "user":
+            out.append(
+                f"source {red.source!r}: each user contributes at most "
+                f"{red.adjacency.max_contributions} {red.adjacency.contribution.replace('_', ' ')}"
+                " (the pipeline must enforce this bound; the guarantee fails otherwise)"
+            )
+        out.append(
+            f"source {red.source!r}: its releases compose sequentially and adaptively "
+            "(each may depend on earlier outputs)"
+        )
+        out.extend(f"source {red.source!r}: {n}" for n in red.notes)
+        if len(red.alternatives) > 1:
+            out.append(
+                f"source {red.source!r}: parallel composition, the bound is the worst of "
+                f"{len(red.alternatives)} cell combinations"
+            )
+    for r in account.releases:
+        out.extend(f"release {r.release_id!r}: {t}" for t in sampling(r.lifted))
+    out.append(
+        "noise is stated relative to each query's per-record (per-unit) contribution bound; "
+        "clipping or bounded domains must enforce it"
+    )
+    if len(account.sources) > 1:
+        out.append(f"sources: {account.combined}")
+    return tuple(out)
+
+
+def warnings(
+    rows: Sequence[ReleaseRow],
+    account: GraphAccount,
+    brackets: Sequence[Bracket],
+    eps_query: bool,
+) -> list[str]:
+    out = [IDEALIZED_NUMERICS]
+    bound = account.bound.to_dict()
+    upper = float(bound["epsilon" if eps_query else "delta"])
+    lower = float(bound["epsilon_lower" if eps_query else "delta_lower"])
+    if upper == float("inf"):
+        out.append("the bound is infinite: a release is non-private or its guarantee is vacuous")
+    elif lower > 0 and upper > WIDE_BRACKET * lower:
+        out.append(
+            f"the certified bracket is wide (lower {lower:.4g}, upper {fmt_up(upper)}): the "
+            "true privacy loss may be well below the reported upper bound, never above it"
+        )
+    if bound["method"] == "prv":
+        out.append(
+            "approximation tier: the bound is prv-accountant's error-bounded numerical upper "
+            "bound (a cross-check backend whose error analysis is the library's)"
+        )
+    for row in rows:
+        if row.method is None:
+            out.append(
+                f"release {row.node!r} names no method: its declared event is taken as given "
+                "(honest-but-curious)"
+            )
+        elif row.tier == "unverified":
+            out.append(
+                f"release {row.node!r}: method {row.method!r} is not a registered builtin "
+                "method with a proof record (tier unverified, honest-but-curious: the bound "
+                "holds only if the method really executes its declared event)"
+            )
+        elif row.tier == "contrib":
+            out.append(
+                f"release {row.node!r}: method {row.method!r} has trust tier contrib (its proof "
+                "ships with dpledger but has not been reviewed)"
+            )
+        for rule in row.lift_rules:
+            if rule == "approx_group_privacy_vacuous":
+                out.append(
+                    f"release {row.node!r}: group privacy over the user's rows is vacuous "
+                    "(δ ≥ 1), so the release counts as non-private"
+                )
+            elif rule in _GROUP_RULES:
+                out.append(
+                    f"release {row.node!r} is lifted to users by {rule} (valid but usually "
+                    "loose; declaring it at user level can be tighter)"
+                )
+    for b in brackets:
+        if b.bound is None and b.reason and b.reason.startswith("not installed"):
+            out.append(f"cross-check backend {b.backend!r} is {b.reason}")
+    return out

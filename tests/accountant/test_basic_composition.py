@@ -1,0 +1,51 @@
+"""Basic composition: the one function that sums epsilons, and the backends that use it."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+
+from dpledger.accountant.basic_composition import basic_composition_epsilon
+from dpledger.accountant.closed_form import ClosedFormAccountant
+from dpledger.accountant.pld import _exact_pure_cap
+from dpledger.accountant.rdp import RDPAccountant
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.errors import InvalidParameterError
+from dpledger.core.events import ComposedEvent, LaplaceEvent, PureDPEvent, SelfComposedEvent
+
+
+def test_the_sum_is_exact_and_rounded_up() -> None:
+    terms = [(3, 0.1), (1, 0.7)]
+    value = basic_composition_epsilon(terms)
+    exact = 3 * Fraction(0.1) + Fraction(0.7)
+    assert Fraction(value) >= exact
+    assert math.nextafter(value, -math.inf) < exact
+    assert basic_composition_epsilon([(2, Fraction(1, 3))]) >= 2 / 3
+
+
+def test_edge_cases() -> None:
+    assert basic_composition_epsilon([]) == 0.0
+    assert basic_composition_epsilon([(0, math.inf), (5, 0.0)]) == 0.0
+    assert basic_composition_epsilon([(1, math.inf)]) == math.inf
+    assert basic_composition_epsilon([(10**300, 1e300)]) == math.inf
+    with pytest.raises(InvalidParameterError, match="count"):
+        basic_composition_epsilon([(-1, 1.0)])
+    with pytest.raises(InvalidParameterError, match="epsilon"):
+        basic_composition_epsilon([(1, math.nan)])
+
+
+@pytest.mark.parametrize("accountant", [ClosedFormAccountant, RDPAccountant])
+def test_pure_ledgers_are_capped_by_basic_composition(accountant: type) -> None:
+    event = ComposedEvent((SelfComposedEvent(PureDPEvent(0.1), 3), LaplaceEvent(2.0)))
+    basic = basic_composition_epsilon([(3, 0.1), (1, Fraction(1, 2))])
+    acc = accountant(Adjacency())
+    acc.compose(event)
+    assert acc.get_epsilon(1e-12).epsilon <= basic
+
+
+def test_the_pld_pure_cap_is_basic_composition() -> None:
+    events = {PureDPEvent(0.1): 3, LaplaceEvent(2.0): 1}
+    cap = _exact_pure_cap(events, Adjacency())  # type: ignore[arg-type]
+    assert cap == basic_composition_epsilon([(3, 0.1), (1, Fraction(1, 2))])
