@@ -27,6 +27,8 @@ from dpledger.accountant.base import (
 from dpledger.accountant.basic_composition import basic_composition_epsilon
 from dpledger.accountant.conversions import merged_gaussian_multiplier
 from dpledger.accountant.pld_engine import (
+    LOWER_DEFLATION,
+    MAX_CERTIFIED_EPSILON,
     MAX_FFT_LEN,
     MAX_LOSS,
     ComposedPLD,
@@ -41,7 +43,7 @@ from dpledger.accountant.pld_engine import (
     tilt_for_epsilon,
     tilted_window,
 )
-from dpledger.accountant.profiles import DirectedProfiles, leaf_profiles
+from dpledger.accountant.profiles import DirectedProfiles, Profile, leaf_profiles
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import BoundUnavailable, UnsupportedEventError
 from dpledger.core.events import (
@@ -507,6 +509,9 @@ class PLDAccountant(Accountant):
         Upper bounds barely move with the grid (connect-the-dots); the lower bound's gap shrinks
         about in proportion to the spacing, so the points needed are estimated from a coarse
         pass and one finer pass usually suffices."""
+        single = self._single_leaf_epsilon(delta)
+        if single is not None:
+            return single
         full = self.target_points
         points = min(full, ADAPTIVE_START_POINTS)
         uppers: dict[str, float] = {}  # certified upper bound per direction, coarsest pass
@@ -539,6 +544,26 @@ class PLDAccountant(Accountant):
                 points = min(full, math.ceil(points * max(2.0, 1.5 * math.sqrt(ratio))))
         finally:
             self._points = full
+
+    def _single_leaf_epsilon(self, delta: float) -> EpsilonBound | None:
+        """One leaf released once: its profile is the composition, so epsilon(delta) is the
+        root of the profile itself (upper curve for the upper bound, the exact curve deflated
+        by LOWER_DEFLATION for the lower one), found by bisection and checked at the end point;
+        None when there is more than one release or the root is beyond the certified range."""
+        prep = self._prepared()
+        if prep is None or self._non_private:
+            return None
+        single = _single_leaf(prep)
+        if single is None:
+            return None
+        upper = max(_upper_root(getattr(single, n), delta) for n in prep.names)
+        if not upper <= MAX_CERTIFIED_EPSILON:
+            return None
+        lower = 0.0
+        if prep.keep_lower:
+            lower = max(_lower_root(getattr(single, "lower_" + n), delta) for n in prep.names)
+        upper = min(upper, _next_up(prep.pure_cap))
+        return EpsilonBound(upper, min(lower, upper), delta, self.name, {"exact_profile": 1.0})
 
     def _epsilon_at(self, delta: float, uppers: dict[str, float] | None = None) -> EpsilonBound:
         """The bracket at the current grid. ``uppers`` holds certified upper bounds per
@@ -597,6 +622,16 @@ class PLDAccountant(Accountant):
             return identical_delta(epsilon, self.name)
         if epsilon >= prep.pure_cap:
             return DeltaBound(0.0, 0.0, epsilon, self.name, {"pure_cap": prep.pure_cap})
+        single = _single_leaf(prep)
+        if single is not None and epsilon <= MAX_CERTIFIED_EPSILON:
+            at = np.array([float(epsilon)])
+            up = max(float(getattr(single, n)(at)[0]) for n in prep.names)
+            lo = 0.0
+            if prep.keep_lower:
+                lo = max(
+                    _lower_value(getattr(single, "lower_" + n), float(epsilon)) for n in prep.names
+                )
+            return DeltaBound(min(1.0, up), min(lo, up), epsilon, self.name, {"exact_profile": 1.0})
         upper, lower, h = 0.0, 0.0, 0.0
         for name in prep.names:
             best_up, best_lo = 1.0, 0.0
@@ -629,6 +664,68 @@ class PLDAccountant(Accountant):
             upper = max(upper, best_up)
             lower = max(lower, best_lo)
         return DeltaBound(upper, min(lower, upper), epsilon, self.name, {"grid_spacing": h})
+
+
+def _single_leaf(prep: _Prepared) -> DirectedProfiles | None:
+    """The profiles of the one leaf released once, when that is the whole composition."""
+    if len(prep.comps) != 1 or prep.comps[0][1] != 1 or prep.lower_comps is not prep.comps:
+        return None
+    return prep.comps[0][0]
+
+
+#: bisection steps of the single-leaf roots (the bracket halves each step)
+ROOT_STEPS = 200
+
+
+def _upper_root(profile: Profile, delta: float) -> float:
+    """A certified upper bound of epsilon(delta) for an upper curve: a point where the curve is
+    at most delta (inf when none is found below MAX_CERTIFIED_EPSILON)."""
+
+    def value(e: float) -> float:
+        return float(profile(np.array([e]))[0])
+
+    if value(0.0) <= delta:
+        return 0.0
+    hi = max(1.0, min(profile.loss_hi, MAX_CERTIFIED_EPSILON))
+    while not value(hi) <= delta:
+        if hi >= MAX_CERTIFIED_EPSILON:
+            return math.inf
+        hi = min(2 * hi, MAX_CERTIFIED_EPSILON)
+    lo = 0.0
+    for _ in range(ROOT_STEPS):
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        if value(mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _lower_value(profile: Profile, epsilon: float) -> float:
+    """A certified lower bound of an exact curve at ``epsilon``."""
+    return float(profile(np.array([epsilon]))[0]) / (1 + LOWER_DEFLATION) * (1 - 1e-15)
+
+
+def _lower_root(profile: Profile, delta: float) -> float:
+    """A certified lower bound of epsilon(delta) for an exact curve: a point where the curve
+    (deflated) still exceeds delta; the true curve is non-increasing, so it exceeds delta at
+    every smaller epsilon."""
+    if not _lower_value(profile, 0.0) > delta:
+        return 0.0
+    lo, hi = 0.0, max(1.0, min(profile.loss_hi, MAX_CERTIFIED_EPSILON))
+    if _lower_value(profile, hi) > delta:
+        return hi
+    for _ in range(ROOT_STEPS):
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        if _lower_value(profile, mid) > delta:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _gentler(tilt: float) -> list[float]:

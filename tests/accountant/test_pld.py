@@ -243,3 +243,41 @@ def test_many_distinct_components_keep_both_bounds_certified(monkeypatch):
     # parameters rounded by at most ~3% (6% for the lower) move the bounds by little here
     assert got.epsilon <= exact.epsilon * 1.10
     assert got.epsilon_lower >= exact.epsilon_lower * 0.85
+
+
+def _subsampled_gaussian_delta_mp(mu: float, q: float, eps: float) -> float:
+    """Worse direction of Poisson-subsampled N(mu, 1) vs N(0, 1) at eps, in 60-digit mpmath."""
+    import mpmath
+
+    mpmath.mp.dps = 60
+    mu_, q_, e = mpmath.mpf(mu), mpmath.mpf(q), mpmath.exp(mpmath.mpf(eps))
+
+    def sf(x):  # type: ignore[no-untyped-def]
+        return mpmath.ncdf(-x)
+
+    # remove: (1-q)N(0) + qN(mu) vs N(0); the loss exceeds eps above x_r
+    x_r = mu_ / 2 + mpmath.log((e - (1 - q_)) / q_) / mu_
+    remove = q_ * sf(x_r - mu_) + (1 - q_) * sf(x_r) - e * sf(x_r)
+    # add: N(0) vs (1-q)N(0) + qN(mu); the loss exceeds eps below x_a (when e (1-q) < 1)
+    add = mpmath.mpf(0)
+    if e * (1 - q_) < 1:
+        x_a = mu_ / 2 + mpmath.log((1 - e * (1 - q_)) / (e * q_)) / mu_
+        add = mpmath.ncdf(x_a) - e * ((1 - q_) * mpmath.ncdf(x_a) + q_ * mpmath.ncdf(x_a - mu_))
+    return float(max(remove, add))
+
+
+@pytest.mark.parametrize(
+    ("sigma", "q", "delta"), [(0.5, 1e-3, 1e-5), (1.0, 1e-4, 1e-15), (1.0, 0.1, 1e-5)]
+)
+def test_one_subsampled_step_is_the_root_of_its_exact_profile(sigma, q, delta):
+    """One release: the bracket is the root of the exact profile (a 60-digit reference)."""
+    acc = PLDAccountant()
+    acc.compose(PoissonSampledEvent(q, GaussianEvent(sigma)))
+    b = acc.get_epsilon(delta)
+    mu = 1.0 / sigma
+    assert _subsampled_gaussian_delta_mp(mu, q, b.epsilon) <= delta * (1 + 1e-9)
+    assert _subsampled_gaussian_delta_mp(mu, q, b.epsilon_lower) >= delta * (1 - 1e-9)
+    assert b.epsilon - b.epsilon_lower <= 1e-6 * b.epsilon
+    d = acc.get_delta(b.epsilon)
+    exact = _subsampled_gaussian_delta_mp(mu, q, b.epsilon)
+    assert d.delta_lower <= exact <= d.delta <= exact * (1 + 1e-8)
