@@ -625,13 +625,14 @@ class PLDAccountant(Accountant):
         single = _single_leaf(prep)
         if single is not None and epsilon <= MAX_CERTIFIED_EPSILON:
             at = np.array([float(epsilon)])
-            up = max(float(getattr(single, n)(at)[0]) for n in prep.names)
-            lo = 0.0
+            top = max(float(getattr(single, n)(at)[0]) for n in prep.names)
+            bottom = 0.0
             if prep.keep_lower:
-                lo = max(
+                bottom = max(
                     _lower_value(getattr(single, "lower_" + n), float(epsilon)) for n in prep.names
                 )
-            return DeltaBound(min(1.0, up), min(lo, up), epsilon, self.name, {"exact_profile": 1.0})
+            details = {"exact_profile": 1.0}
+            return DeltaBound(min(1.0, top), min(bottom, top), epsilon, self.name, details)
         upper, lower, h = 0.0, 0.0, 0.0
         for name in prep.names:
             best_up, best_lo = 1.0, 0.0
