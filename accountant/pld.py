@@ -48,6 +48,7 @@ from dpledger.core.events import (
     NonPrivateEvent,
     PoissonSampledEvent,
     PureDPEvent,
+    RandomAllocationEvent,
     RandomizedResponseEvent,
     SampledWithoutReplacementEvent,
     ShuffledBatchesEvent,
@@ -581,7 +582,11 @@ def _parameter_reason(leaf: Event, factor: float) -> str | None:
     inner = (
         leaf.event
         if isinstance(
-            leaf, PoissonSampledEvent | SampledWithoutReplacementEvent | ShuffledBatchesEvent
+            leaf,
+            PoissonSampledEvent
+            | SampledWithoutReplacementEvent
+            | ShuffledBatchesEvent
+            | RandomAllocationEvent,
         )
         else leaf
     )
