@@ -385,7 +385,10 @@ def allocation_table_event(event: RandomAllocationEvent, adjacency: Adjacency) -
         name = f"random_allocation(k={event.num_selected} of t={event.num_steps}, no amplification)"
     else:
         tables = allocation_tables(sigma, event.num_steps)
-        name = f"random_allocation(t={event.num_steps}, sigma={sigma:.6g})"
+        name = (
+            f"random_allocation(t={event.num_steps}, sigma={sigma:.6g}): balls-in-bins pair "
+            "(Chua et al. 2025; Feldman & Shenfeld 2025), certified grid"
+        )
     return TabulatedProfileEvent(
         tuple(float(e) for e in tables.epsilons),
         tuple(float(d) for d in tables.remove),
