@@ -248,7 +248,7 @@ def _tables(sigma: float, t: int) -> AllocationTables:
     def points(n: int) -> int:  # the window of a sum of n copies (its bulk and one big value)
         return min(width, math.ceil((n + 14.0 * sd * math.sqrt(n) + 1.5 * big) / h) + 2)
 
-    s = np.arange(width) * h  # the grid values of the sum
+    s: Array = np.asarray(np.arange(width) * h, dtype=float)  # the grid values of the sum
     # P(at least two above B) and the mass they carry (remove: E[S / t; J >= 2])
     p_one_more = -math.expm1((t - 1) * math.log1p(-p_big))
     p_two = float(special.bdtrc(1, t, p_big)) * (1 + NDTR_REL) + 1e-300
@@ -331,8 +331,13 @@ def _one_big_remove(
     With x = c t - s: for x <= B the expectation is E[L; L > B] - x P(L > B), linear in x
     (suffix sums); for x > B it is V(x) = E[L; L > x] - x P(L > x), non-increasing, bounded
     by its value at the geometric grid point below x."""
-    grid = big * EXCESS_RATIO ** np.arange(
-        math.ceil(math.log(max(c[-1] * t, big * 2) / big) / math.log(EXCESS_RATIO)) + 2
+    grid: Array = np.asarray(
+        big
+        * EXCESS_RATIO
+        ** np.arange(
+            math.ceil(math.log(max(c[-1] * t, big * 2) / big) / math.log(EXCESS_RATIO)) + 2
+        ),
+        dtype=float,
     )
     zg = _z(grid, mu)
     t1 = _tail(zg - mu)
