@@ -276,7 +276,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.random_allocation._tables",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="838cb5c4ec6a4e93985be0b72bb15d64ffac9fc301ecb94908d8ece6bcc3dd51",
+        source_sha256="698aa4b28258d75e9f26e1318790fc9183284df28998154f0e7a54b8b4c4a4bc",
     ),
     ProofRecord(
         target="dpledger.accountant.random_allocation.allocation_profiles",
