@@ -53,6 +53,7 @@ from dpledger.core.events import (
     NonPrivateEvent,
     PoissonSampledEvent,
     PureDPEvent,
+    RandomAllocationEvent,
     RandomizedResponseEvent,
     SampledWithoutReplacementEvent,
     ShuffledBatchesEvent,
@@ -774,7 +775,11 @@ def _parameter_reason(leaf: Event, factor: float) -> str | None:
     inner = (
         leaf.event
         if isinstance(
-            leaf, PoissonSampledEvent | SampledWithoutReplacementEvent | ShuffledBatchesEvent
+            leaf,
+            PoissonSampledEvent
+            | SampledWithoutReplacementEvent
+            | ShuffledBatchesEvent
+            | RandomAllocationEvent,
         )
         else leaf
     )

@@ -31,6 +31,7 @@ from dpledger.core.events import (
     LaplaceEvent,
     PoissonSampledEvent,
     PureDPEvent,
+    RandomAllocationEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
@@ -600,6 +601,10 @@ def leaf_profiles(event: Event, adjacency: Adjacency) -> DirectedProfiles:
     """Directed profiles of a leaf or sampled-leaf event under ``adjacency``'s relation."""
     if isinstance(event, TabulatedProfileEvent):
         return tabulated_profiles(event, adjacency)
+    if isinstance(event, RandomAllocationEvent):
+        from dpledger.accountant.random_allocation import allocation_profiles
+
+        return allocation_profiles(event, adjacency)  # type: ignore[no-any-return]
     factor = _noise_factor(adjacency)
     if isinstance(event, ShuffledBatchesEvent):
         return shuffled_profiles(event, adjacency)

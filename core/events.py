@@ -504,6 +504,52 @@ class ShuffledBatchesEvent(Event):
         return (self.event,)
 
 
+#: why accountants refuse random allocation under replace-one, with the fix
+ALLOCATION_NEEDS_ADD_REMOVE = (
+    "random allocation is analysed under add/remove adjacency only (the dominating pair is "
+    "proven for adding or removing one record); declare relation = 'add_remove'"
+)
+
+
+@attrs.frozen
+class RandomAllocationEvent(Event):
+    """One epoch of random allocation (balls-in-bins): each record is allocated to
+    ``num_selected`` of ``num_steps`` steps chosen uniformly at random, independently of the
+    other records, and ``event`` runs at every step on the records allocated to it (the batch
+    sizes are random). ``E`` epochs, each re-allocated, are ``SelfComposedEvent(epoch, E)``.
+
+    The analysis holds under add/remove adjacency of one record, with any number of records
+    (no source size is fixed), also when later steps are chosen adaptively from earlier
+    outputs: for ``num_selected = 1`` and a Gaussian ``event`` the remove direction is dominated
+    by ``(1/t) sum_i N(e_i / sigma, I_t)`` vs ``N(0, I_t)`` and the add direction by the swapped
+    pair (Chua et al., "Balls-and-bins sampling for DP-SGD", AISTATS 2025; Feldman & Shenfeld,
+    "Privacy amplification by random allocation", arXiv 2502.08202). Replace-one is refused by
+    the accountants. For ``num_selected > 1`` no amplification is claimed (the record is in
+    ``num_selected`` steps).
+    """
+
+    kind: ClassVar[str] = "random_allocation"
+    num_steps: int = attrs.field(validator=positive_int)
+    event: Event = attrs.field(validator=_event_validator)
+    num_selected: int = attrs.field(default=1, validator=positive_int)
+
+    def __attrs_post_init__(self) -> None:
+        if self.num_selected > self.num_steps:
+            raise InvalidParameterError(
+                "num_selected",
+                f"{self.num_selected} exceeds num_steps {self.num_steps}",
+                "allocate each record to at most num_steps steps",
+            )
+
+    @property
+    def sampling_probability(self) -> float:
+        """The probability that a given step holds a given record: ``k / t``."""
+        return self.num_selected / self.num_steps
+
+    def children(self) -> tuple[Event, ...]:
+        return (self.event,)
+
+
 @attrs.frozen
 class SelfComposedEvent(Event):
     """``count`` independent repetitions of ``event``."""
@@ -561,7 +607,15 @@ CORE_EVENT_KINDS: frozenset[str] = frozenset(EVENT_KINDS.core)
 
 
 #: integer parameters; JSON Schema counts 10.0 as an integer, so 10.0 is read as 10
-INT_EVENT_FIELDS = ("count", "source_size", "sample_size", "batch_size", "num_buckets")
+INT_EVENT_FIELDS = (
+    "count",
+    "source_size",
+    "sample_size",
+    "batch_size",
+    "num_buckets",
+    "num_steps",
+    "num_selected",
+)
 
 
 def short_repr(value: Any) -> str:

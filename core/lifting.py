@@ -42,6 +42,7 @@ from dpledger.core.events import (
     NoOpEvent,
     PoissonSampledEvent,
     PureDPEvent,
+    RandomAllocationEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
@@ -156,7 +157,11 @@ def _lift(event: Event, k: int, rules: list[str], release: str) -> Event:
         rules.append(RULE_COMPOSE)
         return ComposedEvent(tuple(_lift(e, k, rules, release) for e in event.events))
     if isinstance(
-        event, PoissonSampledEvent | SampledWithoutReplacementEvent | ShuffledBatchesEvent
+        event,
+        PoissonSampledEvent
+        | SampledWithoutReplacementEvent
+        | ShuffledBatchesEvent
+        | RandomAllocationEvent,
     ):
         raise LiftingError(
             f"release {release!r}: {event.kind} samples rows, and a row-sampled event has no "

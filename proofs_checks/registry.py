@@ -222,7 +222,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.leaf_profiles",
         status="contrib",
         proof="proofs_checks/wor_subsampling/proof.md",
-        source_sha256="95e3d3f56e03c2b8c5e4003e67daad6e0fdd027aafaaff86056eda88b154b47d",
+        source_sha256="69f947ef249668f9f4bcf5a032496675af860c2f3e1b9363eae8f50727401f54",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_engine.compose",
@@ -277,6 +277,24 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
         source_sha256="6f9b6ccff94b8f1e6526f727670a1c0b5b80d996d52f7abfa928eb9ebb5008e5",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.random_allocation._tables",
+        status="contrib",
+        proof="proofs_checks/random_allocation/proof.md",
+        source_sha256="698aa4b28258d75e9f26e1318790fc9183284df28998154f0e7a54b8b4c4a4bc",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.random_allocation.allocation_profiles",
+        status="contrib",
+        proof="proofs_checks/random_allocation/proof.md",
+        source_sha256="1cda7342e85135558009bfe0dd2cefb6de5300d61f18cf75351ebad4b2c8cb48",
+    ),
+    ProofRecord(
+        target="dpledger.runtime.ledger.PrivacyLedger.allocate",
+        status="contrib",
+        proof="proofs_checks/random_allocation/proof.md",
+        source_sha256="422c152fcab6297e44741bbe527641de155954c63d1ab691efb6e57c32b23946",
     ),
 )
 

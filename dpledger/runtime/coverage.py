@@ -28,6 +28,7 @@ from dpledger.core.events import (
     NonPrivateEvent,
     PoissonSampledEvent,
     PureDPEvent,
+    RandomAllocationEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
@@ -49,7 +50,7 @@ FloatArray = NDArray[np.float64]
 class _Sampled:
     """Canonical form of a sampled step: the scheme and the multiset of what runs inside."""
 
-    scheme: str  # "poisson" | "wor" | "shuffle"
+    scheme: str  # "poisson" | "wor" | "shuffle" | "allocation"
     rate: float
     source_size: int
     sample_size: int
@@ -79,6 +80,14 @@ def canonical_step(event: Event) -> Hashable:
             event.batch_size,
             canonical_multiset(event.event),
         )
+    if isinstance(event, RandomAllocationEvent):  # source_size: steps; sample_size: per record
+        return _Sampled(
+            "allocation",
+            event.sampling_probability,
+            event.num_steps,
+            event.num_selected,
+            canonical_multiset(event.event),
+        )
     hashable: Hashable = event
     return hashable
 
@@ -104,7 +113,9 @@ def dominates(declared: Hashable, executed: Hashable) -> bool:
                 return False
             if executed.scheme == "poisson":
                 ok = executed.rate <= declared.rate
-            elif executed.scheme == "shuffle":  # the partition is fixed by both sizes
+            elif executed.scheme in ("shuffle", "allocation"):
+                # shuffle: the partition is fixed by both sizes; allocation: the same number of
+                # steps and of steps per record
                 ok = (
                     executed.source_size == declared.source_size
                     and executed.sample_size == declared.sample_size
@@ -117,9 +128,11 @@ def dominates(declared: Hashable, executed: Hashable) -> bool:
             return ok and multiset_covered(executed.inner, declared.inner)
         # subsampling (rate <= 1) never costs more than running the inner step on everything,
         # and a shuffled epoch costs its batch's step once (each record is in one batch)
+        # (a record allocated to k > 1 steps runs the step k times: not covered by one)
         return (
             len(executed.inner) == 1
             and executed.inner[0][1] == 1
+            and not (executed.scheme == "allocation" and executed.sample_size > 1)
             and dominates(declared, executed.inner[0][0])
         )
     if isinstance(declared, _Sampled) or type(declared) is not type(executed):
@@ -217,6 +230,11 @@ def describe_step(step: Hashable) -> str:
             return f"poisson_sampled(q={step.rate!r}, {inner})"
         if step.scheme == "shuffle":
             return f"shuffled_batches({step.sample_size} of {step.source_size} per batch, {inner})"
+        if step.scheme == "allocation":
+            return (
+                f"random_allocation({step.sample_size} of {step.source_size} steps per record, "
+                f"{inner})"
+            )
         return f"sampled_without_replacement({step.sample_size}/{step.source_size}, {inner})"
     assert isinstance(step, Event)
     return str(step.describe())
@@ -246,6 +264,17 @@ def explain_uncovered(step: Hashable, executed: Multiset, declared: Multiset) ->
                 "the run draws Poisson samples, but the declaration states shuffled batches: "
                 "declare PoissonSampledEvent, or batch with ledger.shuffle_batches"
             )
+        if not same and step.scheme == "allocation" and schemes:
+            return (
+                "the run allocates each record to random steps (balls-in-bins), but the "
+                f"declaration states {' and '.join(sorted(schemes))} sampling; declare "
+                "RandomAllocationEvent(num_steps, ...) per epoch"
+            )
+        if not same and "allocation" in schemes:
+            return (
+                f"the run draws {step.scheme} samples, but the declaration states random "
+                "allocation: declare the sampling that runs, or batch with ledger.allocate"
+            )
         if not same:
             return f"no {step.scheme} sampled step is declared"
         if step.scheme == "poisson" and all(step.rate > d.rate for d in same):
@@ -256,6 +285,13 @@ def explain_uncovered(step: Hashable, executed: Multiset, declared: Multiset) ->
             return (
                 f"the epoch shuffles {step.source_size} records into batches of "
                 f"{step.sample_size}, which no declared shuffled epoch states"
+            )
+        if step.scheme == "allocation" and not any(
+            d.source_size == step.source_size and d.sample_size == step.sample_size for d in same
+        ):
+            return (
+                f"the epoch allocates each record to {step.sample_size} of {step.source_size} "
+                "steps, which no declared random allocation states"
             )
         if step.scheme == "wor" and not any(
             d.source_size == step.source_size and step.sample_size <= d.sample_size for d in same

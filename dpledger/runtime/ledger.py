@@ -51,6 +51,7 @@ from dpledger.core.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    RandomAllocationEvent,
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
@@ -287,6 +288,44 @@ class ShuffledEpoch:
         self._most |= self._counts(inner)
         if event is not None:
             self._ledger._book_epoch(self, event)
+
+
+class AllocatedEpoch(ShuffledEpoch):
+    """One epoch of random allocation (:meth:`PrivacyLedger.allocate`): each record is in
+    ``num_selected`` of the ``num_steps`` steps. Iterate over it for the steps, in order, and
+    enter each (``with batch:``) around what runs on it. The epoch is booked as one
+    ``RandomAllocationEvent(num_steps, inner, num_selected)`` whose ``inner`` holds, for each
+    kind of step, the most any step ran (a step that runs less is a post-processing of it)."""
+
+    def __init__(
+        self,
+        ledger: PrivacyLedger,
+        step: str,
+        n: int,
+        num_steps: int,
+        num_selected: int,
+        members: list[NDArray[np.int64]],
+    ) -> None:
+        self._ledger = ledger
+        self.step = step
+        self.source_size = n
+        self.num_steps = num_steps
+        self.num_selected = num_selected
+        self._index: int | None = None
+        self._most: Counter[Hashable] = Counter()
+        self._leaf: dict[Hashable, Event] = {}
+        self.batches = tuple(ShuffledBatch(self, i, idx) for i, idx in enumerate(members))
+
+    def _event(self, inner: list[Event]) -> Event | None:
+        most = self._most | self._counts(inner)
+        if not most:
+            return None
+        parts: list[Event] = [
+            self._leaf[key] if c == 1 else SelfComposedEvent(self._leaf[key], c)
+            for key, c in sorted(most.items(), key=lambda kv: repr(kv[0]))
+        ]
+        body = parts[0] if len(parts) == 1 else ComposedEvent(parts)
+        return RandomAllocationEvent(self.num_steps, body, self.num_selected)
 
 
 def selection_epsilon(epsilon: float, adjacency: Adjacency) -> float:
@@ -845,6 +884,50 @@ class PrivacyLedger:
         order = self.rng.permutation(int(n)).astype(np.int64)
         epoch = ShuffledEpoch(self, step, int(n), int(batch_size), order)
         self.log.append({"step": step, "shuffle_batches": [int(batch_size), int(n)]})
+        self.private_log.append({"step": step, "batch_sizes": [len(b) for b in epoch.batches]})
+        return epoch
+
+    def allocate(self, n: int, t: int, k: int = 1, *, step: str) -> AllocatedEpoch:
+        """One epoch of random allocation (balls-in-bins): each of ``n`` records is allocated
+        to ``k`` of ``t`` steps chosen uniformly at random (distinct, independently of the
+        other records), so the steps' batch sizes are random.
+
+        Iterate over the result for the ``t`` steps and run each step inside ``with batch:``;
+        the epoch is booked as ``RandomAllocationEvent(t, ..., k)`` (call once per epoch; the
+        allocation comes from the ledger's generator). The analysis holds under add/remove
+        adjacency only.
+        """
+        step = _check_step(step)
+        self._check_units_sampled(step)
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+            raise InvalidParameterError(
+                "n", f"must be an integer >= 0, got {n!r}", "pass len(data)"
+            )
+        for name, v in (("t", t), ("k", k)):
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+                raise InvalidParameterError(name, f"must be an integer >= 1, got {v!r}", "fix it")
+        if k > t:
+            raise InvalidParameterError("k", f"{k} exceeds t = {t}", "use k <= t")
+        if self.adjacency.relation != "add_remove":
+            raise LedgerViolationError(
+                f"step {step!r}: random allocation is analysed under add/remove adjacency only "
+                "(the dominating pair is proven for adding or removing one record). Fix: run "
+                "under Adjacency(relation='add_remove'), or batch with ledger.shuffle_batches"
+            )
+        n, t, k = int(n), int(t), int(k)
+        if k == 1:
+            chosen = self.rng.integers(0, t, size=n).astype(np.int64)
+            order = np.argsort(chosen, kind="stable").astype(np.int64)
+            bounds = np.searchsorted(chosen[order], np.arange(t + 1))
+            members = [order[bounds[i] : bounds[i + 1]] for i in range(t)]
+        else:
+            lists: list[list[int]] = [[] for _ in range(t)]
+            for record in range(n):
+                for s in self.rng.choice(t, size=k, replace=False):
+                    lists[int(s)].append(record)
+            members = [np.asarray(m, dtype=np.int64) for m in lists]
+        epoch = AllocatedEpoch(self, step, n, t, k, members)
+        self.log.append({"step": step, "allocate": [k, t]})
         self.private_log.append({"step": step, "batch_sizes": [len(b) for b in epoch.batches]})
         return epoch
 

@@ -12,6 +12,7 @@ from dpledger.core.events import (
     Event,
     GaussianEvent,
     PoissonSampledEvent,
+    RandomAllocationEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
     ShuffledBatchesEvent,
@@ -36,6 +37,10 @@ ROWS: dict[str, tuple[Event, Adjacency]] = {
     "| shuffled epochs of 256-record batches | replace-one |": (
         SelfComposedEvent(ShuffledBatchesEvent(N, B, GaussianEvent(SIGMA)), EPOCHS),
         Adjacency(relation="replace_one"),
+    ),
+    "| random allocation, each record in 1 of 235 steps | add/remove |": (
+        SelfComposedEvent(RandomAllocationEvent(-(-N // B), GaussianEvent(SIGMA)), EPOCHS),
+        Adjacency(),
     ),
 }
 

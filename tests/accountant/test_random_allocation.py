@@ -1,0 +1,145 @@
+"""Random allocation of a Gaussian step: the certified tables against closed forms, the
+max-of-steps lower curve, the no-amplification bound, Monte Carlo and an independent library."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import integrate, special
+
+from dpledger.accountant.profiles import gaussian_profile, lower_pair_profiles
+from dpledger.accountant.random_allocation import (
+    allocation_lower_pair,
+    allocation_table_event,
+    allocation_tables,
+)
+from dpledger.accountant.select import account
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.errors import UnsupportedEventError
+from dpledger.core.events import (
+    GaussianEvent,
+    LaplaceEvent,
+    RandomAllocationEvent,
+    SelfComposedEvent,
+)
+
+DELTA = 1e-5
+
+
+def test_one_step_is_the_plain_gaussian() -> None:
+    alloc = account(RandomAllocationEvent(1, GaussianEvent(1.3)), Adjacency(), delta=DELTA)
+    plain = account(GaussianEvent(1.3), Adjacency(), delta=DELTA)
+    assert alloc.bound.epsilon == pytest.approx(plain.bound.epsilon, rel=2e-3)
+    tables = allocation_tables(1.3, 1)
+    gauss = gaussian_profile(1 / 1.3)(tables.epsilons)
+    assert np.array_equal(tables.remove, gauss) and np.array_equal(tables.add, gauss)
+
+
+def test_two_steps_raw_table_is_close_to_and_above_the_exact_value() -> None:
+    # t = 2: delta_remove(eps) = E_{L1}[E[(L2 - (2 e^eps - L1))_+]] / 2, the inner
+    # expectation in closed form, the outer one by quadrature
+    mu, t = 1.0, 2
+    tables = allocation_tables(1 / mu, t)
+
+    def inner(x: float) -> float:
+        if x <= 0:
+            return 1.0 - x
+        z = (math.log(x) + mu * mu / 2) / mu
+        return float(special.ndtr(mu - z) - x * special.ndtr(-z))
+
+    for i in range(0, 120, 15):
+        c = math.exp(float(tables.epsilons[i]))
+
+        def f(z1: float, c: float = c) -> float:
+            density = math.exp(-z1 * z1 / 2) / math.sqrt(2 * math.pi)
+            return density * inner(t * c - math.exp(mu * z1 - mu * mu / 2)) / t
+
+        exact = integrate.quad(f, -12, 12, limit=400, epsabs=1e-14, epsrel=1e-12)[0]
+        assert tables.remove_raw[i] >= exact
+        assert tables.remove_raw[i] <= exact * 1.002 + 1e-12
+
+
+def test_never_above_one_gaussian_release_per_epoch() -> None:
+    epoch = RandomAllocationEvent(50, GaussianEvent(1.0))
+    alloc = account(SelfComposedEvent(epoch, 4), Adjacency(), delta=DELTA).bound
+    plain = account(SelfComposedEvent(GaussianEvent(1.0), 4), Adjacency(), delta=DELTA).bound
+    assert alloc.epsilon <= plain.epsilon
+    tables = allocation_tables(1.0, 50)
+    gauss = gaussian_profile(1.0)(tables.epsilons)
+    assert np.all(tables.remove <= gauss) and np.all(tables.add <= gauss)
+
+
+def test_never_below_the_certified_max_of_steps_lower_curve() -> None:
+    sigma, t = 1.1, 40
+    tables = allocation_tables(sigma, t)
+    forward, backward = lower_pair_profiles(allocation_lower_pair(sigma, t), "max")
+    assert np.all(tables.remove >= forward(tables.epsilons))
+    assert np.all(tables.add >= backward(tables.epsilons))
+    bound = account(RandomAllocationEvent(t, GaussianEvent(sigma)), Adjacency(), delta=DELTA)
+    assert 0 < bound.bound.epsilon_lower <= bound.bound.epsilon
+
+
+@pytest.mark.parametrize("t", [3, 8])
+def test_monte_carlo_sanity_of_the_delta_formula(t: int) -> None:
+    sigma = 1.0
+    rng = np.random.default_rng(12345)
+    z = rng.standard_normal((400_000, t))
+    ratio = np.exp(z / sigma - 0.5 / sigma**2).mean(axis=1)  # S / t under Q
+    tables = allocation_tables(sigma, t)
+    for i in (0, 10, 25, 40):
+        c = math.exp(float(tables.epsilons[i]))
+        for sample, bound in (
+            (np.maximum(ratio - c, 0.0), tables.remove_raw[i]),
+            (np.maximum(1.0 - c * ratio, 0.0), tables.add_raw[i]),
+        ):
+            mean, se = float(sample.mean()), float(sample.std()) / math.sqrt(sample.size)
+            assert bound >= mean - 6 * se
+            assert bound <= mean * 1.05 + 6 * se + 1e-9
+
+
+def test_replace_one_and_other_bases_are_refused() -> None:
+    event = RandomAllocationEvent(10, GaussianEvent(1.0))
+    with pytest.raises(UnsupportedEventError, match="add/remove adjacency only"):
+        allocation_table_event(event, Adjacency(relation="replace_one"))
+    with pytest.raises(UnsupportedEventError, match="Gaussian releases"):
+        allocation_table_event(RandomAllocationEvent(10, LaplaceEvent(1.0)), Adjacency())
+
+
+def test_k_of_t_is_charged_as_k_releases() -> None:
+    kt = account(RandomAllocationEvent(20, GaussianEvent(2.0), 2), Adjacency(), delta=DELTA)
+    two = account(SelfComposedEvent(GaussianEvent(2.0), 2), Adjacency(), delta=DELTA)
+    assert kt.bound.epsilon == pytest.approx(two.bound.epsilon, rel=2e-3)
+    assert kt.bound.epsilon >= two.bound.epsilon * (1 - 1e-3)
+
+
+@settings(max_examples=4, deadline=None)
+@given(sigma=st.floats(0.7, 4.0), t=st.integers(2, 25))
+def test_tables_are_valid_certified_curves(sigma: float, t: int) -> None:
+    tables = allocation_tables(sigma, t)
+    gauss = gaussian_profile(1 / sigma)(tables.epsilons)
+    for curve in (tables.remove, tables.add):
+        assert np.all((curve >= 0) & (curve <= 1))
+        assert np.all(np.diff(curve) <= 0)
+        assert np.all(curve <= gauss)
+    # delta(0) is the total variation distance: the same for both directions
+    assert tables.remove_raw[0] == pytest.approx(tables.add_raw[0], rel=1e-3, abs=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sigma", "t", "epochs"), [(1.1, 10, 1), (0.9, 50, 3)])
+def test_against_pld_accounting(sigma: float, t: int, epochs: int) -> None:
+    lib = pytest.importorskip("PLD_accounting")
+    upper, lower = lib.gaussian_allocation_epsilon_range(
+        delta=DELTA, sigma=sigma, num_steps=t, num_epochs=epochs
+    )
+    ours = account(
+        SelfComposedEvent(RandomAllocationEvent(t, GaussianEvent(sigma)), epochs),
+        Adjacency(),
+        delta=DELTA,
+    ).bound
+    assert ours.epsilon >= lower * (1 - 1e-3)
+    assert ours.epsilon <= upper * 1.03
