@@ -281,3 +281,40 @@ def test_one_subsampled_step_is_the_root_of_its_exact_profile(sigma, q, delta):
     d = acc.get_delta(b.epsilon)
     exact = _subsampled_gaussian_delta_mp(mu, q, b.epsilon)
     assert d.delta_lower <= exact <= d.delta <= exact * (1 + 1e-8)
+
+
+def _two_step_remove_delta_mp(q: float, eps: float) -> float:
+    """Two Poisson-subsampled N(1, 1) vs N(0, 1) steps (remove direction) at eps:
+    E_{x ~ P}[delta_1(eps - L(x))] with delta_1 the exact one-step profile (mpmath quadrature)."""
+    import mpmath
+
+    mpmath.mp.dps = 40
+    q_ = mpmath.mpf(q)
+    half = mpmath.mpf(1) / 2
+
+    def loss(x):  # type: ignore[no-untyped-def]
+        return mpmath.log(1 - q_ + q_ * mpmath.exp(x - half))
+
+    def one_step(t):  # type: ignore[no-untyped-def]
+        e = mpmath.exp(t)
+        if e <= 1 - q_:
+            return 1 - e
+        x_r = half + mpmath.log((e - (1 - q_)) / q_)
+        return q_ * mpmath.ncdf(1 - x_r) + (1 - q_) * mpmath.ncdf(-x_r) - e * mpmath.ncdf(-x_r)
+
+    def integrand(x):  # type: ignore[no-untyped-def]
+        density = (1 - q_) * mpmath.npdf(x) + q_ * mpmath.npdf(x, 1)
+        return density * one_step(mpmath.mpf(eps) - loss(x))
+
+    points = [-mpmath.inf, 0, 4, 7, 8, 9, 10, 11, 13, mpmath.inf]
+    return float(mpmath.quad(integrand, points))
+
+
+def test_two_subsampled_steps_at_delta_1e15_bracket_the_exact_value():
+    """Dominated-pair lower bound and connect-the-dots upper bound against an exact quadrature."""
+    acc = PLDAccountant()
+    acc.compose(PoissonSampledEvent(1e-3, GaussianEvent(1.0)), 2)
+    b = acc.get_epsilon(1e-15)
+    assert _two_step_remove_delta_mp(1e-3, b.epsilon_lower) >= 1e-15
+    assert _two_step_remove_delta_mp(1e-3, b.epsilon) <= 1e-15
+    assert b.epsilon <= b.epsilon_lower * 1.005
