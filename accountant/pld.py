@@ -554,7 +554,7 @@ class PLDAccountant(Accountant):
         prep = self._prepared()
         if prep is None or self._non_private:
             return None
-        single = _single_leaf(prep)
+        single = _single_leaf(prep, self._upper_events)
         if single is None:
             return None
         upper = max(_upper_root(getattr(single, n), delta) for n in prep.names)
@@ -623,7 +623,7 @@ class PLDAccountant(Accountant):
             return identical_delta(epsilon, self.name)
         if epsilon >= prep.pure_cap:
             return DeltaBound(0.0, 0.0, epsilon, self.name, {"pure_cap": prep.pure_cap})
-        single = _single_leaf(prep)
+        single = _single_leaf(prep, self._upper_events)
         if single is not None and epsilon <= MAX_CERTIFIED_EPSILON:
             at = np.array([float(epsilon)])
             top = max(float(getattr(single, n)(at)[0]) for n in prep.names)
@@ -668,9 +668,15 @@ class PLDAccountant(Accountant):
         return DeltaBound(upper, min(lower, upper), epsilon, self.name, {"grid_spacing": h})
 
 
-def _single_leaf(prep: _Prepared) -> DirectedProfiles | None:
-    """The profiles of the one leaf released once, when that is the whole composition."""
+def _single_leaf(prep: _Prepared, events: dict[Event, int]) -> DirectedProfiles | None:
+    """The profiles of the one sampled leaf released once, when that is the whole composition
+    (pure leaves keep the exact rational cap of the composition path, and an unsampled
+    Gaussian is the closed-form backend's)."""
     if len(prep.comps) != 1 or prep.comps[0][1] != 1 or prep.lower_comps is not prep.comps:
+        return None
+    if math.isfinite(prep.pure_cap) or len(events) != 1:
+        return None
+    if isinstance(next(iter(events)), GaussianEvent):
         return None
     return prep.comps[0][0]
 

@@ -1,0 +1,54 @@
+"""The PLD bracket table of docs/accountants.md is what the PLD backend certifies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dpledger.accountant.pld import PLDAccountant
+from dpledger.core.events import Event, GaussianEvent, PoissonSampledEvent, SelfComposedEvent
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "accountants.md"
+
+
+def _dp_sgd(sigma: float, q: float, steps: int) -> Event:
+    return SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(sigma)), steps)
+
+
+#: row label -> (event, delta, heavy)
+ROWS: dict[str, tuple[Event, float, bool]] = {
+    "| q = 1e-4, 1e5 steps, δ = 1e-10 |": (_dp_sgd(1.0, 1e-4, 100_000), 1e-10, True),
+    "| σ = 0.8, q = 1e-4, 1e5 steps, δ = 1e-10 |": (_dp_sgd(0.8, 1e-4, 100_000), 1e-10, True),
+    "| q = 0.01, 1000 steps, δ = 1e-15 |": (_dp_sgd(1.0, 0.01, 1000), 1e-15, False),
+    "| q = 1e-4, 1e7 steps, δ = 1e-5 |": (_dp_sgd(1.0, 1e-4, 10_000_000), 1e-5, True),
+    "| q = 1e-3, one step, δ = 1e-5 (σ = 0.5) |": (_dp_sgd(0.5, 1e-3, 1), 1e-5, False),
+}
+
+
+def _bracket(prefix: str) -> tuple[str, str]:
+    line = next(x for x in DOC.read_text().splitlines() if x.startswith(prefix))
+    lower, upper = line[len(prefix) :].strip(" |[]").split(",")
+    return lower.strip(), upper.strip()
+
+
+def _check(prefix: str) -> None:
+    event, delta, _ = ROWS[prefix]
+    acc = PLDAccountant()
+    acc.compose(event)
+    bound = acc.get_epsilon(delta)
+    lower, upper = _bracket(prefix)
+    digits = len(lower.split(".")[1])
+    assert f"{bound.epsilon_lower:.{digits}f}" == lower
+    assert f"{bound.epsilon:.{digits}f}" == upper
+
+
+@pytest.mark.parametrize("prefix", [p for p, (_, _, heavy) in ROWS.items() if not heavy])
+def test_light_rows(prefix: str) -> None:
+    _check(prefix)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prefix", [p for p, (_, _, heavy) in ROWS.items() if heavy])
+def test_heavy_rows(prefix: str) -> None:
+    _check(prefix)
