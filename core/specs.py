@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -121,6 +122,31 @@ def _params_class_validator(instance: Any, attribute: attrs.Attribute[Any], valu
 DeclareFn = Callable[[Any, Adjacency], Any]
 #: ``run(params, data, ledger, rng) -> outputs``
 RunFn = Callable[[Any, Any, "PrivacyLedger", np.random.Generator], Mapping[str, Any]]
+#: ``diagnose(outputs, out) -> numbers``: private diagnostics of a run of an :class:`Example`
+DiagnoseFn = Callable[[Mapping[str, Any], Path], Mapping[str, Any]]
+
+
+@attrs.frozen
+class Example:
+    """A worked example of a method on data made up for it (see ``MethodSpec.example``).
+
+    ``data`` is the method's ``data`` argument: private like any data a method runs on, it
+    reaches the outputs only through the ledger. ``params`` holds the parameter values that
+    public facts of how the data was made fix (its domain, its sizes); they are public.
+    ``diagnose(outputs, out)``, if given, compares a verified run's outputs with the data (and
+    with the truth it was made from): its numbers, and the files it writes into ``out`` (each
+    named ``PRIVATE-*``), are private diagnostics, never releases, and must be kept out of
+    anything published.
+    """
+
+    data: Any
+    params: Mapping[str, Any] = attrs.field(factory=dict)
+    diagnose: DiagnoseFn | None = attrs.field(default=None, validator=_optional_callable)
+
+
+#: ``example(options) -> Example``: data for a worked example; ``options`` (sizes, a seed)
+#: are the method's own, and an empty mapping gives its defaults
+ExampleFn = Callable[[Mapping[str, Any]], Example]
 
 
 @attrs.frozen
@@ -135,7 +161,8 @@ class MethodSpec:
     ``ledger`` (a :class:`~dpledger.runtime.ledger.PrivacyLedger`) and returns a mapping of
     named outputs; ``rng`` is for non-private randomness only (initialisation, shuffling of
     public data). The host checks the executed steps against the declaration before it
-    releases the outputs.
+    releases the outputs. ``example(options)`` (optional) makes up data to show the method on
+    (:class:`Example`), as ``dpledger demo`` does; it is never used to account anything.
     """
 
     name: str = attrs.field(validator=_name_validator)
@@ -147,6 +174,7 @@ class MethodSpec:
     provenance: Provenance | None = attrs.field(
         default=None, validator=_provenance_validator, eq=False
     )
+    example: ExampleFn | None = attrs.field(default=None, validator=_optional_callable)
 
     def make_params(self, values: Mapping[str, Any] | None = None) -> Any:
         """Build validated parameters from a plain mapping (a config file table)."""

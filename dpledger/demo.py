@@ -1,26 +1,31 @@
 """The end-to-end demo: account a pipeline, run the private trajectory method, report.
 
-Steps (all on data generated here, nothing downloaded):
+The demo reaches the method only through the plugin host, as ``dpledger run`` does, and uses
+only what the method registers (steps all on data made up here, nothing downloaded):
 
-1. generate the multimodal trajectory data of the trajectory paper (three branches);
-2. find the method ``trajectories`` through the plugin host (as any third-party method), build
-   its parameters, write the pipeline that its declaration corresponds to (``pipeline.toml``:
-   one partition by time, a private mixture warm start and ``K`` Poisson-subsampled Gaussian
-   particle steps per marginal; checked equal to the method's declared event) and account it,
-   refusing to run if no accountant can bound it;
+1. find the method ``trajectories`` through the plugin host and ask it for its worked example
+   (``MethodSpec.example``: the multimodal trajectory data of the trajectory paper, three
+   branches, and the public facts of that data: sizes and domain);
+2. build its parameters, declare once, write the pipeline that the declaration corresponds to
+   (``pipeline.toml``: one partition by time, a private mixture warm start and ``K``
+   Poisson-subsampled Gaussian particle steps per marginal; checked equal to the method's
+   declared event) and account it, refusing to run if no accountant can bound it;
 3. run the method with :func:`~dpledger.runtime.runner.run_verified`: every private draw goes
    through one runtime :class:`~dpledger.runtime.ledger.PrivacyLedger`, verified against the
-   declaration before anything is written;
-4. sample synthetic trajectories from the released particles and plans and write them
-   (``synthetic.npz``, ``synthetic_paths.csv``), the ledger (``ledger.json``) and a figure;
+   declaration before anything is written; the method's outputs include synthetic paths
+   sampled from the released particles and plans (post-processing);
+4. write the synthetic trajectories (``synthetic.npz``, ``synthetic_paths.csv``), the run
+   record (``ledger.json``) and the private diagnostics the example computes against its raw
+   data (``PRIVATE-diagnostics.json``, ``PRIVATE-trajectories.png``: never published);
 5. write the privacy report (Markdown with PNG figures, self-contained HTML, JSON).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +33,7 @@ import attrs
 import numpy as np
 
 from dpledger.core.adjacency import Adjacency
+from dpledger.core.declaration import Declaration
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError
 from dpledger.core.events import (
     ComposedEvent,
@@ -36,6 +42,7 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
+from dpledger.core.specs import Example, MethodSpec
 from dpledger.runtime.coverage import canonical_multiset
 
 #: the registered method the demo runs
@@ -170,11 +177,20 @@ def _check_out(out: Path) -> None:
         )
 
 
-def demo_params(spec: Any, config: DemoConfig, data: Any) -> Any:
-    """The method's parameters for ``config`` (built by the spec, as from a config file)."""
+def demo_example(spec: MethodSpec, config: DemoConfig) -> Example:
+    """The method's own worked example (its data and public facts) at the demo's sizes."""
+    if spec.example is None:
+        raise InvalidParameterError(
+            "demo", f"method {spec.name!r} has no example", "run a method that registers one"
+        )
+    return spec.example({"N": config.N, "T": config.T, "seed": config.seed})
+
+
+def demo_params(spec: MethodSpec, config: DemoConfig, public: Mapping[str, Any]) -> Any:
+    """The method's parameters for ``config`` (built by the spec, as from a config file);
+    ``public`` holds the values the example's data fixes publicly (sizes, domain)."""
     return spec.make_params(
         {
-            "n_per_time": [config.N] * config.T,
             "m": config.m,
             "K": config.K,
             "tau": config.tau,
@@ -184,10 +200,9 @@ def demo_params(spec: Any, config: DemoConfig, data: Any) -> Any:
             "lambda_": config.lambda_,
             "sigma": config.sigma,
             "diffusivity": config.diffusivity,
-            "radius": data.radius,
-            "center": [float(c) for c in data.center],
             "sinkhorn_iters": config.sinkhorn_iters,
             "sinkhorn_tol": 1e-6,
+            "n_paths": config.n_paths,
             "warm_start": {
                 "kind": "mixture",
                 "epsilon": config.warm_epsilon,
@@ -195,6 +210,7 @@ def demo_params(spec: Any, config: DemoConfig, data: Any) -> Any:
                 "grid": config.grid,
                 "components": config.components,
             },
+            **public,
         }
     )
 
@@ -207,6 +223,16 @@ def pipeline_event(config: DemoConfig, warm: tuple[float, ...]) -> Event:
     )
 
 
+def declared_warm_start(declared: Event) -> tuple[float, ...]:
+    """Noise multipliers of the plain Gaussian releases of a declaration (its warm start): the
+    Gaussian events of its composition that are not inside a sampled or repeated step."""
+    if isinstance(declared, GaussianEvent):
+        return (declared.noise_multiplier,)
+    if isinstance(declared, ComposedEvent):
+        return tuple(s for e in declared.events for s in declared_warm_start(e))
+    return ()
+
+
 def _check_declaration(pipeline: Event, declared: Event, method: str) -> None:
     """The accounted pipeline must state exactly the event the method declares."""
     if canonical_multiset(pipeline) != canonical_multiset(declared):
@@ -214,6 +240,32 @@ def _check_declaration(pipeline: Event, declared: Event, method: str) -> None:
             f"pipeline.toml states {pipeline.describe()} but method {method!r} declares "
             f"{declared.describe()}. Fix: write the pipeline from the method's parameters"
         )
+
+
+def _require_libraries() -> None:
+    """The trajectory method needs torch and POT; say how to install them if they are missing."""
+    try:
+        import ot  # noqa: F401  (POT: path sampling and the metrics use it)
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise InvalidParameterError(
+            "demo",
+            f"the trajectory method needs torch and POT ({exc})",
+            "pip install 'dpledger[trajectories,reports]'",
+        ) from None
+
+
+@contextlib.contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """torch limited to one thread for the block (restored after)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def run_demo(
@@ -224,126 +276,38 @@ def run_demo(
     say: Callable[[str], None] = print,
 ) -> DemoResult:
     """Run every step and write the outputs into ``out`` (new or empty directory)."""
+    from dpledger.report.numbers import fmt_up
     from dpledger.runtime.plugin_manager import PluginHost
-    from dpledger.runtime.run_record import PRIVATE_FILE, RECORD_FILE
-    from dpledger.runtime.runner import declare_checked, run_verified
 
     host = PluginHost()
     spec = host.method(METHOD)
-    try:
-        import ot  # noqa: F401  (POT: path sampling and the metrics use it)
-        import torch
-
-        from dpledger.plugins.trajectories.data import make_multimodal
-        from dpledger.plugins.trajectories.declare import (
-            gdp_epsilon,
-            paper_gdp_mu,
-            warm_start_multipliers,
-        )
-    except ImportError as exc:
-        raise InvalidParameterError(
-            "demo",
-            f"the trajectory method needs torch and POT ({exc})",
-            "pip install 'dpledger[trajectories,reports]'",
-        ) from None
-    from dpledger.accountant.graph_account import account_graph
-    from dpledger.report import report_run_dir, write_report
-    from dpledger.report.figures import CAPTIONS, make_figures
-    from dpledger.report.numbers import fmt_up
-    from dpledger.runtime.pipeline import load_pipeline
-
+    _require_libraries()
     _check_out(out)
     out.mkdir(parents=True, exist_ok=True)
     log = (lambda _msg: None) if quiet else say
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        data = make_multimodal(N=config.N, T=config.T, seed=config.seed)
-        adjacency = Adjacency()
-        params = demo_params(spec, config, data)
-        declaration = declare_checked(spec, params, adjacency)
-        declared = declaration.event
-        warm = warm_start_multipliers(params.warm_start, adjacency)
-        _check_declaration(pipeline_event(config, warm), host.lower(declared), spec.name)
-        pipeline_path = out / "pipeline.toml"
-        pipeline_path.write_text(pipeline_toml(config, warm, config.delta), encoding="utf-8")
-
-        # 1. account before any noise is drawn
-        pipeline = load_pipeline(pipeline_path)
-        account = account_graph(pipeline.graph, delta=config.delta)
+    with _one_torch_thread():
+        example = demo_example(spec, config)
+        params = demo_params(spec, config, example.params)
+        pipeline_path, account, declaration = _declare_and_account(out, host, spec, params, config)
         bound = account.bound
         log(
             f"accounted {pipeline_path.name}: epsilon <= {fmt_up(bound.epsilon)} at delta = "
             f"{config.delta:g} ({bound.method}, {account.adjacency_description()})"
         )
-
-        # 2. run the registered method under one verified runtime ledger
-        with (
-            progress_bar(params.total_iterations, "private particle steps", quiet) as tick,
-            warnings.catch_warnings(record=True) as caught,
-        ):
-            warnings.simplefilter("always")
-            run = run_verified(
-                spec,
-                params,
-                {"marginals": data.marginals, "times": data.times, "progress": lambda _k: tick(1)},
-                adjacency=adjacency,
-                seed=config.seed,
-                declaration=declaration,
-            )
-        ledger = run.ledger
-        exact = ledger.matches_exactly()
-        if not exact:
-            raise LedgerViolationError(
-                f"method {spec.name!r} spent less than it declared "
-                f"({ledger.executed_event().describe()} within {declared.describe()}). Fix: "
-                "account what the run executes"
-            )
-        outputs = run.outputs
+        run, notes = _run_verified(spec, params, example, declaration, config, quiet)
         log(
             f"ran {params.total_iterations} private particle steps of method {spec.name!r} on "
-            f"{config.T} marginals; ledger verified ({len(ledger.log)} steps, executed = "
+            f"{config.T} marginals; ledger verified ({len(run.ledger.log)} steps, executed = "
             "declared)"
         )
-
-        # 3. synthetic trajectories (post-processing of the released particles)
-        w2_init, w2_final = _write_synthetic(out, data, outputs, params, config)
-
-        # 4. the ledger and the report
-        notes = _sinkhorn_notes(caught)
-        mu = paper_gdp_mu(config.rho, config.K, config.tau)
-        clt = gdp_epsilon(mu, config.delta)
-        extra = [
-            f"the trajectory paper's central-limit formula (Lemma 3.1, μ = ρ·√(K(e^(1/τ²) − 1)) "
-            f"= {mu:.4g}-GDP) gives ε ≈ {clt:.4g} at δ = {config.delta:g} for the particle "
-            "steps alone; it is asymptotic (K → ∞), not an upper bound, and is not used here",
-            "the warm start is calibrated with the exact analytic Gaussian mechanism (the paper's "
-            "√(2 ln(1/δ))/ε calibration is not valid for every (ε, δ))",
-            *notes,
-        ]
-        _write_records(
-            out, host, spec, params, run, pipeline_path.name, bound, config, (w2_init, w2_final)
-        )
-        built = report_run_dir(out, host=host, extra_warnings=extra)
-        files = [
-            pipeline_path,
-            out / RECORD_FILE,
-            out / PRIVATE_FILE,
-            out / "synthetic.npz",
-            out / "synthetic_paths.csv",
-            out / PRIVATE_FIGURE,
-        ]
-        with progress_bar(len(CAPTIONS), "report figures", quiet) as tick:
-            figures = make_figures(built, progress=lambda _k: tick(1))
-        for fmt in ("md", "html", "json"):
-            files += write_report(built, fmt, out / f"report.{fmt}", figures=figures)
-    finally:
-        torch.set_num_threads(threads)
+        _write_synthetic(out, run.outputs)
+        utility = dict(example.diagnose(run.outputs, out)) if example.diagnose else {}
+        _write_records(out, host, spec, params, run, pipeline_path.name, bound, config, utility)
+        extra = [*_clt_notes(run.outputs, config), *notes]
+        built, files = _write_report(out, host, extra, quiet)
+    files = [pipeline_path, *_written(out), *files]
     report = built.report
-    log(
-        f"private diagnostic (uses the raw data; not for publication): W2 to the true "
-        f"marginals, warm start {w2_init:.4f}, final particles {w2_final:.4f}"
-    )
+    _log_utility(log, utility)
     log(report.statement)
     return DemoResult(
         out,
@@ -351,58 +315,137 @@ def run_demo(
         float(report.bound["epsilon"]),
         config.delta,
         report.accounting_method,
-        w2_init,
-        w2_final,
+        float(utility.get("w2_warm_start", math.nan)),
+        float(utility.get("w2_final", math.nan)),
     )
 
 
-def _write_synthetic(
-    out: Path, data: Any, outputs: Any, params: Any, config: DemoConfig
-) -> tuple[float, float]:
-    """Synthetic paths (post-processing of the released particles), their files, and the
-    private W2 diagnostics (they use the raw data). The run used the first two children of the
-    seed; the paths take the third."""
-    from dpledger.plugins.trajectories.metrics import figure1, marginal_w2
-    from dpledger.plugins.trajectories.trajectories import sample_paths
+def _declare_and_account(
+    out: Path, host: Any, spec: MethodSpec, params: Any, config: DemoConfig
+) -> tuple[Path, Any, Declaration]:
+    """Declare once, write ``pipeline.toml`` (checked equal to the declaration) and account it
+    before any noise is drawn."""
+    from dpledger.accountant.graph_account import account_graph
+    from dpledger.runtime.pipeline import load_pipeline
+    from dpledger.runtime.runner import declare_checked
 
-    particles, times = outputs["particles"], outputs["times"]
-    D = params.phases()[-1].temperature
-    paths_rng = np.random.default_rng(np.random.SeedSequence(config.seed).spawn(3)[2])
-    paths = sample_paths(particles, list(outputs["plans"]), times, config.n_paths, D, paths_rng)
+    declaration = declare_checked(spec, params, Adjacency())
+    declared = host.lower(declaration.event)
+    warm = declared_warm_start(declared)
+    _check_declaration(pipeline_event(config, warm), declared, spec.name)
+    pipeline_path = out / "pipeline.toml"
+    pipeline_path.write_text(pipeline_toml(config, warm, config.delta), encoding="utf-8")
+    account = account_graph(load_pipeline(pipeline_path).graph, delta=config.delta)
+    return pipeline_path, account, declaration
+
+
+def _run_verified(
+    spec: MethodSpec,
+    params: Any,
+    example: Example,
+    declaration: Declaration,
+    config: DemoConfig,
+    quiet: bool,
+) -> tuple[Any, list[str]]:
+    """The registered method run under one verified runtime ledger (executed = declared), and
+    the notes on the warnings it raised."""
+    from dpledger.runtime.runner import run_verified
+
+    with (
+        progress_bar(params.total_iterations, "private particle steps", quiet) as tick,
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always")
+        run = run_verified(
+            spec,
+            params,
+            {**example.data, "progress": lambda _k: tick(1)},
+            adjacency=Adjacency(),
+            seed=config.seed,
+            declaration=declaration,
+        )
+    ledger = run.ledger
+    if not ledger.matches_exactly():
+        raise LedgerViolationError(
+            f"method {spec.name!r} spent less than it declared "
+            f"({ledger.executed_event().describe()} within {run.declared.describe()}). Fix: "
+            "account what the run executes"
+        )
+    return run, _sinkhorn_notes(caught)
+
+
+def _clt_notes(outputs: Mapping[str, Any], config: DemoConfig) -> list[str]:
+    """The paper's asymptotic GDP statement (a released output) beside the certified bound."""
+    from dpledger.accountant.conversions import gaussian_delta_bracket, smallest_eps_with
+
+    mu = float(outputs["paper_gdp_mu"][0])
+    clt = smallest_eps_with(lambda e: gaussian_delta_bracket(e, mu)[1] <= config.delta)
+    return [
+        f"the trajectory paper's central-limit formula (Lemma 3.1, μ = ρ·√(K(e^(1/τ²) − 1)) "
+        f"= {mu:.4g}-GDP) gives ε ≈ {clt:.4g} at δ = {config.delta:g} for the particle "
+        "steps alone; it is asymptotic (K → ∞), not an upper bound, and is not used here",
+        "the warm start is calibrated with the exact analytic Gaussian mechanism (the paper's "
+        "√(2 ln(1/δ))/ε calibration is not valid for every (ε, δ))",
+    ]
+
+
+def _write_report(out: Path, host: Any, extra: list[str], quiet: bool) -> tuple[Any, list[Path]]:
+    """The privacy report of the run directory (Markdown with figures, HTML, JSON)."""
+    from dpledger.report import report_run_dir, write_report
+    from dpledger.report.figures import CAPTIONS, make_figures
+
+    built = report_run_dir(out, host=host, extra_warnings=extra)
+    with progress_bar(len(CAPTIONS), "report figures", quiet) as tick:
+        figures = make_figures(built, progress=lambda _k: tick(1))
+    files: list[Path] = []
+    for fmt in ("md", "html", "json"):
+        files += write_report(built, fmt, out / f"report.{fmt}", figures=figures)
+    return built, files
+
+
+def _written(out: Path) -> list[Path]:
+    """The run's files: the public record and outputs, then the private files."""
+    from dpledger.runtime.run_record import RECORD_FILE
+
+    public = [out / RECORD_FILE, out / "synthetic.npz", out / "synthetic_paths.csv"]
+    return public + sorted(out.glob("PRIVATE-*"))
+
+
+def _log_utility(log: Callable[[str], None], utility: Mapping[str, Any]) -> None:
+    """Print the example's private diagnostics, labelled as such."""
+    if {"w2_warm_start", "w2_final"} <= set(utility):
+        log(
+            f"private diagnostic (uses the raw data; not for publication): W2 to the true "
+            f"marginals, warm start {utility['w2_warm_start']:.4f}, final particles "
+            f"{utility['w2_final']:.4f}"
+        )
+
+
+def _write_synthetic(out: Path, outputs: Mapping[str, Any]) -> None:
+    """The synthetic paths the run sampled from its released particles and plans
+    (post-processing), as ``synthetic.npz`` and ``synthetic_paths.csv``."""
     np.savez(
         out / "synthetic.npz",
-        particles=particles,
-        times=times,
-        paths=paths.points,
+        particles=outputs["particles"],
+        times=outputs["times"],
+        paths=outputs["paths"],
         init_particles=outputs["init_particles"],
     )
-    _write_csv(out / "synthetic_paths.csv", paths.points, times)
-    w2_init = float(marginal_w2(data.marginals, list(outputs["init_particles"])).mean())
-    w2_final = float(marginal_w2(data.marginals, list(particles)).mean())
-    figure1(
-        data.paths,
-        data.marginals,
-        list(outputs["init_particles"]),
-        paths.points,
-        path=out / PRIVATE_FIGURE,
-        title="PRIVATE: the raw data (left panels) beside the synthetic output; do not publish",
-    )
-    _close_figures()
-    return w2_init, w2_final
+    _write_csv(out / "synthetic_paths.csv", outputs["paths"], outputs["times"])
 
 
 def _write_records(
     out: Path,
     host: Any,
-    spec: Any,
+    spec: MethodSpec,
     params: Any,
     run: Any,
     pipeline_name: str,
     bound: Any,
     config: DemoConfig,
-    utility: tuple[float, float],
+    utility: Mapping[str, Any],
 ) -> None:
-    """The public run record and the private diagnostics (seed, W2 to the raw data)."""
+    """The public run record and the private diagnostics (seed, the example's diagnostics)."""
     from dpledger.runtime.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord
 
     ledger = run.ledger
@@ -420,15 +463,15 @@ def _write_records(
         {k: v for k, v in run.outputs.items() if not isinstance(v, np.ndarray)},
     )
     _write_json(out / RECORD_FILE, record.to_json())
-    # the seed undoes the noise and W2 to the true marginals is a function of the data: both
-    # are private diagnostics, kept out of the public run record
+    # the seed undoes the noise and the diagnostics are functions of the data: both are
+    # private, kept out of the public run record
     _write_json(
         out / PRIVATE_FILE,
         {
             "warning": "PRIVATE: the noise seed and data-dependent values of this run. Never "
             "publish this file with the outputs.",
             "seed": config.seed,
-            "utility": {"w2_warm_start": utility[0], "w2_final": utility[1]},
+            "utility": dict(utility),
             **ledger.private_dict(),
         },
     )
@@ -449,10 +492,6 @@ def _grouped(event: Event) -> Event:
             counts.append(1)
     grouped = [e if n == 1 else SelfComposedEvent(e, n) for e, n in zip(parts, counts, strict=True)]
     return grouped[0] if len(grouped) == 1 else ComposedEvent(grouped)
-
-
-#: the figure that shows the raw (private) data beside the synthetic output: never publish
-PRIVATE_FIGURE = "PRIVATE-trajectories.png"
 
 
 def _sinkhorn_notes(caught: list[warnings.WarningMessage]) -> list[str]:
@@ -477,9 +516,3 @@ def _write_json(path: Path, value: Any) -> None:
     from dpledger.report.model import json_safe
 
     path.write_text(json.dumps(json_safe(value), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def _close_figures() -> None:
-    import matplotlib.pyplot as plt
-
-    plt.close("all")

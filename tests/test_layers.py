@@ -75,11 +75,7 @@ METADATA = frozenset({"dpledger.__version__"})
 #: products and the CLI reach methods through the plugin host, never by importing a plugin
 NO_DIRECT_PLUGIN_IMPORT = ("products", "cli")
 #: known exceptions, each with its reason; a fixed one must be removed from this list
-KNOWN: dict[tuple[str, str], str] = {
-    ("dpledger.demo", "dpledger.plugins.trajectories"): (
-        "the demo's private figures use the trajectories plugin's data and metrics"
-    ),
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _old_path(module: str) -> bool:

@@ -24,6 +24,7 @@ those load; an empty value loads none), ``DPLEDGER_PLUGINS_BLOCK`` (never load t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -38,6 +39,7 @@ from dpledger.core.events import EVENT_KINDS, PROFILE_DELTA, Event
 from dpledger.core.hookspecs import HOOK_NAMES
 from dpledger.core.specs import (
     AnySpec,
+    Example,
     MechanismSpec,
     MethodSpec,
     Provenance,
@@ -321,11 +323,15 @@ class PluginHost:
         spec = attrs.evolve(spec, provenance=provenance)
         if provenance.tier == BUILTIN_TIER:
             return spec
-        if isinstance(spec, MethodSpec):  # a patch made in declare() or run() is attributed
+        if isinstance(spec, MethodSpec):  # a patch made in declare(), run() ... is attributed
+            example = spec.example
             return attrs.evolve(
                 spec,
                 declare=integrity.guarded_call(spec.declare, self._after(plugin, "declare")),
                 run=integrity.guarded_call(spec.run, self._after(plugin, "run")),
+                example=None
+                if example is None
+                else _guarded_example(example, self._after(plugin, "example")),
             )
         if isinstance(spec, MechanismSpec) and spec.to_core is not None:
             return attrs.evolve(
@@ -486,6 +492,18 @@ class PluginHost:
             ):
                 raise _conflict("event", f"event kind {node.kind!r}", claimants)
         return lower_event(event, by_class, depth=0, adjacency=adjacency or Adjacency())
+
+
+def _guarded_example(example: Callable[..., Any], after: Callable[[], None]) -> Any:
+    """A method's ``example`` guarded like its ``run``, and so is the ``diagnose`` it returns."""
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        made = example(*args, **kwargs)
+        if isinstance(made, Example) and made.diagnose is not None:
+            return attrs.evolve(made, diagnose=integrity.guarded_call(made.diagnose, after))
+        return made
+
+    return integrity.guarded_call(functools.wraps(example)(make), after)
 
 
 def _plugin_of(spec: AnySpec) -> str:

@@ -44,6 +44,20 @@ def validate_marginals(
     are not 2-D, differing dimensions, NaN/inf points, and points farther than ``radius`` from
     ``center`` (the public bound that the sensitivity analysis relies on).
     """
+    items = _marginal_items(marginals, field)
+    out: list[np.ndarray] = []
+    dim: int | None = None
+    for i, item in enumerate(items):
+        arr = _marginal_array(item, i, dim, field)
+        dim = arr.shape[1]
+        out.append(arr)
+    if radius is not None:
+        _check_in_ball(out, radius, center, dim or 0, field)
+    return out
+
+
+def _marginal_items(marginals: Any, field: str) -> list[Any]:
+    """The marginals as a list of at least two items (a [T, N, d] array or a sequence)."""
     if isinstance(marginals, np.ndarray):
         if marginals.ndim != 3:
             raise InvalidParameterError(
@@ -66,75 +80,83 @@ def validate_marginals(
             f"needs at least 2 time marginals, got {len(items)}",
             "pass T >= 2 marginals (trajectories need two times)",
         )
-    out: list[np.ndarray] = []
-    dim: int | None = None
-    for i, item in enumerate(items):
-        name = f"{field}[{i}]"
-        if (
-            isinstance(item, Sequence)
-            and not isinstance(item, str | bytes)
-            and len({len(r) if isinstance(r, Sequence) else -1 for r in item}) > 1
-        ):
+    return items
+
+
+def _marginal_array(item: Any, i: int, dim: int | None, field: str) -> np.ndarray:
+    """Marginal ``i`` as a finite, non-empty float64 array ``[N_i, d]`` with ``d >= 1`` (and
+    ``d == dim`` when the earlier marginals fix it)."""
+    name = f"{field}[{i}]"
+    if (
+        isinstance(item, Sequence)
+        and not isinstance(item, str | bytes)
+        and len({len(r) if isinstance(r, Sequence) else -1 for r in item}) > 1
+    ):
+        raise InvalidParameterError(
+            name,
+            "is ragged: its points have different numbers of coordinates",
+            "give every point of every marginal the same dimension d",
+        )
+    try:
+        arr = np.asarray(item, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            name, "is not a numeric array", "pass an array of shape [N_i, d]"
+        ) from None
+    if arr.ndim != 2:
+        raise InvalidParameterError(
+            name, f"must be 2-D [N_i, d], got shape {arr.shape}", "reshape to [N_i, d]"
+        )
+    if arr.shape[0] == 0:
+        raise InvalidParameterError(
+            name, "is empty", "every observation time needs at least one point; drop the time"
+        )
+    if arr.shape[1] == 0:
+        raise InvalidParameterError(name, "has dimension 0", "pass points with d >= 1")
+    if dim is not None and arr.shape[1] != dim:
+        raise InvalidParameterError(
+            name,
+            f"has dimension {arr.shape[1]} but {field}[0] has dimension {dim}",
+            "give all marginals the same point dimension",
+        )
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.argwhere(~np.isfinite(arr))[0, 0])
+        raise InvalidParameterError(
+            name,
+            f"point {bad} contains NaN or infinite values",
+            "drop or impute non-finite points before the run",
+        )
+    return arr
+
+
+def _check_in_ball(
+    marginals: list[np.ndarray],
+    radius: float,
+    center: Sequence[float] | None,
+    dim: int,
+    field: str,
+) -> None:
+    """Every point within the public ``radius`` of ``center`` (default: the origin)."""
+    if not (isinstance(radius, int | float) and math.isfinite(radius) and radius > 0):
+        raise InvalidParameterError(
+            "radius", f"must be > 0 and finite, got {radius!r}", "pass the public data radius"
+        )
+    c = np.zeros(dim) if center is None else np.asarray(center, dtype=np.float64)
+    if c.shape != (dim,):
+        raise InvalidParameterError(
+            "center",
+            f"must have {dim} coordinates, got shape {c.shape}",
+            "pass the public centre of the data ball",
+        )
+    for i, arr in enumerate(marginals):
+        dist = np.linalg.norm(arr - c, axis=1)
+        j = int(np.argmax(dist))
+        if dist[j] > radius * (1.0 + 1e-12):
             raise InvalidParameterError(
-                name,
-                "is ragged: its points have different numbers of coordinates",
-                "give every point of every marginal the same dimension d",
+                f"{field}[{i}]",
+                f"point {j} lies at distance {dist[j]:.6g} > radius {radius:.6g} from the centre",
+                "declare a larger public radius or project points into the ball before the run",
             )
-        try:
-            arr = np.asarray(item, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise InvalidParameterError(
-                name, "is not a numeric array", "pass an array of shape [N_i, d]"
-            ) from None
-        if arr.ndim != 2:
-            raise InvalidParameterError(
-                name, f"must be 2-D [N_i, d], got shape {arr.shape}", "reshape to [N_i, d]"
-            )
-        if arr.shape[0] == 0:
-            raise InvalidParameterError(
-                name, "is empty", "every observation time needs at least one point; drop the time"
-            )
-        if arr.shape[1] == 0:
-            raise InvalidParameterError(name, "has dimension 0", "pass points with d >= 1")
-        if dim is None:
-            dim = arr.shape[1]
-        elif arr.shape[1] != dim:
-            raise InvalidParameterError(
-                name,
-                f"has dimension {arr.shape[1]} but {field}[0] has dimension {dim}",
-                "give all marginals the same point dimension",
-            )
-        if not np.all(np.isfinite(arr)):
-            bad = int(np.argwhere(~np.isfinite(arr))[0, 0])
-            raise InvalidParameterError(
-                name,
-                f"point {bad} contains NaN or infinite values",
-                "drop or impute non-finite points before the run",
-            )
-        out.append(arr)
-    if radius is not None:
-        if not (isinstance(radius, int | float) and math.isfinite(radius) and radius > 0):
-            raise InvalidParameterError(
-                "radius", f"must be > 0 and finite, got {radius!r}", "pass the public data radius"
-            )
-        c = np.zeros(dim or 0) if center is None else np.asarray(center, dtype=np.float64)
-        if c.shape != (dim,):
-            raise InvalidParameterError(
-                "center",
-                f"must have {dim} coordinates, got shape {c.shape}",
-                "pass the public centre of the data ball",
-            )
-        for i, arr in enumerate(out):
-            dist = np.linalg.norm(arr - c, axis=1)
-            j = int(np.argmax(dist))
-            if dist[j] > radius * (1.0 + 1e-12):
-                raise InvalidParameterError(
-                    f"{field}[{i}]",
-                    f"point {j} lies at distance {dist[j]:.6g} > radius {radius:.6g} "
-                    "from the centre",
-                    "declare a larger public radius or project points into the ball before the run",
-                )
-    return out
 
 
 def project_to_ball(points: np.ndarray, radius: float, center: Sequence[float]) -> np.ndarray:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -39,6 +39,7 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.plugins.trajectories.data import uniform_times, validate_marginals
 from dpledger.plugins.trajectories.declare import (
+    Phase,
     TrajectoryParams,
     WarmStart,
     steps_per_phase,
@@ -516,6 +517,44 @@ def run(
     adjacency = adjacency or Adjacency()
     joint = adjacency.unit == "row" if joint is None else joint
     noise_src = as_noise_source(RecordingNoise(0) if noise is None else noise)
+    data_np, ts, index, npub = _used_marginals(marginals, params, times, n_public)
+    X0, info = _initial_particles(data_np, index, params, adjacency, noise_src, npub, joint, init)
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    state = _State.start(X0, data_np, ts, index, npub, params, noise_src, joint, dev)
+    sched = _schedule(len(index), params, schedule_rng or np.random.default_rng(0))
+    temps = [
+        _run_phase(state, params, p, ph, sched[p], callback) for p, ph in enumerate(params.phases())
+    ]
+    final_plans = _final_plans(state, params)
+    if state.unconverged:
+        warnings.warn(
+            f"{state.unconverged} Sinkhorn solves hit sinkhorn_iters={params.sinkhorn_iters}; "
+            "raise it or the diffusivity",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return RunResult(
+        state.X.detach().cpu().numpy(),
+        X0,
+        ts,
+        index,
+        final_plans,
+        info,
+        temps,
+        state.unconverged,
+        noise if noise is not None else noise_src,
+        state.taken,
+    )
+
+
+def _used_marginals(
+    marginals: Any,
+    params: TrajectoryParams,
+    times: Sequence[float] | np.ndarray | None,
+    n_public: Sequence[int] | None,
+) -> tuple[list[np.ndarray], np.ndarray, tuple[int, ...], list[int]]:
+    """The validated marginals of the used times, those times, their indices among all times,
+    and their public sizes (default: the given sizes)."""
     data_np = validate_marginals(marginals, params.radius, params.center)
     T = len(data_np)
     all_times = uniform_times(T) if times is None else np.asarray(times, dtype=np.float64)
@@ -531,7 +570,6 @@ def run(
     if max(index) >= T:
         raise InvalidParameterError("time_subset", f"index {max(index)} >= T={T}", "use < T")
     data_np = [data_np[i] for i in index]
-    ts = all_times[list(index)]
     U = len(index)
     steps_per_phase(params, U)  # validates times_per_iteration against U
     npub = [len(y) for y in data_np] if n_public is None else [int(n) for n in n_public]
@@ -539,114 +577,207 @@ def run(
         raise InvalidParameterError(
             "n_public", f"need {U} positive sizes", "one public size per used time"
         )
-    dev = torch.device(device) if device is not None else torch.device("cpu")
-    dtype = torch.float64
-    m = params.m
+    return data_np, all_times[list(index)], index, npub
+
+
+def _initial_particles(
+    data_np: list[np.ndarray],
+    index: tuple[int, ...],
+    params: TrajectoryParams,
+    adjacency: Adjacency,
+    noise: NoiseSource,
+    npub: list[int],
+    joint: bool,
+    init: np.ndarray | None,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The private warm start (:func:`warm_start`), or the public ``init`` [U, m, d] checked."""
     if init is None:
-        X0, info = warm_start(data_np, index, params, adjacency, noise_src, npub, joint)
-    else:
-        X0 = np.asarray(init, dtype=np.float64)
-        if X0.shape != (U, m, data_np[0].shape[1]):
-            raise InvalidParameterError(
-                "init",
-                f"shape {X0.shape} != {(U, m, data_np[0].shape[1])}",
-                "pass [U, m, d] public initial particles",
-            )
-        info = {"kind": "given", "means": [], "contributions": [() for _ in index]}
-    X = torch.as_tensor(X0, dtype=dtype, device=dev).clone()
-    Ys = [torch.as_tensor(y, dtype=dtype, device=dev) for y in data_np]
-    w = fit_weight(ts, params.lambda_)
-    temps: list[float] = []
-    unconverged = 0
-    starts: dict[tuple[int, int], tuple[Tensor, Tensor] | None] = {}
-    taken = dict.fromkeys(index, 0)
-    sched = _schedule(U, params, schedule_rng or np.random.default_rng(0))
-    k_global = 0
-    ends = [0, U - 1] if params.times_per_iteration is not None else []
-    for p, ph in enumerate(params.phases()):
-        D = ph.temperature
-        priv_var = [(ph.eta * ph.tau * params.C / (params.rho * n)) ** 2 for n in npub]
-        temps.append(max(D, max(v / (2.0 * ph.eta) for v in priv_var)))
-        pending: dict[int, Tensor] = {}
-        for k, (active, new_epoch) in enumerate(sched[p]):
-            if new_epoch:
-                slices = (
-                    list(range(U))
-                    if params.times_per_iteration is None
-                    else sorted(
-                        {u for a, _ in sched[p][k : k + _epoch_len(sched[p], k)] for u in a}
-                    )
-                )
-                pending = private_fit_grads(
-                    X, Ys, slices, index, params, w, ph.tau, noise_src, f"p{p}/k{k}", npub, joint
-                )
-            chain = sorted(set(active) | set(ends))
-            plans = {}
-            for a, b in itertools.pairwise(chain):
-                dt = float(ts[b] - ts[a])
-                P, starts[(a, b)], ok = sinkhorn_plan(
-                    X[a],
-                    X[b],
-                    D * dt,
-                    params.sinkhorn_iters,
-                    params.sinkhorn_tol,
-                    starts.get((a, b)),
-                )
-                unconverged += not ok
-                plans[(a, b)] = (P, dt)
-            new = X.clone()
-            for u in active:
-                g = pending.pop(u)
-                pos = chain.index(u)
-                if pos + 1 < len(chain):
-                    P, dt = plans[(u, chain[pos + 1])]
-                    g = g + (X[u] - m * (P @ X[chain[pos + 1]])) / dt
-                if pos > 0:
-                    P, dt = plans[(chain[pos - 1], u)]
-                    g = g + (X[u] - m * (P.T @ X[chain[pos - 1]])) / dt
-                new[u] = X[u] - ph.eta * g
-                taken[index[u]] += 1
-                extra = 2.0 * ph.eta * D - priv_var[u]
-                if extra > 0:
-                    z = noise_src.public_normal(tuple(X[u].shape), f"t{index[u]}/p{p}/k{k}/diff")
-                    new[u] += math.sqrt(extra) * torch.as_tensor(z, dtype=dtype, device=dev)
-            X = new
-            k_global += 1
-            _check_stable(X, params, ph.eta, k_global)
-            if callback is not None:
-                callback(k_global, X.detach().cpu().numpy())
-    final_plans = []
+        return warm_start(data_np, index, params, adjacency, noise, npub, joint)
+    X0 = np.asarray(init, dtype=np.float64)
+    shape = (len(index), params.m, data_np[0].shape[1])
+    if X0.shape != shape:
+        raise InvalidParameterError(
+            "init", f"shape {X0.shape} != {shape}", "pass [U, m, d] public initial particles"
+        )
+    return X0, {"kind": "given", "means": [], "contributions": [() for _ in index]}
+
+
+@attrs.define
+class _State:
+    """What the dynamics carry from one iteration to the next (particles ``X`` [U, m, d], the
+    warm starts of the Sinkhorn solves, counters) and the fixed inputs of every step."""
+
+    X: Tensor
+    Ys: list[Tensor]
+    ts: np.ndarray
+    index: tuple[int, ...]
+    npub: list[int]
+    weight: float
+    noise: NoiseSource
+    joint: bool
+    ends: list[int]
+    taken: dict[int, int]
+    starts: dict[tuple[int, int], tuple[Tensor, Tensor] | None] = attrs.field(factory=dict)
+    unconverged: int = 0
+    k_global: int = 0
+
+    @classmethod
+    def start(
+        cls,
+        X0: np.ndarray,
+        data_np: list[np.ndarray],
+        ts: np.ndarray,
+        index: tuple[int, ...],
+        npub: list[int],
+        params: TrajectoryParams,
+        noise: NoiseSource,
+        joint: bool,
+        dev: torch.device,
+    ) -> _State:
+        """The state before the first iteration: particles ``X0``, data as float64 tensors."""
+        return cls(
+            X=torch.as_tensor(X0, dtype=torch.float64, device=dev).clone(),
+            Ys=[torch.as_tensor(y, dtype=torch.float64, device=dev) for y in data_np],
+            ts=ts,
+            index=index,
+            npub=npub,
+            weight=fit_weight(ts, params.lambda_),
+            noise=noise,
+            joint=joint,
+            ends=[0, len(index) - 1] if params.times_per_iteration is not None else [],
+            taken=dict.fromkeys(index, 0),
+        )
+
+
+def _run_phase(
+    state: _State,
+    params: TrajectoryParams,
+    p: int,
+    ph: Phase,
+    its: Sequence[tuple[list[int], bool]],
+    callback: Callable[[int, np.ndarray], None] | None,
+) -> float:
+    """Every iteration of phase ``p``; returns its effective Langevin temperature."""
+    D = ph.temperature
+    priv_var = [(ph.eta * ph.tau * params.C / (params.rho * n)) ** 2 for n in state.npub]
+    temperature = max(D, max(v / (2.0 * ph.eta) for v in priv_var))
+    pending: dict[int, Tensor] = {}
+    for k, (active, new_epoch) in enumerate(its):
+        if new_epoch:
+            pending = _epoch_grads(state, params, p, ph, its, k)
+        chain = sorted(set(active) | set(state.ends))
+        plans = _chain_plans(state, params, chain, D)
+        state.X = _moved(state, params, (p, k, ph), active, chain, plans, pending, priv_var)
+        state.k_global += 1
+        _check_stable(state.X, params, ph.eta, state.k_global)
+        if callback is not None:
+            callback(state.k_global, state.X.detach().cpu().numpy())
+    return temperature
+
+
+def _epoch_grads(
+    state: _State,
+    params: TrajectoryParams,
+    p: int,
+    ph: Phase,
+    its: Sequence[tuple[list[int], bool]],
+    k: int,
+) -> dict[int, Tensor]:
+    """The noisy data-fit gradients of the epoch starting at iteration ``k`` (one release per
+    epoch; every marginal at full time, the epoch's marginals under subsampled time)."""
+    slices = (
+        list(range(len(state.Ys)))
+        if params.times_per_iteration is None
+        else sorted({u for a, _ in its[k : k + _epoch_len(its, k)] for u in a})
+    )
+    return private_fit_grads(
+        state.X,
+        state.Ys,
+        slices,
+        state.index,
+        params,
+        state.weight,
+        ph.tau,
+        state.noise,
+        f"p{p}/k{k}",
+        state.npub,
+        state.joint,
+    )
+
+
+def _chain_plans(
+    state: _State, params: TrajectoryParams, chain: Sequence[int], D: float
+) -> dict[tuple[int, int], tuple[Tensor, float]]:
+    """Entropic plans (and time gaps) between consecutive marginals of ``chain``, each solve
+    warm-started from the last one between the same pair."""
+    plans = {}
+    for a, b in itertools.pairwise(chain):
+        dt = float(state.ts[b] - state.ts[a])
+        P, state.starts[(a, b)], ok = sinkhorn_plan(
+            state.X[a],
+            state.X[b],
+            D * dt,
+            params.sinkhorn_iters,
+            params.sinkhorn_tol,
+            state.starts.get((a, b)),
+        )
+        state.unconverged += not ok
+        plans[(a, b)] = (P, dt)
+    return plans
+
+
+def _moved(
+    state: _State,
+    params: TrajectoryParams,
+    where: tuple[int, int, Phase],
+    active: Sequence[int],
+    chain: Sequence[int],
+    plans: Mapping[tuple[int, int], tuple[Tensor, float]],
+    pending: dict[int, Tensor],
+    priv_var: Sequence[float],
+) -> Tensor:
+    """The particles after one explicit step of the ``active`` marginals (phase ``p``, iteration
+    ``k``): noisy data-fit gradient plus the transport drift to the neighbours in ``chain``,
+    topped up with public diffusion noise where the privacy noise is below ``2 eta D``."""
+    p, k, ph = where
+    X, m = state.X, params.m
+    new = X.clone()
+    for u in active:
+        g = pending.pop(u)
+        pos = chain.index(u)
+        if pos + 1 < len(chain):
+            P, dt = plans[(u, chain[pos + 1])]
+            g = g + (X[u] - m * (P @ X[chain[pos + 1]])) / dt
+        if pos > 0:
+            P, dt = plans[(chain[pos - 1], u)]
+            g = g + (X[u] - m * (P.T @ X[chain[pos - 1]])) / dt
+        new[u] = X[u] - ph.eta * g
+        state.taken[state.index[u]] += 1
+        extra = 2.0 * ph.eta * ph.temperature - priv_var[u]
+        if extra > 0:
+            step = f"t{state.index[u]}/p{p}/k{k}/diff"
+            z = state.noise.public_normal(tuple(X[u].shape), step)
+            new[u] += math.sqrt(extra) * torch.as_tensor(z, dtype=X.dtype, device=X.device)
+    return new
+
+
+def _final_plans(state: _State, params: TrajectoryParams) -> list[np.ndarray]:
+    """Entropic plans between consecutive used times at the last phase's temperature."""
+    out = []
     D_last = params.phases()[-1].temperature
-    for u in range(U - 1):
+    ts = state.ts
+    for u in range(len(ts) - 1):
         P, _, ok = sinkhorn_plan(
-            X[u],
-            X[u + 1],
+            state.X[u],
+            state.X[u + 1],
             D_last * float(ts[u + 1] - ts[u]),
             params.sinkhorn_iters,
             params.sinkhorn_tol,
-            starts.get((u, u + 1)),
+            state.starts.get((u, u + 1)),
         )
-        unconverged += not ok
-        final_plans.append(P.detach().cpu().numpy())
-    if unconverged:
-        warnings.warn(
-            f"{unconverged} Sinkhorn solves hit sinkhorn_iters={params.sinkhorn_iters}; "
-            "raise it or the diffusivity",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-    return RunResult(
-        X.detach().cpu().numpy(),
-        X0,
-        ts,
-        index,
-        final_plans,
-        info,
-        temps,
-        unconverged,
-        noise if noise is not None else noise_src,
-        taken,
-    )
+        state.unconverged += not ok
+        out.append(P.detach().cpu().numpy())
+    return out
 
 
 def _epoch_len(its: Sequence[tuple[list[int], bool]], k: int) -> int:

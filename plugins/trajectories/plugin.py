@@ -30,8 +30,9 @@ private iteration with the number of iterations done so far (``1 .. total_iterat
 receives only that count (public), never particles or data; ``None`` or absent: no calls.
 
 Outputs: ``particles`` [U, m, d], ``init_particles``, ``times``, ``time_index``, ``plans``
-[U-1, m, m] (entropic plans between consecutive used times; post-processing), the effective
-Langevin temperature per phase, the private steps per time, and the trajectory paper's
+[U-1, m, m] (entropic plans between consecutive used times; post-processing), ``paths``
+[n_paths, U, d] when ``n_paths`` > 0 (synthetic paths along the plans; post-processing), the
+effective Langevin temperature per phase, the private steps per time, and the trajectory paper's
 asymptotic GDP parameter ``paper_gdp_mu`` per phase (Lemma 3.1; *not* a bound -- the
 certified bound is the ledger's ``privacy`` entry, and the report section
 ``trajectories_gdp_check`` prints both side by side).
@@ -58,6 +59,7 @@ from dpledger.plugins.trajectories.declare import (
     run_event,
     steps_per_phase,
 )
+from dpledger.plugins.trajectories.example import make_example
 from dpledger.plugins.trajectories.report import render_gdp_check
 from dpledger.runtime.ledger import PrivacyLedger
 
@@ -90,7 +92,8 @@ class TrajectoriesParams(TrajectoryParams):
     ``n_per_time``: public marginal sizes (a list, or one integer with ``T``), used for means
     and batch rates in place of the data's sizes, which are private (add/remove changes them).
     ``times``: observation times (default ``(i-1)/(T-1)``; the data file's ``times``
-    otherwise). ``device``: torch device of the run.
+    otherwise). ``device``: torch device of the run. ``n_paths``: synthetic paths to sample
+    from the released particles and plans (post-processing; ``0``: none).
     """
 
     n_per_time: int | tuple[int, ...] = attrs.field(kw_only=True, converter=_sizes)
@@ -99,6 +102,7 @@ class TrajectoriesParams(TrajectoryParams):
         default=None, kw_only=True, converter=_optional_times
     )
     device: str = attrs.field(default="cpu", kw_only=True)
+    n_paths: int = attrs.field(default=0, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -138,6 +142,10 @@ class TrajectoriesParams(TrajectoryParams):
         steps_per_phase(self, used)  # validates times_per_iteration
         if not isinstance(self.device, str) or not self.device:
             raise InvalidParameterError("device", f"got {self.device!r}", "use 'cpu' or 'cuda'")
+        if isinstance(self.n_paths, bool) or not isinstance(self.n_paths, int) or self.n_paths < 0:
+            raise InvalidParameterError(
+                "n_paths", f"must be an integer >= 0, got {self.n_paths!r}", "pass e.g. 300 or 0"
+            )
 
     @property
     def num_times(self) -> int:
@@ -291,6 +299,7 @@ def run(
     U = len(res.time_index)
     steps = steps_per_phase(params, U)
     return {
+        **_synthetic_paths(res, params, rng),
         "particles": res.particles,
         "init_particles": res.init_particles,
         "times": res.times,
@@ -308,6 +317,20 @@ def run(
     }
 
 
+def _synthetic_paths(
+    res: Any, params: TrajectoriesParams, rng: np.random.Generator
+) -> dict[str, Any]:
+    """``paths`` [n_paths, U, d] drawn along the released plans through the released particles
+    with public randomness (post-processing); nothing when ``params.n_paths`` is 0."""
+    if params.n_paths == 0:
+        return {}
+    from dpledger.plugins.trajectories.trajectories import sample_paths
+
+    D = params.phases()[-1].temperature
+    paths = sample_paths(res.particles, list(res.plans), res.times, params.n_paths, D, rng)
+    return {"paths": paths.points}
+
+
 SPEC = MethodSpec(
     name="trajectories",
     params=TrajectoriesParams,
@@ -323,6 +346,7 @@ SPEC = MethodSpec(
         "marginals (Lemma A.3); plans and paths are post-processing",
         "docs/methods/trajectories.md",
     ),
+    example=make_example,
 )
 
 GDP_SECTION = ReportSectionSpec(

@@ -299,6 +299,42 @@ def test_patch_in_a_hook_is_attributed_to_its_plugin(dpledger_pm) -> None:  # ty
     assert ("hooky", "integrity") in stages and ("lap", "integrity") not in stages
 
 
+def test_patch_in_an_example_diagnose_is_attributed_to_its_plugin(  # type: ignore[no-untyped-def]
+    dpledger_pm, tmp_path: Path
+) -> None:
+    import attrs
+
+    from dpledger.accountant.closed_form import ClosedFormAccountant
+    from dpledger.core.events import GaussianEvent
+    from dpledger.core.specs import Example, MethodSpec
+
+    @attrs.frozen
+    class P:
+        noise_multiplier: float = 2.0
+
+    def patch(outputs, out):  # type: ignore[no-untyped-def]
+        ClosedFormAccountant._epsilon = lambda self, delta: None  # type: ignore[method-assign]
+        return {}
+
+    spec = MethodSpec(
+        name="rt_example_patcher",
+        params=P,
+        declare=lambda p, adjacency: GaussianEvent(p.noise_multiplier),
+        run=lambda p, data, ledger, rng: {},
+        description="d",
+        proof="p",
+        example=lambda options: Example(data=[0.0, 1.0], diagnose=patch),
+    )
+    host = PluginHost(dpledger_pm)
+    host.register(
+        _module("rt_example", dpledger_register_methods=lambda register: register(spec)), name="exy"
+    )
+    example = host.method("rt_example_patcher").example({})  # type: ignore[misc]
+    assert example.data == [0.0, 1.0]
+    with pytest.raises(IntegrityError, match="'exy'"):
+        example.diagnose({}, tmp_path)
+
+
 def test_code_object_swap_is_detected(dpledger_pm) -> None:  # type: ignore[no-untyped-def]
     def methods(register):  # type: ignore[no-untyped-def]
         select._upper.__code__ = (lambda b: 0.0).__code__

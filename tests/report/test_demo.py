@@ -88,18 +88,24 @@ def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
 def test_pipeline_states_the_methods_declaration() -> None:
     from dpledger.core.adjacency import Adjacency
     from dpledger.core.errors import LedgerViolationError
-    from dpledger.demo import TINY, _check_declaration, demo_params, pipeline_event
-    from dpledger.plugins.trajectories.data import make_multimodal
+    from dpledger.demo import (
+        TINY,
+        _check_declaration,
+        declared_warm_start,
+        demo_example,
+        demo_params,
+        pipeline_event,
+    )
     from dpledger.plugins.trajectories.declare import warm_start_multipliers
     from dpledger.runtime.plugin_manager import PluginHost
     from dpledger.runtime.runner import declare_checked
 
     spec = PluginHost().method("trajectories")
-    data = make_multimodal(N=TINY.N, T=TINY.T, seed=0)
-    params = demo_params(spec, TINY, data)
+    params = demo_params(spec, TINY, demo_example(spec, TINY).params)
     assert params.sizes == (TINY.N,) * TINY.T and params.total_iterations == TINY.K
     declared = declare_checked(spec, params, Adjacency()).event
     warm = warm_start_multipliers(params.warm_start, Adjacency())
+    assert declared_warm_start(declared) == warm  # what the demo reads off the declaration
     _check_declaration(pipeline_event(TINY, warm), declared, spec.name)  # equal: no error
     with pytest.raises(LedgerViolationError, match=r"pipeline\.toml states"):
         _check_declaration(
@@ -118,7 +124,8 @@ def test_plugin_reports_progress_through_the_data_mapping() -> None:
     config = attrs.evolve(TINY, K=4, sinkhorn_iters=20)
     spec = PluginHost().method("trajectories")
     data = make_multimodal(N=config.N, T=config.T, seed=0)
-    params = demo_params(spec, config, data)
+    public = {"n_per_time": [config.N] * config.T, "radius": data.radius, "center": data.center}
+    params = demo_params(spec, config, public)
     seen: list[int] = []
     with pytest.warns(RuntimeWarning, match="Sinkhorn"):
         run = run_verified(
