@@ -240,6 +240,69 @@ def describe_step(step: Hashable) -> str:
     return str(step.describe())
 
 
+def _scheme_mismatch(step: _Sampled, schemes: set[str]) -> str | None:
+    """The refusal when the run samples by another scheme than every declared one states."""
+    if step.scheme == "shuffle" and "poisson" in schemes:
+        return (
+            "the run batches by shuffling, but the declaration states Poisson sampling; "
+            "shuffled fixed-size batches are not Poisson samples: declare "
+            "ShuffledBatchesEvent(n, batch_size, ...) per epoch"
+        )
+    if step.scheme == "poisson" and "shuffle" in schemes:
+        return (
+            "the run draws Poisson samples, but the declaration states shuffled batches: "
+            "declare PoissonSampledEvent, or batch with ledger.shuffle_batches"
+        )
+    if step.scheme == "allocation" and schemes:
+        return (
+            "the run allocates each record to random steps (balls-in-bins), but the "
+            f"declaration states {' and '.join(sorted(schemes))} sampling; declare "
+            "RandomAllocationEvent(num_steps, ...) per epoch"
+        )
+    if "allocation" in schemes:
+        return (
+            f"the run draws {step.scheme} samples, but the declaration states random "
+            "allocation: declare the sampling that runs, or batch with ledger.allocate"
+        )
+    return None
+
+
+def _explain_sampled(step: _Sampled, declared: Multiset) -> str:
+    """Why a sampled step is not covered: another sampling scheme, rate, sizes or inner steps."""
+    same = [d for d, _ in declared if isinstance(d, _Sampled) and d.scheme == step.scheme]
+    schemes = {d.scheme for d, _ in declared if isinstance(d, _Sampled)}
+    mismatch = _scheme_mismatch(step, schemes) if not same else None
+    if mismatch is not None:
+        return mismatch
+    if not same:
+        return f"no {step.scheme} sampled step is declared"
+    if step.scheme == "poisson" and all(step.rate > d.rate for d in same):
+        return f"sampling rate {step.rate!r} exceeds the declared {max(d.rate for d in same)!r}"
+    if step.scheme == "shuffle" and not any(
+        d.source_size == step.source_size and d.sample_size == step.sample_size for d in same
+    ):
+        return (
+            f"the epoch shuffles {step.source_size} records into batches of "
+            f"{step.sample_size}, which no declared shuffled epoch states"
+        )
+    if step.scheme == "allocation" and not any(
+        d.source_size == step.source_size and d.sample_size == step.sample_size for d in same
+    ):
+        return (
+            f"the epoch allocates each record to {step.sample_size} of {step.source_size} "
+            "steps, which no declared random allocation states"
+        )
+    if step.scheme == "wor" and not any(
+        d.source_size == step.source_size and step.sample_size <= d.sample_size for d in same
+    ):
+        return "the sample is larger than declared (or drawn from a different source size)"
+    d0 = same[0]
+    for inner, _ in step.inner:
+        if not multiset_covered(((inner, 1),), d0.inner):
+            return "inside the sample: " + explain_uncovered(inner, step.inner, d0.inner)
+    return "inside the sample: more steps than declared"
+
+
 def explain_uncovered(step: Hashable, executed: Multiset, declared: Multiset) -> str:
     """Why ``step`` (part of ``executed``) is not covered by ``declared``."""
     covering = [(d, c) for d, c in declared if dominates(d, step)]
@@ -251,57 +314,7 @@ def explain_uncovered(step: Hashable, executed: Multiset, declared: Multiset) ->
             f"{sum(c for _, c in covering)}"
         )
     if isinstance(step, _Sampled):
-        same = [d for d, _ in declared if isinstance(d, _Sampled) and d.scheme == step.scheme]
-        schemes = {d.scheme for d, _ in declared if isinstance(d, _Sampled)}
-        if not same and step.scheme == "shuffle" and "poisson" in schemes:
-            return (
-                "the run batches by shuffling, but the declaration states Poisson sampling; "
-                "shuffled fixed-size batches are not Poisson samples: declare "
-                "ShuffledBatchesEvent(n, batch_size, ...) per epoch"
-            )
-        if not same and step.scheme == "poisson" and "shuffle" in schemes:
-            return (
-                "the run draws Poisson samples, but the declaration states shuffled batches: "
-                "declare PoissonSampledEvent, or batch with ledger.shuffle_batches"
-            )
-        if not same and step.scheme == "allocation" and schemes:
-            return (
-                "the run allocates each record to random steps (balls-in-bins), but the "
-                f"declaration states {' and '.join(sorted(schemes))} sampling; declare "
-                "RandomAllocationEvent(num_steps, ...) per epoch"
-            )
-        if not same and "allocation" in schemes:
-            return (
-                f"the run draws {step.scheme} samples, but the declaration states random "
-                "allocation: declare the sampling that runs, or batch with ledger.allocate"
-            )
-        if not same:
-            return f"no {step.scheme} sampled step is declared"
-        if step.scheme == "poisson" and all(step.rate > d.rate for d in same):
-            return f"sampling rate {step.rate!r} exceeds the declared {max(d.rate for d in same)!r}"
-        if step.scheme == "shuffle" and not any(
-            d.source_size == step.source_size and d.sample_size == step.sample_size for d in same
-        ):
-            return (
-                f"the epoch shuffles {step.source_size} records into batches of "
-                f"{step.sample_size}, which no declared shuffled epoch states"
-            )
-        if step.scheme == "allocation" and not any(
-            d.source_size == step.source_size and d.sample_size == step.sample_size for d in same
-        ):
-            return (
-                f"the epoch allocates each record to {step.sample_size} of {step.source_size} "
-                "steps, which no declared random allocation states"
-            )
-        if step.scheme == "wor" and not any(
-            d.source_size == step.source_size and step.sample_size <= d.sample_size for d in same
-        ):
-            return "the sample is larger than declared (or drawn from a different source size)"
-        d0 = same[0]
-        for inner, _ in step.inner:
-            if not multiset_covered(((inner, 1),), d0.inner):
-                return "inside the sample: " + explain_uncovered(inner, step.inner, d0.inner)
-        return "inside the sample: more steps than declared"
+        return _explain_sampled(step, declared)
     same_kind = [d for d, _ in declared if type(d) is type(step)]
     if not same_kind:
         return f"no {getattr(step, 'kind', type(step).__name__)} step is declared"
