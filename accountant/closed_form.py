@@ -31,7 +31,6 @@ import attrs
 import numpy as np
 
 from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
-from dpledger.accountant.basic_composition import basic_composition_epsilon
 from dpledger.accountant.conversions import (
     REL_SLACK,
     U,
@@ -41,6 +40,7 @@ from dpledger.accountant.conversions import (
     randomized_response_delta_lower,
     solve_epsilon,
 )
+from dpledger.core.basic_composition import basic_composition_epsilon
 from dpledger.core.events import (
     ApproxDPEvent,
     Event,

@@ -24,7 +24,6 @@ from dpledger.accountant.base import (
     identical_delta,
     infinite_epsilon,
 )
-from dpledger.accountant.basic_composition import basic_composition_epsilon
 from dpledger.accountant.conversions import merged_gaussian_multiplier
 from dpledger.accountant.pld_engine import (
     LOWER_DEFLATION,
@@ -45,6 +44,7 @@ from dpledger.accountant.pld_engine import (
 )
 from dpledger.accountant.profiles import DirectedProfiles, Profile, leaf_profiles
 from dpledger.core.adjacency import Adjacency
+from dpledger.core.basic_composition import basic_composition_epsilon
 from dpledger.core.errors import BoundUnavailable, UnsupportedEventError
 from dpledger.core.events import (
     Event,

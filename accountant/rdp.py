@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
-from dpledger.accountant.basic_composition import basic_composition_epsilon
 from dpledger.accountant.conversions import U, rdp_to_delta, rdp_to_epsilon
 from dpledger.accountant.rdp_orders import (
     FloatArray,
@@ -29,6 +28,7 @@ from dpledger.accountant.rdp_orders import (
     pure_dp_rdp,
 )
 from dpledger.core.adjacency import Adjacency
+from dpledger.core.basic_composition import basic_composition_epsilon
 from dpledger.core.errors import BoundUnavailable, InvalidParameterError
 from dpledger.core.events import (
     SHUFFLED_NEEDS_REPLACE_ONE,

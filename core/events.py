@@ -16,11 +16,13 @@ import itertools
 import math
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, ClassVar, cast
 
 import attrs
 
+from dpledger.core.basic_composition import basic_composition_epsilon
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 from dpledger.core.validation import (
     delta_closed_open,
@@ -814,7 +816,9 @@ def is_pure(event: Event) -> bool:
 
 
 def pure_epsilon(event: Event) -> float:
-    """The basic-composition epsilon of a pure event (used as a cap and by group privacy)."""
+    """The basic-composition epsilon of a pure event (used as a cap and by group privacy),
+    rounded up: sums are exact (:func:`~dpledger.core.basic_composition.
+    basic_composition_epsilon`)."""
     if isinstance(event, NoOpEvent):
         return 0.0
     if isinstance(
@@ -825,15 +829,18 @@ def pure_epsilon(event: Event) -> float:
     if isinstance(event, RandomizedResponseEvent):
         return event.epsilon
     if isinstance(event, LaplaceEvent):
-        return 1.0 / event.noise_multiplier
+        return basic_composition_epsilon([(1, 1 / Fraction(event.noise_multiplier))])
     if isinstance(event, ComposedEvent):
-        return math.fsum(pure_epsilon(e) for e in event.events)
+        return basic_composition_epsilon((1, pure_epsilon(e)) for e in event.events)
     if isinstance(event, SelfComposedEvent):
-        return event.count * pure_epsilon(event.event)
+        return basic_composition_epsilon([(event.count, pure_epsilon(event.event))])
     if isinstance(event, PoissonSampledEvent | SampledWithoutReplacementEvent):
         q = event.sampling_probability
         e0 = pure_epsilon(event.event)
-        return math.log1p(q * math.expm1(e0)) if q > 0 else 0.0
+        if q == 0:
+            return 0.0
+        # log1p(q expm1(e0)) errs by a few units of roundoff: rounded up past them
+        return math.nextafter(math.log1p(q * math.expm1(e0)) * (1 + 16 * 2.0**-53), math.inf)
     raise InvalidParameterError(
         "event", f"{event.kind} is not a pure-DP event", "use an accountant"
     )

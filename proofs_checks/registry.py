@@ -132,7 +132,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.events.pure_epsilon",
         status="contrib",
         proof="proofs_checks/composition/proof.md",
-        source_sha256="b4fba0a1830c34ee204d62a2ba7bc4ed8bf125e2a29c0bc94edfeed2240a7f02",
+        source_sha256="3bb642dbaf86bc3d13063376ffb3a9c87d6a0d523d2bacb67454e227b5c72651",
     ),
     ProofRecord(
         target="dpledger.core.events.RandomizedResponseEvent",

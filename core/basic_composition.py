@@ -1,7 +1,8 @@
 """Basic composition: the epsilons of pure-DP steps add up.
 
-The one place dpledger sums epsilons. Backends use it as a cap (the closed form and RDP) or as
-the answer for an all-pure ledger (PLD), so it must never round down: the sum is taken exactly
+The one place dpledger sums epsilons. The kernel's ``pure_epsilon`` uses it, and the backends as
+a cap (the closed form and RDP) or as the answer for an all-pure ledger (PLD), so it must never
+round down: the sum is taken exactly
 over the rationals and rounded up to the next float.
 """
 

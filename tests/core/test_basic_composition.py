@@ -7,11 +7,11 @@ from fractions import Fraction
 
 import pytest
 
-from dpledger.accountant.basic_composition import basic_composition_epsilon
 from dpledger.accountant.closed_form import ClosedFormAccountant
 from dpledger.accountant.pld import _exact_pure_cap
 from dpledger.accountant.rdp import RDPAccountant
 from dpledger.core.adjacency import Adjacency
+from dpledger.core.basic_composition import basic_composition_epsilon
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import ComposedEvent, LaplaceEvent, PureDPEvent, SelfComposedEvent
 
@@ -49,3 +49,17 @@ def test_the_pld_pure_cap_is_basic_composition() -> None:
     events = {PureDPEvent(0.1): 3, LaplaceEvent(2.0): 1}
     cap = _exact_pure_cap(events, Adjacency())  # type: ignore[arg-type]
     assert cap == basic_composition_epsilon([(3, 0.1), (1, Fraction(1, 2))])
+
+
+def test_pure_epsilon_never_rounds_down() -> None:
+    """The kernel's pure epsilon goes through the same exact sum: never below the rational."""
+    from dpledger.core.events import PoissonSampledEvent, pure_epsilon
+
+    composed = ComposedEvent([PureDPEvent(0.1)] * 3 + [LaplaceEvent(3.0)])
+    assert Fraction(pure_epsilon(composed)) >= 3 * Fraction(0.1) + 1 / Fraction(3.0)
+    assert Fraction(pure_epsilon(LaplaceEvent(3.0))) >= 1 / Fraction(3.0)
+    repeated = SelfComposedEvent(PureDPEvent(0.1), 7)
+    assert Fraction(pure_epsilon(repeated)) >= 7 * Fraction(0.1)
+    sampled = pure_epsilon(PoissonSampledEvent(0.01, PureDPEvent(1.0)))
+    assert sampled >= math.log1p(0.01 * math.expm1(1.0))
+    assert sampled <= math.log1p(0.01 * math.expm1(1.0)) * (1 + 1e-14)
