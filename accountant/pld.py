@@ -590,7 +590,7 @@ class PLDAccountant(Accountant):
                 h = up.h
                 eps_up = epsilon_for(up, delta, upper=True)
                 best_up = min(best_up, eps_up)
-                if prep.keep_lower:
+                if prep.keep_lower and not _UPPER_ONLY.get():
                     goal = best_up / BRACKET_GOAL
                     best_lo = max(best_lo, self._lower_epsilon(prep, name, tilt, delta, goal))
                 # a finite answer inside the tilted window needs no fallback
@@ -601,7 +601,7 @@ class PLDAccountant(Accountant):
             # wider than the goal and they still raise it
             previous = -math.inf
             for gentler in _gentler(tilts[0]):
-                if not prep.keep_lower or best_up <= best_lo * BRACKET_GOAL:
+                if not prep.keep_lower or _UPPER_ONLY.get() or best_up <= best_lo * BRACKET_GOAL:
                     break
                 eps_lo = self._lower_epsilon(prep, name, gentler, delta, None)
                 if eps_lo <= previous:

@@ -154,7 +154,7 @@ def _log_mgf(pld: DiscretePLD, lam: Array) -> Array:
     n = masses.size
     reach = float(np.max(np.abs(lam))) * pld.h
     block = max(1, min(math.isqrt(n) + 1, int(MGF_BLOCK_SPAN / reach) if reach > 0 else n))
-    if block < 16:
+    if block < 16 or n * lam.size < MGF_DIRECT_WORK:
         return _log_mgf_direct(pld, lam)
     pad = (-n) % block
     rows = np.concatenate([masses, np.zeros(pad)]).reshape(-1, block)
@@ -188,6 +188,8 @@ def _log_mgf_direct(pld: DiscretePLD, lam: Array) -> Array:
     return out
 
 
+#: below this many terms the direct sum is cheaper than the blocks' set-up
+MGF_DIRECT_WORK = 1 << 18
 #: largest |lam| h B within one block of :func:`_log_mgf` (e^-500 is far above underflow)
 MGF_BLOCK_SPAN = 500.0
 #: bound on a block's terms lost to underflow (each below e^-745 after scaling)
