@@ -286,7 +286,13 @@ def seeds_main(args: argparse.Namespace) -> int:
             args.seed = seed
             rows.append(run_digit(digit, args))
             print({k: round(v, 4) for k, v in rows[-1].items()}, flush=True)
-    text = seeds_table(rows)
+    first = [r for r in rows if r["seed"] == args.seeds[0]]
+    text = (
+        f"Seed {args.seeds[0]}:\n\n"
+        + table(first, args.delta)
+        + f"\nMean ± sample sd over seeds {args.seeds}:\n\n"
+        + seeds_table(rows)
+    )
     print(text)
     if args.out is not None:
         args.out.write_text(text)
