@@ -236,14 +236,19 @@ def table(rows: list[dict[str, float]], delta: float) -> str:
         "| digit | N | T | tau (certified) | eps opt (PLD) | eps opt (paper GDP, asympt.) | "
         f"eps total @ delta={2 * delta:g} | eps total, replace-one | W2 oracle (50 iid) | "
         "W2 warm start | W2 ours | W2^2 warm start | W2^2 ours | paper | W2^2 ours / paper | "
-        "path W2 | s |\n|" + "---|" * 17 + "\n"
+        "path W2 | s |"
     )
+    nonpriv = all("w2sq_nonprivate" in r for r in rows)
+    head += " W2^2 non-private | W2 non-private |\n|" if nonpriv else "\n|"
+    head += "---|" * (19 if nonpriv else 17) + "\n"
     body = "".join(
         f"| {r['digit']} | {r['N']} | {r['T']} | {r['tau']:.3f} | {r['eps_opt']:.3f} | "
         f"{r['eps_gdp']:.3f} | {r['eps_total']:.3f} | {r['eps_total_r1']:.3f} | "
         f"{r['oracle']:.4f} | {r['w2_init']:.4f} | "
         f"{r['w2']:.4f} | {r['w2sq_init']:.4f} | {r['w2sq']:.4f} | {r['paper']} | "
-        f"{r['w2sq'] / r['paper']:.2f} | {r['path_w2']:.4f} | {r['seconds']:.0f} |\n"
+        f"{r['w2sq'] / r['paper']:.2f} | {r['path_w2']:.4f} | {r['seconds']:.0f} |"
+        + (f" {r['w2sq_nonprivate']:.4f} | {r['w2_nonprivate']:.4f} |" if nonpriv else "")
+        + "\n"
         for r in rows
     )
     tail = (
