@@ -215,7 +215,7 @@ def summarize(rows: list[dict[str, Any]]) -> str:
             eps = rs[0]["epsilon_certified"]
             body += (
                 f"| {kind} | {'private' if private else 'non-private'} | {len(rs)} | "
-                f"{rs[0]['iterations']} | {eps:.3f} | {ms('w2_init')} | {ms('w2')} | "
+                f"{rs[0]['iterations']} | {eps:.4g} | {ms('w2_init')} | {ms('w2')} | "
                 f"{ms('w2sq', f='.4f')} | "
                 f"{wtxt} | {ms('weight_error')} | {ms('cross_cluster', f='.2f')} |\n"
             )
