@@ -38,26 +38,21 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from dpledger.accountant.select import account
-from dpledger.core.adjacency import Adjacency
-from dpledger.plugins.trajectories import mfld
-from dpledger.plugins.trajectories.data import TrajectoryData, make_multimodal
+from dpledger.plugins.trajectories.data import make_multimodal
 from dpledger.plugins.trajectories.declare import (
     Phase,
     TrajectoryParams,
     WarmStart,
-    declare,
     gdp_epsilon,
     paper_gdp_mu,
 )
-from dpledger.plugins.trajectories.metrics import marginal_w2
-from dpledger.plugins.trajectories.noise import RecordingNoise
-from dpledger.plugins.trajectories.trajectories import exact_plans, sample_paths
+
+if TYPE_CHECKING:
+    from dpledger.plugins.trajectories.data import TrajectoryData
 
 #: the paper's annealing schedule: (iterations, eta, tau)
 ANNEAL = ((1000, 0.005, 2.5), (500, 0.003, 1.5), (500, 0.001, 1.0))
@@ -147,6 +142,9 @@ def params_for(
 
 
 def measure(d: TrajectoryData, res: Any, seed: int) -> dict[str, Any]:
+    from dpledger.plugins.trajectories.metrics import marginal_w2
+    from dpledger.plugins.trajectories.trajectories import exact_plans, sample_paths
+
     X = np.asarray(res.particles)
     w = marginal_w2(d.marginals, list(X))
     w0 = marginal_w2(d.marginals, list(np.asarray(res.init_particles)))
@@ -174,6 +172,12 @@ def measure(d: TrajectoryData, res: Any, seed: int) -> dict[str, Any]:
 def run_one(
     kind: str, private: bool, seed: int, args: argparse.Namespace, rho: float
 ) -> dict[str, Any]:
+    from dpledger.accountant.select import account
+    from dpledger.core.adjacency import Adjacency
+    from dpledger.plugins.trajectories import mfld
+    from dpledger.plugins.trajectories.declare import declare
+    from dpledger.plugins.trajectories.noise import RecordingNoise
+
     d = make_multimodal(N=args.N, T=10, seed=seed)
     p = params_for(kind, private, d, args, rho)
     t0 = time.time()
@@ -287,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.figure is not None:
             figure(rows, args.figure, args.N)
         return 0
+    import torch
+
     torch.set_num_threads(1)
     rho = paper_rho(ANNEAL, ANNEAL_EPS)
     print(
