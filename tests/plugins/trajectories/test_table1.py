@@ -170,3 +170,35 @@ def test_table1_page_equals_command(mnist_path: Path) -> None:
     ours, theirs = rows(printed), rows(page)
     assert sorted(ours) == ["1", "2", "3", "6", "7", "9"]
     assert ours == theirs
+
+
+@pytest.mark.slow
+def test_table1_seeds_row_equals_command(mnist_path: Path) -> None:
+    """Digit 7 over three seeds, private and non-private: the page's row is the command's."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[3]
+    printed = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--data",
+            str(mnist_path),
+            "--digits",
+            "7",
+            "--seeds",
+            "0",
+            "1",
+            "2",
+            "--non-private",
+        ],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    ).stdout
+    row = [ln for ln in printed.splitlines() if ln.startswith("| 7 | 3 | 0.024 |")]
+    assert len(row) == 1
+    assert row[0] in (root / "docs" / "methods" / "trajectories.md").read_text()
