@@ -204,7 +204,13 @@ def run(a: argparse.Namespace) -> None:
 
 def summarize(*paths: str) -> list[dict[str, Any]]:
     """Mean and sample sd over seeds per (method, cell), and the PATH - AIM gap per seed."""
-    rows = [r for p in paths for r in json.loads(Path(p).read_text())["rows"]]
+    rows, seen = [], set()
+    for p in paths:
+        for r in json.loads(Path(p).read_text())["rows"]:
+            key = (r["method"], r["cell"], r["seed"])
+            if key not in seen:  # one row per (method, cell, seed) across files
+                seen.add(key)
+                rows.append(r)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["method"], r["cell"]), []).append(r)
