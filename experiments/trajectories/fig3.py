@@ -13,7 +13,9 @@ Not stated by the paper: m, rho, C, sigma, lambda. ``rho`` is solved from the pa
 formula (Lemma 3.1's GDP per regime, converted at delta' = 0.01/3 and summed to 1.84), and the
 certified epsilon of the same run (PLD, composed, delta = 0.01) is printed beside it. The warm
 start is our grid mixture (``WarmStart('mixture')``, a documented departure from private
-k-means) at (1/T... per marginal: event level, so (1, 0.01) per marginal is (1, 0.01) in total).
+k-means) at (1, 0.01) per marginal; each person is in one marginal (event level), so that is
+(1, 0.01) for the warm start as a whole. The paper identifies the diffusivity with tau; the
+default here is D = 0.1 tau (``--diffusivity-scale``), see the method page.
 
 The non-private baseline is the same run with the privacy noise switched off: noise multiplier
 1e-3 on the clipped data-fit sum, the same diffusivity (the public Langevin noise supplies the
