@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
-import numpy as np
 from scipy import optimize
 from scipy.stats import norm
 
@@ -346,25 +345,22 @@ def paper_c(epochs: int = 5, configs: Sequence[tuple[float, float]] = C_CONFIGS)
 
 
 # -- D: SHK flows, Experiment 3 -----------------------------------------------------------------
-def d_terms(n_cells: int = 192) -> dict[str, float]:
-    """Theorem 3's terms for the simulated pair (as the paper) and for the worst case."""
-    from dpledger.plugins.shk import bounds, paper
-    from dpledger.plugins.shk.torus import TorusGrid, cosine_loss, osc, scaled, von_mises_density
+def d_terms() -> dict[str, float]:
+    """Theorem 3's data-independent epsilon at Experiment 3's setting, for two initial densities.
 
-    grid = TorusGrid(n_cells)
-    kappa, mu, beta, t, n = 5.5, 1.529, 5.0, 7.0, 100
-    rho0 = von_mises_density(grid, kappa, mu)
-    y, y2 = paper.exp3_data()
-    v, vp = scaled(cosine_loss(y), beta)(grid.x), scaled(cosine_loss(y2), beta)(grid.x)
-    h = v - vp
-    lr0 = np.log(rho0)
-    b_pair = max(osc(lr0 - np.log(grid.gibbs(v))), osc(lr0 - np.log(grid.gibbs(vp))))
-    pair = max(
-        bounds.epsilon_a1(t, float(np.max(np.abs(h))), b_pair),
-        bounds.epsilon_a1_prime(t, osc(h), b_pair),
-    )
-    worst = bounds.epsilon_a1_prime(t, beta * 4.0 / n, 2 * kappa + beta * 2.0)
-    return {"pair": pair, "worst": worst, "b_pair": b_pair}
+    Worst neighbour: osc(V - V') <= 4 beta / n (cosine loss, one record changed). B =
+    osc(log rho_0) + beta * range(L). The paper's 0.2201 is this epsilon with osc(log rho_0) = 1
+    (B = 11); the reproduction's one rho_0 for Experiments 1-3 (von Mises kappa = 5.5, as on the
+    SHK results page) has osc(log rho_0) = 2 kappa = 11, so B = 21.
+    """
+    from dpledger.plugins.shk import bounds, paper
+
+    beta, t, n = paper.EXP3_BETA, paper.EXP3_T, 100
+    kappa = paper.RHO0_KAPPA
+    return {
+        "declared": bounds.epsilon_a1_prime(t, 4.0 * beta / n, paper.EXP3_DECLARED_B),
+        "run_rho0": bounds.epsilon_a1_prime(t, 4.0 * beta / n, 2 * kappa + beta * 2.0),
+    }
 
 
 def paper_d() -> list[Row]:
@@ -373,15 +369,17 @@ def paper_d() -> list[Row]:
     return [
         Row(
             "D",
-            "Experiment 3 (torus mean, n=100, beta=5, t=7; rho_0 von Mises kappa=5.5 assumed)",
+            "Experiment 3 (torus mean, n=100, beta=5, t=7); paper's: a rho_0 with "
+            "osc(log rho_0) = 1; real: the reproduction's rho_0, von Mises kappa=5.5",
             0.2201,
             delta,
-            epsilon(PureDPEvent(terms["pair"]), ADD_REMOVE, delta),
-            epsilon(PureDPEvent(terms["worst"]), ADD_REMOVE, delta),
-            "the paper evaluates Theorem 3 with the oscillation and R_0 of the one simulated pair; "
-            "DP needs the worst neighbour (osc <= 4 beta / n) and a data-independent B = "
-            "osc(log rho_0) + beta * range(L); the release samples a grid solver, not the exact "
-            "flow",
+            epsilon(PureDPEvent(terms["declared"]), ADD_REMOVE, delta),
+            epsilon(PureDPEvent(terms["run_rho0"]), ADD_REMOVE, delta),
+            "none for the paper's column: the claim is Theorem 3's data-independent epsilon with "
+            "the worst neighbour (osc <= 4 beta / n) and B = osc(log rho_0) + beta * range(L) = "
+            "1 + 10; the reproduction's runs start from the kappa = 5.5 rho_0 (osc log rho_0 = "
+            "11), for which the same theorem gives the real column (B = 21); the release samples "
+            "a grid solver whose law is checked numerically, not the exact flow",
             key="D_exp3",
         )
     ]

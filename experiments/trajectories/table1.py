@@ -59,6 +59,10 @@ from dpledger.plugins.trajectories.noise import RecordingNoise
 from dpledger.plugins.trajectories.trajectories import evaluate, sample_paths
 
 REPLACE_ONE = Adjacency(relation="replace_one")
+#: the non-private baseline: privacy noise multiplier 1e-3 on the clipped sum (the public
+#: Langevin noise keeps the diffusivity of the private run) and a warm-start mean at epsilon 1e4
+NON_PRIVATE_TAU = 1e-3
+NON_PRIVATE_WARM_EPS = 1e4
 
 PAPER_W2 = {1: 0.034, 2: 0.02, 3: 0.024, 6: 0.049, 7: 0.024, 9: 0.023}
 DEFAULT_DATA = Path(
@@ -160,8 +164,21 @@ def privacy_columns(d: TrajectoryData, args: argparse.Namespace) -> dict[str, fl
     return out
 
 
+def non_private(p: TrajectoryParams) -> TrajectoryParams:
+    """The same run without privacy: same diffusivity, clipping, sampling and steps."""
+    return attrs.evolve(
+        p,
+        tau=NON_PRIVATE_TAU,
+        diffusivity=p.tau if p.diffusivity is None else p.diffusivity,
+        warm_start=attrs.evolve(p.warm_start, epsilon=NON_PRIVATE_WARM_EPS),
+    )
+
+
 def run_data(d: TrajectoryData, digit: int, args: argparse.Namespace) -> dict[str, float]:
-    """Calibrate, run and measure on the marginals ``d`` (event level); one table row."""
+    """Calibrate, run and measure on the marginals ``d`` (event level); one table row.
+
+    With ``args.non_private`` the W2 columns also hold the non-private baseline (same run
+    without privacy noise, see :func:`non_private`)."""
     t0 = time.time()
     adj = Adjacency()
     p, cal, rho = calibrated_params(d, args)
@@ -171,10 +188,17 @@ def run_data(d: TrajectoryData, digit: int, args: argparse.Namespace) -> dict[st
     res = mfld.run(d.marginals, p, adjacency=adj, noise=RecordingNoise(args.seed))
     w_init = marginal_w2(d.marginals, list(res.init_particles))
     w_final = marginal_w2(d.marginals, list(res.particles))
+    nonpriv: dict[str, float] = {}
+    if getattr(args, "non_private", False):
+        res_np = mfld.run(
+            d.marginals, non_private(p), adjacency=adj, noise=RecordingNoise(args.seed)
+        )
+        w_np = marginal_w2(d.marginals, list(res_np.particles))
+        nonpriv = {"w2_nonprivate": float(w_np.mean()), "w2sq_nonprivate": float((w_np**2).mean())}
     rng = np.random.default_rng(args.seed)
     paths = sample_paths(res.particles, res.plans, res.times, 300, p.phases()[-1].temperature, rng)
     grid_pts = evaluate(paths, res.times, rng)
-    if args.figure_dir is not None:
+    if args.figure_dir is not None and args.seed == 0:
         args.figure_dir.mkdir(parents=True, exist_ok=True)
         figure1(
             d.paths,
@@ -201,6 +225,8 @@ def run_data(d: TrajectoryData, digit: int, args: argparse.Namespace) -> dict[st
         "oracle": oracle_w2(d.marginals, args.m, args.seed),
         "paper": PAPER_W2[digit],
         "path_w2": path_w2(d.paths, grid_pts),
+        "seed": args.seed,
+        **nonpriv,
         "seconds": time.time() - t0,
     }
 
@@ -210,14 +236,19 @@ def table(rows: list[dict[str, float]], delta: float) -> str:
         "| digit | N | T | tau (certified) | eps opt (PLD) | eps opt (paper GDP, asympt.) | "
         f"eps total @ delta={2 * delta:g} | eps total, replace-one | W2 oracle (50 iid) | "
         "W2 warm start | W2 ours | W2^2 warm start | W2^2 ours | paper | W2^2 ours / paper | "
-        "path W2 | s |\n|" + "---|" * 17 + "\n"
+        "path W2 | s |"
     )
+    nonpriv = all("w2sq_nonprivate" in r for r in rows)
+    head += " W2^2 non-private | W2 non-private |\n|" if nonpriv else "\n|"
+    head += "---|" * (19 if nonpriv else 17) + "\n"
     body = "".join(
         f"| {r['digit']} | {r['N']} | {r['T']} | {r['tau']:.3f} | {r['eps_opt']:.3f} | "
         f"{r['eps_gdp']:.3f} | {r['eps_total']:.3f} | {r['eps_total_r1']:.3f} | "
         f"{r['oracle']:.4f} | {r['w2_init']:.4f} | "
         f"{r['w2']:.4f} | {r['w2sq_init']:.4f} | {r['w2sq']:.4f} | {r['paper']} | "
-        f"{r['w2sq'] / r['paper']:.2f} | {r['path_w2']:.4f} | {r['seconds']:.0f} |\n"
+        f"{r['w2sq'] / r['paper']:.2f} | {r['path_w2']:.4f} | {r['seconds']:.0f} |"
+        + (f" {r['w2sq_nonprivate']:.4f} | {r['w2_nonprivate']:.4f} |" if nonpriv else "")
+        + "\n"
         for r in rows
     )
     tail = (
@@ -226,6 +257,51 @@ def table(rows: list[dict[str, float]], delta: float) -> str:
         f"{np.mean([r['w2'] for r in rows]):.4f})\n"
     )
     return head + body + tail
+
+
+def seeds_table(rows: list[dict[str, float]]) -> str:
+    """Per digit: paper, ours (private) and the non-private baseline on both readings of the
+    paper's metric (W2^2, the one argued for, and W2), mean ± sample sd over seeds."""
+    head = (
+        "| digit | seeds | paper | W2² private | W2² non-private | W2² private / paper | "
+        "W2 private | W2 non-private |\n|---|---|---|---|---|---|---|---|\n"
+    )
+
+    def ms(v: list[float], f: str = ".4f") -> str:
+        a = np.asarray(v, dtype=float)
+        return f"{a.mean():{f}} ± {a.std(ddof=1) if a.size > 1 else float('nan'):{f}}"
+
+    body = ""
+    for digit in sorted({int(r["digit"]) for r in rows}):
+        rs = [r for r in rows if int(r["digit"]) == digit]
+        get = lambda k, rs=rs: [r[k] for r in rs if k in r]  # noqa: E731
+        ratio = [r["w2sq"] / r["paper"] for r in rs]
+        body += (
+            f"| {digit} | {len(rs)} | {PAPER_W2[digit]} | {ms(get('w2sq'))} | "
+            f"{ms(get('w2sq_nonprivate'))} | {ms(ratio, '.2f')} | {ms(get('w2'))} | "
+            f"{ms(get('w2_nonprivate'))} |\n"
+        )
+    return head + body
+
+
+def seeds_main(args: argparse.Namespace) -> int:
+    rows = []
+    for digit in args.digits:
+        for seed in args.seeds:
+            args.seed = seed
+            rows.append(run_digit(digit, args))
+            print({k: round(v, 4) for k, v in rows[-1].items()}, flush=True)
+    first = [r for r in rows if r["seed"] == args.seeds[0]]
+    text = (
+        f"Seed {args.seeds[0]}:\n\n"
+        + table(first, args.delta)
+        + f"\nMean ± sample sd over seeds {args.seeds}:\n\n"
+        + seeds_table(rows)
+    )
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text)
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -244,6 +320,18 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--eps", type=float, default=1.0, help="per phase (warm start, optimisation)")
     ap.add_argument("--delta", type=float, default=5e-4, help="per phase")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="run every digit at these seeds and print mean and spread (with the baseline)",
+    )
+    ap.add_argument(
+        "--non-private",
+        action="store_true",
+        help="also run the non-private baseline (same settings, no privacy noise)",
+    )
     ap.add_argument(
         "--jitter",
         type=float,
@@ -275,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{c['eps_total_r1']:.3f} |"
             )
         return 0
+    if args.seeds is not None:
+        return seeds_main(args)
     rows = []
     for digit in args.digits:
         rows.append(run_digit(digit, args))

@@ -139,3 +139,66 @@ def test_digit_7_within_factor_two(mnist_path: Path) -> None:
     assert row["eps_opt"] <= 1.0 and row["eps_total"] <= 2.0  # certified, at the paper's level
     assert 0.5 <= row["w2sq"] / mod.PAPER_W2[7] <= 2.0
     assert np.isfinite(row["path_w2"])
+
+
+@pytest.mark.slow
+def test_table1_page_equals_command(mnist_path: Path) -> None:
+    """``table1.py --non-private`` reprints the method page's Table 1, every column but the wall
+    time ("s")."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[3]
+    printed = subprocess.run(
+        [sys.executable, str(SCRIPT), "--data", str(mnist_path), "--non-private"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    ).stdout
+    page = (root / "docs" / "methods" / "trajectories.md").read_text()
+
+    def rows(text: str) -> dict[str, list[str]]:
+        out = {}
+        for ln in text.splitlines():
+            cells = ln.split("|")
+            if ln.startswith("| ") and len(cells) == 21 and cells[1].strip().isdigit():
+                out[cells[1].strip()] = cells[:17] + cells[18:]
+        return out
+
+    ours, theirs = rows(printed), rows(page)
+    assert sorted(ours) == ["1", "2", "3", "6", "7", "9"]
+    assert ours == theirs
+
+
+@pytest.mark.slow
+def test_table1_seeds_row_equals_command(mnist_path: Path) -> None:
+    """Digit 7 over three seeds, private and non-private: the page's row is the command's."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[3]
+    printed = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--data",
+            str(mnist_path),
+            "--digits",
+            "7",
+            "--seeds",
+            "0",
+            "1",
+            "2",
+            "--non-private",
+        ],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    ).stdout
+    row = [ln for ln in printed.splitlines() if ln.startswith("| 7 | 3 | 0.024 |")]
+    assert len(row) == 1
+    assert row[0] in (root / "docs" / "methods" / "trajectories.md").read_text()
