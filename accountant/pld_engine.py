@@ -785,13 +785,20 @@ def discretise_lower(profile: Profile, h: float) -> DiscretePLD | None:
     j_lo = min(math.floor(max(profile.loss_lo, -MAX_LOSS) / h), -2)
     j_hi = max(math.ceil(min(profile.loss_hi, MAX_LOSS) / h), 3)
     eps: Array = np.asarray(np.arange(j_lo, j_hi + 1) * h, dtype=np.float64)
-    m = eps.size
     k = -j_lo  # eps[k] == 0.0; points below k are read in c-space, from k on in H-space
-    x = np.exp(eps)
+    z_c, z_h = _points_below(profile, eps, k, h)
+    if np.any(z_c < 0) or np.any(z_h[k:] < 0):
+        return None
+    p = _minorant_masses(z_c, z_h, np.exp(eps), k)
+    return _certified_lower(p, eps, z_c[:k], z_h, k, h, j_lo)
+
+
+def _brackets(profile: Profile, eps: Array, k: int) -> tuple[Array, Array, Array, Array]:
+    """(lo_c, hi_c, lo_h, hi_h): the curve bracketed at the points, as its excess c in the
+    points below zero and the three after (near zero there is no cancellation either way), and
+    as delta itself everywhere."""
     shrink = 1.0 / (1.0 + LOWER_DEFLATION) * (1 - 8 * U)
     hi_h = np.array(profile(eps), dtype=np.float64)
-    # c-space brackets at the points below zero and the two after it (near zero there is no
-    # cancellation either way); H-space brackets everywhere
     kc = k + 3
     one_minus_x = -np.expm1(eps[:kc])
     if profile.dual is not None:
@@ -803,6 +810,13 @@ def discretise_lower(profile: Profile, h: float) -> DiscretePLD | None:
     lo_h = hi_h * shrink
     lo_h[:k] = np.maximum(lo_c[:k] + one_minus_x[:k] - 4 * U, 0.0)
     hi_h[:k] = np.minimum(hi_c[:k] + one_minus_x[:k] + 4 * U, 1.0)
+    return lo_c, hi_c, lo_h, hi_h
+
+
+def _points_below(profile: Profile, eps: Array, k: int, h: float) -> tuple[Array, Array]:
+    """(z_c at points 0..k, z_h at every point): values whose chords stay under the curve;
+    z_c is 0 at the first point (the pair's curve is 1 - x before it), z_h is 0 at the last."""
+    lo_c, hi_c, lo_h, hi_h = _brackets(profile, eps, k)
     ratio, inverse = math.exp(h), math.exp(-h)
     left_c = _secant_floor(lo_c, hi_c, ratio)
     # c(0) = 0 at x = 0: the secant through (0, 0) and the first point, extended, is c_0 e^h
@@ -824,24 +838,26 @@ def discretise_lower(profile: Profile, h: float) -> DiscretePLD | None:
     z_h[k] = min(float(z_h[k]), float(z_c[k]))
     z_h[-1] = 0.0
     z_c[k] = z_h[k]
-    if np.any(z_c < 0) or np.any(z_h[k:] < 0):
-        return None
+    return z_c, z_h
+
+
+def _minorant_masses(z_c: Array, z_h: Array, x: Array, k: int) -> Array:
+    """P-masses of the greatest convex minorant of the points (below them, so below the
+    curve): c-slopes up to point k and H-slopes from there, each side keeping its end points,
+    pooled across point k where the two sides meet concavely; masses are slope differences
+    times ``x`` (slope -1 before the first point, 0 after the last)."""
     dx = np.diff(x)
-    # slopes of the greatest convex minorant of the points (below them, so below the curve):
-    # c-slopes up to point k and H-slopes from there, each side keeping its end points, then
-    # pooled across point k where the two sides meet concavely
     sc = _convex_slopes(np.diff(z_c) / dx[:k], dx[:k])
     sh = _convex_slopes(np.diff(z_h[k:]) / dx[k:], dx[k:])
     if sh[0] + 1.0 < sc[-1]:
         sc, sh = _pool_junction(sc, sh, dx, k)
-    q = np.empty(m)
+    q = np.empty(x.size)
     q[0] = sc[0]
     q[1:k] = sc[1:] - sc[:-1]
     q[k] = (sh[0] + 1.0) - sc[-1]
     q[k + 1 : -1] = sh[1:] - sh[:-1]
     q[-1] = -sh[-1]
-    p = np.asarray(x * np.maximum(q, 0.0), dtype=np.float64)
-    return _certified_lower(p, eps, z_c[:k], z_h, k, h, j_lo)
+    return np.asarray(x * np.maximum(q, 0.0), dtype=np.float64)
 
 
 def _pool_junction(sc: Array, sh: Array, dx: Array, k: int) -> tuple[Array, Array]:
@@ -861,19 +877,10 @@ def _pool_junction(sc: Array, sh: Array, dx: Array, k: int) -> tuple[Array, Arra
     return sc, sh
 
 
-def _certified_lower(
-    p: Array, eps: Array, z_c: Array, z_h: Array, k: int, h: float, offset: int
-) -> DiscretePLD | None:
-    """``p`` scaled down until the pair it completes (at losses -h and +h) is checked below
-    the points ``z``: ``sum_{i > j} p_i (1 - e^{eps_j - eps_i}) <= z_h[j]`` for eps_j >= 0 and
-    ``sum_{i < j} p_i (e^{eps_j - eps_i} - 1) <= z_c[j]`` below; None when that costs more than
-    MAX_LOWER_SCALE_LOSS. The laws are completed to probability one by a lossless mass at 0
-    and the imbalance at +h or -h, which needs ``e^{-h} <= R_Q / R_P <= e^h`` for the
-    remainders R_P = 1 - sum p and R_Q = 1 - sum p e^{-eps}."""
-    m = p.size
-    # where a point is 0 the pair's curve must be 0 there: no mass above it (H-space), or none
-    # below it (c-space); such masses come from round-off and are dropped (a lower pair may
-    # drop masses: they are then completed at losses 0 and +-h like the rest)
+def _drop_beyond_zeros(p: Array, z_c: Array, z_h: Array, k: int) -> Array:
+    """Where a point is 0 the pair's curve must be 0 there: no mass above it (H-space), or none
+    below it (c-space). Such masses come from round-off and are dropped (a lower pair may drop
+    masses: they are then completed at losses 0 and +-h like the rest)."""
     zero_h = np.nonzero(z_h[k:] <= 0)[0]
     zero_c = np.nonzero(z_c <= 0)[0]
     p = np.array(p)
@@ -881,19 +888,40 @@ def _certified_lower(
         p[k + int(zero_h[0]) + 1 :] = 0.0
     if zero_c.size:
         p[: int(zero_c[-1])] = 0.0
-    s_p = math.fsum(p.tolist())  # correctly rounded sums; each q_i errs by a few u
-    s_q = math.fsum((p * np.exp(-eps)).tolist())
-    err_p = 8 * U * s_p + 1e-300
-    err_q = 16 * U * s_q + 1e-300
-    # F_j = e^{-h} F_{j+1} + (1 - e^{-h}) T_{j+1}, T_{j+1} = sum_{i > j} p_i;
-    # C_j = e^h C_{j-1} + (e^h - 1) B_{j-1}, B_{j-1} = sum_{i < j} p_i
+    return p
+
+
+def _curve_at_points(p: Array, h: float, k: int) -> tuple[Array, Array]:
+    """Upper bounds of the pair's curve at the points from k on (F) and of its excess below
+    (C), by the positive recursions ``F_j = e^{-h} F_{j+1} + (1 - e^{-h}) T_{j+1}``
+    (``T_{j+1} = sum_{i > j} p_i``) and ``C_j = e^h C_{j-1} + (e^h - 1) B_{j-1}``
+    (``B_{j-1} = sum_{i < j} p_i``), with their rounding (and the cumulative sums') charged."""
+    m = p.size
     tail = np.concatenate([np.cumsum(p[::-1])[::-1][1:], [0.0]])
     head = np.concatenate([[0.0], np.cumsum(p)[:-1]])
-    rel = recursion_error(m, h) + 2 * U * (m + 4)  # and the cumulative sums' own
+    rel = recursion_error(m, h) + 2 * U * (m + 4)
     f_val = _positive_recursion(-h, -math.expm1(-h) * tail, reverse=True)
     c_val = _positive_recursion(h, math.expm1(h) * head)
     f_val = np.where(f_val > 0, f_val * (1 + rel) + RECURSION_ABS, 0.0)[k:]
     c_val = np.where(c_val > 0, c_val * (1 + rel) + RECURSION_ABS, 0.0)[:k]
+    return f_val, c_val
+
+
+def _certified_lower(
+    p: Array, eps: Array, z_c: Array, z_h: Array, k: int, h: float, offset: int
+) -> DiscretePLD | None:
+    """``p`` scaled down until the pair it completes is checked below the points ``z``:
+    ``sum_{i > j} p_i (1 - e^{eps_j - eps_i}) <= z_h[j]`` for eps_j >= 0 and
+    ``sum_{i < j} p_i (e^{eps_j - eps_i} - 1) <= z_c[j]`` below; None when that costs more than
+    MAX_LOWER_SCALE_LOSS. The laws are completed to probability one by a lossless mass at 0
+    and the imbalance at +h or -h, which needs ``e^{-h} <= R_Q / R_P <= e^h`` for the
+    remainders R_P = 1 - sum p and R_Q = 1 - sum p e^{-eps}."""
+    p = _drop_beyond_zeros(p, z_c, z_h, k)
+    s_p = math.fsum(p.tolist())  # correctly rounded sums; each q_i errs by a few u
+    s_q = math.fsum((p * np.exp(-eps)).tolist())
+    err_p = 8 * U * s_p + 1e-300
+    err_q = 16 * U * s_q + 1e-300
+    f_val, c_val = _curve_at_points(p, h, k)
     big = max(s_p + err_p, s_q + err_q)
     gap = abs(s_p - s_q) + err_p + err_q
     gamma = max(4 * gap / math.expm1(h), 1e-15)

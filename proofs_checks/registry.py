@@ -276,7 +276,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_engine.discretise_lower",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="6f9b6ccff94b8f1e6526f727670a1c0b5b80d996d52f7abfa928eb9ebb5008e5",
+        source_sha256="66050436369fa43d86cac211043eece66577f5a2c72434da6fcd2da354ac3267",
     ),
     ProofRecord(
         target="dpledger.accountant.random_allocation._tables",

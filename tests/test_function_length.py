@@ -17,10 +17,8 @@ ALLOWED: frozenset[str] = frozenset(
     {
         "accountant/calibrate.py:calibrate_noise_multiplier",
         "accountant/pld.py:PLDAccountant._prepared",
-        "accountant/pld_engine.py:_certified_lower",
         "accountant/pld_engine.py:compose",
         "accountant/pld_engine.py:discretise",
-        "accountant/pld_engine.py:discretise_lower",
         "accountant/select.py:account",
         "core/events.py:event_from_dict",
         "dpledger/audit/auditor.py:audit_mechanism",
