@@ -234,7 +234,8 @@ def summarize(*paths: str) -> list[dict[str, Any]]:
                 if m in ("state_frobenius", "tdcr_jsd", "marginal_w1", "mauve", "gap_state")
                 else 1
             )
-            cells.append(f"{mean:.{digits}f} ± {sd:.{digits}f}")
+            spread = f" ± {sd:.{digits}f}" if vals.size > 1 else " (one seed)"
+            cells.append(f"{mean:.{digits}f}{spread}")
         out.append(line)
         print(f"{method} | {cell} | {len(rs)} | " + " | ".join(cells), flush=True)
     return out
