@@ -8,7 +8,7 @@ version, trust tier); a plugin never sets it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -208,6 +208,10 @@ class MethodSpec:
 ToCoreFn = Callable[[Event], Event]
 #: a certified privacy profile: ``privacy_profile(event, adjacency, epsilon) -> delta upper bound``
 ProfileFn = Callable[[Event, Adjacency, float], float]
+#: a discrete dominating pair: ``dominating_pair(event, adjacency) -> (losses, p_masses,
+#: inf_mass)``, the P-masses at finite privacy losses and P's mass at +infinity (Q's masses
+#: are ``p e^-loss``, the rest of Q is where P has none)
+PairFn = Callable[[Event, Adjacency], tuple[Sequence[float], Sequence[float], float]]
 
 
 def _event_class_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -242,8 +246,11 @@ class MechanismSpec:
     """A new leaf mechanism event with at least one accountant characterisation.
 
     ``to_core`` maps an instance onto an event built from core events that is *at least as
-    lossy* (the accountant then handles it exactly like a core event); ``privacy_profile`` is
-    a certified upper bound on ``delta(epsilon)`` of one instance. Give at least one.
+    lossy* (the accountant then handles it exactly like a core event); ``dominating_pair`` is a
+    discrete pair of distributions that dominates every ordered pair of neighbouring outputs of
+    one instance (composed exactly: its curve is tabulated at its own losses);
+    ``privacy_profile`` is a certified upper bound on ``delta(epsilon)`` of one instance. Give
+    at least one; they are used in that order.
     """
 
     name: str = attrs.field(validator=_name_validator)
@@ -255,13 +262,14 @@ class MechanismSpec:
     provenance: Provenance | None = attrs.field(
         default=None, validator=_provenance_validator, eq=False
     )
+    dominating_pair: PairFn | None = attrs.field(default=None, validator=_optional_callable)
 
     def __attrs_post_init__(self) -> None:
-        if self.to_core is None and self.privacy_profile is None:
+        if self.to_core is None and self.privacy_profile is None and self.dominating_pair is None:
             raise InvalidParameterError(
                 "to_core",
                 "a mechanism needs at least one accountant characterisation",
-                "give to_core (a mapping onto core events) or privacy_profile",
+                "give to_core (a mapping onto core events), dominating_pair or privacy_profile",
             )
 
     @property
@@ -274,7 +282,9 @@ class MechanismSpec:
             "kind": self.kind,
             "description": self.description,
             "characterisations": [
-                n for n in ("to_core", "privacy_profile") if getattr(self, n) is not None
+                n
+                for n in ("to_core", "dominating_pair", "privacy_profile")
+                if getattr(self, n) is not None
             ],
             "proof": self.proof.to_dict(),
             "provenance": self.provenance.to_dict() if self.provenance else None,

@@ -215,6 +215,22 @@ class MechanismSpecContract:
                         "delta(epsilon) must be non-increasing"
                     )
 
+    def test_dominating_pair_is_a_pair_of_laws(self) -> None:
+        pair = self.spec.dominating_pair
+        if pair is None:
+            pytest.skip("no dominating pair")
+        with forbid_imports(*HEAVY_MODULES):
+            for event in self.example_events:
+                for adjacency in self.adjacencies:
+                    losses, masses, inf_mass = pair(event, adjacency)
+                    assert len(losses) == len(masses) and 0.0 <= inf_mass <= 1.0
+                    assert all(m >= 0 and math.isfinite(m) for m in masses)
+                    assert math.fsum(masses) + inf_mass <= 1.0 + 1e-12
+                    q_total = math.fsum(
+                        m * math.exp(-x) for x, m in zip(losses, masses, strict=True)
+                    )
+                    assert q_total <= 1.0 + 1e-12
+
     def test_bad_params_raise(self) -> None:
         if not self.bad_event_kwargs:
             pytest.skip("no bad_event_kwargs listed")
