@@ -272,7 +272,8 @@ class ShuffledEpoch:
         return counts
 
     def _event(self, inner: list[Event]) -> Event | None:
-        """The epoch's event if one more batch ran ``inner`` (None if no batch ran anything)."""
+        """The epoch's event if one more batch ran ``inner`` (None if no batch ran anything):
+        for each kind of step, the most any batch ran."""
         most = self._most | self._counts(inner)
         if not most:
             return None
@@ -280,7 +281,10 @@ class ShuffledEpoch:
             self._leaf[key] if c == 1 else SelfComposedEvent(self._leaf[key], c)
             for key, c in sorted(most.items(), key=lambda kv: repr(kv[0]))
         ]
-        body = parts[0] if len(parts) == 1 else ComposedEvent(parts)
+        return self._epoch_event(parts[0] if len(parts) == 1 else ComposedEvent(parts))
+
+    def _epoch_event(self, body: Event) -> Event:
+        """The epoch's event around what one batch runs at most."""
         return ShuffledBatchesEvent(self.source_size, self.batch_size, body)
 
     def _close(self, inner: list[Event]) -> None:
@@ -316,15 +320,7 @@ class AllocatedEpoch(ShuffledEpoch):
         self._leaf: dict[Hashable, Event] = {}
         self.batches = tuple(ShuffledBatch(self, i, idx) for i, idx in enumerate(members))
 
-    def _event(self, inner: list[Event]) -> Event | None:
-        most = self._most | self._counts(inner)
-        if not most:
-            return None
-        parts: list[Event] = [
-            self._leaf[key] if c == 1 else SelfComposedEvent(self._leaf[key], c)
-            for key, c in sorted(most.items(), key=lambda kv: repr(kv[0]))
-        ]
-        body = parts[0] if len(parts) == 1 else ComposedEvent(parts)
+    def _epoch_event(self, body: Event) -> Event:
         return RandomAllocationEvent(self.num_steps, body, self.num_selected)
 
 
