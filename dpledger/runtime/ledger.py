@@ -189,10 +189,17 @@ class Sample:
 
     def __exit__(self, *exc: object) -> None:
         if not self._ledger._scopes or self._ledger._scopes[-1] is not self:
-            raise PluginError(f"sample {self.step!r} closed out of order")
+            raise PluginError(f"{self._label()} closed out of order")
         self._ledger._scopes.pop()
         self._open = False
         self._closed = True
+        self._book()
+
+    def _label(self) -> str:
+        return f"sample {self.step!r}"
+
+    def _book(self) -> None:
+        """Book what ran inside, once the scope has closed."""
         event = self.wrapped()
         if event is not None:
             self._ledger._append(event, self.step, checked=True)
@@ -224,12 +231,10 @@ class ShuffledBatch(Sample):
         super().__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if not self._ledger._scopes or self._ledger._scopes[-1] is not self:
-            raise PluginError(f"batch {self.position} of {self.step!r} closed out of order")
-        self._ledger._scopes.pop()
-        self._open = False
-        self._closed = True
+    def _label(self) -> str:
+        return f"batch {self.position} of {self.step!r}"
+
+    def _book(self) -> None:
         self._epoch._close(self._inner)
 
 
