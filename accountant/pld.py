@@ -42,6 +42,7 @@ from dpledger.accountant.pld_engine import (
     tilt_for_epsilon,
     tilted_window,
 )
+from dpledger.accountant.pld_split import compose_split
 from dpledger.accountant.profiles import DirectedProfiles, Profile, leaf_profiles
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.basic_composition import basic_composition_epsilon
@@ -495,6 +496,91 @@ class PLDAccountant(Accountant):
         tilt = min(tilt, MAX_TILT_RANGE / prep.width0[name])
         return [self._snap(tilt), 0.0]
 
+    def _direction(self, prep: _Prepared, name: str, delta: float) -> tuple[float, float, float]:
+        """(upper, lower, grid spacing) of one direction at the current grid.
+
+        In the tilted regime, when the plain tilted compositions leave the bracket wider than
+        the goal, the compositions split by heavy-tail steps are made as well."""
+        want_lower = prep.keep_lower and not _UPPER_ONLY.get()
+        tilts = self._tilts(prep, name, tilt_for_delta(prep.coarse[name], delta), delta)
+        best_up, best_lo, h = math.inf, 0.0, 0.0
+        for tilt in tilts:
+            up = self._composed(prep, name, tilt, delta)
+            assert up is not None
+            h = up.h
+            eps_up = epsilon_for(up, delta, upper=True)
+            best_up = min(best_up, eps_up)
+            if want_lower:
+                goal = best_up / BRACKET_GOAL
+                best_lo = max(best_lo, self._lower_epsilon(prep, name, tilt, delta, goal))
+            # a finite answer inside the tilted window needs no fallback
+            if math.isfinite(eps_up) and eps_up > float(up.losses[0]) + up.h:
+                break
+        # a heavy tilted tail can wrap around onto the lower bound's range: gentler tilts
+        # (less wrap, more round-off) are tried for the lower bound while the bracket is
+        # wider than the goal and they still raise it
+        previous = -math.inf
+        for gentler in _gentler(tilts[0]):
+            if not want_lower or best_up <= best_lo * BRACKET_GOAL:
+                break
+            eps_lo = self._lower_epsilon(prep, name, gentler, delta, None)
+            if eps_lo <= previous:
+                break
+            previous = eps_lo
+            best_lo = max(best_lo, eps_lo)
+        if tilts[0] > 0 and not best_up <= best_lo * BRACKET_GOAL:
+            best_up, best_lo, _ = self._split_bracket(prep, name, delta, best_up, best_lo)
+        return best_up, best_lo, h
+
+    def _split_bracket(
+        self, prep: _Prepared, name: str, delta: float, best_up: float, best_lo: float
+    ) -> tuple[float, float, float]:
+        """The bracket improved by the compositions split by heavy-tail steps
+        (:mod:`dpledger.accountant.pld_split`) where they can be made, and their spacing."""
+        h = 0.0
+        up = self._split(prep, name, delta, "upper")
+        if up is not None:
+            h = up.h
+            best_up = min(best_up, epsilon_for(up, delta, upper=True))
+        if prep.keep_lower and not _UPPER_ONLY.get() and not best_up <= best_lo * BRACKET_GOAL:
+            low = self._split(prep, name, delta, "dominated")
+            if low is not None:
+                best_lo = max(best_lo, epsilon_for(low, delta, upper=False))
+        return best_up, best_lo, h
+
+    def _split(
+        self, prep: _Prepared, name: str, delta: float, kind: str, epsilon: float | None = None
+    ) -> ComposedPLD | None:
+        """One direction's composition split by heavy-tail steps (cached): ``"upper"``
+        (connect-the-dots) or ``"dominated"`` (dominated pairs), cut for the level ``delta``
+        and tilted for it (or for the tail above ``epsilon``); None where no split applies."""
+        key = (name, -1.0, self._points, f"split-{kind}@{delta!r}/{epsilon!r}")
+        if key in self._states:
+            return self._states[key]
+
+        def tilt_for(guide: Sequence[tuple[DiscretePLD, int]]) -> float:
+            if epsilon is None:
+                return self._tilts(prep, name, tilt_for_delta(guide, delta), delta)[0]
+            return self._tilts(prep, name, tilt_for_epsilon(guide, epsilon), delta)[0]
+
+        h, win = self._window(prep, name, tilt_for(prep.coarse[name]), delta)
+
+        result: ComposedPLD | None = None
+        if kind == "upper":
+            plds = [(discretise(getattr(d, name), h), k) for d, k in prep.comps]
+            result = compose_split(plds, win, tilt_for, prep.coarse[name], delta, upper=True)
+        else:
+            guide = prep.coarse[name] if self._same_lower(prep, name) else None
+            guide = guide or (prep.coarse_lower or {}).get(name)
+            pairs = [
+                (discretise_lower(getattr(d, "lower_" + name), h), k) for d, k in prep.lower_comps
+            ]
+            if guide is not None and all(p is not None for p, _ in pairs):
+                complete = [(p, k) for p, k in pairs if p is not None]
+                result = compose_split(complete, win, tilt_for, guide, delta, upper=False)
+        self._states[key] = result
+        return result
+
     @staticmethod
     def _snap(tilt: float) -> float:
         """The tilt rounded down to the grid 2^(j/4) (0 stays 0)."""
@@ -581,33 +667,7 @@ class PLDAccountant(Accountant):
             if known.get(name, math.inf) <= lower:
                 upper = max(upper, known[name])
                 continue
-            best_up, best_lo = math.inf, 0.0
-            tilt0 = tilt_for_delta(prep.coarse[name], delta)
-            tilts = self._tilts(prep, name, tilt0, delta)
-            for tilt in tilts:
-                up = self._composed(prep, name, tilt, delta)
-                assert up is not None
-                h = up.h
-                eps_up = epsilon_for(up, delta, upper=True)
-                best_up = min(best_up, eps_up)
-                if prep.keep_lower and not _UPPER_ONLY.get():
-                    goal = best_up / BRACKET_GOAL
-                    best_lo = max(best_lo, self._lower_epsilon(prep, name, tilt, delta, goal))
-                # a finite answer inside the tilted window needs no fallback
-                if math.isfinite(eps_up) and eps_up > float(up.losses[0]) + up.h:
-                    break
-            # a heavy tilted tail can wrap around onto the lower bound's range: gentler tilts
-            # (less wrap, more round-off) are tried for the lower bound while the bracket is
-            # wider than the goal and they still raise it
-            previous = -math.inf
-            for gentler in _gentler(tilts[0]):
-                if not prep.keep_lower or _UPPER_ONLY.get() or best_up <= best_lo * BRACKET_GOAL:
-                    break
-                eps_lo = self._lower_epsilon(prep, name, gentler, delta, None)
-                if eps_lo <= previous:
-                    break
-                previous = eps_lo
-                best_lo = max(best_lo, eps_lo)
+            best_up, best_lo, h = self._direction(prep, name, delta)
             known[name] = min(best_up, known.get(name, math.inf))
             upper = max(upper, known[name])
             lower = max(lower, best_lo)
@@ -635,37 +695,88 @@ class PLDAccountant(Accountant):
             details = {"exact_profile": 1.0}
             return DeltaBound(min(1.0, top), min(bottom, top), epsilon, self.name, details)
         upper, lower, h = 0.0, 0.0, 0.0
-        for name in prep.names:
-            best_up, best_lo = 1.0, 0.0
-            coarse = prep.coarse[name]
-            level = chernoff_level(coarse, epsilon)
-            tilt = 0.0
-            for tilt in self._tilts(prep, name, tilt_for_epsilon(coarse, epsilon), level):
-                up = self._composed(prep, name, tilt, level)
-                assert up is not None
-                h = up.h
-                if epsilon >= float(up.losses[0]):
-                    break
-            kinds = ("chord", "dominated") if prep.keep_lower else ()
-            for kind in kinds:
-                self._composed(prep, name, tilt, level, kind)
-                # every composition made so far certifies its bound: use the best of them
-                for (state_name, _tilt, _points, of), composed in self._states.items():
-                    if state_name != name or composed is None:
-                        continue
-                    if of == "upper":
-                        best_up = min(best_up, delta_at(composed, epsilon, upper=True))
-                    else:
-                        best_lo = max(best_lo, delta_at(composed, epsilon, upper=False))
-                if best_lo >= best_up / DELTA_BRACKET_GOAL:
-                    break
-            if not kinds:
-                for (state_name, _tilt, _points, of), composed in self._states.items():
-                    if state_name == name and of == "upper" and composed is not None:
-                        best_up = min(best_up, delta_at(composed, epsilon, upper=True))
+        # a direction whose upper bound is below another's lower bound cannot decide the bracket
+        first = {name: self._delta_upper(prep, name, epsilon)[0] for name in prep.names}
+        for name in sorted(prep.names, key=lambda n: -first[n]):
+            if first[name] <= lower:
+                upper = max(upper, first[name])
+                continue
+            best_up, best_lo, h = self._delta_direction(prep, name, epsilon)
             upper = max(upper, best_up)
             lower = max(lower, best_lo)
         return DeltaBound(upper, min(lower, upper), epsilon, self.name, {"grid_spacing": h})
+
+    def _delta_direction(
+        self, prep: _Prepared, name: str, epsilon: float
+    ) -> tuple[float, float, float]:
+        """(upper, lower, grid spacing) of delta(epsilon) in one direction: the plain tilted
+        compositions, then the split ones while the bracket is wider than the goal."""
+        _, level, tilts, tilt, h = self._delta_upper(prep, name, epsilon)
+        for kind in ("chord", "dominated") if prep.keep_lower else ():
+            self._composed(prep, name, tilt, level, kind)
+            best_up, best_lo = self._known_deltas(name, epsilon)
+            if best_lo >= best_up / DELTA_BRACKET_GOAL:
+                return best_up, best_lo, h
+        best_up, _ = self._known_deltas(name, epsilon)
+        # the Chernoff level can be orders of magnitude above a delta carried by one heavy step
+        level = min(level, best_up)
+        if tilts[0] > 0 or level < UNTILTED_DELTA:
+            self._split_delta(prep, name, epsilon, level)
+        best_up, best_lo = self._known_deltas(name, epsilon)
+        return best_up, best_lo, h
+
+    def _delta_upper(
+        self, prep: _Prepared, name: str, epsilon: float
+    ) -> tuple[float, float, list[float], float, float]:
+        """(upper bound, Chernoff level, tilts, tilt used, grid spacing) of delta(epsilon) in
+        one direction from the plain compositions (cached)."""
+        coarse = prep.coarse[name]
+        level = chernoff_level(coarse, epsilon)
+        tilt, h = 0.0, 0.0
+        tilts = self._tilts(prep, name, tilt_for_epsilon(coarse, epsilon), level)
+        for tilt in tilts:
+            up = self._composed(prep, name, tilt, level)
+            assert up is not None
+            h = up.h
+            if epsilon >= float(up.losses[0]):
+                break
+        return self._known_deltas(name, epsilon)[0], level, tilts, tilt, h
+
+    def _known_deltas(self, name: str, epsilon: float) -> tuple[float, float]:
+        """The best certified delta(epsilon) bracket of one direction over every composition
+        made so far (each certifies its own bound)."""
+        best_up, best_lo = 1.0, 0.0
+        for (state_name, _tilt, _points, of), composed in self._states.items():
+            if state_name != name or composed is None:
+                continue
+            if of in UPPER_KINDS or of.startswith("split-upper"):
+                best_up = min(best_up, delta_at(composed, epsilon, upper=True))
+            else:
+                best_lo = max(best_lo, delta_at(composed, epsilon, upper=False))
+        return best_up, best_lo
+
+    def _split_delta(self, prep: _Prepared, name: str, epsilon: float, level: float) -> None:
+        """Split compositions for delta(epsilon). Their remainder is budgeted against
+        ``level`` (the Chernoff estimate of delta): when delta comes out far lower, the cut is
+        made again against it."""
+        for _ in range(SPLIT_LEVEL_PASSES):
+            up = self._split(prep, name, level, "upper", epsilon)
+            if up is None:
+                return
+            value = delta_at(up, epsilon, upper=True)
+            if up.dropped <= SPLIT_DROPPED_SHARE * value:
+                break
+            level = max(value - up.dropped, level * 1e-6)
+        if prep.keep_lower:
+            self._split(prep, name, level, "dominated", epsilon)
+
+
+#: kinds of compositions that certify upper bounds (the others certify lower bounds)
+UPPER_KINDS = frozenset({"upper"})
+#: delta queries cut the tails again at most this many times, while the dropped terms exceed
+#: SPLIT_DROPPED_SHARE of the bound
+SPLIT_LEVEL_PASSES = 3
+SPLIT_DROPPED_SHARE = 1e-2
 
 
 def _single_leaf(prep: _Prepared, events: dict[Event, int]) -> DirectedProfiles | None:

@@ -240,6 +240,8 @@ class ComposedPLD:
     tilted_error: float
     #: every component is a dominated pair: lower bounds need no shift (:func:`lower_shift`)
     dominated: bool = False
+    #: the compositions whose sum this is (each bounds its own wrap-around, at its own tilt)
+    parts: tuple[ComposedPLD, ...] = ()
 
     @property
     def losses(self) -> Array:
@@ -335,6 +337,14 @@ def _near(theta: float) -> Array:
     return np.asarray(theta * np.array([0.5, 0.8, 1.0, 1.25, 2.0]), dtype=float)
 
 
+def _exp_up(x: Array, extra: Array | float) -> Array:
+    """e^(x + extra) with x rounded up by a relative 1e-10 (0 where x = -inf: a spectrum entry
+    that is exactly zero, where adding the slack would give inf - inf)."""
+    finite = np.where(np.isfinite(x), x, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(np.isneginf(x), 0.0, np.exp(x + 1e-10 * np.abs(finite) + extra))
+
+
 def compose(
     plds: Sequence[tuple[DiscretePLD, int]],
     window: tuple[float, float],
@@ -417,8 +427,8 @@ def compose(
     assert log_b_sum is not None and ratio_sum is not None
     # per-frequency error of the computed spectrum product against the exact one
     with np.errstate(divide="ignore", over="ignore"):
-        err_prop = np.exp(log_c_sum + 1e-10 * np.abs(log_c_sum) + np.log(ratio_sum) + 1e-10)
-        err_round = math.expm1(log_pow * (1 + 1e-9)) * np.exp(log_b_sum + 1e-10 * np.abs(log_b_sum))
+        err_prop = _exp_up(log_c_sum, np.log(ratio_sum) + 1e-10)
+        err_round = math.expm1(log_pow * (1 + 1e-9)) * _exp_up(log_b_sum, 0.0)
     err = err_prop + err_round + ABS_FLOOR
     sq = spectrum.real**2 + spectrum.imag**2
     # inverse transform: ||fl(F^-1 Y) - F^-1 Y||_inf <= c u log2(n) ||Y||_1 / n
@@ -490,9 +500,18 @@ def wrap_above(pld: ComposedPLD, x: float) -> float:
     landing above x needs L > x + W, so the total is at most
     e^{-tilt x} E[e^{tilt S}; S > x + W] <= e^{K(tilt + theta) - tilt x - theta (x + W)}.
     """
+    if pld.parts:
+        return min(1.0, math.fsum(wrap_above(part, x) for part in pld.parts) * (1 + 8 * U))
     w = pld.width
     best = min(k - pld.tilt * x - th * (x + w) for th, k in pld.wrap_thetas)
     return math.exp(min(0.0, best + 1e-9 * (1.0 + abs(best))))
+
+
+def _below_wrap(pld: ComposedPLD) -> float:
+    """Mass wrapped from below the window onto its top, untilted (a bound)."""
+    if pld.parts:
+        return math.fsum(_below_wrap(part) for part in pld.parts) * (1 + 8 * U)
+    return pld.lower_tail * math.exp(-pld.tilt * pld.width)
 
 
 def _suffix(arr: Array) -> Array:
@@ -564,7 +583,7 @@ def excess_mass(pld: ComposedPLD) -> float:
 
 def _lower_extra(pld: ComposedPLD, eta: float) -> float:
     """Mass subtracted from every lower bound (wrap-around from above excepted)."""
-    below_wrap = pld.lower_tail * math.exp(-pld.tilt * pld.width)
+    below_wrap = _below_wrap(pld)
     if pld.dominated:
         return below_wrap + 2.0 * excess_mass(pld)
     return below_wrap + eta + pld.total_count * BELOW_RANGE_MASS + 2.0 * excess_mass(pld)

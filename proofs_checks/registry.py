@@ -228,7 +228,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_engine.compose",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="23c6256d2d05c698c3f07d62e46f1c330b079f39cd4071debcaf41e4b24d5981",
+        source_sha256="083058697132ea8e0d8e7a9906398a971504cc0bccc9c1893362821c9c707a3b",
     ),
     ProofRecord(
         target="dpledger.core.events.ShuffledBatchesEvent",
@@ -295,6 +295,12 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
         source_sha256="422c152fcab6297e44741bbe527641de155954c63d1ab691efb6e57c32b23946",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_split.compose_split",
+        status="contrib",
+        proof="proofs_checks/pld_tail_split/proof.md",
+        source_sha256="d8fce4072121e61a5e9ed9f1f778e156c3c3013db723f1cb2de252be9ac28152",
     ),
 )
 
