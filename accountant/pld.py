@@ -32,6 +32,7 @@ from dpledger.accountant.pld_engine import (
     MAX_LOSS,
     ComposedPLD,
     DiscretePLD,
+    chernoff_epsilon,
     chernoff_level,
     compose,
     delta_at,
@@ -496,8 +497,11 @@ class PLDAccountant(Accountant):
         tilt = min(tilt, MAX_TILT_RANGE / prep.width0[name])
         return [self._snap(tilt), 0.0]
 
-    def _direction(self, prep: _Prepared, name: str, delta: float) -> tuple[float, float, float]:
-        """(upper, lower, grid spacing) of one direction at the current grid.
+    def _direction(
+        self, prep: _Prepared, name: str, delta: float, floor: float
+    ) -> tuple[float, float, float]:
+        """(upper, lower, grid spacing) of one direction at the current grid; no lower bound
+        when the upper bound is at most ``floor`` (another direction's lower bound).
 
         In the tilted regime, when the plain tilted compositions leave the bracket wider than
         the goal, the compositions split by heavy-tail steps are made as well."""
@@ -510,6 +514,7 @@ class PLDAccountant(Accountant):
             h = up.h
             eps_up = epsilon_for(up, delta, upper=True)
             best_up = min(best_up, eps_up)
+            want_lower = want_lower and best_up > floor
             if want_lower:
                 goal = best_up / BRACKET_GOAL
                 best_lo = max(best_lo, self._lower_epsilon(prep, name, tilt, delta, goal))
@@ -528,7 +533,7 @@ class PLDAccountant(Accountant):
                 break
             previous = eps_lo
             best_lo = max(best_lo, eps_lo)
-        if tilts[0] > 0 and not best_up <= best_lo * BRACKET_GOAL:
+        if tilts[0] > 0 and best_up > floor and not best_up <= best_lo * BRACKET_GOAL:
             best_up, best_lo, _ = self._split_bracket(prep, name, delta, best_up, best_lo)
         return best_up, best_lo, h
 
@@ -663,11 +668,14 @@ class PLDAccountant(Accountant):
             return EpsilonBound(0.0, 0.0, delta, self.name)
         known = {} if uppers is None else uppers
         upper, lower, h = 0.0, 0.0, 0.0
-        for name in sorted(prep.names, key=lambda n: -known.get(n, math.inf)):
+        # the direction likely to decide the bracket first (its lower bound can spare the
+        # other direction's)
+        order = {n: known.get(n, chernoff_epsilon(prep.coarse[n], delta)) for n in prep.names}
+        for name in sorted(prep.names, key=lambda n: -order[n]):
             if known.get(name, math.inf) <= lower:
                 upper = max(upper, known[name])
                 continue
-            best_up, best_lo, h = self._direction(prep, name, delta)
+            best_up, best_lo, h = self._direction(prep, name, delta, lower)
             known[name] = min(best_up, known.get(name, math.inf))
             upper = max(upper, known[name])
             lower = max(lower, best_lo)

@@ -266,6 +266,12 @@ def tilt_for_delta(plds: Sequence[tuple[DiscretePLD, int]], delta: float) -> flo
     return float(THETAS[int(np.argmin(values))])
 
 
+def chernoff_epsilon(plds: Sequence[tuple[DiscretePLD, int]], delta: float) -> float:
+    """The Chernoff estimate of epsilon(delta), min over tilts of (K(tilt) - log delta) / tilt
+    (an estimate only: it orders the directions to compose)."""
+    return float(np.min((log_mgf_total(plds, THETAS) - math.log(delta)) / THETAS))
+
+
 def tilt_for_epsilon(plds: Sequence[tuple[DiscretePLD, int]], eps: float) -> float:
     """The Chernoff-optimal tilt for the tail above ``eps`` (0 if eps is below the mean)."""
     values = log_mgf_total(plds, THETAS) - THETAS * eps

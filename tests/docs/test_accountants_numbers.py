@@ -21,6 +21,8 @@ ROWS: dict[str, tuple[Event, float, bool]] = {
     "| q = 1e-4, 1e5 steps, δ = 1e-10 |": (_dp_sgd(1.0, 1e-4, 100_000), 1e-10, True),
     "| σ = 0.8, q = 1e-4, 1e5 steps, δ = 1e-10 |": (_dp_sgd(0.8, 1e-4, 100_000), 1e-10, True),
     "| q = 0.01, 1000 steps, δ = 1e-15 |": (_dp_sgd(1.0, 0.01, 1000), 1e-15, False),
+    "| q = 1e-4, 100 steps, δ = 1e-15 |": (_dp_sgd(1.0, 1e-4, 100), 1e-15, False),
+    "| q = 1e-4, 1e4 steps, δ = 1e-15 |": (_dp_sgd(1.0, 1e-4, 10_000), 1e-15, False),
     "| q = 1e-4, 1e7 steps, δ = 1e-5 |": (_dp_sgd(1.0, 1e-4, 10_000_000), 1e-5, True),
     "| q = 1e-3, one step, δ = 1e-5 (σ = 0.5) |": (_dp_sgd(0.5, 1e-3, 1), 1e-5, False),
 }
