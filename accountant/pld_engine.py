@@ -503,13 +503,15 @@ def wrap_above(pld: ComposedPLD, x: float) -> float:
     """Bound on the untilted mass wrapped from above the window onto losses > ``x``.
 
     A loss L >= top lands at L - mW (W the window width) with weight e^{tilt (L - landing)};
-    landing above x needs L > x + W, so the total is at most
-    e^{-tilt x} E[e^{tilt S}; S > x + W] <= e^{K(tilt + theta) - tilt x - theta (x + W)}.
+    landing above x needs L > x + W, so with y = max(x + W, top) the total is at most
+    e^{-tilt x} E[e^{tilt S}; S >= y] <= e^{K(tilt + theta) - tilt x - theta y}.
     """
     if pld.parts:
         return min(1.0, math.fsum(wrap_above(part, x) for part in pld.parts) * (1 + 8 * U))
     w = pld.width
-    best = min(k - pld.tilt * x - th * (x + w) for th, k in pld.wrap_thetas)
+    top = (pld.offset + pld.upper.size) * pld.h
+    y = max(x + w, top - 8 * U * abs(top))
+    best = min(k - pld.tilt * x - th * y for th, k in pld.wrap_thetas)
     return math.exp(min(0.0, best + 1e-9 * (1.0 + abs(best))))
 
 
