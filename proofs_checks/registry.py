@@ -246,7 +246,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.max_of_batches_pair",
         status="contrib",
         proof="proofs_checks/shuffled_batches/proof.md",
-        source_sha256="dd8ae2dbfb3697b8174940bab9a6bf581f07c9777958d13811df6b5c8cdabe0b",
+        source_sha256="ce423e586e1960673e800a3a8b0ae791db5b34c1a659c34f168033cd2bf9d0a7",
     ),
     ProofRecord(
         target="dpledger.core.events.TabulatedProfileEvent",
@@ -288,13 +288,25 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.random_allocation.allocation_profiles",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="1cda7342e85135558009bfe0dd2cefb6de5300d61f18cf75351ebad4b2c8cb48",
+        source_sha256="ca102f60cd2322c52d881763b35e118c05ebd7b23e3387c1f6447bdce3957f0e",
     ),
     ProofRecord(
         target="dpledger.runtime.ledger.PrivacyLedger.allocate",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
         source_sha256="422c152fcab6297e44741bbe527641de155954c63d1ab691efb6e57c32b23946",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.random_allocation.allocation_parts",
+        status="contrib",
+        proof="proofs_checks/random_allocation/proof.md",
+        source_sha256="9be387df003595058ec27f5c092d2f255b4518b0e8fb7c21695bdbf675a19ceb",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld._allocation_reduced",
+        status="contrib",
+        proof="proofs_checks/random_allocation/proof.md",
+        source_sha256="127d75361e6f54cfad2dacb24358663be8dddcf9809ba7199cd99570f82cef8d",
     ),
 )
 
