@@ -460,6 +460,45 @@ def lower_pair_profiles(pair: DiscretePair, name: str) -> tuple[Profile, Profile
     )
 
 
+def larger_profile(a: Profile, b: Profile, name: str) -> Profile:
+    """The pointwise larger of two lower curves of the same pair of laws (and of their duals).
+
+    Both lie below the true curve, hence so does their maximum; as functions of ``e^eps`` on
+    the whole line both are convex, and so is their maximum: it is the curve of a pair the
+    true one dominates (the lower envelope of the two trade-off functions, convexified)."""
+
+    def delta(eps: Array) -> Array:
+        return np.asarray(np.maximum(a.delta(eps), b.delta(eps)), dtype=float)
+
+    dual = None
+    if a.dual is not None and b.dual is not None:
+        a_dual, b_dual = a.dual, b.dual
+
+        def dual(eps: Array) -> Array:
+            return np.asarray(np.maximum(a_dual(eps), b_dual(eps)), dtype=float)
+
+    exact = a.exact and b.exact
+    return Profile(delta, min(a.loss_lo, b.loss_lo), max(a.loss_hi, b.loss_hi), exact, name, dual)
+
+
+def gaussian_attack_profiles(
+    max_pair: DiscretePair, mu: float, num_steps: int, name: str
+) -> tuple[Profile, Profile]:
+    """Lower curves (P vs Q, Q vs P) of the pair ``(1/T) sum_t N(mu e_t, I)`` vs ``N(0, I)``:
+    the larger of its binned max statistic's and of its likelihood-ratio statistic's
+    (:func:`~dpledger.accountant.allocation_ratio.allocation_ratio_pair`)."""
+    from dpledger.accountant.allocation_ratio import allocation_ratio_pair
+
+    forward, backward = lower_pair_profiles(max_pair, name)
+    if num_steps < 2:
+        return forward, backward
+    ratio_f, ratio_b = lower_pair_profiles(allocation_ratio_pair(mu, num_steps), name)
+    return (
+        larger_profile(forward, ratio_f, f"lower({name}, max and ratio)"),
+        larger_profile(backward, ratio_b, f"lower_swapped({name}, max and ratio)"),
+    )
+
+
 def identical_profile() -> Profile:
     """The curve of a pair of equal laws, max(0, 1 - e^eps): below every privacy curve."""
     d = discrete_delta(np.array([0.0]), np.array([1.0]), 0.0)
@@ -492,7 +531,8 @@ def _shuffled_base(event: ShuffledBatchesEvent) -> tuple[Event, Event | None]:
 def shuffled_profiles(event: ShuffledBatchesEvent, adjacency: Adjacency) -> DirectedProfiles:
     """Upper: the inner event once (each record is in exactly one batch; no amplification is
     claimed). Lower: the max-of-batch-sums attack (Chua et al. 2024), certified by exact binned
-    masses. Replace-one adjacency only."""
+    masses; for Gaussian batches also the attack's likelihood ratio (the larger curve is kept).
+    Replace-one adjacency only."""
     if adjacency.relation != "replace_one":
         raise UnsupportedEventError(SHUFFLED_NEEDS_REPLACE_ONE)
     factor = _noise_factor(adjacency)
@@ -508,7 +548,11 @@ def shuffled_profiles(event: ShuffledBatchesEvent, adjacency: Adjacency) -> Dire
     # the other batches the differing batch sits at 2C (= factor * C) under P and at 0 under Q
     pair = max_of_batches_pair(event.num_batches, scale, factor, 0.0, noise)
     name = f"shuffled_max(T={event.num_batches}, {noise} scale={scale:g})"
-    forward, backward = lower_pair_profiles(pair, name)
+    if noise == "gaussian":  # the pair is random allocation's, mu = 2 / sigma: use its ratio
+        mu = math.nextafter(factor / scale, 0.0)
+        forward, backward = gaussian_attack_profiles(pair, mu, event.num_batches, name)
+    else:
+        forward, backward = lower_pair_profiles(pair, name)
     return DirectedProfiles(upper, upper, forward, backward)
 
 

@@ -432,6 +432,7 @@ def allocation_profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # 
     lower curves (the record's k steps shifted)."""
     from dpledger.accountant.profiles import (
         DirectedProfiles,
+        gaussian_attack_profiles,
         gaussian_profile,
         lower_pair_profiles,
         tabulated_profiles,
@@ -448,5 +449,9 @@ def allocation_profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # 
         return DirectedProfiles(up.remove, up.add, low, low)
     pair = allocation_lower_pair(sigma, event.num_steps, k)
     name = f"allocation_max(k={k} of t={event.num_steps}, gaussian scale={sigma:g})"
-    forward, backward = lower_pair_profiles(pair, name)
+    if k == 1:  # and the likelihood ratio of the remove pair, mu = 1 / sigma rounded down
+        mu = math.nextafter(1.0 / sigma, 0.0)
+        forward, backward = gaussian_attack_profiles(pair, mu, event.num_steps, name)
+    else:
+        forward, backward = lower_pair_profiles(pair, name)
     return DirectedProfiles(up.remove, up.add, forward, backward)

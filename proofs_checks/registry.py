@@ -240,7 +240,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.shuffled_profiles",
         status="contrib",
         proof="proofs_checks/shuffled_batches/proof.md",
-        source_sha256="faad9b78cdd3ae400c164954adb0aa5eb8456fd8800559265d215c91ec47860d",
+        source_sha256="8c64e6443743f578a3bae8b69c7ea5f6251f55bbe5213c0763a584a86423741a",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.max_of_batches_pair",
@@ -288,7 +288,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.random_allocation.allocation_profiles",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="ca102f60cd2322c52d881763b35e118c05ebd7b23e3387c1f6447bdce3957f0e",
+        source_sha256="ee640d6be51f09d95814b01874addc4c6e9d07c63cc039174dbdae6b80e5ac3a",
     ),
     ProofRecord(
         target="dpledger.runtime.ledger.PrivacyLedger.allocate",
@@ -307,6 +307,24 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
         source_sha256="127d75361e6f54cfad2dacb24358663be8dddcf9809ba7199cd99570f82cef8d",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_ratio.allocation_ratio_pair",
+        status="contrib",
+        proof="proofs_checks/allocation_ratio/proof.md",
+        source_sha256="4a3e655c0c544c5137a87b528be957292b9e23939a543716f7ce46010afb9fc7",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles.larger_profile",
+        status="contrib",
+        proof="proofs_checks/allocation_ratio/proof.md",
+        source_sha256="6368e72bc8d1c06a7bd99c302d62ade1a45e587ca3971d2a6aa4487f4548617e",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles.gaussian_attack_profiles",
+        status="contrib",
+        proof="proofs_checks/allocation_ratio/proof.md",
+        source_sha256="9c96175755350505682c9b587ba419cf2f1d5774b70bd70cb919ff328b34792f",
     ),
 )
 

@@ -217,3 +217,18 @@ def test_k_of_t_against_pld_accounting(sigma: float, t: int, k: int) -> None:
     )
     ours = _eps(RandomAllocationEvent(t, GaussianEvent(sigma), k))[1]
     assert lower * (1 - 1e-3) <= ours <= upper * 1.03
+
+
+def test_the_likelihood_ratio_closes_the_bracket() -> None:
+    """The lower bound uses the likelihood ratio of the step outputs besides their maximum: at
+    sigma = 1, t = 50 (one epoch and five) it is within 0.5% of the certified upper bound, where
+    the maximum alone certifies far less."""
+    from dpledger.accountant.pld import PLDAccountant
+
+    for epochs in (1, 5):
+        low, up = _eps(SelfComposedEvent(RandomAllocationEvent(50, GaussianEvent(1.0)), epochs))
+        assert 0.995 * up <= low <= up
+    forward, _ = lower_pair_profiles(allocation_lower_pair(1.0, 50), "max")
+    only_max = float(forward(np.array([0.5]))[0])
+    both = PLDAccountant(Adjacency()).compose(RandomAllocationEvent(50, GaussianEvent(1.0)))
+    assert both.get_delta(0.5).delta_lower > 2 * only_max

@@ -86,20 +86,28 @@ def _log_ratio(x: np.ndarray, batches: int, m: float) -> np.ndarray:
 
 @pytest.mark.parametrize("count", [1, 2])
 def test_lower_bound_against_monte_carlo(count):
-    """Sound (below the Monte-Carlo upper confidence limit) and tight (above the lower one)."""
+    """Sound (below the Monte-Carlo upper confidence limit of the exact curve, from the full
+    likelihood ratio) and at least as tight as the max statistic (above its lower confidence
+    limit); the binned max pair, composed exactly, matches its Monte Carlo."""
     batches, sigma, eps = 4, 1.0, 1.0
+    mu = 2.0 / sigma
     rng = np.random.default_rng(2024)
     n = 400_000
-    loss = np.zeros(n)
+    loss_max, loss_full = np.zeros(n), np.zeros(n)
     for _ in range(count):
         draws = rng.normal(size=(n, batches))
-        draws[:, 0] += 2.0 / sigma
-        loss += _log_ratio(draws.max(axis=1), batches, 2.0 / sigma)
-    values = -np.expm1(np.minimum(eps - loss, 0.0))
-    mean, se = values.mean(), values.std() / math.sqrt(n)
+        draws[:, 0] += mu
+        loss_max += _log_ratio(draws.max(axis=1), batches, mu)
+        loss_full += special.logsumexp(mu * draws - mu * mu / 2, axis=1) - math.log(batches)
+    stats_ = {}
+    for key, loss in (("max", loss_max), ("full", loss_full)):
+        values = -np.expm1(np.minimum(eps - loss, 0.0))
+        stats_[key] = values.mean(), values.std() / math.sqrt(n)
     acc = PLDAccountant(ROW_REPLACE_ONE).compose(epochs(sigma, batches, count))
     lower = acc.get_delta(eps).delta_lower
-    assert lower < mean + 5 * se
+    full, full_se = stats_["full"]
+    mean, se = stats_["max"]
+    assert lower < full + 5 * full_se
     assert lower < acc.get_delta(eps).delta
     # the binned pair itself, composed exactly, is tight
     pair = max_of_batches_pair(batches, sigma, 2.0, 0.0, bins=1000)
@@ -109,8 +117,9 @@ def test_lower_bound_against_monte_carlo(count):
         p, losses = np.outer(p, p).ravel(), np.add.outer(losses, losses).ravel()
     exact = float(np.sum(p * np.maximum(0.0, -np.expm1(eps - losses))))
     assert mean - 5 * se < exact < mean + 5 * se
-    if count == 1:
-        assert mean - 5 * se < lower
+    if count == 1:  # above the max statistic, and close to the exact curve
+        assert mean + 5 * se < lower
+        assert full - 5 * full_se < lower / 0.98
 
 
 def test_like_for_like_with_the_published_cube_bound():
@@ -197,7 +206,8 @@ def test_the_attack_pair_is_random_allocation_at_half_the_noise(batches, sigma, 
     the remove pair of random allocation (add/remove, one of T steps) at noise sigma / 2. So
     (i) both lower bounds are the max statistic of the same pair and agree, and (ii) random
     allocation's certified upper bound at sigma / 2 bounds the exact curve of this pair, hence
-    every lower bound that attacks it: it must not be below the shuffled lower bound."""
+    every lower bound that attacks it: it must not be below the shuffled lower bound (with the
+    likelihood ratio the two nearly meet)."""
     from dpledger.core.events import RandomAllocationEvent
 
     shuffled = account(epochs(sigma, batches, count), ROW_REPLACE_ONE, delta=1e-5).bound
@@ -206,7 +216,8 @@ def test_the_attack_pair_is_random_allocation_at_half_the_noise(batches, sigma, 
         ROW_ADD_REMOVE,
         delta=1e-5,
     ).bound
-    assert allocation.epsilon_lower == pytest.approx(shuffled.epsilon_lower, rel=1e-3)
+    # the same lower curves, composed on grids of their own
+    assert allocation.epsilon_lower == pytest.approx(shuffled.epsilon_lower, rel=1e-2)
     assert shuffled.epsilon_lower <= allocation.epsilon
     assert allocation.epsilon <= shuffled.epsilon  # one release per epoch caps both
 
