@@ -232,3 +232,16 @@ def test_the_likelihood_ratio_closes_the_bracket() -> None:
     only_max = float(forward(np.array([0.5]))[0])
     both = PLDAccountant(Adjacency()).compose(RandomAllocationEvent(50, GaussianEvent(1.0)))
     assert both.get_delta(0.5).delta_lower > 2 * only_max
+
+
+def test_one_of_t_is_left_as_it_was() -> None:
+    """k = 1: the reduction is the event itself, and the upper bound is its certified table
+    composed as a tabulated profile."""
+    from dpledger.accountant.random_allocation import allocation_parts
+
+    event = RandomAllocationEvent(30, GaussianEvent(1.2))
+    assert allocation_parts(event) == ((event, 1),)
+    table = allocation_table_event(event, Adjacency())
+    assert _eps(SelfComposedEvent(event, 3))[1] == pytest.approx(
+        _eps(SelfComposedEvent(table, 3))[1], rel=1e-6
+    )
