@@ -139,7 +139,7 @@ def _allocation_reduced(events: dict[Event, int]) -> dict[Event, int]:
                     out[inner] = out.get(inner, 0) + n * times * count
             else:
                 out[part] = out.get(part, 0) + times * count
-    return out
+    return _merge_gaussians(out)
 
 
 def _merge_gaussians(merged: dict[Event, int]) -> dict[Event, int]:

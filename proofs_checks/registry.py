@@ -306,7 +306,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld._allocation_reduced",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="127d75361e6f54cfad2dacb24358663be8dddcf9809ba7199cd99570f82cef8d",
+        source_sha256="d24ca45ce4f182535c48b62b34b6b6a030f7494a927cd7e206cf37594938ea78",
     ),
     ProofRecord(
         target="dpledger.accountant.allocation_ratio.allocation_ratio_pair",
