@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
-from dpledger.accountant.random_allocation import NDTR_REL, _sum_law
+from dpledger.accountant.random_allocation import NDTR_REL
 
 Array = NDArray[np.float64]
 
@@ -38,8 +38,9 @@ MAX_CELLS = 1 << 14
 #: most lattice points of the window of a sum
 MAX_POINTS = 1 << 14
 #: the top cell starts where one output exceeds it with at most this probability over t,
-#: or lower when the window of the sum cannot reach that far
+#: or lower when the window of the sum cannot reach that far, but not below TOP_MASS_MOST
 TOP_MASS = 1e-13
+TOP_MASS_MOST = 1e-2
 #: cells whose certified conditional mean is farther than this (relative) from their lattice
 #: point are dropped (the outcome "some output in a dropped cell" is discarded)
 REL_CAP = 1e-9
@@ -171,16 +172,71 @@ def _top_outcome(t: int, tops: tuple[float, ...]) -> tuple[float, float, float, 
     )
 
 
-def _grid(mu: float, t: int) -> tuple[float, float, int]:
-    """(lattice step h, top edge big, window points of the sum of t outputs)."""
+def _grid(mu: float, t: int) -> tuple[float, float]:
+    """(lattice step h, top edge big): the window of the sum of t outputs, within
+    ``14 sd sqrt(t)`` of its mean ``t`` (and not below 0) and one value up to ``big`` above,
+    fits in MAX_POINTS (big is shortened first, then h coarsened)."""
     sd = math.sqrt(math.expm1(mu * mu))
-    bulk = t * (1.0 + 14.0 * sd / math.sqrt(t))
-    big = math.exp(-mu * float(special.ndtri(TOP_MASS / t)) - 0.5 * mu * mu)
+    spread = 14.0 * sd * math.sqrt(t) + min(14.0 * sd * math.sqrt(t), float(t))  # from >= 0
+
+    def quantile(mass: float) -> float:  # P(L > x) = mass / t
+        return math.exp(-mu * float(special.ndtri(mass / t)) - 0.5 * mu * mu)
+
+    big, least = quantile(TOP_MASS), max(quantile(TOP_MASS_MOST), 8.0 * (1.0 + sd))
     h = STEP_PER_SD * min(sd, 1.0)
-    # the window holds the bulk and one output up to big: shorten big first, then coarsen h
-    big = min(big, max((MAX_POINTS * h - bulk) / 1.5, 8.0 * (1.0 + sd)))
-    h = max(h, (bulk + 1.5 * big) / MAX_POINTS)
-    return h, big, math.ceil((bulk + 1.5 * big) / h) + 2
+    big = min(big, max((MAX_POINTS * h - spread) / 1.5, least))
+    return max(h, (spread + 1.5 * big) / MAX_POINTS), big
+
+
+def _windowed_sum(law: Array, t: int, big: float, h: float) -> tuple[int, Array, float]:
+    """(offset, lower bounds of the masses of the sum of t lattice values at indices offset,
+    offset + 1, ...): binary powering by direct convolution; a partial sum of n copies keeps
+    the indices within 14 of its standard deviations of its mean (and one value up to big
+    above), the mass outside is dropped (the terms are nonnegative). The convolutions'
+    rounding (each entry within ``(terms + 2) u`` relative) is divided out."""
+    values = np.arange(law.size) * h
+    total = float(law.sum())
+    mean = float((law * values).sum()) / total if total > 0 else 0.0
+    sd = (
+        math.sqrt(max(float((law * values * values).sum()) / total - mean * mean, 0.0))
+        if total > 0
+        else 0.0
+    )
+
+    def window(n: int) -> tuple[int, int]:
+        lo = math.floor((n * mean - 14.0 * sd * math.sqrt(n)) / h) - 2
+        hi = math.ceil((n * mean + 14.0 * sd * math.sqrt(n) + 1.5 * big) / h) + 2
+        return max(lo, 0), hi
+
+    def cut(off: int, arr: Array, n: int) -> tuple[int, Array]:
+        lo, hi = window(n)
+        a, b = max(lo - off, 0), max(min(hi - off, arr.size), 0)
+        return off + a, arr[a:b].copy()
+
+    def conv(x: tuple[int, Array], y: tuple[int, Array]) -> tuple[int, Array, float]:
+        full = np.convolve(x[1], y[1])
+        terms = min(x[1].size, y[1].size)
+        return x[0] + y[0], full, math.log1p(terms * _U * 1.01 + 2 * _U)
+
+    base, n_base, base_err = cut(0, law, 1), 1, 0.0
+    result: tuple[int, Array] | None = None
+    n_result, err, k = 0, 0.0, t
+    while True:
+        if k & 1:
+            if result is None:
+                result, n_result, err = base, n_base, base_err
+            else:
+                off, arr, e = conv(result, base)
+                n_result += n_base
+                result, err = cut(off, arr, n_result), err + base_err + e
+        k >>= 1
+        if not k:
+            break
+        off, arr, e = conv(base, base)
+        n_base *= 2
+        base, base_err = cut(off, arr, n_base), 2 * base_err + e
+    assert result is not None
+    return result[0], result[1] * math.exp(-err) * (1 - 1e-12), err
 
 
 @functools.lru_cache(maxsize=16)
@@ -191,18 +247,12 @@ def allocation_ratio_pair(mu: float, t: int):  # type: ignore[no-untyped-def]
     the P masses are the ratio bounds times them); the last outcome is the top cell."""
     from dpledger.accountant.profiles import DiscretePair
 
-    h, big, width = _grid(mu, t)
+    h, big = _grid(mu, t)
     law, rho, tops = _one_output(mu, h, big)
-    sd = math.sqrt(math.expm1(mu * mu))
-
-    def points(n: int) -> int:
-        return min(width, math.ceil((n + 14.0 * sd * math.sqrt(n) + 1.5 * big) / h) + 2)
-
-    w, _dropped, log_err = _sum_law(law, t, points)
-    q = w * math.exp(-log_err) * (1 - 1e-12)
+    offset, q, _ = _windowed_sum(law, t, big, h)
     j = np.nonzero(q > 0)[0]
     q = q[j]
-    ratio = j * h / t
+    ratio = (j + offset) * h / t
     p_lo = ratio * (1 - rho) * q * (1 - 8 * _U)
     p_hi = ratio * (1 + rho) * q * (1 + 8 * _U)
     top = _top_outcome(t, tops)

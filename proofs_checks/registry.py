@@ -312,7 +312,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.allocation_ratio.allocation_ratio_pair",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="4a3e655c0c544c5137a87b528be957292b9e23939a543716f7ce46010afb9fc7",
+        source_sha256="9a13f7f80dcb4018d58c12bcdf02fba88f7cde52cb7cff39c598d444368116c0",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.larger_profile",

@@ -23,7 +23,7 @@ from dpledger.accountant.random_allocation import allocation_tables
 
 def test_cells_have_their_means_on_the_lattice() -> None:
     mu = 0.9
-    h, big, _ = _grid(mu, 50)
+    h, big = _grid(mu, 50)
     z, index = _matched_edges(mu, h, big)
     mass, _, moment, _ = _cells(mu, z)
     keep = mass > 1e-200
@@ -70,3 +70,19 @@ def test_top_outcome_masses() -> None:
     assert p_lo <= 1 - (1 - p) * (1 - q) ** (t - 1) <= p_hi
     p_lo, p_hi, q_lo, q_hi = _top_outcome(t, (1.0, 1.0, 1.0, 1.0))  # every output on top
     assert p_hi == q_hi == 1.0 and 0.999 < min(p_lo, q_lo) <= 1.0
+
+
+def test_windowed_sum_is_below_the_exact_convolution() -> None:
+    """The windowed binary powering against plain repeated convolution of the same law."""
+    from dpledger.accountant.allocation_ratio import _windowed_sum
+
+    mu, t = 0.8, 37
+    h, big = _grid(mu, t)
+    law, _, _ = _one_output(mu, h, big)
+    offset, w, _ = _windowed_sum(law, t, big, h)
+    exact = law.copy()
+    for _ in range(t - 1):
+        exact = np.convolve(exact, law)
+    part = exact[offset : offset + w.size]
+    assert np.all(w <= part * (1 + 1e-13) + 1e-300)
+    assert w.sum() >= exact.sum() * (1 - 1e-9)  # the windows drop almost nothing
