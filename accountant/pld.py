@@ -119,6 +119,31 @@ GROWTH_POWER = 1.0
 MIN_POINTS = 1 << 15
 
 
+def _allocation_reduced(events: dict[Event, int]) -> dict[Event, int]:
+    """The upper bound's components with each k-of-t allocation (k > 1) replaced by its k
+    epochs of 1-of-t/k allocation (:func:`~dpledger.accountant.random_allocation.
+    allocation_parts`); the same dict when there is none. The lower bound keeps the k-of-t
+    event (the parts bound it from above only)."""
+    if not any(isinstance(e, RandomAllocationEvent) and e.num_selected > 1 for e in events):
+        return events
+    from dpledger.accountant.random_allocation import allocation_parts
+
+    out: dict[Event, int] = {}
+    for leaf, count in events.items():
+        parts: Sequence[tuple[Event, int]] = ((leaf, 1),)
+        if isinstance(leaf, RandomAllocationEvent):
+            parts = allocation_parts(leaf)
+        for part, times in parts:
+            # 1-of-1 allocation is the step's own mechanism: the closed form composes it
+            flat = flatten(part.event) if isinstance(part, RandomAllocationEvent) else ()
+            if isinstance(part, RandomAllocationEvent) and part.num_steps == 1:
+                for inner, n in flat:
+                    out[inner] = out.get(inner, 0) + n * times * count
+            else:
+                out[part] = out.get(part, 0) + times * count
+    return _merge_gaussians(out)
+
+
 def _merge_gaussians(merged: dict[Event, int]) -> dict[Event, int]:
     """Unsampled Gaussians compose exactly into one Gaussian: 1/s^2 = sum k_i / s_i^2."""
     gaussians = [(e, k) for e, k in merged.items() if isinstance(e, GaussianEvent)]
@@ -272,7 +297,8 @@ class PLDAccountant(Accountant):
         They are the same unless more than MAX_DISTINCT_COMPONENTS distinct leaves remain:
         then the upper bound composes dominating representatives (parameters rounded to the
         costly side) and the lower bound dominated ones (rounded to the cheap side), so that
-        both stay certified.
+        both stay certified; or unless a k-of-t allocation (k > 1) is present: the upper bound
+        composes its k-of-t reduction, the lower bound the event itself.
         """
         merged: dict[Event, int] = {}
         self._non_private = False
@@ -289,6 +315,7 @@ class PLDAccountant(Accountant):
             upper_events = _group(merged, step, up=True)
             # the lower bound is an informative bracket only: a coarser grid halves its cost
             lower_events = _group(merged, 2 * step, up=False)
+        upper_events = _allocation_reduced(upper_events)
         self._upper_events = upper_events
         upper = [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in upper_events.items()]
         if lower_events is upper_events:

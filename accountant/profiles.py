@@ -287,19 +287,26 @@ def _log_cdf_error(noise: Noise, z: np.ndarray, value: np.ndarray) -> np.ndarray
 
 
 def max_of_batches_log_cdf(
-    x: np.ndarray, num_batches: int, scale: float, shift: float, noise: Noise
+    x: np.ndarray,
+    num_batches: int,
+    scale: float,
+    shift: float,
+    noise: Noise,
+    shifted: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(log P[M <= x], error bound) of ``M = max`` of ``num_batches - 1`` draws of the noise
-    at 0 and one at ``shift`` (noise of scale ``scale``): the CDF is exact,
-    ``F(x) = G(x / scale)^(T - 1) G((x - shift) / scale)``."""
+    """(log P[M <= x], error bound) of ``M = max`` of ``num_batches - shifted`` draws of the
+    noise at 0 and ``shifted`` at ``shift`` (noise of scale ``scale``): the CDF is exact,
+    ``F(x) = G(x / scale)^(T - s) G((x - shift) / scale)^s``."""
     z0 = x / scale
     z1 = (x - shift) / scale
     l0 = _log_cdf(noise, z0)
     l1 = _log_cdf(noise, z1)
-    t = float(num_batches - 1)
-    value = t * l0 + l1
-    err = t * _log_cdf_error(noise, z0, l0) + _log_cdf_error(noise, z1, l1)
-    err = err + 4 * _U * (t * np.abs(l0) + np.abs(value))  # the product and the sum
+    t = float(num_batches - shifted)
+    s = float(shifted)
+    value = t * l0 + s * l1
+    err = t * _log_cdf_error(noise, z0, l0) + s * _log_cdf_error(noise, z1, l1)
+    # the two products and the sum
+    err = err + 4 * _U * (t * np.abs(l0) + s * np.abs(l1) + np.abs(value))
     return value, err
 
 
@@ -332,36 +339,29 @@ def _bisect(fn: Callable[[float], bool], lo: float, hi: float) -> float:
 
 
 def max_of_batches_edges(
-    num_batches: int, scale: float, shift_p: float, shift_q: float, noise: Noise, bins: int
+    num_batches: int,
+    scale: float,
+    shift_p: float,
+    shift_q: float,
+    noise: Noise,
+    bins: int,
+    shifted: int = 1,
 ) -> np.ndarray:
     """Bin edges of the max statistic: where both laws carry all but ``e^SHUFFLE_LOG_TAIL`` of
     their mass, the top cut also keeping the privacy loss near or below SHUFFLE_MAX_LOSS (the
     edges are a choice of post-processing; any choice gives a valid lower bound)."""
     shifts = (shift_p, shift_q)
 
+    def log_cdf(x: float, m: float) -> float:
+        value = max_of_batches_log_cdf(np.array([x]), num_batches, scale, m, noise, shifted)
+        return float(value[0][0])
+
     def below(x: float) -> bool:  # both CDFs at x exceed the tail (the lower cut is below x)
-        return all(
-            float(max_of_batches_log_cdf(np.array([x]), num_batches, scale, m, noise)[0][0])
-            > SHUFFLE_LOG_TAIL
-            for m in shifts
-        )
+        return all(log_cdf(x, m) > SHUFFLE_LOG_TAIL for m in shifts)
 
     def above(x: float) -> bool:  # both upper tails are below e^SHUFFLE_LOG_TAIL
         return all(
-            math.log(
-                max(
-                    -math.expm1(
-                        float(
-                            max_of_batches_log_cdf(np.array([x]), num_batches, scale, m, noise)[0][
-                                0
-                            ]
-                        )
-                    ),
-                    1e-320,
-                )
-            )
-            < SHUFFLE_LOG_TAIL
-            for m in shifts
+            math.log(max(-math.expm1(log_cdf(x, m)), 1e-320)) < SHUFFLE_LOG_TAIL for m in shifts
         )
 
     span = 200.0 * scale + abs(shift_p) + abs(shift_q) + 1.0
@@ -396,13 +396,15 @@ def max_of_batches_pair(
     shift_q: float,
     noise: Noise = "gaussian",
     bins: int = SHUFFLE_BINS,
+    shifted: int = 1,
 ) -> DiscretePair:
     """The binned max of the ``num_batches`` batch outputs of one epoch, under P (the differing
     batch centred at ``shift_p``, the others at 0) and Q (centred at ``shift_q``), with
-    rigorous bounds on every mass."""
-    edges = max_of_batches_edges(num_batches, scale, shift_p, shift_q, noise, bins)
-    lp, ep = max_of_batches_log_cdf(edges, num_batches, scale, shift_p, noise)
-    lq, eq = max_of_batches_log_cdf(edges, num_batches, scale, shift_q, noise)
+    rigorous bounds on every mass. With ``shifted = s > 1``, s of the outputs (the record's s
+    steps) are centred at the shift under each law."""
+    edges = max_of_batches_edges(num_batches, scale, shift_p, shift_q, noise, bins, shifted)
+    lp, ep = max_of_batches_log_cdf(edges, num_batches, scale, shift_p, noise, shifted)
+    lq, eq = max_of_batches_log_cdf(edges, num_batches, scale, shift_q, noise, shifted)
     p_lo, p_hi = _bin_masses(lp, ep)
     q_lo, q_hi = _bin_masses(lq, eq)
     return DiscretePair(p_lo, p_hi, q_lo, q_hi)
@@ -458,6 +460,45 @@ def lower_pair_profiles(pair: DiscretePair, name: str) -> tuple[Profile, Profile
     )
 
 
+def larger_profile(a: Profile, b: Profile, name: str) -> Profile:
+    """The pointwise larger of two lower curves of the same pair of laws (and of their duals).
+
+    Both lie below the true curve, hence so does their maximum; as functions of ``e^eps`` on
+    the whole line both are convex, and so is their maximum: it is the curve of a pair the
+    true one dominates (the lower envelope of the two trade-off functions, convexified)."""
+
+    def delta(eps: Array) -> Array:
+        return np.asarray(np.maximum(a.delta(eps), b.delta(eps)), dtype=float)
+
+    dual = None
+    if a.dual is not None and b.dual is not None:
+        a_dual, b_dual = a.dual, b.dual
+
+        def dual(eps: Array) -> Array:
+            return np.asarray(np.maximum(a_dual(eps), b_dual(eps)), dtype=float)
+
+    exact = a.exact and b.exact
+    return Profile(delta, min(a.loss_lo, b.loss_lo), max(a.loss_hi, b.loss_hi), exact, name, dual)
+
+
+def gaussian_attack_profiles(
+    max_pair: DiscretePair, mu: float, num_steps: int, name: str
+) -> tuple[Profile, Profile]:
+    """Lower curves (P vs Q, Q vs P) of the pair ``(1/T) sum_t N(mu e_t, I)`` vs ``N(0, I)``:
+    the larger of its binned max statistic's and of its likelihood-ratio statistic's
+    (:func:`~dpledger.accountant.allocation_ratio.allocation_ratio_pair`)."""
+    from dpledger.accountant.allocation_ratio import allocation_ratio_pair
+
+    forward, backward = lower_pair_profiles(max_pair, name)
+    if num_steps < 2:
+        return forward, backward
+    ratio_f, ratio_b = lower_pair_profiles(allocation_ratio_pair(mu, num_steps), name)
+    return (
+        larger_profile(forward, ratio_f, f"lower({name}, max and ratio)"),
+        larger_profile(backward, ratio_b, f"lower_swapped({name}, max and ratio)"),
+    )
+
+
 def identical_profile() -> Profile:
     """The curve of a pair of equal laws, max(0, 1 - e^eps): below every privacy curve."""
     d = discrete_delta(np.array([0.0]), np.array([1.0]), 0.0)
@@ -490,7 +531,8 @@ def _shuffled_base(event: ShuffledBatchesEvent) -> tuple[Event, Event | None]:
 def shuffled_profiles(event: ShuffledBatchesEvent, adjacency: Adjacency) -> DirectedProfiles:
     """Upper: the inner event once (each record is in exactly one batch; no amplification is
     claimed). Lower: the max-of-batch-sums attack (Chua et al. 2024), certified by exact binned
-    masses. Replace-one adjacency only."""
+    masses; for Gaussian batches also the attack's likelihood ratio (the larger curve is kept).
+    Replace-one adjacency only."""
     if adjacency.relation != "replace_one":
         raise UnsupportedEventError(SHUFFLED_NEEDS_REPLACE_ONE)
     factor = _noise_factor(adjacency)
@@ -506,7 +548,11 @@ def shuffled_profiles(event: ShuffledBatchesEvent, adjacency: Adjacency) -> Dire
     # the other batches the differing batch sits at 2C (= factor * C) under P and at 0 under Q
     pair = max_of_batches_pair(event.num_batches, scale, factor, 0.0, noise)
     name = f"shuffled_max(T={event.num_batches}, {noise} scale={scale:g})"
-    forward, backward = lower_pair_profiles(pair, name)
+    if noise == "gaussian":  # the pair is random allocation's, mu = 2 / sigma: use its ratio
+        mu = math.nextafter(factor / scale, 0.0)
+        forward, backward = gaussian_attack_profiles(pair, mu, event.num_batches, name)
+    else:
+        forward, backward = lower_pair_profiles(pair, name)
     return DirectedProfiles(upper, upper, forward, backward)
 
 

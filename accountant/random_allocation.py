@@ -377,14 +377,30 @@ def allocation_base(event: RandomAllocationEvent) -> float:
     )
 
 
+def allocation_parts(event: RandomAllocationEvent) -> tuple[tuple[RandomAllocationEvent, int], ...]:
+    """The k-of-t reduction: one epoch of ``k``-of-``t`` allocation is dominated by the
+    composition of ``k - r`` epochs of 1-of-``m`` and ``r`` epochs of 1-of-``(m + 1)``
+    allocation, ``m = t // k``, ``r = t - k m`` (Feldman & Shenfeld, arXiv 2502.08202, Lemma
+    3.2 with its Theorem 3.1; proof record ``proofs_checks/random_allocation``). For ``k = 1``
+    the event itself."""
+    k, t = event.num_selected, event.num_steps
+    if k == 1:
+        return ((event, 1),)
+    m, r = divmod(t, k)
+    parts = [(RandomAllocationEvent(m, event.event), k - r)]
+    if r:
+        parts.append((RandomAllocationEvent(m + 1, event.event), r))
+    return tuple(parts)
+
+
 def allocation_table_event(event: RandomAllocationEvent, adjacency: Adjacency) -> Event:
-    """The certified curve of one epoch as a tabulated profile (add/remove only)."""
+    """The certified curve of one epoch as a tabulated profile (add/remove only). For ``k > 1``
+    steps per record it is the curve of ``k`` Gaussian releases (no amplification); the PLD
+    accountant composes the tighter :func:`allocation_parts` instead, which is never above it."""
     if adjacency.relation != "add_remove":
         raise UnsupportedEventError(ALLOCATION_NEEDS_ADD_REMOVE)
     sigma = allocation_base(event)
     if event.num_selected > 1:
-        # no amplification is claimed for k > 1: the record is in k steps, i.e. k Gaussian
-        # releases (the k-of-t reduction of Feldman & Shenfeld is not implemented here)
         sigma = math.nextafter(sigma / math.sqrt(event.num_selected) * (1 - 1e-12), 0.0)
         tables = allocation_tables(sigma, 1)
         name = f"random_allocation(k={event.num_selected} of t={event.num_steps}, no amplification)"
@@ -403,20 +419,21 @@ def allocation_table_event(event: RandomAllocationEvent, adjacency: Adjacency) -
     )
 
 
-def allocation_lower_pair(sigma: float, num_steps: int):  # type: ignore[no-untyped-def]
-    """The binned max of the t step outputs under P (the differing record's step at 1) and Q
-    (all at 0): a post-processing of the remove pair, hence a certified lower bound."""
+def allocation_lower_pair(sigma: float, num_steps: int, num_selected: int = 1):  # type: ignore[no-untyped-def]
+    """The binned max of the t step outputs under P (the differing record's k steps at 1) and
+    Q (all at 0): a post-processing of the remove pair, hence a certified lower bound."""
     from dpledger.accountant.profiles import max_of_batches_pair
 
-    return max_of_batches_pair(num_steps, sigma, 1.0, 0.0, "gaussian")
+    return max_of_batches_pair(num_steps, sigma, 1.0, 0.0, "gaussian", shifted=num_selected)
 
 
 def allocation_profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # type: ignore[no-untyped-def]
     """Directed profiles of one epoch: the certified tables above, and the max-of-step-outputs
-    lower curves (``num_selected = 1``; none beyond the trivial one otherwise)."""
+    lower curves (the record's k steps shifted)."""
     from dpledger.accountant.profiles import (
         DirectedProfiles,
-        identical_profile,
+        gaussian_attack_profiles,
+        gaussian_profile,
         lower_pair_profiles,
         tabulated_profiles,
     )
@@ -424,14 +441,17 @@ def allocation_profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # 
     table = allocation_table_event(event, adjacency)
     assert isinstance(table, TabulatedProfileEvent)
     up = tabulated_profiles(table, adjacency)
-    if event.num_selected > 1 or event.num_steps == 1:
-        if event.num_steps == 1 and event.num_selected == 1:
-            return up  # one step: the Gaussian itself, exact both ways
-        low = identical_profile()
-        return DirectedProfiles(up.remove, up.add, low, low)
     # the lower curve uses the merged multiplier rounded up (the upper one rounds it down)
     sigma = math.nextafter(allocation_base(event) * (1 + 3e-12), math.inf)
-    pair = allocation_lower_pair(sigma, event.num_steps)
-    name = f"allocation_max(t={event.num_steps}, gaussian scale={sigma:g})"
-    forward, backward = lower_pair_profiles(pair, name)
+    k = event.num_selected
+    if k == event.num_steps:  # every step holds the record: k Gaussian releases
+        low = gaussian_profile(math.nextafter(math.sqrt(k) / sigma * (1 - 1e-15), 0.0))
+        return DirectedProfiles(up.remove, up.add, low, low)
+    pair = allocation_lower_pair(sigma, event.num_steps, k)
+    name = f"allocation_max(k={k} of t={event.num_steps}, gaussian scale={sigma:g})"
+    if k == 1:  # and the likelihood ratio of the remove pair, mu = 1 / sigma rounded down
+        mu = math.nextafter(1.0 / sigma, 0.0)
+        forward, backward = gaussian_attack_profiles(pair, mu, event.num_steps, name)
+    else:
+        forward, backward = lower_pair_profiles(pair, name)
     return DirectedProfiles(up.remove, up.add, forward, backward)

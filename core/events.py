@@ -526,8 +526,9 @@ class RandomAllocationEvent(Event):
     by ``(1/t) sum_i N(e_i / sigma, I_t)`` vs ``N(0, I_t)`` and the add direction by the swapped
     pair (Chua et al., "Balls-and-bins sampling for DP-SGD", AISTATS 2025; Feldman & Shenfeld,
     "Privacy amplification by random allocation", arXiv 2502.08202). Replace-one is refused by
-    the accountants. For ``num_selected > 1`` no amplification is claimed (the record is in
-    ``num_selected`` steps).
+    the accountants. For ``num_selected = k > 1`` the epoch is bounded by ``k`` epochs of
+    1-of-``t/k`` allocation (Feldman & Shenfeld, Lemma 3.2; ``t`` not divisible by ``k``: the
+    group sizes ``t // k`` and ``t // k + 1``), never above ``k`` releases.
     """
 
     kind: ClassVar[str] = "random_allocation"

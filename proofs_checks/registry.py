@@ -240,13 +240,13 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.shuffled_profiles",
         status="contrib",
         proof="proofs_checks/shuffled_batches/proof.md",
-        source_sha256="faad9b78cdd3ae400c164954adb0aa5eb8456fd8800559265d215c91ec47860d",
+        source_sha256="8c64e6443743f578a3bae8b69c7ea5f6251f55bbe5213c0763a584a86423741a",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.max_of_batches_pair",
         status="contrib",
         proof="proofs_checks/shuffled_batches/proof.md",
-        source_sha256="dd8ae2dbfb3697b8174940bab9a6bf581f07c9777958d13811df6b5c8cdabe0b",
+        source_sha256="ce423e586e1960673e800a3a8b0ae791db5b34c1a659c34f168033cd2bf9d0a7",
     ),
     ProofRecord(
         target="dpledger.core.events.TabulatedProfileEvent",
@@ -288,7 +288,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.random_allocation.allocation_profiles",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="1cda7342e85135558009bfe0dd2cefb6de5300d61f18cf75351ebad4b2c8cb48",
+        source_sha256="ee640d6be51f09d95814b01874addc4c6e9d07c63cc039174dbdae6b80e5ac3a",
     ),
     ProofRecord(
         target="dpledger.runtime.ledger.PrivacyLedger.allocate",
@@ -301,6 +301,36 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/pld_tail_split/proof.md",
         source_sha256="d8fce4072121e61a5e9ed9f1f778e156c3c3013db723f1cb2de252be9ac28152",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.random_allocation.allocation_parts",
+        status="contrib",
+        proof="proofs_checks/random_allocation/proof.md",
+        source_sha256="9be387df003595058ec27f5c092d2f255b4518b0e8fb7c21695bdbf675a19ceb",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld._allocation_reduced",
+        status="contrib",
+        proof="proofs_checks/random_allocation/proof.md",
+        source_sha256="d24ca45ce4f182535c48b62b34b6b6a030f7494a927cd7e206cf37594938ea78",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_ratio.allocation_ratio_pair",
+        status="contrib",
+        proof="proofs_checks/allocation_ratio/proof.md",
+        source_sha256="9a13f7f80dcb4018d58c12bcdf02fba88f7cde52cb7cff39c598d444368116c0",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles.larger_profile",
+        status="contrib",
+        proof="proofs_checks/allocation_ratio/proof.md",
+        source_sha256="6368e72bc8d1c06a7bd99c302d62ade1a45e587ca3971d2a6aa4487f4548617e",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles.gaussian_attack_profiles",
+        status="contrib",
+        proof="proofs_checks/allocation_ratio/proof.md",
+        source_sha256="9c96175755350505682c9b587ba419cf2f1d5774b70bd70cb919ff328b34792f",
     ),
 )
 

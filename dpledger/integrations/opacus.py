@@ -657,8 +657,9 @@ class OpacusTracker:
         status, line = explain(b, upper, lower, opacus, accountant, opacus_rate)
         if b.kind == SHUFFLED and lower > 0:
             notes.append(
-                "the lower bound is the max-of-batch-sums attack of Chua et al. (ICML 2024) on "
-                "DP-SGD with these parameters: a guarantee for them cannot be smaller"
+                "the lower bound is the max-of-batch-sums attack of Chua et al. (ICML 2024), "
+                "with its likelihood ratio, on DP-SGD with these parameters: a guarantee for "
+                "them cannot be smaller"
             )
         return OpacusResult(
             delta=delta,

@@ -42,6 +42,10 @@ ROWS: dict[str, tuple[Event, Adjacency]] = {
         SelfComposedEvent(RandomAllocationEvent(-(-N // B), GaussianEvent(SIGMA)), EPOCHS),
         Adjacency(),
     ),
+    "| random allocation, each record in 2 of 470 steps, 30 epochs | add/remove |": (
+        SelfComposedEvent(RandomAllocationEvent(470, GaussianEvent(SIGMA), 2), EPOCHS // 2),
+        Adjacency(),
+    ),
 }
 
 

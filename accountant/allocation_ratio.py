@@ -1,0 +1,264 @@
+"""A certified lower bound for the random-allocation pair from its likelihood ratio.
+
+The pair ``P = (1/t) sum_i N(mu e_i, I_t)`` vs ``Q = N(0, I_t)`` is the remove pair of 1-of-t
+random allocation of a Gaussian step (noise ``1 / mu``) and, with ``mu = 2 / sigma``, the pair
+of the max-of-batch-sums attack on shuffled batches under replace-one. Its likelihood ratio is
+``dP/dQ = S / t`` with ``S = L_1 + ... + L_t``, ``L_i = exp(mu x_i - mu^2 / 2)``; the maximum of
+the outputs (:func:`~dpledger.accountant.profiles.max_of_batches_pair`) discards most of it
+when ``mu`` is small.
+
+Here each output is post-processed to the index of its cell in a partition of ``(0, inf)``
+whose cells have conditional means ``E_Q[L | cell]`` at lattice points ``j h`` (to rounding),
+and the last cell ``(b, inf)`` is an outcome of its own ("some output in the top cell"). The
+sum of the lattice values of the cell indices is a further post-processing. Given it, the
+likelihood ratio is ``(1/t) sum_i E_Q[L_i | cell_i]``, within a relative ``rho`` of
+``u / t`` (``u`` the lattice sum). Lower bounds of the laws of ``u`` under ``Q`` (cell masses
+from ``ndtr`` with error bounds, exact convolution with its rounding bounded, mass beyond the
+window dropped) and ``P(u) = E_Q[ratio; u]`` give a pair of sub-probability masses below the
+true ones, outcome by outcome, with their ratios bracketed: its hockey-stick curves lie below
+the true curves in both directions (proofs_checks/allocation_ratio).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import special
+
+from dpledger.accountant.random_allocation import NDTR_REL
+
+Array = NDArray[np.float64]
+
+_U = 2.0**-53
+#: most cells of one output's partition (each is one lattice point at most)
+MAX_CELLS = 1 << 14
+#: most lattice points of the window of a sum
+MAX_POINTS = 1 << 14
+#: the top cell starts where one output exceeds it with at most this probability over t,
+#: or lower when the window of the sum cannot reach that far, but not below TOP_MASS_MOST
+TOP_MASS = 1e-13
+TOP_MASS_MOST = 1e-2
+#: cells whose certified conditional mean is farther than this (relative) from their lattice
+#: point are dropped (the outcome "some output in a dropped cell" is discarded)
+REL_CAP = 1e-9
+#: lattice step of L, in standard deviations of L (coarser if the window needs it)
+STEP_PER_SD = 1.0 / 8.0
+#: far from 0 the cells widen to this fraction of their left end (fewer cells in the tail)
+WIDTH_REL = 1.0 / 64.0
+
+
+def _sf(z: float) -> float:
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def _cdf(z: float) -> float:
+    return 0.5 * math.erfc(-z / math.sqrt(2.0))
+
+
+def _cell_gap(mu: float, a_z: float, b_z: float, v: float) -> float:
+    """E[L; a < L <= b] - v P(a < L <= b), in z coordinates, on the side without cancellation."""
+    if a_z > 0:
+        moment = _sf(a_z - mu) - _sf(b_z - mu)
+        mass = _sf(a_z) - _sf(b_z)
+    else:
+        moment = _cdf(b_z - mu) - _cdf(a_z - mu)
+        mass = _cdf(b_z) - _cdf(a_z)
+    return moment - v * mass
+
+
+def _right_edge(mu: float, a_z: float, v: float) -> float:
+    """The z of the right end ``b`` of the cell ``(a, b]`` whose conditional mean is ``v``
+    (bisection; any edge is valid, this one makes the cell's mean close to ``v``)."""
+    lo = (math.log(v) + 0.5 * mu * mu) / mu  # b = v: the mean is below v
+    hi = lo + 1.0
+    while _cell_gap(mu, a_z, hi, v) < 0:
+        hi = lo + 2 * (hi - lo)
+        if hi > 60.0:
+            return math.inf
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        if _cell_gap(mu, a_z, mid, v) < 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-15 * max(1.0, abs(hi)):
+            break
+    return 0.5 * (lo + hi)
+
+
+def _matched_edges(mu: float, h: float, big: float) -> tuple[Array, Array]:
+    """(z of the cell edges, lattice index of each cell): cells from 0 up to ``big`` (the top
+    cell lies beyond), each with its conditional mean at a lattice point at least half a
+    width above its left end, the width ``max(h, WIDTH_REL a)``."""
+    edges = [-math.inf]
+    index: list[int] = []
+    while len(index) < MAX_CELLS:
+        a_z = edges[-1]
+        a = 0.0 if a_z == -math.inf else math.exp(mu * a_z - 0.5 * mu * mu)
+        j = math.floor((a + 0.5 * max(h, WIDTH_REL * a)) / h) + 1
+        if a >= big or _sf(a_z - mu) <= j * h * _sf(a_z):  # beyond big, or no such cell
+            break
+        b_z = _right_edge(mu, a_z, j * h)
+        if not math.isfinite(b_z) or b_z <= a_z:
+            break
+        edges.append(b_z)
+        index.append(j)
+    return np.asarray(edges, dtype=float), np.asarray(index, dtype=np.int64)
+
+
+def _cells(mu: float, z: Array) -> tuple[Array, Array, Array, Array]:
+    """(mass, mass error, first moment, moment error) of L on the cells between the edges
+    ``z`` (in z coordinates): differences of ``ndtr`` taken on the side without cancellation,
+    each value within NDTR_REL relative."""
+    sf, cdf = special.ndtr(-z), special.ndtr(z)
+    sf_m, cdf_m = special.ndtr(mu - z), special.ndtr(z - mu)
+    use_cdf = z[1:] <= 0
+    mass = np.where(use_cdf, cdf[1:] - cdf[:-1], sf[:-1] - sf[1:])
+    moment = np.where(use_cdf, cdf_m[1:] - cdf_m[:-1], sf_m[:-1] - sf_m[1:])
+    scale = np.where(use_cdf, cdf[1:] + cdf[:-1], sf[:-1] + sf[1:])
+    scale_m = np.where(use_cdf, cdf_m[1:] + cdf_m[:-1], sf_m[:-1] + sf_m[1:])
+    err_mass = NDTR_REL * scale + 4 * _U * np.abs(mass)
+    err_moment = NDTR_REL * scale_m + 4 * _U * np.abs(moment)
+    return mass, err_mass, moment, err_moment
+
+
+def _one_output(mu: float, h: float, big: float) -> tuple[Array, float, tuple[float, ...]]:
+    """(lower bounds of the masses of one output's lattice values 0, h, 2h, ..., the relative
+    bound rho of every kept cell's conditional mean against its lattice value, and bounds
+    (lower, upper) of the top cell's Q mass and of its P-shifted mass E_Q[L; top])."""
+    z, index = _matched_edges(mu, h, big)
+    mass, err_mass, moment, err_moment = _cells(mu, z)
+    m_lo = mass - err_mass
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_lo = (moment - err_moment) / (mass + err_mass) * (1 - 4 * _U)
+        mean_hi = (moment + err_moment) / m_lo * (1 + 4 * _U)
+    value = index * h
+    rel = np.maximum(mean_hi / value - 1.0, 1.0 - mean_lo / value) + 4 * _U
+    keep = (m_lo > 0) & np.isfinite(rel) & (rel <= REL_CAP)
+    law = np.zeros(int(index[-1]) + 1 if index.size else 1)
+    law[index[keep]] = m_lo[keep] * (1 - 4 * _U)
+    rho = float(rel[keep].max()) if keep.any() else 0.0
+    q_top = float(special.ndtr(-z[-1]))
+    p_top = float(special.ndtr(mu - z[-1]))
+    tops = (
+        q_top * (1 - NDTR_REL),
+        min(q_top * (1 + NDTR_REL), 1.0),
+        p_top * (1 - NDTR_REL),
+        min(p_top * (1 + NDTR_REL), 1.0),
+    )
+    return law, rho, tops
+
+
+def _top_outcome(t: int, tops: tuple[float, ...]) -> tuple[float, float, float, float]:
+    """(P lower, P upper, Q lower, Q upper) of "some output in the top cell": under Q each
+    output is there with probability q, under P the shifted one with probability p (E_Q[L;
+    top]) and the others with q; both are increasing in p and q."""
+    q_lo, q_hi, p_lo, p_hi = tops
+
+    def some(p: float, q: float, shifted: int) -> float:
+        if p >= 1.0 or q >= 1.0:
+            return 1.0
+        return -math.expm1(shifted * math.log1p(-p) + (t - shifted) * math.log1p(-q))
+
+    slack = 16 * _U * t
+    return (
+        some(p_lo, q_lo, 1) * (1 - slack),
+        min(some(p_hi, q_hi, 1) * (1 + slack), 1.0),
+        some(q_lo, q_lo, 0) * (1 - slack),
+        min(some(q_hi, q_hi, 0) * (1 + slack), 1.0),
+    )
+
+
+def _grid(mu: float, t: int) -> tuple[float, float]:
+    """(lattice step h, top edge big): the window of the sum of t outputs, within
+    ``14 sd sqrt(t)`` of its mean ``t`` (and not below 0) and one value up to ``big`` above,
+    fits in MAX_POINTS (big is shortened first, then h coarsened)."""
+    sd = math.sqrt(math.expm1(mu * mu))
+    spread = 14.0 * sd * math.sqrt(t) + min(14.0 * sd * math.sqrt(t), float(t))  # from >= 0
+
+    def quantile(mass: float) -> float:  # P(L > x) = mass / t
+        return math.exp(-mu * float(special.ndtri(mass / t)) - 0.5 * mu * mu)
+
+    big, least = quantile(TOP_MASS), max(quantile(TOP_MASS_MOST), 8.0 * (1.0 + sd))
+    h = STEP_PER_SD * min(sd, 1.0)
+    big = min(big, max((MAX_POINTS * h - spread) / 1.5, least))
+    return max(h, (spread + 1.5 * big) / MAX_POINTS), big
+
+
+def _windowed_sum(law: Array, t: int, big: float, h: float) -> tuple[int, Array, float]:
+    """(offset, lower bounds of the masses of the sum of t lattice values at indices offset,
+    offset + 1, ...): binary powering by direct convolution; a partial sum of n copies keeps
+    the indices within 14 of its standard deviations of its mean (and one value up to big
+    above), the mass outside is dropped (the terms are nonnegative). The convolutions'
+    rounding (each entry within ``(terms + 2) u`` relative) is divided out."""
+    values = np.arange(law.size) * h
+    total = float(law.sum())
+    mean = float((law * values).sum()) / total if total > 0 else 0.0
+    sd = (
+        math.sqrt(max(float((law * values * values).sum()) / total - mean * mean, 0.0))
+        if total > 0
+        else 0.0
+    )
+
+    def window(n: int) -> tuple[int, int]:
+        lo = math.floor((n * mean - 14.0 * sd * math.sqrt(n)) / h) - 2
+        hi = math.ceil((n * mean + 14.0 * sd * math.sqrt(n) + 1.5 * big) / h) + 2
+        return max(lo, 0), hi
+
+    def cut(off: int, arr: Array, n: int) -> tuple[int, Array]:
+        lo, hi = window(n)
+        a, b = max(lo - off, 0), max(min(hi - off, arr.size), 0)
+        return off + a, arr[a:b].copy()
+
+    def conv(x: tuple[int, Array], y: tuple[int, Array]) -> tuple[int, Array, float]:
+        full = np.convolve(x[1], y[1])
+        terms = min(x[1].size, y[1].size)
+        return x[0] + y[0], full, math.log1p(terms * _U * 1.01 + 2 * _U)
+
+    base, n_base, base_err = cut(0, law, 1), 1, 0.0
+    result: tuple[int, Array] | None = None
+    n_result, err, k = 0, 0.0, t
+    while True:
+        if k & 1:
+            if result is None:
+                result, n_result, err = base, n_base, base_err
+            else:
+                off, arr, e = conv(result, base)
+                n_result += n_base
+                result, err = cut(off, arr, n_result), err + base_err + e
+        k >>= 1
+        if not k:
+            break
+        off, arr, e = conv(base, base)
+        n_base *= 2
+        base, base_err = cut(off, arr, n_base), 2 * base_err + e
+    assert result is not None
+    return result[0], result[1] * math.exp(-err) * (1 - 1e-12), err
+
+
+@functools.lru_cache(maxsize=16)
+def allocation_ratio_pair(mu: float, t: int):  # type: ignore[no-untyped-def]
+    """The post-processed pair of the module docstring, as a
+    :class:`~dpledger.accountant.profiles.DiscretePair` that brackets a sub-pair of it (for the
+    lattice outcomes the Q masses are lower bounds, used as the sub-pair's exact masses, and
+    the P masses are the ratio bounds times them); the last outcome is the top cell."""
+    from dpledger.accountant.profiles import DiscretePair
+
+    h, big = _grid(mu, t)
+    law, rho, tops = _one_output(mu, h, big)
+    offset, q, _ = _windowed_sum(law, t, big, h)
+    j = np.nonzero(q > 0)[0]
+    q = q[j]
+    ratio = (j + offset) * h / t
+    p_lo = ratio * (1 - rho) * q * (1 - 8 * _U)
+    p_hi = ratio * (1 + rho) * q * (1 + 8 * _U)
+    top = _top_outcome(t, tops)
+    return DiscretePair(
+        np.append(p_lo, top[0]),
+        np.append(p_hi, top[1]),
+        np.append(q, top[2]),
+        np.append(q, top[3]),
+    )
