@@ -334,6 +334,80 @@ class TabulatedProfileEvent(Event):
         )
 
 
+def _rdp_table_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    name = attribute.name
+    if not isinstance(value, tuple) or not value or not all(isinstance(v, float) for v in value):
+        raise InvalidParameterError(
+            name,
+            f"expected a number at every entry of a non-empty list, got {short_repr(value)}",
+            "write a list of plain numbers (no quotes, not true/false)",
+        )
+    if len(value) > MAX_PROFILE_POINTS:
+        raise InvalidParameterError(
+            name, f"has {len(value)} points", f"tabulate at most {MAX_PROFILE_POINTS}"
+        )
+    if name == "orders":
+        if not all(math.isfinite(v) and v > 1.0 for v in value) or any(
+            b <= a for a, b in itertools.pairwise(value)
+        ):
+            raise InvalidParameterError(
+                name, "must be finite, above 1 and strictly increasing", "sort the orders"
+            )
+        return
+    if len(value) != len(instance.orders):
+        raise InvalidParameterError(
+            name,
+            f"has {len(value)} values for {len(instance.orders)} orders",
+            "give one value per order",
+        )
+    problem = rdp_curve_problem(instance.orders, value)
+    if problem is not None:
+        raise InvalidParameterError(name, problem, "tabulate an RDP curve of the mechanism")
+
+
+def rdp_curve_problem(orders: tuple[float, ...], values: tuple[float, ...]) -> str | None:
+    """Why ``values`` at ``orders`` (increasing) is no Renyi-DP curve; None if it is one.
+
+    A curve is not NaN, non-negative (+inf: no bound at that order) and non-decreasing in the
+    order (Renyi divergences grow with the order: van Erven & Harremoes 2014, Thm 3)."""
+    for order, value in zip(orders, values, strict=True):
+        if math.isnan(value) or value < 0.0:
+            return f"value {value!r} at order {order:g} is not a non-negative number"
+    for (a, x), (b, y) in itertools.pairwise(zip(orders, values, strict=True)):
+        if y < x:
+            return (
+                f"decreases from {x!r} at order {a:g} to {y!r} at order {b:g} (an RDP curve is "
+                "non-decreasing in the order)"
+            )
+    return None
+
+
+@attrs.frozen
+class TabulatedRDPEvent(Event):
+    """A mechanism known by a Renyi-DP curve, tabulated at orders above 1.
+
+    ``rdp[i]`` bounds the Renyi divergence of order ``orders[i]`` between the outputs on any
+    two neighbouring datasets under ``relation`` (both orders of the pair), from above; +inf
+    states no bound at that order. The table holds under ``relation`` and is never rescaled.
+    The RDP accountant composes it; at an order between tabulated ones it uses the next
+    tabulated order above (the curve is non-decreasing), beyond the last one +inf. The other
+    accountants decline it.
+    """
+
+    kind: ClassVar[str] = "tabulated_rdp"
+    orders: tuple[float, ...] = attrs.field(converter=_float_tuple, validator=_rdp_table_validator)
+    rdp: tuple[float, ...] = attrs.field(converter=_float_tuple, validator=_rdp_table_validator)
+    relation: str = attrs.field(default="add_remove", validator=one_of("add_remove", "replace_one"))
+    name: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
+
+    def describe(self) -> str:
+        label = f"{self.name}, " if self.name else ""
+        return (
+            f"{self.kind}({label}{len(self.orders)} orders, {self.orders[0]:g} to "
+            f"{self.orders[-1]:g}, {self.relation})"
+        )
+
+
 @attrs.frozen
 class ApproxDPEvent(Event):
     """A black-box (epsilon, delta)-DP release (w.r.t. the source's row-level relation)."""

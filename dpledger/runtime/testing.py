@@ -27,8 +27,9 @@ import pytest
 
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import EVENT_KINDS, Event, event_from_dict
+from dpledger.core.events import EVENT_KINDS, Event, TabulatedRDPEvent, event_from_dict
 from dpledger.core.specs import CORE_EVENT_KINDS, MechanismSpec, MethodSpec
+from dpledger.runtime.lowering import rdp_to_core
 from dpledger.runtime.plugin_manager import DPLedgerPluginManager, PluginHost, make_plugin_manager
 from dpledger.runtime.runner import declare_checked, run_verified
 
@@ -230,6 +231,18 @@ class MechanismSpecContract:
                         m * math.exp(-x) for x, m in zip(losses, masses, strict=True)
                     )
                     assert q_total <= 1.0 + 1e-12
+
+    def test_rdp_curve_is_a_valid_curve(self) -> None:
+        """The curve as the accountant reads it: at its orders, real numbers, not NaN,
+        non-negative and non-decreasing (:func:`~dpledger.runtime.lowering.rdp_to_core`)."""
+        if self.spec.rdp_curve is None:
+            pytest.skip("no RDP curve")
+        with forbid_imports(*HEAVY_MODULES):
+            for event in self.example_events:
+                for adjacency in self.adjacencies:
+                    table = rdp_to_core(self.spec, event, adjacency)
+                    assert isinstance(table, TabulatedRDPEvent)
+                    assert table.relation == adjacency.relation
 
     def test_bad_params_raise(self) -> None:
         if not self.bad_event_kwargs:
