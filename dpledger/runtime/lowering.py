@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+import attrs
 import numpy as np
 
 from dpledger.accountant.conversions import U
 from dpledger.accountant.rdp_orders import default_orders
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import (
+    InvalidParameterError,
     PluginError,
     UnsupportedEventError,
 )
@@ -118,12 +120,39 @@ def pair_to_core(spec: MechanismSpec, event: Event, adjacency: Adjacency) -> Eve
             f"{event.kind} (plugin {owner}): its dominating pair keeps delta above "
             f"{PROFILE_DELTA:g} at every epsilon; give the mechanism a to_core mapping"
         )
-    return TabulatedProfileEvent(
+    table = TabulatedProfileEvent(
         tuple(float(e) for e in points),
         tuple(deltas),
         relation=adjacency.relation,
         name=spec.name,
     )
+    return _claimed_tight(spec, table, (ls, ps, inf)) if spec.pair_is_tight else table
+
+
+def _claimed_tight(
+    spec: MechanismSpec, table: TabulatedProfileEvent, pair: tuple[np.ndarray, np.ndarray, float]
+) -> TabulatedProfileEvent:
+    """``table`` with the pair its spec claims is tight (``pair_is_tight``), which must be a
+    pair of probability laws; the claim names the mechanism, its plugin and its proof."""
+    prov = spec.provenance
+    owner = f"plugin {prov.plugin}, tier {prov.tier}" if prov else "plugin ?"
+    claim = (
+        f"mechanism {spec.name!r} ({owner}) declares its dominating pair tight "
+        f"(proof: {spec.proof.citation})"
+    )
+    losses, masses, inf = pair
+    try:
+        return attrs.evolve(
+            table,
+            tight_losses=tuple(losses.tolist()),
+            tight_masses=tuple(masses.tolist()),
+            tight_inf_mass=inf,
+            tight_claim=claim,
+        )
+    except InvalidParameterError as exc:
+        raise PluginError(
+            f"mechanism {spec.name!r} ({owner}): its pair is declared tight but {exc.problem}"
+        ) from None
 
 
 def _pair_problem(losses: np.ndarray, masses: np.ndarray, inf: float) -> str | None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import types
+from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -21,15 +23,19 @@ from dpledger.core.events import (
     ComposedEvent,
     Event,
     GaussianEvent,
+    RandomizedResponseEvent,
     SelfComposedEvent,
+    TabulatedProfileEvent,
     TabulatedRDPEvent,
     event_from_dict,
 )
 from dpledger.core.hookspecs import hookimpl
+from dpledger.core.lifting import lift_event
 from dpledger.core.specs import MechanismSpec, Provenance
 from dpledger.core.validation import positive_finite
+from dpledger.report.build import report_pipeline_file
 from dpledger.runtime import testing as _testing
-from dpledger.runtime.lowering import rdp_to_core
+from dpledger.runtime.lowering import pair_to_core, rdp_to_core
 from dpledger.runtime.plugin_manager import PluginHost
 from dpledger.runtime.testing import MechanismSpecContract
 
@@ -195,3 +201,154 @@ def test_the_contract_catches_a_decreasing_curve() -> None:
 
     with pytest.raises(PluginError, match="decreases"):
         Careless().test_rdp_curve_is_a_valid_curve()
+
+
+# -- dominating pairs declared tight ----------------------------------------------------------
+
+
+@attrs.frozen
+class CoinEvent(Event):
+    """Binary randomized response at ``epsilon`` (add/remove), as a plugin's own event."""
+
+    kind: ClassVar[str] = "test_tight_coin"
+    epsilon: float = attrs.field(validator=positive_finite)
+
+
+def _coin_pair(event: Event, adjacency: Adjacency) -> tuple[list[float], list[float], float]:
+    assert isinstance(event, CoinEvent)
+    e0 = event.epsilon * (2.0 if adjacency.relation == "replace_one" else 1.0)
+    top = math.exp(e0) / (1.0 + math.exp(e0))
+    return [e0, -e0], [top, 1.0 - top], 0.0
+
+
+COIN = MechanismSpec(
+    name="coin",
+    event_class=CoinEvent,
+    description="binary randomized response",
+    proof="Kairouz, Oh & Viswanath 2015, Theorem 3.5 (the pair of randomized response)",
+    dominating_pair=_coin_pair,
+    pair_is_tight=True,
+    provenance=Provenance("coins", None, None, "unverified"),
+)
+
+
+def _coin(count: int, *, tight: bool = True, e0: float = 0.5) -> Event:
+    spec = attrs.evolve(COIN, pair_is_tight=tight)
+    return SelfComposedEvent(pair_to_core(spec, CoinEvent(e0), ADD_REMOVE), count)
+
+
+def _exact(count: int, e0: float = 0.5) -> ClosedFormAccountant:
+    """Kairouz-Oh-Viswanath's exact composition of randomized response (closed form)."""
+    return ClosedFormAccountant().compose(SelfComposedEvent(RandomizedResponseEvent(e0), count))
+
+
+@pytest.mark.parametrize("count", [1, 10, 100])
+def test_a_pair_declared_tight_brackets_the_exact_value_within_one_percent(count: int) -> None:
+    bound = PLDAccountant().compose(_coin(count)).get_epsilon(1e-5)
+    exact = _exact(count).get_epsilon(1e-5).epsilon
+    assert bound.epsilon_lower <= exact <= bound.epsilon
+    assert bound.epsilon_lower >= exact * 0.99 and bound.epsilon <= exact * 1.01
+    at_one = PLDAccountant().compose(_coin(count)).get_delta(1.0)
+    exact_delta = _exact(count).get_delta(1.0).delta
+    assert at_one.delta_lower <= exact_delta <= at_one.delta
+    assert at_one.delta_lower >= exact_delta * 0.99 or exact_delta == 0.0
+
+
+def test_the_bracket_of_the_reported_bound_has_the_lower_bound() -> None:
+    selection = account(_coin(10), delta=1e-5)
+    exact = _exact(10).get_epsilon(1e-5).epsilon
+    assert selection.method == "pld"
+    assert exact * 0.99 <= selection.bound.epsilon_lower <= exact <= selection.bound.epsilon
+
+
+def test_without_the_flag_a_pair_gives_no_lower_bound() -> None:
+    bound = PLDAccountant().compose(_coin(10, tight=False)).get_epsilon(1e-5)
+    exact = _exact(10).get_epsilon(1e-5).epsilon
+    assert bound.epsilon_lower == 0.0 and exact <= bound.epsilon <= exact * 1.01
+    assert account(_coin(10, tight=False), delta=1e-5).bound.epsilon_lower == 0.0
+
+
+@pytest.mark.parametrize("flag", [1, "yes", None, np.bool_(True)])
+def test_a_non_boolean_tight_flag_is_refused(flag: Any) -> None:
+    with pytest.raises(InvalidParameterError, match="pair_is_tight"):
+        attrs.evolve(COIN, pair_is_tight=flag)
+
+
+def test_a_tight_flag_without_a_pair_is_refused() -> None:
+    with pytest.raises(InvalidParameterError, match="none is given"):
+        attrs.evolve(RENYI_GAUSSIAN, pair_is_tight=True)
+    assert COIN.to_dict()["pair_is_tight"] is True
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        (([0.5, -0.5], [0.5, 0.3], 0.0), "sum to 1"),
+        (([600.0, 0.0], [0.5, 0.5], 0.0), "losses within"),
+    ],
+)
+def test_a_pair_declared_tight_must_be_a_pair_of_probability_laws(pair: Any, message: str) -> None:
+    spec = attrs.evolve(COIN, dominating_pair=lambda event, adjacency: pair)
+    with pytest.raises(PluginError, match=f"'coin' \\(plugin coins, tier unverified\\).*{message}"):
+        pair_to_core(spec, CoinEvent(0.5), ADD_REMOVE)
+
+
+def test_a_claimed_pair_must_lie_under_its_table() -> None:
+    with pytest.raises(InvalidParameterError, match="lies above the table"):
+        TabulatedProfileEvent(
+            [0.0, 0.5],
+            [0.1, 0.0],  # the coin's curve is 0.2449 at 0
+            tight_losses=[0.5, -0.5],
+            tight_masses=[0.6224593312018546, 0.3775406687981454],
+            tight_claim="a wrong claim",
+        )
+    with pytest.raises(InvalidParameterError, match="need tight_losses"):
+        TabulatedProfileEvent([0.0], [0.5], tight_claim="a claim without a pair")
+
+
+def test_the_claim_travels_with_the_table_but_not_through_group_privacy() -> None:
+    table = pair_to_core(COIN, CoinEvent(0.5), ADD_REMOVE)
+    assert isinstance(table, TabulatedProfileEvent) and table.tight_losses == (0.5, -0.5)
+    assert "'coin' (plugin coins, tier unverified)" in table.tight_claim
+    assert "Kairouz, Oh & Viswanath" in table.tight_claim
+    assert event_from_dict(table.to_dict()) == table
+    plain = pair_to_core(attrs.evolve(COIN, pair_is_tight=False), CoinEvent(0.5), ADD_REMOVE)
+    assert not any(k.startswith("tight") for k in plain.to_dict())
+    lifted, _ = lift_event(table, 2)
+    assert isinstance(lifted, TabulatedProfileEvent) and lifted.tight_losses is None
+
+
+def test_the_report_names_the_claim_the_lower_bound_rests_on(tmp_path: Path) -> None:
+    table = pair_to_core(COIN, CoinEvent(0.5), ADD_REMOVE)
+    pipeline = tmp_path / "p.json"
+    pipeline.write_text(
+        json.dumps(
+            {
+                "delta": 1e-5,
+                "sources": [{"name": "d", "adjacency": {"relation": "add_remove"}}],
+                "releases": [{"id": "coin", "input": "d", "event": table.to_dict(), "count": 10}],
+            }
+        )
+    )
+    built = report_pipeline_file(pipeline, delta=1e-5)
+    exact = _exact(10).get_epsilon(1e-5).epsilon
+    assert exact * 0.99 <= built.report.bound["epsilon_lower"] <= exact
+    claims = [a for a in built.report.assumptions if "rests on a claim" in a]
+    assert claims == [
+        "release 'coin': the certified lower bound rests on a claim, not on a proof record: "
+        + table.tight_claim
+    ]
+
+
+class TestCoinContract(MechanismSpecContract):
+    spec = COIN
+    example_events = (CoinEvent(0.5), CoinEvent(3.0))
+    bad_event_kwargs = ({"epsilon": -1.0},)
+
+
+def test_the_contract_catches_a_tight_pair_that_is_no_pair_of_laws() -> None:
+    class Careless(TestCoinContract):
+        spec = attrs.evolve(COIN, dominating_pair=lambda e, a: ([0.5, -0.5], [0.5, 0.3], 0.0))
+
+    with pytest.raises(PluginError, match="sum to 1"):
+        Careless().test_tight_pair_is_a_pair_of_probability_laws()
