@@ -216,7 +216,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.calibrate.calibrate_noise_multiplier",
         status="contrib",
         proof="proofs_checks/analytic_gaussian_calibration/proof.md",
-        source_sha256="151c75cbe6683d5193f65ad0ed1da585b297096cc32d0d0ed2af6eed688c9c5a",
+        source_sha256="23b4bf402ce6750e4900fb9a7367365457b785619248d4434616d6f3a1cbd4e3",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.leaf_profiles",
