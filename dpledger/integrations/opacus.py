@@ -139,7 +139,7 @@ def detect_batching(data_loader: Any) -> Batching:
         DistributedUniformWithReplacementSampler,
         UniformWithReplacementSampler,
     )
-    from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
+    from torch.utils.data import BatchSampler
 
     batch_sampler = getattr(data_loader, "batch_sampler", None)
     dataset = getattr(data_loader, "dataset", None)
@@ -160,40 +160,44 @@ def detect_batching(data_loader: Any) -> Batching:
             sample_rate=float(batch_sampler.sample_rate),
         )
     if isinstance(batch_sampler, BatchSampler):
-        sampler = _unwrap(batch_sampler.sampler)
-        n = len(dataset)
-        b = int(batch_sampler.batch_size)
-        drop_last = bool(batch_sampler.drop_last)
-        per_epoch = n // b if drop_last else -(-n // b)
-        if isinstance(sampler, RandomSampler):
-            if sampler.replacement or sampler.num_samples != n:
-                raise UnsupportedEventError(
-                    "the RandomSampler draws with replacement or not the whole dataset "
-                    f"(num_samples={sampler.num_samples}, n={n}); use DataLoader(shuffle=True) "
-                    "or Opacus's Poisson sampling"
-                )
-            kind = SHUFFLED
-        elif isinstance(sampler, SequentialSampler):
-            kind = FIXED_ORDER
-        else:
-            raise UnsupportedEventError(
-                f"batches drawn by {type(sampler).__name__} are not tracked; use "
-                "DataLoader(shuffle=True) or Opacus's Poisson sampling (poisson_sampling=True)"
-            )
-        if per_epoch < 1:
-            raise InvalidParameterError(
-                "data_loader", f"batch size {b} exceeds the dataset ({n} records)", "use b <= n"
-            )
-        return Batching(
-            kind=kind,
-            dataset_size=n,
-            batches_per_epoch=per_epoch,
-            batch_size=b,
-            drop_last=drop_last,
-        )
+        return _fixed_size_batching(batch_sampler, len(dataset))
     raise UnsupportedEventError(
         f"batches drawn by {type(batch_sampler).__name__} are not tracked; use "
         "DataLoader(shuffle=True) or Opacus's Poisson sampling (poisson_sampling=True)"
+    )
+
+
+def _fixed_size_batching(batch_sampler: Any, n: int) -> Batching:
+    """The batching of a ``BatchSampler`` over a dataset of ``n`` records: shuffled (a
+    ``RandomSampler`` drawing the whole dataset without replacement) or in a fixed order (a
+    ``SequentialSampler``); anything else is refused, naming it."""
+    from torch.utils.data import RandomSampler, SequentialSampler
+
+    sampler = _unwrap(batch_sampler.sampler)
+    b = int(batch_sampler.batch_size)
+    drop_last = bool(batch_sampler.drop_last)
+    per_epoch = n // b if drop_last else -(-n // b)
+    if isinstance(sampler, RandomSampler):
+        if sampler.replacement or sampler.num_samples != n:
+            raise UnsupportedEventError(
+                "the RandomSampler draws with replacement or not the whole dataset "
+                f"(num_samples={sampler.num_samples}, n={n}); use DataLoader(shuffle=True) "
+                "or Opacus's Poisson sampling"
+            )
+        kind = SHUFFLED
+    elif isinstance(sampler, SequentialSampler):
+        kind = FIXED_ORDER
+    else:
+        raise UnsupportedEventError(
+            f"batches drawn by {type(sampler).__name__} are not tracked; use "
+            "DataLoader(shuffle=True) or Opacus's Poisson sampling (poisson_sampling=True)"
+        )
+    if per_epoch < 1:
+        raise InvalidParameterError(
+            "data_loader", f"batch size {b} exceeds the dataset ({n} records)", "use b <= n"
+        )
+    return Batching(
+        kind=kind, dataset_size=n, batches_per_epoch=per_epoch, batch_size=b, drop_last=drop_last
     )
 
 
