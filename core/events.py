@@ -805,6 +805,41 @@ def _integral(key: str, value: Any) -> Any:
     return value
 
 
+def _event_arguments(
+    data: Mapping[Any, Any], kind: str, fields: list[str], path: str, depth: int
+) -> dict[str, Any]:
+    """The constructor arguments of an event table of ``kind`` at ``path`` (its sub-events
+    parsed one level deeper); a key that is no parameter of ``kind`` names itself."""
+
+    def at(key: str) -> str:
+        return f"{path}.{key}" if path else key
+
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "kind":
+            continue
+        if key not in fields:
+            raise InvalidParameterError(
+                at(str(key)), f"is not a parameter of {kind}", f"use {fields or 'no parameters'}"
+            )
+        if key == "event":
+            kwargs[key] = event_from_dict(value, path=at("event"), _depth=depth + 1)
+        elif key == "events":
+            if not isinstance(value, list | tuple):
+                raise InvalidParameterError(
+                    at("events"),
+                    "must be a list of event tables",
+                    "write events = [{kind = ...}, ...]",
+                )
+            kwargs[key] = [
+                event_from_dict(v, path=f"{at('events')}[{i}]", _depth=depth + 1)
+                for i, v in enumerate(value)
+            ]
+        else:
+            kwargs[key] = _integral(key, value)
+    return kwargs
+
+
 def event_from_dict(data: Any, *, path: str = "", _depth: int = 0) -> Event:
     """The event a table describes: :meth:`Event.to_dict` output, a pipeline file's event
     table, or a JSON record. Errors name the exact field, under ``path`` (e.g.
@@ -839,31 +874,7 @@ def event_from_dict(data: Any, *, path: str = "", _depth: int = 0) -> Event:
     if not path:  # a stand-alone table: name fields after its kind (gaussian.noise_multiplier)
         path = kind
     fields = {f.name: f for f in attrs.fields(cls)}
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "kind":
-            continue
-        if key not in fields:
-            raise InvalidParameterError(
-                at(str(key)),
-                f"is not a parameter of {kind}",
-                f"use {sorted(fields) or 'no parameters'}",
-            )
-        if key == "event":
-            kwargs[key] = event_from_dict(value, path=at("event"), _depth=_depth + 1)
-        elif key == "events":
-            if not isinstance(value, list | tuple):
-                raise InvalidParameterError(
-                    at("events"),
-                    "must be a list of event tables",
-                    "write events = [{kind = ...}, ...]",
-                )
-            kwargs[key] = [
-                event_from_dict(v, path=f"{at('events')}[{i}]", _depth=_depth + 1)
-                for i, v in enumerate(value)
-            ]
-        else:
-            kwargs[key] = _integral(key, value)
+    kwargs = _event_arguments(data, kind, sorted(fields), path, _depth)
     missing = [n for n, f in fields.items() if f.default is attrs.NOTHING and n not in kwargs]
     if missing:
         raise InvalidParameterError(
