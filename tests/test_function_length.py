@@ -18,11 +18,9 @@ ALLOWED: frozenset[str] = frozenset(
         "accountant/pld.py:PLDAccountant._prepared",
         "accountant/pld_engine.py:compose",
         "accountant/pld_engine.py:discretise",
-        "dpledger/integrations/opacus.py:OpacusTracker._result",
         "plugins/path/aim.py:run_aim",
         "plugins/path/ddp.py:train_distributed",
         "plugins/path/plugin.py:run",
-        "plugins/path/schema.py:_normalise",
         "plugins/trajectories/mfld.py:warm_start",
     }
 )
