@@ -212,6 +212,21 @@ def _scored_candidates(
     return keys, scores
 
 
+def _run_info(
+    rounds: int, levels: list[int], spent: int, sigma0: float, selected: list[Any], n: int
+) -> dict[str, Any]:
+    """What an AIM run reports: its rounds, annealing levels, budget units spent, initial
+    noise, the cliques it selected after the one-way marginals, and the synthetic size."""
+    return {
+        "rounds_run": rounds,
+        "levels": levels,
+        "units_spent": spent,
+        "sigma0": sigma0,
+        "selected": [list(c) for c, _, _ in selected],
+        "n_synthetic": n,
+    }
+
+
 def run_aim(
     tables: UserTables, params: AIMParams, ledger: Any
 ) -> tuple[UserTables, dict[str, Any]]:
@@ -266,12 +281,4 @@ def run_aim(
     n = params.n_synthetic or max(1, round(float(model.total)))
     syn = marginals.synthesize(model, spec, n, params.seed)
     out = unflatten(syn, spec, np.random.default_rng(params.seed + 1))
-    info = {
-        "rounds_run": t,
-        "levels": levels_run,
-        "units_spent": spent,
-        "sigma0": bud.sigmas[0],
-        "selected": [list(c) for c, _, _ in meas[len(oneways) :]],
-        "n_synthetic": n,
-    }
-    return out, info
+    return out, _run_info(t, levels_run, spent, bud.sigmas[0], meas[len(oneways) :], n)
