@@ -20,7 +20,6 @@ ALLOWED: frozenset[str] = frozenset(
         "accountant/pld_engine.py:discretise",
         "plugins/path/ddp.py:train_distributed",
         "plugins/path/plugin.py:run",
-        "plugins/trajectories/mfld.py:warm_start",
     }
 )
 
