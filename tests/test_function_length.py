@@ -18,7 +18,6 @@ ALLOWED: frozenset[str] = frozenset(
         "accountant/pld.py:PLDAccountant._prepared",
         "accountant/pld_engine.py:compose",
         "accountant/pld_engine.py:discretise",
-        "plugins/path/plugin.py:run",
     }
 )
 
