@@ -82,6 +82,18 @@ def _account(
     return bound
 
 
+def _check_bracket(bracket: tuple[float, float], rtol: float) -> tuple[float, float]:
+    """The bracket's ends as floats, refused unless ``0 < lo < hi < inf`` and ``0 < rtol < 1``."""
+    lo, hi = (float(b) for b in bracket)
+    if not (0 < lo < hi and math.isfinite(hi)):
+        raise InvalidParameterError(
+            "bracket", f"must satisfy 0 < lo < hi < inf, got {bracket!r}", "pass e.g. (0.1, 100)"
+        )
+    if not (0 < rtol < 1):
+        raise InvalidParameterError("rtol", f"must lie in (0, 1), got {rtol!r}", "pass e.g. 1e-4")
+    return lo, hi
+
+
 def calibrate_noise_multiplier(
     make_event: Callable[[float], Event],
     adjacency: Adjacency | None,
@@ -99,13 +111,7 @@ def calibrate_noise_multiplier(
     noise. Returns ``bracket[0]`` if that already meets the target.
     """
     eps_t, delta = _check_targets(target_epsilon, target_delta)
-    lo, hi = (float(b) for b in bracket)
-    if not (0 < lo < hi and math.isfinite(hi)):
-        raise InvalidParameterError(
-            "bracket", f"must satisfy 0 < lo < hi < inf, got {bracket!r}", "pass e.g. (0.1, 100)"
-        )
-    if not (0 < rtol < 1):
-        raise InvalidParameterError("rtol", f"must lie in (0, 1), got {rtol!r}", "pass e.g. 1e-4")
+    lo, hi = _check_bracket(bracket, rtol)
     best = _certified(make_event(hi), adjacency, delta, backends)
     if not best.epsilon <= eps_t:
         raise InvalidParameterError(

@@ -643,10 +643,53 @@ def tabulated_profiles(event: TabulatedProfileEvent, adjacency: Adjacency) -> Di
     return DirectedProfiles(up_remove, up_add, up_remove, up_add)
 
 
+def claimed_pair_below(losses: Array, masses: Array, inf_mass: float) -> Callable[[Array], Array]:
+    """The curve of a discrete pair (P-masses at finite losses, P's mass at +infinity), rounded
+    down: ``inf + S1 - e^eps S2`` over the losses above ``eps`` (running sums from the top),
+    less a bound on its roundoff. For certified lower bounds of a pair claimed exact."""
+    top = np.argsort(-losses, kind="stable")
+    ls, ps = losses[top], masses[top]
+    s1 = np.concatenate([[0.0], np.cumsum(ps)])
+    s2 = np.concatenate([[0.0], np.cumsum(ps * np.exp(-ls))])
+
+    def delta(eps: Array) -> Array:
+        eps = np.asarray(eps, dtype=float)
+        k = np.searchsorted(-ls, -eps, side="left")  # the losses above eps
+        with np.errstate(over="ignore", invalid="ignore"):
+            below = np.where(k > 0, np.exp(np.minimum(eps, 700.0)) * s2[k], 0.0)
+        value = inf_mass + s1[k] - below
+        err = (k + 8) * 4 * 2.0**-53 * (inf_mass + s1[k]) + k * 1e-100
+        return np.asarray(np.maximum(0.0, value - err), dtype=float)
+
+    return delta
+
+
+def claimed_pair_profile(event: TabulatedProfileEvent) -> Profile:
+    """The exact curve of the pair a table's ``tight_claim`` states (rounded down), with the
+    swapped pair's curve as its dual (Q's mass where P has none is at +infinity there)."""
+    assert event.tight_losses is not None and event.tight_masses is not None
+    ls = np.asarray(event.tight_losses, dtype=float)
+    total = math.fsum([*event.tight_masses, event.tight_inf_mass]) * (1 + 2.0**-52)
+    scale = max(1.0, total)  # P's masses, scaled down to at most a probability law
+    ps = np.asarray(event.tight_masses, dtype=float) / scale
+    inf_mass = event.tight_inf_mass / scale
+    qs = ps * np.exp(-ls)
+    q_rest = max(0.0, 1.0 - math.fsum(qs.tolist()) - 1e-15)
+    reach = float(np.max(np.abs(ls))) if ls.size else 0.0
+    name = f"claimed_exact({event.name or 'plugin'})"
+    own = claimed_pair_below(ls, ps, inf_mass)
+    return Profile(own, -reach, reach, True, name, claimed_pair_below(-ls, qs, q_rest))
+
+
 def leaf_profiles(event: Event, adjacency: Adjacency) -> DirectedProfiles:
     """Directed profiles of a leaf or sampled-leaf event under ``adjacency``'s relation."""
     if isinstance(event, TabulatedProfileEvent):
-        return tabulated_profiles(event, adjacency)
+        tabulated = tabulated_profiles(event, adjacency)
+        if event.tight_losses is None:
+            return tabulated
+        # the claim: the pair is attained in each direction (lower bounds only)
+        exact = claimed_pair_profile(event)
+        return attrs.evolve(tabulated, lower_remove=exact, lower_add=exact)
     if isinstance(event, RandomAllocationEvent):
         from dpledger.accountant.random_allocation import allocation_profiles
 

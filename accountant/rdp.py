@@ -4,7 +4,8 @@ Per-order RDP values add under composition; the (eps, delta) conversion is the i
 Canonne, Kamath & Steinke (2020, Prop. 12) / Asoodeh et al. (2021). Supported: Gaussian,
 Poisson-subsampled Gaussian (add/remove only: the Poisson analysis of Mironov, Talwar & Zhang
 2019 is for add/remove), Laplace, and pure-DP-type events (pure DP, randomized response,
-exponential mechanism, report-noisy-max, approximate DP with delta = 0). For purely pure-DP
+exponential mechanism, report-noisy-max, approximate DP with delta = 0), and tabulated RDP curves
+(a plugin mechanism characterised by its curve, under the curve's relation). For purely pure-DP
 ledgers the result is also capped by basic composition. RDP certifies no lower bound, so
 ``epsilon_lower`` is 0.
 """
@@ -44,6 +45,7 @@ from dpledger.core.events import (
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
     ShuffledBatchesEvent,
+    TabulatedRDPEvent,
     flatten,
 )
 
@@ -138,6 +140,13 @@ class RDPAccountant(Accountant):
                 f"{leaf.describe()}: sampling without replacement is not supported by the "
                 "RDP backend"
             )
+        if isinstance(leaf, TabulatedRDPEvent):
+            if leaf.relation != self.adjacency.relation:
+                return (
+                    f"{leaf.describe()} was tabulated under {leaf.relation}, not "
+                    f"{self.adjacency.relation}; tabulate it under the relation of the source"
+                )
+            return None
         if isinstance(leaf, ShuffledBatchesEvent):
             if self.adjacency.relation != "replace_one":
                 return f"{leaf.describe()}: {SHUFFLED_NEEDS_REPLACE_ONE}"
@@ -179,6 +188,8 @@ class RDPAccountant(Accountant):
                     if sigma == 0.0
                     else poisson_gaussian_rdp(o, leaf.sampling_probability, sigma)
                 )
+        elif isinstance(leaf, TabulatedRDPEvent):
+            out = tabulated_rdp(o, leaf)
         elif isinstance(leaf, ShuffledBatchesEvent):
             # each record is in exactly one batch: an epoch costs the batch's events once
             out = np.zeros_like(o)
@@ -311,6 +322,14 @@ class RDPAccountant(Accountant):
             d = 0.0
             details["capped_by"] = "basic composition"
         return DeltaBound(d, 0.0, epsilon, self.name, details)
+
+
+def tabulated_rdp(orders: FloatArray, event: TabulatedRDPEvent) -> FloatArray:
+    """A tabulated RDP curve read at ``orders``: the value at the same order, else at the next
+    tabulated order above (RDP is non-decreasing in the order), +inf beyond the last one."""
+    table = np.asarray(event.orders, dtype=float)
+    values = np.append(np.asarray(event.rdp, dtype=float), np.inf)
+    return np.asarray(values[np.searchsorted(table, orders, side="left")], dtype=float)
 
 
 def _grid(x: float, step: float) -> int:

@@ -119,6 +119,23 @@ def account(
     if crosscheck is None:
         crosscheck = _CROSSCHECK.get()
     event = canonical(event)
+    candidates, unavailable = _run_backends(event, adjacency, delta, epsilon, backends, crosscheck)
+    if not candidates:
+        detail = "; ".join(f"{n}: {r}" for n, r in unavailable)
+        raise UnsupportedEventError(f"no accountant can bound {event.describe()} ({detail})")
+    return Selection(_bracket(candidates), tuple(candidates), tuple(unavailable))
+
+
+def _run_backends(
+    event: Event,
+    adjacency: Adjacency,
+    delta: float | None,
+    epsilon: float | None,
+    backends: Sequence[str] | None,
+    crosscheck: bool,
+) -> tuple[list[EpsilonBound | DeltaBound], list[tuple[str, str]]]:
+    """Every backend's bound of ``event`` (the candidates), and why the others gave none: the
+    primary backends and the requested ones in full, then the cheap cross-checks on a budget."""
     candidates: list[EpsilonBound | DeltaBound] = []
     unavailable: list[tuple[str, str]] = []
     deferred: list[tuple[str, Callable[[Adjacency], Accountant]]] = []
@@ -136,28 +153,20 @@ def account(
         if why is not None:
             unavailable.append((name, why))
             continue
-        _run(
-            name,
-            factory,
-            event,
-            adjacency,
-            delta,
-            epsilon,
-            DEFAULT_BUDGET,
-            candidates,
-            unavailable,
-        )
-    if not candidates:
-        detail = "; ".join(f"{n}: {r}" for n, r in unavailable)
-        raise UnsupportedEventError(f"no accountant can bound {event.describe()} ({detail})")
+        budget = DEFAULT_BUDGET
+        _run(name, factory, event, adjacency, delta, epsilon, budget, candidates, unavailable)
+    return candidates, unavailable
+
+
+def _bracket(candidates: Sequence[EpsilonBound | DeltaBound]) -> EpsilonBound | DeltaBound:
+    """The smallest certified upper bound, with the largest certified lower bound (capped by
+    it) beside it, once the candidates are checked to be consistent."""
     _check_consistency(candidates)
     best = min(candidates, key=_upper)
     lower = min(max(_lower(c) for c in candidates), _upper(best))
     if isinstance(best, EpsilonBound):
-        best = attrs.evolve(best, epsilon_lower=lower)
-    else:
-        best = attrs.evolve(best, delta_lower=lower)
-    return Selection(best, tuple(candidates), tuple(unavailable))
+        return attrs.evolve(best, epsilon_lower=lower)
+    return attrs.evolve(best, delta_lower=lower)
 
 
 def _run(

@@ -277,6 +277,74 @@ def _table_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any)
         )
 
 
+def _optional_numbers(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, tuple) or not all(isinstance(v, float) for v in value):
+        raise InvalidParameterError(
+            attribute.name,
+            f"expected a list of numbers, got {short_repr(value)}",
+            "write a list of plain numbers (no quotes, not true/false)",
+        )
+    if len(value) > MAX_PROFILE_POINTS or not all(math.isfinite(v) for v in value):
+        raise InvalidParameterError(
+            attribute.name,
+            f"must hold at most {MAX_PROFILE_POINTS} finite numbers",
+            "give finite losses and masses",
+        )
+
+
+#: largest privacy loss (in absolute value) of a claimed tight pair
+MAX_TIGHT_LOSS = 500.0
+
+
+def tight_pair_problem(table: TabulatedProfileEvent) -> str | None:
+    """Why ``table``'s claimed tight pair is no pair of probability laws under the table;
+    None if it is one (or if none is claimed)."""
+    losses, masses = table.tight_losses, table.tight_masses
+    if losses is None:
+        if masses is not None or table.tight_inf_mass != 0.0 or table.tight_claim:
+            return "tight_masses, tight_inf_mass and tight_claim need tight_losses"
+        return None
+    if masses is None or len(masses) != len(losses):
+        return "needs tight_masses, one per loss"
+    if not table.tight_claim.strip():
+        return "a tight pair needs tight_claim, naming who claims it and on what proof"
+    if any(abs(x) > MAX_TIGHT_LOSS for x in losses) or any(m < 0 for m in masses):
+        return f"needs losses within +-{MAX_TIGHT_LOSS:g} and non-negative masses"
+    if abs(math.fsum(masses) + table.tight_inf_mass - 1.0) > 1e-9:
+        return "P-masses and the mass at infinity must sum to 1 (a pair of probability laws)"
+    if math.fsum(m * math.exp(-x) for x, m in zip(losses, masses, strict=True)) > 1.0 + 1e-12:
+        return "Q-masses (p e^-loss) sum above 1"
+    bounds = table.deltas if table.deltas_add is None else map(min, table.deltas, table.deltas_add)
+    curve = pair_curve(losses, masses, table.tight_inf_mass, table.epsilons)
+    for eps, bound, exact in zip(table.epsilons, bounds, curve, strict=True):
+        if eps >= 0 and exact > bound * (1 + 1e-9) + 1e-15:
+            return f"its curve at epsilon {eps:g} ({exact:.6g}) lies above the table ({bound:.6g})"
+    return None
+
+
+def pair_curve(
+    losses: tuple[float, ...],
+    masses: tuple[float, ...],
+    inf_mass: float,
+    epsilons: tuple[float, ...],
+) -> list[float]:
+    """The curve ``inf + sum_{l > eps} p_l (1 - e^(eps - l))`` of a discrete pair at increasing
+    ``epsilons``, to within a few units of roundoff times the total mass (running sums over
+    the losses from the top, so that a large pair and a large table cost n + m, not n m)."""
+    atoms = sorted(zip(losses, masses, strict=True), reverse=True)
+    values: list[float] = []
+    i, mass, weighted = 0, 0.0, 0.0
+    for eps in reversed(epsilons):
+        while i < len(atoms) and atoms[i][0] > eps:
+            mass += atoms[i][1]
+            weighted += atoms[i][1] * math.exp(-atoms[i][0])
+            i += 1
+        values.append(inf_mass + max(0.0, mass - math.exp(eps) * weighted) if i else inf_mass)
+    return values[::-1]
+
+
 #: most points of a tabulated profile
 MAX_PROFILE_POINTS = 10_000
 #: the delta a tabulated profile is charged per instance where it is coarsened to (eps, delta)
@@ -293,6 +361,13 @@ class TabulatedProfileEvent(Event):
     The hockey-stick curve is convex in ``e^eps``, so chords between tabulated points are
     certified upper bounds too, and the PLD accountant composes the table as a privacy-loss
     distribution (connect-the-dots); other accountants use :meth:`coarsened`.
+
+    ``tight_losses``, ``tight_masses`` and ``tight_inf_mass``, when given, are a discrete pair
+    (P-masses at finite privacy losses, P's mass at +infinity; a pair of probability laws) that
+    ``tight_claim`` claims is the mechanism's exact pair: for each direction of the relation,
+    some neighbouring datasets give output laws with exactly its curve. Its curve must lie
+    under the table. Only the PLD accountant's lower bound uses it, and that lower bound is as
+    certain as the claim; upper bounds never do.
     """
 
     kind: ClassVar[str] = "tabulated_profile"
@@ -303,6 +378,28 @@ class TabulatedProfileEvent(Event):
     )
     relation: str = attrs.field(default="add_remove", validator=one_of("add_remove", "replace_one"))
     name: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
+    tight_losses: tuple[float, ...] | None = attrs.field(
+        default=None, converter=_float_tuple, validator=_optional_numbers
+    )
+    tight_masses: tuple[float, ...] | None = attrs.field(
+        default=None, converter=_float_tuple, validator=_optional_numbers
+    )
+    tight_inf_mass: float = attrs.field(default=0.0, converter=to_float, validator=probability)
+    tight_claim: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
+
+    def __attrs_post_init__(self) -> None:
+        problem = tight_pair_problem(self)
+        if problem is not None:
+            raise InvalidParameterError(
+                "tight_losses", problem, "give the mechanism's exact pair, or leave it out"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.tight_losses is None:  # a table without a claimed pair is written as before
+            for key in ("tight_losses", "tight_masses", "tight_inf_mass", "tight_claim"):
+                out.pop(key)
+        return out
 
     def worst(self) -> tuple[float, ...]:
         """The larger of the two directions' deltas at every tabulated epsilon."""
@@ -331,6 +428,80 @@ class TabulatedProfileEvent(Event):
         return (
             f"{self.kind}({label}{len(self.epsilons)} points, eps {self.epsilons[0]:g} to "
             f"{self.epsilons[-1]:g}, {self.relation})"
+        )
+
+
+def _rdp_table_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    name = attribute.name
+    if not isinstance(value, tuple) or not value or not all(isinstance(v, float) for v in value):
+        raise InvalidParameterError(
+            name,
+            f"expected a number at every entry of a non-empty list, got {short_repr(value)}",
+            "write a list of plain numbers (no quotes, not true/false)",
+        )
+    if len(value) > MAX_PROFILE_POINTS:
+        raise InvalidParameterError(
+            name, f"has {len(value)} points", f"tabulate at most {MAX_PROFILE_POINTS}"
+        )
+    if name == "orders":
+        if not all(math.isfinite(v) and v > 1.0 for v in value) or any(
+            b <= a for a, b in itertools.pairwise(value)
+        ):
+            raise InvalidParameterError(
+                name, "must be finite, above 1 and strictly increasing", "sort the orders"
+            )
+        return
+    if len(value) != len(instance.orders):
+        raise InvalidParameterError(
+            name,
+            f"has {len(value)} values for {len(instance.orders)} orders",
+            "give one value per order",
+        )
+    problem = rdp_curve_problem(instance.orders, value)
+    if problem is not None:
+        raise InvalidParameterError(name, problem, "tabulate an RDP curve of the mechanism")
+
+
+def rdp_curve_problem(orders: tuple[float, ...], values: tuple[float, ...]) -> str | None:
+    """Why ``values`` at ``orders`` (increasing) is no Renyi-DP curve; None if it is one.
+
+    A curve is not NaN, non-negative (+inf: no bound at that order) and non-decreasing in the
+    order (Renyi divergences grow with the order: van Erven & Harremoes 2014, Thm 3)."""
+    for order, value in zip(orders, values, strict=True):
+        if math.isnan(value) or value < 0.0:
+            return f"value {value!r} at order {order:g} is not a non-negative number"
+    for (a, x), (b, y) in itertools.pairwise(zip(orders, values, strict=True)):
+        if y < x:
+            return (
+                f"decreases from {x!r} at order {a:g} to {y!r} at order {b:g} (an RDP curve is "
+                "non-decreasing in the order)"
+            )
+    return None
+
+
+@attrs.frozen
+class TabulatedRDPEvent(Event):
+    """A mechanism known by a Renyi-DP curve, tabulated at orders above 1.
+
+    ``rdp[i]`` bounds the Renyi divergence of order ``orders[i]`` between the outputs on any
+    two neighbouring datasets under ``relation`` (both orders of the pair), from above; +inf
+    states no bound at that order. The table holds under ``relation`` and is never rescaled.
+    The RDP accountant composes it; at an order between tabulated ones it uses the next
+    tabulated order above (the curve is non-decreasing), beyond the last one +inf. The other
+    accountants decline it.
+    """
+
+    kind: ClassVar[str] = "tabulated_rdp"
+    orders: tuple[float, ...] = attrs.field(converter=_float_tuple, validator=_rdp_table_validator)
+    rdp: tuple[float, ...] = attrs.field(converter=_float_tuple, validator=_rdp_table_validator)
+    relation: str = attrs.field(default="add_remove", validator=one_of("add_remove", "replace_one"))
+    name: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
+
+    def describe(self) -> str:
+        label = f"{self.name}, " if self.name else ""
+        return (
+            f"{self.kind}({label}{len(self.orders)} orders, {self.orders[0]:g} to "
+            f"{self.orders[-1]:g}, {self.relation})"
         )
 
 
@@ -635,6 +806,41 @@ def _integral(key: str, value: Any) -> Any:
     return value
 
 
+def _event_arguments(
+    data: Mapping[Any, Any], kind: str, fields: list[str], path: str, depth: int
+) -> dict[str, Any]:
+    """The constructor arguments of an event table of ``kind`` at ``path`` (its sub-events
+    parsed one level deeper); a key that is no parameter of ``kind`` names itself."""
+
+    def at(key: str) -> str:
+        return f"{path}.{key}" if path else key
+
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "kind":
+            continue
+        if key not in fields:
+            raise InvalidParameterError(
+                at(str(key)), f"is not a parameter of {kind}", f"use {fields or 'no parameters'}"
+            )
+        if key == "event":
+            kwargs[key] = event_from_dict(value, path=at("event"), _depth=depth + 1)
+        elif key == "events":
+            if not isinstance(value, list | tuple):
+                raise InvalidParameterError(
+                    at("events"),
+                    "must be a list of event tables",
+                    "write events = [{kind = ...}, ...]",
+                )
+            kwargs[key] = [
+                event_from_dict(v, path=f"{at('events')}[{i}]", _depth=depth + 1)
+                for i, v in enumerate(value)
+            ]
+        else:
+            kwargs[key] = _integral(key, value)
+    return kwargs
+
+
 def event_from_dict(data: Any, *, path: str = "", _depth: int = 0) -> Event:
     """The event a table describes: :meth:`Event.to_dict` output, a pipeline file's event
     table, or a JSON record. Errors name the exact field, under ``path`` (e.g.
@@ -669,31 +875,7 @@ def event_from_dict(data: Any, *, path: str = "", _depth: int = 0) -> Event:
     if not path:  # a stand-alone table: name fields after its kind (gaussian.noise_multiplier)
         path = kind
     fields = {f.name: f for f in attrs.fields(cls)}
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "kind":
-            continue
-        if key not in fields:
-            raise InvalidParameterError(
-                at(str(key)),
-                f"is not a parameter of {kind}",
-                f"use {sorted(fields) or 'no parameters'}",
-            )
-        if key == "event":
-            kwargs[key] = event_from_dict(value, path=at("event"), _depth=_depth + 1)
-        elif key == "events":
-            if not isinstance(value, list | tuple):
-                raise InvalidParameterError(
-                    at("events"),
-                    "must be a list of event tables",
-                    "write events = [{kind = ...}, ...]",
-                )
-            kwargs[key] = [
-                event_from_dict(v, path=f"{at('events')}[{i}]", _depth=_depth + 1)
-                for i, v in enumerate(value)
-            ]
-        else:
-            kwargs[key] = _integral(key, value)
+    kwargs = _event_arguments(data, kind, sorted(fields), path, _depth)
     missing = [n for n, f in fields.items() if f.default is attrs.NOTHING and n not in kwargs]
     if missing:
         raise InvalidParameterError(

@@ -212,6 +212,17 @@ ProfileFn = Callable[[Event, Adjacency, float], float]
 #: inf_mass)``, the P-masses at finite privacy losses and P's mass at +infinity (Q's masses
 #: are ``p e^-loss``, the rest of Q is where P has none)
 PairFn = Callable[[Event, Adjacency], tuple[Sequence[float], Sequence[float], float]]
+#: a Renyi-DP curve: ``rdp_curve(event, adjacency, alpha) -> epsilon_RDP(alpha)``, an upper
+#: bound on the Renyi divergence of order ``alpha > 1`` between the outputs on any two
+#: neighbouring datasets (both orders of the pair)
+RDPFn = Callable[[Event, Adjacency, float], float]
+
+
+def _strict_bool(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, bool):
+        raise InvalidParameterError(
+            attribute.name, f"must be True or False, got {value!r}", "pass a bool"
+        )
 
 
 def _event_class_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -241,6 +252,10 @@ def _event_class_validator(instance: Any, attribute: attrs.Attribute[Any], value
         )
 
 
+#: a mechanism's accountant characterisations, in their order of use
+CHARACTERISATIONS: tuple[str, ...] = ("to_core", "dominating_pair", "privacy_profile", "rdp_curve")
+
+
 @attrs.frozen
 class MechanismSpec:
     """A new leaf mechanism event with at least one accountant characterisation.
@@ -249,8 +264,15 @@ class MechanismSpec:
     lossy* (the accountant then handles it exactly like a core event); ``dominating_pair`` is a
     discrete pair of distributions that dominates every ordered pair of neighbouring outputs of
     one instance (composed exactly: its curve is tabulated at its own losses);
-    ``privacy_profile`` is a certified upper bound on ``delta(epsilon)`` of one instance. Give
-    at least one; they are used in that order.
+    ``privacy_profile`` is a certified upper bound on ``delta(epsilon)`` of one instance;
+    ``rdp_curve`` is an upper bound on its Renyi-DP curve (composed by the RDP accountant only).
+    Give at least one; they are used in that order (the first one given is the only one used).
+
+    ``pair_is_tight`` claims that the dominating pair is the mechanism's exact pair: for each
+    direction of the relation, some neighbouring datasets give output laws whose privacy curve
+    is exactly the pair's, whatever the other releases of the pipeline. Like the pair, the claim
+    rests on ``proof``; only with it does the PLD accountant certify a lower bound from the pair
+    (reports name the claim beside that lower bound).
     """
 
     name: str = attrs.field(validator=_name_validator)
@@ -263,13 +285,22 @@ class MechanismSpec:
         default=None, validator=_provenance_validator, eq=False
     )
     dominating_pair: PairFn | None = attrs.field(default=None, validator=_optional_callable)
+    rdp_curve: RDPFn | None = attrs.field(default=None, validator=_optional_callable)
+    pair_is_tight: bool = attrs.field(default=False, validator=_strict_bool)
 
     def __attrs_post_init__(self) -> None:
-        if self.to_core is None and self.privacy_profile is None and self.dominating_pair is None:
+        if all(getattr(self, n) is None for n in CHARACTERISATIONS):
             raise InvalidParameterError(
                 "to_core",
                 "a mechanism needs at least one accountant characterisation",
-                "give to_core (a mapping onto core events), dominating_pair or privacy_profile",
+                "give to_core (a mapping onto core events), dominating_pair, privacy_profile "
+                "or rdp_curve",
+            )
+        if self.pair_is_tight and self.dominating_pair is None:
+            raise InvalidParameterError(
+                "pair_is_tight",
+                "claims a dominating pair is tight, but none is given",
+                "give dominating_pair, or leave pair_is_tight False",
             )
 
     @property
@@ -281,11 +312,8 @@ class MechanismSpec:
             "name": self.name,
             "kind": self.kind,
             "description": self.description,
-            "characterisations": [
-                n
-                for n in ("to_core", "dominating_pair", "privacy_profile")
-                if getattr(self, n) is not None
-            ],
+            "characterisations": [n for n in CHARACTERISATIONS if getattr(self, n) is not None],
+            "pair_is_tight": self.pair_is_tight,
             "proof": self.proof.to_dict(),
             "provenance": self.provenance.to_dict() if self.provenance else None,
         }

@@ -216,13 +216,13 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.calibrate.calibrate_noise_multiplier",
         status="contrib",
         proof="proofs_checks/analytic_gaussian_calibration/proof.md",
-        source_sha256="151c75cbe6683d5193f65ad0ed1da585b297096cc32d0d0ed2af6eed688c9c5a",
+        source_sha256="23b4bf402ce6750e4900fb9a7367365457b785619248d4434616d6f3a1cbd4e3",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.leaf_profiles",
         status="contrib",
         proof="proofs_checks/wor_subsampling/proof.md",
-        source_sha256="69f947ef249668f9f4bcf5a032496675af860c2f3e1b9363eae8f50727401f54",
+        source_sha256="eec950d4ec3c97866c1e7a73817b1cb761d271974ae0238ab8308b2d2800712c",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_engine.compose",
@@ -252,7 +252,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.events.TabulatedProfileEvent",
         status="contrib",
         proof="proofs_checks/tabulated_profile/proof.md",
-        source_sha256="423946f7447c04246fe9af3dc97e1095a7bf80a8fe105598f279ef931fb7a7a8",
+        source_sha256="a86a846fcb086af6e010dd194da0e804c51af123b1f1b6be3d68f496389f90d8",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.tabulated_delta",

@@ -15,30 +15,9 @@ LIMIT = 60
 #: one that is split (or shortened below the limit) must be removed from this list
 ALLOWED: frozenset[str] = frozenset(
     {
-        "accountant/calibrate.py:calibrate_noise_multiplier",
         "accountant/pld.py:PLDAccountant._prepared",
         "accountant/pld_engine.py:compose",
         "accountant/pld_engine.py:discretise",
-        "accountant/select.py:account",
-        "core/events.py:event_from_dict",
-        "dpledger/audit/auditor.py:audit_mechanism",
-        "dpledger/audit/method_audit.py:audit_method",
-        "dpledger/audit/power.py:shift_false_negative_bound",
-        "dpledger/commands/audit.py:register",
-        "dpledger/integrations/dp_accounting.py:_from",
-        "dpledger/integrations/opacus.py:OpacusTracker._result",
-        "dpledger/integrations/opacus.py:detect_batching",
-        "dpledger/report/build.py:build_report",
-        "dpledger/report/render_html.py:render_html",
-        "dpledger/report/render_md.py:render_markdown",
-        "dpledger/runtime/pipeline.py:parse_pipeline",
-        "dpledger/runtime/plugin_loading.py:register_plugin",
-        "plugins/path/aim.py:run_aim",
-        "plugins/path/ddp.py:train_distributed",
-        "plugins/path/plugin.py:run",
-        "plugins/path/schema.py:_normalise",
-        "plugins/shk/declare.py:certificate_summary",
-        "plugins/trajectories/mfld.py:warm_start",
     }
 )
 

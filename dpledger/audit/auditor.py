@@ -304,6 +304,32 @@ def _search(
     return best[2], best[3], best[4], best[0]
 
 
+def _reducer(
+    sampler: Sampler,
+    d: Any,
+    d_prime: Any,
+    n_search: int,
+    gen: np.random.Generator,
+    score: Score | None,
+    log_likelihood_ratio: Score | None,
+) -> tuple[Score, str]:
+    """How outputs are reduced to scalars, and its name: the declared log-likelihood ratio,
+    the given score, the identity for scalar outputs (read off a probe of two), else a linear
+    discriminant trained on separate samples."""
+    probe = _draw(sampler, d, 2, gen)
+    if log_likelihood_ratio is not None:
+        return log_likelihood_ratio, "white-box: declared log-likelihood ratio"
+    if score is not None:
+        return score, "given score"
+    if probe.ndim == 1:
+        return (lambda x: x), "identity"
+    n_train = min(n_search, TRAIN_SAMPLES)
+    reduce = linear_discriminant(
+        _draw(sampler, d, n_train, gen), _draw(sampler, d_prime, n_train, gen)
+    )
+    return reduce, "linear discriminant trained on separate samples"
+
+
 def audit_mechanism(
     sampler: Sampler,
     d: Any,
@@ -338,19 +364,7 @@ def audit_mechanism(
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     a_eff = alpha / len(deltas)
 
-    probe = _draw(sampler, d, 2, gen)
-    if log_likelihood_ratio is not None:
-        reduce, mode = log_likelihood_ratio, "white-box: declared log-likelihood ratio"
-    elif score is not None:
-        reduce, mode = score, "given score"
-    elif probe.ndim == 1:
-        reduce, mode = (lambda x: x), "identity"
-    else:
-        n_train = min(n_search, TRAIN_SAMPLES)
-        reduce = linear_discriminant(
-            _draw(sampler, d, n_train, gen), _draw(sampler, d_prime, n_train, gen)
-        )
-        mode = "linear discriminant trained on separate samples"
+    reduce, mode = _reducer(sampler, d, d_prime, n_search, gen, score, log_likelihood_ratio)
     s0 = _scores(sampler, d, n_search, gen, reduce)
     s1 = _scores(sampler, d_prime, n_search, gen, reduce)
     witnesses = [_search(s0, s1, delta, a_eff, max_thresholds) for delta in deltas]

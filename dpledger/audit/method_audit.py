@@ -242,6 +242,76 @@ def split_runs(runs: int, scalar: bool) -> tuple[int, int]:
     return n_search, runs - 2 * n_search
 
 
+#: one relation to audit: its adjacency, the neighbours, the claim and where the claim is from
+_Planned = tuple[Adjacency, NeighbourPair, Claim | None, str]
+
+
+def _check_alpha_and_seed(alpha: Any, seed: Any) -> None:
+    if not (isinstance(alpha, float | int) and not isinstance(alpha, bool) and 0 < alpha < 1):
+        raise InvalidParameterError("alpha", f"must lie in (0, 1), got {alpha!r}", "pass 0.05")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise InvalidParameterError("seed", f"must be an integer >= 0, got {seed!r}", "pass 0")
+
+
+def _planned(
+    spec: MethodSpec,
+    params: Any,
+    data: Any,
+    adj: Adjacency,
+    lower: Callable[[Event, Adjacency], Event] | None,
+    claimed_epsilon: Claim | None,
+    deltas: Sequence[float],
+) -> _Planned:
+    """One relation's neighbours and claim (the given one, else the accountant's, which must
+    be finite at some delta); a DPLedgerError says why the relation cannot be audited."""
+    pair = build_neighbours(spec.name, params, data, adj)
+    event, claim_adj = claimed_event(spec, params, adj, lower)
+    claim: Claim | None = claimed_epsilon
+    source = "given"
+    if claim is None:
+        claim = accountant_claim(event, claim_adj)
+        source = CLAIM_SOURCE
+        values = [claim(float(delta)) for delta in deltas]  # fail fast, before any run
+        if not any(math.isfinite(v) for v in values):
+            raise InvalidParameterError(
+                "params",
+                f"{spec.name} declares no privacy guarantee in this "
+                "configuration (epsilon = inf), so there is no claim to audit",
+                "audit a configuration with a certified, finite epsilon",
+            )
+    return adj, pair, claim, source
+
+
+def _audit_relation(
+    spec: MethodSpec,
+    params: Any,
+    planned: _Planned,
+    runs: int,
+    deltas: Sequence[float],
+    a_eff: float,
+    gen: np.random.Generator,
+) -> RelationAudit:
+    """The method's runs on one relation's neighbours, audited against its claim."""
+    adj, pair, claim, source = planned
+    sampler = method_sampler(spec, params, adj)
+    probe = sampler(pair.d, 1, gen)
+    n_search, n_test = split_runs(runs, probe.ndim == 1)
+    result = audit_mechanism(
+        sampler,
+        pair.d,
+        pair.d_prime,
+        claimed_epsilon=claim,
+        deltas=deltas,
+        alpha=a_eff,
+        n_search=n_search,
+        n_test=n_test,
+        rng=gen,
+        description=f"{spec.name} under {adj.describe()}: {pair.description}",
+        claim_source=source,
+    )
+    return RelationAudit(adj.relation, pair.description, result)
+
+
 def audit_method(
     spec: MethodSpec,
     params: Any,
@@ -267,36 +337,17 @@ def audit_method(
     runs = check_runs(runs)
     adjacency = adjacency or Adjacency()
     relations = check_relations(relation, adjacency.relation)
-    if not (isinstance(alpha, float | int) and not isinstance(alpha, bool) and 0 < alpha < 1):
-        raise InvalidParameterError("alpha", f"must lie in (0, 1), got {alpha!r}", "pass 0.05")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise InvalidParameterError("seed", f"must be an integer >= 0, got {seed!r}", "pass 0")
-    plan: list[tuple[Adjacency, NeighbourPair, Claim | None, str]] = []
+    _check_alpha_and_seed(alpha, seed)
+    plan: list[_Planned] = []
     skipped: list[tuple[str, str]] = []
     for rel in relations:
         adj = attrs.evolve(adjacency, relation=rel)
         try:
-            pair = build_neighbours(spec.name, params, data, adj)
-            event, claim_adj = claimed_event(spec, params, adj, lower)
-            claim: Claim | None = claimed_epsilon
-            source = "given"
-            if claim is None:
-                claim = accountant_claim(event, claim_adj)
-                source = CLAIM_SOURCE
-                values = [claim(float(delta)) for delta in deltas]  # fail fast, before any run
-                if not any(math.isfinite(v) for v in values):
-                    raise InvalidParameterError(
-                        "params",
-                        f"{spec.name} declares no privacy guarantee in this "
-                        "configuration (epsilon = inf), so there is no claim to audit",
-                        "audit a configuration with a certified, finite epsilon",
-                    )
+            plan.append(_planned(spec, params, data, adj, lower, claimed_epsilon, deltas))
         except DPLedgerError as exc:
             if len(relations) == 1:
                 raise
             skipped.append((rel, str(exc)))
-            continue
-        plan.append((adj, pair, claim, source))
     if not plan:
         reasons = "; ".join(f"{r}: {why}" for r, why in skipped)
         raise InvalidParameterError(
@@ -307,22 +358,6 @@ def audit_method(
     gen = np.random.default_rng(seed)
     a_eff = float(alpha) / len(plan)
     audits = []
-    for adj, pair, claim, source in plan:
-        sampler = method_sampler(spec, params, adj)
-        probe = sampler(pair.d, 1, gen)
-        n_search, n_test = split_runs(runs, probe.ndim == 1)
-        result = audit_mechanism(
-            sampler,
-            pair.d,
-            pair.d_prime,
-            claimed_epsilon=claim,
-            deltas=deltas,
-            alpha=a_eff,
-            n_search=n_search,
-            n_test=n_test,
-            rng=gen,
-            description=f"{spec.name} under {adj.describe()}: {pair.description}",
-            claim_source=source,
-        )
-        audits.append(RelationAudit(adj.relation, pair.description, result))
+    for planned in plan:
+        audits.append(_audit_relation(spec, params, planned, runs, deltas, a_eff, gen))
     return MethodAuditResult(spec.name, runs, seed, float(alpha), tuple(audits), tuple(skipped))

@@ -95,6 +95,50 @@ class _Counts:
         return np.maximum(0.0, np.minimum(1.0, total))
 
 
+def _upper_tail(x: float) -> float:
+    """P(N(0, 1) > x)."""
+    return float(special.ndtr(-x))
+
+
+def _checked_shift(mu: float, n_search: int, max_thresholds: int, claim: float) -> float:
+    """``|mu|``, once the shift, the search size and the claim are checked."""
+    mu = abs(float(mu))
+    if not (mu > 0 and math.isfinite(mu)):
+        raise InvalidParameterError("mu", f"must be finite and non-zero, got {mu!r}", "pass 2.0")
+    if 2 * n_search > max_thresholds:
+        raise InvalidParameterError(
+            "n_search",
+            f"2 * {n_search} pooled outputs exceed {max_thresholds} thresholds",
+            "keep every pooled output a candidate (n_search <= max_thresholds / 2)",
+        )
+    if claim <= 0:
+        raise InvalidParameterError("claim", "must be > 0", "pass the claimed epsilon")
+    return mu
+
+
+def _candidate_intervals(
+    cells: list[tuple[float, float]], mu: float, n_search: int, rank: _Counts, delta: float
+) -> list[tuple[float, float, float, float]]:
+    """(score, t1, t2, P(empty)) of the eight intervals of up to 64 cells whose expected end
+    counts rank highest among those that hold a pooled output except with probability below
+    1e-12."""
+    q = _upper_tail
+    intervals = []
+    for width in (1, 2, 4, 8, 16, 32, 64):
+        for j in range(len(cells) - width + 1):
+            t1, t2 = cells[j][0], cells[j + width - 1][1]
+            empty = (1.0 - (q(t1) - q(t2))) ** n_search * (
+                1.0 - (q(t1 - mu) - q(t2 - mu))
+            ) ** n_search
+            if empty > 1e-12:
+                continue
+            k_num = int(n_search * q(t2 - mu))
+            k_den = min(n_search, math.ceil(n_search * q(t1)))
+            score = math.log(max(rank.lower[k_num] - delta, 1e-300) / rank.upper[k_den])
+            intervals.append((score, t1, t2, empty))
+    return sorted(intervals, reverse=True)[:8]
+
+
 def shift_false_negative_bound(
     mu: float,
     n_search: int,
@@ -110,21 +154,8 @@ def shift_false_negative_bound(
 
     ``alpha`` is the level the auditor uses per delta (its ``alpha / len(deltas)``).
     """
-    mu = abs(float(mu))
-    if not (mu > 0 and math.isfinite(mu)):
-        raise InvalidParameterError("mu", f"must be finite and non-zero, got {mu!r}", "pass 2.0")
-    if 2 * n_search > max_thresholds:
-        raise InvalidParameterError(
-            "n_search",
-            f"2 * {n_search} pooled outputs exceed {max_thresholds} thresholds",
-            "keep every pooled output a candidate (n_search <= max_thresholds / 2)",
-        )
-    if claim <= 0:
-        raise InvalidParameterError("claim", "must be > 0", "pass the claimed epsilon")
-
-    def q(x: float) -> float:
-        return float(special.ndtr(-x))
-
+    mu = _checked_shift(mu, n_search, max_thresholds, claim)
+    q = _upper_tail
     test = _Counts(n_test, alpha)
     # continuous outputs: the 2 n_search pooled outputs are distinct, so the search ranks at
     # exactly alpha / (4 * 2 n_search)
@@ -143,20 +174,7 @@ def shift_false_negative_bound(
     lo, hi = float(u[0]), float(u[-1])
     # candidate intervals for step (a): the few whose expected end counts rank highest among
     # those that hold a candidate (a pooled output) except with probability below 1e-12
-    intervals = []
-    for width in (1, 2, 4, 8, 16, 32, 64):
-        for j in range(len(cells) - width + 1):
-            t1, t2 = cells[j][0], cells[j + width - 1][1]
-            empty = (1.0 - (q(t1) - q(t2))) ** n_search * (
-                1.0 - (q(t1 - mu) - q(t2 - mu))
-            ) ** n_search
-            if empty > 1e-12:
-                continue
-            k_num = int(n_search * q(t2 - mu))
-            k_den = min(n_search, math.ceil(n_search * q(t1)))
-            score = math.log(max(rank.lower[k_num] - delta, 1e-300) / rank.upper[k_den])
-            intervals.append((score, t1, t2, empty))
-    intervals = sorted(intervals, reverse=True)[:8]
+    intervals = _candidate_intervals(cells, mu, n_search, rank, delta)
     top = math.log((rank.lower[-1] - delta) / rank.upper[0])  # the largest rank there is
     levels = np.concatenate([np.linspace(0.1, top, 24), top - np.geomspace(1e-9, 0.5, 16)])
     levels = np.unique(levels[levels > 0])

@@ -49,6 +49,30 @@ MECHANISM_OPTIONS = {
 METHOD_OPTIONS = {"config": None, "data": None, "relation": None, "runs": None}
 
 
+def _add_method_audit_options(p: Any) -> None:
+    """The options of auditing an installed method (its run config, data, relation, runs)."""
+    m = p.add_argument_group("method audit")
+    m.add_argument(
+        "--config",
+        type=Path,
+        help="TOML or JSON run config: [params], "
+        "data = 'file', [adjacency] (as for `dpledger run`)",
+    )
+    m.add_argument("--data", type=Path, help="data file (overrides the config)")
+    m.add_argument(
+        "--relation",
+        choices=("add_remove", "replace_one", "both"),
+        default=None,
+        help="neighbouring relation (default: the config's adjacency relation)",
+    )
+    m.add_argument(
+        "--runs",
+        default=None,
+        metavar="N",
+        help=f"method runs per dataset (default 2000, at least {MIN_RUNS})",
+    )
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "audit",
@@ -75,26 +99,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="core mechanism to audit on its canonical pair",
     )
-    m = p.add_argument_group("method audit")
-    m.add_argument(
-        "--config",
-        type=Path,
-        help="TOML or JSON run config: [params], "
-        "data = 'file', [adjacency] (as for `dpledger run`)",
-    )
-    m.add_argument("--data", type=Path, help="data file (overrides the config)")
-    m.add_argument(
-        "--relation",
-        choices=("add_remove", "replace_one", "both"),
-        default=None,
-        help="neighbouring relation (default: the config's adjacency relation)",
-    )
-    m.add_argument(
-        "--runs",
-        default=None,
-        metavar="N",
-        help=f"method runs per dataset (default 2000, at least {MIN_RUNS})",
-    )
+    _add_method_audit_options(p)
     add_plugin_options(p)
     p.add_argument("--noise-multiplier", type=float, help="noise std (or Laplace scale) / C")
     p.add_argument("--epsilon", type=float, help="epsilon of randomized response")

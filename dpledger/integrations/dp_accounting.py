@@ -109,6 +109,23 @@ def _integer(data: Mapping[str, Any], key: str, where: str) -> int:
     return value
 
 
+def _randomized_response(data: Mapping[str, Any], where: str) -> Event:
+    """A ``RandomizedResponseDpEvent``: non-private, ignoring its input, or k-ary RR."""
+    p = _number(data, "noise_parameter", where)
+    k = _integer(data, "num_buckets", where)
+    if not 0.0 <= p <= 1.0 or k < 1:
+        raise InvalidParameterError(
+            where,
+            f"noise_parameter {p!r} / num_buckets {k!r} out of range",
+            "use 0 <= noise_parameter <= 1 and num_buckets >= 1",
+        )
+    if p == 0.0:
+        return NonPrivateEvent()  # always the true bucket: no privacy
+    if p == 1.0 or k == 1:
+        return PureDPEvent(0.0)  # the output ignores the input
+    return RandomizedResponseEvent(rr_epsilon(p, k), k)
+
+
 def _from(value: Any, where: str, depth: int) -> Event:
     if depth > MAX_DEPTH:
         raise InvalidParameterError(
@@ -130,19 +147,7 @@ def _from(value: Any, where: str, depth: int) -> Event:
         if name == "LaplaceDpEvent":
             return LaplaceEvent(_number(data, "noise_multiplier", where))
         if name == "RandomizedResponseDpEvent":
-            p = _number(data, "noise_parameter", where)
-            k = _integer(data, "num_buckets", where)
-            if not 0.0 <= p <= 1.0 or k < 1:
-                raise InvalidParameterError(
-                    where,
-                    f"noise_parameter {p!r} / num_buckets {k!r} out of range",
-                    "use 0 <= noise_parameter <= 1 and num_buckets >= 1",
-                )
-            if p == 0.0:
-                return NonPrivateEvent()  # always the true bucket: no privacy
-            if p == 1.0 or k == 1:
-                return PureDPEvent(0.0)  # the output ignores the input
-            return RandomizedResponseEvent(rr_epsilon(p, k), k)
+            return _randomized_response(data, where)
         if name == "SelfComposedDpEvent":
             return SelfComposedEvent(inner("event"), _integer(data, "count", where))
         if name == "ComposedDpEvent":

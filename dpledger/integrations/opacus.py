@@ -139,7 +139,7 @@ def detect_batching(data_loader: Any) -> Batching:
         DistributedUniformWithReplacementSampler,
         UniformWithReplacementSampler,
     )
-    from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
+    from torch.utils.data import BatchSampler
 
     batch_sampler = getattr(data_loader, "batch_sampler", None)
     dataset = getattr(data_loader, "dataset", None)
@@ -160,41 +160,83 @@ def detect_batching(data_loader: Any) -> Batching:
             sample_rate=float(batch_sampler.sample_rate),
         )
     if isinstance(batch_sampler, BatchSampler):
-        sampler = _unwrap(batch_sampler.sampler)
-        n = len(dataset)
-        b = int(batch_sampler.batch_size)
-        drop_last = bool(batch_sampler.drop_last)
-        per_epoch = n // b if drop_last else -(-n // b)
-        if isinstance(sampler, RandomSampler):
-            if sampler.replacement or sampler.num_samples != n:
-                raise UnsupportedEventError(
-                    "the RandomSampler draws with replacement or not the whole dataset "
-                    f"(num_samples={sampler.num_samples}, n={n}); use DataLoader(shuffle=True) "
-                    "or Opacus's Poisson sampling"
-                )
-            kind = SHUFFLED
-        elif isinstance(sampler, SequentialSampler):
-            kind = FIXED_ORDER
-        else:
-            raise UnsupportedEventError(
-                f"batches drawn by {type(sampler).__name__} are not tracked; use "
-                "DataLoader(shuffle=True) or Opacus's Poisson sampling (poisson_sampling=True)"
-            )
-        if per_epoch < 1:
-            raise InvalidParameterError(
-                "data_loader", f"batch size {b} exceeds the dataset ({n} records)", "use b <= n"
-            )
-        return Batching(
-            kind=kind,
-            dataset_size=n,
-            batches_per_epoch=per_epoch,
-            batch_size=b,
-            drop_last=drop_last,
-        )
+        return _fixed_size_batching(batch_sampler, len(dataset))
     raise UnsupportedEventError(
         f"batches drawn by {type(batch_sampler).__name__} are not tracked; use "
         "DataLoader(shuffle=True) or Opacus's Poisson sampling (poisson_sampling=True)"
     )
+
+
+def _fixed_size_batching(batch_sampler: Any, n: int) -> Batching:
+    """The batching of a ``BatchSampler`` over a dataset of ``n`` records: shuffled (a
+    ``RandomSampler`` drawing the whole dataset without replacement) or in a fixed order (a
+    ``SequentialSampler``); anything else is refused, naming it."""
+    from torch.utils.data import RandomSampler, SequentialSampler
+
+    sampler = _unwrap(batch_sampler.sampler)
+    b = int(batch_sampler.batch_size)
+    drop_last = bool(batch_sampler.drop_last)
+    per_epoch = n // b if drop_last else -(-n // b)
+    if isinstance(sampler, RandomSampler):
+        if sampler.replacement or sampler.num_samples != n:
+            raise UnsupportedEventError(
+                "the RandomSampler draws with replacement or not the whole dataset "
+                f"(num_samples={sampler.num_samples}, n={n}); use DataLoader(shuffle=True) "
+                "or Opacus's Poisson sampling"
+            )
+        kind = SHUFFLED
+    elif isinstance(sampler, SequentialSampler):
+        kind = FIXED_ORDER
+    else:
+        raise UnsupportedEventError(
+            f"batches drawn by {type(sampler).__name__} are not tracked; use "
+            "DataLoader(shuffle=True) or Opacus's Poisson sampling (poisson_sampling=True)"
+        )
+    if per_epoch < 1:
+        raise InvalidParameterError(
+            "data_loader", f"batch size {b} exceeds the dataset ({n} records)", "use b <= n"
+        )
+    return Batching(
+        kind=kind, dataset_size=n, batches_per_epoch=per_epoch, batch_size=b, drop_last=drop_last
+    )
+
+
+def _epoch_notes(b: Batching, epochs: int, complete: int) -> list[str]:
+    """What the bracket leaves out: dropped records, or epochs that ran only in part."""
+    if b.kind == SHUFFLED and b.drop_last and b.remainder:
+        return [
+            f"drop_last discards {b.remainder} records per epoch: the upper bound is that "
+            "of the loader that keeps them (dropping is post-processing); no lower bound "
+            "is certified"
+        ]
+    if epochs > complete:
+        return [
+            f"{epochs - complete} of {epochs} epochs ran only part of their batches (or "
+            "changed the noise multiplier): each is counted as a full epoch at its "
+            "smallest multiplier in the upper bound and left out of the lower bound"
+        ]
+    return []
+
+
+def _disagreements(
+    b: Batching, history: Sequence[Any], steps: int, opacus_rate: float | None
+) -> list[str]:
+    """Where Opacus's own accountant counts other steps, or another sampling rate, than the
+    tracker and the sampler."""
+    notes = []
+    counted_steps = sum(h[2] for h in history)
+    if counted_steps != steps:
+        notes.append(f"Opacus's accountant counts {counted_steps} steps, the tracker {steps}")
+    if (
+        b.kind == POISSON
+        and opacus_rate is not None
+        and b.sample_rate is not None
+        and not math.isclose(opacus_rate, b.sample_rate, rel_tol=1e-12)
+    ):
+        notes.append(
+            f"Opacus accounts q={opacus_rate:.6g}; the sampler draws q={b.sample_rate:.6g}"
+        )
+    return notes
 
 
 class _PassCounter:
@@ -610,19 +652,7 @@ class OpacusTracker:
         adjacency = b.adjacency
         selection = select.account(upper_event, adjacency, delta=delta)
         upper, lower, method = _bracket(selection)
-        notes: list[str] = []
-        if b.kind == SHUFFLED and b.drop_last and b.remainder:
-            notes.append(
-                f"drop_last discards {b.remainder} records per epoch: the upper bound is that "
-                "of the loader that keeps them (dropping is post-processing); no lower bound "
-                "is certified"
-            )
-        elif epochs > complete:
-            notes.append(
-                f"{epochs - complete} of {epochs} epochs ran only part of their batches (or "
-                "changed the noise multiplier): each is counted as a full epoch at its "
-                "smallest multiplier in the upper bound and left out of the lower bound"
-            )
+        notes = _epoch_notes(b, epochs, complete)
         if lower_event is None:
             lower = 0.0
         elif lower_event != upper_event:
@@ -633,20 +663,7 @@ class OpacusTracker:
         opacus = self.opacus_epsilon(delta)
         rates = {h[1] for h in history}
         opacus_rate = next(iter(rates)) if len(rates) == 1 else None
-        counted_steps = sum(h[2] for h in history)
-        if counted_steps != len(steps):
-            notes.append(
-                f"Opacus's accountant counts {counted_steps} steps, the tracker {len(steps)}"
-            )
-        if (
-            b.kind == POISSON
-            and opacus_rate is not None
-            and b.sample_rate is not None
-            and not math.isclose(opacus_rate, b.sample_rate, rel_tol=1e-12)
-        ):
-            notes.append(
-                f"Opacus accounts q={opacus_rate:.6g}; the sampler draws q={b.sample_rate:.6g}"
-            )
+        notes += _disagreements(b, history, len(steps), opacus_rate)
         same_relation = None
         if b.kind != POISSON and opacus_rate is not None:
             sigmas = [s.noise_multiplier for s in steps]

@@ -19,6 +19,7 @@ import attrs
 
 from dpledger.accountant.alternatives import ReleaseReduction
 from dpledger.accountant.graph_account import GraphAccount, account_graph
+from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError, InvalidParameterError
 from dpledger.core.specs import Provenance
 
@@ -179,6 +180,45 @@ def account_dict(account: GraphAccount, pipeline_name: str | None) -> dict[str, 
 
 
 # -- entry points ----------------------------------------------------------------------------
+def _unavailable(account: GraphAccount) -> list[tuple[str, str]]:
+    """Every (backend, reason) a source's accounting lists as unavailable, once each."""
+    unavailable: list[tuple[str, str]] = []
+    for s in account.sources:
+        unavailable.extend(u for u in s.unavailable if u not in unavailable)
+    return unavailable
+
+
+def _source_adjacencies(account: GraphAccount) -> list[tuple[str, Adjacency]]:
+    return [(s.reduction.source, s.reduction.adjacency) for s in account.sources]
+
+
+def _data_accesses(account: GraphAccount) -> tuple[DataAccess, ...]:
+    """One row per source: its adjacency, its releases and its notes."""
+    return tuple(
+        DataAccess(
+            s.reduction.source,
+            s.reduction.adjacency.describe(),
+            s.reduction.adjacency.relation,
+            s.reduction.adjacency.unit,
+            tuple(r.release_id for r in s.reduction.releases),
+            s.reduction.notes,
+        )
+        for s in account.sources
+    )
+
+
+def _with_sections(report: PrivacyReport, host: Any, graph: CompositionGraph) -> PrivacyReport:
+    """``report`` with the plugins' extra sections, and a warning for each that failed."""
+    sections, problems = _extra_sections(host, _section_context(report, graph))
+    if not (sections or problems):
+        return report
+    return attrs.evolve(
+        report,
+        sections=tuple(sections),
+        warnings=tuple(dict.fromkeys([*report.warnings, *problems])),
+    )
+
+
 def build_report(
     graph: CompositionGraph,
     *,
@@ -206,13 +246,10 @@ def build_report(
     bound = json_safe(account.bound.to_dict())
     adjacency = account.adjacency_description()
     rows = release_rows(account, host, provenances or {})
-    unavailable: list[tuple[str, str]] = []
-    for s in account.sources:
-        unavailable.extend(u for u in s.unavailable if u not in unavailable)
+    unavailable = _unavailable(account)
     reasons = dict(reversed(unavailable))
     bracket_list = _brackets(graph, delta, epsilon, names, reasons) if brackets else ()
-    warnings = prose.warnings(rows, account, bracket_list, eps_query)
-    warnings.extend(extra_warnings)
+    warnings = [*prose.warnings(rows, account, bracket_list, eps_query), *extra_warnings]
     query = ("delta", float(delta)) if delta is not None else ("epsilon", float(epsilon or 0.0))
     report = PrivacyReport(
         title=title,
@@ -221,21 +258,9 @@ def build_report(
         input_name=input_name,
         query=query,
         setting=prose.SETTING,
-        data_accesses=tuple(
-            DataAccess(
-                s.reduction.source,
-                s.reduction.adjacency.describe(),
-                s.reduction.adjacency.relation,
-                s.reduction.adjacency.unit,
-                tuple(r.release_id for r in s.reduction.releases),
-                s.reduction.notes,
-            )
-            for s in account.sources
-        ),
+        data_accesses=_data_accesses(account),
         released=_released(graph, account, descriptions or {}),
-        unit_of_privacy=prose.unit_of_privacy(
-            [(s.reduction.source, s.reduction.adjacency) for s in account.sources]
-        ),
+        unit_of_privacy=prose.unit_of_privacy(_source_adjacencies(account)),
         adjacency=adjacency,
         accounting_method=str(bound["method"]),
         combined=account.combined,
@@ -250,13 +275,7 @@ def build_report(
         audit=json_safe(audit) if audit is not None else None,
         runtime=json_safe(runtime) if runtime is not None else None,
     )
-    sections, problems = _extra_sections(host, _section_context(report, graph))
-    if sections or problems:
-        report = attrs.evolve(
-            report,
-            sections=tuple(sections),
-            warnings=tuple(dict.fromkeys([*report.warnings, *problems])),
-        )
+    report = _with_sections(report, host, graph)
     return BuiltReport(
         report, graph, account, delta, epsilon, tuple(names) if names is not None else None
     )

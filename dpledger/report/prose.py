@@ -11,6 +11,7 @@ from dpledger.core.events import (
     Event,
     PoissonSampledEvent,
     SampledWithoutReplacementEvent,
+    TabulatedProfileEvent,
 )
 from dpledger.report.model import (
     NO_GUARANTEE,
@@ -107,6 +108,20 @@ def sampling(event: Event) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def claimed_tight(event: Event) -> list[str]:
+    """What a certified lower bound rests on beyond the proofs: each claim that a plugin
+    mechanism's dominating pair is its exact pair (``MechanismSpec.pair_is_tight``)."""
+    claims = [
+        e.tight_claim
+        for e in event.walk()
+        if isinstance(e, TabulatedProfileEvent) and e.tight_losses is not None
+    ]
+    return [
+        f"the certified lower bound rests on a claim, not on a proof record: {c}"
+        for c in dict.fromkeys(claims)
+    ]
+
+
 def assumptions(account: GraphAccount) -> tuple[str, ...]:
     out: list[str] = []
     for s in account.sources:
@@ -130,6 +145,7 @@ def assumptions(account: GraphAccount) -> tuple[str, ...]:
             )
     for r in account.releases:
         out.extend(f"release {r.release_id!r}: {t}" for t in sampling(r.lifted))
+        out.extend(f"release {r.release_id!r}: {t}" for t in claimed_tight(r.lifted))
     out.append(
         "noise is stated relative to each query's per-record (per-unit) contribution bound; "
         "clipping or bounded domains must enforce it"

@@ -108,10 +108,19 @@ def _runtime(runtime: Mapping[str, Any] | None) -> str:
 
 def render_html(report: PrivacyReport, figures: Mapping[str, bytes] | None = None) -> str:
     """The report as one HTML page; ``figures`` maps a caption to PNG bytes (embedded)."""
-    eq = report.reports_epsilon
-    q = "ε" if eq else "δ"
-    lo, hi = bound_pair(report.bound, eq)
-    parts = [
+    parts = _opening(report)
+    parts += _releases(report)
+    parts += _brackets(report)
+    parts += _closing(report, figures)
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _opening(report: PrivacyReport) -> list[str]:
+    """From the page head to the accounting method and its assumptions."""
+    q = "ε" if report.reports_epsilon else "δ"
+    lo, hi = bound_pair(report.bound, report.reports_epsilon)
+    return [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>Privacy report: {e(report.title)}</title>",
@@ -147,8 +156,13 @@ def render_html(report: PrivacyReport, figures: Mapping[str, bytes] | None = Non
                 *report.assumptions,
             ]
         ),
-        "<h2>Releases</h2>",
     ]
+
+
+def _releases(report: PrivacyReport) -> list[str]:
+    """The releases table with its lifting-rule legend."""
+    eq = report.reports_epsilon
+    parts = ["<h2>Releases</h2>"]
     rows = []
     for r in report.releases:
         params = r.event if r.count == 1 else f"{r.event} × {r.count}"
@@ -169,12 +183,7 @@ def render_html(report: PrivacyReport, figures: Mapping[str, bytes] | None = Non
                 bound_pair(r.bound, eq)[1],
             )
         )
-    parts.append(
-        _table(
-            release_columns(report),
-            rows,
-        )
-    )
+    parts.append(_table(release_columns(report), rows))
     legend = rule_legend(report)
     if legend:
         parts.append(
@@ -182,7 +191,14 @@ def render_html(report: PrivacyReport, figures: Mapping[str, bytes] | None = Non
             + "; ".join(f"<code>{e(r)}</code>: {e(t)}" for r, t in legend)
             + ".</p>"
         )
-    parts.append("<h2>Accountants side by side</h2>")
+    return parts
+
+
+def _brackets(report: PrivacyReport) -> list[str]:
+    """Every backend's bracket, and the backends unavailable for the reported bound."""
+    eq = report.reports_epsilon
+    q = "ε" if eq else "δ"
+    parts = ["<h2>Accountants side by side</h2>"]
     brows = []
     for b in report.brackets:
         blo, bhi = bound_pair(b.bound, eq)
@@ -199,7 +215,12 @@ def render_html(report: PrivacyReport, figures: Mapping[str, bytes] | None = Non
     if report.unavailable:
         parts.append("<p>Backends unavailable for the reported bound:</p>")
         parts.append(_ul([f"{n}: {r}" for n, r in report.unavailable]))
-    parts += [
+    return parts
+
+
+def _closing(report: PrivacyReport, figures: Mapping[str, bytes] | None) -> list[str]:
+    """Audit, runtime ledger, warnings, figures and the plugins' sections."""
+    parts = [
         "<h2>Audit</h2>",
         _audit(report.audit),
         "<h2>Runtime ledger</h2>",
@@ -219,5 +240,4 @@ def render_html(report: PrivacyReport, figures: Mapping[str, bytes] | None = Non
             f"<h2>{e(s.title)}</h2><p>(section by plugin {e(s.plugin)})</p>"
             f'<div class="section">{markdown_html(s.markdown)}</div>'
         )
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return parts

@@ -1,9 +1,11 @@
 """Lowering plugin mechanism events onto core events the accountants characterise.
 
 A mechanism's ``to_core`` mapping is used when it has one; then a discrete dominating pair
-becomes its exact curve tabulated at its own losses (:func:`pair_to_core`); a mechanism with
-only a privacy profile becomes its profile tabulated on a grid (:func:`profile_to_core`). The
-PLD accountant composes either table as a privacy-loss distribution.
+becomes its exact curve tabulated at its own losses (:func:`pair_to_core`); then a privacy
+profile becomes its profile tabulated on a grid (:func:`profile_to_core`). The PLD accountant
+composes either table as a privacy-loss distribution. A mechanism with only a Renyi-DP curve
+becomes its curve tabulated at the RDP accountant's orders (:func:`rdp_to_core`), which only
+the RDP accountant composes.
 """
 
 from __future__ import annotations
@@ -11,10 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+import attrs
 import numpy as np
 
+from dpledger.accountant.conversions import U
+from dpledger.accountant.rdp_orders import default_orders
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import (
+    InvalidParameterError,
     PluginError,
     UnsupportedEventError,
 )
@@ -22,11 +28,16 @@ from dpledger.core.events import (
     PROFILE_DELTA,
     Event,
     TabulatedProfileEvent,
+    TabulatedRDPEvent,
     map_children,
+    rdp_curve_problem,
+    short_repr,
 )
 from dpledger.core.specs import (
     MechanismSpec,
 )
+from dpledger.core.validation import is_number
+from dpledger.runtime import integrity
 
 #: epsilons at which a mechanism characterised only by its privacy profile is tabulated
 PROFILE_EPSILONS: tuple[float, ...] = tuple(
@@ -109,12 +120,39 @@ def pair_to_core(spec: MechanismSpec, event: Event, adjacency: Adjacency) -> Eve
             f"{event.kind} (plugin {owner}): its dominating pair keeps delta above "
             f"{PROFILE_DELTA:g} at every epsilon; give the mechanism a to_core mapping"
         )
-    return TabulatedProfileEvent(
+    table = TabulatedProfileEvent(
         tuple(float(e) for e in points),
         tuple(deltas),
         relation=adjacency.relation,
         name=spec.name,
     )
+    return _claimed_tight(spec, table, (ls, ps, inf)) if spec.pair_is_tight else table
+
+
+def _claimed_tight(
+    spec: MechanismSpec, table: TabulatedProfileEvent, pair: tuple[np.ndarray, np.ndarray, float]
+) -> TabulatedProfileEvent:
+    """``table`` with the pair its spec claims is tight (``pair_is_tight``), which must be a
+    pair of probability laws; the claim names the mechanism, its plugin and its proof."""
+    prov = spec.provenance
+    owner = f"plugin {prov.plugin}, tier {prov.tier}" if prov else "plugin ?"
+    claim = (
+        f"mechanism {spec.name!r} ({owner}) declares its dominating pair tight "
+        f"(proof: {spec.proof.citation})"
+    )
+    losses, masses, inf = pair
+    try:
+        return attrs.evolve(
+            table,
+            tight_losses=tuple(losses.tolist()),
+            tight_masses=tuple(masses.tolist()),
+            tight_inf_mass=inf,
+            tight_claim=claim,
+        )
+    except InvalidParameterError as exc:
+        raise PluginError(
+            f"mechanism {spec.name!r} ({owner}): its pair is declared tight but {exc.problem}"
+        ) from None
 
 
 def _pair_problem(losses: np.ndarray, masses: np.ndarray, inf: float) -> str | None:
@@ -142,6 +180,46 @@ def _pair_delta(losses: np.ndarray, masses: np.ndarray, inf: float, eps: float) 
     return min(1.0, value)
 
 
+def rdp_to_core(spec: MechanismSpec, event: Event, adjacency: Adjacency) -> Event:
+    """The core event certified by a plugin's Renyi-DP curve: the curve evaluated at the RDP
+    accountant's orders (:func:`~dpledger.accountant.rdp_orders.default_orders`) only, each
+    value rounded up by four units in the last place, under ``adjacency``'s relation.
+
+    Every value must be a real number (not a bool or a string), not NaN and non-negative
+    (+inf: no bound at that order), and the curve non-decreasing in the order; otherwise the
+    plugin is at fault and nothing is accounted.
+    """
+    assert spec.rdp_curve is not None
+    owner = spec.provenance.plugin if spec.provenance else "?"
+    where = f"mechanism {spec.name!r} (plugin {owner}): rdp_curve"
+    orders = tuple(float(a) for a in default_orders())
+    values: list[float] = []
+    for alpha in orders:
+        try:
+            raw = spec.rdp_curve(event, adjacency, alpha)
+            value = float(raw) if is_number(raw) else None
+        except Exception as exc:  # a plugin's failure must not become a number
+            raise PluginError(f"{where} raised {exc!r}") from None
+        if value is None:
+            raise PluginError(f"{where}({alpha:g}) returned {short_repr(raw)}, not a number")
+        values.append(value)
+    problem = rdp_curve_problem(orders, tuple(values))
+    if problem is not None:
+        raise PluginError(f"{where}: {problem}")
+    rounded = tuple(v * (1 + 8 * U) for v in values)  # monotone: still non-decreasing
+    return TabulatedRDPEvent(orders, rounded, relation=adjacency.relation, name=spec.name)
+
+
+def _tabulated(spec: MechanismSpec, event: Event, adjacency: Adjacency) -> Event:
+    """The core table of a mechanism without a ``to_core`` mapping: its dominating pair, else
+    its privacy profile, else its Renyi-DP curve."""
+    if spec.dominating_pair is not None:
+        return pair_to_core(spec, event, adjacency)
+    if spec.privacy_profile is not None:
+        return profile_to_core(spec, event, adjacency)
+    return rdp_to_core(spec, event, adjacency)
+
+
 def lower_event(
     event: Event,
     by_class: Mapping[type[Event], MechanismSpec],
@@ -153,10 +231,10 @@ def lower_event(
         raise PluginError("mechanism mappings nest more than 32 levels deep (a cycle?)")
     spec = by_class.get(type(event))
     if spec is not None:
-        if spec.to_core is None and spec.dominating_pair is not None:
-            return pair_to_core(spec, event, adjacency)
         if spec.to_core is None:
-            return profile_to_core(spec, event, adjacency)
+            # a third-party curve is evaluated many times: its integrity is checked once, after
+            with integrity.deferred_checks():
+                return _tabulated(spec, event, adjacency)
         mapped = spec.to_core(event)
         if not isinstance(mapped, Event):
             raise PluginError(f"mechanism {spec.name!r}: to_core returned {mapped!r}")

@@ -192,16 +192,8 @@ def _adjacency(ctx: _Ctx, data: Any, path: str) -> Adjacency:
         raise ctx.fail(f"{path}.{exc.field}", exc.problem, exc.fix) from None
 
 
-def parse_pipeline(
-    data: Any, origin: str = "<pipeline>", resolve_method: MethodResolver | None = None
-) -> Pipeline:
-    """Build a :class:`Pipeline` from parsed TOML/JSON data.
-
-    A release may name a registered method with ``params`` instead of giving an ``event``;
-    ``resolve_method`` then supplies the method's declared event (w.r.t. the source's unit).
-    """
-    ctx = _Ctx(origin)
-    top = _keys(ctx, data, "", TOP_KEYS)
+def _query(ctx: _Ctx, top: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """The file's ``delta`` and ``epsilon`` (at most one of them), checked."""
     delta = top.get("delta")
     epsilon = top.get("epsilon")
     if delta is not None:
@@ -224,6 +216,20 @@ def parse_pipeline(
             "give at most one of delta and epsilon",
             "remove epsilon to report epsilon at the file's delta",
         )
+    return delta, epsilon
+
+
+def parse_pipeline(
+    data: Any, origin: str = "<pipeline>", resolve_method: MethodResolver | None = None
+) -> Pipeline:
+    """Build a :class:`Pipeline` from parsed TOML/JSON data.
+
+    A release may name a registered method with ``params`` instead of giving an ``event``;
+    ``resolve_method`` then supplies the method's declared event (w.r.t. the source's unit).
+    """
+    ctx = _Ctx(origin)
+    top = _keys(ctx, data, "", TOP_KEYS)
+    delta, epsilon = _query(ctx, top)
     disjoint = top.get("disjoint_sources", False)
     if not isinstance(disjoint, bool):
         raise ctx.fail(

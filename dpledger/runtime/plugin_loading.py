@@ -298,6 +298,29 @@ def _near_miss_hooks(plugin: object) -> list[str]:
     return out
 
 
+def _duplicate(pm: DPLedgerPluginManager, plugin: object, name: str) -> str | None:
+    """Why ``plugin`` (named ``name``) duplicates a registered one; None if it does not."""
+    if pm.has_plugin(name) or name in pm.origins:
+        other = pm.origins.get(name)
+        where = f" from {other.distribution}" if other and other.distribution else ""
+        return f"a plugin named {name!r}{where} is already registered; this one is ignored"
+    if pm.is_registered(plugin):
+        return f"the same object is already registered as {pm.get_name(plugin)!r}"
+    return None
+
+
+def _unknown_hooks(pm: DPLedgerPluginManager, plugin: object) -> list[str]:
+    """The registered plugin's hook implementations that are no dpledger hook (misspelt ones
+    included)."""
+    pending = [
+        f"{hc.name} is not a dpledger hook (known hooks: {', '.join(HOOK_NAMES)})"
+        for hc in pm.get_hookcallers(plugin) or []
+        if not hc.has_spec()
+        and not any(impl.optionalhook for impl in hc.get_hookimpls() if impl.plugin is plugin)
+    ]
+    return pending + [m for m in _near_miss_hooks(plugin) if m not in pending]
+
+
 def register_plugin(
     pm: DPLedgerPluginManager,
     plugin: object,
@@ -309,28 +332,10 @@ def register_plugin(
     origin = origin or PluginOrigin(name, None, None, None, trust_tier(False))
     if not origin.builtin:
         pm.watch()  # fingerprint before its first hook call
-    if pm.has_plugin(name) or name in pm.origins:
-        other = pm.origins.get(name)
-        where = f" from {other.distribution}" if other and other.distribution else ""
+    duplicate = _duplicate(pm, plugin, name)
+    if duplicate is not None:
         pm.problems.append(
-            PluginProblem(
-                name,
-                origin.distribution,
-                origin.version,
-                "duplicate",
-                f"a plugin named {name!r}{where} is already registered; this one is ignored",
-            )
-        )
-        return False
-    if pm.is_registered(plugin):
-        pm.problems.append(
-            PluginProblem(
-                name,
-                origin.distribution,
-                origin.version,
-                "duplicate",
-                f"the same object is already registered as {pm.get_name(plugin)!r}",
-            )
+            PluginProblem(name, origin.distribution, origin.version, "duplicate", duplicate)
         )
         return False
     try:
@@ -346,13 +351,7 @@ def register_plugin(
             )
         )
         return False
-    pending = [
-        f"{hc.name} is not a dpledger hook (known hooks: {', '.join(HOOK_NAMES)})"
-        for hc in pm.get_hookcallers(plugin) or []
-        if not hc.has_spec()
-        and not any(impl.optionalhook for impl in hc.get_hookimpls() if impl.plugin is plugin)
-    ]
-    pending += [m for m in _near_miss_hooks(plugin) if m not in pending]
+    pending = _unknown_hooks(pm, plugin)
     if pending:
         pm.unregister(plugin)
         pm.problems.append(

@@ -38,6 +38,7 @@ from dpledger.core.errors import (
 from dpledger.core.events import EVENT_KINDS, PROFILE_DELTA, Event
 from dpledger.core.hookspecs import HOOK_NAMES
 from dpledger.core.specs import (
+    CHARACTERISATIONS,
     AnySpec,
     Example,
     MechanismSpec,
@@ -333,10 +334,14 @@ class PluginHost:
                 if example is None
                 else _guarded_example(example, self._after(plugin, "example")),
             )
-        if isinstance(spec, MechanismSpec) and spec.to_core is not None:
-            return attrs.evolve(
-                spec, to_core=integrity.guarded_call(spec.to_core, self._after(plugin, "mechanism"))
-            )
+        if isinstance(spec, MechanismSpec):  # so is a patch made while a curve is evaluated
+            after = self._after(plugin, "mechanism")
+            guarded = {
+                name: integrity.guarded_call(fn, after)
+                for name in CHARACTERISATIONS
+                if (fn := getattr(spec, name)) is not None
+            }
+            return attrs.evolve(spec, **guarded)
         return spec
 
     def _after(self, plugin: str, stage: str) -> Callable[[], None]:

@@ -27,8 +27,15 @@ import pytest
 
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import EVENT_KINDS, Event, event_from_dict
+from dpledger.core.events import (
+    EVENT_KINDS,
+    Event,
+    TabulatedProfileEvent,
+    TabulatedRDPEvent,
+    event_from_dict,
+)
 from dpledger.core.specs import CORE_EVENT_KINDS, MechanismSpec, MethodSpec
+from dpledger.runtime.lowering import pair_to_core, rdp_to_core
 from dpledger.runtime.plugin_manager import DPLedgerPluginManager, PluginHost, make_plugin_manager
 from dpledger.runtime.runner import declare_checked, run_verified
 
@@ -230,6 +237,31 @@ class MechanismSpecContract:
                         m * math.exp(-x) for x, m in zip(losses, masses, strict=True)
                     )
                     assert q_total <= 1.0 + 1e-12
+
+    def test_tight_pair_is_a_pair_of_probability_laws(self) -> None:
+        """A pair declared tight (``pair_is_tight``) is a pair of probability laws whose curve
+        the table holds, as the accountant reads it (:func:`~dpledger.runtime.lowering.
+        pair_to_core`)."""
+        if not self.spec.pair_is_tight:
+            pytest.skip("no pair declared tight")
+        with forbid_imports(*HEAVY_MODULES):
+            for event in self.example_events:
+                for adjacency in self.adjacencies:
+                    table = pair_to_core(self.spec, event, adjacency)
+                    assert isinstance(table, TabulatedProfileEvent)
+                    assert table.tight_losses is not None and table.tight_claim
+
+    def test_rdp_curve_is_a_valid_curve(self) -> None:
+        """The curve as the accountant reads it: at its orders, real numbers, not NaN,
+        non-negative and non-decreasing (:func:`~dpledger.runtime.lowering.rdp_to_core`)."""
+        if self.spec.rdp_curve is None:
+            pytest.skip("no RDP curve")
+        with forbid_imports(*HEAVY_MODULES):
+            for event in self.example_events:
+                for adjacency in self.adjacencies:
+                    table = rdp_to_core(self.spec, event, adjacency)
+                    assert isinstance(table, TabulatedRDPEvent)
+                    assert table.relation == adjacency.relation
 
     def test_bad_params_raise(self) -> None:
         if not self.bad_event_kwargs:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
@@ -182,13 +183,57 @@ def candidates(work: list[Clique]) -> dict[Clique, float]:
     return {r: float(sum(len(set(r) & s) for s in ws)) for r in sorted(closure)}
 
 
+def _scored_candidates(
+    cand: Mapping[Any, float],
+    truth: Mapping[Any, Any],
+    current: list[Any],
+    sample: tuple[Any, float],
+    spec: FlatSpec,
+    dom: Any,
+    sigma: float,
+    max_size: float,
+) -> tuple[list[Any], list[float]]:
+    """The candidates that keep the model within ``max_size`` and their AIM scores: the
+    weighted L1 error of the model (a sample ``draw`` scaled by ``scale``) against the true
+    marginal, less the expected error of its noisy measurement."""
+    from dpledger.plugins.path import marginals
+
+    mbi = marginals.mbi()
+    draw, scale = sample
+    keys, scores = [], []
+    for r, w in cand.items():
+        if not any(set(r) <= set(c) for c in current):
+            size = mbi.junction_tree.hypothetical_model_size(dom, [*current, r])
+            if size > max_size:
+                continue
+        err = np.abs(truth[r] - scale * marginals.marginal(draw, spec, r)).sum()
+        keys.append(r)
+        scores.append(w * (err - math.sqrt(2 / math.pi) * sigma * truth[r].size))
+    return keys, scores
+
+
+def _run_info(
+    rounds: int, levels: list[int], spent: int, sigma0: float, selected: list[Any], n: int
+) -> dict[str, Any]:
+    """What an AIM run reports: its rounds, annealing levels, budget units spent, initial
+    noise, the cliques it selected after the one-way marginals, and the synthetic size."""
+    return {
+        "rounds_run": rounds,
+        "levels": levels,
+        "units_spent": spent,
+        "sigma0": sigma0,
+        "selected": [list(c) for c, _, _ in selected],
+        "n_synthetic": n,
+    }
+
+
 def run_aim(
     tables: UserTables, params: AIMParams, ledger: Any
 ) -> tuple[UserTables, dict[str, Any]]:
     """Run AIM; every selection and measurement is drawn through ``ledger``."""
     from dpledger.plugins.path import marginals
 
-    mbi = marginals.mbi()
+    marginals.mbi()  # JAX is configured and mbi imported before anything else runs
     spec = FlatSpec(tables.schema, params.length, params.bins, params.mode)
     records = flatten(tables, spec)
     bud = budget(params, calibrated_sigma0(params, _relation(ledger.adjacency)))
@@ -217,15 +262,9 @@ def run_aim(
         n_eval = params.eval_factor * max(1, round(float(model.total)))
         draw = marginals.synthesize(model, spec, n_eval, params.seed + t)
         scale = float(model.total) / n_eval
-        keys, scores = [], []
-        for r, w in cand.items():
-            if not any(set(r) <= set(c) for c in current):
-                size = mbi.junction_tree.hypothetical_model_size(dom, [*current, r])
-                if size > frac * params.max_model_size:
-                    continue
-            err = np.abs(truth[r] - scale * marginals.marginal(draw, spec, r)).sum()
-            keys.append(r)
-            scores.append(w * (err - math.sqrt(2 / math.pi) * sigma * truth[r].size))
+        keys, scores = _scored_candidates(
+            cand, truth, current, (draw, scale), spec, dom, sigma, frac * params.max_model_size
+        )
         if not keys:
             break
         sens = max(cand[r] for r in keys)
@@ -242,12 +281,4 @@ def run_aim(
     n = params.n_synthetic or max(1, round(float(model.total)))
     syn = marginals.synthesize(model, spec, n, params.seed)
     out = unflatten(syn, spec, np.random.default_rng(params.seed + 1))
-    info = {
-        "rounds_run": t,
-        "levels": levels_run,
-        "units_spent": spent,
-        "sigma0": bud.sigmas[0],
-        "selected": [list(c) for c, _, _ in meas[len(oneways) :]],
-        "n_synthetic": n,
-    }
-    return out, info
+    return out, _run_info(t, levels_run, spent, bud.sigmas[0], meas[len(oneways) :], n)

@@ -60,6 +60,27 @@ def training_event(config: TrainConfig) -> Event:
     return SelfComposedEvent(step, config.steps)
 
 
+def _clipped(
+    ledger: PrivacyLedger | None, clipper: PrivacyLedger, grads: Any, config: TrainConfig, t: int
+) -> Any:
+    """Per-example gradients clipped in L2: through the ledger on rank 0 (``ledger`` given),
+    by the same routine off the record on the other ranks."""
+    if ledger is not None:
+        return ledger.clip_rows_l2(grads, config.clip_norm, step=f"path.train.clip[{t}]")
+    return clipper.clip_rows_l2(grads, config.clip_norm)
+
+
+def _noised(ledger: PrivacyLedger, total: Any, config: TrainConfig, t: int) -> Any:
+    """Rank 0's Gaussian noise on the summed clipped gradients of step ``t`` (a float64
+    tensor of the same width), drawn through the ledger."""
+    import torch
+
+    noisy = ledger.gaussian(
+        total.numpy(), config.clip_norm, config.noise_multiplier, step=f"path.train.noise[{t}]"
+    )
+    return torch.from_numpy(np.asarray(noisy, dtype=np.float64).reshape(total.numel()).copy())
+
+
 def train_distributed(
     model: Any,
     codec: Codec,
@@ -108,31 +129,13 @@ def train_distributed(
                 idx, splits = payload[0]
                 mine = build_examples(tables, idx[rank::world], splits[rank::world], codec, config)
                 grads = per_example_grads(gsm, mine, codec, config.physical_batch)
-                if rank == 0:
-                    assert ledger is not None
-                    clipped = ledger.clip_rows_l2(
-                        grads, config.clip_norm, step=f"path.train.clip[{t}]"
-                    )
-                else:
-                    clipped = clipper.clip_rows_l2(grads, config.clip_norm)
+                clipped = _clipped(ledger if rank == 0 else None, clipper, grads, config, t)
                 total = torch.from_numpy(clipped.sum(axis=0).reshape(width).copy())
                 dist.all_reduce(total, op=dist.ReduceOp.SUM)
                 noisy = torch.zeros(width, dtype=torch.float64)
                 if rank == 0:
                     assert ledger is not None
-                    noisy = torch.from_numpy(
-                        np.asarray(
-                            ledger.gaussian(
-                                total.numpy(),
-                                config.clip_norm,
-                                config.noise_multiplier,
-                                step=f"path.train.noise[{t}]",
-                            ),
-                            dtype=np.float64,
-                        )
-                        .reshape(width)
-                        .copy()
-                    )
+                    noisy = _noised(ledger, total, config, t)
                 dist.broadcast(noisy, src=0)
             updater.apply(noisy.numpy())
     return model

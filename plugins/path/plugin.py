@@ -382,19 +382,11 @@ def _public(value: int | None, params: PathParams) -> int:
     return int(params.public_n_users)
 
 
-def run(
-    params: PathParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
-) -> dict[str, Any]:
-    _check_adjacency(ledger.adjacency)
-    tables = one_table_per_user(user_tables_from(data), ledger)
-    from dpledger.plugins.path import generate, model, select, train, windowing
+def _train_config(params: PathParams, sigma: float) -> Any:
+    """The DP fine-tuning configuration (public values only)."""
+    from dpledger.plugins.path import train
 
-    # public values only (PathParams refuses a configuration that would read them off the data)
-    delta = _need_delta(params, "report the total epsilon")
-    sigma, sigma_sel = noise_multipliers(params, ledger.adjacency)
-    n_syn = _public(params.n_synthetic, params)
-    n_candidates = math.ceil(params.overgeneration * n_syn)
-    config = train.TrainConfig(
+    return train.TrainConfig(
         steps=params.steps,
         sampling_probability=params.sampling_probability,
         noise_multiplier=sigma,
@@ -412,6 +404,78 @@ def run(
         precision=params.precision,
         progress=params.progress,
     )
+
+
+def _generation_config(params: PathParams, n_candidates: int, codec: Any) -> Any:
+    """How the candidates are generated (guided decoding by default for byte-level codecs)."""
+    from dpledger.plugins.path import generate
+
+    return generate.GenerationConfig(
+        n_tables=n_candidates,
+        max_rows=params.max_rows,
+        max_tokens=params.max_tokens,
+        max_row_tokens=params.max_row_tokens,
+        temperature=params.temperature,
+        batch_size=params.generation_batch,
+        progress=params.progress,
+        max_decimals=params.precision,
+        guided=codec.byte_level if params.guided is None else params.guided,
+    )
+
+
+def _selected(
+    params: PathParams,
+    tables: UserTables,
+    candidates: list[Any],
+    n_syn: int,
+    sigma_sel: float,
+    ledger: PrivacyLedger,
+) -> list[int]:
+    """The indices of the candidates chosen by the private selection: real and candidate
+    tables embedded alike, the selection's noise drawn through the ledger."""
+    from dpledger.plugins.path import select
+
+    text_embed = select.MiniLMEmbedder() if params.embedder == "minilm" else None
+    real = select.embed_tables(
+        tables.schema,
+        [u.rows for u in tables.users],
+        params.embedder,
+        max_rows=params.max_rows,
+        text_embed=text_embed,
+        precision=params.precision,
+    )
+    cand = select.embed_tables(
+        tables.schema,
+        candidates,
+        params.embedder,
+        max_rows=params.max_rows,
+        text_embed=text_embed,
+        precision=params.precision,
+    )
+    chosen: list[int] = select.private_select(
+        real,
+        cand,
+        k=params.k,
+        top_n=n_syn,
+        noise_multiplier=sigma_sel,
+        ledger=ledger,
+    ).tolist()
+    return chosen
+
+
+def run(
+    params: PathParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+) -> dict[str, Any]:
+    _check_adjacency(ledger.adjacency)
+    tables = one_table_per_user(user_tables_from(data), ledger)
+    from dpledger.plugins.path import generate, model, train, windowing
+
+    # public values only (PathParams refuses a configuration that would read them off the data)
+    delta = _need_delta(params, "report the total epsilon")
+    sigma, sigma_sel = noise_multipliers(params, ledger.adjacency)
+    n_syn = _public(params.n_synthetic, params)
+    n_candidates = math.ceil(params.overgeneration * n_syn)
+    config = _train_config(params, sigma)
     sampler = windowing.SplitSampler(length_pmf(params), params.p_start)
     with _torch_threads(params.torch_threads):
         lm, codec = model.load(
@@ -424,17 +488,7 @@ def run(
                 "n_positions": params.max_tokens,
             },
         )
-        gen = generate.GenerationConfig(
-            n_tables=n_candidates,
-            max_rows=params.max_rows,
-            max_tokens=params.max_tokens,
-            max_row_tokens=params.max_row_tokens,
-            temperature=params.temperature,
-            batch_size=params.generation_batch,
-            progress=params.progress,
-            max_decimals=params.precision,
-            guided=codec.byte_level if params.guided is None else params.guided,
-        )
+        gen = _generation_config(params, n_candidates, codec)
         lm = model.with_lora(
             lm, params.lora_rank, params.lora_alpha, seed=int(rng.integers(0, 2**31 - 1))
         )
@@ -445,31 +499,7 @@ def run(
             candidates = [clip_to_bounds(tables.schema, t) for t in candidates]
         selected: list[int] = []
         if candidates:
-            text_embed = select.MiniLMEmbedder() if params.embedder == "minilm" else None
-            real = select.embed_tables(
-                tables.schema,
-                [u.rows for u in tables.users],
-                params.embedder,
-                max_rows=params.max_rows,
-                text_embed=text_embed,
-                precision=params.precision,
-            )
-            cand = select.embed_tables(
-                tables.schema,
-                candidates,
-                params.embedder,
-                max_rows=params.max_rows,
-                text_embed=text_embed,
-                precision=params.precision,
-            )
-            selected = select.private_select(
-                real,
-                cand,
-                k=params.k,
-                top_n=n_syn,
-                noise_multiplier=sigma_sel,
-                ledger=ledger,
-            ).tolist()
+            selected = _selected(params, tables, candidates, n_syn, sigma_sel, ledger)
     synthetic = None
     if selected:
         users = tuple(

@@ -264,56 +264,59 @@ def _normalise(schema: TableSchema, u: UserTable) -> UserTable:
                 f"has {len(row)} values but the schema has {d} columns {schema.names}",
                 "give every row exactly one value per schema column, in schema order",
             )
-        vals: list[Any] = []
-        for c, (col, v) in enumerate(zip(schema.columns, row, strict=True)):
-            at = f"{where} column {col.name!r}"
-            if col.kind == "numeric":
-                ok = not isinstance(v, bool) and isinstance(
-                    v, int | float | np.integer | np.floating
-                )
-                if not ok:
-                    raise InvalidParameterError(
-                        at,
-                        f"non-numeric value {v!r} in a numeric column",
-                        "convert the value to float (or declare the column categorical)",
-                    )
-                f = float(v)
-                if not math.isfinite(f):
-                    raise InvalidParameterError(
-                        at, f"value {v!r} is not finite", "remove or impute NaN/inf values"
-                    )
-                vals.append(f)
-            elif col.kind == "datetime":
-                seconds = seconds_from(v)
-                if seconds is None:
-                    raise InvalidParameterError(
-                        at,
-                        f"value {v!r} is not a time",
-                        "give POSIX seconds, a datetime or ISO 8601 text (2024-03-01T08:30:00)",
-                    )
-                vals.append(seconds)
-            elif col.kind == "categorical":
-                if not isinstance(v, str) or v not in col.categories:
-                    raise InvalidParameterError(
-                        at,
-                        f"value {v!r} is not one of the public categories {col.categories}",
-                        "map the value to a listed category or add it to the schema",
-                    )
-                vals.append(v)
-            else:
-                if not isinstance(v, str):
-                    raise InvalidParameterError(
-                        at, f"static value {v!r} is not a string", "convert static values to str"
-                    )
-                if v != first[c]:
-                    raise InvalidParameterError(
-                        at,
-                        f"static value {v!r} differs from the user's first row {first[c]!r}",
-                        "keep static columns constant within a user (or make them categorical)",
-                    )
-                vals.append(v)
+        vals = [
+            _cell(col, v, first[c], f"{where} column {col.name!r}")
+            for c, (col, v) in enumerate(zip(schema.columns, row, strict=True))
+        ]
         rows.append(tuple(vals))
     return UserTable(uid, tuple(rows))
+
+
+def _cell(col: Column, v: Any, first: Any, at: str) -> Any:
+    """One value of a column, checked against its kind (numeric values as float, times as
+    POSIX seconds); ``first`` is the user's value in the first row (static columns keep it)."""
+    if col.kind == "numeric":
+        ok = not isinstance(v, bool) and isinstance(v, int | float | np.integer | np.floating)
+        if not ok:
+            raise InvalidParameterError(
+                at,
+                f"non-numeric value {v!r} in a numeric column",
+                "convert the value to float (or declare the column categorical)",
+            )
+        f = float(v)
+        if not math.isfinite(f):
+            raise InvalidParameterError(
+                at, f"value {v!r} is not finite", "remove or impute NaN/inf values"
+            )
+        return f
+    if col.kind == "datetime":
+        seconds = seconds_from(v)
+        if seconds is None:
+            raise InvalidParameterError(
+                at,
+                f"value {v!r} is not a time",
+                "give POSIX seconds, a datetime or ISO 8601 text (2024-03-01T08:30:00)",
+            )
+        return seconds
+    if col.kind == "categorical":
+        if not isinstance(v, str) or v not in col.categories:
+            raise InvalidParameterError(
+                at,
+                f"value {v!r} is not one of the public categories {col.categories}",
+                "map the value to a listed category or add it to the schema",
+            )
+        return v
+    if not isinstance(v, str):
+        raise InvalidParameterError(
+            at, f"static value {v!r} is not a string", "convert static values to str"
+        )
+    if v != first:
+        raise InvalidParameterError(
+            at,
+            f"static value {v!r} differs from the user's first row {first!r}",
+            "keep static columns constant within a user (or make them categorical)",
+        )
+    return v
 
 
 def _users(value: Any) -> tuple[UserTable, ...]:

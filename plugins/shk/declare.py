@@ -276,21 +276,26 @@ def certificate_summary(params: SHKMethodParams | Mapping[str, Any]) -> dict[str
         ],
     }
     if p.certificate != "pure":
-        h, c = kl_bound(p)
-        approx = kl_event(p)
-        out["kl"] = {
-            "theorem": "Theorem 4 with Theorem 2's KL bound",
-            "kl_bound": h,
-            "c": c,
-            "grad_sensitivity": grad_sensitivity(p),
-            "lsi_constant": lsi_constant(p),
-            "lsi_source": "declared" if p.lsi_constant is not None else "Holley–Stroock",
-            "epsilon": p.approx_epsilon,
-            "delta": approx.delta if approx is not None else 1.0,
-            "assumptions": [
-                "A2: ‖∇V_D − ∇V_D′‖∞ ≤ grad_sensitivity",
-                "A3: every π_D satisfies an LSI with constant lsi_constant",
-                "R_0, R′_0 ≤ B",
-            ],
-        }
+        out["kl"] = _kl_summary(p)
     return out
+
+
+def _kl_summary(p: SHKMethodParams) -> dict[str, Any]:
+    """The (eps, delta) certificate's terms (Theorem 4 with Theorem 2's KL bound)."""
+    h, c = kl_bound(p)
+    approx = kl_event(p)
+    return {
+        "theorem": "Theorem 4 with Theorem 2's KL bound",
+        "kl_bound": h,
+        "c": c,
+        "grad_sensitivity": grad_sensitivity(p),
+        "lsi_constant": lsi_constant(p),
+        "lsi_source": "declared" if p.lsi_constant is not None else "Holley–Stroock",
+        "epsilon": p.approx_epsilon,
+        "delta": approx.delta if approx is not None else 1.0,
+        "assumptions": [
+            "A2: ‖∇V_D − ∇V_D′‖∞ ≤ grad_sensitivity",
+            "A3: every π_D satisfies an LSI with constant lsi_constant",
+            "R_0, R′_0 ≤ B",
+        ],
+    }

@@ -307,22 +307,56 @@ def warm_start(
     if ws.kind == "mean":
         contrib = [R / n_public[u] for u in range(U)]
         queries = [(data[u] - c).sum(0) / n_public[u] for u in range(U)]
-        noisy: list[np.ndarray] = [np.empty(0)] * U
-        for grp in _groups(U, joint):
-            out = noise.release(
-                [queries[u] for u in grp],
-                [contrib[u] for u in grp],
-                mult[0],
-                [f"t{index[u]}/warm/mean" for u in grp],
-            )
-            for u, o in zip(grp, out, strict=True):
-                noisy[u] = o
+        names = [f"t{i}/warm/mean" for i in index]
+        noisy = _released(noise, queries, contrib, mult[0], names, joint)
         for u, i in enumerate(index):
             mean = c + noisy[u]
             X[u] = mean + ws.spread * noise.public_normal((m, d), f"t{i}/spread")
             info["means"].append(mean)
             info["contributions"].append((contrib[u],))
         return X, info
+    return _grid_warm_start(data, index, params, mult, noise, joint, X, info)
+
+
+def _released(
+    noise: NoiseSource,
+    queries: Sequence[np.ndarray],
+    contributions: Sequence[float],
+    multiplier: float,
+    names: Sequence[str],
+    joint: bool,
+) -> list[np.ndarray]:
+    """The noisy ``queries`` (one per marginal, with its contribution bound and step name),
+    released in groups: all in one when ``joint``, else one per marginal."""
+    noisy: list[np.ndarray] = [np.empty(0)] * len(queries)
+    for grp in _groups(len(queries), joint):
+        out = noise.release(
+            [queries[u] for u in grp],
+            [contributions[u] for u in grp],
+            multiplier,
+            [names[u] for u in grp],
+        )
+        for u, o in zip(grp, out, strict=True):
+            noisy[u] = o
+    return noisy
+
+
+def _grid_warm_start(
+    data: Sequence[np.ndarray],
+    index: Sequence[int],
+    params: TrajectoryParams,
+    mult: Sequence[float],
+    noise: NoiseSource,
+    joint: bool,
+    X: np.ndarray,
+    info: dict[str, Any],
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The grid warm start: noisy cell counts, then noisy sums within the ``components``
+    heaviest cells; particles are allotted to the cells by their counts around their means."""
+    ws = params.warm_start
+    U, m, d = X.shape
+    c = np.zeros(d) if params.center is None else np.asarray(params.center, dtype=np.float64)
+    R = params.radius
     g = ws.grid
     width = 2.0 * R / g
     r_cell = 0.5 * width * math.sqrt(d)
@@ -332,16 +366,8 @@ def warm_start(
         flat = np.ravel_multi_index(tuple(cell.T), (g,) * d)
         flats.append(flat)
         counts.append(np.bincount(flat, minlength=g**d).astype(np.float64))
-    noisy_counts: list[np.ndarray] = [np.empty(0)] * U
-    for grp in _groups(U, joint):
-        out = noise.release(
-            [counts[u] for u in grp],
-            [1.0] * len(grp),
-            mult[0],
-            [f"t{index[u]}/warm/counts" for u in grp],
-        )
-        for u, o in zip(grp, out, strict=True):
-            noisy_counts[u] = o
+    names = [f"t{i}/warm/counts" for i in index]
+    noisy_counts = _released(noise, counts, [1.0] * U, mult[0], names, joint)
     k = min(ws.components, g**d)
     tops, centres, sums = [], [], []
     for u in range(U):
@@ -353,16 +379,8 @@ def warm_start(
         tops.append(top)
         centres.append(cen)
         sums.append(sm)
-    noisy_sums: list[np.ndarray] = [np.empty(0)] * U
-    for grp in _groups(U, joint):
-        out = noise.release(
-            [sums[u] for u in grp],
-            [r_cell] * len(grp),
-            mult[1],
-            [f"t{index[u]}/warm/sums" for u in grp],
-        )
-        for u, o in zip(grp, out, strict=True):
-            noisy_sums[u] = o
+    names = [f"t{i}/warm/sums" for i in index]
+    noisy_sums = _released(noise, sums, [r_cell] * U, mult[1], names, joint)
     for u, i in enumerate(index):
         nc = noisy_counts[u][tops[u]]
         means = centres[u] + np.clip(
