@@ -28,7 +28,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
-from dpledger.accountant.random_allocation import NDTR_REL
+from dpledger.accountant.conversions import NDTR_REL
+from dpledger.accountant.discrete_pair import DiscretePair
 
 Array = NDArray[np.float64]
 
@@ -242,11 +243,9 @@ def _windowed_sum(law: Array, t: int, big: float, h: float) -> tuple[int, Array,
 @functools.lru_cache(maxsize=16)
 def allocation_ratio_pair(mu: float, t: int):  # type: ignore[no-untyped-def]
     """The post-processed pair of the module docstring, as a
-    :class:`~dpledger.accountant.profiles.DiscretePair` that brackets a sub-pair of it (for the
+    :class:`~dpledger.accountant.discrete_pair.DiscretePair` that brackets a sub-pair of it (for the
     lattice outcomes the Q masses are lower bounds, used as the sub-pair's exact masses, and
     the P masses are the ratio bounds times them); the last outcome is the top cell."""
-    from dpledger.accountant.profiles import DiscretePair
-
     h, big = _grid(mu, t)
     law, rho, tops = _one_output(mu, h, big)
     offset, q, _ = _windowed_sum(law, t, big, h)

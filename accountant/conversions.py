@@ -18,6 +18,10 @@ from scipy import special
 
 #: unit roundoff of IEEE double
 U = 2.0**-53
+#: relative error allowed for one evaluation of ndtr at a computed argument (generous: the
+#: function's own error is a few ulps, the argument's rounding error moves it by at most
+#: (|z| + 1) |dz| relative, |dz| <= 8u (|z| + mu + |log x| / mu), all below 1e-12 in range)
+NDTR_REL = 1e-12
 #: relative slack added to every delta upper bound (and removed from lower bounds)
 REL_SLACK = 1e-12
 #: smallest positive double: an upper bound that underflows is reported as this

@@ -25,6 +25,7 @@ from dpledger.accountant.base import (
     infinite_epsilon,
 )
 from dpledger.accountant.conversions import merged_gaussian_multiplier
+from dpledger.accountant.leaves import leaf_profiles
 from dpledger.accountant.pld_engine import (
     LOWER_DEFLATION,
     MAX_CERTIFIED_EPSILON,
@@ -44,7 +45,8 @@ from dpledger.accountant.pld_engine import (
     tilted_window,
 )
 from dpledger.accountant.pld_split import compose_split
-from dpledger.accountant.profiles import DirectedProfiles, Profile, leaf_profiles
+from dpledger.accountant.profiles import DirectedProfiles, Profile
+from dpledger.accountant.random_allocation import allocation_parts
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.basic_composition import basic_composition_epsilon
 from dpledger.core.errors import BoundUnavailable, UnsupportedEventError
@@ -126,8 +128,6 @@ def _allocation_reduced(events: dict[Event, int]) -> dict[Event, int]:
     event (the parts bound it from above only)."""
     if not any(isinstance(e, RandomAllocationEvent) and e.num_selected > 1 for e in events):
         return events
-    from dpledger.accountant.random_allocation import allocation_parts
-
     out: dict[Event, int] = {}
     for leaf, count in events.items():
         parts: Sequence[tuple[Event, int]] = ((leaf, 1),)

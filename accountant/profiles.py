@@ -6,7 +6,7 @@ evaluated stably, inflated by a relative margin for floating-point error) and th
 of privacy-loss values outside which the remaining mass is negligible.
 
 Noise is in units of the per-unit add/remove contribution bound ``C``; the adjacency supplies the
-factor 2 of replace-one (see :func:`leaf_profiles`).
+factor 2 of replace-one (see :func:`~dpledger.accountant.leaves.leaf_profiles`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
+from dpledger.accountant.allocation_ratio import allocation_ratio_pair
+from dpledger.accountant.discrete_pair import DiscretePair
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import UnsupportedEventError
 from dpledger.core.events import (
@@ -29,12 +31,9 @@ from dpledger.core.events import (
     ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
-    PoissonSampledEvent,
     PureDPEvent,
-    RandomAllocationEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
-    SampledWithoutReplacementEvent,
     ShuffledBatchesEvent,
     TabulatedProfileEvent,
     flatten,
@@ -376,19 +375,6 @@ def max_of_batches_edges(
     return np.linspace(x_lo, x_hi, bins + 1)
 
 
-@attrs.frozen
-class DiscretePair:
-    """A finite pair (P, Q) by bounds on its masses: ``p_lower <= P <= p_upper`` per outcome."""
-
-    p_lower: Array
-    p_upper: Array
-    q_lower: Array
-    q_upper: Array
-
-    def swapped(self) -> DiscretePair:
-        return DiscretePair(self.q_lower, self.q_upper, self.p_lower, self.p_upper)
-
-
 def max_of_batches_pair(
     num_batches: int,
     scale: float,
@@ -487,8 +473,6 @@ def gaussian_attack_profiles(
     """Lower curves (P vs Q, Q vs P) of the pair ``(1/T) sum_t N(mu e_t, I)`` vs ``N(0, I)``:
     the larger of its binned max statistic's and of its likelihood-ratio statistic's
     (:func:`~dpledger.accountant.allocation_ratio.allocation_ratio_pair`)."""
-    from dpledger.accountant.allocation_ratio import allocation_ratio_pair
-
     forward, backward = lower_pair_profiles(max_pair, name)
     if num_steps < 2:
         return forward, backward
@@ -535,9 +519,9 @@ def shuffled_profiles(event: ShuffledBatchesEvent, adjacency: Adjacency) -> Dire
     Replace-one adjacency only."""
     if adjacency.relation != "replace_one":
         raise UnsupportedEventError(SHUFFLED_NEEDS_REPLACE_ONE)
-    factor = _noise_factor(adjacency)
+    factor = noise_factor(adjacency)
     upper_event, release = _shuffled_base(event)
-    upper = _base_profile(upper_event, factor)
+    upper = base_profile(upper_event, factor)
     if release is None:
         low = identical_profile()
         return DirectedProfiles(upper, upper, low, low)
@@ -566,11 +550,12 @@ class DirectedProfiles:
     lower_add: Profile
 
 
-def _symmetric(p: Profile) -> DirectedProfiles:
+def symmetric_profiles(p: Profile) -> DirectedProfiles:
+    """The same curve for both directions, upper and lower (a symmetric exact mechanism)."""
     return DirectedProfiles(p, p, p, p)
 
 
-def _base_profile(event: Event, factor: float) -> Profile:
+def base_profile(event: Event, factor: float) -> Profile:
     """Unsampled symmetric base mechanism with contribution factor ``factor``."""
     if isinstance(event, GaussianEvent):
         return gaussian_profile(factor / event.noise_multiplier)
@@ -587,7 +572,8 @@ def _base_profile(event: Event, factor: float) -> Profile:
     raise UnsupportedEventError(f"no privacy profile for {event.describe()}")
 
 
-def _noise_factor(adjacency: Adjacency) -> float:
+def noise_factor(adjacency: Adjacency) -> float:
+    """How many add/remove sensitivities one neighbouring step moves a statistic."""
     return adjacency.sensitivity_factor
 
 
@@ -679,58 +665,3 @@ def claimed_pair_profile(event: TabulatedProfileEvent) -> Profile:
     name = f"claimed_exact({event.name or 'plugin'})"
     own = claimed_pair_below(ls, ps, inf_mass)
     return Profile(own, -reach, reach, True, name, claimed_pair_below(-ls, qs, q_rest))
-
-
-def leaf_profiles(event: Event, adjacency: Adjacency) -> DirectedProfiles:
-    """Directed profiles of a leaf or sampled-leaf event under ``adjacency``'s relation."""
-    if isinstance(event, TabulatedProfileEvent):
-        tabulated = tabulated_profiles(event, adjacency)
-        if event.tight_losses is None:
-            return tabulated
-        # the claim: the pair is attained in each direction (lower bounds only)
-        exact = claimed_pair_profile(event)
-        return attrs.evolve(tabulated, lower_remove=exact, lower_add=exact)
-    if isinstance(event, RandomAllocationEvent):
-        from dpledger.accountant.random_allocation import allocation_profiles
-
-        return allocation_profiles(event, adjacency)  # type: ignore[no-any-return]
-    factor = _noise_factor(adjacency)
-    if isinstance(event, ShuffledBatchesEvent):
-        return shuffled_profiles(event, adjacency)
-    if isinstance(event, PoissonSampledEvent):
-        q = event.sampling_probability
-        inner = event.event
-        if adjacency.relation == "add_remove":
-            base = _base_profile(inner, 1.0)
-            if q == 1.0:
-                return _symmetric(base)
-            return _symmetric_pair(poisson_remove(base, q), poisson_add(base, q))
-        if isinstance(inner, GaussianEvent):
-            if q == 1.0:
-                return _symmetric(_base_profile(inner, factor))
-            return _symmetric(poisson_gaussian_replace_one(1.0 / inner.noise_multiplier, q))
-        raise UnsupportedEventError(
-            f"Poisson sampling of {inner.kind} under replace-one has no tight analysis here; "
-            "use add/remove adjacency or fixed-size sampling without replacement"
-        )
-    if isinstance(event, SampledWithoutReplacementEvent):
-        if adjacency.relation != "replace_one":
-            raise UnsupportedEventError(
-                "sampling without replacement is analysed under replace-one adjacency only; "
-                "declare relation = 'replace_one' (or use Poisson sampling with add/remove)"
-            )
-        q = event.sampling_probability
-        base = _base_profile(event.event, factor)  # substitution pair of the base mechanism
-        if q == 1.0:
-            return _symmetric(base)
-        # Upper: Balle, Barthe, Gaboardi (2018), Thm 10 for eps >= 0, extended to eps < 0 by the
-        # symmetry of the substitution relation. Lower: the achievable configuration in which the
-        # record swapped out of the batch equals the original record (an add-type pair).
-        upper = self_dual(poisson_remove(base, q), exact=False)
-        lower = poisson_add(base, q)
-        return DirectedProfiles(upper, upper, lower, poisson_remove(base, q))
-    return _symmetric(_base_profile(event, factor))
-
-
-def _symmetric_pair(remove: Profile, add: Profile) -> DirectedProfiles:
-    return DirectedProfiles(remove, add, remove, add)

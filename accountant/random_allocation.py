@@ -49,6 +49,15 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
+from dpledger.accountant.conversions import NDTR_REL
+from dpledger.accountant.profiles import (
+    DirectedProfiles,
+    gaussian_attack_profiles,
+    gaussian_profile,
+    lower_pair_profiles,
+    max_of_batches_pair,
+    tabulated_profiles,
+)
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import UnsupportedEventError
 from dpledger.core.events import (
@@ -64,10 +73,6 @@ Array = NDArray[np.float64]
 
 #: unit roundoff of IEEE double
 _U = 2.0**-53
-#: relative error allowed for one evaluation of ndtr at a computed argument (generous: the
-#: function's own error is a few ulps, the argument's rounding error moves it by at most
-#: (|z| + 1) |dz| relative, |dz| <= 8u (|z| + mu + |log x| / mu), all below 1e-12 in range)
-NDTR_REL = 1e-12
 #: the probability that one of the t lognormals exceeds B is at most this (sets B)
 BIG_MASS = 1e-7
 #: grid step of L, in standard deviations of L
@@ -227,8 +232,6 @@ def allocation_tables(sigma: float, num_steps: int) -> AllocationTables:
 
 @functools.lru_cache(maxsize=32)
 def _tables(sigma: float, t: int) -> AllocationTables:
-    from dpledger.accountant.profiles import gaussian_profile
-
     mu = 1.0 / sigma
     eps = _epsilons(mu)
     gauss = np.asarray(gaussian_profile(mu)(eps), dtype=float)
@@ -422,22 +425,12 @@ def allocation_table_event(event: RandomAllocationEvent, adjacency: Adjacency) -
 def allocation_lower_pair(sigma: float, num_steps: int, num_selected: int = 1):  # type: ignore[no-untyped-def]
     """The binned max of the t step outputs under P (the differing record's k steps at 1) and
     Q (all at 0): a post-processing of the remove pair, hence a certified lower bound."""
-    from dpledger.accountant.profiles import max_of_batches_pair
-
     return max_of_batches_pair(num_steps, sigma, 1.0, 0.0, "gaussian", shifted=num_selected)
 
 
 def allocation_profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # type: ignore[no-untyped-def]
     """Directed profiles of one epoch: the certified tables above, and the max-of-step-outputs
     lower curves (the record's k steps shifted)."""
-    from dpledger.accountant.profiles import (
-        DirectedProfiles,
-        gaussian_attack_profiles,
-        gaussian_profile,
-        lower_pair_profiles,
-        tabulated_profiles,
-    )
-
     table = allocation_table_event(event, adjacency)
     assert isinstance(table, TabulatedProfileEvent)
     up = tabulated_profiles(table, adjacency)

@@ -219,10 +219,10 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="23b4bf402ce6750e4900fb9a7367365457b785619248d4434616d6f3a1cbd4e3",
     ),
     ProofRecord(
-        target="dpledger.accountant.profiles.leaf_profiles",
+        target="dpledger.accountant.leaves.leaf_profiles",
         status="contrib",
         proof="proofs_checks/wor_subsampling/proof.md",
-        source_sha256="eec950d4ec3c97866c1e7a73817b1cb761d271974ae0238ab8308b2d2800712c",
+        source_sha256="78b399fb5b80473fbdea1f6a8c3b25166ccc06c2b55ea2e299ac3b4fea606354",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_engine.compose",
@@ -240,7 +240,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.shuffled_profiles",
         status="contrib",
         proof="proofs_checks/shuffled_batches/proof.md",
-        source_sha256="8c64e6443743f578a3bae8b69c7ea5f6251f55bbe5213c0763a584a86423741a",
+        source_sha256="a9ef6df74ffd908ce135a351388c76326df36d15693f4a1deab6bfeb6285ac0c",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.max_of_batches_pair",
@@ -282,13 +282,13 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.random_allocation._tables",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="698aa4b28258d75e9f26e1318790fc9183284df28998154f0e7a54b8b4c4a4bc",
+        source_sha256="46e55c15b51d99e9ffe537df2f78e28e9370ee8e3ed2a5ddf545fd9a6debadee",
     ),
     ProofRecord(
         target="dpledger.accountant.random_allocation.allocation_profiles",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="ee640d6be51f09d95814b01874addc4c6e9d07c63cc039174dbdae6b80e5ac3a",
+        source_sha256="97ce35ba0aa0c7f48482f955a571d9d979fc3c67c8a5234bb31a5fbd0596ae83",
     ),
     ProofRecord(
         target="dpledger.runtime.ledger.PrivacyLedger.allocate",
@@ -312,13 +312,13 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld._allocation_reduced",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="d24ca45ce4f182535c48b62b34b6b6a030f7494a927cd7e206cf37594938ea78",
+        source_sha256="dc174c7cde7057a220e9628a866e0a7e29dba0dd07d0920430d30313b6580523",
     ),
     ProofRecord(
         target="dpledger.accountant.allocation_ratio.allocation_ratio_pair",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="9a13f7f80dcb4018d58c12bcdf02fba88f7cde52cb7cff39c598d444368116c0",
+        source_sha256="b23d5fda28b6061c8c69ec58da923fb298f7e14d95e3168d666869d376ac2504",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.larger_profile",
@@ -330,7 +330,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.gaussian_attack_profiles",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="9c96175755350505682c9b587ba419cf2f1d5774b70bd70cb919ff328b34792f",
+        source_sha256="dc843bb947c760cc81e380416c16516607f1e65016c5c136213d8efc1ad7ac27",
     ),
 )
 

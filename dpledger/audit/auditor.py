@@ -31,6 +31,7 @@ from dpledger.audit.reference import epsilon_for_delta
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event
+from dpledger.core.lifting import lift_event
 
 Array = NDArray[np.float64]
 Sampler = Callable[[Any, int, np.random.Generator], Array]
@@ -425,8 +426,6 @@ def audit_event(
     adjacency = adjacency or Adjacency()
     lifted_from = ""
     if adjacency.unit != "row":
-        from dpledger.core.lifting import lift_event
-
         original = event
         event, rules = lift_event(event, adjacency.max_contributions)
         adjacency = adjacency.row_level

@@ -17,11 +17,14 @@ from typing import Any
 
 import attrs
 
+from dpledger import __version__
 from dpledger.accountant.alternatives import ReleaseReduction
 from dpledger.accountant.graph_account import GraphAccount, account_graph
+from dpledger.accountant.select import backend_factories
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError, InvalidParameterError
 from dpledger.core.specs import Provenance
+from dpledger.integrations.dp_accounting import load_pipeline_or_dp_event
 
 #: default delta of a pipeline that states neither delta nor epsilon (as ``dpledger account``)
 from dpledger.report import prose
@@ -99,8 +102,6 @@ def _brackets(
     backends: Sequence[str] | None,
     reasons: Mapping[str, str],
 ) -> tuple[Bracket, ...]:
-    from dpledger.accountant.select import backend_factories
-
     out = []
     for name, factory, reason in backend_factories(backends):
         if factory is None:
@@ -308,14 +309,10 @@ def report_pipeline(
 def report_pipeline_file(path: str | Path, **kwargs: Any) -> BuiltReport:
     """Load a ``.toml``/``.json`` pipeline file, or a DpEvent's JSON form, and report it
     (methods resolved by ``host``)."""
-    from dpledger.integrations.dp_accounting import load_pipeline_or_dp_event
-
     host = kwargs.get("host")
     pipeline = load_pipeline_or_dp_event(path, host.resolve_method if host else None)
     return report_pipeline(pipeline, descriptions=file_descriptions(path), **kwargs)
 
 
 def _version() -> str:
-    from dpledger import __version__
-
     return str(__version__)

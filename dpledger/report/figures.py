@@ -19,6 +19,7 @@ import networkx as nx
 import numpy as np
 
 from dpledger.accountant.graph_account import account_graph
+from dpledger.accountant.select import account, backend_factories
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError
 from dpledger.core.events import ComposedEvent, Event
@@ -69,8 +70,6 @@ def accounted_events(built: BuiltReport) -> tuple[list[tuple[Event, Adjacency]],
 def _delta_function(
     event: Event, adjacency: Adjacency, method: str, backends: Sequence[str] | None
 ) -> Callable[[float], float]:
-    from dpledger.accountant.select import account, backend_factories
-
     for name, factory, _ in backend_factories([method]):
         if factory is None or name != method:
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dpledger.core.lifting import RULE_TEXT
 from dpledger.report.model import NO_GUARANTEE, PrivacyReport
 from dpledger.report.numbers import fmt_down, fmt_exact, fmt_up
 
@@ -109,8 +110,6 @@ def _releases(report: PrivacyReport) -> list[str]:
 
 def rule_legend(report: PrivacyReport) -> list[tuple[str, str]]:
     """Each lifting rule the releases use, with what it means (in order of first use)."""
-    from dpledger.core.lifting import RULE_TEXT
-
     used = dict.fromkeys(rule for r in report.releases for rule in r.lift_rules)
     return [(rule, RULE_TEXT.get(rule, "see dpledger.core.lifting")) for rule in used]
 

@@ -31,22 +31,15 @@ import networkx as nx
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import GraphError
 from dpledger.core.events import Event
+from dpledger.runtime.graph_kinds import (
+    DATA_KINDS,
+    NodeError,
+)
+from dpledger.runtime.graph_validation import validate
+from dpledger.runtime.reduction import reduce
 
 if TYPE_CHECKING:
     from dpledger.accountant.alternatives import SourceReduction
-
-NODE_KINDS: tuple[str, ...] = ("source", "transform", "release", "postprocess")
-TRANSFORM_KINDS: tuple[str, ...] = ("partition", "cell", "contribution_bound")
-DATA_KINDS: tuple[str, ...] = ("source", "transform")
-DECLARED_UNITS: tuple[str, ...] = ("row", "user")
-
-
-class NodeError(GraphError):
-    """A :class:`GraphError` about one node (its id is in ``node``)."""
-
-    def __init__(self, node: str, problem: str, fix: str) -> None:
-        self.node = node
-        super().__init__(f"node {node!r}: {problem}. Fix: {fix}")
 
 
 class CompositionGraph:
@@ -159,8 +152,6 @@ class CompositionGraph:
     # -- checks and reduction (in their own modules) -----------------------------------
     def validate(self) -> None:
         """Raise :class:`GraphError` naming the first offending node and the fix."""
-        from dpledger.runtime.graph_validation import validate
-
         validate(self)
 
     def source_map(self) -> dict[str, str]:
@@ -180,6 +171,4 @@ class CompositionGraph:
         self, adjacencies: Mapping[str, Adjacency] | None = None
     ) -> dict[str, SourceReduction]:
         """Per source, the alternatives whose maximum bounds the unit's loss (O(nodes))."""
-        from dpledger.runtime.reduction import reduce
-
         return reduce(self, adjacencies)

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import Event
-from dpledger.runtime.graph import (
-    DATA_KINDS,
-    DECLARED_UNITS,
-    TRANSFORM_KINDS,
-    CompositionGraph,
-    NodeError,
-)
+from dpledger.runtime.graph_kinds import DATA_KINDS, DECLARED_UNITS, TRANSFORM_KINDS, NodeError
+
+if TYPE_CHECKING:
+    from dpledger.runtime.graph import CompositionGraph
 
 
 def validate(graph: CompositionGraph) -> None:

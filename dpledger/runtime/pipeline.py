@@ -27,7 +27,8 @@ from dpledger.core.errors import (
 )
 from dpledger.core.events import MAX_NESTING, Event, event_from_dict
 from dpledger.core.events import short_repr as _short
-from dpledger.runtime.graph import TRANSFORM_KINDS, CompositionGraph
+from dpledger.runtime.graph import CompositionGraph
+from dpledger.runtime.graph_kinds import TRANSFORM_KINDS
 
 SCHEMA_PATH = Path(__file__).with_name("pipeline_schema.json")
 

@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 import pluggy
 
+from dpledger import __version__
 from dpledger.core import hookspecs
 from dpledger.core.errors import (
     InvalidParameterError,
@@ -212,8 +213,6 @@ def load_entry_points(
         raise InvalidParameterError(
             "which", f"unknown value {which!r}", "use 'all', 'builtin' or 'third_party'"
         )
-    from dpledger import __version__
-
     Loaded = list[tuple[metadata.EntryPoint, str | None, str | None]]
     builtin: Loaded = [(ep, BUILTIN_DISTRIBUTION, __version__) for ep in builtin_entry_points()]
     others: Loaded = []

@@ -63,6 +63,7 @@ from dpledger.runtime.plugin_loading import (
     register_plugin,
     trust_tier,
 )
+from dpledger.runtime.runner import declare_checked
 
 __all__ = [
     "BUILTIN_DISTRIBUTION",
@@ -419,8 +420,6 @@ class PluginHost:
         """A method's declaration for one run with ``values`` as its parameters: the event
         mapped onto core events, the plugin that registered the method, and the unit the
         event protects (``"row"`` events are lifted by the core)."""
-        from dpledger.runtime.runner import declare_checked
-
         spec = self.method(name)
         params = spec.make_params(values)
         declaration = declare_checked(spec, params, adjacency)

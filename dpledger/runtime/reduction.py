@@ -25,7 +25,7 @@ dominates all of them (sound, possibly looser).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpledger.accountant.alternatives import (
     MAX_ALTERNATIVES,
@@ -41,8 +41,10 @@ from dpledger.accountant.alternatives import (
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import Event, SampledWithoutReplacementEvent, flatten
 from dpledger.core.lifting import lift_release
-from dpledger.runtime.graph import CompositionGraph
 from dpledger.runtime.graph_validation import validate
+
+if TYPE_CHECKING:
+    from dpledger.runtime.graph import CompositionGraph
 
 #: why a bracket stays open for fixed-size batches under replace-one (see the wor_subsampling proof)
 WOR_COMPOSITION_NOTE = (

@@ -36,6 +36,7 @@ from typing import Any, Literal
 import attrs
 import numpy as np
 
+from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import (
     ComposedEvent,
@@ -53,6 +54,7 @@ from dpledger.core.validation import (
 from dpledger.plugins.path.direct import _delta
 from dpledger.plugins.path.flatten import FlatSpec, flatten, unflatten
 from dpledger.plugins.path.schema import UserTables
+from dpledger.runtime.ledger import selection_epsilon
 
 Clique = tuple[str, ...]
 
@@ -103,9 +105,6 @@ class Budget:
     def event(self, relation: str = "add_remove") -> Event:
         """The declared event; under replace-one each selection is booked at twice its
         parameter (a replaced record moves a score by twice its add/remove sensitivity)."""
-        from dpledger.core.adjacency import Adjacency
-        from dpledger.runtime.ledger import selection_epsilon
-
         adjacency = Adjacency(relation=relation)
         parts: list[Event] = [GaussianEvent(self.sigma_init)]
         for s, e, n in zip(self.sigmas, self.epsilons, self.counts, strict=True):

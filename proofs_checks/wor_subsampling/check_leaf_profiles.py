@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from dpledger.accountant.leaves import leaf_profiles
 from dpledger.accountant.profiles import (
     gaussian_profile,
-    leaf_profiles,
     poisson_add,
     poisson_gaussian_replace_one,
     poisson_remove,

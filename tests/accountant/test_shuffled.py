@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
+from dpledger.accountant.leaves import leaf_profiles
 from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.profiles import (
-    leaf_profiles,
     lower_pair_profiles,
     max_of_batches_edges,
     max_of_batches_log_cdf,
