@@ -330,41 +330,11 @@ class PLDAccountant(Accountant):
         if not comps:
             return None
         span = max(p.loss_hi - p.loss_lo for d, _ in comps for p in (d.remove, d.add))
-        h0 = max(span / 1024.0, 1e-9)
-        if h0 > MAX_LOSS / 8:
-            # the coarse grid cannot resolve the losses the grid represents (+-MAX_LOSS)
-            raise BoundUnavailable("pld", f"privacy losses span {span:g}, beyond the loss grid")
         symmetric = all(d.remove is d.add for d, _ in comps) and all(
             d.lower_remove is d.lower_add for d, _ in lower_comps
         )
         names = ("remove",) if symmetric else ("remove", "add")
-        total = sum(k for _, k in comps)
-        coarse = {name: [(discretise(getattr(d, name), h0), k) for d, k in comps] for name in names}
-        # the coarse grid adds rounding noise of variance ~ total h0^2 / 4 to the sum: refine it
-        # until that noise is small against the composed window (it only guides windows/tilts)
-        for _ in range(3):
-            a, b = tilted_window(coarse[names[0]], 0.0, TAIL_MASS)
-            target = max((b - a) / (40.0 * total**0.5), span / COARSE_MAX_POINTS)
-            if target >= h0 / 2:
-                break
-            h0 = target
-            coarse = {
-                name: [(discretise(getattr(d, name), h0), k) for d, k in comps] for name in names
-            }
-        cap = 0.0
-        for d, k in comps:
-            for p in (d.remove, d.add):
-                if not (math.isfinite(p.loss_hi) and float(p(_arr(p.loss_hi))[0]) == 0.0):
-                    cap = math.inf
-            if math.isfinite(cap):
-                cap += k * max(d.remove.loss_hi, d.add.loss_hi)
-        # the pure losses (e.g. sensitivity / scale) and their sum are rounded: round the cap up
-        # so that delta = 0 is never reported below the true pure epsilon (exactly when the
-        # pure epsilons are known exactly)
-        if math.isfinite(cap):
-            cap = _exact_pure_cap(self._upper_events, self.adjacency) or math.nextafter(
-                cap * (1 + 16 * 2.0**-53 * (len(comps) + 4)), math.inf
-            )
+        h0, coarse = _coarse_grid(comps, names, span)
         lower_exact = all(d.lower_remove.exact and d.lower_add.exact for d, _ in lower_comps)
         # losses beyond +-MAX_LOSS are lumped (safe for the upper bound only): no lower bound then
         lumped = any(
@@ -387,6 +357,7 @@ class PLDAccountant(Accountant):
             if distinct and lower_exact and not lumped
             else None
         )
+        cap = self._pure_cap(comps)
         self._prep = _Prepared(
             comps,
             lower_comps,
@@ -400,6 +371,25 @@ class PLDAccountant(Accountant):
             width0,
         )
         return self._prep
+
+    def _pure_cap(self, comps: list[tuple[DirectedProfiles, int]]) -> float:
+        """Basic composition of the components' largest losses when every curve is 0 at its
+        top loss (pure composition), rounded up; infinity otherwise."""
+        cap = 0.0
+        for d, k in comps:
+            for p in (d.remove, d.add):
+                if not (math.isfinite(p.loss_hi) and float(p(_arr(p.loss_hi))[0]) == 0.0):
+                    cap = math.inf
+            if math.isfinite(cap):
+                cap += k * max(d.remove.loss_hi, d.add.loss_hi)
+        # the pure losses (e.g. sensitivity / scale) and their sum are rounded: round the cap up
+        # so that delta = 0 is never reported below the true pure epsilon (exactly when the
+        # pure epsilons are known exactly)
+        if math.isfinite(cap):
+            cap = _exact_pure_cap(self._upper_events, self.adjacency) or math.nextafter(
+                cap * (1 + 16 * 2.0**-53 * (len(comps) + 4)), math.inf
+            )
+        return cap
 
     def _window(
         self, prep: _Prepared, name: str, tilt: float, delta: float
@@ -812,6 +802,29 @@ UPPER_KINDS = frozenset({"upper"})
 #: SPLIT_DROPPED_SHARE of the bound
 SPLIT_LEVEL_PASSES = 3
 SPLIT_DROPPED_SHARE = 1e-2
+
+
+def _coarse_grid(
+    comps: list[tuple[DirectedProfiles, int]], names: tuple[str, ...], span: float
+) -> tuple[float, dict[str, list[tuple[DiscretePLD, int]]]]:
+    """(spacing, components per direction) of the coarse grid that guides windows and tilts.
+
+    The coarse grid adds rounding noise of variance ~ total h0^2 / 4 to the sum: it is refined
+    until that noise is small against the composed window."""
+    h0 = max(span / 1024.0, 1e-9)
+    if h0 > MAX_LOSS / 8:
+        # the coarse grid cannot resolve the losses the grid represents (+-MAX_LOSS)
+        raise BoundUnavailable("pld", f"privacy losses span {span:g}, beyond the loss grid")
+    total = sum(k for _, k in comps)
+    coarse = {name: [(discretise(getattr(d, name), h0), k) for d, k in comps] for name in names}
+    for _ in range(3):
+        a, b = tilted_window(coarse[names[0]], 0.0, TAIL_MASS)
+        target = max((b - a) / (40.0 * total**0.5), span / COARSE_MAX_POINTS)
+        if target >= h0 / 2:
+            break
+        h0 = target
+        coarse = {name: [(discretise(getattr(d, name), h0), k) for d, k in comps] for name in names}
+    return h0, coarse
 
 
 def _single_leaf(prep: _Prepared, events: dict[Event, int]) -> DirectedProfiles | None:

@@ -77,6 +77,17 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
     # stays under the raise and the re-check finds no deficit (a deficit is charged to +infinity
     # for every epsilon, which would dominate queries at delta ~ 1e-15)
     d = np.minimum(1.0, d * (1 + CHORD_RAISE))
+    p_mass, q_mass = _chord_masses(profile, eps, d)
+    inf_mass = float(d[-1])
+    deficit = _chord_deficit(eps, checked, p_mass, q_mass, inf_mass)
+    if deficit > 0:
+        inf_mass += deficit
+    return DiscretePLD(j_lo, p_mass, min(inf_mass, 1.0), h)
+
+
+def _chord_masses(profile: Profile, eps: Array, d: Array) -> tuple[Array, Array]:
+    """(P-masses, Q-masses) of the chord through ``d`` at ``eps`` (linear in x = e^eps); ``d``
+    is raised in place below zero where the excess curve gives a higher value."""
     x = np.exp(eps)
     dx = np.diff(x)
     slopes = np.empty(eps.size + 1)
@@ -99,29 +110,31 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
         q_mass[:k] = cs[1:] - cs[:-1]
         d[:k] = np.maximum(d[:k], -np.expm1(eps[:k]) + c)
     q_mass = np.maximum(q_mass, 0.0)
-    p_mass = x * q_mass
-    inf_mass = float(d[-1])
-    # re-check the chord on the grid: value at eps_i = inf + sum_{j>i} p_j (1 - e^{eps_i - eps_j})
-    # (in extended precision, only where eps >= 0: below, both sides are ~1 - e^eps and the
-    # comparison is round-off)
+    return x * q_mass, q_mass
+
+
+def _chord_deficit(
+    eps: Array, checked: Array, p_mass: Array, q_mass: Array, inf_mass: float
+) -> float:
+    """How far the chord falls below the curve it must dominate, on the grid points eps >= 0.
+
+    The chord's value at eps_i is inf + sum_{j>i} p_j (1 - e^{eps_i - eps_j}), evaluated in
+    extended precision (below zero both sides are ~1 - e^eps and the comparison is round-off).
+    """
     nonneg = eps >= 0
-    deficit = 0.0
-    if nonneg.any():
-        k0 = int(np.argmax(nonneg))
-        pl = p_mass[k0:].astype(np.longdouble)
-        ql = q_mass[k0:].astype(np.longdouble)
-        tail_p, terms = _blocked_suffix(pl)
-        tail_q, _ = _blocked_suffix(ql)
-        chord = inf_mass + tail_p - np.exp(eps[k0:].astype(np.longdouble)) * tail_q
-        gap = checked[k0:].astype(np.longdouble) - chord
-        # the extended-precision evaluation itself errs by at most `terms` u_ext times
-        # (tail_p + x tail_q), and x tail_q <= tail_p + inf_mass
-        slack = 4 * (terms + 4) * np.finfo(np.longdouble).eps * (tail_p + inf_mass)
-        deficit = float(np.max(gap + 2 * slack))
-        deficit = max(deficit, 0.0)
-    if deficit > 0:
-        inf_mass += deficit
-    return DiscretePLD(j_lo, p_mass, min(inf_mass, 1.0), h)
+    if not nonneg.any():
+        return 0.0
+    k0 = int(np.argmax(nonneg))
+    pl = p_mass[k0:].astype(np.longdouble)
+    ql = q_mass[k0:].astype(np.longdouble)
+    tail_p, terms = _blocked_suffix(pl)
+    tail_q, _ = _blocked_suffix(ql)
+    chord = inf_mass + tail_p - np.exp(eps[k0:].astype(np.longdouble)) * tail_q
+    gap = checked[k0:].astype(np.longdouble) - chord
+    # the extended-precision evaluation itself errs by at most `terms` u_ext times
+    # (tail_p + x tail_q), and x tail_q <= tail_p + inf_mass
+    slack = 4 * (terms + 4) * np.finfo(np.longdouble).eps * (tail_p + inf_mass)
+    return max(float(np.max(gap + 2 * slack)), 0.0)
 
 
 def _blocked_suffix(values: NDArray[np.longdouble]) -> tuple[NDArray[np.longdouble], float]:
@@ -351,6 +364,89 @@ def _exp_up(x: Array, extra: Array | float) -> Array:
         return np.where(np.isneginf(x), 0.0, np.exp(x + 1e-10 * np.abs(finite) + extra))
 
 
+@attrs.define
+class _SpectrumProduct:
+    """The product of the components' tilted spectra, with what bounds its error."""
+
+    n: int
+    fft_rel: float
+    spectrum: NDArray[np.complex128] | None = None
+    inf_keep: float = 1.0
+    dropped: float = 0.0
+    c_parts: list[float] = attrs.Factory(list)
+    c_abs: float = 0.0
+    log_in_up: float = 0.0  # sum k log1p(-rho_in) (negated when untilting)
+    log_in_dn: float = 0.0  # sum k log1p(rho_in)
+    log_pow: float = 0.0  # log of (1 + relative error of the computed spectrum product)
+    log_c_sum: Array | None = None
+    log_b_sum: Array | None = None
+    ratio_sum: Array | None = None
+
+    def add(self, pld: DiscretePLD, count: int, tilt: float) -> None:
+        """Multiply in ``count`` copies of one component's tilted spectrum."""
+        masses = pld.masses
+        keep = masses >= TINY_MASS
+        self.dropped += float(masses[~keep].sum()) * (1 + 4 * U * masses.size) * count
+        idx = (pld.offset + np.nonzero(keep)[0]).astype(np.int64)
+        logp = np.log(masses[keep])
+        lt = tilt * (idx * pld.h)
+        expo = logp + lt
+        top = float(expo.max())
+        c = top + math.log(float(np.exp(expo - top).sum()))
+        t = np.exp(expo - c)
+        # relative error of every t_j: the exponent's rounding plus exp's own
+        rho_in = 4 * U * (float(np.abs(logp).max()) + float(np.abs(lt).max()) + abs(c) + 4.0)
+        rho_in += 2 * U * math.ceil(t.size / self.n)  # collisions of the cyclic placement
+        arr = np.zeros(self.n)
+        np.add.at(arr, idx % self.n, t)
+        s_up = float(t.sum()) * (1 + rho_in) * (1 + 2 * U * (t.size + 2))
+        l2 = math.sqrt(float(np.dot(t, t))) * (1 + rho_in) * (1 + 2 * U * (t.size + 2))
+        f = sfft.rfft(arr)
+        # ||fl(F x) - F x||_inf <= min(c u log2(n) ||x||_1, c u log2(n) sqrt(n) ||x||_2)
+        r = self.fft_rel * min(s_up, math.sqrt(self.n) * l2) * (1 + 1e-6)
+        self._bound(f, r, s_up, count)
+        g = f if count == 1 else _power(f, count)
+        self.log_pow += (count - 1) * math.log1p(CMUL_ERROR)
+        if self.spectrum is None:
+            self.spectrum = g
+        else:
+            self.spectrum = self.spectrum * g
+            self.log_pow += math.log1p(CMUL_ERROR)
+        self.c_parts.append(count * c)
+        self.c_abs += count * abs(c)
+        self.log_in_up += count * math.log1p(-rho_in)
+        self.log_in_dn += count * math.log1p(rho_in)
+        self.inf_keep *= (1.0 - pld.inf_mass) ** count
+
+    def _bound(self, f: NDArray[np.complex128], r: float, s_up: float, count: int) -> None:
+        """Accumulate the per-frequency moduli that bound the product's error."""
+        bmod = np.abs(f) * (1 + 4 * U)
+        cmod = np.maximum(np.minimum(bmod + r, s_up), bmod)
+        with np.errstate(divide="ignore"):
+            log_c = count * np.log(cmod)
+            log_b = count * np.log(bmod)
+        ratio = (r * count) / cmod
+        self.log_c_sum = log_c if self.log_c_sum is None else self.log_c_sum + log_c
+        self.log_b_sum = log_b if self.log_b_sum is None else self.log_b_sum + log_b
+        self.ratio_sum = ratio if self.ratio_sum is None else self.ratio_sum + ratio
+
+    def tilted_error(self) -> float:
+        """Max-norm error of the inverse transform of the product against the exact one."""
+        assert self.spectrum is not None and self.log_c_sum is not None
+        assert self.log_b_sum is not None and self.ratio_sum is not None
+        n = self.n
+        # per-frequency error of the computed spectrum product against the exact one
+        with np.errstate(divide="ignore", over="ignore"):
+            err_prop = _exp_up(self.log_c_sum, np.log(self.ratio_sum) + 1e-10)
+            err_round = math.expm1(self.log_pow * (1 + 1e-9)) * _exp_up(self.log_b_sum, 0.0)
+        err = err_prop + err_round + ABS_FLOOR
+        sq = self.spectrum.real**2 + self.spectrum.imag**2
+        # inverse transform: ||fl(F^-1 Y) - F^-1 Y||_inf <= c u log2(n) ||Y||_1 / n
+        norm1 = _full_sum(np.sqrt(sq), n) * (1 + 4 * U * n)
+        tilted_err = (_full_sum(err, n) / n) * (1 + 4 * U * n) + self.fft_rel * norm1 / n
+        return tilted_err * (1 + 1e-6)
+
+
 def compose(
     plds: Sequence[tuple[DiscretePLD, int]],
     window: tuple[float, float],
@@ -365,137 +461,94 @@ def compose(
     ``coarse`` (the same PLDs on a coarser grid) only guides the Chernoff tilts of the tails.
     """
     h = plds[0][0].h
-    total = sum(c for _, c in plds)
-    a, b = window
-    lo_idx = math.floor(a / h)
-    hi_idx = math.ceil(b / h)
-    width = hi_idx - lo_idx + 1
+    lo_idx = math.floor(window[0] / h)
+    width = math.ceil(window[1] / h) - lo_idx + 1
     n = sfft.next_fast_len(max(width, 2), real=True)
     if n > MAX_FFT_LEN:
         raise BoundUnavailable("pld", f"composition window needs {n} grid points at h={h:g}")
-    log2n = math.log2(n)
-    fft_rel = FFT_ERROR_CONSTANT * U * log2n
-    spectrum: NDArray[np.complex128] | None = None
-    inf_keep = 1.0
-    dropped = 0.0
-    c_parts: list[float] = []
-    c_abs = 0.0
-    log_in_up = 0.0  # sum k log1p(-rho_in) (negated below)
-    log_in_dn = 0.0  # sum k log1p(rho_in)
-    log_pow = 0.0  # log of (1 + relative error of the computed spectrum product)
-    log_c_sum: Array | None = None
-    log_b_sum: Array | None = None
-    ratio_sum: Array | None = None
+    product = _SpectrumProduct(n, FFT_ERROR_CONSTANT * U * math.log2(n))
     for pld, count in plds:
-        masses = pld.masses
-        keep = masses >= TINY_MASS
-        dropped += float(masses[~keep].sum()) * (1 + 4 * U * masses.size) * count
-        idx = (pld.offset + np.nonzero(keep)[0]).astype(np.int64)
-        logp = np.log(masses[keep])
-        lt = tilt * (idx * h)
-        expo = logp + lt
-        top = float(expo.max())
-        c = top + math.log(float(np.exp(expo - top).sum()))
-        t = np.exp(expo - c)
-        # relative error of every t_j: the exponent's rounding plus exp's own
-        rho_in = 4 * U * (float(np.abs(logp).max()) + float(np.abs(lt).max()) + abs(c) + 4.0)
-        collisions = math.ceil(t.size / n)
-        rho_in += 2 * U * collisions
-        arr = np.zeros(n)
-        np.add.at(arr, idx % n, t)
-        s_up = float(t.sum()) * (1 + rho_in) * (1 + 2 * U * (t.size + 2))
-        l2 = math.sqrt(float(np.dot(t, t))) * (1 + rho_in) * (1 + 2 * U * (t.size + 2))
-        f = sfft.rfft(arr)
-        # ||fl(F x) - F x||_inf <= min(c u log2(n) ||x||_1, c u log2(n) sqrt(n) ||x||_2)
-        r = fft_rel * min(s_up, math.sqrt(n) * l2) * (1 + 1e-6)
-        bmod = np.abs(f) * (1 + 4 * U)
-        cmod = np.maximum(np.minimum(bmod + r, s_up), bmod)
-        with np.errstate(divide="ignore"):
-            log_c = count * np.log(cmod)
-            log_b = count * np.log(bmod)
-        ratio = (r * count) / cmod
-        log_c_sum = log_c if log_c_sum is None else log_c_sum + log_c
-        log_b_sum = log_b if log_b_sum is None else log_b_sum + log_b
-        ratio_sum = ratio if ratio_sum is None else ratio_sum + ratio
-        g = f if count == 1 else _power(f, count)
-        log_pow += (count - 1) * math.log1p(CMUL_ERROR)
-        if spectrum is None:
-            spectrum = g
-        else:
-            spectrum = spectrum * g
-            log_pow += math.log1p(CMUL_ERROR)
-        c_parts.append(count * c)
-        c_abs += count * abs(c)
-        log_in_up += count * math.log1p(-rho_in)
-        log_in_dn += count * math.log1p(rho_in)
-        inf_keep *= (1.0 - pld.inf_mass) ** count
-    assert spectrum is not None and log_c_sum is not None
-    assert log_b_sum is not None and ratio_sum is not None
-    # per-frequency error of the computed spectrum product against the exact one
-    with np.errstate(divide="ignore", over="ignore"):
-        err_prop = _exp_up(log_c_sum, np.log(ratio_sum) + 1e-10)
-        err_round = math.expm1(log_pow * (1 + 1e-9)) * _exp_up(log_b_sum, 0.0)
-    err = err_prop + err_round + ABS_FLOOR
-    sq = spectrum.real**2 + spectrum.imag**2
-    # inverse transform: ||fl(F^-1 Y) - F^-1 Y||_inf <= c u log2(n) ||Y||_1 / n
-    norm1 = _full_sum(np.sqrt(sq), n) * (1 + 4 * U * n)
-    tilted_err = (_full_sum(err, n) / n) * (1 + 4 * U * n) + fft_rel * norm1 / n
-    tilted_err *= 1 + 1e-6
-    out = sfft.irfft(spectrum, n)
-    out = np.roll(out, -(lo_idx % n))
+        product.add(pld, count, tilt)
+    tilted_err = product.tilted_error()
+    assert product.spectrum is not None
+    out = np.roll(sfft.irfft(product.spectrum, n), -(lo_idx % n))
+    upper, lower = _untilted(out, tilted_err, product, plds, lo_idx, h, tilt)
+    tails = _tails(plds, coarse if coarse is not None else plds, lo_idx, n, h, tilt)
+    return ComposedPLD(
+        offset=lo_idx,
+        upper=upper,
+        lower=lower,
+        inf_mass=1.0 - product.inf_keep,
+        h=h,
+        tilt=tilt,
+        upper_tail=tails[0],
+        lower_tail=tails[1],
+        dropped=product.dropped,
+        total_count=sum(c for _, c in plds),
+        wrap_thetas=tails[2],
+        tilted_error=tilted_err,
+        dominated=all(p_.dominated for p_, _ in plds),
+    )
+
+
+def _untilted(
+    out: Array,
+    tilted_err: float,
+    product: _SpectrumProduct,
+    plds: Sequence[tuple[DiscretePLD, int]],
+    lo_idx: int,
+    h: float,
+    tilt: float,
+) -> tuple[Array, Array]:
+    """Per-point (upper, lower) brackets of the composed masses from the tilted output."""
+    n = out.size
     # untilt: p_l = t_l exp(C - tilt l), with C = sum k c
-    big_c = math.fsum(c_parts)
+    big_c = math.fsum(product.c_parts)
     losses = (lo_idx + np.arange(n)) * h
     log_g = big_c - tilt * losses
-    rho_g = 4 * U * (c_abs + float(np.abs(tilt * losses).max()) + 4.0) + 8 * U * len(plds)
+    rho_g = 4 * U * (product.c_abs + float(np.abs(tilt * losses).max()) + 4.0) + 8 * U * len(plds)
     with np.errstate(divide="ignore"):
-        log_up = np.log(out + tilted_err) + log_g + (-log_in_up + rho_g + 4 * U)
-        log_lo = np.log(np.maximum(out - tilted_err, 0.0)) + log_g - (log_in_dn + rho_g + 4 * U)
+        log_up = np.log(out + tilted_err) + log_g + (-product.log_in_up + rho_g + 4 * U)
+        log_lo = (
+            np.log(np.maximum(out - tilted_err, 0.0)) + log_g - (product.log_in_dn + rho_g + 4 * U)
+        )
     # lower bounds: each chord was built from curve values at most (1 + LOWER_DEFLATION) times
     # the true ones; the mixture of that pair (weight 1/(1+rho)) with a lossless pair is dominated
     # by the mechanism, and its composition has at least (1+rho)^-K times the chord's delta
     # (pairs from :func:`discretise_lower` were deflated when they were built)
     chords = sum(c for p_, c in plds if not p_.dominated)
     log_lo = log_lo - chords * math.log1p(LOWER_DEFLATION)
-    upper = np.exp(np.minimum(log_up, 0.0))
-    lower = np.exp(np.minimum(log_lo, 0.0))
-    # tails of the discretised sum beyond the window (Chernoff, tilts guided by the coarse PLDs)
-    guide = coarse if coarse is not None else plds
+    return np.exp(np.minimum(log_up, 0.0)), np.exp(np.minimum(log_lo, 0.0))
+
+
+def _tails(
+    plds: Sequence[tuple[DiscretePLD, int]],
+    guide: Sequence[tuple[DiscretePLD, int]],
+    lo_idx: int,
+    n: int,
+    h: float,
+    tilt: float,
+) -> tuple[float, float, tuple[tuple[float, float], ...]]:
+    """(mass at or above the window's top, mass below its bottom, (theta, log E[e^{(tilt +
+    theta) S}]) pairs for the wrap-around bound) of the discretised sum, by Chernoff at tilts
+    guided by ``guide``."""
     bottom = lo_idx * h
     top_x = (lo_idx + n) * h
     th_up = float(THETAS[int(np.argmin(log_mgf_total(guide, THETAS) - THETAS * top_x))])
     upper_tail = _chernoff_upper(plds, _near(th_up), top_x)
     th_dn = float(THETAS[int(np.argmin(log_mgf_total(guide, -THETAS) + THETAS * bottom))])
-    lower_tail = min(
-        1.0,
-        math.exp(
-            min(
-                0.0,
-                float(np.min(log_mgf_total(plds, -_near(th_dn)) + _near(th_dn) * bottom))
-                + 1e-9 * (1 + abs(bottom) * th_dn),
-            )
-        ),
-    )
+    below = float(np.min(log_mgf_total(plds, -_near(th_dn)) + _near(th_dn) * bottom))
+    lower_tail = min(1.0, math.exp(min(0.0, below + 1e-9 * (1 + abs(bottom) * th_dn))))
     # wrap-around from above, for thresholds near the tilted centre
     mid = bottom + 0.5 * n * h
     wrap = log_mgf_total(guide, tilt + THETAS) - THETAS * (mid + n * h) - tilt * mid
     th_w = float(THETAS[int(np.argmin(wrap))])
     ths = np.concatenate([[0.0], th_w * np.geomspace(1 / 64, 64, 19)])
     k_fine = log_mgf_total(plds, tilt + ths)
-    return ComposedPLD(
-        offset=lo_idx,
-        upper=upper,
-        lower=lower,
-        inf_mass=1.0 - inf_keep,
-        h=h,
-        tilt=tilt,
-        upper_tail=upper_tail,
-        lower_tail=lower_tail,
-        dropped=dropped,
-        total_count=total,
-        wrap_thetas=tuple((float(a_), float(b_)) for a_, b_ in zip(ths, k_fine, strict=True)),
-        tilted_error=tilted_err,
-        dominated=all(p_.dominated for p_, _ in plds),
+    return (
+        upper_tail,
+        lower_tail,
+        tuple((float(a_), float(b_)) for a_, b_ in zip(ths, k_fine, strict=True)),
     )
 
 

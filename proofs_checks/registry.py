@@ -228,7 +228,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_engine.compose",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="083058697132ea8e0d8e7a9906398a971504cc0bccc9c1893362821c9c707a3b",
+        source_sha256="7522ecd01299d76fe2be10e16e955bc326c332acab01d948715ebccfd2e09077",
     ),
     ProofRecord(
         target="dpledger.core.events.ShuffledBatchesEvent",
@@ -331,6 +331,36 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
         source_sha256="dc843bb947c760cc81e380416c16516607f1e65016c5c136213d8efc1ad7ac27",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_engine._SpectrumProduct.add",
+        status="contrib",
+        proof="proofs_checks/pld_tilted_fft/proof.md",
+        source_sha256="5a5db224ef2cbd2ab7f35992afebe927ed8e4bf0b22ee9598e177982e78b8d62",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_engine._SpectrumProduct._bound",
+        status="contrib",
+        proof="proofs_checks/pld_tilted_fft/proof.md",
+        source_sha256="7eab461da4ba271790f9bb8020b9d601ce47ef7132c440bd18b3546fcf5ecaf4",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_engine._SpectrumProduct.tilted_error",
+        status="contrib",
+        proof="proofs_checks/pld_tilted_fft/proof.md",
+        source_sha256="9de11ba539ce394c6691be4681436a56cb351d144775e2a167a5120f47f43026",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_engine._untilted",
+        status="contrib",
+        proof="proofs_checks/pld_tilted_fft/proof.md",
+        source_sha256="bd66d69dead97ce86b89ebaf9094d80651649d581681450365933738f25ec7e7",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_engine._tails",
+        status="contrib",
+        proof="proofs_checks/pld_tilted_fft/proof.md",
+        source_sha256="9e203ff16a7e7c8af175c46574235f8b86aac1cd914b29b2396ae85000744500",
     ),
 )
 
