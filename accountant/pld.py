@@ -99,6 +99,8 @@ BRACKET_ABSOLUTE = 1e-4
 BRACKET_GOAL = 1.005
 #: delta queries compose dominated pairs while upper > lower * DELTA_BRACKET_GOAL
 DELTA_BRACKET_GOAL = 1.01
+#: a delta query stops refining its grid once its bracket is also this narrow in absolute terms
+DELTA_ABSOLUTE = 1e-6
 #: largest tilt times the untilted window width
 MAX_TILT_RANGE = 200.0
 #: at deltas of interest at least this large the composition is not tilted
@@ -266,6 +268,8 @@ class PLDAccountant(Accountant):
         self._non_private = False
         #: whether a composition of the current pass had its spacing held at the floor
         self._floored = False
+        #: (direction, epsilon) -> the delta level a delta query found (guides finer passes)
+        self._levels: dict[tuple[str, float], float] = {}
 
     def _unsupported_reason(self, event: Event) -> str | None:
         leaves = flatten(event)
@@ -287,6 +291,7 @@ class PLDAccountant(Accountant):
     def _invalidate(self) -> None:
         self._prep = None
         self._states = {}
+        self._levels = {}
 
     # -- composition -------------------------------------------------------------------
     def _components(
@@ -719,6 +724,29 @@ class PLDAccountant(Accountant):
                 )
             details = {"exact_profile": 1.0}
             return DeltaBound(min(1.0, top), min(bottom, top), epsilon, self.name, details)
+        return self._adaptive_delta(prep, epsilon)
+
+    def _adaptive_delta(self, prep: _Prepared, epsilon: float) -> DeltaBound:
+        """The delta bracket at the coarsest grid that makes it narrower than
+        DELTA_BRACKET_GOAL, never finer than ``target_points`` (every pass's compositions stay
+        cached and each certifies its own bound, so the best of them all is read)."""
+        full = self.target_points
+        points = min(full, ADAPTIVE_START_POINTS)
+        try:
+            while True:
+                self._points = points
+                self._floored = False
+                bound = self._delta_at(prep, epsilon)
+                gap = bound.delta - bound.delta_lower
+                narrow = gap <= min((DELTA_BRACKET_GOAL - 1) * bound.delta_lower, DELTA_ABSOLUTE)
+                if narrow or points >= full or self._floored or bound.delta <= 0.0:
+                    return bound
+                points = min(full, 4 * points)
+        finally:
+            self._points = full
+
+    def _delta_at(self, prep: _Prepared, epsilon: float) -> DeltaBound:
+        """The delta bracket at the current grid."""
         upper, lower, h = 0.0, 0.0, 0.0
         # a direction whose upper bound is below another's lower bound cannot decide the bracket
         first = {name: self._delta_upper(prep, name, epsilon)[0] for name in prep.names}
@@ -737,18 +765,36 @@ class PLDAccountant(Accountant):
         """(upper, lower, grid spacing) of delta(epsilon) in one direction: the plain tilted
         compositions, then the split ones while the bracket is wider than the goal."""
         _, level, tilts, tilt, h = self._delta_upper(prep, name, epsilon)
+        if self._delta_lowers(prep, name, epsilon, tilt, level):
+            return (*self._known_deltas(name, epsilon), h)
+        best_up, _ = self._known_deltas(name, epsilon)
+        # the Chernoff level can be orders of magnitude above the delta found (one heavy step,
+        # or a loose bound): compose again, tilted for the level found
+        found = min(level, best_up)
+        self._levels[(name, epsilon)] = found
+        if tilts[0] == 0 and found < UNTILTED_DELTA:
+            retilt = self._tilts(prep, name, tilt_for_epsilon(prep.coarse[name], epsilon), found)
+            if retilt[0] > 0:
+                self._composed(prep, name, retilt[0], found)
+                if self._delta_lowers(prep, name, epsilon, retilt[0], found):
+                    return (*self._known_deltas(name, epsilon), h)
+        best_up, _ = self._known_deltas(name, epsilon)
+        found = min(found, best_up)
+        if tilts[0] > 0 or found < UNTILTED_DELTA:
+            self._split_delta(prep, name, epsilon, found)
+        return (*self._known_deltas(name, epsilon), h)
+
+    def _delta_lowers(
+        self, prep: _Prepared, name: str, epsilon: float, tilt: float, level: float
+    ) -> bool:
+        """Make the lower-bound compositions at one tilt until the bracket is within the goal;
+        whether it is."""
         for kind in ("chord", "dominated") if prep.keep_lower else ():
             self._composed(prep, name, tilt, level, kind)
             best_up, best_lo = self._known_deltas(name, epsilon)
             if best_lo >= best_up / DELTA_BRACKET_GOAL:
-                return best_up, best_lo, h
-        best_up, _ = self._known_deltas(name, epsilon)
-        # the Chernoff level can be orders of magnitude above a delta carried by one heavy step
-        level = min(level, best_up)
-        if tilts[0] > 0 or level < UNTILTED_DELTA:
-            self._split_delta(prep, name, epsilon, level)
-        best_up, best_lo = self._known_deltas(name, epsilon)
-        return best_up, best_lo, h
+                return True
+        return False
 
     def _delta_upper(
         self, prep: _Prepared, name: str, epsilon: float
@@ -756,7 +802,8 @@ class PLDAccountant(Accountant):
         """(upper bound, Chernoff level, tilts, tilt used, grid spacing) of delta(epsilon) in
         one direction from the plain compositions (cached)."""
         coarse = prep.coarse[name]
-        level = chernoff_level(coarse, epsilon)
+        # a coarser pass may have found delta far below the Chernoff estimate
+        level = min(chernoff_level(coarse, epsilon), self._levels.get((name, epsilon), 1.0))
         tilt, h = 0.0, 0.0
         tilts = self._tilts(prep, name, tilt_for_epsilon(coarse, epsilon), level)
         for tilt in tilts:

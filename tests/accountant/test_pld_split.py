@@ -124,3 +124,16 @@ def test_delta_query_in_the_one_heavy_step_regime():
         1.0, 1e-4, 100, [0.1], heavy_mean=8.0, heavy_rate=0.02, samples=40_000
     )
     assert bound.delta_lower - 4 * error <= estimate <= bound.delta + 4 * error
+
+
+@pytest.mark.slow
+def test_delta_query_where_the_chernoff_level_is_far_too_high():
+    """q = 1e-4, 1e5 steps: the add direction's Chernoff estimate of delta(0.2355) is above the
+    untilted FFT's reach, so the query composed untilted and certified only 1.9e-9 (the truth is
+    ~1e-10). The direction is now composed again, tilted for the delta it found."""
+    acc = _dp_sgd(1e-4, 100_000)
+    epsilon = acc.get_epsilon(1e-10)
+    bound = acc.get_delta(epsilon.epsilon)
+    assert bound.delta <= bound.delta_lower * 1.01
+    assert bound.delta <= 1e-10 * (1 + 1e-6)  # epsilon's upper bound is certified at 1e-10
+    assert bound.delta_lower >= 0.98e-10
