@@ -36,8 +36,9 @@ from . import table2
 
 #: model sizes of the grid: (n_layer, n_head, n_embd)
 SIZES = {"small": (2, 2, 64), "large": (4, 4, 96)}
-#: the noise multipliers of the non-private baseline (epsilon of order 1e5: no privacy)
-NON_PRIVATE_SIGMA = 0.01
+#: the noise multipliers of the non-private baseline (epsilon of order 1e5: no privacy); the
+#: baseline is table2's ``path_nonprivate``
+NON_PRIVATE_SIGMA = table2.NON_PRIVATE_SIGMA
 METRICS = ["hmm_loglik_w1", "state_frobenius", "tdcr_jsd", "marginal_w1", "mauve"]
 
 
@@ -168,15 +169,7 @@ def run(a: argparse.Namespace) -> None:
                 args = table2_args(a, size, steps, seed)
                 for method, extra in (
                     ("path", {}),
-                    (
-                        "path_nonprivate",
-                        {
-                            "target_epsilon": None,
-                            "selection_epsilon": None,
-                            "noise_multiplier": NON_PRIVATE_SIGMA,
-                            "selection_noise_multiplier": NON_PRIVATE_SIGMA,
-                        },
-                    ),
+                    ("path_nonprivate", table2.NON_PRIVATE_OVERRIDES),
                 ):
                     if method not in a.methods:
                         continue

@@ -17,13 +17,19 @@ PATH (method ``path``) starts from a model pre-trained non-privately on a *publi
 HMM generator: ``--public-users`` tables drawn with seed ``--public-seed``, independent of the
 private draw. Pre-training touches no private table. ``path_public`` is the control row: the
 pre-trained model generates directly (no private data, epsilon = 0, no selection), which shows
-how much of PATH's score comes from the public pre-training.
+how much of PATH's score comes from the public pre-training. ``path_nonprivate`` is PATH without
+privacy, the same run (clipping, sampling, steps, generation, selection) with both noise
+multipliers fixed at ``NON_PRIVATE_SIGMA`` = 0.01 (the sweep's non-private baseline); its
+certified epsilon is of order 1e5 and its epsilon column is infinity.
+``--pretrain-only`` writes the pre-trained model to ``--model-dir`` and stops;
+``--summarize FILE...`` prints the PATH rows of stored runs, per seed and as mean ± sample sd.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -45,6 +51,16 @@ USER_ADJACENCY = Adjacency(unit="user", unit_key="subject_id")
 #: seed offset of the independent real reference draw
 REAL_SEED_OFFSET = 7_919
 COLUMNS = ["mauve", "hmm_loglik_w1", "tdcr_jsd", "marginal_w1", "state_frobenius"]
+#: the noise multipliers of the non-private PATH baseline (epsilon of order 1e5: no privacy)
+NON_PRIVATE_SIGMA = 0.01
+#: PathParams overrides of the non-private PATH baseline: same clipping, sampling, steps,
+#: generation and selection as PATH, with both noise multipliers fixed at NON_PRIVATE_SIGMA
+NON_PRIVATE_OVERRIDES: dict[str, Any] = {
+    "target_epsilon": None,
+    "selection_epsilon": None,
+    "noise_multiplier": NON_PRIVATE_SIGMA,
+    "selection_noise_multiplier": NON_PRIVATE_SIGMA,
+}
 
 
 def pretrain(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
@@ -170,11 +186,14 @@ def run_method(
         p = AIM_SPEC.make_params({**common, "rounds": args.rounds, "iters": args.aim_iters})
         res, adjacency = run_verified(AIM_SPEC, p, train, seed=args.seed), FLAT_ADJACENCY
         syn = res.outputs["tables"]
-    elif name == "path":
+    elif name in ("path", "path_nonprivate"):
         from dpledger.plugins.path.plugin import SPEC  # the language-model method
 
         assert model_dir is not None
-        p = SPEC.make_params(path_params(eps, delta, len(train), n_test, model_dir, args))
+        values = path_params(eps, delta, len(train), n_test, model_dir, args)
+        if name == "path_nonprivate":
+            values.update(NON_PRIVATE_OVERRIDES)
+        p = SPEC.make_params(values)
         res = run_verified(SPEC, p, train, adjacency=USER_ADJACENCY, seed=args.seed)
         adjacency, syn = USER_ADJACENCY, res.outputs["synthetic"]
         if syn is None:
@@ -184,6 +203,65 @@ def run_method(
     bound = account(res.declared, adjacency, delta=delta).bound
     info = dict(res.outputs.get("info", {}))
     return syn, float(bound.epsilon), bound.method, info
+
+
+def epsilons_of(name: str, epsilons: list[float]) -> list[float]:
+    """The epsilon column of a method's rows: one row per epsilon for the private methods."""
+    if name in ("real", "path_nonprivate"):
+        return [float("inf")]  # no privacy (path_nonprivate: noise multipliers 0.01)
+    if name == "path_public":
+        return [0.0]  # no private data
+    return epsilons
+
+
+#: the PATH rows ``--summarize`` prints, and the columns with their decimals
+SUMMARY_LABELS = {"path": "PATH (GPT-2 tiny)", "path_nonprivate": "PATH non-private (σ = 0.01)"}
+SUMMARY_DIGITS = {
+    "epsilon_certified": 4,
+    "mauve": 3,
+    "hmm_loglik_w1": 2,
+    "tdcr_jsd": 4,
+    "marginal_w1": 4,
+    "state_frobenius": 4,
+    "classifier_auc": 3,
+}
+
+
+def selection_epsilon_cell(method: str, eps: float, share: float) -> str:
+    """The selection budget of a PATH row (none for the non-private baseline: sigma 0.01)."""
+    return "–" if method == "path_nonprivate" else f"{share * eps:g}"
+
+
+def summarize(*paths: str) -> list[str]:
+    """Table rows of the PATH runs stored in ``paths``: one per seed, and for a configuration
+    (method, epsilon, selection budget) run with two seeds or more, mean ± sample sd."""
+    groups: dict[tuple[str, float, str], list[tuple[int, dict[str, Any]]]] = {}
+    for path in paths:
+        stored = json.loads(Path(path).read_text())
+        seed, share = stored["args"]["seed"], stored["args"]["selection_share"]
+        for r in stored["rows"]:
+            if r["method"] in SUMMARY_LABELS:
+                sel = selection_epsilon_cell(r["method"], r["epsilon"], share)
+                groups.setdefault((r["method"], r["epsilon"], sel), []).append((seed, r))
+    lines = []
+    for (method, eps, sel), runs in sorted(groups.items()):
+        runs.sort(key=lambda run: run[0])
+        head = f"{'∞' if math.isinf(eps) else f'{eps:g}'} | {SUMMARY_LABELS[method]} | {sel}"
+        for seed, r in runs:
+            cells = (f"{r[k]:.{d}f}" for k, d in SUMMARY_DIGITS.items())
+            lines.append(f"{head} | {seed} | " + " | ".join(cells))
+        if len(runs) >= 2:
+            values = {k: np.array([r[k] for _, r in runs]) for k in SUMMARY_DIGITS}
+            cells = (
+                f"{v.mean():.{d}f} ± {v.std(ddof=1):.{d}f}"
+                for v, d in zip(values.values(), SUMMARY_DIGITS.values(), strict=True)
+            )
+            seeds = ", ".join(str(seed) for seed, _ in runs)
+            lines.append(f"{head} | mean ± sd ({seeds}) | " + " | ".join(cells))
+    print("ε | method | ε_select | seed | certified ε | " + " | ".join(list(SUMMARY_DIGITS)[1:]))
+    for line in lines:
+        print(line)
+    return lines
 
 
 def parser() -> argparse.ArgumentParser:
@@ -215,6 +293,11 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="reuse a pre-trained model directory instead of pre-training",
     )
+    ap.add_argument(
+        "--pretrain-only",
+        action="store_true",
+        help="only pre-train the model into --model-dir (with path or path_public in --methods)",
+    )
     ap.add_argument("--public-users", type=int, default=1000)
     ap.add_argument("--public-seed", type=int, default=100_003)
     ap.add_argument("--pretrain-steps", type=int, default=1200)
@@ -241,11 +324,17 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--embedder", default="minilm")
     ap.add_argument("--generation-batch", type=int, default=100)
     ap.add_argument("--path-params", default="{}", help="JSON overrides of PathParams")
+    ap.add_argument(
+        "--summarize", nargs="+", default=None, help="print the PATH rows of stored JSON files"
+    )
     return ap
 
 
 def main() -> None:
     args = parser().parse_args()
+    if args.summarize:
+        summarize(*args.summarize)
+        return
     data, hmm = hmm_dataset(args.n_users, seed=args.seed)
     perm = np.random.default_rng(args.seed).permutation(len(data))
     n_test = len(data) // 5
@@ -261,16 +350,17 @@ def main() -> None:
     }
     model_dir: Path | None = None
     tmp = tempfile.TemporaryDirectory()
-    if {"path", "path_public"} & set(args.methods):
+    if {"path", "path_nonprivate", "path_public"} & set(args.methods):
         if args.model_dir and (Path(args.model_dir) / "config.json").exists():
             model_dir = Path(args.model_dir)
         else:
             model_dir = Path(args.model_dir or tmp.name)
             meta["pretrain"] = pretrain(args, model_dir)
             print(json.dumps({"pretrain": meta["pretrain"]}), flush=True)
+    if args.pretrain_only:
+        return
     for name in args.methods:
-        private = name not in ("real", "path_public")
-        for eps in args.epsilons if private else [float("inf") if name == "real" else 0.0]:
+        for eps in epsilons_of(name, args.epsilons):
             t0 = time.time()
             certified, accountant, info = (float("inf") if name == "real" else 0.0), "-", {}
             if name == "real":

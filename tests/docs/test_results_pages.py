@@ -60,14 +60,18 @@ PATH_NAMES = {
 
 
 def test_path_table2_page_equals_stored_runs() -> None:
+    """The main table (seed 0, selection share 0.25) shows the stored runs' numbers."""
     rows = {}
     for f in (ROOT / "experiments" / "path").glob("table2_*.json"):
-        for r in json.loads(f.read_text())["rows"]:
+        stored = json.loads(f.read_text())
+        if stored["args"]["seed"] != 0 or stored["args"]["selection_share"] != 0.25:
+            continue
+        for r in stored["rows"]:
             rows[(r["method"], r["epsilon"])] = r
     checked = 0
     for line in _table_lines(PATH_RESULTS.read_text()):
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if len(cells) < 9 or cells[1] not in PATH_NAMES:
+        if len(cells) != 9 or cells[1] not in PATH_NAMES:
             continue
         r = rows[(PATH_NAMES[cells[1]], float(cells[0]))]
         assert cells[2].startswith(f"{r['epsilon_certified']:.4f}"), line
@@ -80,6 +84,25 @@ def test_path_table2_page_equals_stored_runs() -> None:
             assert cell == f"{r[key]:.{digits}f}", (line, key)
         checked += 1
     assert checked == 8
+
+
+def _table2_path_files() -> list[str]:
+    folder = ROOT / "experiments" / "path"
+    files = [*folder.glob("table2_path_eps*.json"), *folder.glob("table2_path_nonprivate_*.json")]
+    return sorted(str(p) for p in files)
+
+
+def test_path_table2_seeds_page_equals_summary() -> None:
+    """The page's PATH rows per seed (paper's split at epsilon 10, non-private PATH) are what
+    ``table2 --summarize`` prints for the stored runs, means and spreads included."""
+    files = _table2_path_files()
+    printed = _run("-m", "experiments.path.table2", "--summarize", *files, timeout=120)
+    lines = [ln for ln in printed.splitlines()[1:] if ln.count("|") > 5]
+    page = PATH_RESULTS.read_text()
+    assert any(ln.startswith("10 | PATH (GPT-2 tiny) | 1 | ") for ln in lines)
+    assert any(ln.split(" | ")[1].startswith("PATH non-private") for ln in lines)
+    for ln in lines:
+        assert f"| {ln} |" in page, ln
 
 
 def _sweep_files() -> list[str]:

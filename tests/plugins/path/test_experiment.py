@@ -90,3 +90,36 @@ def test_table2_tiny_path(tmp_path: Path) -> None:
     info = path["info"]
     assert isinstance(info, dict) and info["epsilon_total"] == eps
     assert 0 < path["n_synthetic"] <= 8  # type: ignore[operator]
+
+
+@pytest.mark.slow
+def test_table2_tiny_path_nonprivate(tmp_path: Path) -> None:
+    """The non-private baseline is PATH with both noise multipliers at 0.01 (no privacy)."""
+    (row,) = _table2(
+        tmp_path,
+        "--methods",
+        "path_nonprivate",
+        "--n-users",
+        "40",
+        "--public-users",
+        "20",
+        "--pretrain-steps",
+        "3",
+        "--steps",
+        "2",
+        "--q",
+        "0.5",
+        "--max-rows",
+        "2",
+        "--max-tokens",
+        "400",
+        "--embedder",
+        "summary",
+        "--generation-batch",
+        "32",
+    )
+    assert row["method"] == "path_nonprivate" and row["epsilon"] == math.inf
+    info = row["info"]
+    assert isinstance(info, dict)
+    assert info["noise_multiplier"] == info["selection_noise_multiplier"] == 0.01
+    assert row["epsilon_certified"] > 1000  # type: ignore[operator]
