@@ -238,10 +238,8 @@ def _float_tuple(value: Any) -> Any:
     return value
 
 
-def _table_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None and attribute.name == "deltas_add":
-        return
-    name = attribute.name
+def _check_number_table(name: str, value: Any) -> None:
+    """A non-empty tuple of plain floats, at most MAX_PROFILE_POINTS long (a tabulated curve)."""
     if not isinstance(value, tuple) or not value or not all(isinstance(v, float) for v in value):
         raise InvalidParameterError(
             name,
@@ -252,6 +250,13 @@ def _table_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any)
         raise InvalidParameterError(
             name, f"has {len(value)} points", f"tabulate at most {MAX_PROFILE_POINTS}"
         )
+
+
+def _table_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None and attribute.name == "deltas_add":
+        return
+    name = attribute.name
+    _check_number_table(name, value)
     if name == "epsilons":
         if not all(math.isfinite(v) for v in value) or any(
             b <= a for a, b in itertools.pairwise(value)
@@ -433,16 +438,7 @@ class TabulatedProfileEvent(Event):
 
 def _rdp_table_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     name = attribute.name
-    if not isinstance(value, tuple) or not value or not all(isinstance(v, float) for v in value):
-        raise InvalidParameterError(
-            name,
-            f"expected a number at every entry of a non-empty list, got {short_repr(value)}",
-            "write a list of plain numbers (no quotes, not true/false)",
-        )
-    if len(value) > MAX_PROFILE_POINTS:
-        raise InvalidParameterError(
-            name, f"has {len(value)} points", f"tabulate at most {MAX_PROFILE_POINTS}"
-        )
+    _check_number_table(name, value)
     if name == "orders":
         if not all(math.isfinite(v) and v > 1.0 for v in value) or any(
             b <= a for a, b in itertools.pairwise(value)

@@ -53,6 +53,29 @@ def test_table2_tiny_real_and_direct(tmp_path: Path) -> None:
     assert direct["delta"] == pytest.approx(1.0 / 120**2)
 
 
+#: a run small enough for the tier (tiny data, a few steps, short tables)
+TINY_RUN = (
+    "--n-users",
+    "40",
+    "--public-users",
+    "20",
+    "--pretrain-steps",
+    "3",
+    "--steps",
+    "2",
+    "--q",
+    "0.5",
+    "--max-rows",
+    "2",
+    "--max-tokens",
+    "400",
+    "--embedder",
+    "summary",
+    "--generation-batch",
+    "32",
+)
+
+
 @pytest.mark.slow
 def test_table2_tiny_path(tmp_path: Path) -> None:
     rows = _table2(
@@ -62,24 +85,7 @@ def test_table2_tiny_path(tmp_path: Path) -> None:
         "path",
         "--epsilons",
         "8",
-        "--n-users",
-        "40",
-        "--public-users",
-        "20",
-        "--pretrain-steps",
-        "3",
-        "--steps",
-        "2",
-        "--q",
-        "0.5",
-        "--max-rows",
-        "2",
-        "--max-tokens",
-        "400",
-        "--embedder",
-        "summary",
-        "--generation-batch",
-        "32",
+        *TINY_RUN,
     )
     public, path = rows
     assert public["method"] == "path_public" and public["epsilon_certified"] == 0.0
@@ -99,24 +105,7 @@ def test_table2_tiny_path_nonprivate(tmp_path: Path) -> None:
         tmp_path,
         "--methods",
         "path_nonprivate",
-        "--n-users",
-        "40",
-        "--public-users",
-        "20",
-        "--pretrain-steps",
-        "3",
-        "--steps",
-        "2",
-        "--q",
-        "0.5",
-        "--max-rows",
-        "2",
-        "--max-tokens",
-        "400",
-        "--embedder",
-        "summary",
-        "--generation-batch",
-        "32",
+        *TINY_RUN,
     )
     assert row["method"] == "path_nonprivate" and row["epsilon"] == math.inf
     info = row["info"]
