@@ -520,10 +520,12 @@ class PLDAccountant(Accountant):
         return [self._snap(tilt), 0.0]
 
     def _direction(
-        self, prep: _Prepared, name: str, delta: float, floor: float
+        self, prep: _Prepared, name: str, delta: float, floor: float, ceiling: float = 0.0
     ) -> tuple[float, float, float]:
         """(upper, lower, grid spacing) of one direction at the current grid; no lower bound
-        when the upper bound is at most ``floor`` (another direction's lower bound).
+        when the upper bound is at most ``floor`` (another direction's lower bound), or when it
+        is at most ``ceiling`` (another direction's upper bound) and within BRACKET_TARGET of
+        ``floor``: this direction's lower bound could not narrow the bracket noticeably.
 
         In the tilted regime, when the plain tilted compositions leave the bracket wider than
         the goal, the compositions split by heavy-tail steps are made as well."""
@@ -536,7 +538,8 @@ class PLDAccountant(Accountant):
             h = up.h
             eps_up = epsilon_for(up, delta, upper=True)
             best_up = min(best_up, eps_up)
-            want_lower = want_lower and best_up > floor
+            settled = best_up <= ceiling and best_up <= floor * (1 + BRACKET_TARGET)
+            want_lower = want_lower and best_up > floor and not settled
             if want_lower:
                 goal = best_up / BRACKET_GOAL
                 best_lo = max(best_lo, self._lower_epsilon(prep, name, tilt, delta, goal))
@@ -555,7 +558,13 @@ class PLDAccountant(Accountant):
                 break
             previous = eps_lo
             best_lo = max(best_lo, eps_lo)
-        if tilts[0] > 0 and best_up > floor and not best_up <= best_lo * BRACKET_GOAL:
+        settled = best_up <= ceiling and best_up <= floor * (1 + BRACKET_TARGET)
+        if (
+            tilts[0] > 0
+            and best_up > floor
+            and not settled
+            and not best_up <= best_lo * BRACKET_GOAL
+        ):
             best_up, best_lo, _ = self._split_bracket(prep, name, delta, best_up, best_lo)
         return best_up, best_lo, h
 
@@ -694,16 +703,35 @@ class PLDAccountant(Accountant):
         # other direction's)
         order = {n: known.get(n, chernoff_epsilon(prep.coarse[n], delta)) for n in prep.names}
         for name in sorted(prep.names, key=lambda n: -order[n]):
+            if name not in known and lower > 0:
+                # a direction whose upper bound on a coarse grid is below the lower bound found
+                # so far cannot decide the bracket
+                cheap = self._screen(prep, name, delta)
+                if cheap <= lower:
+                    known[name] = cheap
             if known.get(name, math.inf) <= lower:
                 upper = max(upper, known[name])
                 continue
-            best_up, best_lo, h = self._direction(prep, name, delta, lower)
+            best_up, best_lo, h = self._direction(prep, name, delta, lower, upper)
             known[name] = min(best_up, known.get(name, math.inf))
             upper = max(upper, known[name])
             lower = max(lower, best_lo)
         upper = min(upper, _next_up(prep.pure_cap))
         lower = min(lower, upper)
         return EpsilonBound(upper, lower, delta, self.name, {"grid_spacing": h})
+
+    def _screen(self, prep: _Prepared, name: str, delta: float) -> float:
+        """A certified upper bound of one direction's epsilon(delta) from a composition on a
+        grid SCREEN_FACTOR times coarser than the current one (a few milliseconds)."""
+        points = self._points
+        self._points = max(MIN_SCREEN_POINTS, points // SCREEN_FACTOR)
+        try:
+            tilt = self._tilts(prep, name, tilt_for_delta(prep.coarse[name], delta), delta)[0]
+            up = self._composed(prep, name, tilt, delta)
+            assert up is not None
+            return epsilon_for(up, delta, upper=True)
+        finally:
+            self._points = points
 
     def _delta(self, epsilon: float) -> DeltaBound:
         prep = self._prepared()
@@ -843,6 +871,10 @@ class PLDAccountant(Accountant):
             self._split(prep, name, level, "dominated", epsilon)
 
 
+#: a direction is screened on a grid this many times coarser than the current one (at least
+#: MIN_SCREEN_POINTS points) before it is composed in full
+SCREEN_FACTOR = 16
+MIN_SCREEN_POINTS = 1 << 10
 #: kinds of compositions that certify upper bounds (the others certify lower bounds)
 UPPER_KINDS = frozenset({"upper"})
 #: delta queries cut the tails again at most this many times, while the dropped terms exceed

@@ -54,6 +54,8 @@ class DiscretePLD:
     h: float
     #: the masses are at most those of a pair the mechanism dominates (:func:`discretise_lower`)
     dominated: bool = False
+    #: log-MGF values already computed, by the bytes of the tilts (the masses never change)
+    mgf_memo: dict[bytes, Array] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
     @property
     def losses(self) -> Array:
@@ -160,10 +162,25 @@ def _log_mgf(pld: DiscretePLD, lam: Array) -> Array:
     most MGF_BLOCK_SPAN so that no kept term underflows), followed by a log-sum-exp over the
     blocks: ``n + B T`` exponentials instead of ``n T``. Each value is a sum of positive terms
     with relative error below ``(B + 16) u``."""
+    lam = np.asarray(lam, dtype=np.float64)
+    key = lam.tobytes()
+    known = pld.mgf_memo.get(key)
+    if known is None:
+        known = _log_mgf_blocked(pld, lam)
+        if len(pld.mgf_memo) < MGF_MEMO_SIZE:
+            pld.mgf_memo[key] = known
+    return known.copy()
+
+
+#: most tilt vectors whose log-MGF one discretised PLD keeps
+MGF_MEMO_SIZE = 64
+
+
+def _log_mgf_blocked(pld: DiscretePLD, lam: Array) -> Array:
+    """:func:`_log_mgf`, computed."""
     masses = pld.masses
     if not (masses > 0).any():
         return np.full(lam.shape, -np.inf)
-    lam = np.asarray(lam, dtype=np.float64)
     n = masses.size
     reach = float(np.max(np.abs(lam))) * pld.h
     block = max(1, min(math.isqrt(n) + 1, int(MGF_BLOCK_SPAN / reach) if reach > 0 else n))

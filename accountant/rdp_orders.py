@@ -108,12 +108,15 @@ def _log_a_int(q: float, sigma: float, alpha: int) -> float:
     return (log_am1 + math.log1p(math.exp(-log_am1))) * (1 + 4 * U)
 
 
-def _frac_terms(q: float, sigma: float, alpha: float, n: int) -> tuple[FloatArray, ...]:
-    """log|s0_i|, log|s1_i|, signs and error magnitudes for i = 0..n (Sec. 3.3 series)."""
+def _frac_terms(
+    q: float, sigma: float, alpha: float | FloatArray, n: int
+) -> tuple[FloatArray, ...]:
+    """log|s0_i|, log|s1_i|, signs and error magnitudes for i = 0..n (Sec. 3.3 series); an
+    array of orders (a column) gives one row per order."""
     i = np.arange(n + 1, dtype=float)
     j = alpha - i
     log_binom = special.gammaln(alpha + 1) - special.gammaln(i + 1) - special.gammaln(j + 1)
-    neg = np.maximum(0.0, i - math.floor(alpha) - 1)
+    neg = np.maximum(0.0, i - np.floor(alpha) - 1)
     sign = np.where(neg % 2 == 1, -1.0, 1.0)
     lq, l1q = math.log(q), math.log1p(-q)
     s2 = 2 * sigma * sigma
@@ -127,7 +130,7 @@ def _frac_terms(q: float, sigma: float, alpha: float, n: int) -> tuple[FloatArra
             scaled = log_binom + common + np.log(0.5 * special.erfcx(x / math.sqrt(2)))
         val = np.where(x > 0, scaled, direct)
         mag = np.abs(log_t) + np.abs((m * m - m) / s2) + np.abs(common) + np.abs(x) ** 2 + 1
-        mag = np.where(x > 0, np.abs(log_binom) + abs(common) + np.abs(x) + 1, mag)
+        mag = np.where(x > 0, np.abs(log_binom) + np.abs(common) + np.abs(x) + 1, mag)
         return val, mag
 
     log_s0, mag0 = side(i, (i - z0) / sigma, log_binom + i * lq + j * l1q)
@@ -167,6 +170,37 @@ def _log_a_frac(q: float, sigma: float, alpha: float) -> float:
     return (m + math.log(upper)) + 4 * U * (abs(m) + 1)
 
 
+def _log_a_frac_batch(q: float, sigma: float, alphas: FloatArray) -> FloatArray:
+    """:func:`_log_a_frac` for many fractional orders at once, with the first series length
+    (256 terms) only; NaN where that length does not suffice (the caller falls back to
+    :func:`_log_a_frac`)."""
+    n = FRAC_TERMS
+    with np.errstate(all="ignore"):
+        log_s0, log_s1, sign, mag0, mag1 = _frac_terms(q, sigma, alphas[:, None], n + 1)
+        logs = np.concatenate([log_s0[:, :-1], log_s1[:, :-1]], axis=1)
+        m = np.max(logs, axis=1)
+        scaled = np.exp(logs - m[:, None])
+        signs = np.concatenate([sign[:, :-1], sign[:, :-1]], axis=1)
+        total = np.array([math.fsum(row) for row in (signs * scaled).tolist()])
+        mags = np.concatenate([mag0[:, :-1], mag1[:, :-1]], axis=1)
+        err = np.sum(scaled * np.expm1(64 * U * mags + 1e-14), axis=1)
+        rem = np.exp(np.logaddexp(log_s0[:, -1], log_s1[:, -1]) - m) * (1 + 1e-6)
+        upper = total + err + rem
+        ok = (
+            np.all(np.isfinite(logs) | (logs == -np.inf), axis=1)
+            & np.isfinite(m)
+            & (rem <= 1e-9 * np.abs(total))
+            & (total > 0)
+            & np.isfinite(upper)
+        )
+        out = m + np.log(upper) + 4 * U * (np.abs(m) + 1)
+    return np.where(ok, out, np.nan)
+
+
+#: series length of the batched first pass over fractional orders
+FRAC_TERMS = 256
+
+
 def poisson_gaussian_rdp(orders: FloatArray, q: float, sigma: float) -> FloatArray:
     """RDP of the Poisson-subsampled Gaussian (add/remove) at every order; inf marks exclusion."""
     if q == 0.0:
@@ -174,11 +208,17 @@ def poisson_gaussian_rdp(orders: FloatArray, q: float, sigma: float) -> FloatArr
     if q == 1.0:
         return gaussian_rdp(orders, 1.0 / sigma)
     out = np.empty_like(orders)
+    frac = (orders != np.floor(orders)) & (orders < FRAC_TERMS / 4)
+    batch = np.full(orders.shape, np.nan)
+    if frac.any():
+        batch[frac] = _log_a_frac_batch(q, sigma, orders[frac])
     for n, a in enumerate(orders.tolist()):
         try:
             with np.errstate(all="ignore"):  # non-finite terms exclude the order (checked)
                 if float(a).is_integer():
                     log_a = _log_a_int(q, sigma, int(a))
+                elif not math.isnan(batch[n]):
+                    log_a = float(batch[n])
                 else:
                     log_a = _log_a_frac(q, sigma, a)
         except (OverflowError, ValueError, FloatingPointError, ZeroDivisionError):

@@ -318,3 +318,25 @@ def test_two_subsampled_steps_at_delta_1e15_bracket_the_exact_value():
     assert _two_step_remove_delta_mp(1e-3, b.epsilon_lower) >= 1e-15
     assert _two_step_remove_delta_mp(1e-3, b.epsilon) <= 1e-15
     assert b.epsilon <= b.epsilon_lower * 1.005
+
+
+def test_log_mgf_memo_returns_fresh_copies_of_the_computed_values():
+    from dpledger.accountant.pld_engine import THETAS, _log_mgf, _log_mgf_blocked, discretise
+    from dpledger.accountant.profiles import gaussian_profile
+
+    pld = discretise(gaussian_profile(1.0), 1e-3)
+    first = _log_mgf(pld, THETAS)
+    first[:] = 0.0  # a caller scribbling on its result must not reach the memo
+    np.testing.assert_array_equal(_log_mgf(pld, THETAS), _log_mgf_blocked(pld, THETAS))
+    assert len(pld.mgf_memo) == 1
+
+
+def test_a_direction_below_the_lower_bound_is_only_screened():
+    # 500 DP-SGD steps: the add direction (epsilon ~0.33) cannot decide the bracket set by
+    # remove (~0.43), so it is composed on the coarse screening grid only
+    acc = PLDAccountant()
+    acc.compose(SelfComposedEvent(PoissonSampledEvent(256 / 60000, GaussianEvent(1.1)), 500))
+    bound = acc.get_epsilon(1e-5)
+    add_points = {points for (name, _t, points, _k) in acc._states if name == "add"}
+    assert add_points and max(add_points) < 16384 // 8
+    assert 0.42984 * (1 - 5e-3) <= bound.epsilon_lower <= 0.42984 <= bound.epsilon
