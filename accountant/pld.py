@@ -270,6 +270,8 @@ class PLDAccountant(Accountant):
         self._floored = False
         #: (direction, epsilon) -> the delta level a delta query found (guides finer passes)
         self._levels: dict[tuple[str, float], float] = {}
+        #: (direction, epsilon) whose delta bracket the split compositions decide
+        self._split_decides: set[tuple[str, float]] = set()
 
     def _unsupported_reason(self, event: Event) -> str | None:
         leaves = flatten(event)
@@ -292,6 +294,7 @@ class PLDAccountant(Accountant):
         self._prep = None
         self._states = {}
         self._levels = {}
+        self._split_decides = set()
 
     # -- composition -------------------------------------------------------------------
     def _components(
@@ -766,51 +769,76 @@ class PLDAccountant(Accountant):
                 self._floored = False
                 bound = self._delta_at(prep, epsilon)
                 gap = bound.delta - bound.delta_lower
-                narrow = gap <= min((DELTA_BRACKET_GOAL - 1) * bound.delta_lower, DELTA_ABSOLUTE)
-                if narrow or points >= full or self._floored or bound.delta <= 0.0:
+                goal = min((DELTA_BRACKET_GOAL - 1) * bound.delta_lower, DELTA_ABSOLUTE)
+                if gap <= goal or points >= full or self._floored or bound.delta <= 0.0:
                     return bound
-                points = min(full, 4 * points)
+                # as for epsilon queries: the dominated pairs' gap shrinks about with the
+                # square of the spacing, so refine by the root of the factor needed
+                ratio = gap / max(0.8 * goal, 1e-300)
+                points = min(full, math.ceil(points * min(16.0, max(4.0, 1.5 * ratio**0.5))))
         finally:
             self._points = full
 
     def _delta_at(self, prep: _Prepared, epsilon: float) -> DeltaBound:
         """The delta bracket at the current grid."""
         upper, lower, h = 0.0, 0.0, 0.0
-        # a direction whose upper bound is below another's lower bound cannot decide the bracket
-        first = {name: self._delta_upper(prep, name, epsilon)[0] for name in prep.names}
+        # a direction whose upper bound (from a coarser pass, or else this grid's plain
+        # composition) is below another's lower bound cannot decide the bracket; the coarser
+        # passes' bounds also order the directions
+        known = {name: self._known_deltas(name, epsilon) for name in prep.names}
+        lower = max(lo for _, lo in known.values())
+        first = {
+            name: up if up < 1.0 else self._delta_upper(prep, name, epsilon)[0]
+            for name, (up, _) in known.items()
+        }
         for name in sorted(prep.names, key=lambda n: -first[n]):
             if first[name] <= lower:
                 upper = max(upper, first[name])
                 continue
-            best_up, best_lo, h = self._delta_direction(prep, name, epsilon)
+            best_up, best_lo, h = self._delta_direction(prep, name, epsilon, lower)
             upper = max(upper, best_up)
             lower = max(lower, best_lo)
         return DeltaBound(upper, min(lower, upper), epsilon, self.name, {"grid_spacing": h})
 
     def _delta_direction(
-        self, prep: _Prepared, name: str, epsilon: float
+        self, prep: _Prepared, name: str, epsilon: float, floor: float = 0.0
     ) -> tuple[float, float, float]:
         """(upper, lower, grid spacing) of delta(epsilon) in one direction: the plain tilted
-        compositions, then the split ones while the bracket is wider than the goal."""
-        _, level, tilts, tilt, h = self._delta_upper(prep, name, epsilon)
-        if self._delta_lowers(prep, name, epsilon, tilt, level):
+        compositions (upper first: no lower bound is made when it is at most ``floor``, another
+        direction's lower bound), then the split ones while the bracket is wider than the goal.
+        Once a coarser pass found the split ones to give both ends of the bracket, finer passes
+        make only those."""
+        if (name, epsilon) in self._split_decides:
+            h = self._split_delta(prep, name, epsilon, self._levels[(name, epsilon)])
             return (*self._known_deltas(name, epsilon), h)
-        best_up, _ = self._known_deltas(name, epsilon)
+        _, level, tilts, tilt, h = self._delta_upper(prep, name, epsilon)
         # the Chernoff level can be orders of magnitude above the delta found (one heavy step,
-        # or a loose bound): compose again, tilted for the level found
-        found = min(level, best_up)
+        # or a loose bound): the plain FFT cannot resolve that delta, so compose again, tilted
+        # for the level found
+        found = min(level, self._known_deltas(name, epsilon)[0])
         self._levels[(name, epsilon)] = found
         if tilts[0] == 0 and found < UNTILTED_DELTA:
             retilt = self._tilts(prep, name, tilt_for_epsilon(prep.coarse[name], epsilon), found)
             if retilt[0] > 0:
                 self._composed(prep, name, retilt[0], found)
-                if self._delta_lowers(prep, name, epsilon, retilt[0], found):
-                    return (*self._known_deltas(name, epsilon), h)
-        best_up, _ = self._known_deltas(name, epsilon)
+                tilt, level = retilt[0], found
+        best_up, best_lo = self._known_deltas(name, epsilon)
+        if best_up <= floor or self._delta_lowers(prep, name, epsilon, tilt, level):
+            return (*self._known_deltas(name, epsilon), h)
+        best_up, best_lo = self._known_deltas(name, epsilon)
         found = min(found, best_up)
         if tilts[0] > 0 or found < UNTILTED_DELTA:
             self._split_delta(prep, name, epsilon, found)
+            if self._split_gives_both(name, epsilon, best_up, best_lo):
+                self._split_decides.add((name, epsilon))
         return (*self._known_deltas(name, epsilon), h)
+
+    def _split_gives_both(
+        self, name: str, epsilon: float, plain_up: float, plain_lo: float
+    ) -> bool:
+        """Whether the split compositions improved both ends of the plain ones' bracket."""
+        best_up, best_lo = self._known_deltas(name, epsilon)
+        return best_up < plain_up and best_lo > plain_lo
 
     def _delta_lowers(
         self, prep: _Prepared, name: str, epsilon: float, tilt: float, level: float
@@ -855,20 +883,23 @@ class PLDAccountant(Accountant):
                 best_lo = max(best_lo, delta_at(composed, epsilon, upper=False))
         return best_up, best_lo
 
-    def _split_delta(self, prep: _Prepared, name: str, epsilon: float, level: float) -> None:
-        """Split compositions for delta(epsilon). Their remainder is budgeted against
-        ``level`` (the Chernoff estimate of delta): when delta comes out far lower, the cut is
-        made again against it."""
+    def _split_delta(self, prep: _Prepared, name: str, epsilon: float, level: float) -> float:
+        """Split compositions for delta(epsilon); their spacing (0 when none applies). Their
+        remainder is budgeted against ``level`` (the Chernoff estimate of delta): when delta
+        comes out far lower, the cut is made again against it."""
         for _ in range(SPLIT_LEVEL_PASSES):
             up = self._split(prep, name, level, "upper", epsilon)
             if up is None:
-                return
+                return 0.0
             value = delta_at(up, epsilon, upper=True)
             if up.dropped <= SPLIT_DROPPED_SHARE * value:
                 break
             level = max(value - up.dropped, level * 1e-6)
         if prep.keep_lower:
             self._split(prep, name, level, "dominated", epsilon)
+        # finer passes start from the level the tails were last cut against
+        self._levels[(name, epsilon)] = level
+        return up.h
 
 
 #: a direction is screened on a grid this many times coarser than the current one (at least

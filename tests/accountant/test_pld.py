@@ -340,3 +340,17 @@ def test_a_direction_below_the_lower_bound_is_only_screened():
     add_points = {points for (name, _t, points, _k) in acc._states if name == "add"}
     assert add_points and max(add_points) < 16384 // 8
     assert 0.42984 * (1 - 5e-3) <= bound.epsilon_lower <= 0.42984 <= bound.epsilon
+
+
+def test_delta_query_refines_only_the_deciding_direction():
+    # q = 1e-4, 1e4 steps at eps = 0.304: delta ~ 1e-15 is carried by the remove direction
+    # (one heavy step, split compositions); add (delta ~ 1e-16) is settled on the first grid
+    acc = PLDAccountant()
+    acc.compose(SelfComposedEvent(PoissonSampledEvent(1e-4, GaussianEvent(1.0)), 10_000))
+    bound = acc.get_delta(0.304)
+    # importance-sampling reference (tests/accountant/importance_reference.py): 9.74e-16 ± 2.4e-17
+    assert bound.delta_lower <= 9.74e-16 + 3 * 2.4e-17 and bound.delta >= 9.74e-16 - 3 * 2.4e-17
+    assert bound.delta <= 1.01 * bound.delta_lower
+    passes = {points for (_n, _t, points, _k) in acc._states}
+    add_passes = {points for (name, _t, points, _k) in acc._states if name == "add"}
+    assert len(passes) >= 2 and add_passes == {min(passes)}
