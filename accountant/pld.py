@@ -270,8 +270,9 @@ class PLDAccountant(Accountant):
         self._floored = False
         #: (direction, epsilon) -> the delta level a delta query found (guides finer passes)
         self._levels: dict[tuple[str, float], float] = {}
-        #: (direction, epsilon) whose delta bracket the split compositions decide
-        self._split_decides: set[tuple[str, float]] = set()
+        #: ("epsilon", direction, delta) queries that needed the split compositions and
+        #: ("delta", direction, epsilon) queries whose bracket they decided, on a coarser grid
+        self._split_decides: set[tuple[str, str, float]] = set()
 
     def _unsupported_reason(self, event: Event) -> str | None:
         leaves = flatten(event)
@@ -531,7 +532,13 @@ class PLDAccountant(Accountant):
         ``floor``: this direction's lower bound could not narrow the bracket noticeably.
 
         In the tilted regime, when the plain tilted compositions leave the bracket wider than
-        the goal, the compositions split by heavy-tail steps are made as well."""
+        the goal, the compositions split by heavy-tail steps are made as well; once they were
+        needed on a coarser grid, finer grids make them first, and the plain ones only when
+        they leave the bracket wider than the goal."""
+        if ("epsilon", name, delta) in self._split_decides:
+            split = self._split_bracket(prep, name, delta, math.inf, 0.0)
+            if split[0] <= split[1] * BRACKET_GOAL:
+                return split
         want_lower = prep.keep_lower and not _UPPER_ONLY.get()
         tilts = self._tilts(prep, name, tilt_for_delta(prep.coarse[name], delta), delta)
         best_up, best_lo, h = math.inf, 0.0, 0.0
@@ -569,6 +576,7 @@ class PLDAccountant(Accountant):
             and not best_up <= best_lo * BRACKET_GOAL
         ):
             best_up, best_lo, _ = self._split_bracket(prep, name, delta, best_up, best_lo)
+            self._split_decides.add(("epsilon", name, delta))
         return best_up, best_lo, h
 
     def _split_bracket(
@@ -808,7 +816,7 @@ class PLDAccountant(Accountant):
         direction's lower bound), then the split ones while the bracket is wider than the goal.
         Once a coarser pass found the split ones to give both ends of the bracket, finer passes
         make only those."""
-        if (name, epsilon) in self._split_decides:
+        if ("delta", name, epsilon) in self._split_decides:
             h = self._split_delta(prep, name, epsilon, self._levels[(name, epsilon)])
             return (*self._known_deltas(name, epsilon), h)
         _, level, tilts, tilt, h = self._delta_upper(prep, name, epsilon)
@@ -830,7 +838,7 @@ class PLDAccountant(Accountant):
         if tilts[0] > 0 or found < UNTILTED_DELTA:
             self._split_delta(prep, name, epsilon, found)
             if self._split_gives_both(name, epsilon, best_up, best_lo):
-                self._split_decides.add((name, epsilon))
+                self._split_decides.add(("delta", name, epsilon))
         return (*self._known_deltas(name, epsilon), h)
 
     def _split_gives_both(
