@@ -270,8 +270,8 @@ class PLDAccountant(Accountant):
         self._floored = False
         #: (direction, epsilon) -> the delta level a delta query found (guides finer passes)
         self._levels: dict[tuple[str, float], float] = {}
-        #: ("epsilon", direction, delta) queries that needed the split compositions and
-        #: ("delta", direction, epsilon) queries whose bracket they decided, on a coarser grid
+        #: ("epsilon", direction, delta) and ("delta", direction, epsilon) queries that needed
+        #: the split compositions on a coarser grid
         self._split_decides: set[tuple[str, str, float]] = set()
 
     def _unsupported_reason(self, event: Event) -> str | None:
@@ -814,11 +814,13 @@ class PLDAccountant(Accountant):
         """(upper, lower, grid spacing) of delta(epsilon) in one direction: the plain tilted
         compositions (upper first: no lower bound is made when it is at most ``floor``, another
         direction's lower bound), then the split ones while the bracket is wider than the goal.
-        Once a coarser pass found the split ones to give both ends of the bracket, finer passes
-        make only those."""
+        Once a coarser pass needed the split ones, finer passes make them first, and the plain
+        ones only when the split bracket is still wider than the goal."""
         if ("delta", name, epsilon) in self._split_decides:
             h = self._split_delta(prep, name, epsilon, self._levels[(name, epsilon)])
-            return (*self._known_deltas(name, epsilon), h)
+            best_up, best_lo = self._known_deltas(name, epsilon)
+            if best_up <= floor or best_lo >= best_up / DELTA_BRACKET_GOAL:
+                return best_up, best_lo, h
         _, level, tilts, tilt, h = self._delta_upper(prep, name, epsilon)
         # the Chernoff level can be orders of magnitude above the delta found (one heavy step,
         # or a loose bound): the plain FFT cannot resolve that delta, so compose again, tilted
@@ -837,16 +839,8 @@ class PLDAccountant(Accountant):
         found = min(found, best_up)
         if tilts[0] > 0 or found < UNTILTED_DELTA:
             self._split_delta(prep, name, epsilon, found)
-            if self._split_gives_both(name, epsilon, best_up, best_lo):
-                self._split_decides.add(("delta", name, epsilon))
+            self._split_decides.add(("delta", name, epsilon))
         return (*self._known_deltas(name, epsilon), h)
-
-    def _split_gives_both(
-        self, name: str, epsilon: float, plain_up: float, plain_lo: float
-    ) -> bool:
-        """Whether the split compositions improved both ends of the plain ones' bracket."""
-        best_up, best_lo = self._known_deltas(name, epsilon)
-        return best_up < plain_up and best_lo > plain_lo
 
     def _delta_lowers(
         self, prep: _Prepared, name: str, epsilon: float, tilt: float, level: float
