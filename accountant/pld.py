@@ -715,11 +715,13 @@ class PLDAccountant(Accountant):
         order = {n: known.get(n, chernoff_epsilon(prep.coarse[n], delta)) for n in prep.names}
         for name in sorted(prep.names, key=lambda n: -order[n]):
             if name not in known and lower > 0:
-                # a direction whose upper bound on a coarse grid is below the lower bound found
-                # so far cannot decide the bracket
-                cheap = self._screen(prep, name, delta)
-                if cheap <= lower:
+                # a direction whose upper bound on a coarser grid is below the lower bound found
+                # so far, or below the upper one and near the lower one, cannot decide the bracket
+                cheap = self._screen(prep, name, delta, lower, upper)
+                if cheap is not None:
                     known[name] = cheap
+                    upper = max(upper, cheap)
+                    continue
             if known.get(name, math.inf) <= lower:
                 upper = max(upper, known[name])
                 continue
@@ -731,16 +733,27 @@ class PLDAccountant(Accountant):
         lower = min(lower, upper)
         return EpsilonBound(upper, lower, delta, self.name, {"grid_spacing": h})
 
-    def _screen(self, prep: _Prepared, name: str, delta: float) -> float:
-        """A certified upper bound of one direction's epsilon(delta) from a composition on a
-        grid SCREEN_FACTOR times coarser than the current one (a few milliseconds)."""
+    def _screen(
+        self, prep: _Prepared, name: str, delta: float, lower: float, upper: float
+    ) -> float | None:
+        """A certified upper bound of one direction's epsilon(delta) from compositions on
+        grids SCREEN_FACTORS times coarser than the current one, when it settles the direction:
+        at most ``lower``, or at most ``upper`` and within BRACKET_TARGET of ``lower`` (the
+        bracket found so far); None otherwise. A finer screen is made only when the coarser
+        one came within SCREEN_RETRY of settling."""
         points = self._points
-        self._points = max(MIN_SCREEN_POINTS, points // SCREEN_FACTOR)
         try:
-            tilt = self._tilts(prep, name, tilt_for_delta(prep.coarse[name], delta), delta)[0]
-            up = self._composed(prep, name, tilt, delta)
-            assert up is not None
-            return epsilon_for(up, delta, upper=True)
+            for factor in SCREEN_FACTORS:
+                self._points = max(MIN_SCREEN_POINTS, points // factor)
+                tilt = self._tilts(prep, name, tilt_for_delta(prep.coarse[name], delta), delta)[0]
+                up = self._composed(prep, name, tilt, delta)
+                assert up is not None
+                value = epsilon_for(up, delta, upper=True)
+                if value <= lower or (value <= upper and value <= lower * (1 + BRACKET_TARGET)):
+                    return value
+                if not value <= lower * SCREEN_RETRY:
+                    return None
+            return None
         finally:
             self._points = points
 
@@ -901,13 +914,15 @@ class PLDAccountant(Accountant):
             self._split(prep, name, level, "dominated", epsilon)
         # finer passes start from the level the tails were last cut against
         self._levels[(name, epsilon)] = level
-        return up.h
+        return 0.0 if up is None else up.h
 
 
-#: a direction is screened on a grid this many times coarser than the current one (at least
-#: MIN_SCREEN_POINTS points) before it is composed in full
-SCREEN_FACTOR = 16
+#: a direction is screened on grids this many times coarser than the current one (at least
+#: MIN_SCREEN_POINTS points) before it is composed in full; the finer screen only when the
+#: coarser one came within a factor SCREEN_RETRY of the lower bound
+SCREEN_FACTORS = (16, 4)
 MIN_SCREEN_POINTS = 1 << 10
+SCREEN_RETRY = 1.1
 #: kinds of compositions that certify upper bounds (the others certify lower bounds)
 UPPER_KINDS = frozenset({"upper"})
 #: delta queries cut the tails again at most this many times, while the dropped terms exceed
