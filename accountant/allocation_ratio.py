@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
+import attrs
 import numpy as np
 from numpy.typing import NDArray
 from scipy import special
@@ -153,10 +155,12 @@ def _one_output(mu: float, h: float, big: float) -> tuple[Array, float, tuple[fl
     return law, rho, tops
 
 
-def _top_outcome(t: int, tops: tuple[float, ...]) -> tuple[float, float, float, float]:
+def _top_outcome(
+    t: int, tops: tuple[float, ...], shifted: int = 1
+) -> tuple[float, float, float, float]:
     """(P lower, P upper, Q lower, Q upper) of "some output in the top cell": under Q each
-    output is there with probability q, under P the shifted one with probability p (E_Q[L;
-    top]) and the others with q; both are increasing in p and q."""
+    output is there with probability q, under P each of the ``shifted`` ones with probability
+    p (E_Q[L; top]) and the others with q; both are increasing in p and q."""
     q_lo, q_hi, p_lo, p_hi = tops
 
     def some(p: float, q: float, shifted: int) -> float:
@@ -166,8 +170,8 @@ def _top_outcome(t: int, tops: tuple[float, ...]) -> tuple[float, float, float, 
 
     slack = 16 * _U * t
     return (
-        some(p_lo, q_lo, 1) * (1 - slack),
-        min(some(p_hi, q_hi, 1) * (1 + slack), 1.0),
+        some(p_lo, q_lo, shifted) * (1 - slack),
+        min(some(p_hi, q_hi, shifted) * (1 + slack), 1.0),
         some(q_lo, q_lo, 0) * (1 - slack),
         min(some(q_hi, q_hi, 0) * (1 + slack), 1.0),
     )
@@ -260,4 +264,175 @@ def allocation_ratio_pair(mu: float, t: int):  # type: ignore[no-untyped-def]
         np.append(p_hi, top[1]),
         np.append(q, top[2]),
         np.append(q, top[3]),
+    )
+
+
+# k of t steps: the lattice sum of the cell values, with the laws of both sides computed.
+#
+# For a record in k of the t steps (1 <= k < t) the pair is ``P = C(t, k)^-1 sum_{|S| = k}
+# N(mu 1_S, I_t)`` vs ``Q = N(0, I_t)``. Its likelihood ratio is an elementary symmetric
+# polynomial of the L_i, not a function of the lattice sum u; but u is still a post-processing,
+# and under both laws it is a sum of independent cell values: under Q of t null outputs, under
+# P (whatever S) of t - k null outputs and k shifted ones, whose cell masses are E_Q[L; cell].
+# Both laws are computed with lower and upper bounds on every mass (proofs_checks/allocation_ratio).
+
+#: most lattice points of the window of a sum of shifted outputs
+MAX_SHIFTED_POINTS = 1 << 15
+
+
+@attrs.frozen
+class _Part:
+    """A sum of n independent lattice values: the computed masses at indices offset, offset +
+    1, ... lie within ``e^{+-err}`` (relative) of the exact masses kept by the windows, which
+    are below the exact law entrywise and lack at most ``lost`` of its mass; ``full`` bounds
+    the exact law's total mass."""
+
+    offset: int
+    masses: Array
+    n: int
+    err: float
+    lost: float
+    full: float
+
+
+def _laws(mu: float, h: float, big: float) -> tuple[Array, Array, Array, Array, tuple[float, ...]]:
+    """(Q lower, Q upper, shifted lower, shifted upper) masses of one output's lattice value
+    0, h, 2h, ... below the top cell (the shifted output's mass of a cell is E_Q[L; cell]), and
+    the top cell's bounds as in :func:`_one_output`. Every cell below the top one is kept."""
+    z, index = _matched_edges(mu, h, big)
+    if np.any(np.diff(index) <= 0):  # by construction each cell has its own lattice point
+        raise AssertionError("two cells share a lattice point")
+    mass, err_mass, moment, err_moment = _cells(mu, z)
+    size = int(index[-1]) + 1 if index.size else 1
+
+    def law(value: Array, err: Array, sign: float) -> Array:
+        out = np.zeros(size)
+        out[index] = np.maximum(value + sign * err, 0.0) * (1 + sign * 4 * _U)
+        return out
+
+    q_top = float(special.ndtr(-z[-1]))
+    p_top = float(special.ndtr(mu - z[-1]))
+    tops = (
+        q_top * (1 - NDTR_REL),
+        min(q_top * (1 + NDTR_REL), 1.0),
+        p_top * (1 - NDTR_REL),
+        min(p_top * (1 + NDTR_REL), 1.0),
+    )
+    return (
+        law(mass, err_mass, -1.0),
+        law(mass, err_mass, 1.0),
+        law(moment, err_moment, -1.0),
+        law(moment, err_moment, 1.0),
+        tops,
+    )
+
+
+def _window(law: Array, h: float, big: float, most: int) -> Callable[[int], tuple[int, int]]:
+    """The window of a sum of n values of ``law``: within 14 of its standard deviations of its
+    mean (not below 0), one value up to ``big`` above, at most ``most`` points."""
+    values = np.arange(law.size) * h
+    total = float(law.sum())
+    mean = float((law * values).sum()) / total if total > 0 else 0.0
+    var = float((law * values * values).sum()) / total - mean * mean if total > 0 else 0.0
+    sd = math.sqrt(max(var, 0.0))
+
+    def window(n: int) -> tuple[int, int]:
+        lo = max(math.floor((n * mean - 14.0 * sd * math.sqrt(n)) / h) - 2, 0)
+        hi = math.ceil((n * mean + 14.0 * sd * math.sqrt(n) + 1.5 * big) / h) + 2
+        return lo, min(hi, lo + most)
+
+    return window
+
+
+def _join(x: _Part, y: _Part) -> _Part:
+    """The sum of two independent partial sums, by direct convolution (each entry within
+    ``(terms + 2) u`` relative). The exact laws F satisfy ``|F_x * F_y| - |W_x * W_y| <= lost_x
+    |F_y| + |F_x| lost_y`` for the kept parts W."""
+    masses = np.convolve(x.masses, y.masses)
+    terms = min(x.masses.size, y.masses.size)
+    return _Part(
+        x.offset + y.offset,
+        masses,
+        x.n + y.n,
+        x.err + y.err + math.log1p(terms * _U * 1.01 + 2 * _U),
+        (x.lost * y.full + x.full * y.lost) * (1 + 4 * _U),
+        x.full * y.full * (1 + 2 * _U),
+    )
+
+
+def _cut(part: _Part, window: Callable[[int], tuple[int, int]]) -> _Part:
+    """Keep the window of ``part``; the dropped computed mass, inflated by its rounding bound,
+    is added to ``lost``."""
+    lo, hi = window(part.n)
+    a = min(max(lo - part.offset, 0), part.masses.size)
+    b = max(min(hi - part.offset, part.masses.size), a)
+    dropped = math.fsum(part.masses[:a]) + math.fsum(part.masses[b:]) + 1e-300
+    lost = (part.lost + dropped * math.exp(part.err) * (1 + 4 * _U)) * (1 + 2 * _U)
+    return attrs.evolve(part, offset=part.offset + a, masses=part.masses[a:b].copy(), lost=lost)
+
+
+def _power(law: Array, n: int, window: Callable[[int], tuple[int, int]]) -> _Part:
+    """The sum of n independent values of the lattice law (n >= 1), by binary powering with
+    every partial sum cut to its window."""
+    full = math.fsum(law) * (1 + 2 * _U)
+    base = _cut(_Part(0, law, 1, 0.0, 0.0, full), window)
+    result: _Part | None = None
+    while True:
+        if n & 1:
+            result = base if result is None else _cut(_join(result, base), window)
+        n >>= 1
+        if not n:
+            break
+        base = _cut(_join(base, base), window)
+    assert result is not None
+    return result
+
+
+def _sides(
+    null: Array, shifted: Array, t: int, k: int, h: float, big: float
+) -> tuple[_Part, _Part]:
+    """(Q, P) laws of the lattice sum: t - k null values plus k null (Q) or shifted (P) ones."""
+    rest = _power(null, t - k, _window(null, h, big, MAX_POINTS))
+    q = _join(rest, _power(null, k, _window(null, h, big, MAX_POINTS)))
+    p = _join(rest, _power(shifted, k, _window(shifted, h, big, MAX_SHIFTED_POINTS)))
+    return q, p
+
+
+def _aligned(lower: _Part, upper: _Part, start: int, stop: int) -> tuple[Array, Array]:
+    """(lower, upper) bounds of the exact masses at indices start .. stop - 1: the lower side's
+    computed masses deflated by their rounding bound, the upper side's inflated and raised by
+    its lost mass (each entry of the exact law is at most the kept entry plus all the lost
+    mass); 1e-300 absolute covers underflow in the products."""
+    lo, hi = np.zeros(stop - start), np.zeros(stop - start)
+    a = lower.offset - start
+    lo[a : a + lower.masses.size] = lower.masses * math.exp(-lower.err) * (1 - 1e-12)
+    b = upper.offset - start
+    hi[b : b + upper.masses.size] = upper.masses * math.exp(upper.err) * (1 + 1e-12)
+    return np.maximum(lo - 1e-300, 0.0), hi + upper.lost * (1 + 1e-12) + 1e-300
+
+
+@functools.lru_cache(maxsize=16)
+def allocation_sum_pair(mu: float, t: int, k: int) -> DiscretePair:
+    """The lattice sum of the cell values of the t outputs (the top cell an outcome of its
+    own) under ``P`` (k of the t outputs shifted by ``mu``, 1 <= k < t) and ``Q`` (none), as a
+    :class:`~dpledger.accountant.discrete_pair.DiscretePair` with every mass bracketed; outcomes
+    with both lower bounds 0 are left out."""
+    if not 1 <= k < t:
+        raise ValueError(f"need 1 <= k < t, got k={k}, t={t}")
+    h, big = _grid(mu, t)
+    q_lo_law, q_hi_law, s_lo_law, s_hi_law, tops = _laws(mu, h, big)
+    q_lo, p_lo = _sides(q_lo_law, s_lo_law, t, k, h, big)
+    q_hi, p_hi = _sides(q_hi_law, s_hi_law, t, k, h, big)
+    parts = (q_lo, p_lo, q_hi, p_hi)
+    start = min(x.offset for x in parts)
+    stop = max(x.offset + x.masses.size for x in parts)
+    q_lower, q_upper = _aligned(q_lo, q_hi, start, stop)
+    p_lower, p_upper = _aligned(p_lo, p_hi, start, stop)
+    keep = (p_lower > 0) | (q_lower > 0)
+    top = _top_outcome(t, tops, k)
+    return DiscretePair(
+        np.append(p_lower[keep], top[0]),
+        np.append(p_upper[keep], top[1]),
+        np.append(q_lower[keep], top[2]),
+        np.append(q_upper[keep], top[3]),
     )

@@ -49,11 +49,13 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
+from dpledger.accountant.allocation_ratio import allocation_sum_pair
 from dpledger.accountant.conversions import NDTR_REL
 from dpledger.accountant.profiles import (
     DirectedProfiles,
     gaussian_attack_profiles,
     gaussian_profile,
+    larger_profile,
     lower_pair_profiles,
     max_of_batches_pair,
     tabulated_profiles,
@@ -442,9 +444,12 @@ def allocation_profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # 
         return DirectedProfiles(up.remove, up.add, low, low)
     pair = allocation_lower_pair(sigma, event.num_steps, k)
     name = f"allocation_max(k={k} of t={event.num_steps}, gaussian scale={sigma:g})"
-    if k == 1:  # and the likelihood ratio of the remove pair, mu = 1 / sigma rounded down
-        mu = math.nextafter(1.0 / sigma, 0.0)
+    mu = math.nextafter(1.0 / sigma, 0.0)  # of the remove pair, 1 / sigma rounded down
+    if k == 1:  # and the likelihood ratio of the remove pair
         forward, backward = gaussian_attack_profiles(pair, mu, event.num_steps, name)
-    else:
+    else:  # and the lattice sum of the step outputs' likelihood ratios
         forward, backward = lower_pair_profiles(pair, name)
+        sum_f, sum_b = lower_pair_profiles(allocation_sum_pair(mu, event.num_steps, k), name)
+        forward = larger_profile(forward, sum_f, f"lower({name}, max and sum)")
+        backward = larger_profile(backward, sum_b, f"lower_swapped({name}, max and sum)")
     return DirectedProfiles(up.remove, up.add, forward, backward)
