@@ -276,8 +276,8 @@ def allocation_ratio_pair(mu: float, t: int):  # type: ignore[no-untyped-def]
 # P (whatever S) of t - k null outputs and k shifted ones, whose cell masses are E_Q[L; cell].
 # Both laws are computed with lower and upper bounds on every mass (proofs_checks/allocation_ratio).
 
-#: most lattice points of the window of a sum of shifted outputs
-MAX_SHIFTED_POINTS = 1 << 15
+#: outcomes beyond the first and the last with every mass bound at least this are merged
+TAIL_MASS = 1e-30
 
 
 @attrs.frozen
@@ -327,9 +327,11 @@ def _laws(mu: float, h: float, big: float) -> tuple[Array, Array, Array, Array, 
     )
 
 
-def _window(law: Array, h: float, big: float, most: int) -> Callable[[int], tuple[int, int]]:
-    """The window of a sum of n values of ``law``: within 14 of its standard deviations of its
-    mean (not below 0), one value up to ``big`` above, at most ``most`` points."""
+def _window(law: Array, h: float, most: int) -> Callable[[int], tuple[int, int]]:
+    """The window of a sum of n values of ``law``: ``most`` points from 14 of its standard
+    deviations below its mean (not below 0). For the null law, :func:`_grid` makes this reach
+    14 standard deviations above the mean and one value up to ``big`` more; a window cuts
+    mass from every later sum, so it is kept no narrower than the budget."""
     values = np.arange(law.size) * h
     total = float(law.sum())
     mean = float((law * values).sum()) / total if total > 0 else 0.0
@@ -338,8 +340,7 @@ def _window(law: Array, h: float, big: float, most: int) -> Callable[[int], tupl
 
     def window(n: int) -> tuple[int, int]:
         lo = max(math.floor((n * mean - 14.0 * sd * math.sqrt(n)) / h) - 2, 0)
-        hi = math.ceil((n * mean + 14.0 * sd * math.sqrt(n) + 1.5 * big) / h) + 2
-        return lo, min(hi, lo + most)
+        return lo, lo + most
 
     return window
 
@@ -388,13 +389,12 @@ def _power(law: Array, n: int, window: Callable[[int], tuple[int, int]]) -> _Par
     return result
 
 
-def _sides(
-    null: Array, shifted: Array, t: int, k: int, h: float, big: float
-) -> tuple[_Part, _Part]:
+def _sides(null: Array, shifted: Array, t: int, k: int, h: float) -> tuple[_Part, _Part]:
     """(Q, P) laws of the lattice sum: t - k null values plus k null (Q) or shifted (P) ones."""
-    rest = _power(null, t - k, _window(null, h, big, MAX_POINTS))
-    q = _join(rest, _power(null, k, _window(null, h, big, MAX_POINTS)))
-    p = _join(rest, _power(shifted, k, _window(shifted, h, big, MAX_SHIFTED_POINTS)))
+    null_window = _window(null, h, MAX_POINTS)
+    rest = _power(null, t - k, null_window)
+    q = _join(rest, _power(null, k, null_window))
+    p = _join(rest, _power(shifted, k, _window(shifted, h, MAX_POINTS)))
     return q, p
 
 
@@ -411,6 +411,21 @@ def _aligned(lower: _Part, upper: _Part, start: int, stop: int) -> tuple[Array, 
     return np.maximum(lo - 1e-300, 0.0), hi + upper.lost * (1 + 1e-12) + 1e-300
 
 
+def _merged_tails(*bounds: Array) -> tuple[Array, ...]:
+    """The outcomes between the first and the last one with every bound at least TAIL_MASS,
+    each tail beyond them merged into one outcome (a union of events: lower bounds summed and
+    deflated, upper bounds summed and inflated, by their rounding bounds). Outcomes of
+    negligible mass would otherwise carry losses of hundreds."""
+    big_enough = np.nonzero(np.min(np.vstack(bounds), axis=0) >= TAIL_MASS)[0]
+    first, last = int(big_enough[0]), int(big_enough[-1]) + 1
+    out = []
+    for i, b in enumerate(bounds):
+        factor = 1 + (b.size + 4) * _U * (1 if i % 2 else -1)  # lower, upper, lower, upper
+        below, above = math.fsum(b[:first]) * factor, math.fsum(b[last:]) * factor
+        out.append(np.concatenate([[below], b[first:last], [above]]))
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=16)
 def allocation_sum_pair(mu: float, t: int, k: int) -> DiscretePair:
     """The lattice sum of the cell values of the t outputs (the top cell an outcome of its
@@ -421,18 +436,13 @@ def allocation_sum_pair(mu: float, t: int, k: int) -> DiscretePair:
         raise ValueError(f"need 1 <= k < t, got k={k}, t={t}")
     h, big = _grid(mu, t)
     q_lo_law, q_hi_law, s_lo_law, s_hi_law, tops = _laws(mu, h, big)
-    q_lo, p_lo = _sides(q_lo_law, s_lo_law, t, k, h, big)
-    q_hi, p_hi = _sides(q_hi_law, s_hi_law, t, k, h, big)
+    q_lo, p_lo = _sides(q_lo_law, s_lo_law, t, k, h)
+    q_hi, p_hi = _sides(q_hi_law, s_hi_law, t, k, h)
     parts = (q_lo, p_lo, q_hi, p_hi)
     start = min(x.offset for x in parts)
     stop = max(x.offset + x.masses.size for x in parts)
     q_lower, q_upper = _aligned(q_lo, q_hi, start, stop)
     p_lower, p_upper = _aligned(p_lo, p_hi, start, stop)
-    keep = (p_lower > 0) | (q_lower > 0)
+    bounds = _merged_tails(p_lower, p_upper, q_lower, q_upper)
     top = _top_outcome(t, tops, k)
-    return DiscretePair(
-        np.append(p_lower[keep], top[0]),
-        np.append(p_upper[keep], top[1]),
-        np.append(q_lower[keep], top[2]),
-        np.append(q_upper[keep], top[3]),
-    )
+    return DiscretePair(*(np.append(b, x) for b, x in zip(bounds, top, strict=True)))
