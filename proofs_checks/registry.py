@@ -288,7 +288,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.random_allocation.allocation_profiles",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="97ce35ba0aa0c7f48482f955a571d9d979fc3c67c8a5234bb31a5fbd0596ae83",
+        source_sha256="7a3d0e4f4be48e51e2d51eaa9457ea7fb078aac10df6a1e13f7953f1ed541508",
     ),
     ProofRecord(
         target="dpledger.runtime.ledger.PrivacyLedger.allocate",
@@ -361,6 +361,12 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
         source_sha256="9e203ff16a7e7c8af175c46574235f8b86aac1cd914b29b2396ae85000744500",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_ratio.allocation_sum_pair",
+        status="contrib",
+        proof="proofs_checks/allocation_ratio/proof.md",
+        source_sha256="5f6e352a13054c1d46f4150c50a8ec03529ce8ff6f1b681c447fb2b2a1d819ca",
     ),
 )
 
