@@ -177,17 +177,18 @@ def _top_outcome(
     )
 
 
-def _grid(mu: float, t: int) -> tuple[float, float]:
+def _grid(mu: float, t: int, top_mass: float = TOP_MASS) -> tuple[float, float]:
     """(lattice step h, top edge big): the window of the sum of t outputs, within
     ``14 sd sqrt(t)`` of its mean ``t`` (and not below 0) and one value up to ``big`` above,
-    fits in MAX_POINTS (big is shortened first, then h coarsened)."""
+    fits in MAX_POINTS (big is shortened first, then h coarsened); some output exceeds big
+    with probability about ``top_mass`` under Q."""
     sd = math.sqrt(math.expm1(mu * mu))
     spread = 14.0 * sd * math.sqrt(t) + min(14.0 * sd * math.sqrt(t), float(t))  # from >= 0
 
     def quantile(mass: float) -> float:  # P(L > x) = mass / t
         return math.exp(-mu * float(special.ndtri(mass / t)) - 0.5 * mu * mu)
 
-    big, least = quantile(TOP_MASS), max(quantile(TOP_MASS_MOST), 8.0 * (1.0 + sd))
+    big, least = quantile(top_mass), max(quantile(TOP_MASS_MOST), 8.0 * (1.0 + sd))
     h = STEP_PER_SD * min(sd, 1.0)
     big = min(big, max((MAX_POINTS * h - spread) / 1.5, least))
     return max(h, (spread + 1.5 * big) / MAX_POINTS), big
@@ -278,6 +279,9 @@ def allocation_ratio_pair(mu: float, t: int):  # type: ignore[no-untyped-def]
 
 #: outcomes beyond the first and the last with every mass bound at least this are merged
 TAIL_MASS = 1e-30
+#: the top cell of the lattice sum starts where some output exceeds it with this probability
+#: (coarser than TOP_MASS: the convolutions are the cost, and below it nothing changes)
+SUM_TOP_MASS = 1e-10
 
 
 @attrs.frozen
@@ -434,7 +438,7 @@ def allocation_sum_pair(mu: float, t: int, k: int) -> DiscretePair:
     with both lower bounds 0 are left out."""
     if not 1 <= k < t:
         raise ValueError(f"need 1 <= k < t, got k={k}, t={t}")
-    h, big = _grid(mu, t)
+    h, big = _grid(mu, t, SUM_TOP_MASS)
     q_lo_law, q_hi_law, s_lo_law, s_hi_law, tops = _laws(mu, h, big)
     q_lo, p_lo = _sides(q_lo_law, s_lo_law, t, k, h)
     q_hi, p_hi = _sides(q_hi_law, s_hi_law, t, k, h)

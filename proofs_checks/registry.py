@@ -366,7 +366,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.allocation_ratio.allocation_sum_pair",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="5f6e352a13054c1d46f4150c50a8ec03529ce8ff6f1b681c447fb2b2a1d819ca",
+        source_sha256="b467c05a57170f23482897f27940e3ef9a85553d7cf7a09b2691774d91a9b106",
     ),
 )
 
