@@ -299,11 +299,14 @@ class _Part:
     full: float
 
 
-def _laws(mu: float, h: float, big: float) -> tuple[Array, Array, Array, Array, tuple[float, ...]]:
+def _laws(
+    mu: float, h: float, big: float, power: float = 1.0
+) -> tuple[Array, Array, Array, Array, tuple[float, ...]]:
     """(Q lower, Q upper, shifted lower, shifted upper) masses of one output's lattice value
     0, h, 2h, ... below the top cell (the shifted output's mass of a cell is E_Q[L; cell]), and
-    the top cell's bounds as in :func:`_one_output`. Every cell below the top one is kept."""
-    z, index = _matched_edges(mu, h, big)
+    the top cell's bounds as in :func:`_one_output`. Every cell below the top one is kept. The
+    cells are those of ``L^power`` (up to a constant factor: ``mu power`` in place of ``mu``)."""
+    z, index = _matched_edges(mu * power, h, big)
     if np.any(np.diff(index) <= 0):  # by construction each cell has its own lattice point
         raise AssertionError("two cells share a lattice point")
     mass, err_mass, moment, err_moment = _cells(mu, z)
@@ -402,17 +405,55 @@ def _sides(null: Array, shifted: Array, t: int, k: int, h: float) -> tuple[_Part
     return q, p
 
 
-def _aligned(lower: _Part, upper: _Part, start: int, stop: int) -> tuple[Array, Array]:
-    """(lower, upper) bounds of the exact masses at indices start .. stop - 1: the lower side's
-    computed masses deflated by their rounding bound, the upper side's inflated and raised by
-    its lost mass (each entry of the exact law is at most the kept entry plus all the lost
-    mass); 1e-300 absolute covers underflow in the products."""
+def _relative_bound(lower: Array, upper: Array) -> tuple[float, float, float]:
+    """(r, z, total) with ``upper <= (1 + r) lower + zeta`` entrywise, ``zeta`` the upper
+    masses where the lower one is 0 (``z`` their total) and ``total >= (1 + r)|lower| + z``, all
+    rounded up."""
+    pos = lower > 0
+    ratio = float(np.max(upper[pos] / lower[pos])) if pos.any() else 1.0
+    r = max(ratio * (1 + 8 * _U) - 1.0, 0.0)
+    z = math.fsum(upper[~pos]) * (1 + 2 * _U)
+    return r, z, ((1 + r) * math.fsum(lower) + z) * (1 + 8 * _U)
+
+
+def _aligned(
+    part: _Part, start: int, stop: int, factor: float, extra: float
+) -> tuple[Array, Array]:
+    """(lower, upper) bounds at indices start .. stop - 1 of the exact masses of the law whose
+    lower-side computation is ``part``: its computed masses deflated by their rounding bound;
+    and, for the law of the upper masses, at most ``factor`` times the lower side's exact law
+    plus ``extra``, the computed masses inflated and raised by the lost mass (each entry of an
+    exact law is at most the kept entry plus all the lost mass). 1e-300 absolute covers
+    underflow in the products."""
     lo, hi = np.zeros(stop - start), np.zeros(stop - start)
-    a = lower.offset - start
-    lo[a : a + lower.masses.size] = lower.masses * math.exp(-lower.err) * (1 - 1e-12)
-    b = upper.offset - start
-    hi[b : b + upper.masses.size] = upper.masses * math.exp(upper.err) * (1 + 1e-12)
-    return np.maximum(lo - 1e-300, 0.0), hi + upper.lost * (1 + 1e-12) + 1e-300
+    a = part.offset - start
+    lo[a : a + part.masses.size] = part.masses * math.exp(-part.err) * (1 - 1e-12)
+    hi[a : a + part.masses.size] = part.masses * math.exp(part.err) * (1 + 1e-12)
+    hi = (hi + part.lost * (1 + 1e-12) + 1e-300) * factor * (1 + 4 * _U) + extra
+    return np.maximum(lo - 1e-300, 0.0), hi
+
+
+def _sum_bounds(
+    mu: float, t: int, k: int, power: float
+) -> tuple[int, tuple[Array, ...], tuple[float, ...]]:
+    """(first index, (P lower, P upper, Q lower, Q upper) of the lattice sums from it on, the
+    top cell's bounds). Only the lower laws are convolved: with ``hi <= (1 +
+    r) lo + zeta`` per output, the exact upper law of a sum of n outputs is at most ``(1 +
+    r)^n`` times the lower one plus ``n z total^(n - 1)`` in all (the terms with a zeta factor)."""
+    h, big = _grid(mu * power, t, SUM_TOP_MASS)
+    null_lo, null_hi, shift_lo, shift_hi, tops = _laws(mu, h, big, power)
+    q, p = _sides(null_lo, shift_lo, t, k, h)
+    r_n, z_n, total_n = _relative_bound(null_lo, null_hi)
+    r_s, z_s, total_s = _relative_bound(shift_lo, shift_hi)
+    most = max(total_n, total_s) ** (t - 1) * (1 + 8 * t * _U)
+    start = min(q.offset, p.offset)
+    stop = max(q.offset + q.masses.size, p.offset + p.masses.size)
+    factor_q = math.exp(t * math.log1p(r_n)) * (1 + 1e-12)
+    factor_p = math.exp((t - k) * math.log1p(r_n) + k * math.log1p(r_s)) * (1 + 1e-12)
+    q_lower, q_upper = _aligned(q, start, stop, factor_q, t * z_n * most * (1 + 4 * _U))
+    extra_p = ((t - k) * z_n + k * z_s) * most * (1 + 8 * _U)
+    p_lower, p_upper = _aligned(p, start, stop, factor_p, extra_p)
+    return start, (p_lower, p_upper, q_lower, q_upper), tops
 
 
 def _merged_tails(*bounds: Array) -> tuple[Array, ...]:
@@ -431,22 +472,16 @@ def _merged_tails(*bounds: Array) -> tuple[Array, ...]:
 
 
 @functools.lru_cache(maxsize=16)
-def allocation_sum_pair(mu: float, t: int, k: int) -> DiscretePair:
+def allocation_sum_pair(mu: float, t: int, k: int, power: float = 1.0) -> DiscretePair:
     """The lattice sum of the cell values of the t outputs (the top cell an outcome of its
     own) under ``P`` (k of the t outputs shifted by ``mu``, 1 <= k < t) and ``Q`` (none), as a
-    :class:`~dpledger.accountant.discrete_pair.DiscretePair` with every mass bracketed; outcomes
-    with both lower bounds 0 are left out."""
+    :class:`~dpledger.accountant.discrete_pair.DiscretePair` with every mass bracketed; the
+    negligible tails are merged into one outcome each. The cells are those of the likelihood
+    ratios raised to ``power`` (any partition is a valid post-processing; below 1 it weighs
+    many moderate outputs more, as the product terms do when k / t is not small)."""
     if not 1 <= k < t:
         raise ValueError(f"need 1 <= k < t, got k={k}, t={t}")
-    h, big = _grid(mu, t, SUM_TOP_MASS)
-    q_lo_law, q_hi_law, s_lo_law, s_hi_law, tops = _laws(mu, h, big)
-    q_lo, p_lo = _sides(q_lo_law, s_lo_law, t, k, h)
-    q_hi, p_hi = _sides(q_hi_law, s_hi_law, t, k, h)
-    parts = (q_lo, p_lo, q_hi, p_hi)
-    start = min(x.offset for x in parts)
-    stop = max(x.offset + x.masses.size for x in parts)
-    q_lower, q_upper = _aligned(q_lo, q_hi, start, stop)
-    p_lower, p_upper = _aligned(p_lo, p_hi, start, stop)
-    bounds = _merged_tails(p_lower, p_upper, q_lower, q_upper)
+    _, bounds, tops = _sum_bounds(mu, t, k, power)
+    bounds = _merged_tails(*bounds)
     top = _top_outcome(t, tops, k)
     return DiscretePair(*(np.append(b, x) for b, x in zip(bounds, top, strict=True)))

@@ -288,7 +288,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.random_allocation.allocation_profiles",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="7a3d0e4f4be48e51e2d51eaa9457ea7fb078aac10df6a1e13f7953f1ed541508",
+        source_sha256="5f3531bca3456c18e48d72777dce790297424a02312c4b5560771a93640f2e6d",
     ),
     ProofRecord(
         target="dpledger.runtime.ledger.PrivacyLedger.allocate",
@@ -366,7 +366,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.allocation_ratio.allocation_sum_pair",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="b467c05a57170f23482897f27940e3ef9a85553d7cf7a09b2691774d91a9b106",
+        source_sha256="658de5adff13c8d7b1d75edc3422f1dcd987fe137439f3d9302859bb2f6ec7b9",
     ),
 )
 

@@ -9,12 +9,11 @@ import numpy as np
 from scipy import special
 
 from dpledger.accountant.allocation_ratio import (
-    _aligned,
+    SUM_TOP_MASS,
     _cells,
     _grid,
-    _laws,
     _matched_edges,
-    _sides,
+    _sum_bounds,
     _top_outcome,
     allocation_sum_pair,
 )
@@ -27,41 +26,48 @@ def _plain(law: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def _aligned_bounds(mu: float, t: int, k: int, power: float, stop: int) -> tuple[np.ndarray, ...]:
+    start, bounds, _ = _sum_bounds(mu, t, k, power)
+    out = []
+    for b in bounds:
+        full = np.zeros(max(stop, start + b.size))
+        full[start : start + b.size] = b
+        out.append(full)
+    return tuple(out)
+
+
 def test_brackets_contain_plain_repeated_convolution() -> None:
     """Without windows, Q = m^(*t) and P = m^(*(t-k)) * s^(*k) of the nominal cell laws lie
-    between the bounds, entry by entry."""
+    between the bounds, entry by entry (the cells of L and of L^0.7)."""
     mu, t, k = 0.9, 6, 2
-    h, big = _grid(mu, t)
-    z, index = _matched_edges(mu, h, big)
-    mass, _, moment, _ = _cells(mu, z)
-    m, s = np.zeros(int(index[-1]) + 1), np.zeros(int(index[-1]) + 1)
-    m[index], s[index] = mass, moment
-    plain_q = _plain(m, t)
-    plain_p = np.convolve(_plain(m, t - k), _plain(s, k))
-    q_lo_law, q_hi_law, s_lo_law, s_hi_law, _ = _laws(mu, h, big)
-    q_lo, p_lo = _sides(q_lo_law, s_lo_law, t, k, h)
-    q_hi, p_hi = _sides(q_hi_law, s_hi_law, t, k, h)
-    stop = max(plain_q.size, plain_p.size, *(x.offset + x.masses.size for x in (q_hi, p_hi)))
-    for plain, lo_part, hi_part in ((plain_q, q_lo, q_hi), (plain_p, p_lo, p_hi)):
-        lower, upper = _aligned(lo_part, hi_part, 0, stop)
-        ref = np.zeros(stop)
-        ref[: plain.size] = plain
-        assert np.all(lower <= ref * (1 + 1e-13) + 1e-300)
-        assert np.all(ref <= upper * (1 + 1e-13) + 1e-300)
-        assert hi_part.lost < 1e-20  # the windows drop almost nothing
+    for power in (1.0, 0.7):
+        h, big = _grid(mu * power, t, SUM_TOP_MASS)
+        z, index = _matched_edges(mu * power, h, big)
+        mass, _, moment, _ = _cells(mu, z)
+        m, s = np.zeros(int(index[-1]) + 1), np.zeros(int(index[-1]) + 1)
+        m[index], s[index] = mass, moment
+        plain_q = _plain(m, t)
+        plain_p = np.convolve(_plain(m, t - k), _plain(s, k))
+        stop = max(plain_q.size, plain_p.size)
+        p_lo, p_hi, q_lo, q_hi = _aligned_bounds(mu, t, k, power, stop)
+        for plain, lower, upper in ((plain_q, q_lo, q_hi), (plain_p, p_lo, p_hi)):
+            ref = np.zeros(lower.size)
+            ref[: plain.size] = plain
+            assert np.all(lower <= ref * (1 + 1e-13) + 1e-300)
+            assert np.all(ref <= upper * (1 + 1e-13) + 1e-300)
+            big_enough = ref > 1e-12
+            assert np.all(upper[big_enough] <= ref[big_enough] * (1 + 1e-8))
 
 
 def test_the_laws_match_sampled_outputs() -> None:
     """P: each draw shifts a random k-subset; the frequency of the lattice sums in a few ranges
     lies within five standard errors of the bracketed masses (both laws)."""
     mu, t, k, n = 1.0, 5, 3, 400_000
-    h, big = _grid(mu, t)
+    h, big = _grid(mu, t, SUM_TOP_MASS)
     z, index = _matched_edges(mu, h, big)
     rng = np.random.default_rng(5)
-    q_lo_law, q_hi_law, s_lo_law, s_hi_law, _ = _laws(mu, h, big)
-    q_lo, p_lo = _sides(q_lo_law, s_lo_law, t, k, h)
-    q_hi, p_hi = _sides(q_hi_law, s_hi_law, t, k, h)
-    for shifted, lo_part, hi_part in ((False, q_lo, q_hi), (True, p_lo, p_hi)):
+    p_lo, p_hi, q_lo, q_hi = _aligned_bounds(mu, t, k, 1.0, 0)
+    for shifted, lower, upper in ((False, q_lo, q_hi), (True, p_lo, p_hi)):
         x = rng.standard_normal((n, t))
         if shifted:
             chosen = np.argsort(rng.random((n, t)), axis=1)[:, :k]
@@ -69,10 +75,6 @@ def test_the_laws_match_sampled_outputs() -> None:
         cell = np.searchsorted(z, x, side="left") - 1  # cell c is (z_c, z_{c+1}]
         top = (cell >= index.size).any(axis=1)
         u = index[np.minimum(cell, index.size - 1)].sum(axis=1)[~top]
-        stop = max(int(u.max()) + 2, lo_part.offset + lo_part.masses.size)
-        lower, upper = _aligned(
-            lo_part, hi_part, 0, max(stop, hi_part.offset + hi_part.masses.size)
-        )
         for a, b in ((0, 20), (20, 40), (40, 60), (60, 100), (100, lower.size)):
             freq = float(((u >= a) & (u < b)).sum()) / n
             se = math.sqrt(max(freq * (1 - freq), 1e-12) / n)
@@ -96,5 +98,5 @@ def test_bounds_are_ordered_and_nearly_tight_on_the_example() -> None:
     assert np.all(pair.p_lower <= pair.p_upper) and np.all(pair.q_lower <= pair.q_upper)
     big = pair.q_lower > 1e-8
     assert np.all(pair.q_upper[big] <= pair.q_lower[big] * (1 + 1e-6))
-    assert 1 - 1e-8 < pair.q_lower.sum() <= 1 <= pair.q_upper.sum() < 1 + 1e-8
-    assert 1 - 1e-8 < pair.p_lower.sum() <= 1 <= pair.p_upper.sum() < 1 + 1e-8
+    assert 1 - 1e-8 < pair.q_lower.sum() <= 1 <= pair.q_upper.sum() < 1 + 1e-7
+    assert 1 - 1e-8 < pair.p_lower.sum() <= 1 <= pair.p_upper.sum() < 1 + 1e-7

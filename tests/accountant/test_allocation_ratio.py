@@ -30,14 +30,19 @@ def _exact_sample(mu: float, t: int, k: int, n: int, seed: int) -> np.ndarray:
     return sum(np.prod(lr[:, list(s)], axis=1) for s in subsets) / len(subsets)
 
 
-@pytest.mark.parametrize(("mu", "t", "k"), [(1 / 1.1, 3, 2), (1 / 1.1, 4, 2), (1.5, 4, 3)])
-def test_below_a_monte_carlo_estimate_of_the_exact_curve(mu: float, t: int, k: int) -> None:
+@pytest.mark.parametrize(
+    ("mu", "t", "k", "power"),
+    [(1 / 1.1, 3, 2, 1.0), (1 / 1.1, 4, 2, 1.0), (1.5, 4, 3, 1.0), (1 / 1.5, 10, 3, 0.7)],
+)
+def test_below_a_monte_carlo_estimate_of_the_exact_curve(
+    mu: float, t: int, k: int, power: float
+) -> None:
     """The exact pair's hockey-stick curves, E_Q[(r - e^eps)_+] and E_Q[(1 - e^eps r)_+] with r
     the mixture's likelihood ratio over the C(t, k) shifted Gaussians, by Monte Carlo; the lower
     curves lie below them (six standard errors) and within 15% of them."""
     n = 300_000
     ratio = _exact_sample(mu, t, k, n, seed=7)
-    forward, backward = lower_pair_profiles(allocation_sum_pair(mu, t, k), "sum")
+    forward, backward = lower_pair_profiles(allocation_sum_pair(mu, t, k, power), "sum")
     for eps in (0.0, 0.3, 1.0):
         c = math.exp(eps)
         for sample, lower in (
@@ -70,6 +75,17 @@ def test_the_example_bracket_is_narrow() -> None:
     bound = account(event, Adjacency(), delta=1e-5).bound
     assert 0.99 * bound.epsilon <= bound.epsilon_lower <= bound.epsilon
     assert bound.epsilon_lower > 2 * 0.9638
+
+
+def test_a_power_below_one_helps_when_k_over_t_is_not_small() -> None:
+    """3 of 10 steps at sigma = 1.5: the likelihood ratios to the power 0.7 give a larger curve
+    in the tail than to the power 1, and the accountant keeps it (2.653 with the power 1)."""
+    mu = 1 / 1.5
+    one, _ = lower_pair_profiles(allocation_sum_pair(mu, 10, 3), "sum")
+    lower, _ = lower_pair_profiles(allocation_sum_pair(mu, 10, 3, 0.7), "sum")
+    assert lower(np.array([1.5]))[0] > 1.1 * one(np.array([1.5]))[0]
+    bound = account(RandomAllocationEvent(10, GaussianEvent(1.5), 3), Adjacency(), delta=1e-5)
+    assert 2.7 < bound.bound.epsilon_lower <= bound.bound.epsilon
 
 
 def test_bounds_bracket_each_mass() -> None:
