@@ -462,7 +462,7 @@ def _merged_tails(*bounds: Array) -> tuple[Array, ...]:
     deflated, upper bounds summed and inflated, by their rounding bounds). Outcomes of
     negligible mass would otherwise carry losses of hundreds."""
     big_enough = np.nonzero(np.min(np.vstack(bounds), axis=0) >= TAIL_MASS)[0]
-    first, last = int(big_enough[0]), int(big_enough[-1]) + 1
+    first, last = (int(big_enough[0]), int(big_enough[-1]) + 1) if big_enough.size else (0, 0)
     out = []
     for i, b in enumerate(bounds):
         factor = 1 + (b.size + 4) * _U * (1 if i % 2 else -1)  # lower, upper, lower, upper
