@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
+import attrs
 import numpy as np
 from numpy.typing import NDArray
 from scipy import special
@@ -153,10 +155,12 @@ def _one_output(mu: float, h: float, big: float) -> tuple[Array, float, tuple[fl
     return law, rho, tops
 
 
-def _top_outcome(t: int, tops: tuple[float, ...]) -> tuple[float, float, float, float]:
+def _top_outcome(
+    t: int, tops: tuple[float, ...], shifted: int = 1
+) -> tuple[float, float, float, float]:
     """(P lower, P upper, Q lower, Q upper) of "some output in the top cell": under Q each
-    output is there with probability q, under P the shifted one with probability p (E_Q[L;
-    top]) and the others with q; both are increasing in p and q."""
+    output is there with probability q, under P each of the ``shifted`` ones with probability
+    p (E_Q[L; top]) and the others with q; both are increasing in p and q."""
     q_lo, q_hi, p_lo, p_hi = tops
 
     def some(p: float, q: float, shifted: int) -> float:
@@ -166,24 +170,25 @@ def _top_outcome(t: int, tops: tuple[float, ...]) -> tuple[float, float, float, 
 
     slack = 16 * _U * t
     return (
-        some(p_lo, q_lo, 1) * (1 - slack),
-        min(some(p_hi, q_hi, 1) * (1 + slack), 1.0),
+        some(p_lo, q_lo, shifted) * (1 - slack),
+        min(some(p_hi, q_hi, shifted) * (1 + slack), 1.0),
         some(q_lo, q_lo, 0) * (1 - slack),
         min(some(q_hi, q_hi, 0) * (1 + slack), 1.0),
     )
 
 
-def _grid(mu: float, t: int) -> tuple[float, float]:
+def _grid(mu: float, t: int, top_mass: float = TOP_MASS) -> tuple[float, float]:
     """(lattice step h, top edge big): the window of the sum of t outputs, within
     ``14 sd sqrt(t)`` of its mean ``t`` (and not below 0) and one value up to ``big`` above,
-    fits in MAX_POINTS (big is shortened first, then h coarsened)."""
+    fits in MAX_POINTS (big is shortened first, then h coarsened); some output exceeds big
+    with probability about ``top_mass`` under Q."""
     sd = math.sqrt(math.expm1(mu * mu))
     spread = 14.0 * sd * math.sqrt(t) + min(14.0 * sd * math.sqrt(t), float(t))  # from >= 0
 
     def quantile(mass: float) -> float:  # P(L > x) = mass / t
         return math.exp(-mu * float(special.ndtri(mass / t)) - 0.5 * mu * mu)
 
-    big, least = quantile(TOP_MASS), max(quantile(TOP_MASS_MOST), 8.0 * (1.0 + sd))
+    big, least = quantile(top_mass), max(quantile(TOP_MASS_MOST), 8.0 * (1.0 + sd))
     h = STEP_PER_SD * min(sd, 1.0)
     big = min(big, max((MAX_POINTS * h - spread) / 1.5, least))
     return max(h, (spread + 1.5 * big) / MAX_POINTS), big
@@ -261,3 +266,222 @@ def allocation_ratio_pair(mu: float, t: int):  # type: ignore[no-untyped-def]
         np.append(q, top[2]),
         np.append(q, top[3]),
     )
+
+
+# k of t steps: the lattice sum of the cell values, with the laws of both sides computed.
+#
+# For a record in k of the t steps (1 <= k < t) the pair is ``P = C(t, k)^-1 sum_{|S| = k}
+# N(mu 1_S, I_t)`` vs ``Q = N(0, I_t)``. Its likelihood ratio is an elementary symmetric
+# polynomial of the L_i, not a function of the lattice sum u; but u is still a post-processing,
+# and under both laws it is a sum of independent cell values: under Q of t null outputs, under
+# P (whatever S) of t - k null outputs and k shifted ones, whose cell masses are E_Q[L; cell].
+# Both laws are computed with lower and upper bounds on every mass (proofs_checks/allocation_ratio).
+
+#: outcomes beyond the first and the last with every mass bound at least this are merged
+TAIL_MASS = 1e-30
+#: the top cell of the lattice sum starts where some output exceeds it with this probability
+#: (coarser than TOP_MASS: the convolutions are the cost, and below it nothing changes)
+SUM_TOP_MASS = 1e-10
+
+
+@attrs.frozen
+class _Part:
+    """A sum of n independent lattice values: the computed masses at indices offset, offset +
+    1, ... lie within ``e^{+-err}`` (relative) of the exact masses kept by the windows, which
+    are below the exact law entrywise and lack at most ``lost`` of its mass; ``full`` bounds
+    the exact law's total mass."""
+
+    offset: int
+    masses: Array
+    n: int
+    err: float
+    lost: float
+    full: float
+
+
+def _laws(
+    mu: float, h: float, big: float, power: float = 1.0
+) -> tuple[Array, Array, Array, Array, tuple[float, ...]]:
+    """(Q lower, Q upper, shifted lower, shifted upper) masses of one output's lattice value
+    0, h, 2h, ... below the top cell (the shifted output's mass of a cell is E_Q[L; cell]), and
+    the top cell's bounds as in :func:`_one_output`. Every cell below the top one is kept. The
+    cells are those of ``L^power`` (up to a constant factor: ``mu power`` in place of ``mu``)."""
+    z, index = _matched_edges(mu * power, h, big)
+    if np.any(np.diff(index) <= 0):  # by construction each cell has its own lattice point
+        raise AssertionError("two cells share a lattice point")
+    mass, err_mass, moment, err_moment = _cells(mu, z)
+    size = int(index[-1]) + 1 if index.size else 1
+
+    def law(value: Array, err: Array, sign: float) -> Array:
+        out = np.zeros(size)
+        out[index] = np.maximum(value + sign * err, 0.0) * (1 + sign * 4 * _U)
+        return out
+
+    q_top = float(special.ndtr(-z[-1]))
+    p_top = float(special.ndtr(mu - z[-1]))
+    tops = (
+        q_top * (1 - NDTR_REL),
+        min(q_top * (1 + NDTR_REL), 1.0),
+        p_top * (1 - NDTR_REL),
+        min(p_top * (1 + NDTR_REL), 1.0),
+    )
+    return (
+        law(mass, err_mass, -1.0),
+        law(mass, err_mass, 1.0),
+        law(moment, err_moment, -1.0),
+        law(moment, err_moment, 1.0),
+        tops,
+    )
+
+
+def _window(law: Array, h: float, most: int) -> Callable[[int], tuple[int, int]]:
+    """The window of a sum of n values of ``law``: ``most`` points from 14 of its standard
+    deviations below its mean (not below 0). For the null law, :func:`_grid` makes this reach
+    14 standard deviations above the mean and one value up to ``big`` more; a window cuts
+    mass from every later sum, so it is kept no narrower than the budget."""
+    values = np.arange(law.size) * h
+    total = float(law.sum())
+    mean = float((law * values).sum()) / total if total > 0 else 0.0
+    var = float((law * values * values).sum()) / total - mean * mean if total > 0 else 0.0
+    sd = math.sqrt(max(var, 0.0))
+
+    def window(n: int) -> tuple[int, int]:
+        lo = max(math.floor((n * mean - 14.0 * sd * math.sqrt(n)) / h) - 2, 0)
+        return lo, lo + most
+
+    return window
+
+
+def _join(x: _Part, y: _Part) -> _Part:
+    """The sum of two independent partial sums, by direct convolution (each entry within
+    ``(terms + 2) u`` relative). The exact laws F satisfy ``|F_x * F_y| - |W_x * W_y| <= lost_x
+    |F_y| + |F_x| lost_y`` for the kept parts W."""
+    masses = np.convolve(x.masses, y.masses)
+    terms = min(x.masses.size, y.masses.size)
+    return _Part(
+        x.offset + y.offset,
+        masses,
+        x.n + y.n,
+        x.err + y.err + math.log1p(terms * _U * 1.01 + 2 * _U),
+        (x.lost * y.full + x.full * y.lost) * (1 + 4 * _U),
+        x.full * y.full * (1 + 2 * _U),
+    )
+
+
+def _cut(part: _Part, window: Callable[[int], tuple[int, int]]) -> _Part:
+    """Keep the window of ``part``; the dropped computed mass, inflated by its rounding bound,
+    is added to ``lost``."""
+    lo, hi = window(part.n)
+    a = min(max(lo - part.offset, 0), part.masses.size)
+    b = max(min(hi - part.offset, part.masses.size), a)
+    dropped = math.fsum(part.masses[:a]) + math.fsum(part.masses[b:]) + 1e-300
+    lost = (part.lost + dropped * math.exp(part.err) * (1 + 4 * _U)) * (1 + 2 * _U)
+    return attrs.evolve(part, offset=part.offset + a, masses=part.masses[a:b].copy(), lost=lost)
+
+
+def _power(law: Array, n: int, window: Callable[[int], tuple[int, int]]) -> _Part:
+    """The sum of n independent values of the lattice law (n >= 1), by binary powering with
+    every partial sum cut to its window."""
+    full = math.fsum(law) * (1 + 2 * _U)
+    base = _cut(_Part(0, law, 1, 0.0, 0.0, full), window)
+    result: _Part | None = None
+    while True:
+        if n & 1:
+            result = base if result is None else _cut(_join(result, base), window)
+        n >>= 1
+        if not n:
+            break
+        base = _cut(_join(base, base), window)
+    assert result is not None
+    return result
+
+
+def _sides(null: Array, shifted: Array, t: int, k: int, h: float) -> tuple[_Part, _Part]:
+    """(Q, P) laws of the lattice sum: t - k null values plus k null (Q) or shifted (P) ones."""
+    null_window = _window(null, h, MAX_POINTS)
+    rest = _power(null, t - k, null_window)
+    q = _join(rest, _power(null, k, null_window))
+    p = _join(rest, _power(shifted, k, _window(shifted, h, MAX_POINTS)))
+    return q, p
+
+
+def _relative_bound(lower: Array, upper: Array) -> tuple[float, float, float]:
+    """(r, z, total) with ``upper <= (1 + r) lower + zeta`` entrywise, ``zeta`` the upper
+    masses where the lower one is 0 (``z`` their total) and ``total >= (1 + r)|lower| + z``, all
+    rounded up."""
+    pos = lower > 0
+    ratio = float(np.max(upper[pos] / lower[pos])) if pos.any() else 1.0
+    r = max(ratio * (1 + 8 * _U) - 1.0, 0.0)
+    z = math.fsum(upper[~pos]) * (1 + 2 * _U)
+    return r, z, ((1 + r) * math.fsum(lower) + z) * (1 + 8 * _U)
+
+
+def _aligned(
+    part: _Part, start: int, stop: int, factor: float, extra: float
+) -> tuple[Array, Array]:
+    """(lower, upper) bounds at indices start .. stop - 1 of the exact masses of the law whose
+    lower-side computation is ``part``: its computed masses deflated by their rounding bound;
+    and, for the law of the upper masses, at most ``factor`` times the lower side's exact law
+    plus ``extra``, the computed masses inflated and raised by the lost mass (each entry of an
+    exact law is at most the kept entry plus all the lost mass). 1e-300 absolute covers
+    underflow in the products."""
+    lo, hi = np.zeros(stop - start), np.zeros(stop - start)
+    a = part.offset - start
+    lo[a : a + part.masses.size] = part.masses * math.exp(-part.err) * (1 - 1e-12)
+    hi[a : a + part.masses.size] = part.masses * math.exp(part.err) * (1 + 1e-12)
+    hi = (hi + part.lost * (1 + 1e-12) + 1e-300) * factor * (1 + 4 * _U) + extra
+    return np.maximum(lo - 1e-300, 0.0), hi
+
+
+def _sum_bounds(
+    mu: float, t: int, k: int, power: float
+) -> tuple[int, tuple[Array, ...], tuple[float, ...]]:
+    """(first index, (P lower, P upper, Q lower, Q upper) of the lattice sums from it on, the
+    top cell's bounds). Only the lower laws are convolved: with ``hi <= (1 +
+    r) lo + zeta`` per output, the exact upper law of a sum of n outputs is at most ``(1 +
+    r)^n`` times the lower one plus ``n z total^(n - 1)`` in all (the terms with a zeta factor)."""
+    h, big = _grid(mu * power, t, SUM_TOP_MASS)
+    null_lo, null_hi, shift_lo, shift_hi, tops = _laws(mu, h, big, power)
+    q, p = _sides(null_lo, shift_lo, t, k, h)
+    r_n, z_n, total_n = _relative_bound(null_lo, null_hi)
+    r_s, z_s, total_s = _relative_bound(shift_lo, shift_hi)
+    most = max(total_n, total_s) ** (t - 1) * (1 + 8 * t * _U)
+    start = min(q.offset, p.offset)
+    stop = max(q.offset + q.masses.size, p.offset + p.masses.size)
+    factor_q = math.exp(t * math.log1p(r_n)) * (1 + 1e-12)
+    factor_p = math.exp((t - k) * math.log1p(r_n) + k * math.log1p(r_s)) * (1 + 1e-12)
+    q_lower, q_upper = _aligned(q, start, stop, factor_q, t * z_n * most * (1 + 4 * _U))
+    extra_p = ((t - k) * z_n + k * z_s) * most * (1 + 8 * _U)
+    p_lower, p_upper = _aligned(p, start, stop, factor_p, extra_p)
+    return start, (p_lower, p_upper, q_lower, q_upper), tops
+
+
+def _merged_tails(*bounds: Array) -> tuple[Array, ...]:
+    """The outcomes between the first and the last one with every bound at least TAIL_MASS,
+    each tail beyond them merged into one outcome (a union of events: lower bounds summed and
+    deflated, upper bounds summed and inflated, by their rounding bounds). Outcomes of
+    negligible mass would otherwise carry losses of hundreds."""
+    big_enough = np.nonzero(np.min(np.vstack(bounds), axis=0) >= TAIL_MASS)[0]
+    first, last = (int(big_enough[0]), int(big_enough[-1]) + 1) if big_enough.size else (0, 0)
+    out = []
+    for i, b in enumerate(bounds):
+        factor = 1 + (b.size + 4) * _U * (1 if i % 2 else -1)  # lower, upper, lower, upper
+        below, above = math.fsum(b[:first]) * factor, math.fsum(b[last:]) * factor
+        out.append(np.concatenate([[below], b[first:last], [above]]))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=16)
+def allocation_sum_pair(mu: float, t: int, k: int, power: float = 1.0) -> DiscretePair:
+    """The lattice sum of the cell values of the t outputs (the top cell an outcome of its
+    own) under ``P`` (k of the t outputs shifted by ``mu``, 1 <= k < t) and ``Q`` (none), as a
+    :class:`~dpledger.accountant.discrete_pair.DiscretePair` with every mass bracketed; the
+    negligible tails are merged into one outcome each. The cells are those of the likelihood
+    ratios raised to ``power`` (any partition is a valid post-processing; below 1 it weighs
+    many moderate outputs more, as the product terms do when k / t is not small)."""
+    if not 1 <= k < t:
+        raise ValueError(f"need 1 <= k < t, got k={k}, t={t}")
+    _, bounds, tops = _sum_bounds(mu, t, k, power)
+    bounds = _merged_tails(*bounds)
+    top = _top_outcome(t, tops, k)
+    return DiscretePair(*(np.append(b, x) for b, x in zip(bounds, top, strict=True)))

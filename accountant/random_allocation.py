@@ -49,11 +49,13 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
+from dpledger.accountant.allocation_ratio import allocation_sum_pair
 from dpledger.accountant.conversions import NDTR_REL
 from dpledger.accountant.profiles import (
     DirectedProfiles,
     gaussian_attack_profiles,
     gaussian_profile,
+    larger_profile,
     lower_pair_profiles,
     max_of_batches_pair,
     tabulated_profiles,
@@ -83,6 +85,11 @@ MAX_POINTS = 1 << 14
 TABLE_POINTS = 600
 #: the table stops where the one-release Gaussian profile is below this
 TABLE_FLOOR = 1e-16
+#: for k of t steps with k / t at least 1 / SUM_POWER_SHARE, the lower bound also sums the
+#: step outputs' likelihood ratios raised to these powers (each a valid statistic, the larger
+#: curve is kept); otherwise to the power 1 only
+SUM_POWERS = (1.0, 0.7)
+SUM_POWER_SHARE = 16
 #: the method the accountant names
 METHOD = (
     "random allocation of a Gaussian step: the dominating pair of Chua et al. (AISTATS 2025) / "
@@ -442,9 +449,14 @@ def allocation_profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # 
         return DirectedProfiles(up.remove, up.add, low, low)
     pair = allocation_lower_pair(sigma, event.num_steps, k)
     name = f"allocation_max(k={k} of t={event.num_steps}, gaussian scale={sigma:g})"
-    if k == 1:  # and the likelihood ratio of the remove pair, mu = 1 / sigma rounded down
-        mu = math.nextafter(1.0 / sigma, 0.0)
+    mu = math.nextafter(1.0 / sigma, 0.0)  # of the remove pair, 1 / sigma rounded down
+    if k == 1:  # and the likelihood ratio of the remove pair
         forward, backward = gaussian_attack_profiles(pair, mu, event.num_steps, name)
-    else:
+    else:  # and the lattice sums of the step outputs' likelihood ratios (to SUM_POWERS)
         forward, backward = lower_pair_profiles(pair, name)
+        for power in SUM_POWERS if k * SUM_POWER_SHARE >= event.num_steps else (1.0,):
+            sum_pair = allocation_sum_pair(mu, event.num_steps, k, power)
+            sum_f, sum_b = lower_pair_profiles(sum_pair, name)
+            forward = larger_profile(forward, sum_f, f"lower({name}, max and sums)")
+            backward = larger_profile(backward, sum_b, f"lower_swapped({name}, max and sums)")
     return DirectedProfiles(up.remove, up.add, forward, backward)

@@ -288,7 +288,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.random_allocation.allocation_profiles",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="97ce35ba0aa0c7f48482f955a571d9d979fc3c67c8a5234bb31a5fbd0596ae83",
+        source_sha256="5f3531bca3456c18e48d72777dce790297424a02312c4b5560771a93640f2e6d",
     ),
     ProofRecord(
         target="dpledger.runtime.ledger.PrivacyLedger.allocate",
@@ -361,6 +361,12 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
         source_sha256="9e203ff16a7e7c8af175c46574235f8b86aac1cd914b29b2396ae85000744500",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_ratio.allocation_sum_pair",
+        status="contrib",
+        proof="proofs_checks/allocation_ratio/proof.md",
+        source_sha256="658de5adff13c8d7b1d75edc3422f1dcd987fe137439f3d9302859bb2f6ec7b9",
     ),
 )
 

@@ -162,7 +162,8 @@ def test_k_of_t_grows_with_k_falls_with_t_and_stays_above_its_lower_bound() -> N
         assert all(sign * (b - a) > 0 for a, b in itertools.pairwise(uppers))
     for low, up in by_k + by_t:
         assert 0 < low < up
-    # the lower bound is the max of the t step outputs with the record's k steps shifted
+    # the lower bound (the max of the t step outputs and the lattice sum of their likelihood
+    # ratios, the record's k steps shifted) grows with k as well
     lows = [low for low, _ in by_k]
     assert all(b > a for a, b in itertools.pairwise(lows))
 
