@@ -107,6 +107,37 @@ def test_experiment3(n_cells: int) -> None:
     assert out["hockey_stick"] < 1e-4  # below 1/n² at ε = 0.15
 
 
+def test_experiment3_beside_its_non_private_baseline(n_cells: int) -> None:
+    out = paper.experiment3(n_cells=n_cells)
+    shk, em, erm = paper.experiment3_releases(out, n_cells=n_cells)
+    assert (shk["release"], em["release"], erm["release"]) == paper.EXP3_RELEASES
+    # the SHK row is the reproduced release: the same epsilon, pair loss and hockey-stick
+    assert (shk["epsilon"], shk["loss"], shk["hockey_stick"]) == (
+        out["bound"],
+        out["loss"],
+        out["hockey_stick"],
+    )
+    # the non-private estimate is the exact minimiser: no grid cell centre has a lower risk,
+    # and a cell centre is at most half a cell away (risk gap <= 1 - cos(dx / 2))
+    y, y2 = paper.exp3_data()
+    grid = paper.TorusGrid(n_cells)
+    lx = paper.cosine_loss(y)(grid.x)
+    assert 0.0 <= lx.min() - erm["risk"] <= 1.0 - math.cos(grid.dx / 2)
+    # so the excess over it is the table's utility plus that gap, for the flow and for pi_D
+    for row, cell in ((shk, "utility"), (em, "utility_floor")):
+        assert row["excess"] - out[cell] == pytest.approx(lx.min() - erm["risk"], abs=1e-12)
+        assert row["risk"] > erm["risk"] and row["distance"] > 0.0
+    # without noise the estimate moves with the data, so the pair is told apart with certainty
+    moved = [
+        math.atan2(math.fsum(math.sin(v) for v in d), math.fsum(math.cos(v) for v in d))
+        for d in (y, y2)
+    ]
+    assert moved[0] != moved[1]
+    assert (erm["loss"], erm["hockey_stick"], erm["excess"]) == (math.inf, 1.0, 0.0)
+    # pi_D: the exponential mechanism's own epsilon (Delta_osc) and loss below it
+    assert em["loss"] <= em["epsilon"] < shk["epsilon"]
+
+
 def test_experiment4(n_cells: int) -> None:
     out = paper.experiment4(n_cells=n_cells)
     check(out, "exp4")
