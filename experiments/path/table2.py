@@ -278,12 +278,14 @@ def summarize(*paths: str, only: list[str] | None = None) -> list[str]:
         runs.sort(key=lambda run: run[0])
         head = f"{'∞' if math.isinf(eps) else f'{eps:g}'} | {SUMMARY_LABELS[method]} | {sel}"
         for seed, r in runs:
-            cells = (f"{r[k]:.{d}f}" for k, d in SUMMARY_DIGITS.items())
+            cells = (
+                "–" if math.isinf(r[k]) else f"{r[k]:.{d}f}" for k, d in SUMMARY_DIGITS.items()
+            )
             lines.append(f"{head} | {seed} | " + " | ".join(cells))
         if len(runs) >= 2:
             values = {k: np.array([r[k] for _, r in runs]) for k in SUMMARY_DIGITS}
             cells = (
-                f"{v.mean():.{d}f} ± {v.std(ddof=1):.{d}f}"
+                "–" if np.isinf(v).all() else f"{v.mean():.{d}f} ± {v.std(ddof=1):.{d}f}"
                 for v, d in zip(values.values(), SUMMARY_DIGITS.values(), strict=True)
             )
             seeds = ", ".join(str(seed) for seed, _ in runs)

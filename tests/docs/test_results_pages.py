@@ -114,6 +114,37 @@ def test_path_table2_seeds_page_equals_summary() -> None:
         assert f"| {ln} |" in page, ln
 
 
+def _table2_baseline_files() -> list[str]:
+    folder = ROOT / "experiments" / "path"
+    patterns = ("table2_aim*.json", "table2_baselines*.json", "table2_direct_across*.json")
+    files = [p for pattern in patterns for p in folder.glob(pattern)]
+    return sorted(str(p) for p in [*files, *folder.glob("table2_nonprivate_baselines_s*.json")])
+
+
+def test_path_table2_baseline_seeds_page_equals_summary() -> None:
+    """The page's rows of AIM, Direct, Direct without privacy and REAL per seed are what
+    ``table2 --summarize`` prints for the stored runs, means and spreads included; every method
+    has seeds 0, 1 and 2 at each of its epsilons."""
+    printed = _run(
+        "-m", "experiments.path.table2", "--summarize", *_table2_baseline_files(), timeout=120
+    )
+    lines = [ln for ln in printed.splitlines()[1:] if ln.count("|") > 5]
+    page = PATH_RESULTS.read_text()
+    means = [ln for ln in lines if " | mean ± sd (0, 1, 2) | " in ln]
+    configurations = {tuple(ln.split(" | ")[:2]) for ln in lines}
+    assert {m for _, m in configurations} == {
+        "AIM",
+        "DIRECT (Acr.)",
+        "DIRECT (Markov = Indep)",
+        "DIRECT (Acr.) non-private (ε = 1e5)",
+        "DIRECT (Markov = Indep) non-private (ε = 1e5)",
+        "REAL (200 fresh tables)",
+    }
+    assert len(means) == len(configurations) == 9
+    for ln in lines:
+        assert f"| {ln} |" in page, ln
+
+
 def _sweep_files() -> list[str]:
     return sorted(str(p) for p in (ROOT / "experiments" / "path").glob("sweep_*.json"))
 
