@@ -218,7 +218,7 @@ def test_shk_page_equals_reproduce_output() -> None:
     printed = _run("experiments/shk/reproduce.py", "--markdown")
     page = SHK.read_text()
     lines = _table_lines(printed)
-    assert len(lines) == 36  # header and 35 cells
+    assert len(lines) == 40  # header and 35 cells; header and 3 releases of Experiment 3
     for ln in lines:
         assert ln in page, ln
 
@@ -245,3 +245,31 @@ def test_shk_page_cells_match_its_command_table() -> None:
             ("exp4", "kl_shk"),
         ]
     )
+
+
+def test_shk_page_non_private_baseline_agrees_with_reproduced_cells() -> None:
+    """The Experiment 3 table of releases (the SHK flow, pi_D, the non-private ERM) on the page
+    agrees with the page's reproduced cells: the flow's row is the reproduced release, pi_D's
+    excess is the utility floor, both measured from one minimum, and the ERM has no privacy."""
+    from dpledger.plugins.shk import paper
+
+    page = SHK.read_text()
+    cells = {}
+    releases = {}
+    for ln in _table_lines(page):
+        c = [x.strip() for x in ln.strip("|").split("|")]
+        if len(c) == 5 and c[0] == "exp3":
+            cells[c[1]] = float(c[3])
+        elif len(c) == 7 and c[0] in paper.EXP3_RELEASES:
+            releases[c[0]] = [float(x) for x in c[1:]]
+    shk, em, erm = (releases[name] for name in paper.EXP3_RELEASES)
+    assert shk[:3] == [cells["bound"], cells["loss"], cells["hockey_stick"]]
+    # excess over the exact minimum = the cells' utility (grid minimum) + one common offset
+    offset = shk[4] - cells["utility"]
+    assert 0.0 <= offset <= 1.0 - math.cos(math.pi / paper.N_CELLS)
+    assert em[4] - cells["utility_floor"] == pytest.approx(offset, abs=2e-6)
+    # the ERM: no privacy, zero excess and distance, and its risk is the minimum both use
+    assert erm[:3] == [math.inf, math.inf, 1.0] and erm[4:] == [0.0, 0.0]
+    assert erm[3] == pytest.approx(shk[3] - shk[4], abs=1e-6)
+    assert erm[3] == pytest.approx(em[3] - em[4], abs=1e-6)
+    assert em[1] <= em[0] < shk[0] and shk[1] <= shk[0]
