@@ -174,13 +174,21 @@ def test_trajectories_fig3_page_equals_summary() -> None:
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    files = sorted((ROOT / "experiments" / "trajectories").glob("fig3_*.json"))
-    assert len(files) == 3
-    rows = [r for f in files for r in json.loads(f.read_text())["rows"]]
+    folder = ROOT / "experiments" / "trajectories"
+    reduced = sorted(folder.glob("fig3_seed*.json"))
+    full = sorted(folder.glob("fig3_full_seed*.json"))
+    assert len(reduced) == len(full) == 3
+    rows = [r for f in [*reduced, *full] for r in json.loads(f.read_text())["rows"]]
+    # the full runs: the annealed run at the paper's 1000 / 500 / 500 iterations, both privacy
+    # settings, seeds 0, 1, 2 (the warm-started run is the reduced runs', it is not scaled)
+    runs = {(r["kind"], r["private"], r["iterations"], r["seed"]) for r in rows}
+    iterations = sum(k for k, _, _ in mod.ANNEAL)
+    for private in (True, False):
+        assert {("annealed", private, iterations, s) for s in (0, 1, 2)} <= runs
     printed = mod.summarize(rows)
     page = TRAJ.read_text()
     lines = _table_lines(printed)
-    assert len(lines) == 5
+    assert len(lines) == 7  # header, 4 reduced rows, 2 full rows
     for ln in lines:
         assert ln in page, ln
 
