@@ -12,6 +12,7 @@ Tables 1–2 to six digits (the SQRA flux converges exactly to the discrete Gibb
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ def close(ours: float, theirs: float, table: str = "", key: str = "") -> bool:
     return abs(ours - theirs) <= tolerance * abs(theirs)
 
 
-def check(ours: dict, table: str, skip: tuple[str, ...] = ()) -> None:
+def check(ours: dict[str, Any], table: str, skip: tuple[str, ...] = ()) -> None:
     bad = {
         k: (ours[k], v, f"{(ours[k] - v) / v:+.2%}")
         for k, v in paper.PAPER[table].items()
@@ -64,7 +65,7 @@ def test_every_listed_gap_is_a_real_cell() -> None:
 
 
 @pytest.fixture(scope="module", params=[96, pytest.param(192, marks=pytest.mark.slow)])
-def n_cells(request) -> int:
+def n_cells(request: pytest.FixtureRequest) -> int:
     return int(request.param)
 
 
