@@ -22,7 +22,11 @@ privacy, the same run (clipping, sampling, steps, generation, selection) with bo
 multipliers fixed at ``NON_PRIVATE_SIGMA`` = 0.01 (the sweep's non-private baseline); its
 certified epsilon is of order 1e5 and its epsilon column is infinity.
 ``--pretrain-only`` writes the pre-trained model to ``--model-dir`` and stops;
-``--summarize FILE...`` prints the PATH rows of stored runs, per seed and as mean ± sample sd.
+``--summarize FILE... [--only METHOD...]`` prints the rows of stored runs (PATH, the flattened
+baselines, their non-private versions, REAL), per seed and as mean ± sample sd.
+``direct_markov_nonprivate`` and ``direct_across_nonprivate`` are the Direct baselines without
+privacy: the same flattening, cliques and Private-PGM fit with the measurements calibrated to
+epsilon 1e5 (noise multiplier 0.0023 on counts); their epsilon column is infinity.
 """
 
 from __future__ import annotations
@@ -61,6 +65,12 @@ NON_PRIVATE_OVERRIDES: dict[str, Any] = {
     "noise_multiplier": NON_PRIVATE_SIGMA,
     "selection_noise_multiplier": NON_PRIVATE_SIGMA,
 }
+
+#: the Direct baselines without privacy: the same flattening, cliques and Private-PGM fit, with
+#: the measurements calibrated to epsilon 1e5 (noise multiplier 0.0023 on counts of sensitivity
+#: 1, i.e. exact marginals up to rounding)
+NON_PRIVATE_DIRECT_EPSILON = 1e5
+NON_PRIVATE_DIRECT = ("direct_markov_nonprivate", "direct_across_nonprivate")
 
 
 def pretrain(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
@@ -111,7 +121,7 @@ def length_pmf(max_rows: int) -> list[float]:
     pmf = np.zeros(max_rows)
     for t, pr in zip(p.lengths, p.length_probs, strict=True):
         pmf[min(int(t), max_rows) - 1] += pr
-    return (pmf / pmf.sum()).tolist()
+    return [float(v) for v in pmf / pmf.sum()]
 
 
 def path_params(
@@ -176,7 +186,9 @@ def run_method(
     """(synthetic tables, certified epsilon, accountant, info) of one private method."""
     common = {"epsilon": eps, "delta": delta, "length": args.length, "bins": args.bins}
     if name.startswith("direct"):
-        variant = "across" if name.endswith("across") else "markov"
+        variant = "across" if "across" in name else "markov"
+        if name in NON_PRIVATE_DIRECT:
+            common["epsilon"] = NON_PRIVATE_DIRECT_EPSILON
         p = DIRECT_SPEC.make_params(
             {**common, "variant": variant, "iters": args.iters, "n_across": args.n_across}
         )
@@ -207,15 +219,25 @@ def run_method(
 
 def epsilons_of(name: str, epsilons: list[float]) -> list[float]:
     """The epsilon column of a method's rows: one row per epsilon for the private methods."""
-    if name in ("real", "path_nonprivate"):
-        return [float("inf")]  # no privacy (path_nonprivate: noise multipliers 0.01)
+    if name in ("real", "path_nonprivate") or name in NON_PRIVATE_DIRECT:
+        return [float("inf")]  # no privacy (noise multipliers 0.01, or epsilon 1e5 for Direct)
     if name == "path_public":
         return [0.0]  # no private data
     return epsilons
 
 
-#: the PATH rows ``--summarize`` prints, and the columns with their decimals
-SUMMARY_LABELS = {"path": "PATH (GPT-2 tiny)", "path_nonprivate": "PATH non-private (σ = 0.01)"}
+#: the rows ``--summarize`` prints (PATH, the flattened baselines, their non-private versions
+#: and the real reference), and the columns with their decimals
+SUMMARY_LABELS = {
+    "aim": "AIM",
+    "direct_across": "DIRECT (Acr.)",
+    "direct_across_nonprivate": "DIRECT (Acr.) non-private (ε = 1e5)",
+    "direct_markov": "DIRECT (Markov = Indep)",
+    "direct_markov_nonprivate": "DIRECT (Markov = Indep) non-private (ε = 1e5)",
+    "path": "PATH (GPT-2 tiny)",
+    "path_nonprivate": "PATH non-private (σ = 0.01)",
+    "real": "REAL (200 fresh tables)",
+}
 SUMMARY_DIGITS = {
     "epsilon_certified": 4,
     "mauve": 3,
@@ -228,32 +250,42 @@ SUMMARY_DIGITS = {
 
 
 def selection_epsilon_cell(method: str, eps: float, share: float) -> str:
-    """The selection budget of a PATH row (none for the non-private baseline: sigma 0.01)."""
-    return "–" if method == "path_nonprivate" else f"{share * eps:g}"
+    """The selection budget of a PATH row (none for the non-private baseline: sigma 0.01, nor
+    for the methods without a selection step)."""
+    return f"{share * eps:g}" if method == "path" else "–"
 
 
-def summarize(*paths: str) -> list[str]:
-    """Table rows of the PATH runs stored in ``paths``: one per seed, and for a configuration
-    (method, epsilon, selection budget) run with two seeds or more, mean ± sample sd."""
+def summarize(*paths: str, only: list[str] | None = None) -> list[str]:
+    """Table rows of the runs stored in ``paths`` (methods of ``SUMMARY_LABELS``): one per
+    seed, and for a configuration (method, epsilon, selection budget) run with two seeds or
+    more, mean ± sample sd. ``only`` keeps these methods. A configuration stored twice for one
+    seed is an error."""
     groups: dict[tuple[str, float, str], list[tuple[int, dict[str, Any]]]] = {}
     for path in paths:
         stored = json.loads(Path(path).read_text())
         seed, share = stored["args"]["seed"], stored["args"]["selection_share"]
         for r in stored["rows"]:
-            if r["method"] in SUMMARY_LABELS:
+            if r["method"] in SUMMARY_LABELS and (only is None or r["method"] in only):
                 sel = selection_epsilon_cell(r["method"], r["epsilon"], share)
-                groups.setdefault((r["method"], r["epsilon"], sel), []).append((seed, r))
+                runs = groups.setdefault((r["method"], r["epsilon"], sel), [])
+                if any(seed == other for other, _ in runs):
+                    raise SystemExit(
+                        f"{path}: {r['method']} at ε = {r['epsilon']} seed {seed} twice"
+                    )
+                runs.append((seed, r))
     lines = []
     for (method, eps, sel), runs in sorted(groups.items()):
         runs.sort(key=lambda run: run[0])
         head = f"{'∞' if math.isinf(eps) else f'{eps:g}'} | {SUMMARY_LABELS[method]} | {sel}"
         for seed, r in runs:
-            cells = (f"{r[k]:.{d}f}" for k, d in SUMMARY_DIGITS.items())
+            cells = (
+                "–" if math.isinf(r[k]) else f"{r[k]:.{d}f}" for k, d in SUMMARY_DIGITS.items()
+            )
             lines.append(f"{head} | {seed} | " + " | ".join(cells))
         if len(runs) >= 2:
             values = {k: np.array([r[k] for _, r in runs]) for k in SUMMARY_DIGITS}
             cells = (
-                f"{v.mean():.{d}f} ± {v.std(ddof=1):.{d}f}"
+                "–" if np.isinf(v).all() else f"{v.mean():.{d}f} ± {v.std(ddof=1):.{d}f}"
                 for v, d in zip(values.values(), SUMMARY_DIGITS.values(), strict=True)
             )
             seeds = ", ".join(str(seed) for seed, _ in runs)
@@ -325,7 +357,14 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--generation-batch", type=int, default=100)
     ap.add_argument("--path-params", default="{}", help="JSON overrides of PathParams")
     ap.add_argument(
-        "--summarize", nargs="+", default=None, help="print the PATH rows of stored JSON files"
+        "--summarize", nargs="+", default=None, help="print the rows of stored JSON files"
+    )
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        choices=sorted(SUMMARY_LABELS),
+        default=None,
+        help="with --summarize: print only these methods",
     )
     return ap
 
@@ -333,7 +372,7 @@ def parser() -> argparse.ArgumentParser:
 def main() -> None:
     args = parser().parse_args()
     if args.summarize:
-        summarize(*args.summarize)
+        summarize(*args.summarize, only=args.only)
         return
     data, hmm = hmm_dataset(args.n_users, seed=args.seed)
     perm = np.random.default_rng(args.seed).permutation(len(data))
@@ -362,7 +401,8 @@ def main() -> None:
     for name in args.methods:
         for eps in epsilons_of(name, args.epsilons):
             t0 = time.time()
-            certified, accountant, info = (float("inf") if name == "real" else 0.0), "-", {}
+            certified, accountant = (float("inf") if name == "real" else 0.0), "-"
+            info: dict[str, Any] = {}
             if name == "real":
                 # fresh real tables outside the training set: a training subsample would sit at
                 # distance 0 from the training set and make its TDCR trivially 1

@@ -72,7 +72,7 @@ BRANCHES = ("upper", "line", "lower")
 def paper_epsilon(rho: float, schedule: tuple[tuple[int, float, float], ...]) -> float:
     """The paper's accounting: Lemma 3.1 per regime at delta' = 0.01/3, summed."""
     d = ANNEAL_DELTA / len(schedule)
-    return sum(gdp_epsilon(paper_gdp_mu(rho, k, tau), d) for k, _, tau in schedule)
+    return float(sum(gdp_epsilon(paper_gdp_mu(rho, k, tau), d) for k, _, tau in schedule))
 
 
 def paper_rho(schedule: tuple[tuple[int, float, float], ...], target: float) -> float:
@@ -97,7 +97,7 @@ def branch_of(points: np.ndarray, t: float) -> np.ndarray:
         ]
     )
     d = ((points[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
-    return d.argmin(1)
+    return np.asarray(d.argmin(1))
 
 
 def interior(times: np.ndarray) -> list[int]:
@@ -205,26 +205,31 @@ def summarize(rows: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     body = ""
-    for kind in ("annealed", "warm start"):
-        for private in (True, False):
-            rs = [r for r in rows if r["kind"] == kind and r["private"] == private]
-            if not rs:
-                continue
+    runs = sorted({(r["kind"], not r["private"], r["iterations"]) for r in rows})
+    for kind, public, iterations in runs:
+        private = not public
+        rs = [
+            r
+            for r in rows
+            if r["kind"] == kind and r["private"] == private and r["iterations"] == iterations
+        ]
+        if len({r["seed"] for r in rs}) != len(rs):
+            raise ValueError(f"{kind}, {iterations} iterations: a seed is stored twice")
 
-            def ms(key: str, rs: list[dict[str, Any]] = rs, f: str = ".3f") -> str:
-                v = np.array([r[key] for r in rs], dtype=float)
-                sd = v.std(ddof=1) if len(v) > 1 else float("nan")
-                return f"{v.mean():{f}} ± {sd:{f}}"
+        def ms(key: str, rs: list[dict[str, Any]] = rs, f: str = ".3f") -> str:
+            v = np.array([r[key] for r in rs], dtype=float)
+            sd = v.std(ddof=1) if len(v) > 1 else float("nan")
+            return f"{v.mean():{f}} ± {sd:{f}}"
 
-            wts = np.array([r["weights"] for r in rs])
-            wtxt = " / ".join(f"{wts[:, j].mean():.2f}" for j in range(3))
-            eps = rs[0]["epsilon_certified"]
-            body += (
-                f"| {kind} | {'private' if private else 'non-private'} | {len(rs)} | "
-                f"{rs[0]['iterations']} | {eps:.4g} | {ms('w2_init')} | {ms('w2')} | "
-                f"{ms('w2sq', f='.4f')} | "
-                f"{wtxt} | {ms('weight_error')} | {ms('cross_cluster', f='.2f')} |\n"
-            )
+        wts = np.array([r["weights"] for r in rs])
+        wtxt = " / ".join(f"{wts[:, j].mean():.2f}" for j in range(3))
+        eps = rs[0]["epsilon_certified"]
+        body += (
+            f"| {kind} | {'private' if private else 'non-private'} | {len(rs)} | "
+            f"{rs[0]['iterations']} | {eps:.4g} | {ms('w2_init')} | {ms('w2')} | "
+            f"{ms('w2sq', f='.4f')} | "
+            f"{wtxt} | {ms('weight_error')} | {ms('cross_cluster', f='.2f')} |\n"
+        )
     return head + body
 
 
@@ -288,10 +293,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.summarize is not None:
-        rows = [r for f in args.summarize for r in json.loads(f.read_text())["rows"]]
-        print(summarize(rows))
+        stored = [r for f in args.summarize for r in json.loads(f.read_text())["rows"]]
+        print(summarize(stored))
         if args.figure is not None:
-            figure(rows, args.figure, args.N)
+            figure(stored, args.figure, args.N)
         return 0
     import torch
 

@@ -96,11 +96,51 @@ def test_path_table2_seeds_page_equals_summary() -> None:
     """The page's PATH rows per seed (paper's split at epsilon 10, non-private PATH) are what
     ``table2 --summarize`` prints for the stored runs, means and spreads included."""
     files = _table2_path_files()
-    printed = _run("-m", "experiments.path.table2", "--summarize", *files, timeout=120)
+    printed = _run(
+        "-m",
+        "experiments.path.table2",
+        "--summarize",
+        *files,
+        "--only",
+        "path",
+        "path_nonprivate",
+        timeout=120,
+    )
     lines = [ln for ln in printed.splitlines()[1:] if ln.count("|") > 5]
     page = PATH_RESULTS.read_text()
     assert any(ln.startswith("10 | PATH (GPT-2 tiny) | 1 | ") for ln in lines)
     assert any(ln.split(" | ")[1].startswith("PATH non-private") for ln in lines)
+    for ln in lines:
+        assert f"| {ln} |" in page, ln
+
+
+def _table2_baseline_files() -> list[str]:
+    folder = ROOT / "experiments" / "path"
+    patterns = ("table2_aim*.json", "table2_baselines*.json", "table2_direct_across*.json")
+    files = [p for pattern in patterns for p in folder.glob(pattern)]
+    return sorted(str(p) for p in [*files, *folder.glob("table2_nonprivate_baselines_s*.json")])
+
+
+def test_path_table2_baseline_seeds_page_equals_summary() -> None:
+    """The page's rows of AIM, Direct, Direct without privacy and REAL per seed are what
+    ``table2 --summarize`` prints for the stored runs, means and spreads included; every method
+    has seeds 0, 1 and 2 at each of its epsilons."""
+    printed = _run(
+        "-m", "experiments.path.table2", "--summarize", *_table2_baseline_files(), timeout=120
+    )
+    lines = [ln for ln in printed.splitlines()[1:] if ln.count("|") > 5]
+    page = PATH_RESULTS.read_text()
+    means = [ln for ln in lines if " | mean ± sd (0, 1, 2) | " in ln]
+    configurations = {tuple(ln.split(" | ")[:2]) for ln in lines}
+    assert {m for _, m in configurations} == {
+        "AIM",
+        "DIRECT (Acr.)",
+        "DIRECT (Markov = Indep)",
+        "DIRECT (Acr.) non-private (ε = 1e5)",
+        "DIRECT (Markov = Indep) non-private (ε = 1e5)",
+        "REAL (200 fresh tables)",
+    }
+    assert len(means) == len(configurations) == 9
     for ln in lines:
         assert f"| {ln} |" in page, ln
 
@@ -134,13 +174,21 @@ def test_trajectories_fig3_page_equals_summary() -> None:
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    files = sorted((ROOT / "experiments" / "trajectories").glob("fig3_*.json"))
-    assert len(files) == 3
-    rows = [r for f in files for r in json.loads(f.read_text())["rows"]]
+    folder = ROOT / "experiments" / "trajectories"
+    reduced = sorted(folder.glob("fig3_seed*.json"))
+    full = sorted(folder.glob("fig3_full_seed*.json"))
+    assert len(reduced) == len(full) == 3
+    rows = [r for f in [*reduced, *full] for r in json.loads(f.read_text())["rows"]]
+    # the full runs: the annealed run at the paper's 1000 / 500 / 500 iterations, both privacy
+    # settings, seeds 0, 1, 2 (the warm-started run is the reduced runs', it is not scaled)
+    runs = {(r["kind"], r["private"], r["iterations"], r["seed"]) for r in rows}
+    iterations = sum(k for k, _, _ in mod.ANNEAL)
+    for private in (True, False):
+        assert {("annealed", private, iterations, s) for s in (0, 1, 2)} <= runs
     printed = mod.summarize(rows)
     page = TRAJ.read_text()
     lines = _table_lines(printed)
-    assert len(lines) == 5
+    assert len(lines) == 7  # header, 4 reduced rows, 2 full rows
     for ln in lines:
         assert ln in page, ln
 
@@ -178,7 +226,7 @@ def test_shk_page_equals_reproduce_output() -> None:
     printed = _run("experiments/shk/reproduce.py", "--markdown")
     page = SHK.read_text()
     lines = _table_lines(printed)
-    assert len(lines) == 36  # header and 35 cells
+    assert len(lines) == 40  # header and 35 cells; header and 3 releases of Experiment 3
     for ln in lines:
         assert ln in page, ln
 
@@ -205,3 +253,31 @@ def test_shk_page_cells_match_its_command_table() -> None:
             ("exp4", "kl_shk"),
         ]
     )
+
+
+def test_shk_page_non_private_baseline_agrees_with_reproduced_cells() -> None:
+    """The Experiment 3 table of releases (the SHK flow, pi_D, the non-private ERM) on the page
+    agrees with the page's reproduced cells: the flow's row is the reproduced release, pi_D's
+    excess is the utility floor, both measured from one minimum, and the ERM has no privacy."""
+    from dpledger.plugins.shk import paper
+
+    page = SHK.read_text()
+    cells = {}
+    releases = {}
+    for ln in _table_lines(page):
+        c = [x.strip() for x in ln.strip("|").split("|")]
+        if len(c) == 5 and c[0] == "exp3":
+            cells[c[1]] = float(c[3])
+        elif len(c) == 7 and c[0] in paper.EXP3_RELEASES:
+            releases[c[0]] = [float(x) for x in c[1:]]
+    shk, em, erm = (releases[name] for name in paper.EXP3_RELEASES)
+    assert shk[:3] == [cells["bound"], cells["loss"], cells["hockey_stick"]]
+    # excess over the exact minimum = the cells' utility (grid minimum) + one common offset
+    offset = shk[4] - cells["utility"]
+    assert 0.0 <= offset <= 1.0 - math.cos(math.pi / paper.N_CELLS)
+    assert em[4] - cells["utility_floor"] == pytest.approx(offset, abs=2e-6)
+    # the ERM: no privacy, zero excess and distance, and its risk is the minimum both use
+    assert erm[:3] == [math.inf, math.inf, 1.0] and erm[4:] == [0.0, 0.0]
+    assert erm[3] == pytest.approx(shk[3] - shk[4], abs=1e-6)
+    assert erm[3] == pytest.approx(em[3] - em[4], abs=1e-6)
+    assert em[1] <= em[0] < shk[0] and shk[1] <= shk[0]

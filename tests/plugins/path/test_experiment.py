@@ -53,6 +53,21 @@ def test_table2_tiny_real_and_direct(tmp_path: Path) -> None:
     assert direct["delta"] == pytest.approx(1.0 / 120**2)
 
 
+@pytest.mark.slow
+def test_table2_tiny_direct_nonprivate(tmp_path: Path) -> None:
+    """Direct without privacy: the same fit with the release calibrated to epsilon 1e5, its row
+    at epsilon infinity, closer to the real tables' marginals than Direct at epsilon 1."""
+    tiny = ("--n-users", "150", "--length", "6", "--bins", "6", "--iters", "100")
+    private, nonprivate = _table2(
+        tmp_path, "--methods", "direct_markov", "direct_markov_nonprivate", "--epsilons", "1", *tiny
+    )
+    assert nonprivate["method"] == "direct_markov_nonprivate"
+    assert nonprivate["epsilon"] == math.inf
+    assert nonprivate["epsilon_certified"] == pytest.approx(1e5)
+    assert private["epsilon_certified"] == pytest.approx(1.0)
+    assert nonprivate["marginal_w1"] < private["marginal_w1"]  # type: ignore[operator]
+
+
 #: a run small enough for the tier (tiny data, a few steps, short tables)
 TINY_RUN = (
     "--n-users",

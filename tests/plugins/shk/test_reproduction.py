@@ -12,6 +12,7 @@ Tables 1–2 to six digits (the SQRA flux converges exactly to the discrete Gibb
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ def close(ours: float, theirs: float, table: str = "", key: str = "") -> bool:
     return abs(ours - theirs) <= tolerance * abs(theirs)
 
 
-def check(ours: dict, table: str, skip: tuple[str, ...] = ()) -> None:
+def check(ours: dict[str, Any], table: str, skip: tuple[str, ...] = ()) -> None:
     bad = {
         k: (ours[k], v, f"{(ours[k] - v) / v:+.2%}")
         for k, v in paper.PAPER[table].items()
@@ -64,7 +65,7 @@ def test_every_listed_gap_is_a_real_cell() -> None:
 
 
 @pytest.fixture(scope="module", params=[96, pytest.param(192, marks=pytest.mark.slow)])
-def n_cells(request) -> int:
+def n_cells(request: pytest.FixtureRequest) -> int:
     return int(request.param)
 
 
@@ -105,6 +106,37 @@ def test_experiment3(n_cells: int) -> None:
     assert out["bound"] == pytest.approx(0.2 + 22.0 * math.exp(-7.0), rel=1e-12)
     assert out["loss"] <= out["target_bound"] <= out["bound_data"] <= out["bound"]
     assert out["hockey_stick"] < 1e-4  # below 1/n² at ε = 0.15
+
+
+def test_experiment3_beside_its_non_private_baseline(n_cells: int) -> None:
+    out = paper.experiment3(n_cells=n_cells)
+    shk, em, erm = paper.experiment3_releases(out, n_cells=n_cells)
+    assert (shk["release"], em["release"], erm["release"]) == paper.EXP3_RELEASES
+    # the SHK row is the reproduced release: the same epsilon, pair loss and hockey-stick
+    assert (shk["epsilon"], shk["loss"], shk["hockey_stick"]) == (
+        out["bound"],
+        out["loss"],
+        out["hockey_stick"],
+    )
+    # the non-private estimate is the exact minimiser: no grid cell centre has a lower risk,
+    # and a cell centre is at most half a cell away (risk gap <= 1 - cos(dx / 2))
+    y, y2 = paper.exp3_data()
+    grid = paper.TorusGrid(n_cells)
+    lx = paper.cosine_loss(y)(grid.x)
+    assert 0.0 <= lx.min() - erm["risk"] <= 1.0 - math.cos(grid.dx / 2)
+    # so the excess over it is the table's utility plus that gap, for the flow and for pi_D
+    for row, cell in ((shk, "utility"), (em, "utility_floor")):
+        assert row["excess"] - out[cell] == pytest.approx(lx.min() - erm["risk"], abs=1e-12)
+        assert row["risk"] > erm["risk"] and row["distance"] > 0.0
+    # without noise the estimate moves with the data, so the pair is told apart with certainty
+    moved = [
+        math.atan2(math.fsum(math.sin(v) for v in d), math.fsum(math.cos(v) for v in d))
+        for d in (y, y2)
+    ]
+    assert moved[0] != moved[1]
+    assert (erm["loss"], erm["hockey_stick"], erm["excess"]) == (math.inf, 1.0, 0.0)
+    # pi_D: the exponential mechanism's own epsilon (Delta_osc) and loss below it
+    assert em["loss"] <= em["epsilon"] < shk["epsilon"]
 
 
 def test_experiment4(n_cells: int) -> None:
