@@ -128,6 +128,19 @@ def _cells(mu: float, z: Array) -> tuple[Array, Array, Array, Array]:
     return mass, err_mass, moment, err_moment
 
 
+def _top_bounds(mu: float, z_top: float) -> tuple[float, float, float, float]:
+    """(lower, upper) of the Q mass of the top cell (outputs above ``z_top``) and of its
+    P-shifted mass E_Q[L; top] = P(N(mu, 1) > z_top)."""
+    q_top = float(special.ndtr(-z_top))
+    p_top = float(special.ndtr(mu - z_top))
+    return (
+        q_top * (1 - NDTR_REL),
+        min(q_top * (1 + NDTR_REL), 1.0),
+        p_top * (1 - NDTR_REL),
+        min(p_top * (1 + NDTR_REL), 1.0),
+    )
+
+
 def _one_output(mu: float, h: float, big: float) -> tuple[Array, float, tuple[float, ...]]:
     """(lower bounds of the masses of one output's lattice values 0, h, 2h, ..., the relative
     bound rho of every kept cell's conditional mean against its lattice value, and bounds
@@ -144,14 +157,7 @@ def _one_output(mu: float, h: float, big: float) -> tuple[Array, float, tuple[fl
     law = np.zeros(int(index[-1]) + 1 if index.size else 1)
     law[index[keep]] = m_lo[keep] * (1 - 4 * _U)
     rho = float(rel[keep].max()) if keep.any() else 0.0
-    q_top = float(special.ndtr(-z[-1]))
-    p_top = float(special.ndtr(mu - z[-1]))
-    tops = (
-        q_top * (1 - NDTR_REL),
-        min(q_top * (1 + NDTR_REL), 1.0),
-        p_top * (1 - NDTR_REL),
-        min(p_top * (1 + NDTR_REL), 1.0),
-    )
+    tops = _top_bounds(mu, float(z[-1]))
     return law, rho, tops
 
 
@@ -317,14 +323,7 @@ def _laws(
         out[index] = np.maximum(value + sign * err, 0.0) * (1 + sign * 4 * _U)
         return out
 
-    q_top = float(special.ndtr(-z[-1]))
-    p_top = float(special.ndtr(mu - z[-1]))
-    tops = (
-        q_top * (1 - NDTR_REL),
-        min(q_top * (1 + NDTR_REL), 1.0),
-        p_top * (1 - NDTR_REL),
-        min(p_top * (1 + NDTR_REL), 1.0),
-    )
+    tops = _top_bounds(mu, float(z[-1]))
     return (
         law(mass, err_mass, -1.0),
         law(mass, err_mass, 1.0),

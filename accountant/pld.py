@@ -272,7 +272,7 @@ class PLDAccountant(Accountant):
         self._levels: dict[tuple[str, float], float] = {}
         #: ("epsilon", direction, delta) and ("delta", direction, epsilon) queries that needed
         #: the split compositions on a coarser grid
-        self._split_decides: set[tuple[str, str, float]] = set()
+        self._split_first: set[tuple[str, str, float]] = set()
 
     def _unsupported_reason(self, event: Event) -> str | None:
         leaves = flatten(event)
@@ -295,7 +295,7 @@ class PLDAccountant(Accountant):
         self._prep = None
         self._states = {}
         self._levels = {}
-        self._split_decides = set()
+        self._split_first = set()
 
     # -- composition -------------------------------------------------------------------
     def _components(
@@ -535,7 +535,7 @@ class PLDAccountant(Accountant):
         the goal, the compositions split by heavy-tail steps are made as well; once they were
         needed on a coarser grid, finer grids make them first, and the plain ones only when
         they leave the bracket wider than the goal."""
-        if ("epsilon", name, delta) in self._split_decides:
+        if ("epsilon", name, delta) in self._split_first:
             split = self._split_bracket(prep, name, delta, math.inf, 0.0)
             if split[0] <= split[1] * BRACKET_GOAL:
                 return split
@@ -576,7 +576,7 @@ class PLDAccountant(Accountant):
             and not best_up <= best_lo * BRACKET_GOAL
         ):
             best_up, best_lo, _ = self._split_bracket(prep, name, delta, best_up, best_lo)
-            self._split_decides.add(("epsilon", name, delta))
+            self._split_first.add(("epsilon", name, delta))
         return best_up, best_lo, h
 
     def _split_bracket(
@@ -671,11 +671,8 @@ class PLDAccountant(Accountant):
                 ):
                     return bound
                 previous = gap
-                # the dominated pairs' gap shrinks about with the square of the spacing (the
-                # shifted chord's in proportion): refine by the root of the factor needed, and
-                # more than that when it is large
                 ratio = gap / max(0.8 * BRACKET_TARGET * bound.epsilon, BRACKET_ABSOLUTE)
-                points = min(full, math.ceil(points * max(2.0, 1.5 * math.sqrt(ratio))))
+                points = _finer_points(points, full, ratio, least=2.0, most=math.inf)
         finally:
             self._points = full
 
@@ -793,10 +790,8 @@ class PLDAccountant(Accountant):
                 goal = min((DELTA_BRACKET_GOAL - 1) * bound.delta_lower, DELTA_ABSOLUTE)
                 if gap <= goal or points >= full or self._floored or bound.delta <= 0.0:
                     return bound
-                # as for epsilon queries: the dominated pairs' gap shrinks about with the
-                # square of the spacing, so refine by the root of the factor needed
                 ratio = gap / max(0.8 * goal, 1e-300)
-                points = min(full, math.ceil(points * min(16.0, max(4.0, 1.5 * ratio**0.5))))
+                points = _finer_points(points, full, ratio, least=4.0, most=16.0)
         finally:
             self._points = full
 
@@ -829,7 +824,7 @@ class PLDAccountant(Accountant):
         direction's lower bound), then the split ones while the bracket is wider than the goal.
         Once a coarser pass needed the split ones, finer passes make them first, and the plain
         ones only when the split bracket is still wider than the goal."""
-        if ("delta", name, epsilon) in self._split_decides:
+        if ("delta", name, epsilon) in self._split_first:
             h = self._split_delta(prep, name, epsilon, self._levels[(name, epsilon)])
             best_up, best_lo = self._known_deltas(name, epsilon)
             if best_up <= floor or best_lo >= best_up / DELTA_BRACKET_GOAL:
@@ -852,7 +847,7 @@ class PLDAccountant(Accountant):
         found = min(found, best_up)
         if tilts[0] > 0 or found < UNTILTED_DELTA:
             self._split_delta(prep, name, epsilon, found)
-            self._split_decides.add(("delta", name, epsilon))
+            self._split_first.add(("delta", name, epsilon))
         return (*self._known_deltas(name, epsilon), h)
 
     def _delta_lowers(
@@ -929,6 +924,13 @@ UPPER_KINDS = frozenset({"upper"})
 #: SPLIT_DROPPED_SHARE of the bound
 SPLIT_LEVEL_PASSES = 3
 SPLIT_DROPPED_SHARE = 1e-2
+
+
+def _finer_points(points: int, full: int, ratio: float, least: float, most: float) -> int:
+    """Points of the next pass when the bracket is ``ratio`` times wider than wanted: the
+    dominated pairs' gap shrinks about with the square of the spacing, so the points grow by
+    1.5 sqrt(ratio), kept within [least, most] times, and never beyond ``full``."""
+    return min(full, math.ceil(points * min(most, max(least, 1.5 * math.sqrt(ratio)))))
 
 
 def _coarse_grid(
