@@ -216,6 +216,41 @@ def test_swflow_digits_page_equals_stored_output() -> None:
     assert checked == 15
 
 
+def _digits_rows(text: str) -> dict[tuple[str, str], list[str]]:
+    """(method, epsilon) -> the cells of a ``digits.md`` row without its time column."""
+    rows = {}
+    for ln in _table_lines(text):
+        c = [x.strip() for x in ln.strip("|").split("|")]
+        if len(c) == 8 and c[0] != "method":
+            rows[(c[0], c[1])] = c[:7]
+    return rows
+
+
+@pytest.mark.slow
+def test_swflow_digits_regenerates_a_stored_cell(tmp_path: Path) -> None:
+    """The page's regeneration command (``digits.py``), restricted to one cell (DPSWflow-r at
+    epsilon 10, its three run seeds, the public models and the reference rows made anew),
+    prints the stored ``digits.md`` numbers of those rows, every digit, and writes the same."""
+    printed = _run(
+        "experiments/swflow/digits.py",
+        "--out",
+        str(tmp_path),
+        "--methods",
+        "DPSWflow-r",
+        "--epsilons",
+        "10",
+        timeout=1800,
+    )
+    fresh = _digits_rows(printed)
+    stored = _digits_rows((ROOT / "experiments" / "swflow" / "results" / "digits.md").read_text())
+    assert fresh == _digits_rows((tmp_path / "digits.md").read_text())
+    assert sorted(fresh) == sorted(
+        [(k, "-") for k, _ in stored if k.startswith("reference")] + [("DPSWflow-r", "10")]
+    )
+    for key, cells in fresh.items():
+        assert cells == stored[key], key
+
+
 # -- SHK (paper D) ----------------------------------------------------------------------------
 SHK = ROOT / "docs" / "methods" / "shk.md"
 
