@@ -121,6 +121,17 @@ def _table2_baseline_files() -> list[str]:
     return sorted(str(p) for p in [*files, *folder.glob("table2_nonprivate_baselines_s*.json")])
 
 
+def _summary_lines(printed: str) -> list[str]:
+    """The table rows ``table2 --summarize`` printed (without its header line)."""
+    rows = (ln for ln in printed.splitlines() if ln.count("|") > 5)
+    return [ln for ln in rows if not ln.startswith("ε | method | ")]
+
+
+def _not_on_page(lines: list[str], page: str) -> list[str]:
+    """The printed rows the page does not show verbatim (as a table row)."""
+    return [ln for ln in lines if f"| {ln} |" not in page]
+
+
 def test_path_table2_baseline_seeds_page_equals_summary() -> None:
     """The page's rows of AIM, Direct, Direct without privacy and REAL per seed are what
     ``table2 --summarize`` prints for the stored runs, means and spreads included; every method
@@ -143,6 +154,91 @@ def test_path_table2_baseline_seeds_page_equals_summary() -> None:
     assert len(means) == len(configurations) == 9
     for ln in lines:
         assert f"| {ln} |" in page, ln
+
+
+def test_path_regenerate_lists_every_stored_cell() -> None:
+    """``regenerate --list`` names every stored row of the page's runs once: each table2 file's
+    rows (not the methods its command listed but never finished), each sweep (method, cell,
+    seed) once, and not the repeat of the public-only control."""
+    listed = _run("-m", "experiments.path.regenerate", "--list", timeout=120).splitlines()
+    cells = [tuple(ln.split(" ")) for ln in listed]
+    folder = ROOT / "experiments" / "path"
+    expected = set()
+    for f in folder.glob("table2_*.json"):
+        if f.name == "table2_path_public_check.json":
+            continue
+        stored = json.loads(f.read_text())
+        for r in stored["rows"]:
+            eps = "inf" if math.isinf(r["epsilon"]) else f"{r['epsilon']:g}"
+            expected.add((f.name, r["method"], eps, str(stored["args"]["seed"])))
+    sweep_rows = {
+        (r["method"], r["cell"], str(r["seed"]))
+        for f in folder.glob("sweep_*.json")
+        for r in json.loads(f.read_text())["rows"]
+    }
+    table2_cells = {c for c in cells if c[0].startswith("table2_")}
+    sweep_cells = [c[1:] for c in cells if c[0].startswith("sweep_")]
+    assert table2_cells == expected
+    assert len(table2_cells) + len(sweep_cells) == len(cells)
+    assert sorted(sweep_cells) == sorted(sweep_rows)
+    assert ("table2_baselines.json", "direct_markov", "2", "0") in table2_cells
+    assert not any(c[:2] == ("table2_baselines.json", "direct_across") for c in cells)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--cell", "table2_nothing.json"],
+        ["--cell", "table2_baselines.json:aim"],
+        ["--cell", "table2_baselines.json:direct_markov:3"],
+        ["--cell", "table2_baselines.json:direct_markov:2"],  # no --out
+        ["--out", "x", "--threads", "0", "--cell", "table2_aim.json"],
+    ],
+)
+def test_path_regenerate_refuses_bad_input_in_one_line(argv: list[str]) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.path.regenerate", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "error:" in out.stderr, out.stderr
+
+
+@pytest.mark.slow
+def test_path_regenerate_reproduces_a_stored_cell(tmp_path: Path) -> None:
+    """The page's regeneration command, restricted to one full-size cell (Direct-Markov, seed 0,
+    epsilon 2: 800 private users, L = 10, 16 bins, 1000 Private-PGM iterations), re-runs it from
+    scratch and prints the row the page shows, at the page's digits; it equals the stored
+    run's row."""
+    printed = _run(
+        "-m",
+        "experiments.path.regenerate",
+        "--out",
+        str(tmp_path),
+        "--cell",
+        "table2_baselines.json:direct_markov:2",
+        timeout=1800,
+    )
+    tables = printed[printed.index("# regenerated tables") :]
+    assert "## AIM, Direct, their non-private versions and REAL per seed" in tables
+    lines = _summary_lines(tables)
+    assert lines == [lines[0]] and lines[0].startswith("2 | DIRECT (Markov = Indep) | – | 0 | ")
+    assert _not_on_page(lines, PATH_RESULTS.read_text()) == []
+    stored = _run(
+        "-m",
+        "experiments.path.table2",
+        "--summarize",
+        str(ROOT / "experiments" / "path" / "table2_baselines.json"),
+        "--only",
+        "direct_markov",
+        timeout=120,
+    )
+    assert lines[0] in _summary_lines(stored)
+    fresh = json.loads((tmp_path / "table2_baselines.json").read_text())["rows"]
+    assert [(r["method"], r["epsilon"]) for r in fresh] == [("direct_markov", 2.0)]
 
 
 def _sweep_files() -> list[str]:
