@@ -133,27 +133,71 @@ def _not_on_page(lines: list[str], page: str) -> list[str]:
 
 
 def test_path_table2_baseline_seeds_page_equals_summary() -> None:
-    """The page's rows of AIM, Direct, Direct without privacy and REAL per seed are what
-    ``table2 --summarize`` prints for the stored runs, means and spreads included; every method
-    has seeds 0, 1 and 2 at each of its epsilons."""
+    """The page's rows of AIM, Direct, AIM and Direct without privacy and REAL per seed are
+    what ``table2 --summarize`` prints for the stored runs, means and spreads included; every
+    method has seeds 0, 1 and 2 at each of its epsilons."""
     printed = _run(
         "-m", "experiments.path.table2", "--summarize", *_table2_baseline_files(), timeout=120
     )
-    lines = [ln for ln in printed.splitlines()[1:] if ln.count("|") > 5]
+    lines = _summary_lines(printed)
     page = PATH_RESULTS.read_text()
     means = [ln for ln in lines if " | mean ± sd (0, 1, 2) | " in ln]
     configurations = {tuple(ln.split(" | ")[:2]) for ln in lines}
     assert {m for _, m in configurations} == {
         "AIM",
+        "AIM non-private (ε = 1e5)",
         "DIRECT (Acr.)",
         "DIRECT (Markov = Indep)",
         "DIRECT (Acr.) non-private (ε = 1e5)",
         "DIRECT (Markov = Indep) non-private (ε = 1e5)",
         "REAL (200 fresh tables)",
     }
-    assert len(means) == len(configurations) == 9
-    for ln in lines:
-        assert f"| {ln} |" in page, ln
+    assert len(means) == len(configurations) == 10
+    assert len(lines) == 4 * 10
+    assert _not_on_page(lines, page) == []
+
+
+def test_path_nonprivate_aim_rows_hold_the_stored_runs() -> None:
+    """Non-private AIM: three stored runs (seeds 0, 1, 2) at epsilon 1e5 with the stored AIM
+    runs' settings, certified near 1e5 by RDP, and the page's mean ± sd row is their mean and
+    sample sd."""
+    folder = ROOT / "experiments" / "path"
+    runs = [json.loads((folder / f"table2_aim_nonprivate_s{s}.json").read_text()) for s in range(3)]
+    aim = json.loads((folder / "table2_aim_s1.json").read_text())["args"]
+    for seed, run in enumerate(runs):
+        args = run["args"]
+        assert args["seed"] == seed and args["methods"] == ["aim_nonprivate"]
+        for k in ("n_users", "length", "bins", "rounds", "aim_iters"):
+            assert args[k] == aim[k], k
+        (row,) = run["rows"]
+        assert row["method"] == "aim_nonprivate" and math.isinf(row["epsilon"])
+        assert row["accountant"] == "rdp" and 0.99e5 <= row["epsilon_certified"] <= 1e5
+        assert row["info"]["units_spent"] == aim["rounds"]
+    hmm = [r["rows"][0]["hmm_loglik_w1"] for r in runs]
+    mean, sd = sum(hmm) / 3, math.sqrt(sum((h - sum(hmm) / 3) ** 2 for h in hmm) / 2)
+    row = next(
+        ln
+        for ln in _table_lines(PATH_RESULTS.read_text())
+        if "| AIM non-private (ε = 1e5) | – | mean ± sd (0, 1, 2) |" in ln
+    )
+    assert f"| {mean:.2f} ± {sd:.2f} |" in row
+
+
+def test_path_page_check_catches_an_edited_number() -> None:
+    """The page checks above fail when one printed number on the page is changed: editing the
+    non-private AIM mean's HMM likelihood W1 on a copy of the page makes that row unmatched."""
+    printed = _run(
+        "-m", "experiments.path.table2", "--summarize", *_table2_baseline_files(), timeout=120
+    )
+    lines = _summary_lines(printed)
+    page = PATH_RESULTS.read_text()
+    target = next(ln for ln in lines if ln.startswith("∞ | AIM non-private (ε = 1e5) | – | mean"))
+    cells = target.split(" | ")
+    hmm = cells[6].split(" ± ")
+    edited_cell = f"{float(hmm[0]) + 0.01:.2f} ± {hmm[1]}"
+    edited = page.replace(target, " | ".join([*cells[:6], edited_cell, *cells[7:]]))
+    assert edited != page
+    assert _not_on_page(lines, edited) == [target]
 
 
 def test_path_regenerate_lists_every_stored_cell() -> None:
