@@ -73,11 +73,11 @@ NON_PRIVATE_OVERRIDES: dict[str, Any] = {
 NON_PRIVATE_DIRECT_EPSILON = 1e5
 NON_PRIVATE_DIRECT = ("direct_markov_nonprivate", "direct_across_nonprivate")
 #: AIM without privacy: the same flattening, workload, rounds, annealing and Private-PGM fits at
-#: epsilon 1e5. AIM's own calibration certifies with PLD only, and the PLD bound of AIM's
-#: declared event is infinite for sigma_0 below about 0.28 (L = 10, 16 bins, 40 rounds), so at
-#: epsilon 1e5 it stops at sigma_0 = 0.286, certified epsilon 710 (count noise 0.29, selections
-#: at epsilon 2.3: still private). ``aim_nonprivate`` instead fixes sigma_0 at the least value
-#: the full accountant (RDP, where the PLD bound is infinite) certifies at epsilon 1e5
+#: epsilon 1e5. AIM's own calibration certifies with PLD only, and PLD cannot bound AIM's
+#: declared event at the sigma_0 that epsilon 1e5 needs (the losses leave its grid), so it stops
+#: at the least sigma_0 PLD bounds, far short of 1e5 (L = 10, 16 bins, 40 rounds: sigma_0 0.286,
+#: certified epsilon 710, i.e. count noise 0.29 and selections at epsilon 2.3, still private).
+#: ``aim_nonprivate`` instead fixes sigma_0 at the least value RDP certifies at epsilon 1e5
 NON_PRIVATE_AIM_EPSILON = 1e5
 #: every method ``--methods`` accepts
 METHODS = (
