@@ -62,6 +62,10 @@ PATH_NAMES = {
 }
 
 
+#: the main table's metric columns, in the page's order
+COLUMN_KEYS = ("mauve", "hmm_loglik_w1", "tdcr_jsd", "marginal_w1", "state_frobenius")
+
+
 def test_path_table2_page_equals_stored_runs() -> None:
     """The main table (seed 0, selection share 0.25) shows the stored runs' numbers: the eight
     private rows, the public-only control and REAL (each stored twice, with equal numbers)."""
@@ -89,7 +93,7 @@ def test_path_table2_page_equals_stored_runs() -> None:
             assert cells[2].startswith(f"{r['epsilon_certified']:.4f} ("), line
         for cell, key, digits in zip(
             cells[3:8],
-            ("mauve", "hmm_loglik_w1", "tdcr_jsd", "marginal_w1", "state_frobenius"),
+            COLUMN_KEYS,
             (3, 2, 4, 4, 4),
             strict=True,
         ):
@@ -296,6 +300,23 @@ def test_path_regenerate_reproduces_a_stored_cell(tmp_path: Path) -> None:
     assert lines[0] in _summary_lines(stored)
     fresh = json.loads((tmp_path / "table2_baselines.json").read_text())["rows"]
     assert [(r["method"], r["epsilon"]) for r in fresh] == [("direct_markov", 2.0)]
+
+
+def test_path_rebuilt_pretraining_reproduces_the_stored_runs() -> None:
+    """The pre-trained model made anew by the regeneration command gives exactly the stored
+    public-only control and the stored PATH run at epsilon 2, seed 1 (whose PRE was itself
+    made anew): every metric, the certified epsilon, the noise and the tables kept."""
+    folder = ROOT / "experiments" / "path"
+    keys = [*COLUMN_KEYS, "classifier_auc", "epsilon_certified", "n_synthetic"]
+    for name in ("table2_path_public.json", "table2_path_eps2_s1.json"):
+        (stored,) = json.loads((folder / name).read_text())["rows"]
+        rebuilt = json.loads((folder / "rebuild_check" / name).read_text())
+        assert rebuilt["args"]["model_dir"] == "DIR/PRE"
+        (row,) = rebuilt["rows"]
+        assert row["method"] == stored["method"] and row["epsilon"] == stored["epsilon"]
+        for k in keys:
+            assert row[k] == stored[k], (name, k)
+        assert row["info"] == stored["info"], name
 
 
 def _sweep_files() -> list[str]:
