@@ -344,13 +344,11 @@ class PLDAccountant(Accountant):
         )
         names = ("remove",) if symmetric else ("remove", "add")
         h0, coarse = _coarse_grid(comps, names, span)
+        # lumped losses keep lower bounds sound: above the grid they go to +infinity, which
+        # lower bounds drop; below -MAX_LOSS they carry P-mass at most e^-MAX_LOSS, inside the
+        # BELOW_RANGE_MASS charged per component (and dominated pairs are 1 - e^eps, resp. 0,
+        # beyond their first and last points, below any curve)
         lower_exact = all(d.lower_remove.exact and d.lower_add.exact for d, _ in lower_comps)
-        # losses beyond +-MAX_LOSS are lumped (safe for the upper bound only): no lower bound then
-        lumped = any(
-            getattr(d, name).loss_hi > MAX_LOSS or getattr(d, name).loss_lo < -MAX_LOSS
-            for d, _ in lower_comps
-            for name in ("lower_remove", "lower_add")
-        )
         width0 = {}
         for name in names:
             a, b = tilted_window(coarse[name], 0.0, TAIL_MASS)
@@ -363,7 +361,7 @@ class PLDAccountant(Accountant):
                 name: [(discretise(getattr(d, "lower_" + name), h0), k) for d, k in lower_comps]
                 for name in names
             }
-            if distinct and lower_exact and not lumped
+            if distinct and lower_exact
             else None
         )
         cap = self._pure_cap(comps)
@@ -375,7 +373,7 @@ class PLDAccountant(Accountant):
             coarse_lower,
             h0,
             cap,
-            lower_exact and not lumped,
+            lower_exact,
             span,
             width0,
         )
@@ -688,7 +686,7 @@ class PLDAccountant(Accountant):
         if single is None:
             return None
         upper = max(_upper_root(getattr(single, n), delta) for n in prep.names)
-        if not upper <= MAX_CERTIFIED_EPSILON:
+        if not math.isfinite(upper):
             return None
         lower = 0.0
         if prep.keep_lower:
@@ -763,7 +761,7 @@ class PLDAccountant(Accountant):
         if epsilon >= prep.pure_cap:
             return DeltaBound(0.0, 0.0, epsilon, self.name, {"pure_cap": prep.pure_cap})
         single = _single_leaf(prep, self._upper_events)
-        if single is not None and epsilon <= MAX_CERTIFIED_EPSILON:
+        if single is not None and epsilon <= _root_limit(single, prep.names):
             at = np.array([float(epsilon)])
             top = max(float(getattr(single, n)(at)[0]) for n in prep.names)
             bottom = 0.0
@@ -973,20 +971,29 @@ def _single_leaf(prep: _Prepared, events: dict[Event, int]) -> DirectedProfiles 
 ROOT_STEPS = 200
 
 
+def _root_limit(single: DirectedProfiles, names: tuple[str, ...]) -> float:
+    """Largest epsilon at which every curve of the single release is read accurately."""
+    kinds = list(names) + ["lower_" + n for n in names]
+    curves: list[Profile] = [getattr(single, k) for k in kinds]
+    return min([MAX_CERTIFIED_EPSILON] + [c.accurate_hi for c in curves])
+
+
 def _upper_root(profile: Profile, delta: float) -> float:
     """A certified upper bound of epsilon(delta) for an upper curve: a point where the curve is
-    at most delta (inf when none is found below MAX_CERTIFIED_EPSILON)."""
+    at most delta (inf when none is found in the curve's accurate range, at most
+    MAX_CERTIFIED_EPSILON)."""
 
     def value(e: float) -> float:
         return float(profile(np.array([e]))[0])
 
     if value(0.0) <= delta:
         return 0.0
-    hi = max(1.0, min(profile.loss_hi, MAX_CERTIFIED_EPSILON))
+    limit = min(MAX_CERTIFIED_EPSILON, profile.accurate_hi)
+    hi = max(1.0, min(profile.loss_hi, limit))
     while not value(hi) <= delta:
-        if hi >= MAX_CERTIFIED_EPSILON:
+        if hi >= limit:
             return math.inf
-        hi = min(2 * hi, MAX_CERTIFIED_EPSILON)
+        hi = min(2 * hi, limit)
     lo = 0.0
     for _ in range(ROOT_STEPS):
         mid = 0.5 * (lo + hi)
@@ -1010,7 +1017,7 @@ def _lower_root(profile: Profile, delta: float) -> float:
     every smaller epsilon."""
     if not _lower_value(profile, 0.0) > delta:
         return 0.0
-    lo, hi = 0.0, max(1.0, min(profile.loss_hi, MAX_CERTIFIED_EPSILON))
+    lo, hi = 0.0, max(1.0, min(profile.loss_hi, MAX_CERTIFIED_EPSILON, profile.accurate_hi))
     if _lower_value(profile, hi) > delta:
         return hi
     for _ in range(ROOT_STEPS):

@@ -44,6 +44,9 @@ Array = NDArray[np.float64]
 REL_MARGIN = 1e-10
 #: number of standard deviations kept on each side of Gaussian losses (tail < 1e-23)
 GAUSS_SPAN = 10.0
+#: largest loss at which a curve is evaluated without overflow unless its profile says more
+#: (e^eps overflows near 709.8); curves audited beyond it set ``accurate_hi`` themselves
+ACCURATE_LOSS = 700.0
 
 
 @attrs.frozen
@@ -58,6 +61,9 @@ class Profile:
     #: curve of the swapped pair (Q, P); gives delta(eps) - (1 - e^eps) = e^eps * dual(-eps)
     #: without cancellation for eps < 0
     dual: Callable[[Array], Array] | None = None
+    #: the curve is evaluated accurately (no overflow) for every eps up to this loss; above it
+    #: the discretisation lumps the remaining mass at +infinity
+    accurate_hi: float = ACCURATE_LOSS
 
     def __call__(self, eps: Array) -> Array:
         d = self.delta(np.asarray(eps, dtype=float))
@@ -96,7 +102,8 @@ def gaussian_profile(mu: float) -> Profile:
     lo = mu * mu / 2 - GAUSS_SPAN * mu
     hi = mu * mu / 2 + GAUSS_SPAN * mu
     d = gaussian_delta(mu)
-    return Profile(d, min(lo, -hi), hi, True, f"gaussian(mu={mu:.6g})", d)
+    # the curve is evaluated in log space: accurate at every loss
+    return Profile(d, min(lo, -hi), hi, True, f"gaussian(mu={mu:.6g})", d, math.inf)
 
 
 def laplace_delta(eps0: float) -> Callable[[Array], Array]:
@@ -147,7 +154,13 @@ def _poisson_remove_delta(
 
     def delta(eps: Array) -> Array:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            inner = np.log1p(np.expm1(eps) / q)
+            # (e^eps - 1)/q stays below e^700 up to `turn`; beyond, the same value is
+            # log(1 + (e^eps - 1)/q) = eps - log q + log1p(-(1 - q) e^{-eps}), without overflow
+            turn = max(1.0, ACCURATE_LOSS + math.log(q))
+            inner = np.log1p(np.expm1(np.minimum(eps, turn)) / q)
+            far = np.maximum(eps, turn)
+            big = far - math.log(q) + np.log1p(-(1 - q) * np.exp(-far))
+            inner = np.where(eps > turn, big, inner)
             val = q * base_delta(np.where(eps > lo, inner, 0.0))
             below = -np.expm1(np.minimum(eps, lo if math.isfinite(lo) else 0.0))
         return np.where(eps > lo, val, below)
@@ -176,8 +189,16 @@ def _symmetric_base(base: Profile, q: float) -> bool:
 def poisson_remove(base: Profile, q: float) -> Profile:
     """(1-q)Q0 + qP0 vs Q0: delta'(eps') = q * delta0(log(1 + (e^eps' - 1)/q))."""
     lo = math.log1p(-q) if q < 1 else base.loss_lo
-    hi = math.log1p(q * math.expm1(base.loss_hi)) if base.loss_hi < 700 else base.loss_hi
+    top = base.loss_hi
+    # log(1 + q (e^top - 1)) = top + log(q + (1 - q) e^{-top}), without overflow
+    hi = (
+        math.log1p(q * math.expm1(top))
+        if top < 700
+        else top + math.log(q + (1 - q) * math.exp(-top))
+    )
     dual = _poisson_add_delta(base.delta, q) if _symmetric_base(base, q) else None
+    # the curve at eps reads the base at a loss >= eps: accurate while that loss is
+    accurate = base.accurate_hi + math.log(q) if math.isfinite(base.accurate_hi) else math.inf
     return Profile(
         _poisson_remove_delta(base.delta, q),
         lo,
@@ -185,6 +206,7 @@ def poisson_remove(base: Profile, q: float) -> Profile:
         base.exact,
         f"poisson_remove(q={q:g}, {base.name})",
         dual,
+        accurate,
     )
 
 
@@ -195,6 +217,9 @@ def poisson_add(base_reverse: Profile, q: float) -> Profile:
     lo = -math.log1p(q * math.expm1(lo_inner)) if lo_inner < 700 else -lo_inner
     symmetric = _symmetric_base(base_reverse, q)
     dual = _poisson_remove_delta(base_reverse.delta, q) if symmetric else None
+    # below its top loss -log(1 - q) the curve reads the base at log(e^eps q / c); at q = 1 that
+    # is e^eps itself, which overflows
+    accurate = base_reverse.accurate_hi if q < 1 else min(base_reverse.accurate_hi, ACCURATE_LOSS)
     return Profile(
         _poisson_add_delta(base_reverse.delta, q),
         lo,
@@ -202,7 +227,12 @@ def poisson_add(base_reverse: Profile, q: float) -> Profile:
         base_reverse.exact,
         f"poisson_add(q={q:g}, {base_reverse.name})",
         dual,
+        accurate,
     )
+
+
+#: losses above which the replace-one Poisson curve is evaluated in log space
+REPLACE_ONE_TURN = 200.0
 
 
 def poisson_gaussian_replace_one(a: float, q: float) -> Profile:
@@ -212,12 +242,17 @@ def poisson_gaussian_replace_one(a: float, q: float) -> Profile:
     def delta(eps: Array) -> Array:
         ex = np.exp(np.minimum(eps, 700.0))
         b = (1 - q) * (1 - ex)
-        disc = np.sqrt(b * b + 4 * q * q * np.exp(np.minimum(eps - a2, 700.0)))
+        with np.errstate(over="ignore"):  # only beyond REPLACE_ONE_TURN, replaced below
+            disc = np.sqrt(b * b + 4 * q * q * np.exp(np.minimum(eps - a2, 700.0)))
         with np.errstate(divide="ignore", invalid="ignore"):
             w_pos = (-b + disc) / (2 * q)
             w_neg = 2 * q * np.exp(np.minimum(eps - a2, 700.0)) / (b + disc)
             w = np.where(b < 0, w_pos, w_neg)
             v = np.log(w)
+        # where w under- or overflows (|eps| or a large), the same root in log space
+        lost = ~np.isfinite(v)
+        if np.any(lost):
+            v = np.where(lost, _replace_one_log_root(a, q, np.where(lost, eps, 0.0)), v)
         x = (v + a2 / 2) / a
         sf = special.ndtr
         p_sf = (1 - q) * sf(-x) + q * sf(-(x - a))
@@ -225,10 +260,53 @@ def poisson_gaussian_replace_one(a: float, q: float) -> Profile:
         with np.errstate(over="ignore", invalid="ignore"):
             out = (1 - q) * (1 - ex) * sf(-x) + q * (sf(-(x - a)) - ex * sf(-(x + a)))
         out = np.where(np.isfinite(out), out, p_sf - ex * q_sf)
+        # b * b overflows once e^eps passes ~1e154: beyond REPLACE_ONE_TURN, log space
+        far = eps > REPLACE_ONE_TURN
+        if np.any(far):
+            out = np.where(far, _replace_one_far(a, q, np.where(far, eps, REPLACE_ONE_TURN)), out)
         return np.asarray(np.maximum(out, 0.0), dtype=float)
 
-    hi = 2 * a * (a + GAUSS_SPAN)
-    return Profile(delta, -hi, hi, True, f"poisson_replace_one(q={q:g}, gaussian a={a:g})", delta)
+    # for |x| <= a + GAUSS_SPAN (all but < 1e-23 of either law) the loss is at most
+    # log(1 + e^t), t = log(q / (1 - q)) + a^2 / 2 + GAUSS_SPAN a, and at least minus that
+    t = math.log(q) - math.log1p(-q) + a * a / 2 + GAUSS_SPAN * a
+    hi = (t if t > 0 else 0.0) + math.log1p(math.exp(-abs(t)))
+    name = f"poisson_replace_one(q={q:g}, gaussian a={a:g})"
+    return Profile(delta, -hi, hi, True, name, delta, math.inf)
+
+
+def _replace_one_log_root(a: float, q: float, eps: Array) -> Array:
+    """log w of the boundary w = phi(x - a) / phi(x) where the replace-one loss equals eps.
+
+    w solves q w^2 + b w - q e^{eps - a^2} = 0 with b = (1 - q)(1 - e^eps); its positive root
+    is (|b| + r) / (2q) for b < 0 and 2q e^{eps - a^2} / (b + r) for b >= 0, r = sqrt(b^2 +
+    4 q^2 e^{eps - a^2}); every term is taken in log space."""
+    with np.errstate(divide="ignore"):
+        # log |e^eps - 1|, without overflow
+        log_gap = np.where(
+            eps > 0, eps + np.log(-np.expm1(-np.abs(eps))), np.log(-np.expm1(-np.abs(eps)))
+        )
+    log_b = math.log1p(-q) + log_gap
+    log_c = math.log(4 * q * q) + eps - a * a
+    log_r = 0.5 * np.logaddexp(2 * log_b, log_c)
+    pos = np.logaddexp(log_b, log_r) - math.log(2 * q)
+    neg = math.log(2 * q) + eps - a * a - np.logaddexp(log_b, log_r)
+    return np.asarray(np.where(eps > 0, pos, neg), dtype=float)
+
+
+def _replace_one_far(a: float, q: float, eps: Array) -> Array:
+    """The replace-one Poisson curve at large eps in log space (e^eps overflows).
+
+    With x the boundary (:func:`_replace_one_log_root`),
+    delta = P(x' > x) - e^eps Q(x' > x) = e^{log_p} (1 - e^{t2 - log_p}) with
+    log_p = log((1 - q) S(x) + q S(x - a)), t2 = eps + log((1 - q) S(x) + q S(x + a)), S the
+    normal tail.
+    """
+    x = (_replace_one_log_root(a, q, eps) + a * a / 2) / a
+    log_tail = special.log_ndtr
+    t2 = eps + np.logaddexp(math.log1p(-q) + log_tail(-x), math.log(q) + log_tail(-x - a))
+    log_p = np.logaddexp(math.log1p(-q) + log_tail(-x), math.log(q) + log_tail(a - x))
+    out = np.exp(log_p) * -np.expm1(np.minimum(t2 - log_p, 0.0))
+    return np.asarray(out, dtype=float)
 
 
 def self_dual(profile: Profile, exact: bool) -> Profile:
@@ -246,7 +324,8 @@ def self_dual(profile: Profile, exact: bool) -> Profile:
         return np.where(eps >= 0, pos, neg)
 
     hi = max(profile.loss_hi, -profile.loss_lo)
-    return Profile(delta, -hi, hi, exact, f"self_dual({profile.name})", delta)
+    name = f"self_dual({profile.name})"
+    return Profile(delta, -hi, hi, exact, name, delta, profile.accurate_hi)
 
 
 # -- shuffled batches: a certified lower bound from the max-of-batch-sums attack -------------
@@ -464,7 +543,9 @@ def larger_profile(a: Profile, b: Profile, name: str) -> Profile:
             return np.asarray(np.maximum(a_dual(eps), b_dual(eps)), dtype=float)
 
     exact = a.exact and b.exact
-    return Profile(delta, min(a.loss_lo, b.loss_lo), max(a.loss_hi, b.loss_hi), exact, name, dual)
+    accurate = min(a.accurate_hi, b.accurate_hi)
+    lo, hi = min(a.loss_lo, b.loss_lo), max(a.loss_hi, b.loss_hi)
+    return Profile(delta, lo, hi, exact, name, dual, accurate)
 
 
 def gaussian_attack_profiles(

@@ -174,19 +174,19 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.poisson_remove",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="80ea7fe76689eee4f67c71836801f54fb2e3c673d92052cb4e398b8505f4b358",
+        source_sha256="418df7c498946bf8b00f658c338694c0640c038cf7546304baf806dda4cb7768",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.poisson_add",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="3a312241b0d5e5ac9ba556b31af407428df087777f3e18cc82f7d8ade4825fd4",
+        source_sha256="6a10a00633ef866903399333e507f30ee539fb3097b4fd0e1ee53e7e72ff7942",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.poisson_gaussian_replace_one",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="8550ae13d415a527f0dc88c9c901282b91c6e6309e295aa5f399a808739009d9",
+        source_sha256="42fca2da7f7eefa1ab809c5c7c171849bb3acf7a96288572c2bb9b0d8b09d559",
     ),
     ProofRecord(
         target="dpledger.accountant.conversions.kov_delta_bracket",
@@ -324,7 +324,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.larger_profile",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="6368e72bc8d1c06a7bd99c302d62ade1a45e587ca3971d2a6aa4487f4548617e",
+        source_sha256="1321dea97a0b29175577f594cc4fe5f80fbbdeee3fc6f6c7a6d03c7206b70a5d",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.gaussian_attack_profiles",
