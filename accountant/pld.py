@@ -273,6 +273,8 @@ class PLDAccountant(Accountant):
         #: ("epsilon", direction, delta) and ("delta", direction, epsilon) queries that needed
         #: the split compositions on a coarser grid
         self._split_first: set[tuple[str, str, float]] = set()
+        #: delta(epsilon) read from each composition made (compositions never change)
+        self._read: dict[tuple[tuple[str, float, int, str], float], float] = {}
 
     def _unsupported_reason(self, event: Event) -> str | None:
         leaves = flatten(event)
@@ -296,6 +298,7 @@ class PLDAccountant(Accountant):
         self._states = {}
         self._levels = {}
         self._split_first = set()
+        self._read = {}
 
     # -- composition -------------------------------------------------------------------
     def _components(
@@ -882,13 +885,18 @@ class PLDAccountant(Accountant):
         """The best certified delta(epsilon) bracket of one direction over every composition
         made so far (each certifies its own bound)."""
         best_up, best_lo = 1.0, 0.0
-        for (state_name, _tilt, _points, of), composed in self._states.items():
+        for key, composed in self._states.items():
+            state_name, _tilt, _points, of = key
             if state_name != name or composed is None:
                 continue
-            if of in UPPER_KINDS or of.startswith("split-upper"):
-                best_up = min(best_up, delta_at(composed, epsilon, upper=True))
+            upper = of in UPPER_KINDS or of.startswith("split-upper")
+            value = self._read.get((key, epsilon))
+            if value is None:
+                value = self._read[(key, epsilon)] = delta_at(composed, epsilon, upper=upper)
+            if upper:
+                best_up = min(best_up, value)
             else:
-                best_lo = max(best_lo, delta_at(composed, epsilon, upper=False))
+                best_lo = max(best_lo, value)
         return best_up, best_lo
 
     def _split_delta(self, prep: _Prepared, name: str, epsilon: float, level: float) -> float:
