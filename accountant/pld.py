@@ -385,6 +385,9 @@ class PLDAccountant(Accountant):
     def _pure_cap(self, comps: list[tuple[DirectedProfiles, int]]) -> float:
         """Basic composition of the components' largest losses when every curve is 0 at its
         top loss (pure composition), rounded up; infinity otherwise."""
+        if any(_unbounded_loss(event) for event in self._upper_events):
+            # a Gaussian-based curve is 0 at its top loss only by underflow (tiny q): not pure
+            return math.inf
         cap = 0.0
         for d, k in comps:
             for p in (d.remove, d.add):
@@ -1046,6 +1049,14 @@ def _gentler(tilt: float) -> list[float]:
         return []
     j = round(4 * math.log2(tilt))
     return [float(2.0 ** ((j - s) / 4)) for s in (2, 4, 8)] + [0.0]
+
+
+def _unbounded_loss(event: Event) -> bool:
+    """Whether the leaf's privacy loss is unbounded (a Gaussian inside, however sampled)."""
+    inner = event
+    while isinstance(inner, PoissonSampledEvent | SampledWithoutReplacementEvent):
+        inner = inner.event
+    return isinstance(inner, GaussianEvent | ShuffledBatchesEvent | RandomAllocationEvent)
 
 
 def _exact_pure_cap(events: dict[Event, int], adjacency: Adjacency) -> float | None:

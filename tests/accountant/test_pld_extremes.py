@@ -280,3 +280,14 @@ def test_huge_epsilon_bracket_laplace():
     lo, up = _bracket(SelfComposedEvent(LaplaceEvent(0.01), 100), 1e-5)
     assert lo <= truth <= up
     assert up <= lo * 1.001
+
+
+def test_gaussian_curve_underflowing_at_its_top_is_not_pure():
+    """q = 1e-310: the Gaussian curve's value at its top loss underflows to 0, which used to make
+    the composition 'pure' and report delta = 0 beyond a cap of ~1e-305 (the true delta is
+    positive at every epsilon)."""
+    event = SelfComposedEvent(PoissonSampledEvent(1e-310, GaussianEvent(1.0)), 3)
+    delta = PLDAccountant().compose(event).get_delta(100.0)
+    assert "pure_cap" not in delta.details
+    assert delta.delta > 0
+    assert account(event, epsilon=100.0).bound.delta > 0  # type: ignore[union-attr]
