@@ -174,7 +174,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.poisson_remove",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="418df7c498946bf8b00f658c338694c0640c038cf7546304baf806dda4cb7768",
+        source_sha256="1c8fe545b468180662ad29a49eb73bac05316de9f5d64cd45ea56127003f8519",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.poisson_add",
