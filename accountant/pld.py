@@ -1077,9 +1077,10 @@ def _exact_pure_cap(events: dict[Event, int], adjacency: Adjacency) -> float | N
 
 
 #: noise multipliers (per sensitivity) outside this range put the privacy loss beyond the loss
-#: grid (+-MAX_LOSS) or below its resolution; the closed-form and RDP backends cover them
+#: grid or below its resolution, or (above MAX_NOISE: mu < 1e-4) the Gaussian curve's tail
+#: beyond its 1e-10 relative accuracy; the closed-form and RDP backends cover them
 MIN_NOISE = 1e-4
-MAX_NOISE = 1e6
+MAX_NOISE = 1e4
 #: pure epsilons above this exceed the loss grid (e^eps overflows near 709.8)
 MAX_PURE_EPSILON = 500.0
 #: at most this many randomized-response buckets (beyond, the masses lose all precision)
