@@ -11,7 +11,6 @@ import attrs
 
 from dpledger.accountant.profiles import (
     DirectedProfiles,
-    Profile,
     base_profile,
     claimed_pair_profile,
     noise_factor,
@@ -58,7 +57,11 @@ def leaf_profiles(event: Event, adjacency: Adjacency) -> DirectedProfiles:
             base = base_profile(inner, 1.0)
             if q == 1.0:
                 return symmetric_profiles(base)
-            return _symmetric_pair(poisson_remove(base, q), poisson_add(base, q))
+            # the lower curves charge the rounding of the sampled losses the other way
+            lower_remove, lower_add = poisson_remove(base, q, -1.0), poisson_add(base, q, -1.0)
+            return DirectedProfiles(
+                poisson_remove(base, q), poisson_add(base, q), lower_remove, lower_add
+            )
         if isinstance(inner, GaussianEvent):
             if q == 1.0:
                 return symmetric_profiles(base_profile(inner, factor))
@@ -81,10 +84,6 @@ def leaf_profiles(event: Event, adjacency: Adjacency) -> DirectedProfiles:
         # symmetry of the substitution relation. Lower: the achievable configuration in which the
         # record swapped out of the batch equals the original record (an add-type pair).
         upper = self_dual(poisson_remove(base, q), exact=False)
-        lower = poisson_add(base, q)
-        return DirectedProfiles(upper, upper, lower, poisson_remove(base, q))
+        lower = poisson_add(base, q, -1.0)
+        return DirectedProfiles(upper, upper, lower, poisson_remove(base, q, -1.0))
     return symmetric_profiles(base_profile(event, factor))
-
-
-def _symmetric_pair(remove: Profile, add: Profile) -> DirectedProfiles:
-    return DirectedProfiles(remove, add, remove, add)

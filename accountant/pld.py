@@ -273,6 +273,8 @@ class PLDAccountant(Accountant):
         #: ("epsilon", direction, delta) and ("delta", direction, epsilon) queries that needed
         #: the split compositions on a coarser grid
         self._split_first: set[tuple[str, str, float]] = set()
+        #: delta(epsilon) read from each composition made (compositions never change)
+        self._read: dict[tuple[tuple[str, float, int, str], float], float] = {}
 
     def _unsupported_reason(self, event: Event) -> str | None:
         leaves = flatten(event)
@@ -296,6 +298,7 @@ class PLDAccountant(Accountant):
         self._states = {}
         self._levels = {}
         self._split_first = set()
+        self._read = {}
 
     # -- composition -------------------------------------------------------------------
     def _components(
@@ -344,13 +347,11 @@ class PLDAccountant(Accountant):
         )
         names = ("remove",) if symmetric else ("remove", "add")
         h0, coarse = _coarse_grid(comps, names, span)
+        # lumped losses keep lower bounds sound: above the grid they go to +infinity, which
+        # lower bounds drop; below -MAX_LOSS they carry P-mass at most e^-MAX_LOSS, inside the
+        # BELOW_RANGE_MASS charged per component (and dominated pairs are 1 - e^eps, resp. 0,
+        # beyond their first and last points, below any curve)
         lower_exact = all(d.lower_remove.exact and d.lower_add.exact for d, _ in lower_comps)
-        # losses beyond +-MAX_LOSS are lumped (safe for the upper bound only): no lower bound then
-        lumped = any(
-            getattr(d, name).loss_hi > MAX_LOSS or getattr(d, name).loss_lo < -MAX_LOSS
-            for d, _ in lower_comps
-            for name in ("lower_remove", "lower_add")
-        )
         width0 = {}
         for name in names:
             a, b = tilted_window(coarse[name], 0.0, TAIL_MASS)
@@ -363,7 +364,7 @@ class PLDAccountant(Accountant):
                 name: [(discretise(getattr(d, "lower_" + name), h0), k) for d, k in lower_comps]
                 for name in names
             }
-            if distinct and lower_exact and not lumped
+            if distinct and lower_exact
             else None
         )
         cap = self._pure_cap(comps)
@@ -375,7 +376,7 @@ class PLDAccountant(Accountant):
             coarse_lower,
             h0,
             cap,
-            lower_exact and not lumped,
+            lower_exact,
             span,
             width0,
         )
@@ -384,6 +385,9 @@ class PLDAccountant(Accountant):
     def _pure_cap(self, comps: list[tuple[DirectedProfiles, int]]) -> float:
         """Basic composition of the components' largest losses when every curve is 0 at its
         top loss (pure composition), rounded up; infinity otherwise."""
+        if any(_unbounded_loss(event) for event in self._upper_events):
+            # a Gaussian-based curve is 0 at its top loss only by underflow (tiny q): not pure
+            return math.inf
         cap = 0.0
         for d, k in comps:
             for p in (d.remove, d.add):
@@ -688,7 +692,7 @@ class PLDAccountant(Accountant):
         if single is None:
             return None
         upper = max(_upper_root(getattr(single, n), delta) for n in prep.names)
-        if not upper <= MAX_CERTIFIED_EPSILON:
+        if not math.isfinite(upper):
             return None
         lower = 0.0
         if prep.keep_lower:
@@ -763,7 +767,7 @@ class PLDAccountant(Accountant):
         if epsilon >= prep.pure_cap:
             return DeltaBound(0.0, 0.0, epsilon, self.name, {"pure_cap": prep.pure_cap})
         single = _single_leaf(prep, self._upper_events)
-        if single is not None and epsilon <= MAX_CERTIFIED_EPSILON:
+        if single is not None and epsilon <= _root_limit(single, prep.names):
             at = np.array([float(epsilon)])
             top = max(float(getattr(single, n)(at)[0]) for n in prep.names)
             bottom = 0.0
@@ -884,13 +888,18 @@ class PLDAccountant(Accountant):
         """The best certified delta(epsilon) bracket of one direction over every composition
         made so far (each certifies its own bound)."""
         best_up, best_lo = 1.0, 0.0
-        for (state_name, _tilt, _points, of), composed in self._states.items():
+        for key, composed in self._states.items():
+            state_name, _tilt, _points, of = key
             if state_name != name or composed is None:
                 continue
-            if of in UPPER_KINDS or of.startswith("split-upper"):
-                best_up = min(best_up, delta_at(composed, epsilon, upper=True))
+            upper = of in UPPER_KINDS or of.startswith("split-upper")
+            value = self._read.get((key, epsilon))
+            if value is None:
+                value = self._read[(key, epsilon)] = delta_at(composed, epsilon, upper=upper)
+            if upper:
+                best_up = min(best_up, value)
             else:
-                best_lo = max(best_lo, delta_at(composed, epsilon, upper=False))
+                best_lo = max(best_lo, value)
         return best_up, best_lo
 
     def _split_delta(self, prep: _Prepared, name: str, epsilon: float, level: float) -> float:
@@ -973,20 +982,29 @@ def _single_leaf(prep: _Prepared, events: dict[Event, int]) -> DirectedProfiles 
 ROOT_STEPS = 200
 
 
+def _root_limit(single: DirectedProfiles, names: tuple[str, ...]) -> float:
+    """Largest epsilon at which every curve of the single release is read accurately."""
+    kinds = list(names) + ["lower_" + n for n in names]
+    curves: list[Profile] = [getattr(single, k) for k in kinds]
+    return min([MAX_CERTIFIED_EPSILON] + [c.accurate_hi for c in curves])
+
+
 def _upper_root(profile: Profile, delta: float) -> float:
     """A certified upper bound of epsilon(delta) for an upper curve: a point where the curve is
-    at most delta (inf when none is found below MAX_CERTIFIED_EPSILON)."""
+    at most delta (inf when none is found in the curve's accurate range, at most
+    MAX_CERTIFIED_EPSILON)."""
 
     def value(e: float) -> float:
         return float(profile(np.array([e]))[0])
 
     if value(0.0) <= delta:
         return 0.0
-    hi = max(1.0, min(profile.loss_hi, MAX_CERTIFIED_EPSILON))
+    limit = min(MAX_CERTIFIED_EPSILON, profile.accurate_hi)
+    hi = max(1.0, min(profile.loss_hi, limit))
     while not value(hi) <= delta:
-        if hi >= MAX_CERTIFIED_EPSILON:
+        if hi >= limit:
             return math.inf
-        hi = min(2 * hi, MAX_CERTIFIED_EPSILON)
+        hi = min(2 * hi, limit)
     lo = 0.0
     for _ in range(ROOT_STEPS):
         mid = 0.5 * (lo + hi)
@@ -1010,7 +1028,7 @@ def _lower_root(profile: Profile, delta: float) -> float:
     every smaller epsilon."""
     if not _lower_value(profile, 0.0) > delta:
         return 0.0
-    lo, hi = 0.0, max(1.0, min(profile.loss_hi, MAX_CERTIFIED_EPSILON))
+    lo, hi = 0.0, max(1.0, min(profile.loss_hi, MAX_CERTIFIED_EPSILON, profile.accurate_hi))
     if _lower_value(profile, hi) > delta:
         return hi
     for _ in range(ROOT_STEPS):
@@ -1033,6 +1051,14 @@ def _gentler(tilt: float) -> list[float]:
     return [float(2.0 ** ((j - s) / 4)) for s in (2, 4, 8)] + [0.0]
 
 
+def _unbounded_loss(event: Event) -> bool:
+    """Whether the leaf's privacy loss is unbounded (a Gaussian inside, however sampled)."""
+    inner = event
+    while isinstance(inner, PoissonSampledEvent | SampledWithoutReplacementEvent):
+        inner = inner.event
+    return isinstance(inner, GaussianEvent | ShuffledBatchesEvent | RandomAllocationEvent)
+
+
 def _exact_pure_cap(events: dict[Event, int], adjacency: Adjacency) -> float | None:
     """The basic-composition epsilon, rounded up from its exact rational value, when every
     leaf is unsampled Laplace or pure DP; None otherwise."""
@@ -1051,9 +1077,10 @@ def _exact_pure_cap(events: dict[Event, int], adjacency: Adjacency) -> float | N
 
 
 #: noise multipliers (per sensitivity) outside this range put the privacy loss beyond the loss
-#: grid (+-MAX_LOSS) or below its resolution; the closed-form and RDP backends cover them
+#: grid or below its resolution, or (above MAX_NOISE: mu < 1e-4) the Gaussian curve's tail
+#: beyond its 1e-10 relative accuracy; the closed-form and RDP backends cover them
 MIN_NOISE = 1e-4
-MAX_NOISE = 1e6
+MAX_NOISE = 1e4
 #: pure epsilons above this exceed the loss grid (e^eps overflows near 709.8)
 MAX_PURE_EPSILON = 500.0
 #: at most this many randomized-response buckets (beyond, the masses lose all precision)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -31,10 +32,18 @@ from dpledger.accountant.profiles import REL_MARGIN, Profile
 from dpledger.core.errors import BoundUnavailable
 
 Array = NDArray[np.float64]
-#: largest finite privacy loss represented on the grid
+#: largest finite privacy loss represented on the grid below zero, and on the grid of
+#: :func:`discretise_lower` (whose slopes are taken in double precision in x = e^eps)
 MAX_LOSS = 600.0
-#: epsilons above this are reported as unbounded (upper) or capped (lower): e^eps would overflow
-MAX_CERTIFIED_EPSILON = 700.0
+#: losses above this make :func:`discretise` work in extended precision (e^eps overflows a
+#: double near 709.8)
+EXTENDED_ABOVE = 700.0
+#: largest finite privacy loss on the upper grid: e^eps must fit the extended type (it does up
+#: to ~11356 where ``long double`` is the x87 80-bit type; elsewhere the grid stops at MAX_LOSS)
+MAX_UPPER_LOSS = 11000.0 if math.log(float(np.finfo(np.longdouble).max)) > 11100 else MAX_LOSS
+#: single-release roots are searched up to this epsilon (and the curve's accurate range):
+#: beyond, the upper bound is reported as unbounded and the lower one capped
+MAX_CERTIFIED_EPSILON = 1e5
 #: largest FFT length (complex128 rfft of 2^23 doubles is ~70 MB)
 MAX_FFT_LEN = 1 << 23
 #: relative raise of the curve values the chord is built through
@@ -64,10 +73,11 @@ class DiscretePLD:
 
 def discretise(profile: Profile, h: float) -> DiscretePLD:
     """Connect-the-dots PMF of an upper-bound curve on the grid ``j * h``."""
-    # losses beyond +-MAX_LOSS are lumped: above into the mass at +infinity, below into the
-    # lowest grid point (both on the safe side); this keeps e^eps finite
+    # losses below -MAX_LOSS are lumped into the lowest grid point, losses above the curve's
+    # accurate range or MAX_UPPER_LOSS into the mass at +infinity (both on the safe side)
+    top = min(profile.loss_hi, profile.accurate_hi, MAX_UPPER_LOSS)
     j_lo = math.floor(max(profile.loss_lo, -MAX_LOSS) / h)
-    j_hi = math.ceil(min(profile.loss_hi, MAX_LOSS) / h)
+    j_hi = math.ceil(top / h)
     if j_hi <= j_lo:
         j_hi = j_lo + 1
     eps: Array = np.asarray((j_lo + np.arange(j_hi - j_lo + 1)) * h, dtype=np.float64)
@@ -79,7 +89,13 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
     # stays under the raise and the re-check finds no deficit (a deficit is charged to +infinity
     # for every epsilon, which would dominate queries at delta ~ 1e-15)
     d = np.minimum(1.0, d * (1 + CHORD_RAISE))
-    p_mass, q_mass = _chord_masses(profile, eps, d)
+    if eps[-1] <= EXTENDED_ABOVE:
+        p_mass, q_mass = _chord_masses(profile, eps, d)
+    else:
+        # x = e^eps in extended precision; the check reads the Q-masses of the stored P-masses
+        p_ext, _ = _chord_masses(profile, eps, d, np.longdouble)
+        p_mass = np.asarray(p_ext, dtype=np.float64)
+        q_mass = p_mass.astype(np.longdouble) * np.exp(-eps.astype(np.longdouble))
     inf_mass = float(d[-1])
     deficit = _chord_deficit(eps, checked, p_mass, q_mass, inf_mass)
     if deficit > 0:
@@ -87,12 +103,14 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
     return DiscretePLD(j_lo, p_mass, min(inf_mass, 1.0), h)
 
 
-def _chord_masses(profile: Profile, eps: Array, d: Array) -> tuple[Array, Array]:
-    """(P-masses, Q-masses) of the chord through ``d`` at ``eps`` (linear in x = e^eps); ``d``
-    is raised in place below zero where the excess curve gives a higher value."""
-    x = np.exp(eps)
+def _chord_masses(
+    profile: Profile, eps: Array, d: Array, dtype: type[np.floating[Any]] = np.float64
+) -> tuple[NDArray[Any], NDArray[Any]]:
+    """(P-masses, Q-masses) of the chord through ``d`` at ``eps`` (linear in x = e^eps, of type
+    ``dtype``); ``d`` is raised in place below zero where the excess curve gives a higher value."""
+    x = np.exp(eps.astype(dtype))
     dx = np.diff(x)
-    slopes = np.empty(eps.size + 1)
+    slopes = np.empty(eps.size + 1, dtype=dtype)
     slopes[0] = (1.0 - d[0]) / x[0]
     slopes[1:-1] = (d[:-1] - d[1:]) / dx
     slopes[-1] = 0.0
@@ -105,7 +123,7 @@ def _chord_masses(profile: Profile, eps: Array, d: Array) -> tuple[Array, Array]
         c = profile.excess(eps[:k])
         c = np.maximum.accumulate(c)  # c is non-decreasing in eps; raising keeps an upper bound
         c = c * (1 + CHORD_RAISE)  # continuous with the raise of d at eps = 0 (where d = c)
-        cs = np.empty(k + 1)
+        cs = np.empty(k + 1, dtype=dtype)
         cs[0] = c[0] / x[0]
         cs[1:k] = np.diff(c) / dx[: k - 1]
         cs[k] = 1.0 - slopes[k]
@@ -631,7 +649,8 @@ def rounding_bias(h: float) -> float:
 
 
 #: probability that any component's loss lies below its discretised range (Gaussian tails at
-#: 10 standard deviations are below 1e-23; bounded supports have none)
+#: 10 standard deviations are below 1e-23; bounded supports have none; losses lumped below
+#: -MAX_LOSS have P-mass at most e^-MAX_LOSS ~ 2.6e-261)
 BELOW_RANGE_MASS = 1e-22
 
 

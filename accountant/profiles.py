@@ -44,6 +44,11 @@ Array = NDArray[np.float64]
 REL_MARGIN = 1e-10
 #: number of standard deviations kept on each side of Gaussian losses (tail < 1e-23)
 GAUSS_SPAN = 10.0
+#: unit roundoff of IEEE double
+_U = 2.0**-53
+#: largest loss at which a curve is evaluated without overflow unless its profile says more
+#: (e^eps overflows near 709.8); curves audited beyond it set ``accurate_hi`` themselves
+ACCURATE_LOSS = 700.0
 
 
 @attrs.frozen
@@ -58,6 +63,9 @@ class Profile:
     #: curve of the swapped pair (Q, P); gives delta(eps) - (1 - e^eps) = e^eps * dual(-eps)
     #: without cancellation for eps < 0
     dual: Callable[[Array], Array] | None = None
+    #: the curve is evaluated accurately (no overflow) for every eps up to this loss; above it
+    #: the discretisation lumps the remaining mass at +infinity
+    accurate_hi: float = ACCURATE_LOSS
 
     def __call__(self, eps: Array) -> Array:
         d = self.delta(np.asarray(eps, dtype=float))
@@ -73,11 +81,23 @@ class Profile:
 
 
 def _log_ndtr_diff_delta(a: Array, eps: Array, mu: float) -> Array:
-    """Phi(a) - e^eps Phi(a - mu), computed without cancellation."""
+    """Phi(a) - e^eps Phi(a - mu), computed without cancellation.
+
+    It is Phi(a) (1 - e^diff) with diff = eps + log Phi(a - mu) - log Phi(a). Where a < -1
+    the two logs are large and nearly equal (small mu): with Phi(z) = erfcx(-z/sqrt 2)
+    e^{-z^2/2} / 2 their Gaussian parts cancel exactly against eps, leaving
+    diff = [eps - mu (mu/2 - a)] + log(erfcx((mu - a)/sqrt 2) / erfcx(-a/sqrt 2)).
+    """
     la = special.log_ndtr(a)
     lb = special.log_ndtr(a - mu)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         diff = eps + lb - la
+        deep = a < -1.0
+        if np.any(deep):
+            e_near = special.erfcx(-a / math.sqrt(2))
+            e_far = special.erfcx((mu - a) / math.sqrt(2))
+            ratio = np.log1p((e_far - e_near) / e_near)
+            diff = np.where(deep, (eps - mu * (mu / 2 - a)) + ratio, diff)
         out = np.exp(la) * -np.expm1(np.minimum(diff, 0.0))
     return np.where(diff >= 0, 0.0, out)
 
@@ -96,7 +116,8 @@ def gaussian_profile(mu: float) -> Profile:
     lo = mu * mu / 2 - GAUSS_SPAN * mu
     hi = mu * mu / 2 + GAUSS_SPAN * mu
     d = gaussian_delta(mu)
-    return Profile(d, min(lo, -hi), hi, True, f"gaussian(mu={mu:.6g})", d)
+    # the curve is evaluated in log space: accurate at every loss
+    return Profile(d, min(lo, -hi), hi, True, f"gaussian(mu={mu:.6g})", d, math.inf)
 
 
 def laplace_delta(eps0: float) -> Callable[[Array], Array]:
@@ -104,7 +125,7 @@ def laplace_delta(eps0: float) -> Callable[[Array], Array]:
 
     def delta(eps: Array) -> Array:
         mid = -np.expm1((np.clip(eps, -eps0, eps0) - eps0) / 2)
-        low = -np.expm1(eps)
+        low = -np.expm1(np.minimum(eps, 0.0))  # read only below -eps0
         return np.where(eps >= eps0, 0.0, np.where(eps <= -eps0, low, mid))
 
     return delta
@@ -140,14 +161,30 @@ def randomized_response_profile(eps0: float, k: int) -> Profile:
     return Profile(d, -eps0, eps0, True, f"rr({eps0:g},{k})", d)
 
 
+#: relative error bound (in units of U) of the sampled curves' inner losses, times a margin
+INNER_ROUNDING = 8.0
+
+
 def _poisson_remove_delta(
-    base_delta: Callable[[Array], Array], q: float
+    base_delta: Callable[[Array], Array], q: float, side: float = 1.0
 ) -> Callable[[Array], Array]:
+    """The remove curve; its base is read at the inner loss moved by its rounding bound, down
+    for an upper curve (``side`` = 1: the base is non-increasing) and up for a lower one
+    (``side`` = -1), so that near a kink of the base the rounding errs on the safe side."""
     lo = math.log1p(-q) if q < 1 else -math.inf
+    log_q = abs(math.log(q))
 
     def delta(eps: Array) -> Array:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            inner = np.log1p(np.expm1(eps) / q)
+            # (e^eps - 1)/q stays below e^700 up to `turn`; beyond, the same value is
+            # log(1 + (e^eps - 1)/q) = eps - log q + log1p(-(1 - q) e^{-eps}), without overflow
+            turn = max(1.0, ACCURATE_LOSS + math.log(q))
+            inner = np.log1p(np.expm1(np.minimum(eps, turn)) / q)
+            far = np.maximum(eps, turn)
+            big = far - math.log(q) + np.log1p(-(1 - q) * np.exp(-far))
+            inner = np.where(eps > turn, big, inner)
+            shift = INNER_ROUNDING * _U * (np.abs(inner) + log_q + 1.0)
+            inner = np.where(np.isfinite(inner), inner - side * shift, inner)
             val = q * base_delta(np.where(eps > lo, inner, 0.0))
             below = -np.expm1(np.minimum(eps, lo if math.isfinite(lo) else 0.0))
         return np.where(eps > lo, val, below)
@@ -156,14 +193,24 @@ def _poisson_remove_delta(
 
 
 def _poisson_add_delta(
-    base_reverse: Callable[[Array], Array], q: float
+    base_reverse: Callable[[Array], Array], q: float, side: float = 1.0
 ) -> Callable[[Array], Array]:
+    """The add curve c * delta0_rev(alpha), c = 1 - e^eps (1 - q) = -expm1(eps + log(1 - q)),
+    alpha = eps + log q - log c, without cancellation; both are moved by their rounding bounds
+    (c up and alpha down for an upper curve, ``side`` = 1; the other way for a lower one)."""
+    log_keep = math.log1p(-q) if q < 1 else -math.inf
+    log_q = math.log(q)
+
     def delta(eps: Array) -> Array:
-        x = np.exp(eps)
-        c = 1 - x * (1 - q)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            alpha_log = np.log(x * q / np.where(c > 0, c, 1.0))
-            val = c * base_reverse(np.where(c > 0, alpha_log, 0.0))
+            s = eps + log_keep
+            if math.isfinite(log_keep):
+                s = s - side * INNER_ROUNDING * _U * (np.abs(eps) + abs(log_keep))
+            c = -np.expm1(s)
+            log_c = np.log(np.where(c > 0, c, 1.0))
+            alpha = eps + log_q - log_c
+            alpha = alpha - side * INNER_ROUNDING * _U * (np.abs(eps) + abs(log_q) + np.abs(log_c))
+            val = c * base_reverse(np.where(c > 0, alpha, 0.0))
         return np.where(c > 0, val, 0.0)
 
     return delta
@@ -173,36 +220,67 @@ def _symmetric_base(base: Profile, q: float) -> bool:
     return base.dual is base.delta and q < 1
 
 
-def poisson_remove(base: Profile, q: float) -> Profile:
-    """(1-q)Q0 + qP0 vs Q0: delta'(eps') = q * delta0(log(1 + (e^eps' - 1)/q))."""
+def _zero_top(delta: Callable[[Array], Array], hi: float, base_top_is_zero: bool) -> float:
+    """The top loss raised, by at most ~1e-6 of itself, until the curve is 0 there, when the
+    base is pure (its curve is 0 at its own top): the safe-side rounding of an upper curve can
+    leave it positive at the rounded top, and pure composition needs the 0."""
+    if not base_top_is_zero or float(delta(np.array([hi]))[0]) == 0.0:
+        return hi
+    step = max(abs(hi), 1e-300) * 2.0**-50
+    for _ in range(30):
+        if float(delta(np.array([hi + step]))[0]) == 0.0:
+            return hi + step
+        step *= 2.0
+    return hi
+
+
+def _pure_top(base: Profile) -> bool:
+    return math.isfinite(base.loss_hi) and float(base(np.array([base.loss_hi]))[0]) == 0.0
+
+
+def poisson_remove(base: Profile, q: float, side: float = 1.0) -> Profile:
+    """(1-q)Q0 + qP0 vs Q0: delta'(eps') = q * delta0(log(1 + (e^eps' - 1)/q)); an upper curve
+    (``side`` = 1) or a lower one (``side`` = -1), differing only in how rounding is charged."""
     lo = math.log1p(-q) if q < 1 else base.loss_lo
-    hi = math.log1p(q * math.expm1(base.loss_hi)) if base.loss_hi < 700 else base.loss_hi
-    dual = _poisson_add_delta(base.delta, q) if _symmetric_base(base, q) else None
-    return Profile(
-        _poisson_remove_delta(base.delta, q),
-        lo,
-        hi,
-        base.exact,
-        f"poisson_remove(q={q:g}, {base.name})",
-        dual,
+    top = base.loss_hi
+    # log(1 + q (e^top - 1)) = top + log(q + (1 - q) e^{-top}), without overflow
+    hi = (
+        math.log1p(q * math.expm1(top))
+        if top < 700
+        else top + math.log(q + (1 - q) * math.exp(-top))
     )
+    curve = _poisson_remove_delta(base.delta, q, side)
+    if side > 0:
+        hi = _zero_top(curve, hi, _pure_top(base))
+    dual = _poisson_add_delta(base.delta, q, side) if _symmetric_base(base, q) else None
+    # the curve at eps reads the base at a loss >= eps: accurate while that loss is
+    accurate = base.accurate_hi + math.log(q) if math.isfinite(base.accurate_hi) else math.inf
+    name = f"poisson_remove(q={q:g}, {base.name})"
+    return Profile(curve, lo, hi, base.exact, name, dual, accurate)
 
 
-def poisson_add(base_reverse: Profile, q: float) -> Profile:
-    """Q0 vs (1-q)Q0 + qP0, from the reverse base curve delta0_rev (Zhu, Dong, Wang 2022)."""
+def poisson_add(base_reverse: Profile, q: float, side: float = 1.0) -> Profile:
+    """Q0 vs (1-q)Q0 + qP0, from the reverse base curve delta0_rev (Zhu, Dong, Wang 2022); an
+    upper curve (``side`` = 1) or a lower one (``side`` = -1)."""
     hi = -math.log1p(-q) if q < 1 else base_reverse.loss_hi
     lo_inner = base_reverse.loss_hi
     lo = -math.log1p(q * math.expm1(lo_inner)) if lo_inner < 700 else -lo_inner
+    curve = _poisson_add_delta(base_reverse.delta, q, side)
+    if side > 0:
+        hi = _zero_top(curve, hi, q < 1 or _pure_top(base_reverse))
     symmetric = _symmetric_base(base_reverse, q)
-    dual = _poisson_remove_delta(base_reverse.delta, q) if symmetric else None
-    return Profile(
-        _poisson_add_delta(base_reverse.delta, q),
-        lo,
-        hi,
-        base_reverse.exact,
-        f"poisson_add(q={q:g}, {base_reverse.name})",
-        dual,
-    )
+    dual = _poisson_remove_delta(base_reverse.delta, q, side) if symmetric else None
+    # below its top loss -log(1 - q) the curve reads the base at log(e^eps q / c); at q = 1 that
+    # is e^eps itself
+    accurate = base_reverse.accurate_hi if q < 1 else min(base_reverse.accurate_hi, ACCURATE_LOSS)
+    name = f"poisson_add(q={q:g}, {base_reverse.name})"
+    return Profile(curve, lo, hi, base_reverse.exact, name, dual, accurate)
+
+
+#: losses above which the replace-one Poisson curve is evaluated in log space
+REPLACE_ONE_TURN = 200.0
+#: tails below this are near the subnormal range: the replace-one curve uses log space there
+SUBNORMAL_GUARD = 1e-290
 
 
 def poisson_gaussian_replace_one(a: float, q: float) -> Profile:
@@ -211,24 +289,74 @@ def poisson_gaussian_replace_one(a: float, q: float) -> Profile:
 
     def delta(eps: Array) -> Array:
         ex = np.exp(np.minimum(eps, 700.0))
-        b = (1 - q) * (1 - ex)
-        disc = np.sqrt(b * b + 4 * q * q * np.exp(np.minimum(eps - a2, 700.0)))
+        gap = -np.expm1(np.minimum(eps, 700.0))  # 1 - e^eps, without cancellation near 0
+        b = (1 - q) * gap
+        with np.errstate(over="ignore"):  # only beyond REPLACE_ONE_TURN, replaced below
+            disc = np.sqrt(b * b + 4 * q * q * np.exp(np.minimum(eps - a2, 700.0)))
         with np.errstate(divide="ignore", invalid="ignore"):
             w_pos = (-b + disc) / (2 * q)
             w_neg = 2 * q * np.exp(np.minimum(eps - a2, 700.0)) / (b + disc)
             w = np.where(b < 0, w_pos, w_neg)
             v = np.log(w)
+        # where w under- or overflows (|eps| or a large), the same root in log space
+        lost = ~np.isfinite(v)
+        if np.any(lost):
+            v = np.where(lost, _replace_one_log_root(a, q, np.where(lost, eps, 0.0)), v)
         x = (v + a2 / 2) / a
         sf = special.ndtr
         p_sf = (1 - q) * sf(-x) + q * sf(-(x - a))
         q_sf = (1 - q) * sf(-x) + q * sf(-(x + a))
         with np.errstate(over="ignore", invalid="ignore"):
-            out = (1 - q) * (1 - ex) * sf(-x) + q * (sf(-(x - a)) - ex * sf(-(x + a)))
+            out = (1 - q) * gap * sf(-x) + q * (sf(-(x - a)) - ex * sf(-(x + a)))
         out = np.where(np.isfinite(out), out, p_sf - ex * q_sf)
+        # b * b overflows once e^eps passes ~1e154, and e^eps times a subnormal Q-tail loses its
+        # digits: there, log space
+        far = (eps > REPLACE_ONE_TURN) | (q_sf < SUBNORMAL_GUARD)
+        if np.any(far):
+            out = np.where(far, _replace_one_far(a, q, np.where(far, eps, REPLACE_ONE_TURN)), out)
         return np.asarray(np.maximum(out, 0.0), dtype=float)
 
-    hi = 2 * a * (a + GAUSS_SPAN)
-    return Profile(delta, -hi, hi, True, f"poisson_replace_one(q={q:g}, gaussian a={a:g})", delta)
+    # for |x| <= a + GAUSS_SPAN (all but < 1e-23 of either law) the loss is at most
+    # log(1 + e^t), t = log(q / (1 - q)) + a^2 / 2 + GAUSS_SPAN a, and at least minus that
+    t = math.log(q) - math.log1p(-q) + a * a / 2 + GAUSS_SPAN * a
+    hi = (t if t > 0 else 0.0) + math.log1p(math.exp(-abs(t)))
+    name = f"poisson_replace_one(q={q:g}, gaussian a={a:g})"
+    return Profile(delta, -hi, hi, True, name, delta, math.inf)
+
+
+def _replace_one_log_root(a: float, q: float, eps: Array) -> Array:
+    """log w of the boundary w = phi(x - a) / phi(x) where the replace-one loss equals eps.
+
+    w solves q w^2 + b w - q e^{eps - a^2} = 0 with b = (1 - q)(1 - e^eps); its positive root
+    is (|b| + r) / (2q) for b < 0 and 2q e^{eps - a^2} / (b + r) for b >= 0, r = sqrt(b^2 +
+    4 q^2 e^{eps - a^2}); every term is taken in log space."""
+    with np.errstate(divide="ignore"):
+        # log |e^eps - 1|, without overflow
+        log_gap = np.where(
+            eps > 0, eps + np.log(-np.expm1(-np.abs(eps))), np.log(-np.expm1(-np.abs(eps)))
+        )
+    log_b = math.log1p(-q) + log_gap
+    log_c = math.log(4 * q * q) + eps - a * a
+    log_r = 0.5 * np.logaddexp(2 * log_b, log_c)
+    pos = np.logaddexp(log_b, log_r) - math.log(2 * q)
+    neg = math.log(2 * q) + eps - a * a - np.logaddexp(log_b, log_r)
+    return np.asarray(np.where(eps > 0, pos, neg), dtype=float)
+
+
+def _replace_one_far(a: float, q: float, eps: Array) -> Array:
+    """The replace-one Poisson curve at large eps in log space (e^eps overflows).
+
+    With x the boundary (:func:`_replace_one_log_root`),
+    delta = P(x' > x) - e^eps Q(x' > x) = e^{log_p} (1 - e^{t2 - log_p}) with
+    log_p = log((1 - q) S(x) + q S(x - a)), t2 = eps + log((1 - q) S(x) + q S(x + a)), S the
+    normal tail.
+    """
+    x = (_replace_one_log_root(a, q, eps) + a * a / 2) / a
+    log_tail = special.log_ndtr
+    t2 = eps + np.logaddexp(math.log1p(-q) + log_tail(-x), math.log(q) + log_tail(-x - a))
+    log_p = np.logaddexp(math.log1p(-q) + log_tail(-x), math.log(q) + log_tail(a - x))
+    out = np.exp(log_p) * -np.expm1(np.minimum(t2 - log_p, 0.0))
+    return np.asarray(out, dtype=float)
 
 
 def self_dual(profile: Profile, exact: bool) -> Profile:
@@ -246,12 +374,11 @@ def self_dual(profile: Profile, exact: bool) -> Profile:
         return np.where(eps >= 0, pos, neg)
 
     hi = max(profile.loss_hi, -profile.loss_lo)
-    return Profile(delta, -hi, hi, exact, f"self_dual({profile.name})", delta)
+    name = f"self_dual({profile.name})"
+    return Profile(delta, -hi, hi, exact, name, delta, profile.accurate_hi)
 
 
 # -- shuffled batches: a certified lower bound from the max-of-batch-sums attack -------------
-#: unit roundoff of IEEE double
-_U = 2.0**-53
 #: bins of the max-of-batch-sums statistic (binning is post-processing: any count is sound)
 SHUFFLE_BINS = 4000
 #: the statistic is cut where both laws keep less than this mass beyond the cut (log scale)
@@ -464,7 +591,9 @@ def larger_profile(a: Profile, b: Profile, name: str) -> Profile:
             return np.asarray(np.maximum(a_dual(eps), b_dual(eps)), dtype=float)
 
     exact = a.exact and b.exact
-    return Profile(delta, min(a.loss_lo, b.loss_lo), max(a.loss_hi, b.loss_hi), exact, name, dual)
+    accurate = min(a.accurate_hi, b.accurate_hi)
+    lo, hi = min(a.loss_lo, b.loss_lo), max(a.loss_hi, b.loss_hi)
+    return Profile(delta, lo, hi, exact, name, dual, accurate)
 
 
 def gaussian_attack_profiles(

@@ -168,25 +168,25 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.laplace_delta",
         status="contrib",
         proof="proofs_checks/laplace/proof.md",
-        source_sha256="590df67cc30151b93e31c167a51bb6381f28c36d2c0ff5a541f64ac07e878546",
+        source_sha256="a73977eb343396913fe04728e2b24e11b55bd1b5bf61d73a53af41d3a4e51958",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.poisson_remove",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="80ea7fe76689eee4f67c71836801f54fb2e3c673d92052cb4e398b8505f4b358",
+        source_sha256="d85e5a4843960f2633c05fc2b30c0fd32c2ad42af2494fe4df3aa2a48b10c9e5",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.poisson_add",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="3a312241b0d5e5ac9ba556b31af407428df087777f3e18cc82f7d8ade4825fd4",
+        source_sha256="c2b42a077ddff7cd434e4d6975df6217561e98e0c53e7c757ee49bb6c1a68d0e",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.poisson_gaussian_replace_one",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="8550ae13d415a527f0dc88c9c901282b91c6e6309e295aa5f399a808739009d9",
+        source_sha256="e174bbf9a125629299faeec2b97ffc1fb524e4471f70cff2b09abfa6da1fa992",
     ),
     ProofRecord(
         target="dpledger.accountant.conversions.kov_delta_bracket",
@@ -222,7 +222,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.leaves.leaf_profiles",
         status="contrib",
         proof="proofs_checks/wor_subsampling/proof.md",
-        source_sha256="78b399fb5b80473fbdea1f6a8c3b25166ccc06c2b55ea2e299ac3b4fea606354",
+        source_sha256="0ac42d74e550aa63158755ce2b168fdd67da6ea567ff4759df1509c63475d516",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_engine.compose",
@@ -324,7 +324,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.larger_profile",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="6368e72bc8d1c06a7bd99c302d62ade1a45e587ca3971d2a6aa4487f4548617e",
+        source_sha256="1321dea97a0b29175577f594cc4fe5f80fbbdeee3fc6f6c7a6d03c7206b70a5d",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.gaussian_attack_profiles",

@@ -103,3 +103,61 @@ def test_replace_one_is_never_below_add_remove_at_the_same_noise() -> None:
     rep = poisson_gaussian_replace_one(1.0, 0.2)(eps)
     rem = poisson_remove(gaussian_profile(1.0), 0.2)(eps)
     assert np.all(rep >= rem - 1e-15)
+
+
+def replace_one_mpmath(a: float, q: float, eps: float) -> float:
+    """The replace-one curve in 60-digit arithmetic: the boundary by bisection on the loss
+    (increasing in x), then P(X > x) - e^eps Q(X > x)."""
+    import mpmath as mp
+
+    with mp.workdps(60):
+        am, qm, em = mp.mpf(a), mp.mpf(q), mp.mpf(eps)
+
+        def loss(x: mp.mpf) -> mp.mpf:
+            top = (1 - qm) * mp.npdf(x) + qm * mp.npdf(x - am)
+            return mp.log(top / ((1 - qm) * mp.npdf(x) + qm * mp.npdf(x + am)))
+
+        lo, hi = mp.mpf(-400), mp.mpf(400)
+        for _ in range(220):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if loss(mid) > em else (mid, hi)
+        x = (lo + hi) / 2
+        tail = lambda z: mp.ncdf(-z)  # noqa: E731
+        p = (1 - qm) * tail(x) + qm * tail(x - am)
+        r = (1 - qm) * tail(x) + qm * tail(x + am)
+        return float(p - mp.e**em * r)
+
+
+#: (a, q, eps): the noise so small (a = 1/s >= 25) that phi(x - a)/phi(x) under- or overflows
+#: a double, and losses where e^eps itself does (the curve used to return 0 or NaN there)
+LARGE_LOSS_POINTS = [
+    (a, q, eps)
+    for a, q in ((25.0, 0.5), (50.0, 0.1), (20.0, 0.01))
+    for eps in (-5.0, -0.1, 0.0, 0.1, 10.0, 300.0, 355.0, 699.9, 800.0, 1500.0)
+]
+
+
+@pytest.mark.parametrize(("a", "q", "eps"), LARGE_LOSS_POINTS)
+def test_replace_one_at_large_noise_ratio_and_loss_equals_mpmath(
+    a: float, q: float, eps: float
+) -> None:
+    want = replace_one_mpmath(a, q, eps)
+    got = float(poisson_gaussian_replace_one(a, q)(np.array([eps]))[0])
+    assert want * (1 - 1e-12) <= got <= want * (1 + 1e-9) + 1e-300
+
+
+@pytest.mark.parametrize("eps", [650.0, 800.0, 1200.0, 1400.0])
+def test_remove_curve_beyond_double_range_equals_mpmath(eps: float) -> None:
+    """q delta_G(log(1 + (e^eps - 1)/q)) with e^eps beyond a double: the Gaussian curve of
+    mu = 50 read at the shifted loss, against 60-digit arithmetic."""
+    import mpmath as mp
+
+    mu, q = 50.0, 0.1
+    with mp.workdps(60):
+        inner = mp.log(1 + (mp.e ** mp.mpf(eps) - 1) / q)
+        m = mp.mpf(mu)
+        gauss_curve = mp.ncdf(-inner / m + m / 2) - mp.e**inner * mp.ncdf(-inner / m - m / 2)
+        want = float(q * gauss_curve)
+    got = float(poisson_remove(gaussian_profile(mu), q)(np.array([eps]))[0])
+    assert want * (1 - 1e-12) <= got <= want * (1 + 1e-9)
+    assert poisson_remove(gaussian_profile(mu), q).accurate_hi == math.inf

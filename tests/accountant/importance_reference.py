@@ -45,9 +45,11 @@ def remove_direction_delta(
         log_h = -0.5 * ((x - heavy_mean) / sigma) ** 2
         log_g = np.logaddexp(math.log1p(-heavy_rate) + log_p, math.log(heavy_rate) + log_h)
         weight = np.exp((log_p - log_g).sum(axis=1))
-        loss = np.log1p(q * np.expm1((2 * x - 1) / (2 * sigma**2))).sum(axis=1)
+        # log(1 - q + q e^t), without overflow at large t (tiny sigma)
+        loss = np.logaddexp(math.log1p(-q), math.log(q) + (2 * x - 1) / (2 * sigma**2))
+        loss = loss.sum(axis=1)
         for j, eps in enumerate(epsilons):
-            value = np.where(loss > eps, -np.expm1(eps - loss), 0.0) * weight
+            value = -np.expm1(np.minimum(eps - loss, 0.0)) * weight
             sums[j] += value.sum()
             squares[j] += (value * value).sum()
     means = sums / samples
@@ -57,4 +59,5 @@ def remove_direction_delta(
 
 def heavy_step_mean(sigma: float, q: float, loss: float) -> float:
     """The x at which one step's loss equals ``loss`` (where the heavy component is centred)."""
-    return 0.5 + sigma**2 * (math.log(math.expm1(loss) + q) - math.log(q))
+    # log(e^loss - 1 + q) = loss + log1p((q - 1) e^-loss), without overflow
+    return 0.5 + sigma**2 * (loss + math.log1p((q - 1) * math.exp(-loss)) - math.log(q))

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from dpledger.accountant.pld import PLDAccountant
+from dpledger.core.adjacency import ROW_ADD_REMOVE, ROW_REPLACE_ONE
 from dpledger.core.events import Event, GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "accountants.md"
@@ -54,3 +55,25 @@ def test_light_rows(prefix: str) -> None:
 @pytest.mark.parametrize("prefix", [p for p, (_, _, heavy) in ROWS.items() if heavy])
 def test_heavy_rows(prefix: str) -> None:
     _check(prefix)
+
+
+#: the large-loss table (sigma = 0.02, q = 0.1, delta = 1e-5): row label -> (adjacency, steps)
+LARGE_LOSS_ROWS = {
+    "| add/remove, one step |": (ROW_ADD_REMOVE, 1),
+    "| replace-one, one step |": (ROW_REPLACE_ONE, 1),
+    "| add/remove, 10 steps |": (ROW_ADD_REMOVE, 10),
+}
+
+
+@pytest.mark.parametrize("prefix", list(LARGE_LOSS_ROWS))
+def test_large_loss_rows(prefix: str) -> None:
+    adjacency, steps = LARGE_LOSS_ROWS[prefix]
+    line = next(x for x in DOC.read_text().splitlines() if x.startswith(prefix))
+    lower, upper = line[len(prefix) :].split("|")[0].strip(" []").split(",")
+    lower, upper = lower.strip(), upper.strip()
+    acc = PLDAccountant(adjacency)
+    acc.compose(_dp_sgd(0.02, 0.1, steps))
+    bound = acc.get_epsilon(1e-5)
+    digits = len(lower.split(".")[1])
+    assert f"{bound.epsilon_lower:.{digits}f}" == lower
+    assert f"{bound.epsilon:.{digits}f}" == upper
