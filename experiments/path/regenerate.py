@@ -121,7 +121,14 @@ def _table2_args(stored: dict[str, Any], methods: list[str], epsilons: list[floa
     args = table2.parser().parse_args([])
     known = vars(args)
     for k, v in stored.items():
-        if k in known and k not in ("summarize", "only", "pretrain_only", "out", "model_dir"):
+        if k in known and k not in (
+            "summarize",
+            "only",
+            "side_by_side",
+            "pretrain_only",
+            "out",
+            "model_dir",
+        ):
             setattr(args, k, v)
     args.methods = methods
     if epsilons:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -215,6 +216,126 @@ def test_path_page_check_catches_an_edited_number() -> None:
     edited = page.replace(target, " | ".join([*cells[:6], edited_cell, *cells[7:]]))
     assert edited != page
     assert _not_on_page(lines, edited) == [target]
+
+
+SIDE_BY_SIDE_TITLE = "## Paper, ours and without privacy, side by side"
+SIDE_BY_SIDE_METHODS = ("AIM", "DIRECT (Acr.)", "DIRECT (Markov = Indep)", "PATH (GPT-2 tiny)")
+
+
+def _side_by_side_command(page: str) -> list[str]:
+    """The page's side-by-side command (section "Commands", run from the repository root), with
+    its file patterns expanded as a shell would."""
+    lines = page.splitlines()
+    i = next(
+        i
+        for i, ln in enumerate(lines)
+        if ln.startswith("python -m experiments.path.table2 --side-by-side ")
+    )
+    text = lines[i]
+    while text.endswith("\\"):
+        i += 1
+        text = f"{text[:-1]} {lines[i].strip()}"
+    argv = shlex.split(text)
+    assert argv[:4] == ["python", "-m", "experiments.path.table2", "--side-by-side"], text
+    files = []
+    for pattern in argv[4:]:
+        hits = sorted(str(p) for p in ROOT.glob(pattern))
+        assert hits, pattern
+        files.extend(hits)
+    return ["-m", "experiments.path.table2", "--side-by-side", *files]
+
+
+def _section_table(page: str, title: str) -> list[str]:
+    """The table lines (header and rows) of the page's section ``title``."""
+    section = page[page.index(title) :]
+    return _table_lines(section[: section.index("\n## ", 1)])
+
+
+def _side_by_side_printed(page: str) -> list[str]:
+    printed = _run(*_side_by_side_command(page), timeout=120)
+    return [f"| {ln} |" for ln in printed.splitlines() if ln.strip()]
+
+
+def test_path_side_by_side_page_equals_command() -> None:
+    """The side-by-side table is exactly what the page's ``table2 --side-by-side`` command
+    prints (header and every row, in order): for each epsilon, private method and metric, the
+    paper's number, ours and the method's non-private baseline, each over seeds 0, 1 and 2."""
+    page = PATH_RESULTS.read_text()
+    printed = _side_by_side_printed(page)
+    assert _section_table(page, SIDE_BY_SIDE_TITLE) == printed
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in printed[1:]]
+    assert len(rows) == 2 * len(SIDE_BY_SIDE_METHODS) * 6
+    assert {(r[0], r[1]) for r in rows} == {
+        (eps, m) for eps in ("2", "10") for m in SIDE_BY_SIDE_METHODS
+    }
+    for r in rows:
+        assert r[7] == "0, 1, 2", r
+        for cell in r[5:7]:
+            assert re.fullmatch(r"\d+\.\d+ ± \d+\.\d+", cell), r
+        # the paper reports the five paper metrics, not the classifier AUC
+        assert (r[4] == "—") == r[3].startswith("classifier AUC"), r
+        if r[1].startswith("PATH"):
+            assert r[2] == {"2": "0.5", "10": "1"}[r[0]], r
+
+
+def test_path_side_by_side_is_the_per_seed_tables() -> None:
+    """Each side-by-side value is the mean ± sd row of its per-seed table (the same runs, the
+    same computation), the non-private baseline the same at both epsilons, and each paper
+    number the one the main table quotes."""
+    page = PATH_RESULTS.read_text()
+    rows = [
+        [c.strip() for c in ln.strip("|").split("|")]
+        for ln in _section_table(page, SIDE_BY_SIDE_TITLE)[1:]
+    ]
+    means = {}
+    for ln in _table_lines(page):
+        c = [x.strip() for x in ln.strip("|").split("|")]
+        if len(c) == 11 and c[3] == "mean ± sd (0, 1, 2)":
+            means[(c[0], c[1], c[2])] = dict(
+                zip((*COLUMN_KEYS, "classifier_auc"), c[5:], strict=True)
+            )
+    paper = {}
+    for ln in _table_lines(page):
+        c = [x.strip() for x in ln.strip("|").split("|")]
+        if len(c) == 9 and c[1] in SIDE_BY_SIDE_METHODS:
+            models = [m.split(": ") for m in c[8].split("; ")]
+            for key, i in zip(COLUMN_KEYS, range(5), strict=True):
+                paper[(c[0], c[1], key)] = "; ".join(
+                    f"{m[0]} {m[1].split(' / ')[i]}" if len(m) == 2 else m[0].split(" / ")[i]
+                    for m in models
+                )
+    keys = dict(
+        zip(
+            ("MAUVE", "HMM", "TDCR", "marginal", "state", "classifier"),
+            (*COLUMN_KEYS, "classifier_auc"),
+            strict=True,
+        )
+    )
+    non_private = {
+        "AIM": "AIM non-private (ε = 1e5)",
+        "DIRECT (Acr.)": "DIRECT (Acr.) non-private (ε = 1e5)",
+        "DIRECT (Markov = Indep)": "DIRECT (Markov = Indep) non-private (ε = 1e5)",
+        "PATH (GPT-2 tiny)": "PATH non-private (σ = 0.01)",
+    }
+    for eps, method, sel, metric, paper_cell, ours, without, _ in rows:
+        key = keys[metric.split(" ")[0]]
+        assert ours == means[(eps, method, sel)][key], (eps, method, metric)
+        assert without == means[("∞", non_private[method], "–")][key], (eps, method, metric)
+        if key != "classifier_auc":
+            assert paper_cell == paper[(eps, method, key)], (eps, method, metric)
+
+
+def test_path_side_by_side_check_catches_an_edited_number() -> None:
+    """Changing one number of the side-by-side table on a copy of the page makes it differ
+    from the command's output."""
+    page = PATH_RESULTS.read_text()
+    printed = _side_by_side_printed(page)
+    target = next(ln for ln in printed if ln.startswith("| 10 | AIM | – | HMM lik. W1"))
+    edited_line = target.replace("| 110.18 ± 6.79 |", "| 110.19 ± 6.79 |")
+    assert edited_line != target
+    edited = page.replace(target, edited_line)
+    assert _section_table(page, SIDE_BY_SIDE_TITLE) == printed
+    assert _section_table(edited, SIDE_BY_SIDE_TITLE) != printed
 
 
 def test_path_regenerate_lists_every_stored_cell() -> None:
