@@ -150,7 +150,7 @@ def randomized_response_delta_lower(eps: float, eps0: float, num_buckets: int) -
     t = eps + 8 * U * (abs(eps) + eps0) + TINY
     z = math.exp(eps0) + num_buckets - 1
     total = (
-        max(0.0, math.exp(eps0) - math.exp(t))
+        max(0.0, math.exp(t) * math.expm1(eps0 - t))  # e^eps0 - e^t, without cancellation
         + max(0.0, -math.expm1(t + eps0))
         + (num_buckets - 2) * max(0.0, -math.expm1(t))
     )

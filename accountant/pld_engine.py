@@ -406,7 +406,8 @@ class _SpectrumProduct:
     n: int
     fft_rel: float
     spectrum: NDArray[np.complex128] | None = None
-    inf_keep: float = 1.0
+    #: log of the probability that no component's loss is +infinity
+    log_inf_keep: float = 0.0
     dropped: float = 0.0
     c_parts: list[float] = attrs.Factory(list)
     c_abs: float = 0.0
@@ -451,7 +452,7 @@ class _SpectrumProduct:
         self.c_abs += count * abs(c)
         self.log_in_up += count * math.log1p(-rho_in)
         self.log_in_dn += count * math.log1p(rho_in)
-        self.inf_keep *= (1.0 - pld.inf_mass) ** count
+        self.log_inf_keep += count * math.log1p(-pld.inf_mass)
 
     def _bound(self, f: NDArray[np.complex128], r: float, s_up: float, count: int) -> None:
         """Accumulate the per-frequency moduli that bound the product's error."""
@@ -513,7 +514,7 @@ def compose(
         offset=lo_idx,
         upper=upper,
         lower=lower,
-        inf_mass=1.0 - product.inf_keep,
+        inf_mass=infinite_mass(product.log_inf_keep, len(plds)),
         h=h,
         tilt=tilt,
         upper_tail=tails[0],
@@ -608,6 +609,13 @@ def _below_wrap(pld: ComposedPLD) -> float:
     if pld.parts:
         return math.fsum(_below_wrap(part) for part in pld.parts) * (1 + 8 * U)
     return pld.lower_tail * math.exp(-pld.tilt * pld.width)
+
+
+def infinite_mass(log_keep: float, terms: int) -> float:
+    """1 - e^log_keep rounded up: the probability that some component's loss is +infinity,
+    from the sum of ``terms`` values count * log1p(-m) (not (1 - m)^count, which is 1 in
+    floating point for m below 1e-16)."""
+    return min(1.0, -math.expm1(log_keep * (1 + 4 * U * (terms + 4))) * (1 + 4 * U))
 
 
 def _suffix(arr: Array) -> Array:

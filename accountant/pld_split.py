@@ -23,7 +23,14 @@ from collections.abc import Callable, Sequence
 import attrs
 import numpy as np
 
-from dpledger.accountant.pld_engine import TINY_MASS, ComposedPLD, DiscretePLD, U, compose
+from dpledger.accountant.pld_engine import (
+    TINY_MASS,
+    ComposedPLD,
+    DiscretePLD,
+    U,
+    compose,
+    infinite_mass,
+)
 
 #: the dropped terms' mass, relative to the delta of interest
 SPLIT_REMAINDER = 1e-3
@@ -139,14 +146,12 @@ def _summed(parts: Sequence[ComposedPLD], plds: Components, remainder: float) ->
     ``plds`` and the dropped ``remainder`` (charged to upper bounds only)."""
     first = parts[0]
     m = len(parts)
-    inf_keep = 1.0
-    for pld, count in plds:
-        inf_keep *= (1.0 - pld.inf_mass) ** count
+    log_keep = math.fsum(count * math.log1p(-pld.inf_mass) for pld, count in plds)
     return attrs.evolve(
         first,
         upper=np.minimum(np.sum([p.upper for p in parts], axis=0) * (1 + 2 * U * m), 1.0),
         lower=np.sum([p.lower for p in parts], axis=0) * (1 - 2 * U * m),
-        inf_mass=1.0 - inf_keep,
+        inf_mass=infinite_mass(log_keep, len(plds)),
         upper_tail=math.fsum(p.upper_tail for p in parts) * (1 + 4 * U * m),
         lower_tail=min(1.0, math.fsum(p.lower_tail for p in parts) * (1 + 4 * U * m)),
         dropped=math.fsum(p.dropped for p in parts) * (1 + 4 * U * m) + remainder,

@@ -39,8 +39,11 @@ BACKENDS: tuple[tuple[str, str], ...] = (
     ("dpledger.accountant.prv_adapter", "PRVAccountant"),
 )
 
-#: the lower/upper consistency check allows this much floating-point slack
+#: the lower/upper consistency check allows this much floating-point slack (relative, and
+#: absolute for epsilons; deltas far below 1e-9 are compared relative only)
 CONSISTENCY_SLACK = 1e-9
+#: absolute slack of the check for deltas
+DELTA_CONSISTENCY_FLOOR = 1e-300
 
 #: backends whose bound is the reported one in practice: they always run
 PRIMARY: tuple[str, ...] = ("closed_form", "pld")
@@ -233,7 +236,8 @@ def _lower(b: EpsilonBound | DeltaBound) -> float:
 def _check_consistency(candidates: Sequence[EpsilonBound | DeltaBound]) -> None:
     lo = max(candidates, key=_lower)
     hi = min(candidates, key=_upper)
-    if _lower(lo) > _upper(hi) * (1 + CONSISTENCY_SLACK) + CONSISTENCY_SLACK:
+    floor = CONSISTENCY_SLACK if isinstance(hi, EpsilonBound) else DELTA_CONSISTENCY_FLOOR
+    if _lower(lo) > _upper(hi) * (1 + CONSISTENCY_SLACK) + floor:
         raise BackendInconsistencyError(
             f"{lo.method} certifies a lower bound {_lower(lo):.6g} above {hi.method}'s upper "
             f"bound {_upper(hi):.6g}; one backend is wrong, so no bound is reported"

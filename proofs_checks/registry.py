@@ -228,7 +228,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_engine.compose",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="7522ecd01299d76fe2be10e16e955bc326c332acab01d948715ebccfd2e09077",
+        source_sha256="3fe70bf2cc981c72ff73cb3168f8c8541e2ab0838bb9edac6977bce9cae4059d",
     ),
     ProofRecord(
         target="dpledger.core.events.ShuffledBatchesEvent",
@@ -336,7 +336,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_engine._SpectrumProduct.add",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="5a5db224ef2cbd2ab7f35992afebe927ed8e4bf0b22ee9598e177982e78b8d62",
+        source_sha256="59a16a14f0d629fb7a8b539cbdd82c65d957518845ac0cdf57c2c582781aa3de",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_engine._SpectrumProduct._bound",
