@@ -262,7 +262,10 @@ def poisson_remove(base: Profile, q: float, side: float = 1.0) -> Profile:
 def poisson_add(base_reverse: Profile, q: float, side: float = 1.0) -> Profile:
     """Q0 vs (1-q)Q0 + qP0, from the reverse base curve delta0_rev (Zhu, Dong, Wang 2022); an
     upper curve (``side`` = 1) or a lower one (``side`` = -1)."""
-    hi = -math.log1p(-q) if q < 1 else base_reverse.loss_hi
+    # the curve is 0 once the base is read beyond its top loss T: at eps >= -log(1 - q + q e^-T)
+    # (-log(1 - q) for an unbounded base)
+    top = base_reverse.loss_hi
+    hi = -math.log1p(q * math.expm1(-top)) if q < 1 else top
     lo_inner = base_reverse.loss_hi
     lo = -math.log1p(q * math.expm1(lo_inner)) if lo_inner < 700 else -lo_inner
     curve = _poisson_add_delta(base_reverse.delta, q, side)

@@ -180,7 +180,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.poisson_add",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="c2b42a077ddff7cd434e4d6975df6217561e98e0c53e7c757ee49bb6c1a68d0e",
+        source_sha256="9c726bc806329aa09c1952413c255c23189a420d00fc1b0c48368f1b4fbb761a",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.poisson_gaussian_replace_one",

@@ -24,6 +24,7 @@ from dpledger.core.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    PureDPEvent,
     SelfComposedEvent,
 )
 
@@ -290,3 +291,14 @@ def test_gaussian_curve_underflowing_at_its_top_is_not_pure():
     assert "pure_cap" not in delta.details
     assert delta.delta > 0
     assert account(event, epsilon=100.0).bound.delta > 0  # type: ignore[union-attr]
+
+
+def test_sampled_pure_add_direction_top_is_its_own():
+    """Poisson sampling at q = 1 - 1e-9 of a 1-DP release: the add direction's losses stop at
+    -log(1 - q (1 - e^-1)) < 1, not at -log(1 - q) = 20.7; with the wide range delta(1) was
+    reported 1.6e-6 (after 10-30 s) instead of the exact 0."""
+    q = 1 - 1e-9
+    delta = account(PoissonSampledEvent(q, PureDPEvent(1.0)), epsilon=1.0).bound
+    assert delta.delta == 0.0  # type: ignore[union-attr]
+    cap = delta.details["pure_cap"]
+    assert math.log1p(q * math.expm1(1.0)) <= cap <= math.log1p(q * math.expm1(1.0)) * (1 + 1e-12)
