@@ -40,6 +40,7 @@ from dpledger.accountant.pld_engine import (
     discretise,
     discretise_lower,
     epsilon_for,
+    lower_shift,
     tilt_for_delta,
     tilt_for_epsilon,
     tilted_window,
@@ -107,6 +108,8 @@ MAX_TILT_RANGE = 200.0
 UNTILTED_DELTA = 1e-7
 #: grid points up to which the window is extended over a heavy tilted tail
 EXTENDED_WINDOW_POINTS = 1 << 19
+#: the same for an upper composition that no lower bound reads
+UPPER_WINDOW_POINTS = 1 << 17
 #: the window keeps untilted tails down to this fraction of the queried delta
 WINDOW_TAIL_REL = 1e-9
 #: truncation mass of the composed window (charged to delta)
@@ -405,10 +408,11 @@ class PLDAccountant(Accountant):
         return cap
 
     def _window(
-        self, prep: _Prepared, name: str, tilt: float, delta: float
+        self, prep: _Prepared, name: str, tilt: float, delta: float, extend: int
     ) -> tuple[float, tuple[float, float]]:
         """(grid spacing, composition window) of one direction at one tilt; ``delta`` is the
-        level of interest (the window drops untilted tails far below it)."""
+        level of interest (the window drops untilted tails far below it), ``extend`` the grid
+        points up to which the window extends over a heavy tilted tail."""
         coarse = prep.coarse[name]
         total = sum(k for _, k in prep.comps)
         pad = 2 * prep.h0 * total**0.5 + 4 * prep.h0
@@ -429,7 +433,7 @@ class PLDAccountant(Accountant):
         h = max(h, floor)
         # ... and the FFT window extends over the heavy tilted tail where that is affordable,
         # so that little tilted mass wraps around (which would loosen lower bounds)
-        b = max(b, min(b_full, a + EXTENDED_WINDOW_POINTS * h))
+        b = max(b, min(b_full, a + extend * h))
         return h, (a, b)
 
     def _composed(
@@ -446,7 +450,7 @@ class PLDAccountant(Accountant):
         if kind == "chord" and self._same_lower(prep, name):
             result: ComposedPLD | None = self._composed(prep, name, tilt, delta)
         else:
-            h, win = self._window(prep, name, tilt, delta)
+            h, win = self._window(prep, name, tilt, delta, self._extend(prep, name, kind))
             while True:
                 try:
                     result = self._compose_at(prep, name, tilt, h, win, kind)
@@ -457,6 +461,14 @@ class PLDAccountant(Accountant):
                         raise
         self._states[key] = result
         return result
+
+    def _extend(self, prep: _Prepared, name: str, kind: str) -> int:
+        """Grid points up to which a composition's window extends over the heavy tilted tail:
+        far for lower bounds (wrapped mass is subtracted from them), less for an upper
+        composition that no lower bound reads (wrapped mass only adds to it)."""
+        if kind == "upper" and not self._same_lower(prep, name):
+            return UPPER_WINDOW_POINTS
+        return EXTENDED_WINDOW_POINTS
 
     @staticmethod
     def _same_lower(prep: _Prepared, name: str) -> bool:
@@ -498,23 +510,46 @@ class PLDAccountant(Accountant):
         self, prep: _Prepared, name: str, tilt: float, delta: float, goal: float | None
     ) -> float:
         """The certified lower bound at one tilt: the chord's, and the dominated pairs' when
-        the chord's is below ``goal``; with no goal, the dominated pairs' alone (the chord's
-        if they cannot be certified)."""
+        the chord's is below ``goal`` (the dominated pairs' first when the chord's shift alone
+        keeps it below ``goal``); with no goal, the dominated pairs' alone (the chord's if they
+        cannot be certified)."""
         best = 0.0
-        if goal is not None:
-            chord = self._composed(prep, name, tilt, delta, "chord")
-            assert chord is not None
-            best = epsilon_for(chord, delta, upper=False)
-            if best >= goal:
+        chord_first = goal is not None and not self._chord_short(prep, name, tilt, delta, goal)
+        if chord_first:
+            best = self._chord_epsilon(prep, name, tilt, delta)
+            if goal is not None and best >= goal:
                 return best
         dominated = self._composed(prep, name, tilt, delta, "dominated")
         if dominated is not None:
-            return max(best, epsilon_for(dominated, delta, upper=False))
-        if goal is None:
-            chord = self._composed(prep, name, tilt, delta, "chord")
-            assert chord is not None
-            best = epsilon_for(chord, delta, upper=False)
-        return best
+            best = max(best, epsilon_for(dominated, delta, upper=False))
+            if chord_first or goal is None or best >= goal:
+                return best
+        if chord_first or (
+            goal is not None and self._chord_reach(prep, name, tilt, delta, goal) <= best
+        ):
+            return best
+        return max(best, self._chord_epsilon(prep, name, tilt, delta))
+
+    def _chord_epsilon(self, prep: _Prepared, name: str, tilt: float, delta: float) -> float:
+        chord = self._composed(prep, name, tilt, delta, "chord")
+        assert chord is not None
+        return epsilon_for(chord, delta, upper=False)
+
+    def _chord_short(
+        self, prep: _Prepared, name: str, tilt: float, delta: float, goal: float
+    ) -> bool:
+        """Whether the chord's lower bound cannot reach ``goal``."""
+        return self._chord_reach(prep, name, tilt, delta, goal) < goal
+
+    def _chord_reach(
+        self, prep: _Prepared, name: str, tilt: float, delta: float, goal: float
+    ) -> float:
+        """About the most the chord's lower bound can reach: the upper bound (``goal`` times
+        BRACKET_GOAL) less the chord's Hoeffding shift, which grows like h sqrt(steps). Only
+        which lower-bound compositions are made depends on it."""
+        up = self._composed(prep, name, tilt, delta)
+        assert up is not None
+        return goal * BRACKET_GOAL - lower_shift(up, delta * 1e-3)
 
     def _tilts(self, prep: _Prepared, name: str, tilt: float, level: float) -> list[float]:
         """The tilt to use (snapped to a grid so that nearby queries share compositions),
@@ -614,7 +649,8 @@ class PLDAccountant(Accountant):
                 return self._tilts(prep, name, tilt_for_delta(guide, delta), delta)[0]
             return self._tilts(prep, name, tilt_for_epsilon(guide, epsilon), delta)[0]
 
-        h, win = self._window(prep, name, tilt_for(prep.coarse[name]), delta)
+        extend = UPPER_WINDOW_POINTS if kind == "upper" else EXTENDED_WINDOW_POINTS
+        h, win = self._window(prep, name, tilt_for(prep.coarse[name]), delta, extend)
 
         result: ComposedPLD | None = None
         if kind == "upper":

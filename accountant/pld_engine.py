@@ -540,21 +540,29 @@ def _untilted(
     n = out.size
     # untilt: p_l = t_l exp(C - tilt l), with C = sum k c
     big_c = math.fsum(product.c_parts)
-    losses = (lo_idx + np.arange(n)) * h
-    log_g = big_c - tilt * losses
-    rho_g = 4 * U * (product.c_abs + float(np.abs(tilt * losses).max()) + 4.0) + 8 * U * len(plds)
-    with np.errstate(divide="ignore"):
-        log_up = np.log(out + tilted_err) + log_g + (-product.log_in_up + rho_g + 4 * U)
-        log_lo = (
-            np.log(np.maximum(out - tilted_err, 0.0)) + log_g - (product.log_in_dn + rho_g + 4 * U)
-        )
+    tilted_losses = tilt * ((lo_idx + np.arange(n)) * h)
+    log_g = big_c - tilted_losses
+    rho_g = 4 * U * (product.c_abs + float(np.abs(tilted_losses).max()) + 4.0) + 8 * U * len(plds)
     # lower bounds: each chord was built from curve values at most (1 + LOWER_DEFLATION) times
     # the true ones; the mixture of that pair (weight 1/(1+rho)) with a lossless pair is dominated
     # by the mechanism, and its composition has at least (1+rho)^-K times the chord's delta
     # (pairs from :func:`discretise_lower` were deflated when they were built)
     chords = sum(c for p_, c in plds if not p_.dominated)
-    log_lo = log_lo - chords * math.log1p(LOWER_DEFLATION)
-    return np.exp(np.minimum(log_up, 0.0)), np.exp(np.minimum(log_lo, 0.0))
+    # (in place: these arrays are the size of the window)
+    upper = out + tilted_err
+    lower = np.maximum(out - tilted_err, 0.0)
+    with np.errstate(divide="ignore"):
+        np.log(upper, out=upper)
+        np.log(lower, out=lower)
+    upper += log_g
+    upper += -product.log_in_up + rho_g + 4 * U
+    lower += log_g
+    lower -= product.log_in_dn + rho_g + 4 * U
+    lower -= chords * math.log1p(LOWER_DEFLATION)
+    for arr in (upper, lower):
+        np.minimum(arr, 0.0, out=arr)
+        np.exp(arr, out=arr)
+    return upper, lower
 
 
 def _tails(
@@ -628,14 +636,15 @@ def _discounted_suffix(arr: Array, h: float) -> Array:
     n = arr.size
     out = np.empty(n)
     block = max(1, int(DISCOUNT_SPAN / h))
+    j = np.arange(min(n, block))
+    down, up = np.exp(-j * h), np.exp(j * h)  # e^{-jh}, e^{jh} (shared by every block)
     carry = 0.0  # B at the last index of the block being processed
     for start in range(((n - 1) // block) * block, -1, -block):
-        end = min(n, start + block)
-        j = np.arange(end - start)
-        w = arr[start:end] * np.exp(-j * h)
+        m = min(n, start + block) - start
+        w = arr[start : start + m] * down[:m]
         # S_i = sum_{start <= k < end, k > i} w_k
         suffix = np.concatenate([np.cumsum(w[::-1])[::-1][1:], [0.0]])
-        out[start:end] = np.exp(j * h) * suffix + np.exp(-(end - 1 - start - j) * h) * carry
+        out[start : start + m] = up[:m] * suffix + down[:m][::-1] * carry
         carry = math.exp(-h) * (float(arr[start]) + float(out[start]))
     return out
 

@@ -354,7 +354,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_engine._untilted",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="bd66d69dead97ce86b89ebaf9094d80651649d581681450365933738f25ec7e7",
+        source_sha256="a41f9d2f3a8ecf326b482b33264ca98c74db4484ed76f86c21ee47e3fb36eab5",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_engine._tails",

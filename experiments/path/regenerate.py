@@ -18,7 +18,8 @@ its JSON file records (``args``), each cell writing a fresh JSON file into ``DIR
 
 Then it prints what the page shows, as ``table2 --summarize`` and ``sweep --summarize`` print
 it for the regenerated files: the PATH rows per seed (``--only path path_nonprivate``), the rows
-of AIM, Direct, their non-private versions and REAL per seed, the public-only control, and the
+of AIM, Direct, their non-private versions and REAL per seed, the public-only control, the
+side-by-side table (as ``table2 --side-by-side`` prints it for the regenerated files) and the
 sweep's table. The seed-0 rows are the main table's numbers. ``--cell`` re-runs only the named
 cells (a stored file name in ``experiments/path``, optionally a method and an epsilon for
 ``table2`` files or a grid cell such as ``small-250`` or ``-`` for ``sweep`` files) and prints
@@ -58,6 +59,17 @@ TABLE2_SUMMARIES: tuple[tuple[str, tuple[str, ...], tuple[str, ...] | None], ...
         None,
     ),
     ("PATH, public pre-training only", ("table2_path_public.json",), ("path_public",)),
+)
+#: the runs of the page's side-by-side table (as its command lists them)
+SIDE_BY_SIDE_TITLE = "Paper, ours and without privacy, side by side"
+SIDE_BY_SIDE_FILES = (
+    "table2_aim*.json",
+    "table2_baselines*.json",
+    "table2_direct_across*.json",
+    "table2_nonprivate_baselines_s*.json",
+    "table2_path_eps2*.json",
+    "table2_path_eps10_share0.1_s*.json",
+    "table2_path_nonprivate_s*.json",
 )
 
 
@@ -185,6 +197,10 @@ def print_tables(files: list[Path]) -> None:
         if group:
             print(f"## {title}", flush=True)
             table2.summarize(*sorted(group), only=list(only) if only else None)
+    side = [str(f) for f in names if any(f.match(p) for p in SIDE_BY_SIDE_FILES)]
+    if side:
+        print(f"## {SIDE_BY_SIDE_TITLE}", flush=True)
+        table2.side_by_side(*sorted(side))
     sweeps = sorted(str(f) for f in files if f.name.startswith("sweep_"))
     if sweeps:
         print("## sweep", flush=True)

@@ -354,3 +354,35 @@ def test_delta_query_refines_only_the_deciding_direction():
     passes = {points for (_n, _t, points, _k) in acc._states}
     add_passes = {points for (name, _t, points, _k) in acc._states if name == "add"}
     assert len(passes) >= 2 and add_passes == {min(passes)}
+
+
+def test_a_chord_out_of_reach_is_not_composed():
+    # q = 1e-4, 1e5 steps, delta = 1e-5: the chord's Hoeffding shift, h sqrt(k log(1e3/delta)/2)
+    # ~ 0.02, is wider than the bracket goal (0.5 % of ~0.132), so the lower bound is the
+    # dominated pairs' alone
+    acc = PLDAccountant()
+    acc.compose(SelfComposedEvent(PoissonSampledEvent(1e-4, GaussianEvent(1.0)), 100_000))
+    bound = acc.get_epsilon(1e-5)
+    kinds = {kind for (*_, kind) in acc._states}
+    assert "dominated" in kinds and "chord" not in kinds
+    assert bound.epsilon <= bound.epsilon_lower * 1.005
+    # dp-accounting's PLD at discretisation 1e-5 (pessimistic, so above the truth): 0.131940
+    assert bound.epsilon_lower <= 0.131940 and bound.epsilon >= 0.131940 * (1 - 5e-3)
+
+
+def test_only_an_upper_composition_no_lower_bound_reads_gets_the_shorter_window():
+    from dpledger.accountant.pld import EXTENDED_WINDOW_POINTS, UPPER_WINDOW_POINTS
+
+    sampled = PLDAccountant()  # Poisson sampling: lower pairs of their own
+    sampled.compose(PoissonSampledEvent(0.01, GaussianEvent(1.0)), 10)
+    prep = sampled._prepared()
+    assert prep is not None
+    assert sampled._extend(prep, "remove", "upper") == UPPER_WINDOW_POINTS
+    for kind in ("chord", "dominated"):
+        assert sampled._extend(prep, "remove", kind) == EXTENDED_WINDOW_POINTS
+    plain = PLDAccountant()  # the chord lower bound reads the upper composition itself
+    plain.compose(GaussianEvent(1.0), 10)
+    prep = plain._prepared()
+    assert prep is not None
+    assert plain._extend(prep, "remove", "upper") == EXTENDED_WINDOW_POINTS
+    assert UPPER_WINDOW_POINTS < EXTENDED_WINDOW_POINTS

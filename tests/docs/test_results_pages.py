@@ -389,6 +389,24 @@ def test_path_regenerate_refuses_bad_input_in_one_line(argv: list[str]) -> None:
     assert out.stderr.count("\n") == 1 and "error:" in out.stderr, out.stderr
 
 
+def _regenerated_side_by_side(printed: str) -> list[str]:
+    """The side-by-side section of the regeneration command's tables, as page rows."""
+    section = printed[printed.index(SIDE_BY_SIDE_TITLE) :].split("\n## ")[0]
+    return [f"| {ln} |" for ln in section.splitlines()[1:] if ln.strip()]
+
+
+def test_path_regenerate_prints_the_page_side_by_side_table() -> None:
+    """The regeneration command's tables end with the side-by-side table of the files it
+    regenerated; for the stored files it is exactly the page's table."""
+    code = (
+        "from experiments.path import regenerate as r; r.print_tables("
+        "[f for f in sorted(r.FOLDER.glob('table2_*.json')) if f.name not in r.REPEATS])"
+    )
+    printed = _run("-c", code, timeout=300)
+    page = PATH_RESULTS.read_text()
+    assert _regenerated_side_by_side(printed) == _section_table(page, SIDE_BY_SIDE_TITLE)
+
+
 @pytest.mark.slow
 def test_path_regenerate_reproduces_a_stored_cell(tmp_path: Path) -> None:
     """The page's regeneration command, restricted to one full-size cell (Direct-Markov, seed 0,
@@ -406,7 +424,7 @@ def test_path_regenerate_reproduces_a_stored_cell(tmp_path: Path) -> None:
     )
     tables = printed[printed.index("# regenerated tables") :]
     assert "## AIM, Direct, their non-private versions and REAL per seed" in tables
-    lines = _summary_lines(tables)
+    lines = _summary_lines(tables[: tables.index(SIDE_BY_SIDE_TITLE)])
     assert lines == [lines[0]] and lines[0].startswith("2 | DIRECT (Markov = Indep) | – | 0 | ")
     assert _not_on_page(lines, PATH_RESULTS.read_text()) == []
     stored = _run(
@@ -419,6 +437,11 @@ def test_path_regenerate_reproduces_a_stored_cell(tmp_path: Path) -> None:
         timeout=120,
     )
     assert lines[0] in _summary_lines(stored)
+    # the side-by-side table of the one regenerated run: its six metrics, one seed, no baseline
+    side = _regenerated_side_by_side(tables)
+    assert len(side) == 1 + 6
+    assert all(r.startswith("| 2 | DIRECT (Markov = Indep) | – | ") for r in side[1:])
+    assert all("(n = 1)" in r for r in side[1:])
     fresh = json.loads((tmp_path / "table2_baselines.json").read_text())["rows"]
     assert [(r["method"], r["epsilon"]) for r in fresh] == [("direct_markov", 2.0)]
 
