@@ -11,6 +11,8 @@ import attrs
 
 from dpledger.accountant.profiles import (
     DirectedProfiles,
+    Profile,
+    attained_base,
     base_profile,
     claimed_pair_profile,
     noise_factor,
@@ -55,10 +57,11 @@ def leaf_profiles(event: Event, adjacency: Adjacency) -> DirectedProfiles:
         inner = event.event
         if adjacency.relation == "add_remove":
             base = base_profile(inner, 1.0)
+            low = attained_base(inner, base)
             if q == 1.0:
-                return symmetric_profiles(base)
+                return _plain(base, low)
             # the lower curves charge the rounding of the sampled losses the other way
-            lower_remove, lower_add = poisson_remove(base, q, -1.0), poisson_add(base, q, -1.0)
+            lower_remove, lower_add = poisson_remove(low, q, -1.0), poisson_add(low, q, -1.0)
             return DirectedProfiles(
                 poisson_remove(base, q), poisson_add(base, q), lower_remove, lower_add
             )
@@ -78,12 +81,22 @@ def leaf_profiles(event: Event, adjacency: Adjacency) -> DirectedProfiles:
             )
         q = event.sampling_probability
         base = base_profile(event.event, factor)  # substitution pair of the base mechanism
+        low = attained_base(event.event, base)
         if q == 1.0:
-            return symmetric_profiles(base)
+            return _plain(base, low)
         # Upper: Balle, Barthe, Gaboardi (2018), Thm 10 for eps >= 0, extended to eps < 0 by the
         # symmetry of the substitution relation. Lower: the achievable configuration in which the
         # record swapped out of the batch equals the original record (an add-type pair).
         upper = self_dual(poisson_remove(base, q), exact=False)
-        lower = poisson_add(base, q, -1.0)
-        return DirectedProfiles(upper, upper, lower, poisson_remove(base, q, -1.0))
-    return symmetric_profiles(base_profile(event, factor))
+        lower = poisson_add(low, q, -1.0)
+        return DirectedProfiles(upper, upper, lower, poisson_remove(low, q, -1.0))
+    base = base_profile(event, factor)
+    return _plain(base, attained_base(event, base))
+
+
+def _plain(base: Profile, attained: Profile) -> DirectedProfiles:
+    """A symmetric base: its curve in both directions, and the curve it attains as the lower
+    one (the same object when the base curve is attained)."""
+    if attained is base:
+        return symmetric_profiles(base)
+    return DirectedProfiles(base, base, attained, attained)

@@ -704,6 +704,22 @@ def base_profile(event: Event, factor: float) -> Profile:
     raise UnsupportedEventError(f"no privacy profile for {event.describe()}")
 
 
+def attained_base(event: Event, base: Profile) -> Profile:
+    """A curve the base mechanism of ``event`` attains, for lower bounds: ``base`` (its
+    :func:`base_profile`) itself, except for the exponential mechanism and report-noisy-max.
+
+    Those are booked at epsilon and bounded above by randomized response at epsilon, which no
+    exponential mechanism attains (its losses span at most epsilon: at eps' = 0 it reaches
+    tanh(epsilon / 4), not tanh(epsilon / 2)). A two-candidate exponential mechanism (or
+    report-noisy-max with Gumbel noise) whose scores are (s/2, -s/2) on one dataset and
+    (-s/2, s/2) on its neighbour (each moved by the sensitivity s) outputs binary randomized
+    response at epsilon / 2: its privacy loss is +-epsilon / 2, in both directions, and its
+    curve at eps' = 0 is tanh(epsilon / 4), the most any such mechanism reaches."""
+    if isinstance(event, ExponentialMechanismEvent | ReportNoisyMaxEvent):
+        return approx_dp_profile(event.epsilon / 2.0, 0.0)
+    return base
+
+
 def noise_factor(adjacency: Adjacency) -> float:
     """How many add/remove sensitivities one neighbouring step moves a statistic."""
     return adjacency.sensitivity_factor

@@ -222,7 +222,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.leaves.leaf_profiles",
         status="contrib",
         proof="proofs_checks/wor_subsampling/proof.md",
-        source_sha256="0ac42d74e550aa63158755ce2b168fdd67da6ea567ff4759df1509c63475d516",
+        source_sha256="794a777c865cacb5c4d718d33f3b2e38d5d677aa71a6413825f62331f8abcccd",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_engine.compose",
