@@ -331,7 +331,10 @@ def test_path_side_by_side_check_catches_an_edited_number() -> None:
     page = PATH_RESULTS.read_text()
     printed = _side_by_side_printed(page)
     target = next(ln for ln in printed if ln.startswith("| 10 | AIM | – | HMM lik. W1"))
-    edited_line = target.replace("| 110.18 ± 6.79 |", "| 110.19 ± 6.79 |")
+    cells = target.split(" | ")
+    ours = cells[5]  # "mean ± sd": its first digit moved by one
+    cells[5] = str((int(ours[0]) + 1) % 10) + ours[1:]
+    edited_line = " | ".join(cells)
     assert edited_line != target
     edited = page.replace(target, edited_line)
     assert _section_table(page, SIDE_BY_SIDE_TITLE) == printed
