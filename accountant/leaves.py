@@ -17,8 +17,8 @@ from dpledger.accountant.profiles import (
     claimed_pair_profile,
     noise_factor,
     poisson_add,
-    poisson_gaussian_replace_one,
     poisson_remove,
+    replace_one_profiles,
     self_dual,
     shuffled_profiles,
     symmetric_profiles,
@@ -68,7 +68,7 @@ def leaf_profiles(event: Event, adjacency: Adjacency) -> DirectedProfiles:
         if isinstance(inner, GaussianEvent):
             if q == 1.0:
                 return symmetric_profiles(base_profile(inner, factor))
-            return symmetric_profiles(poisson_gaussian_replace_one(1.0 / inner.noise_multiplier, q))
+            return replace_one_profiles(1.0 / inner.noise_multiplier, q)
         raise UnsupportedEventError(
             f"Poisson sampling of {inner.kind} under replace-one has no tight analysis here; "
             "use add/remove adjacency or fixed-size sampling without replacement"

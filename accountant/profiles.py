@@ -286,8 +286,30 @@ REPLACE_ONE_TURN = 200.0
 SUBNORMAL_GUARD = 1e-290
 
 
-def poisson_gaussian_replace_one(a: float, q: float) -> Profile:
-    """(1-q)N(0)+qN(a) vs (1-q)N(0)+qN(-a): Poisson sampling under replace-one (symmetric)."""
+#: per-term rounding of the replace-one curve's tails, in units of U (1 + |log T|): measured
+#: 1.6 (4e-9 relative at a = 1e-3, T ~ 1e-270, the terms 3.7e4 times the curve), times a margin
+REPLACE_ONE_ROUNDING = 8.0
+#: from this a = 1/sigma up, that rounding stays far below REL_MARGIN of the curve (measured:
+#: 0.12 REL_MARGIN at a = 0.4, 0.014 at a = 1), so one curve serves as upper and lower bound
+REPLACE_ONE_SHARED_A = 0.4
+
+
+def replace_one_profiles(a: float, q: float) -> DirectedProfiles:
+    """Both directions of Poisson sampling under replace-one (the pair is symmetric): one curve
+    for a >= REPLACE_ONE_SHARED_A, else an upper curve that adds its rounding bound and a lower
+    one that subtracts it (for small a the curve is a difference of nearly equal tails)."""
+    if a >= REPLACE_ONE_SHARED_A:
+        return symmetric_profiles(poisson_gaussian_replace_one(a, q))
+    upper = poisson_gaussian_replace_one(a, q, 1.0)
+    lower = poisson_gaussian_replace_one(a, q, -1.0)
+    return DirectedProfiles(upper, upper, lower, lower)
+
+
+def poisson_gaussian_replace_one(a: float, q: float, charge: float = 0.0) -> Profile:
+    """(1-q)N(0)+qN(a) vs (1-q)N(0)+qN(-a): Poisson sampling under replace-one (symmetric).
+
+    ``charge`` = 1 adds the bound on the rounding of the tails' difference (an upper curve),
+    -1 subtracts it (a lower one), 0 leaves it to the profile's relative margin."""
     a2 = a * a
 
     def delta(eps: Array) -> Array:
@@ -309,8 +331,12 @@ def poisson_gaussian_replace_one(a: float, q: float) -> Profile:
         sf = special.ndtr
         p_sf = (1 - q) * sf(-x) + q * sf(-(x - a))
         q_sf = (1 - q) * sf(-x) + q * sf(-(x + a))
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             out = (1 - q) * gap * sf(-x) + q * (sf(-(x - a)) - ex * sf(-(x + a)))
+            if charge:
+                terms = np.abs((1 - q) * gap * sf(-x)) + q * sf(-(x - a)) + q * ex * sf(-(x + a))
+                rounding = REPLACE_ONE_ROUNDING * _U * (1.0 + np.abs(np.log(terms))) * terms
+                out = out + charge * np.where(np.isfinite(rounding), rounding, 0.0)
         out = np.where(np.isfinite(out), out, p_sf - ex * q_sf)
         # b * b overflows once e^eps passes ~1e154, and e^eps times a subnormal Q-tail loses its
         # digits: there, log space
@@ -323,7 +349,7 @@ def poisson_gaussian_replace_one(a: float, q: float) -> Profile:
     # log(1 + e^t), t = log(q / (1 - q)) + a^2 / 2 + GAUSS_SPAN a, and at least minus that
     t = math.log(q) - math.log1p(-q) + a * a / 2 + GAUSS_SPAN * a
     hi = (t if t > 0 else 0.0) + math.log1p(math.exp(-abs(t)))
-    name = f"poisson_replace_one(q={q:g}, gaussian a={a:g})"
+    name = f"poisson_replace_one(q={q:g}, gaussian a={a:g}{', charged' if charge else ''})"
     return Profile(delta, -hi, hi, True, name, delta, math.inf)
 
 

@@ -186,7 +186,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles.poisson_gaussian_replace_one",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="e174bbf9a125629299faeec2b97ffc1fb524e4471f70cff2b09abfa6da1fa992",
+        source_sha256="319ce58a335cc8882acc02f8f01e4485e1022612627f6e33c1652026d7ca7073",
     ),
     ProofRecord(
         target="dpledger.accountant.conversions.kov_delta_bracket",
@@ -222,7 +222,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.leaves.leaf_profiles",
         status="contrib",
         proof="proofs_checks/wor_subsampling/proof.md",
-        source_sha256="794a777c865cacb5c4d718d33f3b2e38d5d677aa71a6413825f62331f8abcccd",
+        source_sha256="d9e2d13dc154afe88e27f89cfad90b072d0383d893bab27a84b1164148335416",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_engine.compose",

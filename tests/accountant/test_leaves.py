@@ -12,6 +12,7 @@ from dpledger.core.adjacency import ROW_ADD_REMOVE, ROW_REPLACE_ONE, Adjacency
 from dpledger.core.events import (
     Event,
     ExponentialMechanismEvent,
+    GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
     PureDPEvent,
@@ -55,3 +56,38 @@ def test_sampled_exponential_mechanism_lower_curves_start_from_the_attained_base
 def test_attained_bases_share_the_upper_curve(event: Event) -> None:
     d = leaf_profiles(event, ROW_ADD_REMOVE)
     assert d.lower_remove is d.remove and d.lower_add is d.add
+
+
+def test_replace_one_sampled_gaussian_charges_the_rounding_of_its_tails() -> None:
+    from dpledger.accountant.profiles import REPLACE_ONE_SHARED_A
+
+    wide = leaf_profiles(PoissonSampledEvent(0.5, GaussianEvent(1.0)), ROW_REPLACE_ONE)
+    assert wide.lower_remove is wide.remove  # a = 1 >= REPLACE_ONE_SHARED_A: one curve
+    # a = 1e-3: the curve is a difference of tails equal to 4 digits; 50-digit truth at
+    # eps = 0.0350625 (tests/redteam/test_account_extremes_more.py): 3.6431472331560974e-274
+    narrow = leaf_profiles(PoissonSampledEvent(0.5, GaussianEvent(1e3)), ROW_REPLACE_ONE)
+    assert REPLACE_ONE_SHARED_A > 1e-3
+    at = np.array([0.0350625])
+    truth = 3.6431472331560974e-274
+    assert float(narrow.remove(at)[0]) >= truth
+    assert float(narrow.lower_remove(at)[0]) <= truth
+    assert float(narrow.remove(at)[0]) <= truth * (1 + 1e-7)
+
+
+@pytest.mark.parametrize("a", [0.4, 0.7, 1.0, 3.0])
+def test_replace_one_shared_curve_rounding_is_within_the_margin(a: float) -> None:
+    # the charged and uncharged curves differ by the rounding bound; from a = 0.4 up it must
+    # stay well inside the profile's relative margin, where one curve is used for both bounds
+    from dpledger.accountant.profiles import REL_MARGIN, poisson_gaussian_replace_one
+
+    worst = 0.0
+    for q in (1e-8, 1e-3, 0.1, 0.5, 0.999999):
+        plain = poisson_gaussian_replace_one(a, q)
+        charged = poisson_gaussian_replace_one(a, q, 1.0)
+        eps = np.concatenate(
+            [np.linspace(0.0, min(plain.loss_hi, 200.0), 4001), -np.linspace(0, 5, 201)]
+        )
+        base, up = plain(eps), charged(eps)
+        keep = base > 1e-300
+        worst = max(worst, float(np.max((up[keep] - base[keep]) / base[keep])))
+    assert 0.0 < worst <= 0.25 * REL_MARGIN
