@@ -14,6 +14,10 @@
   randomized response at eps_i, which dominates every eps_i-DP release, is +-eps_i). Lower
   bounds then use sub-compositions of at most KOV_MAX_COUNT events and a few thresholds.
 
+Approximate (eps, p)-DP events are failure p, else randomized response at eps (their exact
+worst case, Kairouz, Oh & Viswanath 2015): the composition is ``P + (1 - P) delta_pure`` with
+``P = 1 - prod (1 - p_i)^k_i``.
+
 Laplace noise counts as pure ``eps0 = s / noise_multiplier``; randomized response, the
 exponential mechanism and report-noisy-max count as pure at their epsilon. Only black-box
 pure-DP events and binary randomized response have binary randomized response as their
@@ -66,6 +70,8 @@ LOWER_SEARCH_LIMIT = 1e11
 #: above this GDP parameter epsilon(delta) exceeds 1e11 and the Gaussian profile is not
 #: evaluated (its floating-point error terms would overflow): the bound is infinite
 MAX_GAUSSIAN_MU = 1e6
+#: absolute slack of the joint failure mass of approximate-DP events (covers subnormal values)
+TINY = 1e-320
 
 
 def _as_float(n: int) -> float:
@@ -124,9 +130,9 @@ class ClosedFormAccountant(Accountant):
         if isinstance(leaf, GaussianEvent | LaplaceEvent | NonPrivateEvent | _PURE):
             return None
         if isinstance(leaf, ApproxDPEvent):
-            if leaf.epsilon == 0.0:
-                return None  # (0, p): composes exactly, delta = p + (1 - p) delta_rest
-            return f"{leaf.describe()} is approximate DP, which has no exact composition here"
+            # (eps, p): failure p, else randomized response at eps (its exact worst case,
+            # Kairouz et al. 2015): delta = p + (1 - p) delta_rest
+            return None
         if isinstance(leaf, ShuffledBatchesEvent):
             return (
                 f"{leaf.describe()}: shuffled batches have a closed-form upper bound (one batch's "
@@ -147,11 +153,7 @@ class ClosedFormAccountant(Accountant):
             e for ev, _ in self._ledger for e, _ in flatten(ev)
         ]
         has_gauss = any(isinstance(e, GaussianEvent) for e in everything)
-        pure = [
-            e
-            for e in everything
-            if not isinstance(e, GaussianEvent | NonPrivateEvent | ApproxDPEvent)
-        ]
+        pure = [e for e in everything if not isinstance(e, GaussianEvent | NonPrivateEvent)]
         if has_gauss and any(_pure_eps(e, self.adjacency.sensitivity_factor) > 0 for e in pure):
             return (
                 "a composition that mixes Gaussian and pure-DP events (e.g. "
@@ -173,6 +175,8 @@ class ClosedFormAccountant(Accountant):
                     non_private = True
                 elif isinstance(leaf, ApproxDPEvent):
                     log_keep.append(_as_float(n) * math.log1p(-leaf.delta))
+                    if leaf.epsilon > 0:
+                        pure.append(_Pure(float(leaf.epsilon), n, "rr", 2))
                 elif isinstance(leaf, GaussianEvent):
                     gauss.append((s / leaf.noise_multiplier, n))
                 else:
@@ -184,7 +188,9 @@ class ClosedFormAccountant(Accountant):
             total = math.fsum(log_keep)
             p = -math.expm1(total)
             err = 8 * U * (len(log_keep) + 4)
-            fail = (max(0.0, p * (1 - err) - U), min(1.0, p * (1 + err) + U))
+            # relative error only (an absolute U here answered inf at every delta below 1e-16);
+            # TINY covers subnormal p
+            fail = (max(0.0, p * (1 - err) - TINY), min(1.0, p * (1 + err) + TINY))
         return _Summary(non_private, tuple(gauss), tuple(pure), fail)
 
     def _profiles(
@@ -327,7 +333,7 @@ def _gdp_mu(terms: tuple[tuple[float, int], ...]) -> float:
 def _pure_eps(leaf: Event, sensitivity_factor: float) -> float:
     if isinstance(leaf, LaplaceEvent):
         return sensitivity_factor / leaf.noise_multiplier
-    if isinstance(leaf, _PURE):
+    if isinstance(leaf, _PURE | ApproxDPEvent):
         return float(leaf.epsilon)
     return 0.0
 

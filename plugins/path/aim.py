@@ -175,7 +175,9 @@ def calibrated_sigma0(params: AIMParams, relation: str = "add_remove") -> float:
 
 def noise_grid_neighbours(sigma: float) -> tuple[float, float]:
     """The grid points of NOISE_DIGITS significant digits (below, at or above) around
-    ``sigma``: (the one a step under the ceiling, the ceiling)."""
+    ``sigma``: (the one a step under the ceiling, the ceiling); a ``sigma`` within 1e-9
+    (relative) of a grid point counts as on it, so the ceiling can be below it by that much
+    (the caller certifies what it returns)."""
     exponent = math.floor(math.log10(sigma)) - (NOISE_DIGITS - 1)
     steps = math.ceil(round(sigma * 10.0**-exponent, 9))
     if exponent < 0:

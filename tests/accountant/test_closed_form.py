@@ -20,7 +20,6 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     PureDPEvent,
     RandomizedResponseEvent,
-    SelfComposedEvent,
 )
 
 mp = pytest.importorskip("mpmath")
@@ -166,7 +165,6 @@ def test_noop_nonprivate_and_empty() -> None:
     "event",
     [
         PoissonSampledEvent(0.1, GaussianEvent(1.0)),
-        SelfComposedEvent(ComposedEvent([ApproxDPEvent(1.0, 1e-6)]), 2),
         ComposedEvent([GaussianEvent(1.0), PureDPEvent(1.0)]),
     ],
 )
@@ -202,7 +200,7 @@ def _gaussian_delta(eps: float, mu: float) -> float:
 
 @pytest.mark.parametrize("eps", [-1.0, 0.0, 0.5, 2.0, 5.0])
 def test_zero_epsilon_failure_events_compose_exactly(eps: float) -> None:
-    from dpledger.core.events import ApproxDPEvent, ComposedEvent
+    from dpledger.core.events import ComposedEvent
 
     sigma, p = 1.3, 2e-6
     event = ComposedEvent([GaussianEvent(sigma), ApproxDPEvent(0.0, p), ApproxDPEvent(0.0, p)])
@@ -222,7 +220,6 @@ def test_zero_epsilon_failure_events_compose_exactly(eps: float) -> None:
 
 
 def test_failure_mass_above_delta_has_no_finite_epsilon() -> None:
-    from dpledger.core.events import ApproxDPEvent
 
     acc = ClosedFormAccountant().compose(ApproxDPEvent(0.0, 1e-6), 3)
     assert acc.get_epsilon(2e-6).epsilon == math.inf
@@ -233,7 +230,7 @@ def test_failure_mass_above_delta_has_no_finite_epsilon() -> None:
 
 
 def test_failure_events_with_positive_epsilon_stay_unsupported() -> None:
-    from dpledger.core.events import ApproxDPEvent, ComposedEvent
+    from dpledger.core.events import ComposedEvent
 
     event = ComposedEvent([GaussianEvent(1.0), ApproxDPEvent(0.1, 1e-6)])
     assert ClosedFormAccountant()._unsupported_reason(event) is not None
@@ -252,3 +249,26 @@ def test_a_negligible_gaussian_is_never_below_the_trivial_bracket(epsilon: float
     floor = max(0.0, -math.expm1(epsilon))
     assert bound.delta >= floor * (1 - 1e-9)
     assert bound.delta_lower <= bound.delta
+
+
+@pytest.mark.parametrize(("eps0", "p", "e"), [(1.0, 1e-6, 0.0), (1.0, 1e-6, 1.0), (0.3, 0.01, 0.2)])
+def test_approximate_dp_composes_as_failure_then_randomized_response(
+    eps0: float, p: float, e: float
+) -> None:
+    # two (eps0, p) releases: 1 - (1 - p)^2 (1 - delta_RR2(e)), RR2 the two-fold binary
+    # randomized response at eps0 (losses 2 eps0, 0, -2 eps0 with P-mass r^2, 2 r (1-r), (1-r)^2)
+
+    r = math.exp(eps0) / (1 + math.exp(eps0))
+    atoms = [(r * r, 2 * eps0), (2 * r * (1 - r), 0.0), ((1 - r) ** 2, -2 * eps0)]
+    rr2 = sum(m * max(0.0, 1 - math.exp(e - loss)) for m, loss in atoms)
+    truth = 1 - (1 - p) ** 2 * (1 - rr2)
+    bound = ClosedFormAccountant().compose(ApproxDPEvent(eps0, p), 2).get_delta(e)
+    assert bound.delta_lower <= truth * (1 + 1e-9) and bound.delta >= truth * (1 - 1e-9)
+    assert bound.delta <= truth * (1 + 1e-6) and bound.delta_lower >= truth * (1 - 1e-6)
+
+
+def test_tiny_failure_masses_answer_below_one_ulp_of_one() -> None:
+
+    acc = ClosedFormAccountant().compose(ApproxDPEvent(0.0, 1e-300), 2)
+    assert acc.get_epsilon(1e-30).epsilon == 0.0
+    assert acc.get_delta(0.0).delta == pytest.approx(2e-300, rel=1e-12)

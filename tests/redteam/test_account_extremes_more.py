@@ -231,8 +231,9 @@ def rr_composed_delta(eps: float, count: int, e: float) -> mp.mpf:
 
 def approx_dp_delta(eps: float, d: float, count: int, e: float) -> mp.mpf:
     with mp.workdps(DIGITS):
-        keep = mp.exp(count * mp.log1p(-mp.mpf(d)))
-        return 1 - keep + keep * rr_composed_delta(eps, count, e)
+        log_keep = count * mp.log1p(-mp.mpf(d))
+        # the failure mass as -expm1: 1 - keep loses d = 1e-300 at 50 digits
+        return -mp.expm1(log_keep) + mp.exp(log_keep) * rr_composed_delta(eps, count, e)
 
 
 def bounded_range_delta(eps: float, e: float) -> mp.mpf:
@@ -608,6 +609,12 @@ def test_without_replacement_pure(eps: float, n: int, m: int) -> None:
         (1.0, 1e-5, 10),
         (1e-3, 1e-12, 1000),
         (5.0, 0.1, 2),
+        # answered only since approximate DP composes in closed form (failure, then randomized
+        # response): before, inf below delta 1.1e-16, inf for tiny eps, no backend above 500
+        (0.0, 1e-300, 2),
+        (1e-12, 1e-5, 2),
+        (700.0, 1e-5, 1),
+        (600.0, 1e-8, 3),
     ],
 )
 def test_approx_dp(eps: float, d: float, count: int) -> None:
@@ -702,35 +709,3 @@ def test_no_foreign_exception_nor_nan(event: Event, adjacency: Adjacency) -> Non
         values = [b.epsilon, b.delta, getattr(b, "epsilon_lower", 0.0)]
         values.append(getattr(b, "delta_lower", 0.0))
         assert not any(math.isnan(v) for v in values), (delta, eps, b)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="closed_form._summary adds U = 2^-53 to the failure probability of (0, p) events, so "
-    "every delta query below 1.1e-16 of a composition of them answers epsilon = inf (the PLD "
-    "also answers inf), though the true curve is 1 - (1 - p)^k at every epsilon >= 0",
-)
-def test_tiny_approx_zero_epsilon_composition_is_answered() -> None:
-    event = SelfComposedEvent(ApproxDPEvent(0.0, 1e-300), 2)
-    assert math.isfinite(epsilon_bound(event, ROW_ADD_REMOVE, 1e-30).epsilon)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="the PLD backend answers epsilon = inf (delta(0) = 0.9996) for two (1e-12, 1e-5) "
-    "approximate-DP releases, whose true delta(0) is 2e-5: the grid (spacing 1e-9) loses the "
-    "pair to the mass at infinity",
-)
-def test_tiny_epsilon_approx_composition_is_answered() -> None:
-    event = SelfComposedEvent(ApproxDPEvent(1e-12, 1e-5), 2)
-    assert math.isfinite(epsilon_bound(event, ROW_ADD_REMOVE, 0.3).epsilon)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="ApproxDPEvent with epsilon in (500, 700] has no bound: the PLD refuses it saying "
-    "'the closed-form backend covers it', but the closed form refuses approximate DP and RDP "
-    "refuses delta > 0",
-)
-def test_large_epsilon_approx_dp_is_answered() -> None:
-    assert math.isfinite(epsilon_bound(ApproxDPEvent(700.0, 1e-5), ROW_ADD_REMOVE, 1e-3).epsilon)
