@@ -1002,14 +1002,15 @@ def _coarse_grid(
 
 
 def _single_leaf(prep: _Prepared, events: dict[Event, int]) -> DirectedProfiles | None:
-    """The profiles of the one sampled leaf released once, when that is the whole composition
-    (pure leaves keep the exact rational cap of the composition path, and an unsampled
-    Gaussian is the closed-form backend's)."""
+    """The profiles of the one leaf released once, when that is the whole composition (unsampled
+    pure leaves keep the exact rational cap of the composition path, and an unsampled Gaussian
+    is the closed-form backend's; a sampled pure leaf's root is capped by the same cap)."""
     if len(prep.comps) != 1 or prep.comps[0][1] != 1 or prep.lower_comps is not prep.comps:
         return None
-    if math.isfinite(prep.pure_cap) or len(events) != 1:
+    if len(events) != 1:
         return None
-    if isinstance(next(iter(events)), GaussianEvent):
+    leaf = next(iter(events))
+    if isinstance(leaf, GaussianEvent) or (math.isfinite(prep.pure_cap) and not leaf.children()):
         return None
     return prep.comps[0][0]
 

@@ -386,3 +386,24 @@ def test_only_an_upper_composition_no_lower_bound_reads_gets_the_shorter_window(
     assert prep is not None
     assert plain._extend(prep, "remove", "upper") == EXTENDED_WINDOW_POINTS
     assert UPPER_WINDOW_POINTS < EXTENDED_WINDOW_POINTS
+
+
+def test_one_sampled_pure_release_is_solved_on_its_exact_curve() -> None:
+    # Poisson-sampled Laplace and sampling without replacement of a pure release, once: the
+    # root of the exact curve (was a composition on a grid: 17-24 s, and the without-replacement
+    # lower bound was 0); capped by the pure cap
+    from dpledger.core.adjacency import ROW_REPLACE_ONE
+    from dpledger.core.events import LaplaceEvent, PureDPEvent, SampledWithoutReplacementEvent
+
+    acc = PLDAccountant()
+    acc.compose(PoissonSampledEvent(0.5, LaplaceEvent(1e4)))
+    bound = acc.get_epsilon(1e-300)
+    assert bound.details == {"exact_profile": 1.0}
+    # the pure cap log(1 + q (e^{1e-4} - 1)) ~ 5.0001250e-5 is where delta reaches 0
+    cap = math.log1p(0.5 * math.expm1(1e-4))
+    assert bound.epsilon_lower <= cap and cap * (1 - 1e-12) <= bound.epsilon <= cap * (1 + 1e-9)
+    assert bound.epsilon <= bound.epsilon_lower * (1 + 1e-9)
+    wor = PLDAccountant(ROW_REPLACE_ONE)
+    wor.compose(SampledWithoutReplacementEvent(10**6, 10**6 - 1, PureDPEvent(1e-9)))
+    b = wor.get_epsilon(1e-12)
+    assert 0 < b.epsilon_lower <= b.epsilon <= b.epsilon_lower * (1 + 1e-5)

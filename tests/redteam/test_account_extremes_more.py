@@ -436,9 +436,9 @@ def _sampled_cap(e0: float, q: float) -> float:
 @pytest.mark.parametrize(
     ("scale", "q"),
     [
-        pytest.param(0.01, 1e-6, marks=pytest.mark.slow),
+        (0.01, 1e-6),
         (0.01, 0.5),
-        pytest.param(1.0, 1e-3, marks=pytest.mark.slow),
+        (1.0, 1e-3),
     ],
 )
 def test_poisson_laplace_release(scale: float, q: float) -> None:
@@ -453,7 +453,6 @@ def test_poisson_laplace_release(scale: float, q: float) -> None:
     )
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("scale", "q"), [(1e4, 1 - 1e-6)])
 def test_poisson_laplace_release_large_scale(scale: float, q: float) -> None:
     """Large scales only at large delta and epsilon: elsewhere the PLD takes up to 30 s a query."""
@@ -567,7 +566,6 @@ def test_without_replacement_gaussian(sigma: float, n: int, m: int) -> None:
     )
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("n", "m"), SWOR_SIZES[:3])
 @pytest.mark.parametrize("scale", [0.1])
 def test_without_replacement_laplace(scale: float, n: int, m: int) -> None:
@@ -581,7 +579,6 @@ def test_without_replacement_laplace(scale: float, n: int, m: int) -> None:
     )
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("n", "m"), SWOR_SIZES)
 @pytest.mark.parametrize("eps", [30.0])
 def test_without_replacement_pure(eps: float, n: int, m: int) -> None:
