@@ -449,6 +449,28 @@ def test_path_regenerate_reproduces_a_stored_cell(tmp_path: Path) -> None:
     assert [(r["method"], r["epsilon"]) for r in fresh] == [("direct_markov", 2.0)]
 
 
+@pytest.mark.slow
+def test_path_regenerate_reproduces_an_aim_cell(tmp_path: Path) -> None:
+    """AIM at epsilon 2, seed 0, re-run from scratch by the page's regeneration command (its
+    sigma_0 calibrated by today's accountant on the three-digit grid), prints the page's row,
+    at the page's digits (about 5 CPU-minutes)."""
+    printed = _run(
+        "-m",
+        "experiments.path.regenerate",
+        "--out",
+        str(tmp_path),
+        "--cell",
+        "table2_aim.json:aim:2",
+        timeout=3000,
+    )
+    tables = printed[printed.index("# regenerated tables") :]
+    lines = _summary_lines(tables[: tables.index(SIDE_BY_SIDE_TITLE)])
+    assert len(lines) == 1 and lines[0].startswith("2 | AIM | – | 0 | ")
+    assert _not_on_page(lines, PATH_RESULTS.read_text()) == []
+    fresh = json.loads((tmp_path / "table2_aim.json").read_text())["rows"]
+    assert [r["info"]["sigma0"] for r in fresh] == [22.5]
+
+
 def test_path_rebuilt_pretraining_reproduces_the_stored_runs() -> None:
     """The pre-trained model made anew by the regeneration command gives exactly the stored
     public-only control and the stored PATH run at epsilon 2, seed 1 (whose PRE was itself
