@@ -736,14 +736,28 @@ def attained_base(event: Event, base: Profile) -> Profile:
 
     Those are booked at epsilon and bounded above by randomized response at epsilon, which no
     exponential mechanism attains (its losses span at most epsilon: at eps' = 0 it reaches
-    tanh(epsilon / 4), not tanh(epsilon / 2)). A two-candidate exponential mechanism (or
-    report-noisy-max with Gumbel noise) whose scores are (s/2, -s/2) on one dataset and
-    (-s/2, s/2) on its neighbour (each moved by the sensitivity s) outputs binary randomized
-    response at epsilon / 2: its privacy loss is +-epsilon / 2, in both directions, and its
-    curve at eps' = 0 is tanh(epsilon / 4), the most any such mechanism reaches."""
-    if isinstance(event, ExponentialMechanismEvent | ReportNoisyMaxEvent):
+    tanh(epsilon / 4), not tanh(epsilon / 2)). A two-candidate exponential mechanism whose
+    scores are (s/2, -s/2) on one dataset and (-s/2, s/2) on its neighbour (each moved by the
+    sensitivity s) outputs binary randomized response at epsilon / 2: its privacy loss is
+    +-epsilon / 2, in both directions, and its curve at eps' = 0 is tanh(epsilon / 4), the most
+    any such mechanism reaches. Report-noisy-max may use Laplace noise (the ledger's does), which
+    on the same scores attains less: :func:`laplace_noisy_max_epsilon`."""
+    if isinstance(event, ExponentialMechanismEvent):
         return approx_dp_profile(event.epsilon / 2.0, 0.0)
+    if isinstance(event, ReportNoisyMaxEvent):
+        return approx_dp_profile(laplace_noisy_max_epsilon(event.epsilon), 0.0)
     return base
+
+
+def laplace_noisy_max_epsilon(eps: float) -> float:
+    """The binary randomized response that report-noisy-max with Laplace noise (scale
+    2 s / eps) attains on two candidates scored (s/2, -s/2) and (-s/2, s/2), rounded down:
+    it picks the first with p = 1 - e^{-eps/2} (1 + eps/4) / 2 (the difference of two
+    Laplace draws exceeds s with probability e^{-eps/2} (1 + eps/4) / 2), so
+    log(p / (1 - p)) = log1p(g) + eps/2 - log1p(eps/4), g = 2p - 1. At eps = 1 it is 0.4935,
+    below the exponential mechanism's 1/2, so it is attained with either noise."""
+    g = -math.expm1(-eps / 2) - (eps / 4) * math.exp(-eps / 2)
+    return max(0.0, (math.log1p(g) + eps / 2 - math.log1p(eps / 4)) * (1 - 16 * _U))
 
 
 def noise_factor(adjacency: Adjacency) -> float:

@@ -392,6 +392,15 @@ def test_path_regenerate_refuses_bad_input_in_one_line(argv: list[str]) -> None:
     assert out.stderr.count("\n") == 1 and "error:" in out.stderr, out.stderr
 
 
+def _regenerated_tables(out: Path, cell: str) -> str:
+    """What the page's regeneration command prints for one stored ``cell``, re-run from scratch
+    into ``out``, from its tables on."""
+    printed = _run(
+        "-m", "experiments.path.regenerate", "--out", str(out), "--cell", cell, timeout=3000
+    )
+    return printed[printed.index("# regenerated tables") :]
+
+
 def _regenerated_side_by_side(printed: str) -> list[str]:
     """The side-by-side section of the regeneration command's tables, as page rows."""
     section = printed[printed.index(SIDE_BY_SIDE_TITLE) :].split("\n## ")[0]
@@ -416,16 +425,7 @@ def test_path_regenerate_reproduces_a_stored_cell(tmp_path: Path) -> None:
     epsilon 2: 800 private users, L = 10, 16 bins, 1000 Private-PGM iterations), re-runs it from
     scratch and prints the row the page shows, at the page's digits; it equals the stored
     run's row."""
-    printed = _run(
-        "-m",
-        "experiments.path.regenerate",
-        "--out",
-        str(tmp_path),
-        "--cell",
-        "table2_baselines.json:direct_markov:2",
-        timeout=1800,
-    )
-    tables = printed[printed.index("# regenerated tables") :]
+    tables = _regenerated_tables(tmp_path, "table2_baselines.json:direct_markov:2")
     assert "## AIM, Direct, their non-private versions and REAL per seed" in tables
     lines = _summary_lines(tables[: tables.index(SIDE_BY_SIDE_TITLE)])
     assert lines == [lines[0]] and lines[0].startswith("2 | DIRECT (Markov = Indep) | – | 0 | ")
@@ -454,16 +454,7 @@ def test_path_regenerate_reproduces_an_aim_cell(tmp_path: Path) -> None:
     """AIM at epsilon 2, seed 0, re-run from scratch by the page's regeneration command (its
     sigma_0 calibrated by today's accountant on the three-digit grid), prints the page's row,
     at the page's digits (about 5 CPU-minutes)."""
-    printed = _run(
-        "-m",
-        "experiments.path.regenerate",
-        "--out",
-        str(tmp_path),
-        "--cell",
-        "table2_aim.json:aim:2",
-        timeout=3000,
-    )
-    tables = printed[printed.index("# regenerated tables") :]
+    tables = _regenerated_tables(tmp_path, "table2_aim.json:aim:2")
     lines = _summary_lines(tables[: tables.index(SIDE_BY_SIDE_TITLE)])
     assert len(lines) == 1 and lines[0].startswith("2 | AIM | – | 0 | ")
     assert _not_on_page(lines, PATH_RESULTS.read_text()) == []
