@@ -152,6 +152,32 @@ def approx_dp_profile(eps0: float, delta0: float) -> Profile:
     return Profile(d, -eps0, eps0, True, f"approx_dp({eps0:g},{delta0:g})", d)
 
 
+def bounded_range_profile(eps0: float) -> Profile:
+    """The largest curve of any pair whose privacy loss spans an interval of width ``eps0``
+    (an exponential mechanism booked at ``eps0``; Durfee and Rogers 2019 call it
+    ``eps0``-bounded range): ``(e^{eps0/2} - e^{eps/2})^2 / (e^{eps0} - 1)`` on
+    ``[-eps0, eps0]``, ``tanh(eps0/4)`` at ``eps = 0`` (randomized response at ``eps0`` has
+    ``tanh(eps0/2)``).
+
+    For losses on ``[a, a + eps0]`` the curve ``E_Q[(e^L - e^eps)_+]`` is convex in ``e^L``
+    with ``E_Q[e^L] = 1``, so it is largest with Q-mass on the two ends only; the best ``a`` is
+    ``(eps - eps0)/2``. A supremum of privacy curves is one (of the pair whose trade-off
+    function is the convex hull of the minimum), so the curve dominates every such pair under
+    composition; it is self-dual."""
+
+    def delta(eps: Array) -> Array:
+        e = np.clip(eps, -eps0, eps0)
+        with np.errstate(divide="ignore"):
+            log_mid = (
+                (e - eps0) - math.log(-math.expm1(-eps0)) + 2.0 * np.log(np.expm1((eps0 - e) / 2))
+            )
+        mid = np.exp(log_mid)
+        low = -np.expm1(np.minimum(eps, 0.0))  # read only at or below -eps0
+        return np.where(eps >= eps0, 0.0, np.where(eps <= -eps0, low, mid))
+
+    return Profile(delta, -eps0, eps0, True, f"bounded_range({eps0:g})", delta)
+
+
 def randomized_response_profile(eps0: float, k: int) -> Profile:
     ex = math.exp(eps0)
     z = ex + k - 1
@@ -721,6 +747,8 @@ def base_profile(event: Event, factor: float) -> Profile:
         e0 = factor / event.noise_multiplier
         d = laplace_delta(e0)
         return Profile(d, -e0, e0, True, f"laplace(eps0={e0:g})", d)
+    if isinstance(event, ExponentialMechanismEvent) and event.epsilon > 0:
+        return bounded_range_profile(event.epsilon)
     if isinstance(event, PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent):
         return approx_dp_profile(event.epsilon, 0.0)
     if isinstance(event, ApproxDPEvent):

@@ -527,11 +527,16 @@ class RandomizedResponseEvent(Event):
 
 @attrs.frozen
 class ExponentialMechanismEvent(Event):
-    """An exponential-mechanism release that is ``epsilon``-DP under the source's relation.
+    """An exponential-mechanism release whose privacy loss spans at most ``epsilon`` under the
+    source's relation (``epsilon``-bounded range, Durfee and Rogers 2019; it implies
+    ``epsilon``-DP, and the accountant uses the tighter curve it gives).
 
-    The ledger books a mechanism run at parameter ``e`` with add/remove score sensitivity as
-    ``e`` under add/remove and ``2e`` under replace-one (a replaced record can move a score by
-    twice its sensitivity); declarations state it the same way."""
+    Sampling an index with probability proportional to ``exp(e * s_i / (2 * sensitivity))``
+    (or ``exp(e * s_i / sensitivity)`` for scores that move in one direction) has this
+    property at ``e``. The ledger books such a run as ``e`` under add/remove and ``2e`` under
+    replace-one (a replaced record can move a score by twice its sensitivity); declarations
+    state it the same way. A selection that is only known to be ``epsilon``-DP is a
+    :class:`PureDPEvent` or :class:`ReportNoisyMaxEvent`."""
 
     kind: ClassVar[str] = "exponential_mechanism"
     epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)

@@ -41,8 +41,11 @@ def test_exponential_mechanism_lower_curve_is_randomized_response_at_half(
     half = -math.expm1(0.25 - 0.5) / (1 + math.exp(-0.5))  # RR(1/2) at eps = 1/4
     assert d.lower_add(at)[1] == pytest.approx(half, rel=1e-9)
     assert d.lower_remove(at)[2] == 0.0
-    # the upper curve stays randomized response at eps
-    assert d.remove(at)[0] == pytest.approx(math.tanh(0.5), rel=1e-9)
+    # the upper curve: the exponential mechanism's losses span at most eps, so its largest
+    # curve is tanh(eps/4) at 0 (attained: the lower curve meets it there); report-noisy-max
+    # may use Laplace noise and keeps randomized response at eps
+    top = math.tanh(0.25) if kind is ExponentialMechanismEvent else math.tanh(0.5)
+    assert d.remove(at)[0] == pytest.approx(top, rel=1e-9)
 
 
 def test_sampled_exponential_mechanism_lower_curves_start_from_the_attained_base() -> None:
@@ -98,3 +101,20 @@ def test_replace_one_shared_curve_rounding_is_within_the_margin(a: float) -> Non
         keep = base > 1e-300
         worst = max(worst, float(np.max((up[keep] - base[keep]) / base[keep])))
     assert 0.0 < worst <= 0.25 * REL_MARGIN
+
+
+@pytest.mark.parametrize("eps0", [1e-9, 0.3, 1.0, 20.0, 500.0])
+def test_bounded_range_curve_is_self_dual_and_meets_its_ends(eps0: float) -> None:
+    from dpledger.accountant.profiles import bounded_range_profile
+
+    p = bounded_range_profile(eps0)
+    e = np.linspace(-eps0, eps0, 101)
+    d = p.delta(e)
+    # self-dual: delta(e) = 1 - e^e + e^e delta(-e) (checked for e <= 0, free of cancellation)
+    neg = e[e <= 0]
+    dual = -np.expm1(neg) + np.exp(neg) * p.delta(-neg)
+    np.testing.assert_allclose(p.delta(neg), dual, rtol=1e-9, atol=1e-300)
+    assert d[0] == pytest.approx(-math.expm1(-eps0), rel=1e-12) and d[-1] == 0.0
+    assert float(p.delta(np.array([0.0]))[0]) == pytest.approx(math.tanh(eps0 / 4), rel=1e-12)
+    # non-increasing and convex in x = e^eps (a privacy curve)
+    assert np.all(np.diff(d) <= 1e-15)

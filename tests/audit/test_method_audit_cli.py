@@ -411,8 +411,11 @@ def test_selection_under_replace_one_is_claimed_at_twice_epsilon(
     )
     assert code == 0 and row["verdict"] == NO_VIOLATION
     # a replaced record moves a score by twice its add/remove sensitivity: the claim is that of
-    # pure 2 eps-DP at this delta (1.9989 for eps = 1 at delta = 1e-3), where it was 0.999
-    assert row["claimed_epsilon"] >= 1.99 * params["epsilon"]
+    # the mechanism booked at 2 eps at this delta (report-noisy-max: pure 2 eps-DP, 1.9989 for
+    # eps = 1 at delta = 1e-3; the exponential mechanism: losses spanning 2 eps, 1.94), where
+    # it was 0.999 under add/remove
+    floor = 1.99 if method == "report_noisy_max" else 1.9
+    assert row["claimed_epsilon"] >= floor * params["epsilon"]
 
 
 # -- relations the method refuses ---------------------------------------------------------------
