@@ -217,6 +217,69 @@ def _next_candidate(
     return cand
 
 
+#: significant digits of a noise multiplier calibrated on the grid (:func:`calibrate_on_grid`)
+GRID_DIGITS = 3
+
+
+def _on_grid(count: int, exponent: int) -> float:
+    """``count * 10^exponent``, written so that grid points are the nearest doubles."""
+    return count / 10.0**-exponent if exponent < 0 else count * 10.0**exponent
+
+
+def grid_neighbours(sigma: float, digits: int = GRID_DIGITS) -> tuple[float, float]:
+    """(the grid point below the ceiling, the ceiling): the least point at or above ``sigma``
+    with ``digits`` significant digits, and the one a step under it. A ``sigma`` within 1e-9
+    (relative) of a grid point counts as on it, so the ceiling can be below ``sigma`` by that
+    much (callers certify what they return)."""
+    exponent = math.floor(math.log10(sigma)) - (digits - 1)
+    count = math.ceil(round(sigma / _on_grid(1, exponent), 9))
+    if count == 10 ** (digits - 1):  # a decade's first point: the one below has a finer step
+        return _on_grid(10**digits - 1, exponent - 1), _on_grid(count, exponent)
+    return _on_grid(count - 1, exponent), _on_grid(count, exponent)
+
+
+def calibrate_on_grid(
+    make_event: Callable[[float], Event],
+    adjacency: Adjacency | None,
+    target_epsilon: float,
+    target_delta: float,
+    *,
+    bracket: tuple[float, float] = (1e-2, 1e3),
+    digits: int = GRID_DIGITS,
+    backends: Sequence[str] | None = None,
+) -> CalibrationResult:
+    """Least noise multiplier with ``digits`` significant digits whose certified epsilon meets
+    the target (as :func:`calibrate_noise_multiplier`, whose result it falls back to if no grid
+    point next to it is certified).
+
+    It costs at most ``10^(1 - digits)`` more noise (relative), and a run that uses it stays the
+    same when the accountant's bounds move slightly: the result changes only if the certified
+    epsilon at a grid point crosses the target, where an unrounded calibration moves with every
+    change, and with it every number of the run."""
+    if isinstance(digits, bool) or not isinstance(digits, int) or not 1 <= digits <= 12:
+        raise InvalidParameterError(
+            "digits", f"must be an integer in [1, 12], got {digits!r}", "pass e.g. 3"
+        )
+    found = calibrate_noise_multiplier(
+        make_event,
+        adjacency,
+        target_epsilon,
+        target_delta,
+        bracket=bracket,
+        rtol=0.5 * 10.0**-digits,
+        backends=backends,
+    )
+    # found is within half a smallest grid step (10^-digits relative) of the least certified
+    # value, so the grid point below its ceiling is the only smaller candidate
+    for sigma in grid_neighbours(found.noise_multiplier, digits):
+        if sigma < bracket[0]:
+            continue
+        bound = _account(make_event(sigma), adjacency, found.delta, backends)
+        if bound.epsilon <= target_epsilon:
+            return CalibrationResult(sigma, bound.epsilon, found.delta, bound.method)
+    return found
+
+
 def calibrate_steps(
     make_event: Callable[[int], Event],
     adjacency: Adjacency | None,

@@ -10,7 +10,9 @@ of ``n_synthetic`` of them by noisy nearest-neighbour votes of the real tables
 with noise multipliers relative to the per-user contribution (clip norm ``C``; ``sqrt(k)``
 votes). ``σ`` is given or calibrated so that the accountant's bound on the *composed* event meets
 ``target_epsilon`` at ``delta``; ``σ_sel`` is given or calibrated so that the accountant
-certifies ``(selection_epsilon, delta)`` for the selection alone. The privacy unit is the
+certifies ``(selection_epsilon, delta)`` for the selection alone. A calibrated noise multiplier
+is the least with three significant digits that is certified (at most 1 % more noise; a run
+stays the same when the accountant's bounds move slightly). The privacy unit is the
 user's whole table: user-level adjacency is required.
 
 No published value is derived from the private data: ``delta`` (default ``1/n²``), the number
@@ -32,7 +34,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger.accountant.calibrate import calibrate_noise_multiplier
+from dpledger.accountant.calibrate import calibrate_noise_multiplier, calibrate_on_grid
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import Declaration
@@ -234,13 +236,12 @@ def noise_multipliers(params: PathParams, adjacency: Adjacency) -> tuple[float, 
     else:
         assert params.selection_epsilon is not None
         delta = _need_delta(params, "calibrate the selection noise to selection_epsilon")
-        sigma_sel = calibrate_noise_multiplier(
+        sigma_sel = calibrate_on_grid(
             GaussianEvent,
             adjacency,
             float(params.selection_epsilon),
             delta,
             bracket=(5e-2, 1e4),
-            rtol=1e-6,
             backends=("closed_form",),
         ).noise_multiplier
     if params.noise_multiplier is not None:
@@ -272,8 +273,8 @@ def noise_multipliers(params: PathParams, adjacency: Adjacency) -> tuple[float, 
     except InvalidParameterError:
         bracket = (0.05, 1e3)
     try:
-        result = calibrate_noise_multiplier(
-            make, adjacency, target, delta, bracket=bracket, rtol=1e-2, backends=("pld",)
+        result = calibrate_on_grid(
+            make, adjacency, target, delta, bracket=bracket, backends=("pld",)
         )
     except InvalidParameterError as exc:
         if exc.field != "bracket":

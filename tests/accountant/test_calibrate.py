@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from dpledger.accountant.calibrate import (
     analytic_gaussian_sigma,
     calibrate_noise_multiplier,
+    calibrate_on_grid,
     calibrate_steps,
+    grid_neighbours,
 )
 from dpledger.accountant.conversions import gaussian_delta_bracket
 from dpledger.accountant.select import account
@@ -145,3 +147,82 @@ def test_bad_options() -> None:
         analytic_gaussian_sigma(1.0, 1e-5, sensitivity=0.0)
     with pytest.raises(InvalidParameterError, match="target_epsilon"):
         analytic_gaussian_sigma(-1.0, 1e-5)
+
+
+# -- calibration on a grid of significant digits -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sigma", "below", "top"),
+    [
+        (22.41433, 22.4, 22.5),
+        (22.5, 22.4, 22.5),
+        (5.45359, 5.45, 5.46),
+        (0.0501, 0.05, 0.0501),
+        (100.0, 99.9, 100.0),  # a decade's first point: the one below has the finer step
+        (99.95, 99.9, 100.0),
+        (999.2, 999.0, 1000.0),
+    ],
+)
+def test_grid_neighbours(sigma: float, below: float, top: float) -> None:
+    assert grid_neighbours(sigma) == (below, top)
+
+
+@given(st.floats(min_value=1e-3, max_value=1e6), st.integers(min_value=1, max_value=6))
+def test_grid_neighbours_bracket_sigma_on_its_grid(sigma: float, digits: int) -> None:
+    below, top = grid_neighbours(sigma, digits)
+    # a sigma within 1e-9 (relative) of a grid point counts as on it (float noise)
+    assert below < sigma * (1 + 1e-9) and sigma * (1 - 1e-9) <= top
+    assert top < sigma * (1 + 10.0 ** (1 - digits)) * (1 + 1e-9)
+    for point in (below, top):  # both have `digits` significant digits
+        scale = 10.0 ** (digits - 1 - math.floor(math.log10(point)))
+        assert point * scale == pytest.approx(round(point * scale), rel=1e-12)
+    # and nothing of the grid lies strictly between them
+    step = 10.0 ** (math.floor(math.log10(top * (1 - 1e-12))) - digits + 1)
+    assert top - below <= step * 1.000001
+
+
+def test_grid_calibration_is_the_ceiling_of_the_exact_gaussian_noise() -> None:
+    exact = analytic_gaussian_sigma(1.0, 1e-5)  # 3.7305...
+    res = calibrate_on_grid(GaussianEvent, None, 1.0, 1e-5, backends=("closed_form",))
+    assert res.noise_multiplier == math.ceil(exact * 100) / 100 == 3.74
+    assert res.epsilon <= 1.0
+    # two significant digits: 3.8
+    two = calibrate_on_grid(GaussianEvent, None, 1.0, 1e-5, digits=2, backends=("closed_form",))
+    assert two.noise_multiplier == 3.8
+
+
+@pytest.mark.parametrize("digits", [2, 3, 4])
+def test_grid_calibration_is_the_least_certified_grid_point(digits: int) -> None:
+    make = _dpsgd(0.01, 200)
+    res = calibrate_on_grid(make, None, 1.0, 1e-5, digits=digits, backends=BACKENDS)
+    below, top = grid_neighbours(res.noise_multiplier, digits)
+    assert top == res.noise_multiplier
+    assert account(make(top), delta=1e-5, backends=BACKENDS).bound.epsilon <= 1.0
+    assert account(make(below), delta=1e-5, backends=BACKENDS).bound.epsilon > 1.0
+    # within one grid step of the unrounded calibration
+    free = calibrate_noise_multiplier(make, None, 1.0, 1e-5, rtol=1e-6, backends=BACKENDS)
+    step = 10.0 ** (1 - digits)
+    assert free.noise_multiplier <= top * (1 + 1e-9) < free.noise_multiplier * (1 + step)
+
+
+def test_grid_calibration_stays_put_when_the_target_moves_slightly() -> None:
+    # a tiny change of the certified bounds moves an unrounded calibration, not the grid point
+    make = _dpsgd(0.01, 200)
+    results = [
+        calibrate_on_grid(make, None, eps, 1e-5, backends=BACKENDS).noise_multiplier
+        for eps in (1.0, 1.0 * (1 - 1e-7), 1.0 * (1 + 1e-7))
+    ]
+    assert len(set(results)) == 1
+    free = [
+        calibrate_noise_multiplier(make, None, eps, 1e-5, rtol=1e-9, backends=BACKENDS)
+        for eps in (1.0, 1.0 * (1 - 1e-7))
+    ]
+    assert free[0].noise_multiplier != free[1].noise_multiplier
+
+
+@pytest.mark.parametrize("digits", [0, 13, True, 2.0])
+def test_grid_calibration_refuses_bad_digits(digits: object) -> None:
+    with pytest.raises(InvalidParameterError) as err:
+        calibrate_on_grid(GaussianEvent, None, 1.0, 1e-5, digits=digits)  # type: ignore[arg-type]
+    assert err.value.field == "digits"

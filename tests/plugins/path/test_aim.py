@@ -1,21 +1,17 @@
 from __future__ import annotations
 
 import itertools
-import math
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
+from dpledger.accountant.calibrate import grid_neighbours
 from dpledger.core.events import ComposedEvent, ExponentialMechanismEvent, GaussianEvent
 from dpledger.plugins.path.aim import (
-    NOISE_DIGITS,
     AIMParams,
     budget,
     calibrated_sigma0,
     candidates,
     declare,
-    noise_grid_neighbours,
     workload,
 )
 from dpledger.plugins.path.data import hmm_dataset
@@ -83,29 +79,12 @@ def test_calibrated_declaration_meets_target() -> None:
     assert 1.9 < bound.epsilon <= 2.0
 
 
-@pytest.mark.parametrize(
-    ("sigma", "below", "top"),
-    [(22.41433, 22.4, 22.5), (22.5, 22.4, 22.5), (5.45359, 5.45, 5.46), (0.0501, 0.05, 0.0501)],
-)
-def test_noise_grid_neighbours(sigma: float, below: float, top: float) -> None:
-    assert noise_grid_neighbours(sigma) == (below, top)
-
-
-@given(st.floats(min_value=0.05, max_value=1e4))
-def test_noise_grid_neighbours_bracket_sigma_on_its_grid(sigma: float) -> None:
-    below, top = noise_grid_neighbours(sigma)
-    # a sigma within 1e-9 (relative) of a grid point counts as on it (float noise)
-    assert below < sigma * (1 + 1e-9) and sigma * (1 - 1e-9) <= top < sigma * 1.01
-    digits = NOISE_DIGITS - 1 - math.floor(math.log10(top))
-    assert round(top, digits) == top and round(below, digits + 1) == below
-
-
 def test_calibrated_sigma0_is_the_least_certified_grid_point() -> None:
     from dpledger.accountant.select import account
 
     p = AIMParams(epsilon=2.0, delta=1e-6, rounds=4, max_anneal=1)
     sigma0 = calibrated_sigma0(p)
-    below, top = noise_grid_neighbours(sigma0)
+    below, top = grid_neighbours(sigma0)
     assert top == sigma0  # on the grid
     assert account(budget(p, sigma0).event(), delta=1e-6).bound.epsilon <= 2.0
     assert account(budget(p, below).event(), delta=1e-6).bound.epsilon > 2.0

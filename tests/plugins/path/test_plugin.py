@@ -153,8 +153,16 @@ def test_too_small_epsilon_and_missing_delta() -> None:
     base = {**TINY, "noise_multiplier": None}
     with pytest.raises(InvalidParameterError, match="target_epsilon"):
         declare(PathParams(**{**base, "target_epsilon": 1.5}), USER)  # selection alone is 2
+    # the selection's noise is on the three-digit grid, so it costs a little under 2: a target
+    # just above its own cost leaves too little to train
+    _, sigma_sel = plugin.noise_multipliers(PathParams(**{**base, "target_epsilon": 4.0}), USER)
+    assert sigma_sel == round(sigma_sel, 2)
+    alone = account(
+        GaussianEvent(sigma_sel), USER, delta=1e-4, backends=("closed_form", *plugin.BACKENDS)
+    ).bound.epsilon
+    assert 1.98 < alone <= 2.0
     with pytest.raises(InvalidParameterError, match=r"target_epsilon.*too small"):
-        declare(PathParams(**{**base, "target_epsilon": 2.0000001}), USER)
+        declare(PathParams(**{**base, "target_epsilon": alone + 1e-7}), USER)
     with pytest.raises(InvalidParameterError, match="delta"):
         declare(
             PathParams(**{**base, "target_epsilon": 3.0, "delta": None, "public_n_users": None}),
