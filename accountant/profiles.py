@@ -762,14 +762,16 @@ def attained_base(event: Event, base: Profile) -> Profile:
     """A curve the base mechanism of ``event`` attains, for lower bounds: ``base`` (its
     :func:`base_profile`) itself, except for the exponential mechanism and report-noisy-max.
 
-    Those are booked at epsilon and bounded above by randomized response at epsilon, which no
-    exponential mechanism attains (its losses span at most epsilon: at eps' = 0 it reaches
-    tanh(epsilon / 4), not tanh(epsilon / 2)). A two-candidate exponential mechanism whose
-    scores are (s/2, -s/2) on one dataset and (-s/2, s/2) on its neighbour (each moved by the
-    sensitivity s) outputs binary randomized response at epsilon / 2: its privacy loss is
-    +-epsilon / 2, in both directions, and its curve at eps' = 0 is tanh(epsilon / 4), the most
-    any such mechanism reaches. Report-noisy-max may use Laplace noise (the ledger's does), which
-    on the same scores attains less: :func:`laplace_noisy_max_epsilon`."""
+    Those are booked at epsilon; the exponential mechanism's losses span at most epsilon, so it
+    never attains randomized response at epsilon (at eps' = 0 it reaches tanh(epsilon / 4), not
+    tanh(epsilon / 2)), and its upper curve is :func:`bounded_range_profile`, while
+    report-noisy-max keeps randomized response at epsilon. A two-candidate exponential
+    mechanism whose scores are (s/2, -s/2) on one dataset and (-s/2, s/2) on its neighbour
+    (each moved by the sensitivity s) outputs binary randomized response at epsilon / 2: its
+    privacy loss is +-epsilon / 2, in both directions, and its curve at eps' = 0 is
+    tanh(epsilon / 4), the most any such mechanism reaches. Report-noisy-max may use Laplace
+    noise (the ledger's does), which on the same scores attains less:
+    :func:`laplace_noisy_max_epsilon`."""
     if isinstance(event, ExponentialMechanismEvent):
         return approx_dp_profile(event.epsilon / 2.0, 0.0)
     if isinstance(event, ReportNoisyMaxEvent):

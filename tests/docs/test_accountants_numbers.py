@@ -77,3 +77,25 @@ def test_large_loss_rows(prefix: str) -> None:
     digits = len(lower.split(".")[1])
     assert f"{bound.epsilon_lower:.{digits}f}" == lower
     assert f"{bound.epsilon:.{digits}f}" == upper
+
+
+def test_bounded_range_example() -> None:
+    """The curve-of-each-mechanism section: 1000 exponential mechanisms at 0.1, delta 1e-5."""
+    import re
+
+    from dpledger.core.events import ExponentialMechanismEvent, PureDPEvent
+
+    text = " ".join(DOC.read_text().split())
+    found = re.search(
+        r"\[(\d+\.\d+), (\d+\.\d+)\] at δ = 1e-5, where randomized response at ε gives (\d+\.\d+)",
+        text,
+    )
+    assert found is not None
+    lower, upper, plain = found.groups()
+    acc = PLDAccountant()
+    acc.compose(SelfComposedEvent(ExponentialMechanismEvent(0.1), 1000))
+    bound = acc.get_epsilon(1e-5)
+    assert (f"{bound.epsilon_lower:.3f}", f"{bound.epsilon:.3f}") == (lower, upper)
+    rr = PLDAccountant()
+    rr.compose(SelfComposedEvent(PureDPEvent(0.1), 1000))
+    assert f"{rr.get_epsilon(1e-5).epsilon:.3f}" == plain
