@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import sweep, table2
+from . import reproducible, sweep, table2
 
 FOLDER = Path(__file__).parent
 #: a repeat of table2_path_public.json's cell (the check of a re-made PRE), not run again
@@ -249,4 +249,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    reproducible.fix_hash_seed()
     main(sys.argv[1:])

@@ -32,7 +32,7 @@ import numpy as np
 from dpledger.plugins.path import metrics
 from dpledger.plugins.path.data import HMMParams, default_hmm_params, hmm_dataset
 
-from . import table2
+from . import reproducible, table2
 
 #: model sizes of the grid: (n_layer, n_head, n_embd)
 SIZES = {"small": (2, 2, 64), "large": (4, 4, 96)}
@@ -269,4 +269,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    reproducible.fix_hash_seed()
     main()

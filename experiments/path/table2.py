@@ -53,6 +53,8 @@ from dpledger.plugins.path.data import hmm_dataset
 from dpledger.plugins.path.schema import UserTable, UserTables
 from dpledger.runtime.runner import run_verified
 
+from . import reproducible
+
 #: flat records are users (one record per user), so row adjacency on them is user adjacency
 FLAT_ADJACENCY = Adjacency()
 USER_ADJACENCY = Adjacency(unit="user", unit_key="subject_id")
@@ -197,6 +199,41 @@ def path_public(model_dir: Path, schema: Any, n: int, args: argparse.Namespace) 
     return UserTables(schema, users)
 
 
+def method_params(
+    name: str,
+    eps: float,
+    delta: float,
+    n_train: int,
+    n_test: int,
+    model_dir: Path | None,
+    args: argparse.Namespace,
+) -> tuple[Any, Any, Adjacency]:
+    """(method spec, parameters, adjacency) of one private method's run, as ``run_method`` makes
+    it (the calibrated noise is ``spec.declare(params, adjacency)``'s)."""
+    common = {"epsilon": eps, "delta": delta, "length": args.length, "bins": args.bins}
+    if name.startswith("direct"):
+        variant = "across" if "across" in name else "markov"
+        if name in NON_PRIVATE_DIRECT:
+            common["epsilon"] = NON_PRIVATE_DIRECT_EPSILON
+        values = {**common, "variant": variant, "iters": args.iters, "n_across": args.n_across}
+        return DIRECT_SPEC, DIRECT_SPEC.make_params(values), FLAT_ADJACENCY
+    if name in ("aim", "aim_nonprivate"):
+        values = {**common, "rounds": args.rounds, "iters": args.aim_iters}
+        if name == "aim_nonprivate":
+            values["epsilon"] = NON_PRIVATE_AIM_EPSILON
+            values["noise_multiplier"] = nonprivate_aim_sigma0(AIM_SPEC.make_params(values))
+        return AIM_SPEC, AIM_SPEC.make_params(values), FLAT_ADJACENCY
+    if name in ("path", "path_nonprivate"):
+        from dpledger.plugins.path.plugin import SPEC  # the language-model method
+
+        assert model_dir is not None
+        values = path_params(eps, delta, n_train, n_test, model_dir, args)
+        if name == "path_nonprivate":
+            values.update(NON_PRIVATE_OVERRIDES)
+        return SPEC, SPEC.make_params(values), USER_ADJACENCY
+    raise SystemExit(f"unknown method {name!r}")
+
+
 def run_method(
     name: str,
     eps: float,
@@ -207,38 +244,15 @@ def run_method(
     args: argparse.Namespace,
 ) -> tuple[UserTables, float, str, dict[str, Any]]:
     """(synthetic tables, certified epsilon, accountant, info) of one private method."""
-    common = {"epsilon": eps, "delta": delta, "length": args.length, "bins": args.bins}
-    if name.startswith("direct"):
-        variant = "across" if "across" in name else "markov"
-        if name in NON_PRIVATE_DIRECT:
-            common["epsilon"] = NON_PRIVATE_DIRECT_EPSILON
-        p = DIRECT_SPEC.make_params(
-            {**common, "variant": variant, "iters": args.iters, "n_across": args.n_across}
-        )
-        res, adjacency = run_verified(DIRECT_SPEC, p, train, seed=args.seed), FLAT_ADJACENCY
-        syn = res.outputs["tables"]
-    elif name in ("aim", "aim_nonprivate"):
-        values = {**common, "rounds": args.rounds, "iters": args.aim_iters}
-        if name == "aim_nonprivate":
-            values["epsilon"] = NON_PRIVATE_AIM_EPSILON
-            values["noise_multiplier"] = nonprivate_aim_sigma0(AIM_SPEC.make_params(values))
-        p = AIM_SPEC.make_params(values)
-        res, adjacency = run_verified(AIM_SPEC, p, train, seed=args.seed), FLAT_ADJACENCY
-        syn = res.outputs["tables"]
-    elif name in ("path", "path_nonprivate"):
-        from dpledger.plugins.path.plugin import SPEC  # the language-model method
-
-        assert model_dir is not None
-        values = path_params(eps, delta, len(train), n_test, model_dir, args)
-        if name == "path_nonprivate":
-            values.update(NON_PRIVATE_OVERRIDES)
-        p = SPEC.make_params(values)
-        res = run_verified(SPEC, p, train, adjacency=USER_ADJACENCY, seed=args.seed)
-        adjacency, syn = USER_ADJACENCY, res.outputs["synthetic"]
+    spec, p, adjacency = method_params(name, eps, delta, len(train), n_test, model_dir, args)
+    if name in ("path", "path_nonprivate"):
+        res = run_verified(spec, p, train, adjacency=adjacency, seed=args.seed)
+        syn = res.outputs["synthetic"]
         if syn is None:
             raise SystemExit("PATH generated no valid table")
     else:
-        raise SystemExit(f"unknown method {name!r}")
+        res = run_verified(spec, p, train, seed=args.seed)
+        syn = res.outputs["tables"]
     bound = account(res.declared, adjacency, delta=delta).bound
     info = dict(res.outputs.get("info", {}))
     return syn, float(bound.epsilon), bound.method, info
@@ -645,4 +659,5 @@ def run(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
+    reproducible.fix_hash_seed()
     main()

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,23 @@ def test_table2_tiny_path_nonprivate(tmp_path: Path) -> None:
     assert isinstance(info, dict)
     assert info["noise_multiplier"] == info["selection_noise_multiplier"] == 0.01
     assert row["epsilon_certified"] > 1000  # type: ignore[operator]
+
+
+def test_commands_fix_the_hash_seed() -> None:
+    # Private-PGM orders some factor axes by string hashing: the commands run with one seed
+    code = "from experiments.path import reproducible as r; r.fix_hash_seed(); print(hash('pgm'))"
+    printed = set()
+    for seed in ("1",):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        printed.add(out.stdout.strip())
+    pinned = subprocess.run(
+        [sys.executable, "-c", "print(hash('pgm'))"],
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert printed == {pinned}
