@@ -464,19 +464,32 @@ def test_path_regenerate_reproduces_an_aim_cell(tmp_path: Path) -> None:
 
 def test_path_rebuilt_pretraining_reproduces_the_stored_runs() -> None:
     """The pre-trained model made anew by the regeneration command gives exactly the stored
-    public-only control and the stored PATH run at epsilon 2, seed 1 (whose PRE was itself
-    made anew): every metric, the certified epsilon, the noise and the tables kept."""
+    public-only control and the metrics of the stored PATH run at epsilon 2, seed 1. That run
+    was made again since with the noise on the three-digit grid (1.73 and 7.87 for 1.7343 and
+    7.8663), which left every metric and the counts of candidates unchanged; its certified
+    epsilon and noise are the new ones."""
     folder = ROOT / "experiments" / "path"
-    keys = [*COLUMN_KEYS, "classifier_auc", "epsilon_certified", "n_synthetic"]
+    metrics = [*COLUMN_KEYS, "classifier_auc", "n_synthetic"]
     for name in ("table2_path_public.json", "table2_path_eps2_s1.json"):
         (stored,) = json.loads((folder / name).read_text())["rows"]
         rebuilt = json.loads((folder / "rebuild_check" / name).read_text())
         assert rebuilt["args"]["model_dir"] == "DIR/PRE"
         (row,) = rebuilt["rows"]
         assert row["method"] == stored["method"] and row["epsilon"] == stored["epsilon"]
-        for k in keys:
+        for k in metrics:
             assert row[k] == stored[k], (name, k)
-        assert row["info"] == stored["info"], name
+        if name == "table2_path_public.json":
+            assert row["epsilon_certified"] == stored["epsilon_certified"]
+            assert row["info"] == stored["info"], name
+        else:
+            before = (row["info"]["noise_multiplier"], row["info"]["selection_noise_multiplier"])
+            after = (
+                stored["info"]["noise_multiplier"],
+                stored["info"]["selection_noise_multiplier"],
+            )
+            assert [round(x, 4) for x in before] == [1.7343, 7.8663] and after == (1.73, 7.87)
+            for k in ("n_candidates", "n_valid_candidates", "n_selected"):
+                assert row["info"][k] == stored["info"][k]
 
 
 def _sweep_files() -> list[str]:
