@@ -36,25 +36,12 @@ NOISE_KEYS = {
 }
 
 
-#: stored runs made before their method's noise moved to the grid, to be re-run (strict: a
-#: re-run that is stored must leave this list)
-BEFORE_THE_GRID = {
-    "table2_path_eps10_share0.1_s0.json",
-    "table2_path_eps10_share0.1_s1.json",
-    "table2_path_eps10_share0.1_s2.json",
-}
-
-
-def _cells() -> list[Any]:
+def _cells() -> list[tuple[str, str, float]]:
     out = []
     for path in sorted(FOLDER.glob("table2_*.json")):
         for row in json.loads(path.read_text())["rows"]:
             if row["method"] in NOISE_KEYS:
-                cell = (path.name, str(row["method"]), float(row["epsilon"]))
-                if path.name in BEFORE_THE_GRID and row["method"] == "path":
-                    reason = "run with PATH's noise before it moved to the grid; to be re-run"
-                    cell = pytest.param(*cell, marks=pytest.mark.xfail(strict=True, reason=reason))
-                out.append(cell)
+                out.append((path.name, str(row["method"]), float(row["epsilon"])))
     return out
 
 
