@@ -22,6 +22,7 @@ from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infin
 from dpledger.accountant.conversions import U, rdp_to_delta, rdp_to_epsilon
 from dpledger.accountant.rdp_orders import (
     FloatArray,
+    bounded_range_rdp,
     default_orders,
     gaussian_rdp,
     laplace_rdp,
@@ -172,6 +173,8 @@ class RDPAccountant(Accountant):
             out = gaussian_rdp(o, s / leaf.noise_multiplier)
         elif isinstance(leaf, LaplaceEvent):
             out = laplace_rdp(o, s / leaf.noise_multiplier * (1 + 2 * U))
+        elif isinstance(leaf, ExponentialMechanismEvent):
+            out = bounded_range_rdp(o, float(leaf.epsilon))
         elif isinstance(leaf, _PURE | ApproxDPEvent):
             eps = float(leaf.epsilon)
             out = pure_dp_rdp(o, eps) if eps > 0 else np.zeros_like(o)

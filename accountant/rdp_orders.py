@@ -61,6 +61,42 @@ def pure_dp_rdp(orders: FloatArray, eps: float) -> FloatArray:
     return _floor_positive(out) if eps > 0 else out
 
 
+def bounded_range_rdp(orders: FloatArray, eps: float) -> FloatArray:
+    """RDP of any pair whose privacy loss spans an interval of width ``eps`` (eps-bounded range:
+    the exponential mechanism booked at ``eps``).
+
+    With X = dP/dQ on [x, x e^eps] and E_Q[X] = 1, E_Q[X^a] is largest with Q-mass only on the
+    two ends (X^a is convex); with mass w on the top end it is
+    ``E(w) = (w + (1-w) e^{-a eps}) / (w + (1-w) e^{-eps})^a``, whose log has one stationary
+    point ``w* = (A e^{-eps} - a B e^{-a eps}) / ((a-1) A B)``, ``A = 1 - e^{-a eps}``,
+    ``B = 1 - e^{-eps}`` (a maximum). The numerator of E grows and its denominator grows with
+    w, so ``num(w* + h) / den(w* - h)`` bounds the maximum for any ``h`` at least the rounding
+    error of ``w*``. Also capped by ``a eps^2 / 8`` (eps-bounded range is eps^2/8-zCDP: Cesar
+    & Rogers 2021) and by :func:`pure_dp_rdp` (it is eps-DP).
+    """
+    a = np.asarray(orders, dtype=float)
+    if eps <= 0:
+        return np.zeros_like(a)
+    # w* = e^{-eps} t / ((a-1) A B), t = A - a B e^{-(a-1) eps}: in logs, as e^{-eps} may underflow
+    big_a = -np.expm1(-a * eps)
+    big_b = -math.expm1(-eps)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        tail = a * big_b * np.exp(-(a - 1.0) * eps)
+        t = big_a - tail
+        t_err = 64 * U * (big_a + tail)
+        log_scale = -eps - np.log((a - 1.0) * big_a * big_b)
+        log_w_hi = np.minimum(log_scale + np.log(t + t_err) + 8 * U, 0.0)
+        log_w_lo = log_scale + np.log(np.maximum(t - t_err, 0.0)) - 8 * U
+        log_num = np.logaddexp(-a * eps, np.minimum(log_w_hi + np.log(big_a), 0.0))
+        log_den = np.logaddexp(-eps, log_w_lo + np.log(big_b))
+        err = 16 * U * (np.abs(log_num) + a * np.abs(log_den) + 1.0)
+        exact = (log_num - a * log_den + err) / (a - 1.0)
+    exact = np.where(np.isfinite(exact), exact, np.inf)
+    zcdp = a * eps * eps / 8.0 * (1 + 8 * U)
+    out = np.maximum(np.minimum(np.minimum(exact, zcdp), pure_dp_rdp(a, eps)), 0.0)
+    return _floor_positive(out)
+
+
 def laplace_rdp(orders: FloatArray, eps: float) -> FloatArray:
     """RDP of the Laplace mechanism with eps = sensitivity / scale (Mironov 2017, Prop. 6).
 

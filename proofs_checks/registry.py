@@ -368,6 +368,18 @@ RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/allocation_ratio/proof.md",
         source_sha256="658de5adff13c8d7b1d75edc3422f1dcd987fe137439f3d9302859bb2f6ec7b9",
     ),
+    ProofRecord(
+        target="dpledger.accountant.rdp_orders.bounded_range_rdp",
+        status="contrib",
+        proof="proofs_checks/bounded_range/proof.md",
+        source_sha256="88e1c63a0ef306091180a92178b76ae6eff476125b819d98ba129346c22a0934",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles.bounded_range_profile",
+        status="contrib",
+        proof="proofs_checks/bounded_range/proof.md",
+        source_sha256="ab31523a6ee622cc6a553325ebc9e87c9cf01bfda5f6865187ff4ccd152c36cf",
+    ),
 )
 
 #: proofs whose code objects are still changing: (proof folder, intended target, reason).

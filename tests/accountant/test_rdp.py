@@ -9,13 +9,20 @@ import pytest
 
 from dpledger.accountant.closed_form import ClosedFormAccountant
 from dpledger.accountant.conversions import rdp_to_delta, rdp_to_epsilon
+from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.rdp import RDPAccountant
-from dpledger.accountant.rdp_orders import laplace_rdp, poisson_gaussian_rdp, pure_dp_rdp
+from dpledger.accountant.rdp_orders import (
+    bounded_range_rdp,
+    laplace_rdp,
+    poisson_gaussian_rdp,
+    pure_dp_rdp,
+)
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 from dpledger.core.events import (
     ApproxDPEvent,
     ComposedEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -271,3 +278,23 @@ def test_batched_fractional_orders_equal_the_order_by_order_series(q: float, sig
     for alpha in (1.5, 3.5):
         exact = _rdp_mp(q, sigma, alpha)
         assert exact <= float(poisson_gaussian_rdp(np.array([alpha]), q, sigma)[0])
+
+
+def test_exponential_mechanism_uses_the_bounded_range_curve() -> None:
+    """Tighter than the eps-DP curve, never below the attained lower bound, and no lower than the
+    Rényi divergence of randomized response at eps/2 (two candidates scored +-s/2), which is an
+    exponential mechanism at eps."""
+    orders = np.array([1.5, 2.0, 8.0, 64.0])
+    for eps in (0.1, 1.0, 5.0):
+        got = bounded_range_rdp(orders, eps)
+        assert np.all(got < pure_dp_rdp(orders, eps))
+        p = 1 / (1 + math.exp(-eps / 2))
+        for a, r in zip(orders.tolist(), got.tolist(), strict=True):
+            attained = math.log(p**a * (1 - p) ** (1 - a) + (1 - p) ** a * p ** (1 - a)) / (a - 1)
+            assert attained <= r
+    em = SelfComposedEvent(ExponentialMechanismEvent(0.1), 1000)
+    rdp = RDPAccountant().compose(em).get_epsilon(1e-5)
+    pure = RDPAccountant().compose(SelfComposedEvent(PureDPEvent(0.1), 1000)).get_epsilon(1e-5)
+    pld = PLDAccountant()
+    pld.compose(em)
+    assert pld.get_epsilon(1e-5).epsilon_lower <= rdp.epsilon < 0.45 * pure.epsilon

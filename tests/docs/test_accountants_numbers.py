@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from dpledger.accountant.pld import PLDAccountant
+from dpledger.accountant.rdp import RDPAccountant
+from dpledger.accountant.select import account
 from dpledger.core.adjacency import ROW_ADD_REMOVE, ROW_REPLACE_ONE
 from dpledger.core.events import Event, GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 
@@ -99,3 +101,14 @@ def test_bounded_range_example() -> None:
     rr = PLDAccountant()
     rr.compose(SelfComposedEvent(PureDPEvent(0.1), 1000))
     assert f"{rr.get_epsilon(1e-5).epsilon:.3f}" == plain
+    found = re.search(
+        r"RDP certifies (\d+\.\d+) for the same example.*?Rényi curve gives (\d+\.\d+)", text
+    )
+    assert found is not None
+    rdp, rdp_plain = found.groups()
+    em = SelfComposedEvent(ExponentialMechanismEvent(0.1), 1000)
+    assert f"{RDPAccountant().compose(em).get_epsilon(1e-5).epsilon:.3f}" == rdp
+    plain_rdp = RDPAccountant().compose(SelfComposedEvent(PureDPEvent(0.1), 1000))
+    assert f"{plain_rdp.get_epsilon(1e-5).epsilon:.3f}" == rdp_plain
+    headline = account(em, delta=1e-5).bound
+    assert (headline.method, f"{headline.epsilon:.3f}") == ("rdp", rdp)
