@@ -114,7 +114,9 @@ def pretrain_cell(a: argparse.Namespace, size: str, steps: int, out_dir: Path) -
 def run(a: argparse.Namespace) -> None:
     hmm = short_params(a.max_length)
     rows: list[dict[str, Any]] = []
-    meta = {"args": vars(a), "sizes": SIZES, "non_private_sigma": NON_PRIVATE_SIGMA}
+    # the settings of the run, without where it read and wrote (paths of the machine)
+    settings = {k: v for k, v in vars(a).items() if k not in ("summarize", "out", "model_root")}
+    meta = {"args": settings, "sizes": SIZES, "non_private_sigma": NON_PRIVATE_SIGMA}
     tmp = tempfile.TemporaryDirectory()
     root = Path(a.model_root or tmp.name)
     model_dirs: dict[tuple[str, int], Path] = {}
