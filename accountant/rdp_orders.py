@@ -36,9 +36,21 @@ def _floor_positive(curve: FloatArray) -> FloatArray:
     return np.where(curve > 0.0, curve, TINY) if curve.size else curve
 
 
+def _orders_times_square(orders: FloatArray, x: float, c: float) -> FloatArray:
+    """An upper bound of ``orders * x^2 * c`` (``c > 0``), also where ``x^2 c`` is subnormal:
+    there a product loses relative precision, so it is taken in logs with a margin, plus two
+    of the smallest doubles for the rounding of a subnormal result."""
+    scaled = x * x * c
+    if scaled >= 1e-290 or (scaled == 0.0 and x == 0.0):
+        return orders * scaled * (1 + 8 * U)
+    with np.errstate(divide="ignore"):
+        log_value = np.log(orders) + 2.0 * math.log(abs(x)) + math.log(c)
+    return np.exp(log_value + 64 * U * (np.abs(log_value) + 1.0)) + 2 * TINY
+
+
 def gaussian_rdp(orders: FloatArray, mu: float) -> FloatArray:
     """RDP of the Gaussian mechanism with mu = sensitivity / std: alpha mu^2 / 2 (Mironov 2017)."""
-    out = orders * (mu * mu / 2.0) * (1 + 8 * U)
+    out = _orders_times_square(orders, mu, 0.5)
     return _floor_positive(out) if mu > 0 else out
 
 
@@ -54,7 +66,7 @@ def pure_dp_rdp(orders: FloatArray, eps: float) -> FloatArray:
         num = np.logaddexp(a * eps, (1 - a) * eps) - np.logaddexp(0.0, eps)
         err = 16 * U * (a * eps + eps + 2.0)
         rr = (num + err) / (a - 1.0)
-        quad = a * eps * eps / 2.0 * (1 + 8 * U)
+        quad = _orders_times_square(a, eps, 0.5)
     rr = np.where(np.isnan(rr), np.inf, rr)
     out = np.minimum(np.minimum(rr, eps * (1 + 4 * U)), quad)
     out = np.maximum(out, 0.0)
@@ -75,6 +87,8 @@ def bounded_range_rdp(orders: FloatArray, eps: float) -> FloatArray:
     & Rogers 2021) and by :func:`pure_dp_rdp` (it is eps-DP).
     """
     a = np.asarray(orders, dtype=float)
+    if math.isnan(eps):
+        return np.full_like(a, np.inf)
     if eps <= 0:
         return np.zeros_like(a)
     # w* = e^{-eps} t / ((a-1) A B), t = A - a B e^{-(a-1) eps}: in logs, as e^{-eps} may underflow
@@ -85,16 +99,18 @@ def bounded_range_rdp(orders: FloatArray, eps: float) -> FloatArray:
         t = big_a - tail
         t_err = 64 * U * (big_a + tail)
         log_scale = -eps - np.log((a - 1.0) * big_a * big_b)
-        log_w_hi = np.minimum(log_scale + np.log(t + t_err) + 8 * U, 0.0)
-        log_w_lo = log_scale + np.log(np.maximum(t - t_err, 0.0)) - 8 * U
+        log_t_hi, log_t_lo = np.log(t + t_err), np.log(np.maximum(t - t_err, 0.0))
+        log_err = 8 * U * (np.abs(log_scale) + np.abs(log_t_hi) + 1.0)
+        log_w_hi = np.minimum(log_scale + log_t_hi + log_err, 0.0)
+        log_w_lo = log_scale + log_t_lo - log_err
         log_num = np.logaddexp(-a * eps, np.minimum(log_w_hi + np.log(big_a), 0.0))
         log_den = np.logaddexp(-eps, log_w_lo + np.log(big_b))
         err = 16 * U * (np.abs(log_num) + a * np.abs(log_den) + 1.0)
         exact = (log_num - a * log_den + err) / (a - 1.0)
     exact = np.where(np.isfinite(exact), exact, np.inf)
-    zcdp = a * eps * eps / 8.0 * (1 + 8 * U)
+    zcdp = _orders_times_square(a, eps, 0.125)
     out = np.maximum(np.minimum(np.minimum(exact, zcdp), pure_dp_rdp(a, eps)), 0.0)
-    return _floor_positive(out)
+    return np.where(np.isnan(a), np.inf, _floor_positive(out))
 
 
 def laplace_rdp(orders: FloatArray, eps: float) -> FloatArray:

@@ -372,7 +372,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.rdp_orders.bounded_range_rdp",
         status="contrib",
         proof="proofs_checks/bounded_range/proof.md",
-        source_sha256="88e1c63a0ef306091180a92178b76ae6eff476125b819d98ba129346c22a0934",
+        source_sha256="79774d089ff4064c564071c6b9403c45404c7c6e8fb042e7841f31fa87a87901",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles.bounded_range_profile",

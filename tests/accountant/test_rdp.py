@@ -13,6 +13,7 @@ from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.rdp import RDPAccountant
 from dpledger.accountant.rdp_orders import (
     bounded_range_rdp,
+    gaussian_rdp,
     laplace_rdp,
     poisson_gaussian_rdp,
     pure_dp_rdp,
@@ -298,3 +299,14 @@ def test_exponential_mechanism_uses_the_bounded_range_curve() -> None:
     pld = PLDAccountant()
     pld.compose(em)
     assert pld.get_epsilon(1e-5).epsilon_lower <= rdp.epsilon < 0.45 * pure.epsilon
+
+
+def test_gaussian_rdp_not_below_alpha_mu_squared_half_where_subnormal() -> None:
+    """alpha mu^2 / 2 with mu^2 / 2 subnormal: a direct product would lose precision."""
+    import mpmath as mp
+
+    with mp.workdps(60):
+        for a, mu in [(2.0, 1e-161), (1e8, 1e-158), (1.5, 3e-156), (64.0, 1e-20)]:
+            got = gaussian_rdp(np.array([a]), mu)[0]
+            assert got >= mp.mpf(a) * mp.mpf(mu) ** 2 / 2
+            assert got <= float(mp.mpf(a) * mp.mpf(mu) ** 2 / 2) * (1 + 1e-10) + 1e-322
