@@ -36,22 +36,12 @@ NOISE_KEYS = {
 }
 
 
-#: stored runs made before their calibration last moved, to be re-run
-STALE = {
-    "table2_aim_nonprivate_s0.json",
-    "table2_aim_nonprivate_s1.json",
-    "table2_aim_nonprivate_s2.json",
-}
-
-
-def _cells() -> list[Any]:
+def _cells() -> list[tuple[str, str, float]]:
     out = []
     for path in sorted(FOLDER.glob("table2_*.json")):
         for row in json.loads(path.read_text())["rows"]:
             if row["method"] in NOISE_KEYS:
-                marks = [pytest.mark.xfail(reason="made before its calibration moved")]
-                cell = (path.name, str(row["method"]), float(row["epsilon"]))
-                out.append(pytest.param(*cell, marks=marks if path.name in STALE else []))
+                out.append((path.name, str(row["method"]), float(row["epsilon"])))
     return out
 
 
