@@ -85,7 +85,9 @@ def by_two_point_search(eps: float, eps0: float) -> mp.mpf:
         lo = u * mp.e ** (-e0)
         return w * max(u - mp.e**e, 0) + (1 - w) * max(lo - mp.e**e, 0)
 
-    return max(stick(mp.mpf(i) / 20000) for i in range(20001))
+    coarse = max(range(2001), key=lambda i: stick(mp.mpf(i) / 2000))
+    lo = mp.mpf(max(coarse - 1, 0)) / 2000  # the maximum is within a step of the best point
+    return max(stick(lo + mp.mpf(i) / 2000 / 1000) for i in range(2001))
 
 
 @pytest.mark.parametrize(("eps", "eps0"), [(0.0, 1.0), (0.5, 1.0), (-0.5, 1.0), (1.0, 3.0)])
