@@ -637,6 +637,36 @@ def test_shk_page_cells_match_its_command_table() -> None:
     )
 
 
+def _half_unit(printed: str) -> float:
+    """Half a unit in the last printed digit of a number such as 0.644015, 2.13e-5 or 110722."""
+    mantissa, _, exponent = printed.lower().partition("e")
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    return 0.5 * 10.0 ** (-decimals + (int(exponent) if exponent else 0))
+
+
+def test_shk_explained_table_agrees_with_its_command_table() -> None:
+    """Every number in the reproduced column of the page's explained table (rows named Table 1,
+    Exp. 3, ...) is a cell of the command's table on the page for the same experiment, both
+    being roundings of one value."""
+    page = SHK.read_text()
+    cells: dict[str, list[str]] = {}
+    explained: list[tuple[str, str]] = []
+    for ln in _table_lines(page):
+        c = [x.strip() for x in ln.strip("|").split("|")]
+        if len(c) == 5 and c[0] in ("table1", "table2", "table3", "table4", "exp3", "exp4"):
+            cells.setdefault(c[0], []).append(c[3])
+        elif len(c) == 5 and re.fullmatch(r"(Table|Exp\.) \d", c[0]):
+            name = c[0].replace("Table ", "table").replace("Exp. ", "exp")
+            explained.append((name, c[3]))
+    assert len(explained) == 17
+    number = re.compile(r"\d+(?:\.\d+)?(?:e-?\d+)?")
+    for name, reproduced in explained:
+        for x in number.findall(reproduced):
+            assert any(
+                abs(float(x) - float(v)) <= _half_unit(x) + _half_unit(v) for v in cells[name]
+            ), (name, x)
+
+
 def test_shk_page_non_private_baseline_agrees_with_reproduced_cells() -> None:
     """The Experiment 3 table of releases (the SHK flow, pi_D, the non-private ERM) on the page
     agrees with the page's reproduced cells: the flow's row is the reproduced release, pi_D's
@@ -653,7 +683,14 @@ def test_shk_page_non_private_baseline_agrees_with_reproduced_cells() -> None:
         elif len(c) == 7 and c[0] in paper.EXP3_RELEASES:
             releases[c[0]] = [float(x) for x in c[1:]]
     shk, em, erm = (releases[name] for name in paper.EXP3_RELEASES)
-    assert shk[:3] == [cells["bound"], cells["loss"], cells["hockey_stick"]]
+    assert shk[1:3] == [cells["loss"], cells["hockey_stick"]]
+    # the flow's certified epsilon is Theorem 3's for the rho_0 it starts from (B = 2 kappa +
+    # beta range L = 21), above the paper's 0.2201 (B = 11), the bound cell
+    from dpledger.plugins.shk import bounds
+
+    b_run = 2 * paper.RHO0_KAPPA + paper.EXP3_BETA * 2.0
+    assert shk[0] == float(f"{bounds.epsilon_a1_prime(paper.EXP3_T, 0.2, b_run):.6g}")
+    assert shk[0] > cells["bound"]
     # excess over the exact minimum = the cells' utility (grid minimum) + one common offset
     offset = shk[4] - cells["utility"]
     assert 0.0 <= offset <= 1.0 - math.cos(math.pi / paper.N_CELLS)

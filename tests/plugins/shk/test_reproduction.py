@@ -112,12 +112,16 @@ def test_experiment3_beside_its_non_private_baseline(n_cells: int) -> None:
     out = paper.experiment3(n_cells=n_cells)
     shk, em, erm = paper.experiment3_releases(out, n_cells=n_cells)
     assert (shk["release"], em["release"], erm["release"]) == paper.EXP3_RELEASES
-    # the SHK row is the reproduced release: the same epsilon, pair loss and hockey-stick
+    # the SHK row is the reproduced release: its pair loss and hockey-stick, and the certified
+    # epsilon of the rho_0 it starts from (osc log rho_0 = 2 kappa = 11, so B = 21), above the
+    # paper's 0.2201 (B = 11, a rho_0 with osc log rho_0 = 1)
     assert (shk["epsilon"], shk["loss"], shk["hockey_stick"]) == (
-        out["bound"],
+        out["bound_run"],
         out["loss"],
         out["hockey_stick"],
     )
+    assert out["bound_run"] == pytest.approx(0.2 + 42.0 * math.exp(-7.0), rel=1e-12)
+    assert out["bound"] < out["bound_run"]
     # the non-private estimate is the exact minimiser: no grid cell centre has a lower risk,
     # and a cell centre is at most half a cell away (risk gap <= 1 - cos(dx / 2))
     y, y2 = paper.exp3_data()
