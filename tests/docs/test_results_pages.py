@@ -563,6 +563,35 @@ def test_swflow_digits_page_equals_stored_output() -> None:
     assert checked == 15
 
 
+#: the paper's Table 1, MNIST column, FID at epsilon = inf / 10 / 5
+SWFLOW_PAPER_MNIST = {
+    "DPSWflow-r": (21.0, 70.0, 114.0),
+    "DPSWflow": (73.0, 118.0, 171.0),
+    "DPSWgen": (114.0, 124.0, 198.0),
+}
+
+
+def test_swflow_side_by_side_table_holds_the_paper_and_our_cells() -> None:
+    """The side-by-side table: the paper's MNIST FIDs, ours as in the page's digits table (the
+    same cells, epsilon = inf / 10 / 5) and each one's ratios to its own non-private run."""
+    digits: dict[str, list[str]] = {}
+    side: dict[str, list[str]] = {}
+    for ln in _table_lines(SWFLOW.read_text()):
+        c = [x.strip() for x in ln.strip().strip("|").split("|")]
+        if len(c) == 6 and c[0] in SWFLOW_PAPER_MNIST:
+            digits[c[0]] = [cell.split(" (")[0] for cell in c[1:4]]  # without (min–max)
+        elif len(c) == 5 and c[0] in SWFLOW_PAPER_MNIST:
+            side[c[0]] = c[1:]
+    assert sorted(side) == sorted(SWFLOW_PAPER_MNIST)
+    for method, (paper, paper_ratio, ours, ours_ratio) in side.items():
+        fid = tuple(float(x) for x in paper.split(" / "))
+        assert fid == SWFLOW_PAPER_MNIST[method]
+        assert paper_ratio == f"{fid[1] / fid[0]:.1f}× / {fid[2] / fid[0]:.1f}×"
+        assert ours.split(" / ") == digits[method]
+        means = [float(cell.split(" ± ")[0]) for cell in digits[method]]
+        assert ours_ratio == f"{means[1] / means[0]:.1f}× / {means[2] / means[0]:.1f}×"
+
+
 def _digits_rows(text: str) -> dict[tuple[str, str], list[str]]:
     """(method, epsilon) -> the cells of a ``digits.md`` row without its time column."""
     rows = {}
