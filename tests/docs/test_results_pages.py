@@ -540,6 +540,69 @@ def test_trajectories_fig3_page_equals_summary() -> None:
         assert ln in page, ln
 
 
+TRAJ_FOLDER = ROOT / "experiments" / "trajectories"
+MNIST_STROKES = ROOT.parent / "shared" / "data" / "mnist_strokes" / "mnist_strokes_subset.npz"
+
+
+def _body_rows(text: str) -> list[str]:
+    """Table rows without headers and rules, each Table 1 row (20 cells) without its wall-time
+    column "s", the one cell that differs between runs."""
+    lines = [ln.strip() for ln in text.splitlines()]
+    rows = []
+    for i, ln in enumerate(lines):
+        if not ln.startswith("| ") or (i + 1 < len(lines) and lines[i + 1].startswith("|---")):
+            continue
+        cells = ln.split("|")
+        rows.append("|".join(cells[:17] + cells[18:]) if len(cells) == 21 else ln)
+    return rows
+
+
+def _regenerate_trajectories(out: Path, *sections: str) -> str:
+    if not MNIST_STROKES.is_file():
+        pytest.skip("MNIST-stroke subset not present beside the repository")
+    only = ["--only", *sections] if sections else []
+    return _run(
+        "experiments/trajectories/regenerate.py",
+        "--out",
+        str(out),
+        "--data",
+        str(MNIST_STROKES),
+        *only,
+        timeout=6 * 3600,
+    )
+
+
+@pytest.mark.slow
+def test_trajectories_regenerate_privacy_sections_equal_the_page(tmp_path: Path) -> None:
+    """The page's regeneration command, restricted to its two accounting sections (no flow is
+    run), prints exactly the replace-one table and Table 2 of the page."""
+    printed = _regenerate_trajectories(tmp_path / "run", "replace_one", "table2")
+    page = set(_body_rows(TRAJ.read_text()))
+    rows = _body_rows(printed)
+    assert len(rows) == 6 + 48  # six digits; Table 2 and Fig. 1's rows at each assumed K
+    assert [r for r in rows if r not in page] == []
+
+
+@pytest.mark.slow
+def test_trajectories_page_regenerates_from_one_command(tmp_path: Path) -> None:
+    """Every section of the page's regeneration command (hours on one core): each table row it
+    prints is on the page or in the result file the page cites, but the wall times."""
+    printed = {}
+    out = tmp_path / "run"
+    _regenerate_trajectories(out)
+    for section in ("table1", "seeds", "replace_one", "table2", "w2_floor", "resolution", "fig3"):
+        printed[section] = (out / f"{section}.txt").read_text()
+    page = set(_body_rows(TRAJ.read_text()))
+    files = {
+        "w2_floor": set(_body_rows((TRAJ_FOLDER / "W2_FLOOR.md").read_text())),
+        "resolution": set(_body_rows((TRAJ_FOLDER / "RESOLUTION_CONTROL.md").read_text())),
+    }
+    for section, text in printed.items():
+        expected = files.get(section, page)
+        missing = [r for r in _body_rows(text) if r not in expected]
+        assert missing == [], (section, missing[:3])
+
+
 # -- swflow (paper B) -------------------------------------------------------------------------
 SWFLOW = ROOT / "docs" / "methods" / "swflow.md"
 
