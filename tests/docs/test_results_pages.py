@@ -655,6 +655,42 @@ def test_swflow_side_by_side_table_holds_the_paper_and_our_cells() -> None:
         assert ours_ratio == f"{means[1] / means[0]:.1f}× / {means[2] / means[0]:.1f}×"
 
 
+def test_swflow_toy_table_equals_stored_output() -> None:
+    """The page's toy table is ``results/toy.md`` (what ``toy.py`` wrote) after 200 steps: each
+    reading's SW2 (and SW2^2) at sigma = 0, 0.5, 1 with its spread, and the ratio."""
+    stored: dict[tuple[str, str], list[str]] = {}
+    for ln in _table_lines((ROOT / "experiments" / "swflow" / "results" / "toy.md").read_text()):
+        c = [x.strip() for x in ln.strip("|").split("|")]
+        if c[0] in ("absolute", "sensitivity", "fixed-release"):
+            stored[(c[0], c[1])] = c
+    assert "mean ± std over 3 seeds" in (ROOT / "experiments/swflow/results/toy.md").read_text()
+    rows: dict[str, list[list[str]]] = {}
+    reading = ""
+    for ln in _table_lines(SWFLOW.read_text()):
+        c = [x.strip() for x in ln.strip().strip("|").split("|")]
+        if len(c) == 5 and c[0].startswith("`"):
+            reading = c[0].split("`")[1]
+            rows[reading] = [c]
+        elif len(c) == 5 and c[0] == "same runs, SW₂²":
+            rows[reading].append(c)
+    assert sorted(rows) == ["absolute", "fixed-release", "sensitivity"]
+    checked = 0
+    for reading, lines in rows.items():
+        for row in lines:
+            squared = row[0] == "same runs, SW₂²"
+            for sigma, cell in zip(("0", "0.5", "1"), row[1:4], strict=True):
+                # sigma = 0 is the same run for the absolute and sensitivity readings
+                key = ("absolute" if reading == "sensitivity" and sigma == "0" else reading, sigma)
+                if cell == "–":
+                    assert key not in stored
+                    continue
+                assert cell == stored[key][5 if squared else 4], (reading, sigma, squared)
+                checked += 1
+            ratio = stored[(reading, "0.5")][6].split(" / ")[1 if squared else 0]
+            assert row[4] == ratio
+    assert checked == 13
+
+
 def _digits_rows(text: str) -> dict[tuple[str, str], list[str]]:
     """(method, epsilon) -> the cells of a ``digits.md`` row without its time column."""
     rows = {}
