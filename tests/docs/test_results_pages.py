@@ -691,6 +691,35 @@ def test_swflow_toy_table_equals_stored_output() -> None:
     assert checked == 13
 
 
+SWFLOW_RESULTS = ROOT / "experiments" / "swflow" / "results"
+
+
+@pytest.mark.slow
+def test_swflow_regenerate_paper_claims_equals_stored(tmp_path: Path) -> None:
+    """The page's regeneration command, its accounting section (seconds): ``paper_claims.md``
+    comes out as stored, every character."""
+    _run(
+        "experiments/swflow/regenerate.py", "--out", str(tmp_path / "run"), "--only", "paper_claims"
+    )
+    fresh = (tmp_path / "run" / "paper_claims.md").read_text()
+    assert fresh == (SWFLOW_RESULTS / "paper_claims.md").read_text()
+
+
+@pytest.mark.slow
+def test_swflow_results_regenerate_from_one_command(tmp_path: Path) -> None:
+    """Every section of the page's regeneration command (about 25 CPU-minutes): the toy,
+    digits and paper-claims tables come out as stored (but the wall times), and the page's
+    tables are checked against the stored files by the default-tier tests above."""
+    out = tmp_path / "run"
+    _run("experiments/swflow/regenerate.py", "--out", str(out), timeout=4 * 3600)
+    for name in ("toy.md", "paper_claims.md"):
+        assert _table_lines((out / name).read_text()) == _table_lines(
+            (SWFLOW_RESULTS / name).read_text()
+        ), name
+    fresh = _digits_rows((out / "digits.md").read_text())
+    assert fresh == _digits_rows((SWFLOW_RESULTS / "digits.md").read_text())
+
+
 def _digits_rows(text: str) -> dict[tuple[str, str], list[str]]:
     """(method, epsilon) -> the cells of a ``digits.md`` row without its time column."""
     rows = {}
