@@ -90,6 +90,8 @@ _MODULE_SKIP = frozenset(
         "__package__",
         "__builtins__",
         "__annotations__",
+        # Python's record of the warnings a module has shown: added at its first warning
+        "__warningregistry__",
     }
 )
 _CLASS_SKIP = frozenset({"__doc__", "__annotations__", "__dict__", "__weakref__"})

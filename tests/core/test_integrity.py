@@ -92,3 +92,28 @@ def test_guarded_call_blames_after_the_call_and_keeps_the_cause() -> None:
     with pytest.raises(IntegrityError) as info:
         guarded_call(boom, after)()
     assert isinstance(info.value.__cause__, LedgerViolationError)
+
+
+def test_a_first_warning_of_a_core_module_is_not_a_change() -> None:
+    """Python adds ``__warningregistry__`` to a module the first time code in it warns; that
+    is not a plugin changing the core (which test runs first decided whether it was seen)."""
+    import warnings
+
+    import dpledger.runtime.ledger as module
+
+    before = Fingerprint.take()
+    had = module.__dict__.pop("__warningregistry__", None)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            exec(  # a warning attributed to the module, as its own code would raise it
+                compile(
+                    "__import__('warnings').warn('first', UserWarning)", module.__file__, "exec"
+                ),
+                module.__dict__,
+            )
+        assert "__warningregistry__" in module.__dict__
+        assert diff(before, before.retake()) == ()
+    finally:
+        if had is not None:
+            module.__dict__["__warningregistry__"] = had
