@@ -37,11 +37,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +52,7 @@ from dpledger.plugins.path.data import hmm_dataset
 from dpledger.plugins.path.schema import UserTable, UserTables
 from dpledger.runtime.runner import run_verified
 
+from ..sections import OneLineParser
 from . import reproducible
 
 #: flat records are users (one record per user), so row adjacency on them is user adjacency
@@ -477,14 +477,6 @@ def side_by_side(*paths: str) -> list[str]:
     for line in lines:
         print(line)
     return lines
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Bad input ends the command with one line on stderr and exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-        raise SystemExit(2)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -21,7 +21,6 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 import numpy as np
 import torch
@@ -34,6 +33,12 @@ from dpledger.plugins.swflow.metrics import frechet_distance, sample_grid, slice
 from dpledger.plugins.swflow.plugin import DPSWFLOW, DPSWFLOW_R, DPSWGEN
 from dpledger.plugins.swflow.sensitivity import record_bound, sample_projections
 from dpledger.runtime.runner import run_verified
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a file: the shared module is beside the folders
+    sys.path.insert(0, str(ROOT))
+
+from experiments.sections import OneLineParser  # noqa: E402
 
 DELTA = 1e-5
 EPSILONS = "inf,10,5,2,1"
@@ -126,14 +131,6 @@ def projection_scale(z: np.ndarray, num_projections: int, reps: int = 20) -> tup
         bounds.append(record_bound(theta, "operator_norm", 1e-9))
         spreads.append(float(np.mean(np.std(z @ theta.T, axis=0))))
     return float(np.mean(bounds)), float(np.mean(spreads))
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Bad input ends the command with one line on stderr and exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-        raise SystemExit(2)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -15,13 +15,16 @@ Sections: ``toy`` (``toy.md``, three readings over 3 seeds, about 15 CPU-minutes
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a file: the shared module is beside the folders
+    sys.path.insert(0, str(ROOT))
+
+from experiments.sections import run_sections, section_parser  # noqa: E402
+
 HERE = "experiments/swflow"
 SECTIONS = ("toy", "digits", "paper_claims")
 #: the arguments each section's script was run with for the stored results
@@ -32,40 +35,15 @@ ARGUMENTS = {
 }
 
 
-def command(section: str, out: Path) -> list[str]:
-    """The argument list (script first) of a section."""
+def commands(section: str, out: Path, args: argparse.Namespace) -> list[list[str]]:
+    """The one command (script first) of a section; it writes its result file into ``out``."""
     if section not in ARGUMENTS:
         raise ValueError(f"unknown section {section!r}")
-    return [f"{HERE}/{section}.py", *ARGUMENTS[section], "--out", str(out)]
-
-
-def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--out", type=Path, default=None, help="a new or empty directory")
-    ap.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
-    ap.add_argument("--list", action="store_true", help="print the commands without running")
-    return ap
+    return [[f"{HERE}/{section}.py", *ARGUMENTS[section], "--out", str(out)]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    if args.list:
-        for section in args.only:
-            print(section, "python", *command(section, args.out or Path("DIR")))
-        return 0
-    if args.out is None:
-        print("--out: give a directory for the result files (e.g. --out /path/to/new/dir)")
-        return 2
-    if args.out.exists() and any(args.out.iterdir()):
-        print(f"--out: {args.out} is not empty; give a new or empty directory")
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for section in args.only:
-        argv_ = command(section, args.out)
-        print(f"# {section}: python {' '.join(argv_)}", flush=True)
-        subprocess.run([sys.executable, *argv_], cwd=ROOT, env=env, check=True)
-    return 0
+    return run_sections(argv, section_parser((__doc__ or "").splitlines()[0], SECTIONS), commands)
 
 
 if __name__ == "__main__":

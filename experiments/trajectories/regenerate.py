@@ -23,22 +23,25 @@ repository root, or ``$DPLEDGER_MNIST_STROKES``). Every command runs with one th
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a file: the shared module is beside the folders
+    sys.path.insert(0, str(ROOT))
+
+from experiments.sections import run_sections, section_parser  # noqa: E402
+
 HERE = "experiments/trajectories"
 SEEDS = ("0", "1", "2")
 DIGITS = ("1", "2", "3", "6", "7", "9")
 SECTIONS = ("table1", "seeds", "replace_one", "table2", "w2_floor", "resolution", "fig3")
 
 
-def commands(section: str, out: Path, data: Path | None) -> list[list[str]]:
+def commands(section: str, out: Path, args: argparse.Namespace) -> list[list[str]]:
     """The argument lists (script first) a section runs, in order."""
-    d = ["--data", str(data)] if data is not None else []
+    d = ["--data", str(args.data)] if args.data is not None else []
     table1 = [f"{HERE}/table1.py", *d]
     fig3 = f"{HERE}/fig3.py"
     if section == "table1":
@@ -56,58 +59,19 @@ def commands(section: str, out: Path, data: Path | None) -> list[list[str]]:
     if section == "fig3":
         reduced = [[fig3, "--seeds", s, "--out", str(out / f"fig3_seed{s}.json")] for s in SEEDS]
         annealed = [fig3, "--kinds", "annealed", "--scale", "1"]
+        full_files = [str(out / f"fig3_full_seed{s}.json") for s in SEEDS]
         full = [
-            [*annealed, "--seeds", s, "--out", str(out / f"fig3_full_seed{s}.json")] for s in SEEDS
+            [*annealed, "--seeds", s, "--out", f] for s, f in zip(SEEDS, full_files, strict=True)
         ]
-        files = [str(out / f"fig3_seed{s}.json") for s in SEEDS]
-        files += [str(out / f"fig3_full_seed{s}.json") for s in SEEDS]
+        files = [str(out / f"fig3_seed{s}.json") for s in SEEDS] + full_files
         return [*reduced, *full, [fig3, "--summarize", *files]]
     raise ValueError(f"unknown section {section!r}")
 
 
-def run_section(section: str, out: Path, data: Path | None) -> str:
-    """Run a section's commands from the repository root; their output, also in DIR."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    printed = []
-    for argv in commands(section, out, data):
-        print(f"# {section}: {' '.join(argv)}", flush=True)
-        done = subprocess.run(
-            [sys.executable, *argv], cwd=ROOT, env=env, check=True, capture_output=True, text=True
-        )
-        print(done.stdout, flush=True)
-        printed.append(done.stdout)
-    text = "\n".join(printed)
-    (out / f"{section}.txt").write_text(text)
-    return text
-
-
-def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--out", type=Path, default=None, help="a new or empty directory")
-    ap.add_argument("--data", type=Path, default=None, help="mnist_strokes_subset.npz")
-    ap.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
-    ap.add_argument("--list", action="store_true", help="print the commands without running")
-    return ap
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    out = args.out if args.out is not None else Path("DIR")
-    if args.list:
-        for section in args.only:
-            for cmd in commands(section, out, args.data):
-                print(section, "python", *cmd)
-        return 0
-    if args.out is None:
-        print("--out: give a directory for the runs (e.g. --out /path/to/new/dir)")
-        return 2
-    if args.out.exists() and any(args.out.iterdir()):
-        print(f"--out: {args.out} is not empty; give a new or empty directory")
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    for section in args.only:
-        run_section(section, args.out, args.data)
-    return 0
+    ap = section_parser((__doc__ or "").splitlines()[0], SECTIONS)
+    ap.add_argument("--data", type=Path, default=None, help="mnist_strokes_subset.npz")
+    return run_sections(argv, ap, commands)
 
 
 if __name__ == "__main__":

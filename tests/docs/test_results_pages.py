@@ -603,6 +603,35 @@ def test_trajectories_page_regenerates_from_one_command(tmp_path: Path) -> None:
         assert missing == [], (section, missing[:3])
 
 
+@pytest.mark.parametrize(
+    "script", ["experiments/trajectories/regenerate.py", "experiments/swflow/regenerate.py"]
+)
+@pytest.mark.parametrize(
+    "argv", [[], ["--out", "x", "--only", "nope"], ["--out", "experiments"], ["--bogus"]]
+)
+def test_regenerate_commands_refuse_bad_input_in_one_line(script: str, argv: list[str]) -> None:
+    """No --out, an unknown section, a directory that is not empty, an unknown option: one line
+    on stderr naming the field, exit code 2, nothing written."""
+    out = subprocess.run(
+        [sys.executable, script, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "error:" in out.stderr, out.stderr
+    assert not (ROOT / "x").exists()
+
+
+@pytest.mark.parametrize(
+    ("script", "count"),
+    [
+        ("experiments/trajectories/regenerate.py", 1 + 6 + 1 + 1 + 1 + 1 + 7),
+        ("experiments/swflow/regenerate.py", 3),
+    ],
+)
+def test_regenerate_commands_list_their_commands(script: str, count: int) -> None:
+    listed = _run(script, "--list", timeout=120).splitlines()
+    assert len(listed) == count and all(" python experiments/" in ln for ln in listed)
+
+
 # -- swflow (paper B) -------------------------------------------------------------------------
 SWFLOW = ROOT / "docs" / "methods" / "swflow.md"
 

@@ -16,7 +16,9 @@ import math
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.special import logsumexp
 
+from dpledger.accountant.rdp import RDPAccountant
 from dpledger.accountant.select import account
 from dpledger.core.events import ExponentialMechanismEvent, SelfComposedEvent
 from dpledger.runtime.ledger import PrivacyLedger
@@ -78,3 +80,32 @@ def test_the_worst_pair_attains_the_curve_at_zero_and_the_ledger_samples_it() ->
     assert abs(measured - exact) < 5 * se
     # and it is not explained by the looser randomized response at eps (tanh(1/2) = 0.462)
     assert measured < math.tanh(eps / 2) - 0.1
+
+
+ORDERS = np.array([1.5, 2.0, 4.0, 16.0, 64.0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from([0.05, 0.3, 1.0, 2.5, 4.0]),
+    st.lists(st.floats(min_value=-5, max_value=5), min_size=2, max_size=6),
+    st.lists(st.floats(min_value=-1, max_value=1), min_size=6, max_size=6),
+    st.booleans(),
+)
+def test_no_neighbouring_scores_exceed_the_certified_renyi_curve(
+    eps: float, scores: list[float], moves: list[float], monotonic: bool
+) -> None:
+    """The RDP backend's curve of the event (``bounded_range_rdp``) against the exact Rényi
+    divergence of the two sampling laws, both directions, at every order."""
+    u = np.array(scores)
+    d = np.array(moves[: len(scores)])
+    if monotonic:
+        d = np.abs(d)
+    scale = 1.0 if monotonic else 2.0
+    p, q = _law(u, eps, scale), _law(u + d, eps, scale)
+    acc = RDPAccountant(orders=ORDERS.tolist()).compose(ExponentialMechanismEvent(eps))
+    curve = acc.rdp()
+    for x, y in ((p, q), (q, p)):
+        for a, bound in zip(ORDERS.tolist(), curve.tolist(), strict=True):
+            divergence = float(logsumexp(a * np.log(x) + (1 - a) * np.log(y))) / (a - 1)
+            assert divergence <= bound * (1 + 1e-9) + 1e-12
