@@ -300,10 +300,9 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
 def parser() -> argparse.ArgumentParser:
     ap: argparse.ArgumentParser = table1.parser()
     ap.description = (__doc__ or "").splitlines()[0]
-    ap.set_defaults(digits=[6, 3])
+    ap.set_defaults(digits=[6, 3], seeds=[0, 1, 2])
     ap.add_argument("--T", type=int, nargs="+", default=[15, 10], dest="T_values")
     ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--bin-seed", type=int, default=BIN_SEED, help="within-bin positions")
     return ap
 

@@ -144,3 +144,11 @@ def test_binned_variant_holds_every_person_at_every_time(mnist_path: Path) -> No
     assert len(d.marginals) == 10 and all(len(x) == 300 for x in d.marginals)
     np.testing.assert_array_equal(np.stack(d.marginals, 1), mod.sample_binned(traj, 10, 4))
     assert not np.allclose(d.marginals[0], mod.load_variant(mnist_path, 6, "all", 10).marginals[0])
+
+
+def test_command_line_defaults_parse() -> None:
+    """The command extends Table 1's parser; its defaults (digits 6 and 3, seeds 0 to 2, both
+    resolutions) parse without clashing with Table 1's own options."""
+    args = _script().parser().parse_args([])
+    assert args.digits == [6, 3] and args.seeds == [0, 1, 2] and args.T_values == [15, 10]
+    assert _script().parser().parse_args(["--seeds", "4"]).seeds == [4]
