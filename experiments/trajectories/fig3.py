@@ -218,8 +218,9 @@ def summarize(rows: list[dict[str, Any]]) -> str:
 
         def ms(key: str, rs: list[dict[str, Any]] = rs, f: str = ".3f") -> str:
             v = np.array([r[key] for r in rs], dtype=float)
-            sd = v.std(ddof=1) if len(v) > 1 else float("nan")
-            return f"{v.mean():{f}} ± {sd:{f}}"
+            if len(v) == 1:  # one seed: no spread
+                return f"{v[0]:{f}}"
+            return f"{v.mean():{f}} ± {v.std(ddof=1):{f}}"
 
         wts = np.array([r["weights"] for r in rs])
         wtxt = " / ".join(f"{wts[:, j].mean():.2f}" for j in range(3))
@@ -317,7 +318,11 @@ def main(argv: list[str] | None = None) -> int:
                         json.dumps(
                             {
                                 "rho": rho,
-                                "args": {k: str(v) for k, v in vars(args).items()},
+                                "args": {
+                                    k: str(v)
+                                    for k, v in vars(args).items()
+                                    if k not in ("out", "figure", "summarize")  # file paths
+                                },
                                 "rows": rows,
                             }
                         )

@@ -13,7 +13,8 @@ Sections (``docs/methods/trajectories.md`` unless said):
 * ``replace_one``: the privacy columns alone, add/remove and replace-one (no flow is run);
 * ``table2``: Table 2 and Fig. 1 re-accounted;
 * ``w2_floor``: the W2 floor at the paper's step size (``W2_FLOOR.md``);
-* ``resolution``: the time-resolution control of digit 6 (``RESOLUTION_CONTROL.md``);
+* ``resolution``: the time-resolution control of digit 6, its 10-seed check and the binning
+  variant (``RESOLUTION_CONTROL.md``);
 * ``fig3``: Fig. 3, seeds 0, 1, 2 (reduced annealing and the paper's full one), then its table.
 
 The data path defaults as in ``table1.py`` (``../shared/data/mnist_strokes/...`` beside the
@@ -36,6 +37,8 @@ from experiments.sections import run_sections, section_parser  # noqa: E402
 HERE = "experiments/trajectories"
 SEEDS = ("0", "1", "2")
 DIGITS = ("1", "2", "3", "6", "7", "9")
+#: the time-resolution check at 10 seeds (the binned variant has its own commands)
+VARIANTS_10_SEEDS = ("all", "single-stroke", "random-subset")
 SECTIONS = ("table1", "seeds", "replace_one", "table2", "w2_floor", "resolution", "fig3")
 
 
@@ -55,7 +58,13 @@ def commands(section: str, out: Path, args: argparse.Namespace) -> list[list[str
     if section == "w2_floor":
         return [[f"{HERE}/w2_floor.py", *d, "--clouds", "--digit", "2", "--sweep"]]
     if section == "resolution":
-        return [[f"{HERE}/resolution_control.py", *d]]
+        control = [f"{HERE}/resolution_control.py", *d]
+        return [
+            control,
+            [*control, "--seeds", *map(str, range(10)), "--variants", *VARIANTS_10_SEEDS],
+            [*control, "--digits", *DIGITS, "--T", "10", "--variants", "all", "binned"],
+            [*control, "--T", "10", "--variants", "binned", "--bin-seed", "7"],
+        ]
     if section == "fig3":
         reduced = [[fig3, "--seeds", s, "--out", str(out / f"fig3_seed{s}.json")] for s in SEEDS]
         annealed = [fig3, "--kinds", "annealed", "--scale", "1"]

@@ -545,15 +545,19 @@ MNIST_STROKES = ROOT.parent / "shared" / "data" / "mnist_strokes" / "mnist_strok
 
 
 def _body_rows(text: str) -> list[str]:
-    """Table rows without headers and rules, each Table 1 row (20 cells) without its wall-time
-    column "s", the one cell that differs between runs."""
+    """Table rows without headers and rules, each without its wall-time column (headed "s"),
+    the one cell that differs between runs."""
     lines = [ln.strip() for ln in text.splitlines()]
     rows = []
+    timed: set[int] = set()
     for i, ln in enumerate(lines):
-        if not ln.startswith("| ") or (i + 1 < len(lines) and lines[i + 1].startswith("|---")):
+        if not ln.startswith("| "):
             continue
         cells = ln.split("|")
-        rows.append("|".join(cells[:17] + cells[18:]) if len(cells) == 21 else ln)
+        if i + 1 < len(lines) and lines[i + 1].startswith("|---"):
+            timed = {k for k, c in enumerate(cells) if c.strip() == "s"}
+            continue
+        rows.append("|".join(c for k, c in enumerate(cells) if k not in timed))
     return rows
 
 
@@ -585,13 +589,16 @@ def test_trajectories_regenerate_privacy_sections_equal_the_page(tmp_path: Path)
 
 @pytest.mark.slow
 def test_trajectories_page_regenerates_from_one_command(tmp_path: Path) -> None:
-    """Every section of the page's regeneration command (hours on one core): each table row it
-    prints is on the page or in the result file the page cites, but the wall times."""
+    """Every section of the page's regeneration command (about 20 minutes on one core): each
+    table row it prints is on the page or in the result file the page cites, but the wall
+    times."""
     printed = {}
     out = tmp_path / "run"
     _regenerate_trajectories(out)
     for section in ("table1", "seeds", "replace_one", "table2", "w2_floor", "resolution", "fig3"):
         printed[section] = (out / f"{section}.txt").read_text()
+    # Fig. 3: each run prints its own seed's table; the page holds the summary of all six
+    printed["fig3"] = printed["fig3"][printed["fig3"].rindex("| run | privacy |") :]
     page = set(_body_rows(TRAJ.read_text()))
     files = {
         "w2_floor": set(_body_rows((TRAJ_FOLDER / "W2_FLOOR.md").read_text())),
@@ -623,8 +630,8 @@ def test_regenerate_commands_refuse_bad_input_in_one_line(script: str, argv: lis
 @pytest.mark.parametrize(
     ("script", "count"),
     [
-        ("experiments/trajectories/regenerate.py", 1 + 6 + 1 + 1 + 1 + 1 + 7),
-        ("experiments/swflow/regenerate.py", 3),
+        ("experiments/trajectories/regenerate.py", 1 + 6 + 1 + 1 + 1 + 4 + 7),
+        ("experiments/swflow/regenerate.py", 4),
     ],
 )
 def test_regenerate_commands_list_their_commands(script: str, count: int) -> None:
@@ -736,12 +743,12 @@ def test_swflow_regenerate_paper_claims_equals_stored(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_swflow_results_regenerate_from_one_command(tmp_path: Path) -> None:
-    """Every section of the page's regeneration command (about 25 CPU-minutes): the toy,
-    digits and paper-claims tables come out as stored (but the wall times), and the page's
-    tables are checked against the stored files by the default-tier tests above."""
+    """Every section of the page's regeneration command (about 30 CPU-minutes): the toy,
+    digits, generator and paper-claims tables come out as stored (but the wall times), and the
+    page's tables are checked against the stored files by the default-tier tests above."""
     out = tmp_path / "run"
     _run("experiments/swflow/regenerate.py", "--out", str(out), timeout=4 * 3600)
-    for name in ("toy.md", "paper_claims.md"):
+    for name in ("toy.md", "generator.md", "paper_claims.md"):
         assert _table_lines((out / name).read_text()) == _table_lines(
             (SWFLOW_RESULTS / name).read_text()
         ), name
