@@ -28,7 +28,7 @@ import torch
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.plugins.swflow import latent
-from dpledger.plugins.swflow.data import digit_splits
+from dpledger.plugins.swflow.data import DigitSplits, digit_splits
 from dpledger.plugins.swflow.metrics import frechet_distance, sample_grid, sliced_wasserstein
 from dpledger.plugins.swflow.plugin import DPSWFLOW, DPSWFLOW_R, DPSWGEN
 from dpledger.plugins.swflow.sensitivity import record_bound, sample_projections
@@ -133,6 +133,17 @@ def projection_scale(z: np.ndarray, num_projections: int, reps: int = 20) -> tup
     return float(np.mean(bounds)), float(np.mean(spreads))
 
 
+def public_models(
+    seed: int, quick: bool
+) -> tuple[DigitSplits, latent.AutoEncoder, latent.Classifier]:
+    """The splits and the public autoencoder (latent d = 8) and feature classifier."""
+    splits = digit_splits(seed=seed)
+    epochs = 15 if quick else 60
+    ae = latent.train_autoencoder(splits.public, 8, epochs=epochs, seed=seed)
+    clf = latent.train_classifier(splits.public, splits.public_labels, epochs=epochs, seed=seed)
+    return splits, ae, clf
+
+
 def parser() -> argparse.ArgumentParser:
     p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
@@ -157,11 +168,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     print("training public models", flush=True)
-    splits = digit_splits(seed=args.seed)
-    ae = latent.train_autoencoder(splits.public, 8, epochs=15 if args.quick else 60, seed=args.seed)
-    clf = latent.train_classifier(
-        splits.public, splits.public_labels, epochs=15 if args.quick else 60, seed=args.seed
-    )
+    splits, ae, clf = public_models(args.seed, args.quick)
     z_private = latent.encode(ae, splits.private)
     z_test = latent.encode(ae, splits.test)
     feats_test = latent.features(clf, splits.test)

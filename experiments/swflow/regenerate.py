@@ -7,9 +7,10 @@ Usage::
     python experiments/swflow/regenerate.py --list
 
 Sections: ``toy`` (``toy.md``, three readings over 3 seeds, about 15 CPU-minutes),
-``digits`` (``digits.md``, three methods at five ε over 3 seeds, about 7 CPU-minutes) and
-``paper_claims`` (``paper_claims.md``, seconds). Compare ``DIR`` with
-``experiments/swflow/results``; every command runs with one thread.
+``digits`` (``digits.md``, three methods at five ε over 3 seeds, about 7 CPU-minutes),
+``generator`` (``generator.md``, the generator's and DPSWflow-r's samples measured at eight ε
+over 3 seeds, about 3 CPU-minutes) and ``paper_claims`` (``paper_claims.md``, seconds).
+Compare ``DIR`` with ``experiments/swflow/results``; every command runs with one thread.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ if str(ROOT) not in sys.path:  # run as a file: the shared module is beside the 
 from experiments.sections import run_sections, section_parser  # noqa: E402
 
 HERE = "experiments/swflow"
-SECTIONS = ("toy", "digits", "paper_claims")
+SECTIONS = ("toy", "digits", "generator", "paper_claims")
 #: the arguments each section's script was run with for the stored results
 ARGUMENTS = {
     "toy": ["--seeds", "3", "--readings", "absolute,sensitivity,fixed-release"],
     "digits": [],
+    "generator": [],
     "paper_claims": [],
 }
 

@@ -730,6 +730,44 @@ def test_swflow_toy_table_equals_stored_output() -> None:
 SWFLOW_RESULTS = ROOT / "experiments" / "swflow" / "results"
 
 
+def test_swflow_generator_table_equals_stored_output() -> None:
+    """The page's table of the samples' measures is ``results/generator.md`` (what
+    ``generator.py`` wrote): each row's noise ratio, precision, recall, coverage, digits present
+    and largest share, every digit; and the page's argument holds in the stored numbers (the
+    private generator loses recall and digits, the flows keep both)."""
+    columns = ("precision", "recall", "coverage", "classes >= 2 %", "largest class share")
+    stored: dict[tuple[str, str], dict[str, str]] = {}
+    header: list[str] = []
+    for ln in _table_lines((SWFLOW_RESULTS / "generator.md").read_text()):
+        c = [x.strip() for x in ln.strip("|").split("|")]
+        if c[0] == "samples":
+            header = c
+            continue
+        stored[(c[0], c[1])] = dict(zip(header, c, strict=True))
+    page = [
+        [x.strip() for x in ln.strip("|").split("|")]
+        for ln in _table_lines(SWFLOW.read_text())
+        if ln.startswith(("| DPSW", "| uniform on the latent sphere")) and ln.count("|") == 9
+    ]
+    assert len(page) == 13
+    for c in page:
+        name = "reference: uniform on the latent sphere" if c[0].startswith("uniform") else c[0]
+        cells = stored[(name, "inf" if c[1] == "∞" else c[1])]
+        assert c[2] == cells["noise std / projection spread"], c[:2]
+        assert c[3:] == [cells[k] for k in columns], c[:2]
+
+    def mean(method: str, eps: str, column: str) -> float:
+        return float(stored[(method, eps)][column].split()[0])
+
+    private = ("1000", "100", "30", "10", "5", "2", "1")
+    assert all(
+        mean("DPSWgen", e, "recall") < 0.2 < 0.9 < mean("DPSWgen", "inf", "recall") for e in private
+    )
+    assert all(mean("DPSWflow-r", e, "recall") > 0.99 for e in ("inf", *private))
+    assert mean("DPSWgen", "1", "classes >= 2 %") == 1.0
+    assert all(mean("DPSWflow-r", e, "classes >= 2 %") == 10.0 for e in private)
+
+
 @pytest.mark.slow
 def test_swflow_regenerate_paper_claims_equals_stored(tmp_path: Path) -> None:
     """The page's regeneration command, its accounting section (seconds): ``paper_claims.md``

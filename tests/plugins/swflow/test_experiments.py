@@ -59,3 +59,27 @@ def test_toy_runs_every_reading(tmp_path: Path) -> None:
     assert (tmp_path / "toy.png").exists()
     with pytest.raises(SystemExit):
         mod.main(["--readings", "squared", "--out", str(tmp_path)])
+
+
+def test_generator_diagnosis_quick_run(tmp_path: Path) -> None:
+    """A quick run: the reference rows bracket the measures (a resample of the private latents
+    is all precision and covers the ten digits; uniform points on the sphere are mostly off the
+    data) and each method row has the seven measures."""
+    mod = _script("generator")
+    args = ["--quick", "--seeds", "2", "--epsilons", "inf", "--methods", "DPSWgen"]
+    mod.main([*args, "--out", str(tmp_path)])
+    rows = {
+        c[0]: c[3:]
+        for c in (
+            [x.strip() for x in ln.strip().strip("|").split("|")]
+            for ln in (tmp_path / "generator.md").read_text().splitlines()
+            if ln.startswith("| ") and not ln.startswith("| samples")
+        )
+    }
+    resample = rows["reference: 500-point resample of the private latents"]
+    uniform = rows["reference: uniform on the latent sphere"]
+    assert resample[0] == "1.000 ± 0.000" and resample[4] == "10.0 ± 0.0"
+    assert float(uniform[0].split()[0]) < 0.5 < float(resample[3].split()[0])
+    assert len(rows["DPSWgen"]) == len(mod.MEASURES) and all("±" in c for c in rows["DPSWgen"])
+    with pytest.raises(SystemExit):
+        mod.main(["--methods", "DPSWflow", "--out", str(tmp_path)])
