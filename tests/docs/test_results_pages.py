@@ -462,6 +462,26 @@ def test_path_regenerate_reproduces_an_aim_cell(tmp_path: Path) -> None:
     assert [r["info"]["sigma0"] for r in fresh] == [20.2]
 
 
+@pytest.mark.slow
+def test_path_page_regenerates_from_one_command(tmp_path: Path) -> None:
+    """Every stored cell of the page re-run from scratch by its regeneration command in one
+    process (about 10 CPU-hours on one thread), then its tables: every per-seed row is on the
+    page at the page's digits, and the side-by-side and sweep tables are the page's."""
+    printed = _run("-m", "experiments.path.regenerate", "--out", str(tmp_path), timeout=24 * 3600)
+    tables = printed[printed.index("# regenerated tables") :]
+    page = PATH_RESULTS.read_text()
+    lines = _summary_lines(tables[: tables.index(SIDE_BY_SIDE_TITLE)])
+    assert len(lines) > 20 and _not_on_page(lines, page) == []
+    assert _regenerated_side_by_side(tables) == _section_table(page, SIDE_BY_SIDE_TITLE)
+    sweep_rows = [
+        ln
+        for ln in tables[tables.index("## sweep") :].splitlines()
+        if ln.count("|") > 3 and "±" in ln
+    ]
+    assert len(sweep_rows) >= 6
+    assert [ln for ln in sweep_rows if f"| {ln} |" not in page] == []
+
+
 def test_path_rebuilt_pretraining_reproduces_the_stored_runs() -> None:
     """The pre-trained model made anew by the regeneration command gives exactly the stored
     public-only control and the metrics of the stored PATH run at epsilon 2, seed 1. That run
