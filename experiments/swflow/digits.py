@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -144,26 +145,61 @@ def public_models(
     return splits, ae, clf
 
 
-def parser() -> argparse.ArgumentParser:
-    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def common_options(p: argparse.ArgumentParser, epsilons: str, methods: Sequence[str]) -> None:
+    """The options the digits scripts share: output folder, size, seeds, epsilons, methods."""
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     p.add_argument("--quick", action="store_true", help="few steps (smoke run)")
     p.add_argument("--seed", type=int, default=0, help="public models and the first run seed")
     p.add_argument("--seeds", type=int, default=3, help="number of run seeds per cell")
-    p.add_argument("--epsilons", type=parse_epsilons, default=parse_epsilons(EPSILONS))
-    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--epsilons", type=parse_epsilons, default=parse_epsilons(epsilons))
+    p.add_argument("--methods", default=",".join(methods))
+
+
+def checked_methods(
+    ap: argparse.ArgumentParser, args: argparse.Namespace, allowed: Sequence[str]
+) -> list[str]:
+    """``--methods`` as a list, after checking it and ``--seeds`` (one line and exit 2 if bad)."""
+    if args.seeds < 1:
+        ap.error("--seeds must be >= 1")
+    methods = [m.strip() for m in args.methods.split(",")]
+    unknown = sorted(set(methods) - set(allowed))
+    if unknown:
+        ap.error(f"unknown methods {unknown}; choose from {list(allowed)}")
+    return methods
+
+
+def cell_params(spec: Any, base: dict[str, object], eps: float | None) -> Any:
+    """A method's parameters at ``eps`` (``None``: without privacy)."""
+    values = dict(base) if eps is None else {**base, "target_epsilon": eps}
+    return spec.make_params(values)
+
+
+def run_cell(spec: Any, params: Any, z_private: np.ndarray, seed: int, private: bool) -> Any:
+    """One verified run on the private latents; a private run's ledger must match its
+    declaration exactly."""
+    result = run_verified(spec, params, z_private, adjacency=ADJ, seed=seed)
+    assert not private or result.ledger.matches_exactly()
+    return result
+
+
+def write_page(path: Path, lines: list[str], seconds: float, quick: bool) -> None:
+    """Write ``lines`` and the total time to ``path`` and print the page."""
+    total = f"Total time {seconds:.0f} s" + (" (quick run)" if quick else "")
+    page = "\n".join([*lines, "", total]) + "\n"
+    path.write_text(page)
+    print(page, end="", flush=True)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common_options(p, EPSILONS, METHODS)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = parser()
     args = ap.parse_args(argv)
-    if args.seeds < 1:
-        ap.error("--seeds must be >= 1")
-    methods = [m.strip() for m in args.methods.split(",")]
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        ap.error(f"unknown methods {unknown}; choose from {list(METHODS)}")
+    methods = checked_methods(ap, args, METHODS)
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -207,17 +243,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         if name not in methods:
             continue
         for eps in args.epsilons:
-            values = dict(base)
-            if eps is not None:
-                values["target_epsilon"] = eps
-            params = spec.make_params(values)  # type: ignore[attr-defined]
+            params = cell_params(spec, base, eps)
             label = "inf" if eps is None else f"{eps:g}"
             fds, swds, times = [], [], []
             cert, m_txt, ratio = "inf", "-", "-"
             for seed in seeds:
                 t = time.time()
-                result = run_verified(spec, params, z_private, adjacency=ADJ, seed=seed)  # type: ignore[arg-type]
-                assert eps is None or result.ledger.matches_exactly()
+                result = run_cell(spec, params, z_private, seed, private=eps is not None)
                 samples = result.outputs["particles"]
                 images = latent.decode(ae, samples)
                 fds.append(frechet_distance(feats_test, latent.features(clf, images)))
@@ -266,10 +298,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "of those rows against this file.",
         "",
     ]
-    footer = ["", f"Total time {time.time() - t0:.0f} s" + (" (quick run)" if args.quick else "")]
-    page = "\n".join(header + rows + footer) + "\n"
-    (args.out / "digits.md").write_text(page)
-    print(page, end="", flush=True)
+    write_page(args.out / "digits.md", [*header, *rows], time.time() - t0, args.quick)
 
 
 if __name__ == "__main__":

@@ -36,9 +36,7 @@ import numpy as np
 import torch
 from prdc import compute_prdc
 
-from dpledger.core.adjacency import Adjacency
 from dpledger.plugins.swflow import latent
-from dpledger.runtime.runner import run_verified
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a file: the shared modules are beside the folders
@@ -46,11 +44,15 @@ if str(ROOT) not in sys.path:  # run as a file: the shared modules are beside th
 
 from experiments.sections import OneLineParser  # noqa: E402
 from experiments.swflow.digits import (  # noqa: E402
+    cell_params,
+    checked_methods,
+    common_options,
     configs,
-    parse_epsilons,
     projection_scale,
     public_models,
+    run_cell,
     unit_sphere,
+    write_page,
 )
 
 METHODS = ("DPSWgen", "DPSWflow-r")
@@ -59,7 +61,6 @@ EPSILONS = "inf,1000,100,30,10,5,2,1"
 NEAREST_K = 5
 #: a class counts as present when it receives at least this share of the samples
 PRESENT = 0.02
-ADJ = Adjacency(relation="replace_one")
 MEASURES = (
     "precision",
     "recall",
@@ -114,12 +115,7 @@ def row(label: str, eps: str, ratio: str, runs: list[list[float]]) -> str:
 
 def parser() -> argparse.ArgumentParser:
     p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    p.add_argument("--quick", action="store_true", help="few steps (smoke run)")
-    p.add_argument("--seed", type=int, default=0, help="public models and the first run seed")
-    p.add_argument("--seeds", type=int, default=3, help="number of run seeds per cell")
-    p.add_argument("--epsilons", type=parse_epsilons, default=parse_epsilons(EPSILONS))
-    p.add_argument("--methods", default=",".join(METHODS))
+    common_options(p, EPSILONS, METHODS)
     p.add_argument(
         "--early-steps",
         type=parse_steps,
@@ -142,12 +138,7 @@ def parse_steps(text: str) -> list[int]:
 def main(argv: Sequence[str] | None = None) -> None:
     ap = parser()
     args = ap.parse_args(argv)
-    if args.seeds < 1:
-        ap.error("--seeds must be >= 1")
-    methods = [m.strip() for m in args.methods.split(",")]
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        ap.error(f"unknown methods {unknown}; choose from {list(METHODS)}")
+    methods = checked_methods(ap, args, METHODS)
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -186,14 +177,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         if name not in methods:
             continue
         for eps in args.epsilons:
-            values = dict(base)
-            if eps is not None:
-                values["target_epsilon"] = eps
-            params = spec.make_params(values)  # type: ignore[attr-defined]
+            params = cell_params(spec, base, eps)
             runs, ratio = [], "-"
             for seed in seeds:
-                result = run_verified(spec, params, z_private, adjacency=ADJ, seed=seed)  # type: ignore[arg-type]
-                assert eps is None or result.ledger.matches_exactly()
+                result = run_cell(spec, params, z_private, seed, private=eps is not None)
                 runs.append(of(result.outputs["particles"]))
                 if eps is not None:
                     c, spread = scale[int(base["num_projections"])]  # type: ignore[call-overload]
@@ -204,13 +191,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         spec, base = configs(n, args.quick)["DPSWgen"]
         total = int(base["num_steps"])  # type: ignore[call-overload]
         for steps in args.early_steps:
-            params = spec.make_params({**base, "num_steps": steps})  # type: ignore[attr-defined]
+            params = cell_params(spec, {**base, "num_steps": steps}, None)
             runs = [
-                of(
-                    run_verified(spec, params, z_private, adjacency=ADJ, seed=s).outputs[
-                        "particles"
-                    ]
-                )  # type: ignore[arg-type]
+                of(run_cell(spec, params, z_private, s, private=False).outputs["particles"])
                 for s in seeds
             ]
             rows.append(
@@ -232,10 +215,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "`python experiments/swflow/generator.py`.",
         "",
     ]
-    footer = ["", f"Total time {time.time() - t0:.0f} s" + (" (quick run)" if args.quick else "")]
-    page = "\n".join(header + rows + footer) + "\n"
-    (args.out / "generator.md").write_text(page)
-    print(page, end="", flush=True)
+    write_page(args.out / "generator.md", [*header, *rows], time.time() - t0, args.quick)
 
 
 if __name__ == "__main__":
