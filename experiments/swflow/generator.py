@@ -2,7 +2,7 @@
 
     python experiments/swflow/generator.py [--out experiments/swflow/results] [--quick]
         [--seeds 3] [--epsilons inf,1000,100,30,10,5,2,1] [--methods DPSWgen,DPSWflow-r]
-        [--early-steps 1,10,40,160]
+        [--early-steps 40,160]
 
 Runs the digits pipeline's DPSWgen and DPSWflow-r cells (the same public models, settings and
 run seeds as ``digits.py``, and three weaker privacy levels at which the release noise comes
@@ -16,10 +16,13 @@ near the signal) and measures their 500 samples against the 808 private latents:
   classes it assigns to the private images. Collapse onto few shapes shows as few classes and
   a large share.
 
-The non-private generator is also measured after its first few training steps
-(``--early-steps``): what it starts from. Writes ``generator.md`` and prints it. Cells: mean ±
-std over the run seeds. The references (a 500-point resample of the private latents, the test
-split's latents, uniform points on the sphere) give each measure's range.
+The generator is also measured before training (its initialisation, with its BatchNorm
+statistics taken over input noise, as training would) and after its first non-private steps
+(``--early-steps``; fewer steps than the run's leave its BatchNorm running statistics behind its
+weights). Writes ``generator.md`` and prints it. Cells: mean ± std over the run seeds. The
+references give each measure's range: the test split's latents (held-out data) and uniform
+points on the sphere (no information); a resample of the private latents has precision and
+density 1 by construction (its points are private points).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import torch
 from prdc import compute_prdc
 
 from dpledger.plugins.swflow import latent
+from dpledger.plugins.swflow.generator import Generator
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a file: the shared modules are beside the folders
@@ -101,6 +105,23 @@ def measures(
     ]
 
 
+def untrained_samples(base: dict[str, object], out_dim: int, seed: int) -> np.ndarray:
+    """500 samples of a DPSWgen generator at its initialisation. Its BatchNorm running statistics
+    are first taken over 50 batches of input noise (the training batch size), in training mode
+    and without gradients, so the weights are the initial ones and no data is read."""
+    noise_dim, hidden, batch = (int(base[k]) for k in ("noise_dim", "hidden", "batch_size"))  # type: ignore[call-overload]
+    torch.manual_seed(seed)
+    model = Generator(noise_dim, out_dim, hidden, normalize_output=True).to(torch.float64)
+    draws = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        model.train()
+        for _ in range(50):
+            model(torch.randn((batch, noise_dim), generator=draws, dtype=torch.float64))
+        model.eval()
+        out = model(torch.randn((500, noise_dim), generator=draws, dtype=torch.float64))
+    return np.asarray(out.numpy())
+
+
 def row(label: str, eps: str, ratio: str, runs: list[list[float]]) -> str:
     v = np.asarray(runs, dtype=np.float64)
     cells = []
@@ -119,8 +140,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--early-steps",
         type=parse_steps,
-        default=parse_steps("1,10,40,160"),
-        help="the non-private generator also after these few steps ('' for none)",
+        default=parse_steps("40,160"),
+        help="the non-private generator also after these few steps, each fewer than the run's "
+        "('' for none)",
     )
     return p
 
@@ -187,10 +209,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                     ratio = f"{result.outputs['noise_multiplier'] * c / spread:.1f}"
             rows.append(row(name, "inf" if eps is None else f"{eps:g}", ratio, runs))
             print(rows[-1], flush=True)
-    if "DPSWgen" in methods and args.early_steps:
+    if "DPSWgen" in methods:
         spec, base = configs(n, args.quick)["DPSWgen"]
         total = int(base["num_steps"])  # type: ignore[call-overload]
-        for steps in args.early_steps:
+        runs = [of(untrained_samples(base, z_private.shape[1], 30_000 + s)) for s in seeds]
+        rows.append(row("DPSWgen, untrained (initialisation)", "-", "-", runs))
+        print(rows[-1], flush=True)
+        for steps in [s for s in args.early_steps if s < total]:
             params = cell_params(spec, {**base, "num_steps": steps}, None)
             runs = [
                 of(run_cell(spec, params, z_private, s, private=False).outputs["particles"])
@@ -210,7 +235,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"least {PRESENT:.0%} of them; TV: total-variation distance to the labels it gives the "
         f"private images ({shares}). Cells: mean ± std over {len(seeds)} run seeds "
         f"({', '.join(map(str, seeds))}), the run seeds of `digits.md`; public models fixed "
-        f"(seed {args.seed}). Noise std / projection spread: as in `digits.md`, m times the "
+        f"(seed {args.seed}). The resample of the private latents has precision and density 1 "
+        "by construction (its points are private points); the test split's latents are the "
+        "held-out reference. The untrained generator's BatchNorm statistics are taken over "
+        "50 batches of its input noise. Noise std / projection spread: as in `digits.md`, m "
+        "times the "
         "mean per-record bound C over the std of the private latents' projections. Regenerate: "
         "`python experiments/swflow/generator.py`.",
         "",

@@ -609,7 +609,7 @@ def test_trajectories_regenerate_privacy_sections_equal_the_page(tmp_path: Path)
 
 @pytest.mark.slow
 def test_trajectories_page_regenerates_from_one_command(tmp_path: Path) -> None:
-    """Every section of the page's regeneration command (about 20 minutes on one core): each
+    """Every section of the page's regeneration command (10 to 20 minutes on one core): each
     table row it prints is on the page or in the result file the page cites, but the wall
     times."""
     printed = {}
@@ -754,7 +754,8 @@ def test_swflow_generator_table_equals_stored_output() -> None:
     """The page's table of the samples' measures is ``results/generator.md`` (what
     ``generator.py`` wrote): each row's noise ratio, precision, recall, coverage, digits present
     and largest share, every digit; and the page's argument holds in the stored numbers (the
-    private generator loses recall and digits, the flows keep both)."""
+    private generator ends with less recall than its untrained start and loses digits,
+    DPSWflow-r keeps both)."""
     columns = ("precision", "recall", "coverage", "classes >= 2 %", "largest class share")
     stored: dict[tuple[str, str], dict[str, str]] = {}
     header: list[str] = []
@@ -767,11 +768,16 @@ def test_swflow_generator_table_equals_stored_output() -> None:
     page = [
         [x.strip() for x in ln.strip("|").split("|")]
         for ln in _table_lines(SWFLOW.read_text())
-        if ln.startswith(("| DPSW", "| uniform on the latent sphere")) and ln.count("|") == 9
+        if ln.startswith(("| DPSW", "| uniform on the latent sphere", "| held-out data"))
+        and ln.count("|") == 9
     ]
-    assert len(page) == 13
+    assert len(page) == 14
+    references = {
+        "uniform": "reference: uniform on the latent sphere",
+        "held-out": "reference: test split's latents",
+    }
     for c in page:
-        name = "reference: uniform on the latent sphere" if c[0].startswith("uniform") else c[0]
+        name = references.get(c[0].split()[0], c[0])
         cells = stored[(name, "inf" if c[1] == "∞" else c[1])]
         assert c[2] == cells["noise std / projection spread"], c[:2]
         assert c[3:] == [cells[k] for k in columns], c[:2]
@@ -783,6 +789,8 @@ def test_swflow_generator_table_equals_stored_output() -> None:
     assert all(
         mean("DPSWgen", e, "recall") < 0.2 < 0.9 < mean("DPSWgen", "inf", "recall") for e in private
     )
+    start = mean("DPSWgen, untrained (initialisation)", "-", "recall")
+    assert all(mean("DPSWgen", e, "recall") < start for e in private)
     assert all(mean("DPSWflow-r", e, "recall") > 0.99 for e in ("inf", *private))
     assert mean("DPSWgen", "1", "classes >= 2 %") == 1.0
     assert all(mean("DPSWflow-r", e, "classes >= 2 %") == 10.0 for e in private)
@@ -801,7 +809,7 @@ def test_swflow_regenerate_paper_claims_equals_stored(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_swflow_results_regenerate_from_one_command(tmp_path: Path) -> None:
-    """Every section of the page's regeneration command (about 30 CPU-minutes): the toy,
+    """Every section of the page's regeneration command (about 25 CPU-minutes): the toy,
     digits, generator and paper-claims tables come out as stored (but the wall times), and the
     page's tables are checked against the stored files by the default-tier tests above."""
     out = tmp_path / "run"
