@@ -104,7 +104,7 @@ def test_a_first_warning_of_a_core_module_is_not_a_change() -> None:
     before = Fingerprint.take()
     had = module.__dict__.pop("__warningregistry__", None)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("default")
             exec(  # a warning attributed to the module, as its own code would raise it
                 compile(
@@ -112,6 +112,7 @@ def test_a_first_warning_of_a_core_module_is_not_a_change() -> None:
                 ),
                 module.__dict__,
             )
+        assert [str(w.message) for w in caught] == ["first"]
         assert "__warningregistry__" in module.__dict__
         assert diff(before, before.retake()) == ()
     finally:
