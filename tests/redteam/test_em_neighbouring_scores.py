@@ -35,27 +35,33 @@ def _delta(p: np.ndarray, q: np.ndarray, at: float) -> float:
     return float(np.maximum(p - math.exp(at) * q, 0.0).sum())
 
 
+@st.composite
+def neighbouring_laws(draw: st.DrawFn) -> tuple[float, np.ndarray, np.ndarray]:
+    """``(eps, p, q)``: the mechanism's sampling laws on a score vector and on a neighbour whose
+    scores each move by at most the sensitivity 1 (all one way for a monotonic query, where the
+    ledger drops the factor 2)."""
+    eps = draw(st.sampled_from([0.05, 0.3, 1.0, 2.5, 4.0]))
+    u = np.array(draw(st.lists(st.floats(min_value=-5, max_value=5), min_size=2, max_size=6)))
+    moves = draw(st.lists(st.floats(min_value=-1, max_value=1), min_size=6, max_size=6))
+    d = np.array(moves[: len(u)])
+    monotonic = draw(st.booleans())
+    if monotonic:
+        d = np.abs(d)
+    scale = 1.0 if monotonic else 2.0
+    return eps, _law(u, eps, scale), _law(u + d, eps, scale)
+
+
 @functools.cache
 def _certified(eps: float, at: float) -> float:
     return float(account(ExponentialMechanismEvent(eps), epsilon=at).bound.delta)
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    st.sampled_from([0.05, 0.3, 1.0, 2.5, 4.0]),
-    st.lists(st.floats(min_value=-5, max_value=5), min_size=2, max_size=6),
-    st.lists(st.floats(min_value=-1, max_value=1), min_size=6, max_size=6),
-    st.booleans(),
-)
+@given(neighbouring_laws())
 def test_no_neighbouring_scores_exceed_the_certified_curve(
-    eps: float, scores: list[float], moves: list[float], monotonic: bool
+    laws: tuple[float, np.ndarray, np.ndarray],
 ) -> None:
-    u = np.array(scores)
-    d = np.array(moves[: len(scores)])
-    if monotonic:  # every score moves the same way: the ledger drops the factor 2
-        d = np.abs(d)
-    scale = 1.0 if monotonic else 2.0
-    p, q = _law(u, eps, scale), _law(u + d, eps, scale)
+    eps, p, q = laws
     for at in EPSILONS:
         bound = _certified(eps, at)
         assert _delta(p, q, at) <= bound * (1 + 1e-9) + 1e-12
@@ -86,23 +92,13 @@ ORDERS = np.array([1.5, 2.0, 4.0, 16.0, 64.0])
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    st.sampled_from([0.05, 0.3, 1.0, 2.5, 4.0]),
-    st.lists(st.floats(min_value=-5, max_value=5), min_size=2, max_size=6),
-    st.lists(st.floats(min_value=-1, max_value=1), min_size=6, max_size=6),
-    st.booleans(),
-)
+@given(neighbouring_laws())
 def test_no_neighbouring_scores_exceed_the_certified_renyi_curve(
-    eps: float, scores: list[float], moves: list[float], monotonic: bool
+    laws: tuple[float, np.ndarray, np.ndarray],
 ) -> None:
     """The RDP backend's curve of the event (``bounded_range_rdp``) against the exact Rényi
     divergence of the two sampling laws, both directions, at every order."""
-    u = np.array(scores)
-    d = np.array(moves[: len(scores)])
-    if monotonic:
-        d = np.abs(d)
-    scale = 1.0 if monotonic else 2.0
-    p, q = _law(u, eps, scale), _law(u + d, eps, scale)
+    eps, p, q = laws
     acc = RDPAccountant(orders=ORDERS.tolist()).compose(ExponentialMechanismEvent(eps))
     curve = acc.rdp()
     for x, y in ((p, q), (q, p)):
