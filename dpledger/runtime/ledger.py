@@ -65,6 +65,7 @@ from dpledger.runtime.coverage import (
     explain_uncovered,
     multiset_covered,
 )
+from dpledger.runtime.sample_record import PoissonDraws, move_to_private
 
 if TYPE_CHECKING:
     pass
@@ -164,6 +165,11 @@ class Sample:
         self._inner: list[Event] = []
         self._open = False
         self._closed = False
+        #: random size (Poisson, random allocation): its steps are logged privately
+        #: (:mod:`dpledger.runtime.sample_record`); ``drawn_on_top``: drawn in no other sample
+        self.random_size = kind in ("poisson", "allocation")
+        self.drawn_on_top = kind == "poisson" and not ledger._scopes
+        self._log_start = 0
 
     def __len__(self) -> int:
         return int(self.indices.size)
@@ -183,8 +189,14 @@ class Sample:
     def __enter__(self) -> Sample:
         if self._open or self._closed:
             raise PluginError(f"sample {self.step!r} can be entered only once")
+        if self.drawn_on_top and self._ledger._scopes:
+            raise PluginError(
+                f"sample {self.step!r} was drawn outside any sample but is entered inside "
+                f"{self._ledger._scopes[-1].step!r}. Fix: draw it where it runs"
+            )
         self._open = True
         self._ledger._scopes.append(self)
+        self._log_start = len(self._ledger.log)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -193,6 +205,9 @@ class Sample:
         self._ledger._scopes.pop()
         self._open = False
         self._closed = True
+        if self.random_size:
+            ledger = self._ledger
+            move_to_private(ledger.log, ledger.private_log, self._log_start, self._label())
         self._book()
 
     def _label(self) -> str:
@@ -202,6 +217,8 @@ class Sample:
         """Book what ran inside, once the scope has closed."""
         event = self.wrapped()
         if event is not None:
+            if self.drawn_on_top:
+                self._ledger._poisson_draws.booked(len(self._ledger._entries))
             self._ledger._append(event, self.step, checked=True)
 
 
@@ -214,6 +231,7 @@ class ShuffledBatch(Sample):
         super().__init__(epoch._ledger, "shuffle", epoch.step, lambda e: e, indices)
         self._epoch = epoch
         self.position = position
+        self.random_size = isinstance(epoch, AllocatedEpoch)
 
     def replaced_entry(self) -> int | None:
         return self._epoch._index
@@ -400,6 +418,8 @@ class PrivacyLedger:
         self.log: list[dict[str, Any]] = []
         #: data-dependent diagnostics (realised sample sizes, row counts): never publish
         self.private_log: list[dict[str, Any]] = []
+        #: the Poisson samples drawn outside any other sample (stated publicly as declared)
+        self._poisson_draws = PoissonDraws()
 
     # -- bookkeeping -------------------------------------------------------------------
     def _candidate(self, event: Event) -> tuple[Event, Counter[Hashable]]:
@@ -837,7 +857,10 @@ class PrivacyLedger:
         indices = np.flatnonzero(self.rng.random(int(n)) < rate).astype(np.int64)
         self.log.append({"step": step, "poisson_sample": rate})
         self.private_log.append({"step": step, "size": int(indices.size)})
-        return Sample(self, "poisson", step, lambda e: PoissonSampledEvent(rate, e), indices)
+        sample = Sample(self, "poisson", step, lambda e: PoissonSampledEvent(rate, e), indices)
+        if sample.drawn_on_top:
+            self._poisson_draws.drew(len(self._entries), rate)
+        return sample
 
     def sample_without_replacement(self, n: int, m: int, *, step: str) -> Sample:
         """A uniformly random subset of exactly ``m`` of ``n`` records (booked as such)."""
@@ -987,18 +1010,33 @@ class PrivacyLedger:
         """Whether the executed multiset equals the declared one (no unspent declared step)."""
         return canonical_multiset(self.executed_event()) == self._declared_ms
 
+    def public_executed_event(self) -> Event:
+        """The executed event as published: each Poisson sample drawn outside any other sample
+        stated as the declared step it is charged to (:mod:`dpledger.runtime.sample_record`)."""
+        if not self._poisson_draws:
+            return self.executed_event()
+        return self._poisson_draws.public_event(self._entries, self.declared)
+
+    def public_matches_exactly(self) -> bool:
+        """Whether the published executed multiset equals the declared one."""
+        return canonical_multiset(self.public_executed_event()) == self._declared_ms
+
     def to_dict(self) -> dict[str, Any]:
         """Data-independent facts only: safe to publish beside the outputs."""
         return {
             "declared": self.declared.to_dict(),
             "declared_unit": self.declaration.unit,
             "unit_steps": list(self.unit_steps),
-            "executed": self.executed_event().to_dict(),
+            "executed": self.public_executed_event().to_dict(),
             "adjacency": self.adjacency.to_dict(),
             "secure_seed": self.secure,
             "steps": list(self.log),
         }
 
     def private_dict(self) -> dict[str, Any]:
-        """Data-dependent diagnostics (realised sample sizes, row counts): never publish."""
-        return {"steps": list(self.private_log)}
+        """Data-dependent diagnostics (realised sample sizes, row counts, the executed event
+        as booked batch by batch): never publish."""
+        private: dict[str, Any] = {"steps": list(self.private_log)}
+        if self._poisson_draws:
+            private["executed"] = self.executed_event().to_dict()
+        return private
