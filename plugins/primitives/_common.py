@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 from numpy.typing import NDArray
 
 from dpledger.core.errors import InvalidParameterError
+
+if TYPE_CHECKING:
+    from dpledger.runtime.ledger import PrivacyLedger
 
 
 def is_bool(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -42,3 +46,25 @@ def field_of(data: Any, key: str) -> Any:
         raise InvalidParameterError(
             "data", f"needs an array named {key!r}", f"pass a mapping (or .npz file) with {key!r}"
         ) from None
+
+
+def summed_rows(data: Any, ledger: PrivacyLedger) -> NDArray[np.float64] | None:
+    """On a user-level source, the rows whose sum is the query (None at row level).
+
+    A row-level query method on a user-level source gets one value (or vector) per kept row,
+    not a query answer: releasing them one by one would make the output's length the number of
+    rows, which depends on the data. Its query is then the sum of the rows, whose shape is that
+    of one row. ``data`` is that one column (a mapping may also hold the unit key column).
+    """
+    if ledger.adjacency.unit != "user":
+        return None
+    if isinstance(data, Mapping):
+        columns = [k for k in data if k != ledger.adjacency.unit_key]
+        if len(columns) != 1:
+            raise InvalidParameterError(
+                "data",
+                f"holds the columns {sorted(map(str, columns))} besides the unit key",
+                "keep exactly one column of values (one value or vector per row)",
+            )
+        data = data[columns[0]]
+    return float_matrix("data", data, ndim=None)

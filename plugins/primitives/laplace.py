@@ -1,6 +1,12 @@
 """Laplace mechanism on a vector query whose add/remove L1 sensitivity the caller states.
 
 ``data`` is the exact query answer; the caller vouches for ``sensitivity`` (L1 norm).
+
+On a user-level source (``data``: the unit key column and one column of values, one value or
+vector per row) the query is the *sum of the rows*, each clipped to L1 norm ``sensitivity`` by
+the ledger (the core lifts the row-level event to the users' contribution bound). The release
+has the shape of one row (``(1,)`` for one value per row) however many rows or users there are:
+one noisy value per row would publish the number of rows.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from dpledger.core.events import Event, LaplaceEvent
 from dpledger.core.hookspecs import hookimpl
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite
-from dpledger.plugins.primitives._common import float_matrix
+from dpledger.plugins.primitives._common import float_matrix, summed_rows
 from dpledger.runtime.ledger import PrivacyLedger
 
 
@@ -34,6 +40,12 @@ def declare(params: LaplaceParams, adjacency: Adjacency) -> Event:
 def run(
     params: LaplaceParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
 ) -> dict[str, Any]:
+    rows = summed_rows(data, ledger)
+    if rows is not None:  # a user-level source: the query is the sum of the rows
+        release = ledger.clipped_sum_laplace(
+            rows, params.sensitivity, params.noise_multiplier, step="laplace"
+        )
+        return {"release": np.atleast_1d(release)}
     answer = np.atleast_1d(float_matrix("data", data, ndim=None))
     release = ledger.laplace(answer, params.sensitivity, params.noise_multiplier, step="laplace")
     return {"release": np.atleast_1d(release)}
@@ -44,7 +56,8 @@ SPEC = MethodSpec(
     params=LaplaceParams,
     declare=declare,
     run=run,
-    description="Laplace noise on a vector query of stated add/remove L1 sensitivity",
+    description="Laplace noise on a vector query of stated add/remove L1 sensitivity (on a "
+    "user-level source: on the sum of the rows, each clipped to that L1 norm)",
     proof=ProofRef("Dwork, McSherry, Nissim & Smith 2006, Proposition 1"),
 )
 
