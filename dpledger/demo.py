@@ -279,7 +279,7 @@ def run_demo(
     from dpledger.report.numbers import fmt_up
     from dpledger.runtime.plugin_manager import PluginHost
 
-    host = PluginHost()
+    host = PluginHost.create(builtin_only=True)  # builtin code only: no third-party plugin
     spec = host.method(METHOD)
     _require_libraries()
     _check_out(out)

@@ -252,7 +252,7 @@ def _method_setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Adjacency]:
             "pass --config run.toml ([params], data = 'file')",
         )
     config = read_config(args.config)
-    host = host_from_args(args)
+    host = host_from_args(args, on_demand=True)  # a third-party method loads its distribution
     spec = host.method(args.method)
     table = config.get("params", {k: v for k, v in config.items() if k not in CONFIG_KEYS})
     if not isinstance(table, dict):

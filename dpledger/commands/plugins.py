@@ -1,4 +1,10 @@
-"""``dpledger plugins``: list plugins, what they register, their trust tier and their problems."""
+"""``dpledger plugins``: list plugins, what they register, their trust tier and their problems.
+
+Exit code 0 when no plugin has a problem, 1 when one has (every plugin is still listed): a
+plugin whose check in a subprocess failed (it ended the process, exceeded the time limit or
+raised while imported or registered) is listed with its problem, and is never imported here.
+``dpledger plugins METHOD`` loads only the distribution that provides ``METHOD``.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ import attrs
 
 if TYPE_CHECKING:  # the plugin host loads when a command runs
     from dpledger.core.specs import MethodSpec
-    from dpledger.runtime.plugin_manager import PluginHost
+    from dpledger.runtime.plugin_manager import PluginHost, PluginInfo
 
 
 def add_plugin_options(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +42,13 @@ def add_plugin_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="trace plugin loading and hook calls to stderr (also: DPLEDGER_PLUGINS_TRACE=1)",
     )
+    group.add_argument(
+        "--plugins-timeout",
+        metavar="SECONDS",
+        default=None,
+        help="time limit of the check of one third-party distribution in a subprocess "
+        "(default: $DPLEDGER_PLUGINS_TIMEOUT, else 30)",
+    )
 
 
 def host_from_args(args: argparse.Namespace, *, on_demand: bool = False) -> PluginHost:
@@ -48,6 +61,7 @@ def host_from_args(args: argparse.Namespace, *, on_demand: bool = False) -> Plug
         block=args.plugins_block,
         trace=bool(args.plugins_trace),
         on_demand=on_demand,
+        timeout=getattr(args, "plugins_timeout", None),
     )
 
 
@@ -138,18 +152,30 @@ def _cell(values: tuple[str, ...]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    host = host_from_args(args)
     if args.method is not None:
-        return _show_method(host, args.method, args.json)
+        return _show_method(host_from_args(args, on_demand=True), args.method, args.json)
+    host = host_from_args(args)
     infos = host.plugins()
+    problems = host.problems()
     if args.json:
         payload = {
             "plugins": [info.to_dict() for info in infos],
-            "problems": [p.to_dict() for p in host.problems()],
+            "problems": [p.to_dict() for p in problems],
             "skipped": [{"plugin": n, "reason": r} for n, r in host.pm.skipped],
         }
         print(json.dumps(payload, indent=2, sort_keys=True))
-        return 0
+        return 1 if problems else 0
+    _print_table(infos)
+    if problems:
+        print(f"\n{len(problems)} problem(s); the plugins above without one keep working:")
+        for p in problems:
+            print(f"  {p.describe()}")
+    for name, reason in host.pm.skipped:
+        print(f"skipped {name}: {reason}")
+    return 1 if problems else 0
+
+
+def _print_table(infos: list[PluginInfo]) -> None:
     header = ("PLUGIN", "DISTRIBUTION", "VERSION", "TIER", "METHODS", "MECHANISMS")
     rows = [
         (
@@ -167,11 +193,3 @@ def main(args: argparse.Namespace) -> int:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     if not rows:
         print("(no plugins loaded)")
-    problems = host.problems()
-    if problems:
-        print(f"\n{len(problems)} problem(s); the plugins above keep working:")
-        for p in problems:
-            print(f"  {p.describe()}")
-    for name, reason in host.pm.skipped:
-        print(f"skipped {name}: {reason}")
-    return 0

@@ -3,21 +3,26 @@
 :func:`make_plugin_manager` builds a pluggy manager for the ``"dpledger"`` entry-point group.
 Builtin plugins load first, from a fixed list in this module (:data:`BUILTIN_PLUGINS`, which
 ``pyproject.toml`` also announces): never from installed metadata, which any package can
-imitate. Third-party entry points are fingerprinted and checked. Each plugin is loaded, registered
-and checked on its own: an import error, a misspelled hook or a malformed spec becomes a
-:class:`PluginProblem` naming the plugin and its distribution, and every other plugin keeps
-working.
+imitate. Third-party entry points are first checked in a short-lived subprocess
+(:mod:`dpledger.runtime.plugin_probe`): a plugin that ends the process, exceeds the time limit or
+raises anything while it is imported, registered or its registration hooks run is recorded as a
+problem and never imported here. The check also reports the names each plugin registers, so a
+caller can ask for the distributions that provide one name only (``wanted``). Each plugin is
+then loaded, registered and checked on its own: an import error, a misspelled hook or a
+malformed spec becomes a :class:`PluginProblem` naming the plugin and its distribution, and
+every other plugin keeps working.
 
 Environment: ``DPLEDGER_PLUGINS_ALLOW`` (comma-separated plugin or distribution names; only
-those load; an empty value loads none), ``DPLEDGER_PLUGINS_BLOCK`` (never load these) and
-``DPLEDGER_PLUGINS_TRACE`` (``1`` traces loading and hook calls to stderr).
+those load; an empty value loads none), ``DPLEDGER_PLUGINS_BLOCK`` (never load these),
+``DPLEDGER_PLUGINS_TRACE`` (``1`` traces loading and hook calls to stderr) and
+``DPLEDGER_PLUGINS_TIMEOUT`` (seconds the check of one distribution may take, default 30).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -31,6 +36,7 @@ from dpledger.core.errors import (
 )
 from dpledger.core.hookspecs import HOOK_NAMES, PROJECT_NAME
 from dpledger.runtime import integrity
+from dpledger.runtime.plugin_probe import ProbeResult, ProbeTarget, probe, timeout_from
 
 ENTRY_POINT_GROUP = PROJECT_NAME
 ENV_ALLOW = "DPLEDGER_PLUGINS_ALLOW"
@@ -120,6 +126,12 @@ class DPLedgerPluginManager(pluggy.PluginManager):
         #: the allow and block lists this manager was made with (for loading on demand)
         self.allow: list[str] | None = None
         self.block: list[str] = []
+        #: the time limit of a third-party plugin's check (None: the environment, else 30 s)
+        self.timeout: str | float | None = None
+        #: (entry point, target, distribution) -> what its check in a subprocess found
+        self.probed: dict[tuple[str, str, str | None], ProbeResult] = {}
+        #: the entry points this manager has tried to load (each is loaded once)
+        self.attempted: set[tuple[str, str, str | None]] = set()
         self._guard: integrity.IntegrityGuard | None = None
 
     @property
@@ -163,8 +175,10 @@ def make_plugin_manager(
     block: Sequence[str] | None = None,
     trace: bool = False,
     builtin_only: bool = False,
+    timeout: str | float | None = None,
 ) -> DPLedgerPluginManager:
-    """A fresh manager; ``allow``/``block``/``trace`` default to the environment variables.
+    """A fresh manager; ``allow``/``block``/``trace``/``timeout`` default to the environment
+    variables.
 
     ``builtin_only`` loads only the entry points of the builtin distribution (see
     :meth:`PluginHost.on_demand` for the rest).
@@ -172,6 +186,7 @@ def make_plugin_manager(
     pm = DPLedgerPluginManager()
     pm.allow = list(allow) if allow is not None else _env_names(ENV_ALLOW)
     pm.block = list(block) if block is not None else (_env_names(ENV_BLOCK) or [])
+    pm.timeout = timeout
     if trace or _env_flag(ENV_TRACE):
         pm.trace.root.setwriter(sys.stderr.write)
         pm.enable_tracing()
@@ -192,6 +207,10 @@ def _dist_of(ep: metadata.EntryPoint) -> tuple[str | None, str | None]:
         return None, None
 
 
+Loaded = list[tuple[metadata.EntryPoint, str | None, str | None]]
+Wanted = Callable[[ProbeResult], bool]
+
+
 def load_entry_points(
     pm: DPLedgerPluginManager,
     *,
@@ -199,6 +218,8 @@ def load_entry_points(
     block: Sequence[str] = (),
     entry_points: Iterable[metadata.EntryPoint] | None = None,
     which: str = "all",
+    wanted: Wanted | None = None,
+    check: bool = True,
 ) -> None:
     """Load the builtin plugins and the installed ``dpledger`` entry points, each in isolation
     (problems are recorded).
@@ -208,44 +229,108 @@ def load_entry_points(
     fingerprinted before the first third-party plugin is imported, and checked after each.
     ``entry_points`` replaces the installed ones (the builtin list is not affected); an
     installed entry point that is exactly a builtin one (dpledger's own metadata) is skipped.
+
+    Third-party entry points are checked in a subprocess first (``check``; each once per
+    manager): one that fails there is a problem and is not imported. ``wanted`` picks, by what
+    the check found, the plugins needed: every distribution one of whose plugins is wanted is
+    loaded whole, and no other. An entry point is loaded at most once per manager.
     """
     if which not in ("all", "builtin", "third_party"):
         raise InvalidParameterError(
             "which", f"unknown value {which!r}", "use 'all', 'builtin' or 'third_party'"
         )
-    Loaded = list[tuple[metadata.EntryPoint, str | None, str | None]]
-    builtin: Loaded = [(ep, BUILTIN_DISTRIBUTION, __version__) for ep in builtin_entry_points()]
-    others: Loaded = []
+    if which != "third_party":
+        builtin: Loaded = [(ep, BUILTIN_DISTRIBUTION, __version__) for ep in builtin_entry_points()]
+        for ep, dist, version in _admitted(pm, builtin, allow, block):
+            _load_once(pm, ep, dist, version, builtin=True)
     if which != "builtin":
-        if entry_points is None:
-            entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
-        seen: set[tuple[str, str, str | None]] = set()
-        for ep in sorted(entry_points, key=lambda e: (e.name, e.value)):
-            dist, version = _dist_of(ep)
-            key = (ep.name, ep.value, dist)
-            if key in seen or _is_builtin(ep):  # found twice on sys.path; dpledger's own
-                continue
-            seen.add(key)
-            others.append((ep, dist, version))
-    groups: list[Loaded] = {
-        "all": [builtin, others],
-        "builtin": [builtin],
-        "third_party": [others],
-    }[which]
-    for group in groups:
-        own = group is builtin
-        for ep, dist, version in group:
-            if ep.name in block or (dist is not None and dist in block):
-                pm.skipped.append((ep.name, "blocked"))
-                continue
-            if allow is not None and ep.name not in allow and dist not in allow:
-                pm.skipped.append((ep.name, "not in the allow list"))
-                continue
-            _load_one(pm, ep, dist, version, builtin=own)
+        others = _admitted(pm, _installed(entry_points), allow, block)
+        for ep, dist, version in _checked(pm, others, wanted) if check else others:
+            _load_once(pm, ep, dist, version, builtin=False)
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:  # pragma: no cover - caught per plugin above
         pm.problems.append(PluginProblem("?", None, None, "register", str(exc)))
+
+
+def _installed(entry_points: Iterable[metadata.EntryPoint] | None) -> Loaded:
+    """The third-party entry points (each once; dpledger's own metadata left out)."""
+    if entry_points is None:
+        entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    seen: set[tuple[str, str, str | None]] = set()
+    others: Loaded = []
+    for ep in sorted(entry_points, key=lambda e: (e.name, e.value)):
+        dist, version = _dist_of(ep)
+        key = (ep.name, ep.value, dist)
+        if key in seen or _is_builtin(ep):  # found twice on sys.path; dpledger's own
+            continue
+        seen.add(key)
+        others.append((ep, dist, version))
+    return others
+
+
+def _admitted(
+    pm: DPLedgerPluginManager, group: Loaded, allow: Sequence[str] | None, block: Sequence[str]
+) -> Loaded:
+    """The entry points the allow and block lists let through; the others are recorded."""
+    out: Loaded = []
+    for ep, dist, version in group:
+        reason = None
+        if ep.name in block or (dist is not None and dist in block):
+            reason = "blocked"
+        elif allow is not None and ep.name not in allow and dist not in allow:
+            reason = "not in the allow list"
+        if reason is None:
+            out.append((ep, dist, version))
+        elif (ep.name, reason) not in pm.skipped:
+            pm.skipped.append((ep.name, reason))
+    return out
+
+
+def _key(ep: metadata.EntryPoint, dist: str | None) -> tuple[str, str, str | None]:
+    return (ep.name, ep.value, dist)
+
+
+def _checked(pm: DPLedgerPluginManager, others: Loaded, wanted: Wanted | None) -> Loaded:
+    """The entry points that passed their check in a subprocess and are wanted (with every
+    other plugin of a wanted plugin's distribution)."""
+    new = [(ep, dist, version) for ep, dist, version in others if _key(ep, dist) not in pm.probed]
+    if new:
+        targets = [ProbeTarget(ep.name, ep.value, dist, version) for ep, dist, version in new]
+        results = probe(targets, timeout=timeout_from(pm.timeout, "--plugins-timeout"))
+        for (ep, dist, version), result in zip(new, results, strict=True):
+            pm.probed[_key(ep, dist)] = result
+            pm.trace.get("load")(f"checked {ep.name!r} in a subprocess: {_summary(result)}")
+            if not result.ok:
+                problem = result.problem or "unknown problem"
+                pm.problems.append(
+                    PluginProblem(ep.name, dist, version, result.stage or "load", problem)
+                )
+    passed = [item for item in others if pm.probed[_key(item[0], item[1])].ok]
+    if wanted is None:
+        return passed
+    units = {dist or ep.name for ep, dist, _ in passed if wanted(pm.probed[_key(ep, dist)])}
+    return [(ep, dist, version) for ep, dist, version in passed if (dist or ep.name) in units]
+
+
+def _summary(result: ProbeResult) -> str:
+    if not result.ok:
+        return f"[{result.stage}] {result.problem}"
+    return f"ok (methods {list(result.methods)}, mechanisms {list(result.mechanisms)})"
+
+
+def _load_once(
+    pm: DPLedgerPluginManager,
+    ep: metadata.EntryPoint,
+    dist: str | None,
+    version: str | None,
+    *,
+    builtin: bool,
+) -> None:
+    if _key(ep, dist) in pm.attempted:
+        return
+    pm.attempted.add(_key(ep, dist))
+    _load_one(pm, ep, dist, version, builtin=builtin)
 
 
 def _load_one(
@@ -260,7 +345,7 @@ def _load_one(
     guard = None if builtin else pm.watch()
     try:
         plugin = ep.load()
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:  # KeyboardInterrupt and SystemExit from its import included
         pm.problems.append(
             PluginProblem(
                 ep.name,
@@ -277,6 +362,34 @@ def _load_one(
     if changed and plugin is not None and pm.origins.get(ep.name) is origin:
         pm.unregister(plugin)  # run none of its hooks
         del pm.origins[ep.name]
+
+
+def failed_to_load(
+    problems: Iterable[PluginProblem], loaded: Container[str]
+) -> list[PluginProblem]:
+    """The problems that kept a plugin from being loaded at all (it is not in ``loaded``)."""
+    return [
+        p for p in problems if p.plugin not in loaded and p.stage in ("load", "register", "hook")
+    ]
+
+
+def not_found(
+    field: str, what: str, known: Iterable[str], failed: Sequence[PluginProblem]
+) -> InvalidParameterError:
+    """The error for a method or event kind no loaded plugin provides: it names the plugins
+    that could not be loaded (one of them may provide it) and how to go on without them."""
+    if not failed:
+        return InvalidParameterError(
+            field, f"no {what}", f"use one of {sorted(known)} (see `dpledger plugins`)"
+        )
+    names = ",".join(sorted({p.plugin for p in failed}))
+    note = "; ".join(p.describe() for p in failed)
+    return InvalidParameterError(
+        field,
+        f"no {what} (plugins that failed to load: {note})",
+        f"fix or uninstall the failing plugin, or block it with --plugins-block {names} (or "
+        f"{ENV_BLOCK}={names}), then use one of {sorted(known)}",
+    )
 
 
 def _near_miss_hooks(plugin: object) -> list[str]:
@@ -339,7 +452,7 @@ def register_plugin(
         return False
     try:
         pm.register(plugin, name=name)
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:  # anything its registration raises is its problem
         pm.problems.append(
             PluginProblem(
                 name,

@@ -10,8 +10,11 @@ and checked on its own: an import error, a misspelled hook, a malformed spec or 
 name becomes a :class:`PluginProblem` naming the plugin and its distribution, and every other
 plugin keeps working. A name (or event kind) that two third-party plugins register is refused
 when it is used, naming both. :class:`PluginHost` collects the specs (once, validated, with
-provenance) and is the only place that calls hooks; :meth:`PluginHost.on_demand` loads
-third-party plugins only when a method or mechanism that no builtin provides is asked for.
+provenance) and is the only place that calls hooks. ``PluginHost()`` and
+:meth:`PluginHost.on_demand` load the builtin plugins only, and a third-party distribution only
+when a method or event kind that no builtin provides is asked for, and then only the
+distributions whose plugins register it (every third-party plugin is first checked in a
+subprocess, :mod:`dpledger.runtime.plugin_probe`, which reports the names it registers).
 
 Third-party code is watched (:mod:`dpledger.runtime.integrity`): a plugin that changes dpledger's
 own code when imported, in a hook, or in its method's ``declare``/``run`` is reported as a
@@ -32,7 +35,6 @@ import attrs
 
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import (
-    InvalidParameterError,
     PluginConflictError,
 )
 from dpledger.core.events import EVENT_KINDS, PROFILE_DELTA, Event
@@ -58,8 +60,10 @@ from dpledger.runtime.plugin_loading import (
     DPLedgerPluginManager,
     PluginOrigin,
     PluginProblem,
+    failed_to_load,
     load_entry_points,
     make_plugin_manager,
+    not_found,
     register_plugin,
     trust_tier,
 )
@@ -114,15 +118,19 @@ class PluginInfo:
 
 
 class PluginHost:
-    """The typed facade over the plugin manager: validated specs with provenance."""
+    """The typed facade over the plugin manager: validated specs with provenance.
+
+    Without ``pm`` the host loads the builtin plugins and third-party ones on demand (see
+    :meth:`on_demand`); :meth:`create` loads every plugin.
+    """
 
     def __init__(self, pm: DPLedgerPluginManager | None = None) -> None:
-        self.pm = pm if pm is not None else make_plugin_manager()
+        self.pm = pm if pm is not None else make_plugin_manager(builtin_only=True)
         self._specs: dict[str, dict[str, AnySpec]] | None = None
         self._problems: list[PluginProblem] = []
         #: per hook, names (and ``kind:<kind>`` for mechanisms) two third-party plugins claim
         self._clashes: dict[str, dict[str, list[AnySpec]]] = {}
-        self._third_party_pending = False
+        self._third_party_pending = pm is None
 
     @classmethod
     def create(cls, **kwargs: Any) -> PluginHost:
@@ -136,19 +144,30 @@ class PluginHost:
         allow: Sequence[str] | None = None,
         block: Sequence[str] | None = None,
         trace: bool = False,
+        timeout: str | float | None = None,
     ) -> PluginHost:
-        """A host that loads the builtin distribution now and the third-party entry points only
-        when asked for a method, or to lower an event kind, that no builtin plugin provides."""
-        host = cls(make_plugin_manager(allow=allow, block=block, trace=trace, builtin_only=True))
+        """A host that loads the builtin distribution now and a third-party distribution only
+        when asked for a method, or to lower an event kind, that no builtin plugin provides and
+        one of its plugins registers (as its check in a subprocess reported)."""
+        pm = make_plugin_manager(
+            allow=allow, block=block, trace=trace, builtin_only=True, timeout=timeout
+        )
+        host = cls(pm)
         host._third_party_pending = True
         return host
 
-    def _load_third_party(self) -> bool:
-        """Load the third-party entry points if they are still pending; True if it did."""
+    def _load_third_party(self, methods: Sequence[str] = (), kinds: Sequence[str] = ()) -> bool:
+        """On demand: load the third-party distributions that provide one of these method
+        names or event kinds; True if the host may have changed."""
         if not self._third_party_pending:
             return False
-        self._third_party_pending = False
-        load_entry_points(self.pm, allow=self.pm.allow, block=self.pm.block, which="third_party")
+        load_entry_points(
+            self.pm,
+            allow=self.pm.allow,
+            block=self.pm.block,
+            which="third_party",
+            wanted=lambda found: found.provides(methods, kinds),
+        )
         self._specs = None
         return True
 
@@ -386,7 +405,7 @@ class PluginHost:
         if (
             name not in methods
             and name not in self._clashes["dpledger_register_methods"]
-            and (self._load_third_party())
+            and (self._load_third_party(methods=[name]))
         ):
             methods = self.methods()
         self.certify()
@@ -394,24 +413,8 @@ class PluginHost:
         if claimants:
             raise _conflict("method", f"method {name!r}", claimants)
         if name not in methods:
-            failed = [p for p in self.problems() if p.stage in ("load", "register")]
-            note = ""
-            if failed:
-                note = (
-                    " (plugins that failed to load: "
-                    + "; ".join(
-                        f"{p.plugin} ({p.distribution or '-'} {p.version or ''}".rstrip()
-                        + "): "
-                        + p.message
-                        for p in failed
-                    )
-                    + ")"
-                )
-            raise InvalidParameterError(
-                "method",
-                f"no method named {name!r}{note}",
-                f"use one of {sorted(methods)} (see `dpledger plugins`)",
-            )
+            failed = failed_to_load(self.problems(), self.pm.origins)
+            raise not_found("method", f"method named {name!r}", methods, failed)
         return methods[name]
 
     def resolve_method(
@@ -485,8 +488,9 @@ class PluginHost:
             for n in event.walk()
             if EVENT_KINDS.core.get(n.kind) is not type(n) and type(n) not in by_class
         ]
-        if unknown and self._load_third_party():
+        if unknown and self._load_third_party(kinds=sorted({n.kind for n in unknown})):
             by_class = {spec.event_class: spec for spec in self.mechanisms().values()}
+            self._refuse_missing([n for n in unknown if type(n) not in by_class])
         self.certify()
         clashes = self._clashes["dpledger_register_mechanisms"]
         for node in event.walk():
@@ -496,6 +500,13 @@ class PluginHost:
             ):
                 raise _conflict("event", f"event kind {node.kind!r}", claimants)
         return lower_event(event, by_class, depth=0, adjacency=adjacency or Adjacency())
+
+    def _refuse_missing(self, missing: Sequence[Event]) -> None:
+        """An event kind still unknown while a third-party plugin failed to load: name it."""
+        failed = failed_to_load(self.problems(), self.pm.origins)
+        if missing and failed:
+            kinds = sorted(m.kind for m in self.mechanisms().values())
+            raise not_found("event", f"mechanism for event kind {missing[0].kind!r}", kinds, failed)
 
 
 def _guarded_example(example: Callable[..., Any], after: Callable[[], None]) -> Any:
@@ -544,16 +555,19 @@ def host_from_options(
     trace: bool = False,
     factory: Callable[..., DPLedgerPluginManager] = make_plugin_manager,
     on_demand: bool = False,
+    timeout: str | None = None,
 ) -> PluginHost:
     """A host from comma-separated CLI option values (None means: use the environment).
 
     ``on_demand``: load third-party plugins only when a method or mechanism no builtin
-    provides is needed (:meth:`PluginHost.on_demand`).
+    provides is needed (:meth:`PluginHost.on_demand`). ``timeout``: the time limit of each
+    third-party distribution's check in a subprocess, in seconds.
     """
 
     def names(raw: str | None) -> list[str] | None:
         return None if raw is None else [n.strip() for n in raw.split(",") if n.strip()]
 
+    allowed, blocked = names(allow), names(block)
     if on_demand:
-        return PluginHost.on_demand(allow=names(allow), block=names(block), trace=trace)
-    return PluginHost(factory(allow=names(allow), block=names(block), trace=trace))
+        return PluginHost.on_demand(allow=allowed, block=blocked, trace=trace, timeout=timeout)
+    return PluginHost(factory(allow=allowed, block=blocked, trace=trace, timeout=timeout))
