@@ -186,17 +186,17 @@ def hijack(make_dist, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
 
 
 def test_hijack_distribution_does_not_change_dpledger_account(  # type: ignore[no-untyped-def]
-    hijack, capsys, honest_gaussian_epsilon
+    hijack, capfd, honest_gaussian_epsilon
 ) -> None:
     path = hijack / "pipeline.toml"
     path.write_text(PIPELINE.format(method="rt_public_count"))
     assert main(["account", str(path), "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
+    result = json.loads(capfd.readouterr().out)
     honest = honest_gaussian_epsilon(2.0, 1e-5)  # 1.99309...
     assert honest == pytest.approx(1.9930914044, rel=1e-9)
     assert honest * (1 - 1e-9) <= result["epsilon"] <= honest * (1 + 1e-9)
-    assert main(["plugins", "--json", "--plugins-allow", "kind-hijack"]) == 0
-    payload = json.loads(capsys.readouterr().out)
+    assert main(["plugins", "--json", "--plugins-allow", "kind-hijack"]) == 1
+    payload = json.loads(capfd.readouterr().out)
     problems = {p["plugin"]: p for p in payload["problems"]}
     assert problems["hijack_events"]["stage"] == "load"
     assert problems["hijack_events"]["distribution"] == "kind-hijack"
@@ -205,11 +205,11 @@ def test_hijack_distribution_does_not_change_dpledger_account(  # type: ignore[n
 
 
 def test_method_of_a_hijacking_module_is_refused_naming_the_plugin(  # type: ignore[no-untyped-def]
-    hijack, capsys
+    hijack, capfd
 ) -> None:
     path = hijack / "pipeline.toml"
     path.write_text(PIPELINE.format(method="rt_hijacked_count"))
     assert main(["account", str(path)]) == 2
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert "no method named 'rt_hijacked_count'" in err
     assert "hijack_both (kind-hijack 6.6.6)" in err and "core event kind" in err

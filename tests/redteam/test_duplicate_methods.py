@@ -118,24 +118,24 @@ def test_host_refuses_a_name_two_distributions_register(clash) -> None:  # type:
     }
 
 
-def test_run_and_account_refuse_the_clash(clash, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_run_and_account_refuse_the_clash(clash, capfd) -> None:  # type: ignore[no-untyped-def]
     out = clash / "out"
     assert main(["run", "rt_clash", "--config", str(clash / "config.toml"), "--out", str(out)]) == 2
-    _assert_names_both(capsys.readouterr().err)
+    _assert_names_both(capfd.readouterr().err)
     assert not out.exists()
     path = clash / "pipeline.toml"
     path.write_text(
         '[[sources]]\nname = "db"\n[[releases]]\nid = "r"\ninput = "db"\nmethod = "rt_clash"\n'
     )
     assert main(["account", str(path)]) == 2
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     _assert_names_both(err)
     assert "releases[0].method" in err
 
 
-def test_plugins_command_shows_the_clash_on_both(clash, capsys) -> None:  # type: ignore[no-untyped-def]
-    assert main(["plugins", "--json", "--plugins-allow", "alpha,beta"]) == 0
-    payload = json.loads(capsys.readouterr().out)
+def test_plugins_command_shows_the_clash_on_both(clash, capfd) -> None:  # type: ignore[no-untyped-def]
+    assert main(["plugins", "--json", "--plugins-allow", "alpha,beta"]) == 1
+    payload = json.loads(capfd.readouterr().out)
     by_name = {p["name"]: p for p in payload["plugins"]}
     for name, other in (("alpha", "beta"), ("beta", "alpha")):
         assert "rt_clash" in by_name[name]["methods"]
@@ -144,7 +144,7 @@ def test_plugins_command_shows_the_clash_on_both(clash, capsys) -> None:  # type
 
 
 def test_third_party_cannot_shadow_a_builtin_method(  # type: ignore[no-untyped-def]
-    make_dist, tmp_path, capsys, honest_gaussian_epsilon
+    make_dist, tmp_path, capfd, honest_gaussian_epsilon
 ) -> None:
     # by method name, and by taking the builtin plugin's own entry-point name
     make_dist("shadow-plugin", "0.1", {"aaa_shadow": SHADOW}, {"shadow": "aaa_shadow"})
@@ -176,7 +176,7 @@ def test_third_party_cannot_shadow_a_builtin_method(  # type: ignore[no-untyped-
         )
         == 0
     )
-    eps = float(re.search(r"epsilon <= ([0-9.e+-]+)", capsys.readouterr().out).group(1))  # type: ignore[union-attr]
+    eps = float(re.search(r"epsilon <= ([0-9.e+-]+)", capfd.readouterr().out).group(1))  # type: ignore[union-attr]
     honest = honest_gaussian_epsilon(2.0, 1e-5)
     # the printed value is rounded up to 6 significant digits: never below the honest one
     assert honest <= eps <= honest * (1 + 1e-5)

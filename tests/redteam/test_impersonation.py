@@ -103,7 +103,7 @@ def _epsilon(text: str) -> float:
 
 
 def test_a_distribution_named_dpledger_cannot_take_a_builtin_name(  # type: ignore[no-untyped-def]
-    make_dist, tmp_path: Path, capsys
+    make_dist, tmp_path: Path, capfd
 ) -> None:
     # "aaa" sorts before every builtin plugin, and its distribution claims dpledger's name
     make_dist("dpledger", "0.1.0", {"rt_shadow": SHADOW}, {"aaa": "rt_shadow"})
@@ -112,33 +112,39 @@ def test_a_distribution_named_dpledger_cannot_take_a_builtin_name(  # type: igno
     out = tmp_path / "out"
     args = ["run", "gaussian_mechanism", "--config", str(tmp_path / "gm.toml")]
     assert main([*args, "--out", str(out), "--seed", "0"]) == 0
-    assert _epsilon(capsys.readouterr().out) >= GAUSSIAN_EPSILON
+    assert _epsilon(capfd.readouterr().out) >= GAUSSIAN_EPSILON
     release = np.load(out / "release.npy")
     assert not np.array_equal(release, np.ones(5))  # noise was added: the builtin ran
-    assert main(["plugins", "--json"]) == 0
-    listed = {p["name"]: p for p in json.loads(capsys.readouterr().out)["plugins"]}
+    assert main(["plugins", "--json"]) == 1  # "aaa" has a problem
+    listed = {p["name"]: p for p in json.loads(capfd.readouterr().out)["plugins"]}
     assert listed["aaa"]["tier"] == "unverified"
     assert any("already registered by builtin plugin" in m for m in listed["aaa"]["problems"])
     assert listed["primitives.gaussian"]["tier"] == "contrib"
 
 
 def test_an_impostor_is_fingerprinted_like_any_third_party(  # type: ignore[no-untyped-def]
-    make_dist, tmp_path: Path, capsys
+    make_dist, tmp_path: Path, capfd
 ) -> None:
     make_dist("dpledger", "0.1.0", {"rt_graph_patcher": GRAPH_PATCHER}, {"aaa": "rt_graph_patcher"})
-    assert main(["plugins"]) == 0
-    out = capsys.readouterr().out
+    assert main(["plugins"]) == 1
+    out = capfd.readouterr().out
     assert "aaa" in out and "dpledger.accountant.graph_account.account" in out
 
 
 @pytest.mark.parametrize("entry", ["pipeline", "run directory"])
 def test_report_refuses_a_core_patched_by_a_plugin_it_loads(  # type: ignore[no-untyped-def]
-    make_dist, tmp_path: Path, capsys, entry: str
+    make_dist, tmp_path: Path, capfd, entry: str
 ) -> None:
     make_dist(
         "graph-patcher", "0.1", {"rt_graph_patcher": GRAPH_PATCHER}, {"gp": "rt_graph_patcher"}
     )
-    make_dist("honest-sum", "1.0", {"rt_honest_sum": HONEST}, {"honest": "rt_honest_sum"})
+    # the honest method's distribution ships the patcher as well
+    make_dist(
+        "honest-sum",
+        "1.0",
+        {"rt_honest_sum": HONEST},
+        {"honest": "rt_honest_sum", "sum_gp": "rt_graph_patcher"},
+    )
     (tmp_path / "g.toml").write_text(PIPELINE)
     (tmp_path / "third.toml").write_text(THIRD_PARTY_PIPELINE)
     np.save(tmp_path / "data.npy", np.ones(5))
@@ -148,18 +154,17 @@ def test_report_refuses_a_core_patched_by_a_plugin_it_loads(  # type: ignore[no-
         target = tmp_path / "run"
         args = ["run", "gaussian_mechanism", "--config", str(tmp_path / "gm.toml")]
         assert main([*args, "--out", str(target), "--seed", "0"]) == 0
-        capsys.readouterr()
+        capfd.readouterr()
     # a builtin-only input loads no third-party plugin: the bound is the honest one
     assert main(["report", str(target), "--format", "md"]) == 0
-    assert _epsilon(capsys.readouterr().out) >= GAUSSIAN_EPSILON
+    assert _epsilon(capfd.readouterr().out) >= GAUSSIAN_EPSILON
     assert "rt_graph_patcher" not in sys.modules
 
-    # a release that needs a third-party method loads them all: the report refuses, naming
-    # the patcher (it used to print the bound divided by 100)
+    # a release that needs a third-party method loads the distribution that provides it,
+    # whole: the report refuses, naming the patcher (it used to print the bound divided by 100)
     for command in ("report", "account"):
         code = main([command, str(tmp_path / "third.toml")])
-        captured = capsys.readouterr()
+        captured = capfd.readouterr()
         assert code == 2 and captured.out == "", captured.out
-        assert (
-            "'gp'" in captured.err and "dpledger.accountant.graph_account.account" in captured.err
-        )
+        assert "'sum_gp'" in captured.err, captured.err
+        assert "dpledger.accountant.graph_account.account" in captured.err

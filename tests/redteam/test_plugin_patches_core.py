@@ -127,37 +127,38 @@ def _epsilon(stdout: str) -> float:
     return float(match.group(1))
 
 
-def test_import_time_patcher_refuses_a_third_party_run(site, capsys) -> None:  # type: ignore[no-untyped-def]
-    out = site / "out"
-    code = main(
-        [
-            "run",
-            "rt_honest_sum",
-            "--config",
-            str(site / "honest.toml"),
-            "--out",
-            str(out),
-            "--seed",
-            "1",
-        ]
+def _run_sum(site: Path, method: str, out: Path) -> int:
+    config = str(site / "honest.toml")
+    return main(["run", method, "--config", config, "--out", str(out), "--seed", "1"])
+
+
+def test_import_time_patcher_refuses_a_third_party_run(make_dist, site, capfd) -> None:  # type: ignore[no-untyped-def]
+    # a method of another distribution does not import the patcher: the run is honest
+    sys.modules.pop("rt_core_patcher", None)
+    assert _run_sum(site, "rt_honest_sum", site / "honest-out") == 0, capfd.readouterr().err
+    assert "rt_core_patcher" not in sys.modules and "rt_honest" in sys.modules
+    capfd.readouterr()
+    # a method of the patcher's own distribution loads that distribution whole: refused
+    bundled = HONEST.replace("rt_honest_sum", "rt_bundled_sum")
+    make_dist(
+        "patching-bundle",
+        "0.2",
+        {"rt_bundled": bundled},
+        {"bundled": "rt_bundled", "zpatcher": "rt_core_patcher"},
     )
-    err = capsys.readouterr().err
+    out = site / "out"
+    code = _run_sum(site, "rt_bundled_sum", out)
+    err = capfd.readouterr().err
     assert code == 2, err
-    assert "'patcher'" in err and "core-patcher 0.1" in err
+    assert "'zpatcher'" in err and "patching-bundle 0.2" in err
     assert "dpledger.runtime.ledger.PrivacyLedger.gaussian" in err
     assert "dpledger.accountant.select.account" in err
-    assert "--plugins-block patcher" in err
+    assert "--plugins-block zpatcher" in err
     assert not out.exists()
-    assert sorted(p.name for p in site.iterdir()) == [
-        "data.npy",
-        "gaussian.toml",
-        "honest.toml",
-        "site",
-    ]
 
 
 def test_builtin_run_loads_no_third_party_plugin(  # type: ignore[no-untyped-def]
-    site, capsys, honest_gaussian_epsilon
+    site, capfd, honest_gaussian_epsilon
 ) -> None:
     sys.modules.pop("rt_core_patcher", None)
     out = site / "out"
@@ -177,7 +178,7 @@ def test_builtin_run_loads_no_third_party_plugin(  # type: ignore[no-untyped-def
         == 0
     )
     assert "rt_core_patcher" not in sys.modules
-    eps = _epsilon(capsys.readouterr().out)
+    eps = _epsilon(capfd.readouterr().out)
     honest = honest_gaussian_epsilon(2.0, 1e-5)
     # the printed value is rounded up to 6 significant digits: never below the honest one
     assert honest <= eps <= honest * (1 + 1e-5)
@@ -218,19 +219,19 @@ def test_full_host_refuses_even_a_builtin_method(site) -> None:  # type: ignore[
     assert info.value.plugin == "patcher" and info.value.distribution == "core-patcher"
 
 
-def test_plugins_command_lists_the_patcher(site, capsys) -> None:  # type: ignore[no-untyped-def]
-    assert main(["plugins", "--json"]) == 0
-    payload = json.loads(capsys.readouterr().out)
+def test_plugins_command_lists_the_patcher(site, capfd) -> None:  # type: ignore[no-untyped-def]
+    assert main(["plugins", "--json"]) == 1
+    payload = json.loads(capfd.readouterr().out)
     [problem] = [p for p in payload["problems"] if p["plugin"] == "patcher"]
     assert problem["stage"] == "integrity" and problem["distribution"] == "core-patcher"
     assert "dpledger.runtime.ledger.PrivacyLedger.gaussian" in problem["message"]
     [info] = [p for p in payload["plugins"] if p["name"] == "patcher"]
     assert any(p.startswith("[integrity]") for p in info["problems"])
-    assert main(["plugins"]) == 0
-    assert "patcher (core-patcher 0.1) [integrity]" in capsys.readouterr().out
+    assert main(["plugins"]) == 1
+    assert "patcher (core-patcher 0.1) [integrity]" in capfd.readouterr().out
 
 
-def test_patch_during_run_is_attributed_to_the_method(make_dist, site, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_patch_during_run_is_attributed_to_the_method(make_dist, site, capfd) -> None:  # type: ignore[no-untyped-def]
     make_dist("run-patcher", "0.2", {"rt_run_patcher": RUN_PATCHER}, {"sneaky": "rt_run_patcher"})
     out = site / "out"
     code = main(
@@ -247,7 +248,7 @@ def test_patch_during_run_is_attributed_to_the_method(make_dist, site, capsys) -
             "run-patcher",
         ]
     )
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert code == 2, err
     assert "'sneaky'" in err and "run-patcher 0.2" in err and "run" in err
     assert "dpledger.runtime.ledger.PrivacyLedger.gaussian" in err
@@ -255,7 +256,7 @@ def test_patch_during_run_is_attributed_to_the_method(make_dist, site, capsys) -
 
 
 def test_patch_during_declare_is_refused_by_account(  # type: ignore[no-untyped-def]
-    make_dist, site, capsys, monkeypatch
+    make_dist, site, capfd, monkeypatch
 ) -> None:
     make_dist(
         "declare-patcher",
@@ -270,7 +271,7 @@ def test_patch_during_declare_is_refused_by_account(  # type: ignore[no-untyped-
         'method = "rt_sneaky_declare"\n'
     )
     assert main(["account", str(path)]) == 2
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert "'sneaky_declare'" in err and "declare-patcher" in err
     assert "dpledger.accountant.select.account" in err
 
