@@ -66,6 +66,15 @@ from dpledger.runtime.coverage import (
     multiset_covered,
 )
 from dpledger.runtime.sample_record import PoissonDraws, move_to_private
+from dpledger.runtime.units import (
+    DataUnits,
+    bound_arguments,
+    check_sample_size,
+    codes_of,
+    first_rows_per_unit,
+    grouping,
+    sums_per_unit,
+)
 
 if TYPE_CHECKING:
     pass
@@ -108,38 +117,6 @@ def _count(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise InvalidParameterError(name, f"must be an integer >= 1, got {value!r}", "pass e.g. 1")
     return int(value)
-
-
-def unit_codes(keys: Any) -> NDArray[np.int64]:
-    """Integer codes of one unit key per row (any hashable, sortable keys)."""
-    arr = np.asarray(keys)
-    if arr.ndim != 1:
-        raise InvalidParameterError(
-            "unit_keys", f"must be 1-D, got shape {arr.shape}", "pass one unit key per row"
-        )
-    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-        raise InvalidParameterError(
-            "unit_keys", "contains NaN or infinite keys", "give every row a unit key"
-        )
-    try:
-        _, codes = np.unique(arr, return_inverse=True)
-    except TypeError:
-        raise InvalidParameterError(
-            "unit_keys",
-            "mixes key types that cannot be compared",
-            "use one type of key (e.g. strings)",
-        ) from None
-    return codes.astype(np.int64).reshape(-1)
-
-
-def first_rows_per_unit(codes: NDArray[np.int64], k: int) -> NDArray[np.int64]:
-    if codes.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_codes)) + 1]
-    rank = np.arange(codes.size) - np.repeat(starts, np.diff(np.r_[starts, codes.size]))
-    return np.sort(order[rank < k]).astype(np.int64)
 
 
 class Sample:
@@ -384,6 +361,7 @@ class PrivacyLedger:
         rng: np.random.Generator | int | None = None,
         *,
         secure: bool = False,
+        units: DataUnits | None = None,
     ) -> None:
         if isinstance(declared, Event):
             declared = Declaration(declared, "row")
@@ -414,12 +392,23 @@ class PrivacyLedger:
         self.unit_steps: list[str] = []
         #: rows one unit may contribute (the largest ``bound_units`` bound; stays in force)
         self._rows_per_unit: int | None = None
+        if units is not None and not isinstance(units, DataUnits):
+            raise InvalidParameterError(
+                "units", f"got {type(units).__name__}", "pass units_from_data(data, adjacency)"
+            )
+        #: the unit key of every row, read from the data by the runner (never by the method)
+        self._units = units
         #: data-independent facts of every step (safe to publish with the outputs)
         self.log: list[dict[str, Any]] = []
         #: data-dependent diagnostics (realised sample sizes, row counts): never publish
         self.private_log: list[dict[str, Any]] = []
         #: the Poisson samples drawn outside any other sample (stated publicly as declared)
         self._poisson_draws = PoissonDraws()
+
+    @property
+    def units(self) -> DataUnits | None:
+        """The unit keys the runner read from the data (None: a ledger given none)."""
+        return self._units
 
     # -- bookkeeping -------------------------------------------------------------------
     def _candidate(self, event: Event) -> tuple[Event, Counter[Hashable]]:
@@ -480,8 +469,8 @@ class PrivacyLedger:
             raise LedgerViolationError(
                 f"step {step!r}: the method declares a user-level event, but this row-level "
                 "step runs while no contribution bound is in force, so one unit's share of it "
-                "is unbounded. Fix: call ledger.bound_units(keys, k) before it, or pass "
-                "unit_keys to a clipped sum"
+                "is unbounded. Fix: call ledger.bound_units(k) before it, or pass "
+                "per_unit=True to a clipped sum"
             )
         return self._rows_per_unit
 
@@ -523,15 +512,23 @@ class PrivacyLedger:
 
     # -- the privacy unit ----------------------------------------------------------------
     def bound_units(
-        self, keys: Any, max_contributions: int, *, step: str = "bound_units"
+        self,
+        max_contributions: Any,
+        *old: Any,
+        rows: Any = None,
+        part: int | None = None,
+        step: str = "bound_units",
     ) -> NDArray[np.int64]:
-        """Indices of the rows to keep: at most ``max_contributions`` rows per unit.
+        """Indices (into the data) of the rows to keep: at most ``max_contributions`` per unit.
 
-        ``keys`` holds one unit identifier (the adjacency's ``unit_key`` column) per row; a
-        unit's first ``max_contributions`` rows in data order are kept. The decision for a
-        unit depends on that unit's rows only, so the step is stable: adding or removing one
-        unit changes at most ``max_contributions`` kept rows. Records that the run enforced
-        the unit (required by a user-level declaration).
+        The units are the ledger's own: the adjacency's ``unit_key`` column, read from the data
+        by the runner before the method ran. ``rows`` (indices into the data; default: every
+        row) are the rows to bound, ``part`` the part of the data they index (e.g. the time of
+        per-time ``ids``; default: the only part). A unit's first ``max_contributions`` rows in
+        the order of ``rows`` are kept: the decision for a unit depends on that unit's rows
+        only, so adding or removing one unit changes at most ``max_contributions`` kept rows.
+        Records that the run enforced the unit (required by a user-level declaration). The old
+        form ``bound_units(keys, k)`` runs only if ``keys`` group the rows as the data does.
 
         The bound stays in force: on a user-level ledger every later row-level step (a stated
         sensitivity, a row clip, selection scores) is booked at ``max_contributions`` times its
@@ -539,34 +536,23 @@ class PrivacyLedger:
         of any call counts).
         """
         step = _check_step(step)
-        k = _count("max_contributions", max_contributions)
-        codes = unit_codes(keys)
-        keep = first_rows_per_unit(codes, k)
+        keys, k = bound_arguments(max_contributions, old)
+        codes = codes_of(self._units, rows, part, keys, step)
+        positions = first_rows_per_unit(codes, k)
+        keep = positions if rows is None else np.asarray(rows, dtype=np.int64)[positions]
         self._rows_per_unit = max(k, self._rows_per_unit or 0)
         self.unit_steps.append(step)
         self.log.append({"step": step, "bound_units": k})
         self.private_log.append({"step": step, "rows": int(codes.size), "kept": int(keep.size)})
         return keep
 
-    def _unit_sums(self, rows: FloatArray, unit_keys: Any, step: str) -> FloatArray:
-        """Per-unit sums of ``rows`` (one row per unit out), recording the enforced unit."""
-        codes = unit_codes(unit_keys)
-        if codes.size != rows.shape[0]:
-            raise InvalidParameterError(
-                "unit_keys",
-                f"has {codes.size} keys for {rows.shape[0]} rows",
-                "pass one unit key per row",
-            )
-        if codes.size == 0:
-            return rows
-        _, inverse = np.unique(codes, return_inverse=True)
-        sums = np.zeros((int(inverse.max()) + 1, rows.shape[1]))
-        np.add.at(sums, inverse, rows)
-        self.unit_steps.append(step)
-        return sums
-
     def _clipped_sum(
-        self, contributions: Any, clip_norm: float, norm: str, step: str, unit_keys: Any
+        self,
+        contributions: Any,
+        clip_norm: float,
+        norm: str,
+        step: str,
+        codes: NDArray[np.int64] | None,
     ) -> tuple[FloatArray, tuple[int, ...], float]:
         c = _positive("clip_norm", clip_norm)
         arr = _finite_array("contributions", contributions)
@@ -576,11 +562,12 @@ class PrivacyLedger:
             )
         shape = tuple(int(d) for d in arr.shape[1:])
         rows = arr.reshape(arr.shape[0], int(np.prod(shape, dtype=np.int64)))
-        if unit_keys is not None:
-            rows = self._unit_sums(rows, unit_keys, step)
+        if codes is not None:
+            rows = sums_per_unit(rows, codes, step)
+            self.unit_steps.append(step)
         if self._scopes and rows.shape[0] != len(self._scopes[-1]):
             sample = self._scopes[-1]
-            what = "units" if unit_keys is not None else "rows"
+            what = "units" if codes is not None else "rows"
             raise LedgerViolationError(
                 f"step {step!r}: the contributions have {rows.shape[0]} {what}, but the open "
                 f"sample {sample.step!r} holds {len(sample)}: the sampling bound is credited "
@@ -594,13 +581,8 @@ class PrivacyLedger:
             size > c, (c / np.maximum(size, np.finfo(float).tiny)) * _CLIP_SHRINK, 1.0
         )
         total = (rows * factor[:, None]).sum(axis=0)
-        self.log.append(
-            {
-                "step": f"{step}.clip",
-                f"clip_{norm}": c,
-                "per": "unit" if unit_keys is not None else "row",
-            }
-        )
+        per = "unit" if codes is not None else "row"
+        self.log.append({"step": f"{step}.clip", f"clip_{norm}": c, "per": per})
         self.private_log.append({"step": f"{step}.clip", "rows": int(arr.shape[0])})
         return total, shape, c
 
@@ -611,24 +593,31 @@ class PrivacyLedger:
         noise_multiplier: float,
         *,
         step: str,
+        per_unit: bool = False,
+        rows: Any = None,
+        part: int | None = None,
         unit_keys: Any = None,
     ) -> Any:
         """Sum of per-record contributions clipped to L2 norm ``clip_norm``, plus Gaussian noise.
 
         The framework clips, so the sensitivity accounted is the one enforced: ``clip_norm``
-        under add/remove. With ``unit_keys`` (one key per row) each unit's rows are summed
-        first and the unit's total is clipped: the sensitivity is then per unit (user level),
-        and the step counts as enforcing the unit. Books ``GaussianEvent(noise_multiplier)``.
+        under add/remove. With ``per_unit=True`` each unit's rows are summed first and the
+        unit's total is clipped: the sensitivity is then per unit (user level), and the step
+        counts as enforcing the unit. The units are the ledger's own (read from the data):
+        ``contributions`` holds one row per data row, or per row of ``rows`` (indices into the
+        data, in ``part``; see :meth:`bound_units`). ``unit_keys`` (the old form) is accepted
+        only if it groups the rows as the data does. Books ``GaussianEvent(noise_multiplier)``.
         """
         step = _check_step(step)
         _positive("noise_multiplier", noise_multiplier)
-        total, shape, c = self._clipped_sum(contributions, clip_norm, "l2", step, unit_keys)
+        codes = grouping(self._units, per_unit, rows, part, unit_keys, step)
+        total, shape, c = self._clipped_sum(contributions, clip_norm, "l2", step, codes)
         return self._gaussian(
             total.reshape(shape) if shape else total[0],
             c,
             noise_multiplier,
             step=step,
-            per_unit=unit_keys is not None,
+            per_unit=codes is not None,
         )
 
     def clipped_sum_laplace(
@@ -638,16 +627,20 @@ class PrivacyLedger:
         noise_multiplier: float,
         *,
         step: str,
+        per_unit: bool = False,
+        rows: Any = None,
+        part: int | None = None,
         unit_keys: Any = None,
     ) -> Any:
         """Sum of per-record contributions clipped to L1 norm ``clip_norm``, plus Laplace noise
-        of scale ``noise_multiplier * clip_norm``; ``unit_keys`` as in
+        of scale ``noise_multiplier * clip_norm``; the unit arguments as in
         :meth:`clipped_sum_gaussian`. Books ``LaplaceEvent(noise_multiplier)``."""
         step = _check_step(step)
         _positive("noise_multiplier", noise_multiplier)
-        total, shape, c = self._clipped_sum(contributions, clip_norm, "l1", step, unit_keys)
+        codes = grouping(self._units, per_unit, rows, part, unit_keys, step)
+        total, shape, c = self._clipped_sum(contributions, clip_norm, "l1", step, codes)
         scale = noise_multiplier * c
-        k = 1 if unit_keys is not None else self._rows_of_one_unit(step)
+        k = 1 if codes is not None else self._rows_of_one_unit(step)
         event = LaplaceEvent(float(noise_multiplier) / k)
         detail = {"sensitivity": c, "scale": scale, "norm": "l1", "note": self._unit_note(k)}
         self._record(event, step, detail)
@@ -829,15 +822,18 @@ class PrivacyLedger:
         return np.argsort(-noisy, kind="stable")[: int(k)].astype(np.int64)
 
     # -- sampling ----------------------------------------------------------------------
-    def _check_units_sampled(self, step: str) -> None:
+    def _check_units_sampled(self, step: str, n: Any) -> None:
         """On a user-level ledger a sample must draw units: each unit one row."""
-        if self.declaration.unit == "user" and self._rows_per_unit != 1:
+        if self.declaration.unit != "user":
+            return
+        if self._rows_per_unit != 1:
             raise LedgerViolationError(
                 f"step {step!r}: the method declares a user-level event, but a sample draws "
                 "rows, and a unit's rows would be drawn independently (the sampling bound "
                 "assumes a unit is drawn as a whole). Fix: keep one row per unit first "
-                "(ledger.bound_units(keys, 1), e.g. one table per user) and sample those"
+                "(ledger.bound_units(1), e.g. one table per user) and sample those"
             )
+        check_sample_size(self._units, n, step)
 
     def poisson_sample(self, n: int, q: float, *, step: str) -> Sample:
         """Include each of ``n`` records independently with probability ``q``.
@@ -846,7 +842,7 @@ class PrivacyLedger:
         booked as ``PoissonSampledEvent(q, ...)``. An empty sample is returned as is.
         """
         step = _check_step(step)
-        self._check_units_sampled(step)
+        self._check_units_sampled(step, n)
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
             raise InvalidParameterError(
                 "n", f"must be an integer >= 0, got {n!r}", "pass len(data)"
@@ -865,7 +861,7 @@ class PrivacyLedger:
     def sample_without_replacement(self, n: int, m: int, *, step: str) -> Sample:
         """A uniformly random subset of exactly ``m`` of ``n`` records (booked as such)."""
         step = _check_step(step)
-        self._check_units_sampled(step)
+        self._check_units_sampled(step, n)
         for name, v in (("n", n), ("m", m)):
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
                 raise InvalidParameterError(name, f"must be an integer >= 0, got {v!r}", "fix it")
@@ -891,7 +887,7 @@ class PrivacyLedger:
         under replace-one adjacency only, where the dataset size is fixed.
         """
         step = _check_step(step)
-        self._check_units_sampled(step)
+        self._check_units_sampled(step, n)
         for name, v in (("n", n), ("batch_size", batch_size)):
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
                 raise InvalidParameterError(name, f"must be an integer >= 1, got {v!r}", "fix it")
@@ -922,7 +918,7 @@ class PrivacyLedger:
         adjacency only.
         """
         step = _check_step(step)
-        self._check_units_sampled(step)
+        self._check_units_sampled(step, n)
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
             raise InvalidParameterError(
                 "n", f"must be an integer >= 0, got {n!r}", "pass len(data)"
@@ -991,7 +987,7 @@ class PrivacyLedger:
             raise LedgerViolationError(
                 "the method declares a user-level event but its run never enforced the unit: "
                 "no step grouped rows by the unit key, bounded contributions per unit or clipped "
-                "per unit. Fix: call ledger.bound_units(keys, k) or pass unit_keys to a clipped "
+                "per unit. Fix: call ledger.bound_units(k) or pass per_unit=True to a clipped "
                 "sum, or declare the row-level event and let dpledger lift it"
             )
         executed = canonical_multiset(self.executed_event())

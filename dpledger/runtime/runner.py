@@ -1,9 +1,10 @@
 """Running a method: one frozen declaration, a fresh ledger, outputs only after verification.
 
 :func:`run_verified` calls ``declare`` once (:func:`declare_checked`), enforces the privacy
-unit (:func:`bound_rows_per_unit` for row-level declarations on a user-level source), runs the
-method against a :class:`~dpledger.runtime.ledger.PrivacyLedger` and releases its outputs only
-after :meth:`PrivacyLedger.verify` has passed.
+unit (:func:`bound_rows_per_unit` for row-level declarations on a user-level source; for
+user-level ones, the unit keys read from the data go to the ledger), runs the method against a
+:class:`~dpledger.runtime.ledger.PrivacyLedger` and releases its outputs only after
+:meth:`PrivacyLedger.verify` has passed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from dpledger.core.errors import InvalidParameterError, LedgerViolationError, Pl
 from dpledger.core.events import (
     Event,
 )
-from dpledger.runtime.ledger import PrivacyLedger, first_rows_per_unit, make_rng, unit_codes
+from dpledger.runtime.ledger import PrivacyLedger, make_rng
+from dpledger.runtime.units import first_rows_per_unit, unit_codes, units_from_data
 
 if TYPE_CHECKING:
     from dpledger.core.specs import MethodSpec
@@ -104,16 +106,21 @@ def run_verified(
     ``declaration`` is the frozen declaration already accounted for this run (from
     :func:`declare_checked`); without it ``declare`` is called here, once. A row-level
     declaration on a user-level adjacency runs on the data with at most ``max_contributions``
-    rows per user (:func:`bound_rows_per_unit`), which its lifted accounting assumes.
+    rows per user (:func:`bound_rows_per_unit`), which its lifted accounting assumes; a
+    user-level declaration gets a ledger holding the unit keys read from the data
+    (:func:`~dpledger.runtime.units.units_from_data`), by which it enforces the unit.
     """
     adjacency = adjacency or Adjacency()
     if declaration is None:
         declaration = declare_checked(spec, params, adjacency)
     if adjacency.unit == "user" and declaration.unit == "row":
         data = bound_rows_per_unit(data, adjacency)
+    # a user-level run enforces its unit by the keys read here, before the method sees the data
+    user_level = adjacency.unit == "user" and declaration.unit == "user"
+    units = units_from_data(data, adjacency) if user_level else None
     root = make_rng(seed, secure=secure)
     ledger_rng, run_rng = root.spawn(2)
-    ledger = PrivacyLedger(declaration, adjacency, ledger_rng)
+    ledger = PrivacyLedger(declaration, adjacency, ledger_rng, units=units)
     ledger.secure = secure
     outputs = spec.run(params, data, ledger, run_rng)
     ledger.verify()

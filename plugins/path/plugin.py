@@ -311,8 +311,15 @@ def declare(params: PathParams, adjacency: Adjacency) -> Declaration:
 
 
 def one_table_per_user(tables: UserTables, ledger: PrivacyLedger) -> UserTables:
-    """The first table of every user id, enforced by the ledger (the privacy unit)."""
-    keep = ledger.bound_units([u.user_id for u in tables.users], 1, step="path.users")
+    """The first table of every user id, enforced by the ledger (the privacy unit) by the user
+    ids it read from the data."""
+    if ledger.units is None or ledger.units.rows_in() != len(tables.users):
+        raise InvalidParameterError(
+            "data.users",
+            "the ledger holds no user id per table of the data",
+            "run through run_verified (or dpledger run) on the user tables themselves",
+        )
+    keep = ledger.bound_units(1, step="path.users")
     if len(keep) == len(tables.users):
         return tables
     return UserTables(tables.schema, tuple(tables.users[int(i)] for i in keep))

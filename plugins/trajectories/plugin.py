@@ -168,38 +168,26 @@ def declare(params: TrajectoriesParams, adjacency: Adjacency) -> Event | Declara
     return Declaration(event, "user") if adjacency.unit == "user" else event
 
 
-def read_unit_ids(data: Any, T: int) -> list[np.ndarray]:
-    """The user id of every point, per time (``ids`` [T, N] or ``ids_0``, ``ids_1``, ...)."""
-    ids: Any = None
-    if isinstance(data, Mapping):
-        if "ids" in data:
-            ids = list(data["ids"])
-        elif all(f"ids_{t}" in data for t in range(T)):
-            ids = [data[f"ids_{t}"] for t in range(T)]
-    if ids is None or len(ids) != T:
+def one_point_per_user(marginals: list[np.ndarray], ledger: PrivacyLedger) -> list[np.ndarray]:
+    """Each marginal with at most one point per user (the first), enforced by the ledger by the
+    user ids it read from the data (``ids`` [T, N], or ``ids_0``, ``ids_1``, ...)."""
+    units = ledger.units
+    if units is None or units.num_parts != len(marginals):
         raise InvalidParameterError(
             "data.ids",
             "user-level runs need the user id of every point at every time",
             "store 'ids' [T, N] (or 'ids_0', 'ids_1', ...) beside the marginals, or run at "
             "event level",
         )
-    return [np.asarray(x).reshape(-1) for x in ids]
-
-
-def one_point_per_user(
-    marginals: list[np.ndarray], data: Any, ledger: PrivacyLedger
-) -> list[np.ndarray]:
-    """Each marginal with at most one point per user (the first), enforced by the ledger."""
-    ids = read_unit_ids(data, len(marginals))
     out = []
-    for t, (points, keys) in enumerate(zip(marginals, ids, strict=True)):
-        if len(keys) != len(points):
+    for t, points in enumerate(marginals):
+        if units.rows_in(t) != len(points):
             raise InvalidParameterError(
                 f"data.ids[{t}]",
-                f"has {len(keys)} ids for {len(points)} points",
+                f"has {units.rows_in(t)} ids for {len(points)} points",
                 "give one user id per point",
             )
-        out.append(np.asarray(points)[ledger.bound_units(keys, 1, step=f"units[{t}]")])
+        out.append(np.asarray(points)[ledger.bound_units(1, part=t, step=f"units[{t}]")])
     return out
 
 
@@ -268,7 +256,7 @@ def run(
     torch_device(params.device)  # an unavailable device fails before any noise is drawn
     marg, file_times = read_data(data)
     if ledger.adjacency.unit == "user":
-        marg = one_point_per_user([np.asarray(m) for m in marg], data, ledger)
+        marg = one_point_per_user([np.asarray(m) for m in marg], ledger)
     marginals = validate_marginals(marg, params.radius, params.center)
     if len(marginals) != params.num_times:
         raise InvalidParameterError(

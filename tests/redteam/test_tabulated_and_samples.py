@@ -21,6 +21,7 @@ from dpledger.core.events import (
 )
 from dpledger.core.lifting import lift_event
 from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.runtime.units import DataUnits
 
 #: the exact Laplace(eps0 = 1) profile under add/remove, at three points
 LAPLACE_TABLE = TabulatedProfileEvent([0.0, 0.5, 1.0], [0.39347, 0.22120, 0.0])
@@ -46,7 +47,7 @@ def test_lifting_keeps_the_table_and_its_relation() -> None:
     assert lifted.epsilons == (0.0, 1.0, 2.0) and lifted.deltas[-1] == 0.0
 
 
-def test_user_level_table_on_a_replace_one_source_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_user_level_table_on_a_replace_one_source_is_refused(tmp_path: Path, capfd) -> None:  # type: ignore[no-untyped-def]
     pipeline = tmp_path / "p.toml"
     pipeline.write_text(
         "delta = 1e-6\n"
@@ -62,14 +63,14 @@ def test_user_level_table_on_a_replace_one_source_is_refused(tmp_path: Path, cap
         'deltas = [0.39347, 0.22120, 0.0], relation = "add_remove" }\n'
     )
     code = main(["account", str(pipeline), "--json"])
-    captured = capsys.readouterr()
+    captured = capfd.readouterr()
     assert code == 2 and "tabulated under add_remove" in captured.err, captured.out
     # tabulated under the source's relation, it is lifted by group privacy, with no lower bound
     pipeline.write_text(
         pipeline.read_text().replace('relation = "add_remove" }', 'relation = "replace_one" }')
     )
     assert main(["account", str(pipeline), "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capfd.readouterr().out)
     assert out["epsilon"] >= 2.0 and out["epsilon_lower"] == 0.0
 
 
@@ -84,9 +85,10 @@ def test_a_per_unit_sum_of_every_row_inside_a_shuffled_batch_is_refused() -> Non
         ShuffledBatchesEvent(100, 10, GaussianEvent(1.0)),
         adjacency=adjacency,
         rng=np.random.default_rng(0),
+        units=DataUnits("data.uid", [np.arange(100)]),
     )
     rows = np.ones(100)
     epoch = ledger.shuffle_batches(100, 10, step="epoch")
     batch = next(iter(epoch))
     with pytest.raises(LedgerViolationError, match="100 units, but the open sample"), batch:
-        ledger.clipped_sum_gaussian(rows, 1.0, 1.0, step="sum", unit_keys=np.arange(100))
+        ledger.clipped_sum_gaussian(rows, 1.0, 1.0, step="sum", per_unit=True)

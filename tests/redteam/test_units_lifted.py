@@ -26,6 +26,7 @@ from dpledger.core.specs import MethodSpec
 from dpledger.core.validation import positive_finite
 from dpledger.runtime.ledger import PrivacyLedger
 from dpledger.runtime.runner import run_verified
+from dpledger.runtime.units import DataUnits
 
 USER8 = Adjacency(unit="user", unit_key="user_id", max_contributions=8)
 
@@ -42,9 +43,9 @@ def _pipeline(tmp_path: Path, release: str) -> Path:
     return path
 
 
-def _account(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, Any]:
+def _account(capfd: pytest.CaptureFixture[str], path: Path) -> dict[str, Any]:
     assert main(["account", str(path), "--json"]) == 0
-    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    out: dict[str, Any] = json.loads(capfd.readouterr().out)
     return out
 
 
@@ -54,16 +55,16 @@ def _laplace_exact(eps0: float, delta: float) -> float:
     return float(bound.epsilon)
 
 
-def test_registered_method_on_user_source_is_lifted_like_the_event(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_registered_method_on_user_source_is_lifted_like_the_event(tmp_path, capfd) -> None:  # type: ignore[no-untyped-def]
     by_method = _account(
-        capsys,
+        capfd,
         _pipeline(
             tmp_path,
             'method = "laplace_mechanism"\nparams = {sensitivity = 1.0, noise_multiplier = 10.0}',
         ),
     )
     by_event = _account(
-        capsys, _pipeline(tmp_path, 'event = {kind = "laplace", noise_multiplier = 10.0}')
+        capfd, _pipeline(tmp_path, 'event = {kind = "laplace", noise_multiplier = 10.0}')
     )
     eps_method, eps_event = by_method["epsilon"], by_event["epsilon"]
     # row level the count is 0.1-DP; eight rows per user make it 0.8-DP (group privacy by the
@@ -95,7 +96,7 @@ def test_registered_method_on_user_source_is_lifted_like_the_event(tmp_path, cap
     assert report["bound"]["epsilon"] == pytest.approx(eps_method, rel=1e-12)
 
 
-def test_per_example_dp_sgd_is_refused_at_user_level(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_per_example_dp_sgd_is_refused_at_user_level(tmp_path, capfd) -> None:  # type: ignore[no-untyped-def]
     path = _pipeline(
         tmp_path,
         'method = "dp_sgd_logistic"\nparams = {steps = 10, '
@@ -103,7 +104,7 @@ def test_per_example_dp_sgd_is_refused_at_user_level(tmp_path, capsys) -> None: 
         "expected_batch_size = 10.0}",
     )
     assert main(["account", str(path)]) == 2
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert "poisson_sampled samples rows" in err and "Fix:" in err
 
 
@@ -117,7 +118,7 @@ def _run_config(tmp_path: Path, name: str, params: str, data: dict[str, Any]) ->
     return config
 
 
-def test_dpledger_run_refuses_row_level_dp_sgd_for_users(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_dpledger_run_refuses_row_level_dp_sgd_for_users(tmp_path, capfd) -> None:  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(0)
     config = _run_config(
         tmp_path,
@@ -132,22 +133,22 @@ def test_dpledger_run_refuses_row_level_dp_sgd_for_users(tmp_path, capsys) -> No
     )
     out = tmp_path / "out"
     assert main(["run", "dp_sgd_logistic", "--config", str(config), "--out", str(out)]) == 2
-    assert "no proven lift" in capsys.readouterr().err
+    assert "no proven lift" in capfd.readouterr().err
     assert not out.exists()
 
 
-def test_dpledger_run_needs_the_unit_key_column(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_dpledger_run_needs_the_unit_key_column(tmp_path, capfd) -> None:  # type: ignore[no-untyped-def]
     config = _run_config(
         tmp_path, "mean", "radius = 1.0\nnoise_multiplier = 2.0\nn = 10", {"rows": np.ones((10, 2))}
     )
     out = tmp_path / "out"
     assert main(["run", "private_mean", "--config", str(config), "--out", str(out)]) == 2
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert "data.user_id: is missing" in err and "Fix:" in err
     assert not out.exists()
 
 
-def test_dpledger_run_lifts_and_enforces_the_contribution_bound(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_dpledger_run_lifts_and_enforces_the_contribution_bound(tmp_path, capfd) -> None:  # type: ignore[no-untyped-def]
     # user 0 has 20 rows at the far corner; at most 3 of them may count
     rows = np.vstack([np.full((20, 2), 100.0), np.zeros((6, 2))])
     users = np.r_[np.zeros(20, dtype=np.int64), np.arange(1, 7)]
@@ -190,11 +191,10 @@ def _user_claiming_run(
     params: _P, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
 ) -> dict[str, Any]:
     rows = np.asarray(data["rows"], dtype=float)
-    keys = data["user_id"]
     if params.enforce:
         return {
             "sum": ledger.clipped_sum_gaussian(
-                rows, 1.0, params.noise_multiplier, step="sum", unit_keys=keys
+                rows, 1.0, params.noise_multiplier, step="sum", per_unit=True
             )
         }
     return {"sum": ledger.clipped_sum_gaussian(rows, 1.0, params.noise_multiplier, step="sum")}
@@ -236,7 +236,7 @@ def _bounded_rows_run(k: int, declared_sigma: float) -> MethodSpec:
     sum by up to k, so the user-level noise multiplier is 2 / k."""
 
     def run(params: _P, data: Any, ledger: PrivacyLedger, rng: np.random.Generator) -> Any:
-        keep = ledger.bound_units(data["user_id"], k)
+        keep = ledger.bound_units(k)
         rows = np.asarray(data["rows"], dtype=float)[keep]
         return {"sum": ledger.clipped_sum_gaussian(rows, 1.0, 2.0, step="sum")}
 
@@ -269,9 +269,12 @@ def test_one_row_per_user_is_booked_at_the_row_sensitivity() -> None:
 
 def test_a_user_level_sample_of_several_rows_per_user_is_refused() -> None:
     ledger = PrivacyLedger(
-        Declaration(GaussianEvent(1.0), "user"), adjacency=USER8, rng=np.random.default_rng(0)
+        Declaration(GaussianEvent(1.0), "user"),
+        adjacency=USER8,
+        rng=np.random.default_rng(0),
+        units=DataUnits("data.user_id", [np.repeat(np.arange(4), 3)]),
     )
-    ledger.bound_units(np.repeat(np.arange(4), 3), 3)
+    ledger.bound_units(3)
     with pytest.raises(LedgerViolationError, match="drawn as a whole"):
         ledger.poisson_sample(12, 0.1, step="batch")
 
@@ -285,6 +288,7 @@ def test_a_sample_credits_only_the_sampled_records(per_unit: bool) -> None:
     ledger = PrivacyLedger(
         Declaration(PoissonSampledEvent(0.001, GaussianEvent(1.0)), "row"),
         rng=np.random.default_rng(0),
+        units=DataUnits("data.user_id", [np.arange(1000)]),
     )
     x = np.ones(1000)
     what = "units" if per_unit else "rows"
@@ -292,8 +296,7 @@ def test_a_sample_credits_only_the_sampled_records(per_unit: bool) -> None:
         pytest.raises(LedgerViolationError, match=f"1000 {what}, but the open sample 'batch'"),
         ledger.poisson_sample(x.size, 0.001, step="batch") as batch,
     ):
-        keys = np.arange(1000) if per_unit else None
-        ledger.clipped_sum_gaussian(x, 1.0, 1.0, step="sum", unit_keys=keys)
+        ledger.clipped_sum_gaussian(x, 1.0, 1.0, step="sum", per_unit=per_unit)
     assert len(batch) < 1000
 
 

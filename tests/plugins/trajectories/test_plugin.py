@@ -84,7 +84,7 @@ def test_event_level_declared_equals_executed_via_host(dpledger_register) -> Non
 def test_user_level_is_sequential_over_marginals() -> None:
     user = Adjacency(unit="user", unit_key="id", contribution="time_points", max_contributions=2)
     params = plugin.SPEC.make_params(BASE)
-    with pytest.raises(InvalidParameterError, match=r"data\.ids"):
+    with pytest.raises(InvalidParameterError, match=r"data\.id: is missing.*'ids' \[T, N\]"):
         run_verified(plugin.SPEC, params, _data(), adjacency=user, seed=3)
     data = {**_data(), "ids": np.tile(np.arange(N), (T, 1))}
     res = run_verified(plugin.SPEC, params, data, adjacency=user, seed=3)
@@ -101,6 +101,19 @@ def test_user_level_is_sequential_over_marginals() -> None:
         account(e, Adjacency(), delta=1e-5).bound.epsilon for e in (per, dec.event, res.declared)
     ]
     assert eps[0] < eps[1] < eps[2]
+
+
+def test_user_level_keeps_the_first_point_of_each_user_per_time_by_the_data_ids() -> None:
+    user = Adjacency(unit="user", unit_key="id", contribution="time_points", max_contributions=2)
+    params = plugin.SPEC.make_params(BASE)
+    ids = np.tile(np.arange(N), (T, 1))
+    ids[1, :3] = 0  # at time 1, user 0 holds the first three points: one of them is kept
+    res = run_verified(plugin.SPEC, params, {**_data(), "ids": ids}, adjacency=user, seed=3)
+    kept = {e["step"]: e["kept"] for e in res.ledger.private_log if "kept" in e}
+    assert kept == {f"units[{t}]": N - (2 if t == 1 else 0) for t in range(T)}
+    short = {**_data(), **{f"ids_{t}": np.arange(N - (t == 2)) for t in range(T)}}
+    with pytest.raises(InvalidParameterError, match=rf"data\.ids\[2\]: has {N - 1} ids for {N}"):
+        run_verified(plugin.SPEC, params, short, adjacency=user, seed=3)
 
 
 def test_time_subsampling_declared_equals_executed_and_amplifies() -> None:
