@@ -136,7 +136,8 @@ class Example:
     ``diagnose(outputs, out)``, if given, compares a verified run's outputs with the data (and
     with the truth it was made from): its numbers, and the files it writes into ``out`` (each
     named ``PRIVATE-*``), are private diagnostics, never releases, and must be kept out of
-    anything published.
+    anything published; ``out`` is the run's private directory (``OUT.private``, beside the
+    directory it publishes), never the published one.
     """
 
     data: Any

@@ -14,9 +14,10 @@ only what the method registers (steps all on data made up here, nothing download
    through one runtime :class:`~dpledger.runtime.ledger.PrivacyLedger`, verified against the
    declaration before anything is written; the method's outputs include synthetic paths
    sampled from the released particles and plans (post-processing);
-4. write the synthetic trajectories (``synthetic.npz``, ``synthetic_paths.csv``), the run
-   record (``ledger.json``) and the private diagnostics the example computes against its raw
-   data (``PRIVATE-diagnostics.json``, ``PRIVATE-trajectories.png``: never published);
+4. write the synthetic trajectories (``synthetic.npz``, ``synthetic_paths.csv``) and the run
+   record (``ledger.json``), and, in the private directory beside the output directory
+   (``OUT.private``, never inside it), the private diagnostics the example computes against its
+   raw data (``PRIVATE-diagnostics.json``, ``PRIVATE-trajectories.png``: never published);
 5. write the privacy report (Markdown with PNG figures, self-contained HTML, JSON).
 """
 
@@ -171,10 +172,10 @@ def progress_bar(total: int, desc: str, quiet: bool) -> Iterator[Callable[[int],
 
 # -- the demo ------------------------------------------------------------------------------------
 def _check_out(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InvalidParameterError(
-            "--out", f"{out} exists and is not an empty directory", "choose a new output directory"
-        )
+    """``out`` and its private directory (``OUT.private``) must be new or empty."""
+    from dpledger.runtime.run_record import check_run_dirs_free
+
+    check_run_dirs_free(out)
 
 
 def demo_example(spec: MethodSpec, config: DemoConfig) -> Example:
@@ -301,7 +302,8 @@ def run_demo(
             "declared)"
         )
         _write_synthetic(out, run.outputs)
-        utility = dict(example.diagnose(run.outputs, out)) if example.diagnose else {}
+        secret = _private_dir(out)
+        utility = dict(example.diagnose(run.outputs, secret)) if example.diagnose else {}
         _write_records(out, host, spec, params, run, pipeline_path.name, bound, config, utility)
         extra = [*_clt_notes(run.outputs, config), *notes]
         built, files = _write_report(out, host, extra, quiet)
@@ -403,12 +405,21 @@ def _write_report(out: Path, host: Any, extra: list[str], quiet: bool) -> tuple[
     return built, files
 
 
+def _private_dir(out: Path) -> Path:
+    """The private directory beside ``out`` (``OUT.private``), created (checked new or empty)."""
+    from dpledger.runtime.run_record import private_dir
+
+    secret = private_dir(out)
+    secret.mkdir(parents=True, exist_ok=True)
+    return secret
+
+
 def _written(out: Path) -> list[Path]:
-    """The run's files: the public record and outputs, then the private files."""
-    from dpledger.runtime.run_record import RECORD_FILE
+    """The run's files: the public record and outputs, then the private files (beside ``out``)."""
+    from dpledger.runtime.run_record import RECORD_FILE, private_dir
 
     public = [out / RECORD_FILE, out / "synthetic.npz", out / "synthetic_paths.csv"]
-    return public + sorted(out.glob("PRIVATE-*"))
+    return public + sorted(private_dir(out).glob("PRIVATE-*"))
 
 
 def _log_utility(log: Callable[[str], None], utility: Mapping[str, Any]) -> None:
@@ -445,19 +456,20 @@ def _write_records(
     config: DemoConfig,
     utility: Mapping[str, Any],
 ) -> None:
-    """The public run record and the private diagnostics (seed, the example's diagnostics)."""
-    from dpledger.runtime.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord
+    """The public run record and, in the private directory beside ``out``, the private
+    diagnostics (seed, the example's diagnostics)."""
+    from dpledger.runtime.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord, private_dir
 
     ledger = run.ledger
     record = RunRecord(
         method=spec.name,
         provenance=spec.provenance.to_dict() if spec.provenance else None,
         params=attrs.asdict(params),
-        ledger={**ledger.to_dict(), "executed": _grouped(ledger.executed_event()).to_dict()},
+        ledger={**ledger.to_dict(), "executed": _grouped(ledger.public_executed_event()).to_dict()},
         declared_core=host.lower(run.declared).to_dict(),
         privacy=bound.to_dict(),
         pipeline=pipeline_name,
-        exact_match=ledger.matches_exactly(),
+        exact_match=ledger.public_matches_exactly(),
     ).with_outputs(
         {"synthetic": "synthetic.npz", "paths": "synthetic_paths.csv"},
         {k: v for k, v in run.outputs.items() if not isinstance(v, np.ndarray)},
@@ -466,7 +478,7 @@ def _write_records(
     # the seed undoes the noise and the diagnostics are functions of the data: both are
     # private, kept out of the public run record
     _write_json(
-        out / PRIVATE_FILE,
+        private_dir(out) / PRIVATE_FILE,
         {
             "warning": "PRIVATE: the noise seed and data-dependent values of this run. Never "
             "publish this file with the outputs.",

@@ -51,10 +51,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def fresh_directory(base: Path) -> Path:
-    """``base`` if it is new or empty, else the first new or empty ``base-2``, ``base-3``, ...
-    (earlier output is never overwritten)."""
+    """``base`` if it and its private directory (``base.private``) are new or empty, else the
+    first such ``base-2``, ``base-3``, ... (earlier output is never overwritten)."""
+    from dpledger.runtime.run_record import private_dir
+
     candidate, n = base, 1
-    while candidate.exists() and (not candidate.is_dir() or any(candidate.iterdir())):
+    while _used(candidate) or _used(private_dir(candidate)):
         n += 1
         candidate = base.with_name(f"{base.name}-{n}")
     return candidate
+
+
+def _used(path: Path) -> bool:
+    return path.exists() and (not path.is_dir() or any(path.iterdir()))

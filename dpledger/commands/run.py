@@ -3,7 +3,8 @@
 The method's executed steps are checked against its declaration; the declaration is accounted
 with :func:`dpledger.accountant.select.account`. Outputs and ``ledger.json`` are written to a
 temporary directory beside ``--out`` and moved into place only when everything has passed, so
-a failed run leaves nothing behind.
+a failed run leaves nothing behind. The private diagnostics (the seed, realised sizes) go to
+the directory ``OUT.private`` beside ``--out``, never into it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import tempfile
 import tomllib
@@ -30,7 +30,14 @@ from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event
 from dpledger.report.model import json_safe
 from dpledger.report.numbers import fmt_up
-from dpledger.runtime.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord
+from dpledger.runtime.run_record import (
+    PRIVATE_FILE,
+    RECORD_FILE,
+    RunRecord,
+    check_run_dirs_free,
+    move_into_place,
+    private_dir,
+)
 from dpledger.runtime.runner import declare_checked, run_verified
 
 DEFAULT_DELTA = 1e-5
@@ -150,10 +157,8 @@ def load_data(path: Path) -> Any:
 
 
 def _prepare_out(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InvalidParameterError(
-            "--out", f"{out} exists and is not an empty directory", "choose a new output directory"
-        )
+    """``out`` and its private directory (``OUT.private``) must be new or empty."""
+    check_run_dirs_free(out)
 
 
 def _jsonable(value: Any) -> Any:
@@ -183,42 +188,55 @@ def write_atomically(
     record: RunRecord,
     private: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write everything into a temporary sibling of ``out``, then rename it into place.
+    """Write everything into temporary siblings of ``out``, then rename them into place.
 
     ``record`` is the public run record (``ledger.json``; its outputs are filled in here);
     ``private`` (data-dependent values useful for debugging, and the seed, which would let
-    anyone subtract the noise) goes to ``PRIVATE-diagnostics.json``, which must never be
-    published with the outputs.
+    anyone subtract the noise) goes to ``PRIVATE-diagnostics.json`` in the private directory
+    beside ``out`` (:func:`~dpledger.runtime.run_record.private_dir`: ``OUT.private``), never
+    into ``out``, which holds only what may be published. On any failure neither is left.
     """
     parent = out.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    staged: list[tuple[Path, Path]] = []
     try:
-        scalars: dict[str, Any] = {}
-        files: dict[str, str] = {}
-        for name, value in outputs.items():
-            if isinstance(value, np.ndarray):
-                fname = f"{name}.npy"
-                np.save(tmp / fname, value, allow_pickle=False)
-                files[name] = fname
-            else:
-                scalars[name] = _jsonable(value)
-        record = record.with_outputs(files, scalars)
-        (tmp / "outputs.json").write_text(_dumps(scalars))
-        (tmp / RECORD_FILE).write_text(_dumps(record.to_json()))
+        public = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+        staged.append((public, out))
+        _write_public(public, outputs, record)
         if private is not None:
-            note = (
-                "PRIVATE: data-dependent values and the noise seed of this run. Anyone who "
-                "has this file can undo the noise. Never publish it with the outputs."
-            )
-            body = {"warning": note, **_jsonable(dict(private))}
-            (tmp / PRIVATE_FILE).write_text(_dumps(body))
-        if out.exists():
-            out.rmdir()  # checked empty before the run
-        os.replace(tmp, out)
+            secret = private_dir(out)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{secret.name}.", dir=secret.resolve().parent))
+            staged.insert(0, (tmp, secret))
+            _write_private(tmp, private)
+        move_into_place(staged)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for tmp, _ in staged:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _write_public(where: Path, outputs: Mapping[str, Any], record: RunRecord) -> None:
+    """The outputs (arrays as ``.npy``, the rest in ``outputs.json``) and ``ledger.json``."""
+    scalars: dict[str, Any] = {}
+    files: dict[str, str] = {}
+    for name, value in outputs.items():
+        if isinstance(value, np.ndarray):
+            fname = f"{name}.npy"
+            np.save(where / fname, value, allow_pickle=False)
+            files[name] = fname
+        else:
+            scalars[name] = _jsonable(value)
+    record = record.with_outputs(files, scalars)
+    (where / "outputs.json").write_text(_dumps(scalars))
+    (where / RECORD_FILE).write_text(_dumps(record.to_json()))
+
+
+def _write_private(where: Path, private: Mapping[str, Any]) -> None:
+    note = (
+        "PRIVATE: data-dependent values and the noise seed of this run. Anyone who has this "
+        "file can undo the noise. Never publish it with the outputs."
+    )
+    (where / PRIVATE_FILE).write_text(_dumps({"warning": note, **_jsonable(dict(private))}))
 
 
 def account_declaration(
@@ -316,9 +334,9 @@ def headline(
     if not isinstance(eps, int | float) or not math.isfinite(eps):
         return (
             f"{method}: verified; NO privacy guarantee (epsilon unbounded at "
-            f"delta={delta}; {where}); wrote {out}"
+            f"delta={delta}; {where}); wrote {out} (private diagnostics: {private_dir(out)})"
         )
     return (
         f"{method}: verified; epsilon <= {fmt_up(float(eps))} at delta={delta} ({where}); "
-        f"wrote {out}"
+        f"wrote {out} (private diagnostics, never to publish: {private_dir(out)})"
     )

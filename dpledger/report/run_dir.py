@@ -30,7 +30,7 @@ from dpledger.report.build import (
 )
 from dpledger.report.numbers import fmt_up
 from dpledger.runtime.graph import CompositionGraph
-from dpledger.runtime.run_record import RECORD_FILE, RunRecord
+from dpledger.runtime.run_record import RECORD_FILE, RunRecord, private_dir
 
 LEDGER_FILE = RECORD_FILE
 AUDIT_FILE = "audit.json"
@@ -88,6 +88,15 @@ def _recorded_mismatch(runtime: Mapping[str, Any], bound: Mapping[str, Any]) -> 
     ]
 
 
+def _private_inside(run: Path) -> list[str]:
+    """A warning per private file found inside the run directory (an older layout)."""
+    return [
+        f"{path.name} is inside the run directory {run}: it is private (the noise seed, the raw "
+        f"data) and must not be published with it; move it to {private_dir(run)}"
+        for path in sorted(run.glob("PRIVATE-*"))
+    ]
+
+
 def report_run_dir(
     path: str | Path,
     *,
@@ -112,7 +121,7 @@ def report_run_dir(
         )
     else:
         built = _report_ledger(run, record, runtime, delta, epsilon, audit, **kwargs)
-    extra = _recorded_mismatch(runtime, built.report.bound)
+    extra = [*_recorded_mismatch(runtime, built.report.bound), *_private_inside(run)]
     if extra:
         report = attrs.evolve(built.report, warnings=(*built.report.warnings, *extra))
         built = attrs.evolve(built, report=report)

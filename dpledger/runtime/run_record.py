@@ -2,7 +2,9 @@
 
 ``dpledger run`` and ``dpledger demo`` write it; ``dpledger report`` reads it. It holds
 data-independent facts only (what was declared, executed, accounted, and which outputs exist);
-the seed and realised sizes go to the private diagnostics file, never here.
+the seed and realised sizes go to the private diagnostics file, never here. That file goes to
+the private directory beside the run's directory (:func:`private_dir`: ``runs/a.private`` for
+``runs/a``), never into the directory meant for publication.
 
 The JSON form is flat (the ledger's own facts at top level) and names its schema; a record
 without ``schema`` is read as the first version, which had the same fields.
@@ -10,7 +12,10 @@ without ``schema`` is read as the first version, which had the same fields.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -24,6 +29,8 @@ SCHEMA = "dpledger.run/1"
 RECORD_FILE = "ledger.json"
 #: data-dependent diagnostics (seed, realised sample sizes, row counts): never publish
 PRIVATE_FILE = "PRIVATE-diagnostics.json"
+#: the suffix of the directory, beside a run's directory, that holds its private files
+PRIVATE_DIR_SUFFIX = ".private"
 #: the keys :meth:`PrivacyLedger.to_dict` writes, kept at the top level of the record
 LEDGER_KEYS = (
     "declared",
@@ -145,3 +152,44 @@ class RunRecord:
 
     def with_outputs(self, files: Mapping[str, str], values: Mapping[str, Any]) -> RunRecord:
         return attrs.evolve(self, outputs={"files": dict(files), "values": dict(values)})
+
+
+def private_dir(out: str | Path) -> Path:
+    """The directory for the private files of the run written to ``out``: ``OUT.private``
+    beside it (``runs/a`` -> ``runs/a.private``), never inside what is published."""
+    path = Path(out)
+    if path.name in ("", ".", ".."):
+        path = path.resolve()
+    return path.with_name(path.name + PRIVATE_DIR_SUFFIX)
+
+
+def check_run_dirs_free(out: Path) -> None:
+    """Refuse ``out`` unless it and its private directory are new or empty directories."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InvalidParameterError(
+            "--out", f"{out} exists and is not an empty directory", "choose a new output directory"
+        )
+    secret = private_dir(out)
+    if secret.exists() and (not secret.is_dir() or any(secret.iterdir())):
+        raise InvalidParameterError(
+            "--out",
+            f"{secret} (where the private diagnostics of {out} go) exists and is not an empty "
+            "directory",
+            f"choose a new output directory, or move {secret} away",
+        )
+
+
+def move_into_place(staged: Sequence[tuple[Path, Path]]) -> None:
+    """Rename each staged directory onto its target (new, or checked empty), in order. If one
+    rename fails, the ones already in place are removed again: all are in place, or none."""
+    placed: list[Path] = []
+    try:
+        for tmp, target in staged:
+            if target.exists():
+                target.rmdir()  # checked empty before the run
+            os.replace(tmp, target)
+            placed.append(target)
+    except BaseException:
+        for target in placed:
+            shutil.rmtree(target, ignore_errors=True)
+        raise

@@ -47,7 +47,8 @@ def make_example(options: Mapping[str, Any]) -> Example:
 
 def diagnose(data: TrajectoryData, outputs: Mapping[str, Any], out: Path) -> dict[str, float]:
     """W2 to the true marginals of the warm start and of the final particles (means over the
-    times), and :data:`PRIVATE_FIGURE` in ``out`` when the run sampled ``paths``."""
+    times), and :data:`PRIVATE_FIGURE` in ``out`` (the run's private directory, beside the one
+    it publishes) when the run sampled ``paths``."""
     from dpledger.plugins.trajectories.metrics import figure1, marginal_w2
 
     init = list(outputs["init_particles"])

@@ -133,7 +133,9 @@ def test_verified_run_writes_outputs_and_ledger(setup, capsys) -> None:  # type:
         "events": [{"kind": "laplace", "noise_multiplier": 2.0}],
     }
     assert ledger["verified"] is True and "seed" not in ledger  # the seed undoes the noise
-    private = json.loads((out / "PRIVATE-diagnostics.json").read_text())
+    # the private diagnostics go beside the published directory, never into it
+    assert not list(out.glob("PRIVATE-*"))
+    private = json.loads((setup / "out.private" / "PRIVATE-diagnostics.json").read_text())
     assert private["seed"] == 7 and "never publish" in private["warning"].lower()
     assert ledger["provenance"]["distribution"] == "prims-under-test"
     # exact Laplace profile: epsilon(delta) = eps0 + 2 log(1 - delta), eps0 = 1/2

@@ -60,8 +60,9 @@ def test_neighbouring_runs_write_identical_public_records(tmp_path, capsys) -> N
     assert "seed" not in record
     assert record["steps"] and not any({"size", "rows"} & set(s) for s in record["steps"])
     # the private diagnostics do differ: that is where the realised sizes live
-    p1 = json.loads((one / "PRIVATE-diagnostics.json").read_text())
-    p2 = json.loads((two / "PRIVATE-diagnostics.json").read_text())
+    assert not list(one.glob("PRIVATE-*")) and not list(two.glob("PRIVATE-*"))
+    p1 = json.loads((one.parent / "out.private" / "PRIVATE-diagnostics.json").read_text())
+    p2 = json.loads((two.parent / "out.private" / "PRIVATE-diagnostics.json").read_text())
     sizes1 = [s["size"] for s in p1["steps"] if "size" in s]
     sizes2 = [s["size"] for s in p2["steps"] if "size" in s]
     assert len(sizes1) == len(sizes2) == 40
