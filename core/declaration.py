@@ -3,8 +3,9 @@
 ``MethodSpec.declare(params, adjacency)`` returns either an :class:`~dpledger.core.events.Event`
 (stated per *row*: the core lifts it to a user-level source) or a :class:`Declaration` that
 names its unit explicitly. A method may state ``unit="user"`` only if its run enforces the
-unit through the ledger (``PrivacyLedger.bound_units`` or a clipped sum with ``unit_keys``);
-the ledger refuses a user-level declaration whose run never did.
+unit through the ledger (``PrivacyLedger.bound_units`` or a clipped sum with ``per_unit=True``,
+both by the unit keys the runner read from the data); the ledger refuses a user-level
+declaration whose run never did.
 
 :func:`declare_once` calls ``declare`` exactly once per run and freezes the answer: the event is
 rebuilt from its JSON form, so nothing the plugin still holds (a reference it keeps, an object it
