@@ -68,3 +68,20 @@ def summed_rows(data: Any, ledger: PrivacyLedger) -> NDArray[np.float64] | None:
             )
         data = data[columns[0]]
     return float_matrix("data", data, ndim=None)
+
+
+def summed_scores(data: Any, ledger: PrivacyLedger, sensitivity: float) -> NDArray[np.float64]:
+    """The score vector of a selection: ``data`` itself at row level; on a user-level source,
+    the sum of the rows, each a row of contributions to every candidate's score clipped to
+    ``[-sensitivity, sensitivity]``, so the candidates are the columns (public), never the rows."""
+    rows = summed_rows(data, ledger)
+    if rows is None:
+        return float_matrix("data", data, ndim=1)
+    if rows.ndim != 2:
+        raise InvalidParameterError(
+            "data",
+            f"on a user-level source must hold one row of scores per record, got shape "
+            f"{rows.shape}",
+            "give each row its contribution to every candidate's score (rows x candidates)",
+        )
+    return np.asarray(np.clip(rows, -sensitivity, sensitivity).sum(axis=0), dtype=np.float64)

@@ -3,6 +3,11 @@
 ``data`` is the vector of scores computed from the private data; the caller vouches for
 ``sensitivity``, the add/remove bound on every score. With ``monotonic`` scores (all move in the
 same direction between neighbours, e.g. counts) the factor 2 in the noise scale is dropped.
+
+On a user-level source (``data``: the unit key column and one column holding, per row, that
+row's contribution to every candidate's score) the scores are the sums of the rows, each entry
+clipped to ``[-sensitivity, sensitivity]``: the candidates are the columns, a public set, never
+the rows (whose number depends on the data).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dpledger.core.events import (
 from dpledger.core.hookspecs import hookimpl
 from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite, positive_int
-from dpledger.plugins.primitives._common import float_matrix, is_bool
+from dpledger.plugins.primitives._common import is_bool, summed_scores
 from dpledger.runtime.ledger import PrivacyLedger, selection_epsilon
 
 
@@ -53,7 +58,7 @@ def _declare_em(params: SelectionParams, adjacency: Adjacency) -> Event:
 def _run_em(
     params: SelectionParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
 ) -> dict[str, Any]:
-    scores = float_matrix("data", data, ndim=1)
+    scores = summed_scores(data, ledger, params.sensitivity)
     index = ledger.exponential_mechanism(
         scores, params.sensitivity, params.epsilon, step="exponential", monotonic=params.monotonic
     )
@@ -67,7 +72,7 @@ def _declare_rnm(params: SelectionParams, adjacency: Adjacency) -> Event:
 def _run_rnm(
     params: SelectionParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
 ) -> dict[str, Any]:
-    scores = float_matrix("data", data, ndim=1)
+    scores = summed_scores(data, ledger, params.sensitivity)
     index = ledger.report_noisy_max(
         scores,
         params.sensitivity,
@@ -87,7 +92,7 @@ def _declare_top_k(params: TopKParams, adjacency: Adjacency) -> Event:
 def _run_top_k(
     params: TopKParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
 ) -> dict[str, Any]:
-    scores = float_matrix("data", data, ndim=1)
+    scores = summed_scores(data, ledger, params.sensitivity)
     top = ledger.noisy_top_k(
         scores,
         params.sensitivity,

@@ -9,6 +9,11 @@ the number of users as the output size, δ = 1/n², a count of kept records) dif
 neighbours and fails here. Floats may differ (they carry noise); the few non-float values that
 are post-processing of noisy releases are listed per case in ``noisy``.
 
+The public record (the ledger's part of ``ledger.json``, and the output names) must be equal
+too, and so must the outputs at user level: ``USER_ROWS`` runs every builtin method that takes
+rows on a user-level source, with one user of three rows (more than the contribution bound)
+added; the methods that refuse a user-level source are in ``USER_REFUSED``.
+
 To add a builtin method, add a case to ``FAST``; :func:`test_every_builtin_method_has_a_case`
 fails until then.
 """
@@ -24,6 +29,7 @@ import numpy as np
 import pytest
 
 from dpledger.core.adjacency import Adjacency
+from dpledger.core.errors import DPLedgerError
 from dpledger.core.specs import MethodSpec
 from dpledger.plugins.path import baselines_plugin
 from dpledger.plugins.path import plugin as path_plugin
@@ -427,3 +433,107 @@ def test_every_builtin_method_has_a_case() -> None:
     assert {"path", "shk", "trajectories", "direct"} <= builtin  # the entry points were found
     covered = {c.spec.name for c in FAST}
     assert builtin <= covered, f"add a neighbouring-outputs case for {sorted(builtin - covered)}"
+
+
+def public_record(result: Any) -> dict[str, Any]:
+    """What ``ledger.json`` publishes of a run, but the output values (noise)."""
+    return {**result.ledger.to_dict(), "outputs": sorted(result.outputs)}
+
+
+@pytest.mark.parametrize("case", FAST, ids=lambda c: c.name)
+def test_public_record_agrees_on_neighbours(case: Case) -> None:
+    a = run_verified(case.spec, case.params, case.d, adjacency=case.adjacency, seed=SEED)
+    b = run_verified(case.spec, case.params, case.d_prime, adjacency=case.adjacency, seed=SEED)
+    assert public_record(a) == public_record(b), case.name
+    assert public_record(a)["steps"], case.name  # the comparison is of a real record
+
+
+#: a user-level source: users 0 and 2 hold two rows, user 1 one; the neighbour adds user 3
+#: with three rows (one above the contribution bound)
+USER_BOUND = Adjacency(unit="user", unit_key="id", max_contributions=2)
+USER_IDS, NEW_USER = np.array([0, 0, 1, 2, 2]), np.array([3, 3, 3])
+SCORE_ROWS = np.eye(5)[:, :3]
+#: case name -> (the rows of D, the rows the new user adds), as columns or a table of columns
+USER_ROWS: dict[str, tuple[Any, Any]] = {
+    "gaussian_mechanism": (np.array([0.1, 0.2, 0.3, 0.4, 0.5]), np.array([0.6, 0.7, 0.8])),
+    "laplace_mechanism": (np.array([0.1, 0.2, 0.3, 0.4, 0.5]), np.array([0.6, 0.7, 0.8])),
+    "private_histogram": (np.array([0.0, 1.0, 2.0, 3.0, 0.0]), np.ones(3)),
+    "private_mean": (np.zeros((5, 2)), np.full((3, 2), 0.5)),
+    "dp_sgd_logistic": (
+        {"x": np.zeros((5, 2)), "y": np.zeros(5)},
+        {"x": np.ones((3, 2)), "y": np.ones(3)},
+    ),
+    "exponential_mechanism": (SCORE_ROWS, np.ones((3, 3))),
+    "report_noisy_max": (SCORE_ROWS, np.ones((3, 3))),
+    "noisy_top_k": (SCORE_ROWS, np.ones((3, 3))),
+    "shk_grid": (np.zeros(5), np.full(3, math.pi)),
+    "shk_particles": (np.zeros(5), np.full(3, math.pi)),
+}
+#: case name -> why it refuses a user-level source of rows
+USER_REFUSED = {
+    "nn_vote_selection": "its public candidates are not one per row",
+    "trajectories": "its marginals are not one column of rows",
+    "trajectories_add_remove": "its marginals are not one column of rows",
+    "dpswflow-r": "it publishes one noisy row per record",
+    "dpswflow": "it publishes one noisy row per record",
+    "dpswgen": "it publishes one noisy row per record",
+}
+
+
+def _user_source(rows: Any, extra: Any = None) -> dict[str, Any]:
+    ids = USER_IDS if extra is None else np.r_[USER_IDS, NEW_USER]
+    columns = rows if isinstance(rows, Mapping) else {"v": rows}
+    added = extra if isinstance(extra, Mapping) else {"v": extra}
+    if extra is None:
+        return {"id": ids, **columns}
+    return {"id": ids, **{k: np.concatenate([v, added[k]]) for k, v in columns.items()}}
+
+
+@pytest.mark.parametrize("case", [c for c in FAST if c.name in USER_ROWS], ids=lambda c: c.name)
+def test_user_level_outputs_and_record_agree_on_neighbours(case: Case) -> None:
+    rows, extra = USER_ROWS[case.name]
+    d, d_prime = _user_source(rows), _user_source(rows, extra)
+    a = run_verified(case.spec, case.params, d, adjacency=USER_BOUND, seed=SEED)
+    b = run_verified(case.spec, case.params, d_prime, adjacency=USER_BOUND, seed=SEED)
+    found = list(differences(dict(a.outputs), dict(b.outputs), "", case.noisy))
+    assert not found, f"{case.name}: exact data-dependent outputs at user level: {found}"
+    assert public_record(a) == public_record(b), case.name
+    assert a.ledger.to_dict()["adjacency"]["unit"] == "user"
+
+
+@pytest.mark.parametrize(
+    "name, shape",
+    [("gaussian_mechanism", (1,)), ("laplace_mechanism", (1,)), ("private_mean", (2,))],
+)
+def test_user_level_query_is_one_sum_shaped_like_a_row(name: str, shape: tuple[int, ...]) -> None:
+    case = next(c for c in FAST if c.name == name)
+    rows, extra = USER_ROWS[name]
+    empty = {"id": np.zeros(0, dtype=np.int64), "v": rows[:0]}
+    shapes = set()
+    for d in (_user_source(rows), _user_source(rows, extra), empty):
+        outputs = run_verified(case.spec, case.params, d, adjacency=USER_BOUND, seed=1).outputs
+        shapes |= {np.shape(v) for v in outputs.values()}
+    assert shapes == {shape}
+
+
+def test_user_level_sum_is_clipped_and_bounded_per_user() -> None:
+    """Gaussian on a user-level source: the noisy sum of the kept rows, each clipped."""
+    spec, params = gaussian.SPEC, gaussian.GaussianParams(1.0, 1e-9)
+    data = {"id": np.array([0, 0, 0, 1]), "v": np.array([5.0, 0.25, 0.5, -0.5])}
+    out = run_verified(spec, params, data, adjacency=USER_BOUND, seed=1).outputs["release"]
+    # user 0 keeps its first two rows (5 clipped to 1, and 0.25), user 1 its one
+    np.testing.assert_allclose(out, [1.0 + 0.25 - 0.5], atol=1e-6)
+
+
+@pytest.mark.parametrize("case", [c for c in FAST if c.name in USER_REFUSED], ids=lambda c: c.name)
+def test_user_level_refusals_name_the_fix(case: Case) -> None:
+    rows = np.zeros((5, 2))
+    with pytest.raises(DPLedgerError) as caught:
+        run_verified(case.spec, case.params, _user_source(rows), adjacency=USER_BOUND, seed=SEED)
+    assert "fix" in str(caught.value).lower(), USER_REFUSED[case.name]
+
+
+def test_every_row_method_has_a_user_level_case() -> None:
+    rows_or_refused = set(USER_ROWS) | set(USER_REFUSED)
+    at_user_level = {c.name for c in FAST if c.adjacency.unit == "user"}
+    assert {c.name for c in FAST} - at_user_level == rows_or_refused
