@@ -74,3 +74,14 @@ def test_run_directory_report_matches_the_recorded_account(
     # the audit's claim is the certified bound of one Gaussian, below the empirical ceiling
     claimed = r.audit["audits"][0]["claimed_epsilon"]
     assert claimed == account(GaussianEvent(2.0), adjacency, delta=1e-2).bound.epsilon
+
+
+def test_private_files_inside_a_run_directory_are_warned_of(
+    tmp_path: Path, empty_host: object
+) -> None:
+    run = _run_dir(tmp_path, SelfComposedEvent(GaussianEvent(2.0), 3), Adjacency())
+    assert not [w for w in report_input(run, host=empty_host).report.warnings if "PRIVATE" in w]
+    (run / "PRIVATE-diagnostics.json").write_text("{}")  # the layout of older runs
+    warnings = [w for w in report_input(run, host=empty_host).report.warnings if "PRIVATE" in w]
+    assert len(warnings) == 1
+    assert "must not be published" in warnings[0] and warnings[0].endswith("run.private")
