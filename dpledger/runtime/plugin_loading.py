@@ -36,7 +36,13 @@ from dpledger.core.errors import (
 )
 from dpledger.core.hookspecs import HOOK_NAMES, PROJECT_NAME
 from dpledger.runtime import integrity
-from dpledger.runtime.plugin_probe import ProbeResult, ProbeTarget, probe, timeout_from
+from dpledger.runtime.plugin_probe import (
+    ProbeResult,
+    ProbeTarget,
+    describe_exception,
+    probe,
+    timeout_from,
+)
 
 ENTRY_POINT_GROUP = PROJECT_NAME
 ENV_ALLOW = "DPLEDGER_PLUGINS_ALLOW"
@@ -352,7 +358,7 @@ def _load_one(
                 dist,
                 version,
                 "load",
-                f"importing {ep.value} failed: {type(exc).__name__}: {exc}",
+                f"importing {ep.value} failed: {describe_exception(exc)}",
             )
         )
         plugin = None
@@ -459,7 +465,7 @@ def register_plugin(
                 origin.distribution,
                 origin.version,
                 "register",
-                f"{type(exc).__name__}: {exc}",
+                describe_exception(exc),
             )
         )
         return False

@@ -67,6 +67,7 @@ from dpledger.runtime.plugin_loading import (
     register_plugin,
     trust_tier,
 )
+from dpledger.runtime.plugin_probe import describe_exception
 from dpledger.runtime.runner import declare_checked
 
 __all__ = [
@@ -247,8 +248,8 @@ class PluginHost:
         )
         try:
             caller(register=register)
-        except (Exception, SystemExit) as exc:
-            self._problem(name, "hook", f"{hook_name} raised {type(exc).__name__}: {exc}")
+        except BaseException as exc:  # KeyboardInterrupt and SystemExit from a hook included
+            self._problem(name, "hook", f"{hook_name} raised {describe_exception(exc)}")
             return []
         return got
 

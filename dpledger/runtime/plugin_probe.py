@@ -263,7 +263,8 @@ def _failure(
 # -- the child ----------------------------------------------------------------------------
 
 
-def _describe(exc: BaseException) -> str:
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message``, or ``Type`` alone when the message is empty."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -316,7 +317,7 @@ def _check_one(
     try:
         pm.register(plugin, name=target["name"])
     except BaseException as exc:
-        return {"ok": False, "stage": "register", "problem": _describe(exc)}
+        return {"ok": False, "stage": "register", "problem": describe_exception(exc)}
     names: dict[str, list[str]] = {"methods": [], "mechanisms": [], "kinds": []}
     for hook_name in hookspecs.HOOK_NAMES:
         caller = getattr(pm.hook, hook_name)
@@ -326,12 +327,16 @@ def _check_one(
         try:
             caller(register=_collector(hook_name, names))
         except BaseException as exc:
-            return {"ok": False, "stage": "hook", "problem": f"{hook_name} raised {_describe(exc)}"}
+            return {
+                "ok": False,
+                "stage": "hook",
+                "problem": f"{hook_name} raised {describe_exception(exc)}",
+            }
     return {"ok": True, **names}
 
 
 def _importing(target: dict[str, Any], exc: BaseException) -> str:
-    return f"importing {target['value']} failed: {_describe(exc)}"
+    return f"importing {target['value']} failed: {describe_exception(exc)}"
 
 
 def main() -> None:
