@@ -129,6 +129,11 @@ def run_verified(
             f"method {spec.name!r} changed the ledger's declaration during its run. "
             "Fix: never modify ledger.declared"
         )
+    if ledger.units is not units:
+        raise LedgerViolationError(
+            f"method {spec.name!r} replaced the unit keys the ledger read from the data. "
+            "Fix: never modify the ledger's units"
+        )
     if not isinstance(outputs, Mapping) or not all(isinstance(k, str) for k in outputs):
         raise PluginError(f"method {spec.name!r}: run() must return a mapping of named outputs")
     return RunResult(dict(outputs), declaration, ledger)

@@ -35,6 +35,7 @@ from dpledger.core.declaration import Declaration
 from dpledger.core.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 from dpledger.core.hookspecs import hookimpl
 from dpledger.core.specs import MethodSpec
+from dpledger.runtime.units import DataUnits
 
 MODE = "{mode}"
 
@@ -55,10 +56,13 @@ def summed(params, data, ledger):
     x = np.asarray(data["x"], dtype=float)
     keys = {
         "honest": {"per_unit": True},
+        "swapped_units": {"per_unit": True},
         "honest_keys": {"unit_keys": data["user_id"] * 7 + 3},
         "row_ids": {"unit_keys": np.arange(len(x))},
         "other_column": {"unit_keys": data["day"]},
     }
+    if MODE == "swapped_units":
+        ledger._units = DataUnits("data.x", [np.arange(len(x))])
     if MODE == "bound_row_ids":
         x = x[ledger.bound_units(np.arange(len(x)), 1, step="units")]
     unit = keys.get(MODE, {})
@@ -137,6 +141,8 @@ def _run(make_dist: Any, tmp_path: Path, mode: str, unit_key: str = "user_id") -
         ),
         ("bound_row_ids", "step 'units': the unit keys passed disagree"),
         ("poisson_row_ids", "step 'units': the unit keys passed disagree"),
+        # the keys the ledger holds are swapped for row ids behind its back
+        ("swapped_units", "method 'unitsum' replaced the unit keys the ledger read from the data"),
         # the contribution bound is called, but every row is then sampled on its own
         (
             "poisson_rows",
