@@ -298,3 +298,19 @@ def test_a_third_party_method_imports_only_its_distribution(
     assert main(["audit", "rt_beta_count", "--config", str(config)]) == 2  # bad params
     assert "host" not in _imported(two_good)["rt_probe_alpha"]
     assert "host" in _imported(two_good)["rt_probe_beta"]
+
+
+LIGHT = """
+import json, os, sys
+_heavy = sorted(m for m in ("numpy", "scipy", "torch", "networkx", "dpledger.runtime.graph")
+                if m in sys.modules)
+with open(os.path.join(os.environ["RT_PROBE_MARKS"], "heavy.json"), "w") as _f:
+    json.dump(_heavy, _f)
+"""
+
+
+def test_the_check_itself_loads_no_numerical_library(make_dist, marks: Path) -> None:  # type: ignore[no-untyped-def]
+    make_dist("light-probe", "1.0", {"rt_probe_light": LIGHT}, {"light": "rt_probe_light"})
+    [result] = probe([ProbeTarget("light", "rt_probe_light", "light-probe", "1.0")], timeout=30)
+    assert result.ok and (result.methods, result.mechanisms) == ((), ())
+    assert json.loads((marks / "heavy.json").read_text()) == []
