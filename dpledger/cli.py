@@ -16,7 +16,7 @@ import importlib
 import os
 import pkgutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dpledger import __version__
@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "plugins": "list installed plugins, their methods, mechanisms and problems",
     "report": "privacy report of a pipeline file or a run directory (md, html, json)",
     "run": "run a method under a verified privacy ledger",
+    "verify": "recompute a run directory's or a pipeline file's certified numbers in a clean room",
 }
 
 
@@ -109,17 +110,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    return guarded(str(args.command), lambda: int(args.func(args)))
+
+
+def guarded(command: str, call: Callable[[], int]) -> int:
+    """Run one command: the user's errors print one line (exit code 2), others one line
+    asking for a report (exit code 3), never a traceback unless DPLEDGER_TRACEBACK=1."""
     try:
-        return int(args.func(args))
+        return int(call())
     except DPLedgerError as exc:
-        print(f"dpledger {args.command}: error: {exc}", file=sys.stderr)
+        print(f"dpledger {command}: error: {exc}", file=sys.stderr)
         return 2
     except (OSError, ValueError) as exc:
-        print(f"dpledger {args.command}: error: {exc}", file=sys.stderr)
+        print(f"dpledger {command}: error: {exc}", file=sys.stderr)
         return 2
     except (ArithmeticError, RecursionError, MemoryError) as exc:
         print(
-            f"dpledger {args.command}: error: the input is beyond what can be computed "
+            f"dpledger {command}: error: the input is beyond what can be computed "
             f"({type(exc).__name__}: {_first_line(exc)}). Fix: use smaller counts, fewer "
             "nested events or less extreme parameters",
             file=sys.stderr,
@@ -129,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("DPLEDGER_TRACEBACK") == "1":
             raise
         print(
-            f"dpledger {args.command}: internal error ({type(exc).__name__}: "
+            f"dpledger {command}: internal error ({type(exc).__name__}: "
             f"{_first_line(exc)}). Fix: rerun with DPLEDGER_TRACEBACK=1 and report the "
             "traceback with the input",
             file=sys.stderr,

@@ -29,9 +29,9 @@ EXAMPLES = Path(__file__).parents[1] / "examples" / "pipelines"
 ROW = Adjacency()
 
 
-def run(name: str, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
+def run(name: str, capfd: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
     assert main(["account", str(EXAMPLES / name), "--json", *extra]) == 0
-    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    out: dict[str, Any] = json.loads(capfd.readouterr().out)
     assert out["epsilon_lower"] <= out["epsilon"]
     assert out["sources"]
     return out
@@ -41,11 +41,11 @@ def eps(event: Event, delta: float, adjacency: Adjacency = ROW) -> float:
     return float(account(event, adjacency, delta=delta).bound.epsilon)
 
 
-def test_dpsgd_matches_dp_accounting(capsys: pytest.CaptureFixture[str]) -> None:
+def test_dpsgd_matches_dp_accounting(capfd: pytest.CaptureFixture[str]) -> None:
     dpa = pytest.importorskip("dp_accounting")
     from dp_accounting.pld import pld_privacy_accountant
 
-    out = run("dpsgd.toml", capsys)
+    out = run("dpsgd.toml", capfd)
     assert out["delta"] == 1e-5
     assert out["method"] in {"pld", "prv", "rdp"}
     ref = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-3)
@@ -60,9 +60,9 @@ def test_dpsgd_matches_dp_accounting(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_heterogeneous_is_between_its_parts_and_their_sum(
-    capsys: pytest.CaptureFixture[str],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
-    out = run("heterogeneous.toml", capsys)
+    out = run("heterogeneous.toml", capfd)
     parts = [
         GaussianEvent(5.0),
         SelfComposedEvent(PoissonSampledEvent(0.01, GaussianEvent(1.0)), 1000),
@@ -76,9 +76,9 @@ def test_heterogeneous_is_between_its_parts_and_their_sum(
 
 
 def test_without_replacement_is_finite_and_below_the_rdp_wor_bound(
-    capsys: pytest.CaptureFixture[str],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
-    out = run("without_replacement.toml", capsys)
+    out = run("without_replacement.toml", capfd)
     assert out["adjacency"]["relation"] == "replace_one"
     # ACCOUNTANT_PITFALLS W03: RDP (Wang-Balle-Kasiviswanathan) gives 12.113 for these settings;
     # Poisson replace-one PLD gives 1.112, and fixed-size batches cannot cost less than that.
@@ -86,8 +86,8 @@ def test_without_replacement_is_finite_and_below_the_rdp_wor_bound(
     assert 1.0 < out["epsilon"] <= 12.113 * (1 + 1e-3)
 
 
-def test_user_level_lift_costs_more_than_row_level(capsys: pytest.CaptureFixture[str]) -> None:
-    out = run("user_level.toml", capsys)
+def test_user_level_lift_costs_more_than_row_level(capfd: pytest.CaptureFixture[str]) -> None:
+    out = run("user_level.toml", capfd)
     row = ComposedEvent((GaussianEvent(20.0), LaplaceEvent(25.0), ExponentialMechanismEvent(0.05)))
     user = ComposedEvent((GaussianEvent(4.0), LaplaceEvent(5.0), ExponentialMechanismEvent(0.25)))
     assert out["epsilon"] == pytest.approx(eps(user, 1e-6), rel=1e-9)
@@ -100,8 +100,8 @@ def test_user_level_lift_costs_more_than_row_level(capsys: pytest.CaptureFixture
     }
 
 
-def test_partitions_take_the_worst_region(capsys: pytest.CaptureFixture[str]) -> None:
-    out = run("partitions.toml", capsys)
+def test_partitions_take_the_worst_region(capfd: pytest.CaptureFixture[str]) -> None:
+    out = run("partitions.toml", capfd)
     glob = GaussianEvent(8.0)
     north = ComposedEvent((glob, SelfComposedEvent(GaussianEvent(4.0), 4), LaplaceEvent(2.0)))
     south = ComposedEvent((glob, SelfComposedEvent(GaussianEvent(3.0), 2)))
@@ -112,10 +112,10 @@ def test_partitions_take_the_worst_region(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_paper_a_event_level_is_cheaper_than_user_level(
-    capsys: pytest.CaptureFixture[str],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
-    event_level = run("paper_a.toml", capsys)
-    user_level = run("paper_a_user_level.toml", capsys)
+    event_level = run("paper_a.toml", capfd)
+    user_level = run("paper_a_user_level.toml", capfd)
     step = PoissonSampledEvent(0.0074183976261127596, GaussianEvent(1.0))
     one_marginal = ComposedEvent((GaussianEvent(7.8), SelfComposedEvent(step, 200)))
     all_marginals = ComposedEvent(
@@ -127,8 +127,8 @@ def test_paper_a_event_level_is_cheaper_than_user_level(
     assert user_level["adjacency"]["unit"] == "user"
 
 
-def test_paper_c_composes_training_and_selection(capsys: pytest.CaptureFixture[str]) -> None:
-    out = run("paper_c.toml", capsys)
+def test_paper_c_composes_training_and_selection(capfd: pytest.CaptureFixture[str]) -> None:
+    out = run("paper_c.toml", capfd)
     train = SelfComposedEvent(PoissonSampledEvent(0.0128, GaussianEvent(1.0)), 782)
     select = GaussianEvent(6.82)
     assert out["epsilon"] == pytest.approx(eps(ComposedEvent((train, select)), 2.5e-9), rel=1e-9)

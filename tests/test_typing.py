@@ -3,8 +3,9 @@
 The source folders are mapped onto ``dpledger.*`` by setuptools ``package-dir``; mypy cannot
 follow that mapping, so the test builds the same namespace from symbolic links in a temporary
 folder and checks the kernel (``dpledger.core``), ``dpledger.accountant``, the orchestration
-(``dpledger.runtime``), the plugins, the commands and the products (``dpledger.report``,
-``dpledger.audit``, ``dpledger.integrations``) there (strict per pyproject).
+(``dpledger.runtime``), the plugins, the commands, the clean room and the products
+(``dpledger.report``, ``dpledger.audit``, ``dpledger.integrations``) there (strict per
+pyproject).
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def test_the_package_passes_strict_mypy(tmp_path: Path) -> None:
             "dpledger.plugins",
             "-p",
             "dpledger.commands",
+            "-p",
+            "dpledger.cleanroom",
         ],
         cwd=where,
         capture_output=True,

@@ -6,7 +6,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from dpledger.commands.plugins import add_plugin_options
@@ -15,10 +15,7 @@ from dpledger.core.validation import check_delta_query, check_epsilon_query
 
 if TYPE_CHECKING:  # the graph (networkx) and the plugin host load when a command runs
     from dpledger.accountant.graph_account import GraphAccount
-    from dpledger.core.adjacency import Adjacency
-    from dpledger.core.events import Event
     from dpledger.runtime.pipeline import MethodResolver, Pipeline
-    from dpledger.runtime.plugin_manager import PluginHost
 
 DEFAULT_DELTA = 1e-5
 
@@ -126,22 +123,6 @@ def _check_backends(names: list[str]) -> None:
             )
 
 
-def _lazy_resolver(args: argparse.Namespace, hosts: list[PluginHost]) -> MethodResolver:
-    """Looks methods up in the plugin host (created in ``hosts`` by the plugin-loading flags),
-    loading plugins only when a release needs one."""
-
-    def resolve(
-        name: str, values: Mapping[str, Any], adjacency: Adjacency
-    ) -> tuple[Event, str | None, str]:
-        if not hosts:
-            from dpledger.commands.plugins import host_from_args
-
-            hosts.append(host_from_args(args, on_demand=True))
-        return hosts[0].resolve_method(name, values, adjacency)
-
-    return resolve
-
-
 def _load(path: str, resolver: MethodResolver) -> Pipeline:
     """A pipeline file, or a dp-accounting ``DpEvent`` in its named-tuple JSON form."""
     from dpledger.integrations.dp_accounting import load_pipeline_or_dp_event
@@ -149,16 +130,38 @@ def _load(path: str, resolver: MethodResolver) -> Pipeline:
     return load_pipeline_or_dp_event(path, resolver)  # type: ignore[no-any-return]
 
 
-def run(args: argparse.Namespace) -> int:
-    from dpledger.accountant.graph_account import account_graph
+#: the options the clean room receives (plain JSON values)
+ROOM_OPTIONS = (
+    "file",
+    "delta",
+    "epsilon",
+    "json",
+    "backends",
+    "per_release",
+    "crosscheck",
+    "plugins_allow",
+    "plugins_block",
+)
 
-    hosts: list[PluginHost] = []
-    pipeline = _load(args.file, _lazy_resolver(args, hosts))
+
+def run(args: argparse.Namespace) -> int:
+    """Certify in the clean room: this process parses nothing and prints nothing itself."""
+    from dpledger.cleanroom.launch import run_in_clean_room
+
+    options = {k: getattr(args, k) for k in ROOM_OPTIONS}
+    return run_in_clean_room(
+        "account", options, allow=options["plugins_allow"], block=options["plugins_block"]
+    )
+
+
+def certify(args: argparse.Namespace, pipeline: Pipeline, rests_on: list[str]) -> int:
+    """Account a loaded pipeline and print the bound (run inside the clean room)."""
+    from dpledger.accountant.graph_account import account_graph
+    from dpledger.accountant.select import crosscheck_mode
+
     delta, epsilon = _query(args, pipeline.delta, pipeline.epsilon)
     if args.backends is not None:
         _check_backends(args.backends)
-    from dpledger.accountant.select import crosscheck_mode
-
     with crosscheck_mode(args.crosscheck):
         result = account_graph(
             pipeline.graph,
@@ -167,16 +170,16 @@ def run(args: argparse.Namespace) -> int:
             backends=args.backends,
             per_release=args.per_release,
         )
-    for host in hosts:  # nothing a plugin changed may stand behind the printed bound
-        host.certify()
     if args.json:
         out = result.to_dict()
         out["pipeline"] = pipeline.name
         out["file"] = pipeline.origin
+        if rests_on:
+            out["rests_on"] = list(rests_on)
         json.dump(_json_safe(out), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(format_account(result, pipeline.name or pipeline.origin))
+        sys.stdout.write(format_account(result, pipeline.name or pipeline.origin, rests_on))
     return 0
 
 
@@ -212,11 +215,13 @@ def _bound_line(b: Any) -> str:
     )
 
 
-def format_account(result: GraphAccount, name: str) -> str:
-    """A readable summary: overall bound, per source, per release with lifting rules."""
+def format_account(result: GraphAccount, name: str, rests_on: Sequence[str] = ()) -> str:
+    """A readable summary: overall bound (and the third-party declarations it rests on), per
+    source, per release with lifting rules."""
     from dpledger.core.lifting import RULE_TEXT
 
     lines = [f"pipeline: {name}", _bound_line(result.bound)]
+    lines.extend(f"rests on: {line}" for line in rests_on)
     lines.append(f"adjacency: {result.adjacency_description()}")
     if len(result.sources) > 1:
         lines.append(f"sources combined: {result.combined}")

@@ -419,8 +419,9 @@ def _method_event(
     except IntegrityError:
         raise  # names the plugin and its own fix
     except DPLedgerError as exc:
+        problem, _, fix = str(exc).partition(". Fix: ")
         raise ctx.fail(
-            f"{path}.method", str(exc), "name a method listed by `dpledger plugins`"
+            f"{path}.method", problem, fix or "name a method listed by `dpledger plugins`"
         ) from None
     return event, plugin, unit
 

@@ -57,9 +57,9 @@ def _expected() -> float:
     return account(lifted, Adjacency(), delta=1e-6).bound.epsilon
 
 
-def test_json_output(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_output(small: Path, capfd: pytest.CaptureFixture[str]) -> None:
     assert main(["account", str(small), "--json", "--per-release"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capfd.readouterr().out)
     assert {
         "epsilon",
         "epsilon_lower",
@@ -84,9 +84,9 @@ def test_json_output(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert releases["pick"]["bound"]["epsilon"] <= 0.5 + 1e-12
 
 
-def test_readable_output(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_readable_output(small: Path, capfd: pytest.CaptureFixture[str]) -> None:
     assert main(["account", str(small), "--delta", "1e-5"]) == 0
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert out.startswith("pipeline: small\nepsilon <= ")
     assert "at delta = 1e-05 (certified upper bound; lower bound" in out
     assert "adjacency: add/remove of one user (key 'uid', at most 2 rows per user)" in out
@@ -95,9 +95,9 @@ def test_readable_output(small: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "count [source db, row level, count 1, up to 2 rows per user" in out
 
 
-def test_epsilon_query_reports_delta(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_epsilon_query_reports_delta(small: Path, capfd: pytest.CaptureFixture[str]) -> None:
     assert main(["account", str(small), "--epsilon", "1.0", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capfd.readouterr().out)
     assert out["epsilon"] == 1.0
     assert 0 <= out["delta_lower"] <= out["delta"] <= 1e-9  # pure 1.0-DP in total
 
@@ -151,12 +151,12 @@ BAD_FILES = {
 
 @pytest.mark.parametrize("case", sorted(BAD_FILES))
 def test_bad_files_give_one_line_and_exit_2(
-    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    case: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     text, message = BAD_FILES[case]
     path = _write(tmp_path, text)
     assert main(["account", str(path)]) == 2
-    captured = capsys.readouterr()
+    captured = capfd.readouterr()
     assert captured.out == ""
     lines = captured.err.splitlines()
     assert len(lines) == 1, captured.err
@@ -177,22 +177,22 @@ def test_bad_files_give_one_line_and_exit_2(
     ],
 )
 def test_bad_options_give_one_line_and_exit_2(
-    argv: list[str], message: str, small: Path, capsys: pytest.CaptureFixture[str]
+    argv: list[str], message: str, small: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     try:
         code = main(["account", str(small), *argv])
     except SystemExit as exc:  # argparse usage errors exit from inside parse_args
         code = exc.code  # type: ignore[assignment]
     assert code == 2
-    lines = capsys.readouterr().err.splitlines()
+    lines = capfd.readouterr().err.splitlines()
     assert len(lines) == 1
     assert message in lines[0]
     assert "Fix:" in lines[0]
 
 
-def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_file(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     assert main(["account", str(tmp_path / "nope.toml")]) == 2
-    err = capsys.readouterr().err.splitlines()
+    err = capfd.readouterr().err.splitlines()
     assert len(err) == 1 and "cannot read the file" in err[0]
 
 
@@ -206,10 +206,10 @@ def _analytic_gaussian_sigma(eps: float, delta: float) -> float:
     return float(brentq(gap, 0.1, 100, xtol=1e-12))
 
 
-def test_calibrate_matches_the_analytic_gaussian(capsys: pytest.CaptureFixture[str]) -> None:
+def test_calibrate_matches_the_analytic_gaussian(capfd: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("dpledger.accountant.calibrate")
     assert main(["calibrate", "--epsilon", "1", "--delta", "1e-5", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capfd.readouterr().out)
     exact = _analytic_gaussian_sigma(1.0, 1e-5)
     assert out["epsilon"] <= 1.0
     assert exact * (1 - 1e-9) <= out["noise_multiplier"] <= exact * (1 + 2e-4)
@@ -217,7 +217,7 @@ def test_calibrate_matches_the_analytic_gaussian(capsys: pytest.CaptureFixture[s
     assert (
         main(["calibrate", "--epsilon", "1", "--delta", "1e-5", "--adjacency", "replace_one"]) == 0
     )
-    text = capsys.readouterr().out
+    text = capfd.readouterr().out
     sigma = float(text.split("noise multiplier: ")[1].split()[0])
     assert sigma == pytest.approx(2 * exact, rel=2e-4)  # replace-one doubles the sensitivity
 
@@ -246,14 +246,14 @@ def test_calibrate_matches_the_analytic_gaussian(capsys: pytest.CaptureFixture[s
     ],
 )
 def test_calibrate_bad_input(
-    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+    argv: list[str], message: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
     try:
         code = main(["calibrate", *argv])
     except SystemExit as exc:
         code = exc.code  # type: ignore[assignment]
     assert code == 2
-    lines = capsys.readouterr().err.splitlines()
+    lines = capfd.readouterr().err.splitlines()
     assert len(lines) == 1
     assert message in lines[0]
     assert "Fix:" in lines[0]
@@ -287,36 +287,36 @@ def test_subprocess_exit_codes(small: Path, tmp_path: Path) -> None:
 
 
 def test_backends_take_a_comma_list_and_leave_the_file_alone(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     path = _write(tmp_path, PIPELINE)
     assert main(["account", "--backends", "pld,closed_form", str(path), "--json"]) == 0
-    both = json.loads(capsys.readouterr().out)
+    both = json.loads(capfd.readouterr().out)
     assert (
         main(["account", "--backends", "pld", "--backends", "closed_form", str(path), "--json"])
         == 0
     )
-    again = json.loads(capsys.readouterr().out)
+    again = json.loads(capfd.readouterr().out)
     assert again["epsilon"] == both["epsilon"] == _expected()
     with pytest.raises(SystemExit) as info:
         main(["account", "--backends", "pld,", str(path)])
     assert info.value.code == 2
-    assert "--backends" in capsys.readouterr().err
+    assert "--backends" in capfd.readouterr().err
 
 
 def test_every_command_states_its_defaults_and_no_python_reprs(
-    capsys: pytest.CaptureFixture[str],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     for command in ("account", "report", "calibrate", "audit", "run", "plugins", "demo"):
         with pytest.raises(SystemExit) as info:
             main([command, "--help"])
         assert info.value.code == 0
-        text = capsys.readouterr().out
+        text = capfd.readouterr().out
         assert "['" not in text and "{'" not in text, (command, text)
     with pytest.raises(SystemExit):
         main(["calibrate", "--help"])
-    text = capsys.readouterr().out
+    text = capfd.readouterr().out
     assert "(default: 1)" in text and "(default: add_remove)" in text
     with pytest.raises(SystemExit):
         main(["report", "--help"])
-    assert "(default: md)" in capsys.readouterr().out
+    assert "(default: md)" in capfd.readouterr().out

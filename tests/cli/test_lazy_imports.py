@@ -105,7 +105,7 @@ def test_full_parser_still_registers_every_command() -> None:
     assert cli.main(["calibrate", "--epsilon", "8", "--delta", "1e-5"]) == 0
 
 
-def test_no_traceback_escapes(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+def test_no_traceback_escapes(monkeypatch: pytest.MonkeyPatch, capfd: Any) -> None:
     from dpledger.commands import calibrate
 
     def boom(args: argparse.Namespace) -> int:
@@ -113,7 +113,7 @@ def test_no_traceback_escapes(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> N
 
     monkeypatch.setattr(calibrate, "run", boom)
     assert cli.main(["calibrate", "--epsilon", "8", "--delta", "1e-5"]) == 2
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert err.count("\n") == 1 and "OverflowError: math range error" in err and "Fix: " in err
 
     def bug(args: argparse.Namespace) -> int:
@@ -121,7 +121,7 @@ def test_no_traceback_escapes(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> N
 
     monkeypatch.setattr(calibrate, "run", bug)
     assert cli.main(["calibrate", "--epsilon", "8", "--delta", "1e-5"]) == 3
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert err.count("\n") == 1 and "internal error (KeyError" in err
     monkeypatch.setenv("DPLEDGER_TRACEBACK", "1")
     with pytest.raises(KeyError):

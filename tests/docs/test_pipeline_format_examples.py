@@ -23,13 +23,13 @@ def _method_examples() -> list[str]:
 
 
 def test_the_method_example_exists_and_accounts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     examples = _method_examples()
     assert examples, "docs/pipeline-format.md shows a release that names a method"
     for i, block in enumerate(examples):
         path = tmp_path / f"example{i}.toml"
         path.write_text(HEAD + block)
-        assert main(["account", str(path), "--json"]) == 0, capsys.readouterr().err
-        out = json.loads(capsys.readouterr().out)
+        assert main(["account", str(path), "--json"]) == 0, capfd.readouterr().err
+        out = json.loads(capfd.readouterr().out)
         assert 0 < out["epsilon"] < float("inf")

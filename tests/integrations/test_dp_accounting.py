@@ -126,7 +126,7 @@ def test_bad_fields_name_their_path() -> None:
         from_dp_event({"kind": "gaussian"})
 
 
-def test_account_reads_a_dp_event_and_agrees_with_dp_accounting(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_account_reads_a_dp_event_and_agrees_with_dp_accounting(tmp_path: Path, capfd) -> None:  # type: ignore[no-untyped-def]
     from dp_accounting.pld import pld_privacy_accountant
 
     event = d.SelfComposedDpEvent(
@@ -135,7 +135,7 @@ def test_account_reads_a_dp_event_and_agrees_with_dp_accounting(tmp_path: Path, 
     path = tmp_path / "event.json"
     path.write_text(json.dumps(named_tuple_json(event)))
     assert main(["account", str(path), "--json"]) == 0
-    ours = json.loads(capsys.readouterr().out)
+    ours = json.loads(capfd.readouterr().out)
     acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
     theirs = acc.compose(event).get_epsilon(1e-5)
     assert ours["epsilon"] == pytest.approx(theirs, rel=0.01)
@@ -143,12 +143,12 @@ def test_account_reads_a_dp_event_and_agrees_with_dp_accounting(tmp_path: Path, 
     assert from_dp_event(event).event.event == GaussianEvent(1.1)  # type: ignore[attr-defined]
 
 
-def test_report_reads_a_dp_event_like_account(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_report_reads_a_dp_event_like_account(tmp_path: Path, capfd) -> None:  # type: ignore[no-untyped-def]
     event = d.SelfComposedDpEvent(d.PoissonSampledDpEvent(0.01, d.GaussianDpEvent(1.0)), 100)
     path = tmp_path / "event.json"
     path.write_text(json.dumps(named_tuple_json(event)))
     assert main(["account", str(path), "--json"]) == 0
-    ours = json.loads(capsys.readouterr().out)
+    ours = json.loads(capfd.readouterr().out)
     assert main(["report", str(path), "--format", "json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(capfd.readouterr().out)
     assert report["bound"]["epsilon"] == ours["epsilon"]

@@ -115,7 +115,7 @@ def test_a_curve_that_patches_the_accountant_is_refused(  # type: ignore[no-unty
         host.lower(ComposedEvent([GAUSSIAN, ShadowEvent()]))
 
 
-def test_a_pipeline_table_with_a_negative_value_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_pipeline_table_with_a_negative_value_is_refused(tmp_path: Path, capfd) -> None:  # type: ignore[no-untyped-def]
     pipeline = tmp_path / "p.toml"
     pipeline.write_text(
         "delta = 1e-5\n"
@@ -132,7 +132,7 @@ def test_a_pipeline_table_with_a_negative_value_is_refused(tmp_path: Path, capsy
         'event = { kind = "tabulated_rdp", orders = [2.0, 4.0], rdp = [-5.0, 1.0] }\n'
     )
     assert main(["account", str(pipeline), "--json"]) == 2
-    assert "not a non-negative number" in capsys.readouterr().err
+    assert "not a non-negative number" in capfd.readouterr().err
     pipeline.write_text(pipeline.read_text().replace("[-5.0, 1.0]", "[0.5, 1.0]"))
     assert main(["account", str(pipeline), "--json"]) == 0
     assert math.isfinite(_epsilon(ComposedEvent([GAUSSIAN, TabulatedRDPEvent([2.0], [0.5])])))

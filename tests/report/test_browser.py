@@ -85,7 +85,7 @@ def _check(measured: dict[str, object], epsilon: float) -> None:
 
 
 def test_a_pipeline_naming_registered_methods(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "p.toml"
     path.write_text(
@@ -97,7 +97,7 @@ def test_a_pipeline_naming_registered_methods(
         'event = { kind = "gaussian", noise_multiplier = 1.0 } }\n'
     )
     assert main(["account", str(path), "--json"]) == 0
-    epsilon = json.loads(capsys.readouterr().out)["epsilon"]
+    epsilon = json.loads(capfd.readouterr().out)["epsilon"]
     out = tmp_path / "report.html"
     assert main(["report", str(path), "--format", "html", "--out", str(out)]) == 0
     measured = probe(out, tmp_path)

@@ -15,18 +15,18 @@ from dpledger.report.render_md import SECTIONS, render_markdown
 from .conftest import PIPELINE, write_pipeline
 
 
-def _cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+def _cli_json(capfd: pytest.CaptureFixture[str], *argv: str) -> dict:
     assert main(list(argv)) == 0
-    return json.loads(capsys.readouterr().out)
+    return json.loads(capfd.readouterr().out)
 
 
 def test_report_numbers_equal_account_json(
-    pipeline_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pipeline_file: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    account = _cli_json(capsys, "account", str(pipeline_file), "--json", "--per-release")
+    account = _cli_json(capfd, "account", str(pipeline_file), "--json", "--per-release")
     out = tmp_path / "r.json"
     assert main(["report", str(pipeline_file), "--format", "json", "--out", str(out)]) == 0
-    capsys.readouterr()
+    capfd.readouterr()
     report = json.loads(out.read_text())
     account.pop("file")
     assert report["account"] == account
@@ -43,10 +43,10 @@ def test_report_numbers_equal_account_json(
 
 
 def test_explicit_delta_matches_account(
-    pipeline_file: Path, capsys: pytest.CaptureFixture[str], empty_host: object
+    pipeline_file: Path, capfd: pytest.CaptureFixture[str], empty_host: object
 ) -> None:
     account = _cli_json(
-        capsys, "account", str(pipeline_file), "--json", "--per-release", "--delta", "1e-3"
+        capfd, "account", str(pipeline_file), "--json", "--per-release", "--delta", "1e-3"
     )
     built = report_pipeline_file(pipeline_file, delta=1e-3, host=empty_host, brackets=False)
     account.pop("file")

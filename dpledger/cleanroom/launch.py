@@ -1,0 +1,98 @@
+"""Starting the clean room from an ordinary process, and answering what it asks for.
+
+:func:`run_in_clean_room` builds the clean room's path (:mod:`dpledger.cleanroom.tree`),
+starts ``python -I -S`` on :func:`dpledger.cleanroom.room.main` with the request on stdin, and
+lets it write to this process's standard output and error file descriptors directly. When the
+room needs third-party declarations it says so (exit code
+:data:`~dpledger.cleanroom.room.NEEDS_DECLARATIONS`); each is computed in a worker process
+(:func:`~dpledger.cleanroom.worker.declare_in_worker`) and the room is run once more with them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dpledger.cleanroom.declarations import DeclarationRequest
+from dpledger.cleanroom.tree import CleanRoomError, clean_path
+from dpledger.cleanroom.worker import declare_in_worker
+
+NEEDS_DECLARATIONS = 10
+#: the program the isolated interpreter runs (the path directory is its only argument)
+BOOTSTRAP = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from dpledger.cleanroom.room import main; raise SystemExit(main())"
+)
+
+
+def clean_room_command(tree: Path) -> list[str]:
+    """The command line of the clean room: no site, no user site, no environment paths."""
+    return [sys.executable, "-I", "-S", "-c", BOOTSTRAP, str(tree)]
+
+
+def _fd_or_none(stream: Any) -> int | None:
+    """The stream's file descriptor, flushed; None when it has none (then the room's goes
+    to this process's own descriptor)."""
+    try:
+        stream.flush()
+        return int(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _launch(tree: Path, request: Mapping[str, Any]) -> int:
+    done = subprocess.run(
+        clean_room_command(tree),
+        input=json.dumps(request),
+        text=True,
+        stdout=_fd_or_none(sys.stdout),
+        stderr=_fd_or_none(sys.stderr),
+        check=False,
+    )
+    return done.returncode
+
+
+def run_in_clean_room(
+    command: str,
+    options: Mapping[str, Any],
+    *,
+    allow: str | None = None,
+    block: str | None = None,
+) -> int:
+    """Run ``command`` with ``options`` in the clean room; its exit code."""
+    from dpledger.cleanroom.resolver import names
+
+    replies: list[dict[str, Any]] = []
+    with clean_path() as tree, tempfile.TemporaryDirectory(prefix="dpledger-room-") as tmp:
+        needs_file = Path(tmp) / "needs.json"
+        for _ in range(2):
+            request = {
+                "command": command,
+                "options": dict(options),
+                "declarations": replies,
+                "needs_file": str(needs_file),
+            }
+            code = _launch(tree, request)
+            if code != NEEDS_DECLARATIONS:
+                return code
+            needs = json.loads(needs_file.read_text(encoding="utf-8"))
+            replies += _answer(needs, names(allow), names(block))
+    raise CleanRoomError(
+        "the clean room asked twice for the same declarations. Fix: rerun with "
+        "DPLEDGER_TRACEBACK=1 and report the pipeline file"
+    )
+
+
+def _answer(
+    needs: Sequence[Mapping[str, Any]], allow: list[str] | None, block: list[str] | None
+) -> list[dict[str, Any]]:
+    out = []
+    for need in needs:
+        reply = declare_in_worker(DeclarationRequest.from_dict(need), allow=allow, block=block)
+        out.append(reply.to_dict())
+    return out
