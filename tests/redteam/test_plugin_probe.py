@@ -185,9 +185,9 @@ def test_a_hook_that_exits_is_named_with_its_hook(make_dist, marks: Path) -> Non
     assert after.ok and after.methods == ("rt_probe_after",)
 
 
-def test_base_exceptions_raised_in_this_process_are_caught(
+def test_base_exceptions_raised_in_this_process_are_caught(  # type: ignore[no-untyped-def]
     make_dist, marks: Path, dpledger_pm
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     make_dist("interrupt-plugin", "0.2", {"rt_probe_interrupt": INTERRUPTS}, {})
     entry = metadata.EntryPoint("interrupter", "rt_probe_interrupt", "dpledger")
     load_entry_points(dpledger_pm, entry_points=[entry], which="third_party", check=False)
@@ -238,9 +238,10 @@ def two_good(make_dist, marks: Path, monkeypatch: pytest.MonkeyPatch) -> Path:  
 
 def test_builtin_names_start_no_check_and_import_no_third_party(
     two_good: Path, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     host = PluginHost()
-    assert host.method("laplace_mechanism").provenance.distribution == "dpledger"  # type: ignore[union-attr]
+    provenance = host.method("laplace_mechanism").provenance
+    assert provenance is not None and provenance.distribution == "dpledger"
     assert host.lower(GaussianEvent(1.0)) == GaussianEvent(1.0)
     assert _imported(two_good) == {}  # not even in a subprocess
     config = tmp_path / "audit.toml"
@@ -282,9 +283,9 @@ def test_the_demo_loads_no_third_party_plugin(two_good: Path, tmp_path: Path, mo
     assert _imported(two_good) == {}
 
 
-def test_a_third_party_method_imports_only_its_distribution(
+def test_a_third_party_method_imports_only_its_distribution(  # type: ignore[no-untyped-def]
     two_good: Path, tmp_path: Path, capfd
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     path = tmp_path / "alpha.toml"
     path.write_text(
         PIPELINE.format(method="rt_alpha_count") + "params = { noise_multiplier = 2.0 }\n"
