@@ -159,9 +159,10 @@ class PluginHost:
 
     def _load_third_party(self, methods: Sequence[str] = (), kinds: Sequence[str] = ()) -> bool:
         """On demand: load the third-party distributions that provide one of these method
-        names or event kinds; True if the host may have changed."""
+        names or event kinds; True if any plugin was tried or failed its check."""
         if not self._third_party_pending:
             return False
+        before = (len(self.pm.attempted), len(self.pm.problems))
         load_entry_points(
             self.pm,
             allow=self.pm.allow,
@@ -169,6 +170,8 @@ class PluginHost:
             which="third_party",
             wanted=lambda found: found.provides(methods, kinds),
         )
+        if (len(self.pm.attempted), len(self.pm.problems)) == before:
+            return False
         self._specs = None
         return True
 
