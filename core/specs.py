@@ -164,6 +164,9 @@ class MethodSpec:
     public data). The host checks the executed steps against the declaration before it
     releases the outputs. ``example(options)`` (optional) makes up data to show the method on
     (:class:`Example`), as ``dpledger demo`` does; it is never used to account anything.
+    ``post_processing`` states that the method reads no private data (only public data or
+    earlier releases): only then may it declare no privacy cost, and every bound that
+    includes it says that this rests on the plugin's word.
     """
 
     name: str = attrs.field(validator=_name_validator)
@@ -176,6 +179,7 @@ class MethodSpec:
         default=None, validator=_provenance_validator, eq=False
     )
     example: ExampleFn | None = attrs.field(default=None, validator=_optional_callable)
+    post_processing: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
 
     def make_params(self, values: Mapping[str, Any] | None = None) -> Any:
         """Build validated parameters from a plain mapping (a config file table)."""
@@ -202,6 +206,7 @@ class MethodSpec:
             "params": [f.name for f in attrs.fields(self.params) if f.init],
             "proof": self.proof.to_dict(),
             "provenance": self.provenance.to_dict() if self.provenance else None,
+            "post_processing": self.post_processing,
         }
 
 

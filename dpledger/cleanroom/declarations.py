@@ -85,6 +85,8 @@ class DeclarationReply:
     distribution: str | None = None
     version: str | None = None
     error: Mapping[str, str] | None = None
+    #: the plugin states that the method reads no private data
+    post_processing: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out = attrs.asdict(self, recurse=False)
@@ -112,7 +114,7 @@ class DeclarationReply:
                 f"{where} uses event kinds {foreign} that are not core kinds after lowering. "
                 "Fix: map the plugin's mechanisms onto core events (to_core, a pair, a profile)"
             )
-        if costs_nothing(event):
+        if costs_nothing(event) and not self.post_processing:
             raise PluginError(
                 f"{where} declares no privacy cost ({event.describe()}) for a method that "
                 "releases outputs computed from the data. Fix: declare the mechanisms the method "
@@ -146,6 +148,7 @@ def reply_from_dict(data: Mapping[str, Any]) -> DeclarationReply:
             distribution=data.get("distribution"),
             version=data.get("version"),
             error=data.get("error"),
+            post_processing=data.get("post_processing") is True,
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise InvalidParameterError(

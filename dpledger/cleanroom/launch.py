@@ -63,14 +63,18 @@ def run_in_clean_room(
     *,
     allow: str | None = None,
     block: str | None = None,
+    timeout: str | None = None,
 ) -> int:
-    """Run ``command`` with ``options`` in the clean room; its exit code."""
+    """Run ``command`` with ``options`` in the clean room; its exit code. ``allow``, ``block``
+    and ``timeout`` are the plugin-loading options of the workers that declare third-party
+    methods."""
     from dpledger.cleanroom.resolver import names
 
     replies: list[dict[str, Any]] = []
+    answered: list[dict[str, Any]] = []
     with clean_path() as tree, tempfile.TemporaryDirectory(prefix="dpledger-room-") as tmp:
         needs_file = Path(tmp) / "needs.json"
-        for _ in range(2):
+        while True:
             request = {
                 "command": command,
                 "options": dict(options),
@@ -81,18 +85,24 @@ def run_in_clean_room(
             if code != NEEDS_DECLARATIONS:
                 return code
             needs = json.loads(needs_file.read_text(encoding="utf-8"))
-            replies += _answer(needs, names(allow), names(block))
-    raise CleanRoomError(
-        "the clean room asked twice for the same declarations. Fix: rerun with "
-        "DPLEDGER_TRACEBACK=1 and report the pipeline file"
-    )
+            if not needs or any(need in answered for need in needs):
+                raise CleanRoomError(
+                    "the clean room asked again for declarations it was given. Fix: rerun "
+                    "with DPLEDGER_TRACEBACK=1 and report the input"
+                )
+            answered += needs
+            replies += _answer(needs, names(allow), names(block), timeout)
 
 
 def _answer(
-    needs: Sequence[Mapping[str, Any]], allow: list[str] | None, block: list[str] | None
+    needs: Sequence[Mapping[str, Any]],
+    allow: list[str] | None,
+    block: list[str] | None,
+    timeout: str | None,
 ) -> list[dict[str, Any]]:
     out = []
     for need in needs:
-        reply = declare_in_worker(DeclarationRequest.from_dict(need), allow=allow, block=block)
+        request = DeclarationRequest.from_dict(need)
+        reply = declare_in_worker(request, allow=allow, block=block, timeout=timeout)
         out.append(reply.to_dict())
     return out

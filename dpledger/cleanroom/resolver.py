@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dpledger.cleanroom.declarations import DeclarationReply, DeclarationRequest
+from dpledger.cleanroom.declarations import DeclarationReply, DeclarationRequest, costs_nothing
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event, NoOpEvent
@@ -63,10 +63,16 @@ class RoomResolver:
                 str(reply.error.get("fix", "see `dpledger plugins`")),
             )
         event = reply.core_event()
-        line = (
-            f"method {name!r} as declared by third-party plugin {reply.who()}: dpledger "
-            "certifies the declared events, not that the plugin's code does what it declares"
-        )
+        if costs_nothing(event):
+            line = (
+                f"method {name!r}, post-processing by the word of third-party plugin "
+                f"{reply.who()}: no privacy cost is charged for it"
+            )
+        else:
+            line = (
+                f"method {name!r} as declared by third-party plugin {reply.who()}: dpledger "
+                "certifies the declared events, not that the plugin's code does what it declares"
+            )
         if line not in self.rests_on:
             self.rests_on.append(line)
         return event, f"{reply.plugin or 'unknown'} (third-party)", reply.unit

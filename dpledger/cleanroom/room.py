@@ -52,9 +52,13 @@ def foreign_modules() -> str | None:
 
 
 def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], int]]:
-    from dpledger.cleanroom import account_room, verify_room
+    from dpledger.cleanroom import account_room, run_room, verify_room
 
-    return {"account": account_room.serve, "verify": verify_room.serve}
+    return {
+        "account": account_room.serve,
+        "verify": verify_room.serve,
+        "certify_run": run_room.serve,
+    }
 
 
 def main() -> int:

@@ -16,8 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from dpledger.cleanroom.account_room import resolver_for
-from dpledger.cleanroom.room import write_needs
+from dpledger.cleanroom.resolver import RoomResolver
+from dpledger.cleanroom.room import NEEDS_DECLARATIONS, write_needs
 from dpledger.core.errors import DPLedgerError, InvalidParameterError
 
 #: relative slack when comparing a recorded bound with the recomputed one (float round-off)
@@ -26,20 +29,25 @@ CLEAN = "recomputed in a clean room (an isolated interpreter that loads no third
 
 
 def serve(request: Mapping[str, Any]) -> int:
-    target = Path(request["options"]["target"])
-    if target.is_dir():
-        return verify_run(target, request)
-    return _verify_file(request)
+    """Check every target; the worst exit code (a mismatch anywhere is 1)."""
+    codes = []
+    for target in request["options"]["targets"]:
+        path = Path(target)
+        code = verify_run(path, request) if path.is_dir() else _verify_file(target, request)
+        if code == NEEDS_DECLARATIONS:
+            return code
+        codes.append(code)
+    return max(codes)
 
 
-def _verify_file(request: Mapping[str, Any]) -> int:
+def _verify_file(target: str, request: Mapping[str, Any]) -> int:
     from dpledger.cleanroom import account_room
 
     options = request["options"]
     account_request = {
         **request,
         "options": {
-            "file": options["target"],
+            "file": target,
             "delta": None,
             "epsilon": None,
             "json": False,
@@ -52,7 +60,7 @@ def _verify_file(request: Mapping[str, Any]) -> int:
     }
     code = account_room.serve(account_request)
     if code == 0:
-        sys.stdout.write(f"verified: {options['target']}: {CLEAN}\n")
+        sys.stdout.write(f"verified: {target}: {CLEAN}\n")
     return code
 
 
@@ -69,32 +77,78 @@ def _read_record(run_dir: Path) -> dict[str, Any]:
     return data
 
 
-def verify_run(run_dir: Path, request: Mapping[str, Any]) -> int:
-    """Check one run directory; print what holds, or every mismatch."""
+@attrs.frozen
+class RunCheck:
+    """What the clean room found in one run directory."""
+
+    record: Any
+    data: Mapping[str, Any]
+    problems: list[str]
+    notes: list[str]
+    selection: Any
+    bound_line: str
+    rests_on: list[str]
+
+
+def check_run(run_dir: Path, request: Mapping[str, Any], *, sealed: bool) -> RunCheck | int:
+    """Recompute a run's declaration, accounted event and bound, and re-check its coverage
+    (and, when ``sealed``, its seal); the exit code asking for declarations, if it needs any."""
     from dpledger.runtime.record_seal import seal_problems
     from dpledger.runtime.run_record import RunRecord
 
     data = _read_record(run_dir)
     record = RunRecord.from_json(data)
-    resolver = resolver_for(request)  # loads the builtin plugins' event kinds
-    problems = seal_problems(data, run_dir)
-    notes: list[str] = []
-    bound = _check_bound(record, problems)
-    _check_coverage(record, problems, notes)
-    if resolver.needs:  # pragma: no cover - runs ask for no declarations
+    resolver = resolver_for(request)  # also loads the builtin plugins' event kinds
+    problems = seal_problems(run_dir) if sealed else []
+    _check_declaration(record, resolver, problems)
+    if resolver.needs:
         return write_needs(request, resolver.needs)
-    if problems:
-        for problem in problems:
+    notes: list[str] = []
+    selection, bound = _check_bound(record, problems)
+    _check_coverage(record, problems, notes)
+    return RunCheck(record, data, problems, notes, selection, bound, resolver.rests_on)
+
+
+def verify_run(run_dir: Path, request: Mapping[str, Any]) -> int:
+    """Check one run directory; print what holds, or every mismatch."""
+    check = check_run(run_dir, request, sealed=True)
+    if isinstance(check, int):
+        return check
+    if check.problems:
+        for problem in check.problems:
             sys.stderr.write(f"dpledger verify: {run_dir}: mismatch: {problem}\n")
         return 1
-    lines = [f"verified: {run_dir}: method {record.method}", f"  {bound}"]
-    lines += [f"  {n}" for n in notes]
+    lines = [f"verified: {run_dir}: method {check.record.method}", f"  {check.bound_line}"]
+    lines += [f"  rests on: {line}" for line in check.rests_on]
+    lines += [f"  {n}" for n in check.notes]
     lines.append(f"  {CLEAN}")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
 
-def _check_bound(record: Any, problems: list[str]) -> str:
+def _check_declaration(record: Any, resolver: RoomResolver, problems: list[str]) -> None:
+    """The method's declaration, made again from the record's parameters: by dpledger's own
+    code for a builtin method, by a worker (the same canonical inputs as ``account``) for a
+    third-party one."""
+    try:
+        event, _, unit = resolver(record.method, record.params, record.adjacency)
+    except DPLedgerError as exc:
+        problems.append(f"the method's declaration could not be made again ({exc})")
+        return
+    if resolver.needs:
+        return
+    if event.to_dict() != dict(record.declared_core):
+        problems.append(
+            f"the recorded declaration ({record.core_event().describe()}) is not what method "
+            f"{record.method!r} declares for the recorded parameters ({event.describe()})"
+        )
+    if unit != record.declared_unit:
+        problems.append(
+            f"the recorded unit {record.declared_unit!r} is not the method's ({unit!r})"
+        )
+
+
+def _check_bound(record: Any, problems: list[str]) -> tuple[Any, str]:
     """Recompute the accounted event and the bound; record what differs."""
     from dpledger.accountant import select
     from dpledger.core.declaration import stated_for_unit, unit_adjacency
@@ -110,8 +164,9 @@ def _check_bound(record: Any, problems: list[str]) -> str:
     delta = record.privacy.get("delta")
     if not isinstance(delta, float) or not 0 < delta < 1:
         problems.append(f"privacy.delta is {delta!r}, not a probability")
-        return "no bound recomputed"
-    fresh = select.account(per_unit, unit_adjacency(adjacency), delta=delta).bound
+        return None, "no bound recomputed"
+    selection = select.account(per_unit, unit_adjacency(adjacency), delta=delta)
+    fresh = selection.bound
     stated = record.privacy.get("epsilon")
     if isinstance(stated, str) and stated == "inf":
         stated = math.inf
@@ -120,7 +175,7 @@ def _check_bound(record: Any, problems: list[str]) -> str:
             f"privacy.epsilon is {stated!r}, below the certified bound recomputed here "
             f"({fresh.epsilon!r}, {fresh.method})"
         )
-    return (
+    return selection, (
         f"epsilon <= {fmt_up(fresh.epsilon)} at delta = {delta:g} (certified upper bound; "
         f"method {fresh.method}; the record states {stated!r})"
     )

@@ -30,23 +30,23 @@ WORKER_FACTOR = 4.0
 WORKER_START = 5.0
 
 
-def plugin_timeout() -> float:
+def plugin_timeout(option: str | float | None = None) -> float:
     """The worker's time limit (loading the plugins and one ``declare``): four times the
     per-distribution loading limit (``DPLEDGER_PLUGINS_TIMEOUT``, see
     :mod:`dpledger.runtime.plugin_probe`) plus its own start, so that a plugin that hangs at
     import is named by the loader first."""
     from dpledger.runtime.plugin_probe import timeout_from
 
-    return WORKER_FACTOR * timeout_from(None) + WORKER_START
+    return WORKER_FACTOR * timeout_from(option, "--plugins-timeout") + WORKER_START
 
 
 def _answer(
-    request: DeclarationRequest, allow: Any, block: Any, who_file: Path
+    request: DeclarationRequest, allow: Any, block: Any, timeout: Any, who_file: Path
 ) -> DeclarationReply:
     from dpledger.core.adjacency import Adjacency
     from dpledger.runtime.plugin_manager import PluginHost
 
-    host = PluginHost.on_demand(allow=allow, block=block)
+    host = PluginHost.on_demand(allow=allow, block=block, timeout=timeout)
     try:
         spec = host.method(request.method)
         provenance = spec.provenance
@@ -65,6 +65,7 @@ def _answer(
         problem, _, fix = str(exc).partition(". Fix: ")
         error = {"field": "method", "problem": problem, "fix": fix or "see `dpledger plugins`"}
         return DeclarationReply(request, error=error)
+    provenance = spec.provenance
     return DeclarationReply(
         request,
         event=event.to_dict(),
@@ -72,6 +73,7 @@ def _answer(
         plugin=plugin,
         distribution=provenance.distribution if provenance else None,
         version=provenance.version if provenance else None,
+        post_processing=spec.post_processing,
     )
 
 
@@ -80,7 +82,8 @@ def main() -> int:
     job = json.loads(sys.stdin.read())
     reply_file = Path(job["reply_file"])
     request = DeclarationRequest.from_dict(job["request"])
-    reply = _answer(request, job["allow"], job["block"], reply_file.with_suffix(".who"))
+    who = reply_file.with_suffix(".who")
+    reply = _answer(request, job["allow"], job["block"], job.get("timeout"), who)
     reply_file.write_text(json.dumps(reply.to_dict()), encoding="utf-8")
     return 0
 
@@ -97,11 +100,11 @@ def declare_in_worker(
     *,
     allow: Sequence[str] | None,
     block: Sequence[str] | None,
-    timeout: float | None = None,
+    timeout: str | float | None = None,
 ) -> DeclarationReply:
     """Run ``request`` in a worker process; a plugin that exits, hangs or crashes is an error
     naming the method."""
-    limit = plugin_timeout() if timeout is None else timeout
+    limit = plugin_timeout(timeout)
     what = f"the declaration of method {request.method!r} (third-party plugin process)"
     fix = "block the plugin with --plugins-block NAME, or ask its author to fix it"
     with tempfile.TemporaryDirectory(prefix="dpledger-worker-") as tmp:
@@ -110,6 +113,7 @@ def declare_in_worker(
             "request": request.to_dict(),
             "allow": None if allow is None else list(allow),
             "block": None if block is None else list(block),
+            "timeout": timeout,
             "reply_file": str(reply_file),
         }
         code = "from dpledger.cleanroom.worker import main; raise SystemExit(main())"

@@ -150,7 +150,11 @@ def run(args: argparse.Namespace) -> int:
 
     options = {k: getattr(args, k) for k in ROOM_OPTIONS}
     return run_in_clean_room(
-        "account", options, allow=options["plugins_allow"], block=options["plugins_block"]
+        "account",
+        options,
+        allow=args.plugins_allow,
+        block=args.plugins_block,
+        timeout=args.plugins_timeout,
     )
 
 

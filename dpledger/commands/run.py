@@ -15,7 +15,7 @@ import math
 import shutil
 import tempfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +187,8 @@ def write_atomically(
     outputs: Mapping[str, Any],
     record: RunRecord,
     private: Mapping[str, Any] | None = None,
+    *,
+    certify: Callable[[Path], None] | None = None,
 ) -> None:
     """Write everything into temporary siblings of ``out``, then rename them into place.
 
@@ -194,7 +196,8 @@ def write_atomically(
     ``private`` (data-dependent values useful for debugging, and the seed, which would let
     anyone subtract the noise) goes to ``PRIVATE-diagnostics.json`` in the private directory
     beside ``out`` (:func:`~dpledger.runtime.run_record.private_dir`: ``OUT.private``), never
-    into ``out``, which holds only what may be published. On any failure neither is left.
+    into ``out``, which holds only what may be published. ``certify`` sees the staged public
+    directory before anything is moved into place. On any failure neither is left.
     """
     parent = out.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
@@ -203,6 +206,8 @@ def write_atomically(
         public = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
         staged.append((public, out))
         _write_public(public, outputs, record)
+        if certify is not None:
+            certify(public)
         if private is not None:
             secret = private_dir(out)
             tmp = Path(tempfile.mkdtemp(prefix=f".{secret.name}.", dir=secret.resolve().parent))
@@ -301,19 +306,68 @@ def main(args: argparse.Namespace) -> int:
         secure=args.secure,
         declaration=declaration,
     )
-    record = RunRecord(
-        method=spec.name,
-        provenance=spec.provenance.to_dict() if spec.provenance else None,
-        params=_jsonable(attrs.asdict(params)),
-        ledger=result.ledger.to_dict(),
-        declared_core=host.lower(declaration.event, adjacency).to_dict(),
+    record = build_record(spec, params, result, host.lower(declaration.event, adjacency))
+    record = attrs.evolve(
+        record,
         accounted={"event": per_unit.to_dict(), "lift_rules": list(rules)},
         privacy=privacy_record(selection),
     )
     private = {"seed": args.seed, **result.ledger.private_dict()}
-    write_atomically(args.out, result.outputs, record, private)
-    print(headline(spec.name, selection.bound.to_dict(), delta, adjacency, args.out))
+    try:
+        write_atomically(
+            args.out,
+            result.outputs,
+            record,
+            private,
+            certify=clean_room_certifier(
+                args.out, args.plugins_allow, args.plugins_block, args.plugins_timeout
+            ),
+        )
+    except RunRefused as refused:
+        return refused.code
     return 0
+
+
+class RunRefused(Exception):
+    """The clean room did not confirm a staged run (it has said why); nothing is published."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"refused with exit code {code}")
+        self.code = code
+
+
+def clean_room_certifier(
+    out: Path, allow: str | None, block: str | None, timeout: str | None
+) -> Callable[[Path], None]:
+    """The clean room's confirmation of a run staged for ``out``: it makes the declaration
+    again, recomputes the bound, writes the record's privacy section and seal, and prints the
+    run's line; :class:`RunRefused` if it does not confirm the run."""
+    from dpledger.cleanroom.launch import run_in_clean_room
+
+    def certify(staged: Path) -> None:
+        options = {
+            "staged": str(staged),
+            "out": str(out),
+            "plugins_allow": allow,
+            "plugins_block": block,
+        }
+        code = run_in_clean_room("certify_run", options, allow=allow, block=block, timeout=timeout)
+        if code != 0:
+            raise RunRefused(code)
+
+    return certify
+
+
+def build_record(spec: Any, params: Any, result: Any, declared_core: Event) -> RunRecord:
+    """The public record of a finished run, before its bound is filled in."""
+    return RunRecord(
+        method=spec.name,
+        provenance=spec.provenance.to_dict() if spec.provenance else None,
+        params=_jsonable(attrs.asdict(params)),
+        ledger=result.ledger.to_dict(),
+        declared_core=declared_core.to_dict(),
+        privacy={},
+    )
 
 
 def privacy_record(selection: select.Selection) -> dict[str, Any]:

@@ -18,7 +18,12 @@ def register(subparsers: Any) -> None:
         "its executed steps are covered by its declaration) or of a pipeline file. Exit code 1 "
         "names every mismatch.",
     )
-    parser.add_argument("target", metavar="RUN_DIR|FILE", help="a run directory or a pipeline file")
+    parser.add_argument(
+        "targets",
+        nargs="+",
+        metavar="RUN_DIR|FILE",
+        help="run directories or pipeline files (each checked on its own)",
+    )
     add_plugin_options(parser)
     parser.set_defaults(func=run)
     one_line_errors(parser)
@@ -28,8 +33,14 @@ def run(args: argparse.Namespace) -> int:
     from dpledger.cleanroom.launch import run_in_clean_room
 
     options = {
-        "target": args.target,
+        "targets": list(args.targets),
         "plugins_allow": args.plugins_allow,
         "plugins_block": args.plugins_block,
     }
-    return run_in_clean_room("verify", options, allow=args.plugins_allow, block=args.plugins_block)
+    return run_in_clean_room(
+        "verify",
+        options,
+        allow=args.plugins_allow,
+        block=args.plugins_block,
+        timeout=args.plugins_timeout,
+    )

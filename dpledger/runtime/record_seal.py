@@ -1,10 +1,12 @@
-"""The seal of a run directory: digests of the record and of every output file it lists.
+"""The seal of a run directory: digests of the record and of every file published beside it.
 
-``dpledger run`` writes ``seal`` into ``ledger.json``: the SHA-256 of the record's canonical
-JSON (without the seal) and of each output file. ``dpledger verify`` recomputes both, so a
-record or an output edited after the run is named. A seal has no key: whoever edits a record
-and recomputes its seal is not caught by the seal, only by the clean room's recomputation of
-every certified number and of the coverage of the executed steps.
+``dpledger run`` writes ``seal.json`` last: the SHA-256 of ``ledger.json`` and of every other
+file of the run directory (the outputs). ``dpledger verify`` recomputes them, so a record or an
+output edited after the run is named. The seal is a function of the published files only (a
+post-processing of the releases), so ``ledger.json`` itself stays the same for neighbouring
+datasets. A seal has no key: whoever edits a record and writes a new seal is not caught by the
+seal, only by the clean room's recomputation of every certified number and of the coverage of
+the executed steps.
 """
 
 from __future__ import annotations
@@ -15,55 +17,46 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-SEAL_KEY = "seal"
+SEAL_FILE = "seal.json"
+RECORD_FILE = "ledger.json"
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def record_digest(record: Mapping[str, Any]) -> str:
-    """SHA-256 of the record's canonical JSON, its seal left out."""
-    body = {k: v for k, v in record.items() if k != SEAL_KEY}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=True)
-    return _digest(text.encode("utf-8"))
+def _published(run_dir: Path) -> list[str]:
+    return sorted(p.name for p in run_dir.iterdir() if p.is_file() and p.name != SEAL_FILE)
 
 
-def output_files(record: Mapping[str, Any]) -> dict[str, str]:
-    """The output files the record lists (name -> file name in the run directory)."""
-    outputs = record.get("outputs")
-    files = outputs.get("files") if isinstance(outputs, Mapping) else None
-    return {str(k): str(v) for k, v in files.items()} if isinstance(files, Mapping) else {}
+def seal(run_dir: Path) -> dict[str, Any]:
+    """The digests of every file in ``run_dir`` (but the seal)."""
+    return {"sha256": {name: _digest(run_dir / name) for name in _published(run_dir)}}
 
 
-def seal(record: Mapping[str, Any], run_dir: Path) -> dict[str, Any]:
-    """The seal of ``record`` and the output files it lists in ``run_dir``."""
-    files = {
-        name: _digest((run_dir / name).read_bytes())
-        for name in sorted(set(output_files(record).values()))
-    }
-    return {"record_sha256": record_digest(record), "files_sha256": files}
+def write_seal(run_dir: Path) -> None:
+    """Write ``seal.json`` into ``run_dir`` (after every other file)."""
+    text = json.dumps(seal(run_dir), indent=2, sort_keys=True) + "\n"
+    (run_dir / SEAL_FILE).write_text(text, encoding="utf-8")
 
 
-def sealed(record: Mapping[str, Any], run_dir: Path) -> dict[str, Any]:
-    """``record`` with its seal."""
-    return {**record, SEAL_KEY: seal(record, run_dir)}
-
-
-def seal_problems(record: Mapping[str, Any], run_dir: Path) -> list[str]:
-    """What differs from the record's seal (empty when nothing does)."""
-    stored = record.get(SEAL_KEY)
-    if not isinstance(stored, Mapping):
-        return ["ledger.json has no seal (it was not written by `dpledger run`, or was edited)"]
+def seal_problems(run_dir: Path) -> list[str]:
+    """What differs from the seal (empty when nothing does)."""
+    try:
+        stored = json.loads((run_dir / SEAL_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return [f"{SEAL_FILE} is missing or unreadable (the run was not written by `dpledger run`)"]
+    digests = stored.get("sha256") if isinstance(stored, Mapping) else None
+    if not isinstance(digests, Mapping):
+        return [f"{SEAL_FILE} holds no digests"]
     problems = []
-    if stored.get("record_sha256") != record_digest(record):
-        problems.append("ledger.json was edited after the run wrote it (its digest differs)")
-    stored_files = stored.get("files_sha256")
-    stored_files = stored_files if isinstance(stored_files, Mapping) else {}
-    for name in sorted(set(output_files(record).values()) | set(stored_files)):
+    for name in sorted(set(digests) | set(_published(run_dir))):
         path = run_dir / name
-        if not path.is_file():
-            problems.append(f"output {name} is missing")
-        elif stored_files.get(name) != _digest(path.read_bytes()):
-            problems.append(f"output {name} was changed after the run wrote it")
+        if name not in digests:
+            problems.append(f"{name} was added after the run wrote its files")
+        elif not path.is_file():
+            problems.append(f"{name} is missing")
+        elif digests[name] != _digest(path):
+            what = "the record" if name == RECORD_FILE else "output"
+            problems.append(f"{what} {name} was changed after the run wrote it")
     return problems

@@ -10,7 +10,7 @@ from dpledger.audit.reference import gaussian_epsilon
 from dpledger.cli import main
 
 
-def test_json_output_with_given_claim(capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_output_with_given_claim(capfd: pytest.CaptureFixture[str]) -> None:
     code = main(
         [
             "audit",
@@ -30,7 +30,7 @@ def test_json_output_with_given_claim(capsys: pytest.CaptureFixture[str]) -> Non
             "--json",
         ]
     )
-    data = json.loads(capsys.readouterr().out)
+    data = json.loads(capfd.readouterr().out)
     by_delta = {a["delta"]: a for a in data["audits"]}
     assert by_delta[1e-2]["verdict"] == "no violation found"
     assert by_delta[1e-2]["epsilon_lower"] <= gaussian_epsilon(1.0, 1e-2)
@@ -41,7 +41,7 @@ def test_json_output_with_given_claim(capsys: pytest.CaptureFixture[str]) -> Non
     assert by_delta[1e-3]["ceiling"] > 10
 
 
-def test_text_output_names_the_limits(capsys: pytest.CaptureFixture[str]) -> None:
+def test_text_output_names_the_limits(capfd: pytest.CaptureFixture[str]) -> None:
     code = main(
         [
             "audit",
@@ -61,12 +61,12 @@ def test_text_output_names_the_limits(capsys: pytest.CaptureFixture[str]) -> Non
             "0",
         ]
     )
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert code == 0
     assert "no violation found" in out and "ceiling" in out and "not 'verified'" in out
 
 
-def test_planted_under_claim_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+def test_planted_under_claim_exits_1(capfd: pytest.CaptureFixture[str]) -> None:
     code = main(
         [
             "audit",
@@ -87,11 +87,11 @@ def test_planted_under_claim_exits_1(capsys: pytest.CaptureFixture[str]) -> None
         ]
     )
     assert code == 1
-    assert "violation" in capsys.readouterr().out
+    assert "violation" in capfd.readouterr().out
 
 
-def test_bad_input_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_exits_2(capfd: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--mechanism", "gaussian", "--noise-multiplier", "-1"]) == 2
-    assert "noise_multiplier" in capsys.readouterr().err
+    assert "noise_multiplier" in capfd.readouterr().err
     assert main(["audit", "--mechanism", "randomized_response"]) == 2
-    assert "--epsilon" in capsys.readouterr().err
+    assert "--epsilon" in capfd.readouterr().err

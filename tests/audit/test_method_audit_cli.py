@@ -233,13 +233,13 @@ def test_planted_dishonest_method_is_caught(case: Planted, planted: PluginHost) 
 def test_planted_method_exits_1_from_the_cli(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    capfd: pytest.CaptureFixture[str],
     request: pytest.FixtureRequest,
 ) -> None:
     # the command's host lookup is replaced *before* the planted host takes its fingerprint of
     # dpledger's code (done later, the replacement is itself a change the host refuses)
     hosts: list[PluginHost] = []
-    monkeypatch.setattr("dpledger.commands.audit.host_from_args", lambda args: hosts[0])
+    monkeypatch.setattr("dpledger.commands.audit.host_from_args", lambda args, **_: hosts[0])
     hosts.append(request.getfixturevalue("planted"))
     np.save(tmp_path / "rows.npy", DATA)
     (tmp_path / "cfg.toml").write_text(
@@ -258,7 +258,7 @@ def test_planted_method_exits_1_from_the_cli(
             "--json",
         ]
     )
-    captured = capsys.readouterr()
+    captured = capfd.readouterr()
     assert code == 1, captured.err
     out = json.loads(captured.out)
     assert out["verdict"] == VIOLATION
@@ -338,22 +338,22 @@ def _write_config(
     return path
 
 
-def _audit_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+def _audit_json(capfd: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
     code = main(["audit", *argv, "--json"])
-    captured = capsys.readouterr()
+    captured = capfd.readouterr()
     assert captured.err == "", captured.err
     return code, json.loads(captured.out)
 
 
 @pytest.mark.parametrize("method", sorted(SMOKE))
 def test_builtin_primitive_shows_no_violation(
-    method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    method: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     plugin, data, params = SMOKE[method]
     cfg = _write_config(tmp_path, data, params)
     relation = "add_remove" if method in SELECTION else "both"
     code, out = _audit_json(
-        capsys,
+        capfd,
         method,
         "--config",
         str(cfg),
@@ -385,12 +385,12 @@ def test_builtin_primitive_shows_no_violation(
 
 @pytest.mark.parametrize("method", ["exponential_mechanism", "report_noisy_max"])
 def test_selection_under_replace_one_is_claimed_at_twice_epsilon(
-    method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    method: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     plugin, data, params = SMOKE[method]
     cfg = _write_config(tmp_path, data, params)
     code, out = _audit_json(
-        capsys,
+        capfd,
         method,
         "--config",
         str(cfg),
@@ -478,12 +478,12 @@ def test_a_refused_relation_is_skipped_with_both_and_an_error_alone(dpledger_reg
 
 
 # -- command line ---------------------------------------------------------------------------------
-def test_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_fields(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     cfg = _write_config(
         tmp_path, np.array([2.0, -1.0]), {"sensitivity": 1.0, "noise_multiplier": 1.0}
     )
     code, out = _audit_json(
-        capsys,
+        capfd,
         "gaussian_mechanism",
         "--config",
         str(cfg),
@@ -527,7 +527,7 @@ def test_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
             assert a["verdict"] == NO_VIOLATION
 
 
-def test_text_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_text_output(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     cfg = _write_config(
         tmp_path,
         RNG.integers(0, 3, size=10).astype(float),
@@ -546,7 +546,7 @@ def test_text_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
             "primitives.histogram",
         ]
     )
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert code == 0
     assert "relation: replace_one" in out and "relation: add_remove" not in out  # the config's
     assert "record 0 replaced by the canary" in out and "verdict: no violation found" in out
@@ -586,7 +586,7 @@ def test_text_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
-    argv: list[str], field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    argv: list[str], field: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     cfg = _write_config(tmp_path, np.array([1.0]), {"sensitivity": 1.0, "noise_multiplier": 1.0})
     nodata = tmp_path / "nodata.toml"
@@ -605,14 +605,14 @@ def test_bad_input_is_one_line_and_exit_2(
     code = main(
         ["audit", *[a.format(**paths) for a in argv], "--plugins-allow", "primitives.gaussian"]
     )
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("dpledger audit: error: "), err
     assert field in err
 
 
 def test_generic_data_that_is_not_per_record_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     cfg = _write_config(
         tmp_path,
@@ -631,7 +631,7 @@ def test_generic_data_that_is_not_per_record_is_refused(
             "primitives.bounded_mean",
         ]
     )
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert "different lengths" in err and "register a neighbour rule" in err
 
@@ -761,7 +761,7 @@ def _one_torch_thread() -> Iterator[None]:
 @pytest.mark.usefixtures("_one_torch_thread")
 @pytest.mark.parametrize("label", sorted(HEAVY))
 def test_heavy_method_shows_no_violation(
-    label: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    label: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     method, data, params, adjacency, plugin, runs = HEAVY[label]
     if method == "path":
@@ -772,7 +772,7 @@ def test_heavy_method_shows_no_violation(
     else:
         cfg = _write_config(tmp_path, data, params, adjacency)
     code, out = _audit_json(
-        capsys,
+        capfd,
         method,
         "--config",
         str(cfg),
@@ -837,7 +837,7 @@ def test_table_baselines_show_no_violation(method: str) -> None:
 
 
 def test_a_method_without_a_guarantee_has_no_claim_to_audit(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     cfg = _write_config(
         tmp_path,
@@ -868,6 +868,6 @@ def test_a_method_without_a_guarantee_has_no_claim_to_audit(
                 "shk",
             ]
         )
-        err = capsys.readouterr().err
+        err = capfd.readouterr().err
         assert code == 2 and "declares no privacy guarantee" in err, err
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -39,13 +39,13 @@ def test_regular_data_loads(tmp_path: Path) -> None:
 
 
 def test_the_cli_prints_one_line_and_writes_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "rows.csv").write_text("0.1,0.2\n0.3\n")
     config = tmp_path / "run.toml"
     config.write_text('data = "rows.csv"\n[params]\nsensitivity = 1.0\nnoise_multiplier = 1.0\n')
     out = tmp_path / "out"
     assert main(["run", "gaussian_mechanism", "--config", str(config), "--out", str(out)]) == 2
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "rows.csv" in err and "Fix:" in err
     assert not out.exists()

@@ -59,7 +59,7 @@ def test_a_bad_record_names_the_field(change: dict[str, object], field: str) -> 
 
 
 def test_run_writes_and_report_reads_the_same_record(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     import numpy as np
 
@@ -76,7 +76,7 @@ def test_run_writes_and_report_reads_the_same_record(
     record = RunRecord.from_json(json.loads((out / "ledger.json").read_text()))
     assert record.schema == SCHEMA and record.method == "gaussian_mechanism"
     assert record.accounted is not None and record.outputs["files"]
-    capsys.readouterr()
+    capfd.readouterr()
     assert main(["report", str(out), "--format", "json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(capfd.readouterr().out)
     assert report["bound"]["epsilon"] == record.privacy["epsilon"]

@@ -291,7 +291,7 @@ def test_shuffled_bracket_lies_above_opacus_poisson_figure(
 
 # -- the run directory ----------------------------------------------------------------------------
 def test_run_directory_is_read_by_report(
-    shuffled_run: tuple[Any, OpacusTracker], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    shuffled_run: tuple[Any, OpacusTracker], tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     _, tracker = shuffled_run
     out = tracker.write_run(tmp_path / "run", DELTA)
@@ -302,7 +302,7 @@ def test_run_directory_is_read_by_report(
     assert record.params["opacus"]["accountant"] == "prv"
     assert sorted(p.name for p in out.iterdir()) == [RECORD_FILE]
     assert main(["report", str(out), "--format", "json", "--backends", "pld"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(capfd.readouterr().out)
     bound = report["bound"]
     result = tracker.result(DELTA)
     assert math.isclose(bound["epsilon"], result.epsilon, rel_tol=1e-12)
@@ -321,11 +321,11 @@ def test_importing_the_integration_does_not_import_torch() -> None:
     assert done.stdout.strip() == "opacus_dp_sgd"
 
 
-def test_example_runs_both_ways(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_example_runs_both_ways(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("sklearn")
     example = runpy.run_path(str(ROOT / "examples" / "opacus_digits.py"), run_name="example")
     assert example["main"](["--epochs", "1", "--out", str(tmp_path / "runs")]) == 0
-    text = capsys.readouterr().out
+    text = capfd.readouterr().out
     assert text.count("  certified upper bound ") == 2
     assert "agrees with the certified upper bound" in text
     assert "Opacus accounts Poisson sampling, but batches were shuffled" in text
@@ -334,11 +334,11 @@ def test_example_runs_both_ways(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 @pytest.mark.slow
-def test_example_numbers_in_the_docs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_example_numbers_in_the_docs(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("sklearn")
     example = runpy.run_path(str(ROOT / "examples" / "opacus_digits.py"), run_name="example")
     assert example["main"](["--out", str(tmp_path / "runs")]) == 0
-    text = capsys.readouterr().out
+    text = capfd.readouterr().out
     doc = (ROOT / "docs" / "opacus.md").read_text()
     shuffled = text[text.index("training accuracy (shuffled)") :]
     for line in shuffled.splitlines():

@@ -79,7 +79,7 @@ def setup(tmp_path: Path, make_dist):  # type: ignore[no-untyped-def]
         ("loose_clip", "clipped_sum", "below the L2 bound 2.0 implied by the clip at step 'clip'"),
     ],
 )
-def test_cheating_run_is_stopped_and_writes_nothing(setup, capsys, method, step, reason) -> None:  # type: ignore[no-untyped-def]
+def test_cheating_run_is_stopped_and_writes_nothing(setup, capfd, method, step, reason) -> None:  # type: ignore[no-untyped-def]
     out = setup / "out"
     code = main(
         [
@@ -95,14 +95,14 @@ def test_cheating_run_is_stopped_and_writes_nothing(setup, capsys, method, step,
             "cheat",
         ]
     )
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert code == 2
     assert f"step {step!r}" in err and reason in err
     assert not out.exists()
     assert sorted(p.name for p in setup.iterdir()) == ["data.npy", "empty.toml", "site"]
 
 
-def test_verified_run_writes_outputs_and_ledger(setup, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_verified_run_writes_outputs_and_ledger(setup, capfd) -> None:  # type: ignore[no-untyped-def]
     config = setup / "laplace.toml"
     config.write_text(
         'data = "data.npy"\ndelta = 1e-5\n[params]\nsensitivity = 1.0\nnoise_multiplier = 2.0\n'
@@ -125,7 +125,7 @@ def test_verified_run_writes_outputs_and_ledger(setup, capsys) -> None:  # type:
         )
         == 0
     )
-    assert "verified" in capsys.readouterr().out
+    assert "verified" in capfd.readouterr().out
     ledger = json.loads((out / "ledger.json").read_text())
     assert ledger["declared"] == {"kind": "laplace", "noise_multiplier": 2.0}
     assert ledger["executed"] == {
@@ -167,7 +167,7 @@ def test_verified_run_writes_outputs_and_ledger(setup, capsys) -> None:  # type:
     np.testing.assert_array_equal(np.load(out2 / "release.npy"), release)
 
 
-def test_json_config_and_existing_out_dir_refused(setup, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_json_config_and_existing_out_dir_refused(setup, capfd) -> None:  # type: ignore[no-untyped-def]
     np.save(setup / "rows.npy", np.ones((10, 2)))
     config = setup / "mean.json"
     config.write_text(
@@ -193,7 +193,7 @@ def test_json_config_and_existing_out_dir_refused(setup, capsys) -> None:  # typ
         )
         == 2
     )
-    assert "not an empty directory" in capsys.readouterr().err
+    assert "not an empty directory" in capfd.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
     (out / "keep.txt").unlink()
     assert (
@@ -218,7 +218,7 @@ def test_json_config_and_existing_out_dir_refused(setup, capsys) -> None:  # typ
     assert np.load(out / "mean.npy").shape == (2,)
 
 
-def test_unknown_method_and_bad_params(setup, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_method_and_bad_params(setup, capfd) -> None:  # type: ignore[no-untyped-def]
     out = setup / "out"
     assert (
         main(
@@ -235,7 +235,7 @@ def test_unknown_method_and_bad_params(setup, capsys) -> None:  # type: ignore[n
         )
         == 2
     )
-    assert "no method named 'nope'" in capsys.readouterr().err
+    assert "no method named 'nope'" in capfd.readouterr().err
     bad = setup / "bad.toml"
     bad.write_text("[params]\nsensitivity = -1.0\nnoise_multiplier = 1.0\n")
     assert (
@@ -253,5 +253,5 @@ def test_unknown_method_and_bad_params(setup, capsys) -> None:  # type: ignore[n
         )
         == 2
     )
-    assert "sensitivity" in capsys.readouterr().err
+    assert "sensitivity" in capfd.readouterr().err
     assert not out.exists()

@@ -55,7 +55,7 @@ def test_a_failed_move_leaves_neither_directory(
     assert list(tmp_path.iterdir()) == []  # nothing half-written, no temporary left
 
 
-def test_run_refuses_a_used_private_directory(tmp_path: Path, capsys: Any) -> None:
+def test_run_refuses_a_used_private_directory(tmp_path: Path, capfd: Any) -> None:
     np.save(tmp_path / "data.npy", np.arange(3.0))
     config = tmp_path / "c.toml"
     config.write_text('data = "data.npy"\n[params]\nsensitivity = 1.0\nnoise_multiplier = 2.0\n')
@@ -63,7 +63,7 @@ def test_run_refuses_a_used_private_directory(tmp_path: Path, capsys: Any) -> No
     (tmp_path / "out.private" / PRIVATE_FILE).write_text("{}")
     args = ["run", "laplace_mechanism", "--config", str(config), "--out", str(tmp_path / "out")]
     assert main(args) == 2
-    err = capsys.readouterr().err.strip()
+    err = capfd.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert err.count("--out") == 1 and "out.private" in err and "move" in err
     assert not (tmp_path / "out").exists()

@@ -67,7 +67,7 @@ class P:
 
 SPEC = MethodSpec(name="{name}", params=P, declare=lambda p, a: NoOpEvent(),
                   run=lambda p, d, ledger, rng: {{"n": 0}}, description="public row count",
-                  proof="post-processing of public data")
+                  proof="post-processing of public data", post_processing=True)
 
 
 @hookimpl

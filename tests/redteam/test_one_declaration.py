@@ -77,12 +77,12 @@ def _run(tmp_path: Path) -> tuple[int, Path]:
 def test_a_run_that_spends_more_than_accounted_is_refused(
     make_dist,
     tmp_path,
-    capsys,  # type: ignore[no-untyped-def]
+    capfd,  # type: ignore[no-untyped-def]
     mode: str,
 ) -> None:
     _install(make_dist, mode)
     code, out = _run(tmp_path)
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert code == 2, err
     assert "noise multiplier 1.0 is smaller than the declared 10.0" in err
     assert not out.exists()
@@ -91,11 +91,11 @@ def test_a_run_that_spends_more_than_accounted_is_refused(
 def test_declare_is_called_once_and_the_honest_run_reports_its_noise(
     make_dist,
     tmp_path,  # type: ignore[no-untyped-def]
-    capsys,
+    capfd,
 ) -> None:
     _install(make_dist, "honest")
     code, out = _run(tmp_path)
-    assert code == 0, capsys.readouterr().err
+    assert code == 0, capfd.readouterr().err
     import shifty_honest  # the module the host loaded
 
     assert len(shifty_honest.CALLS) == 1

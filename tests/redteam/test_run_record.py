@@ -75,9 +75,9 @@ def _run(tmp_path: Path, name: str, rows: int) -> Path:
     return out
 
 
-def test_neighbouring_runs_write_identical_public_records(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_neighbouring_runs_write_identical_public_records(tmp_path, capfd) -> None:  # type: ignore[no-untyped-def]
     one, two = _run(tmp_path, "one", 1), _run(tmp_path, "two", 2)
-    capsys.readouterr()
+    capfd.readouterr()
     assert (one / "ledger.json").read_bytes() == (two / "ledger.json").read_bytes()
     record = json.loads((one / "ledger.json").read_text())
     assert "seed" not in record

@@ -19,7 +19,7 @@ CONFIGS = {
 
 @pytest.mark.parametrize("method", sorted(CONFIGS))
 def test_baseline_runs_on_table_data(
-    method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    method: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     tables, _ = hmm_dataset(20, seed=0)
     (tmp_path / "tables.json").write_text(json.dumps(tables_to_json(tables)))
@@ -27,7 +27,7 @@ def test_baseline_runs_on_table_data(
     config.write_text(f'data = "tables.json"\n[params]\n{CONFIGS[method]}')
     out = tmp_path / "out"
     assert main(["run", method, "--config", str(config), "--out", str(out), "--seed", "1"]) == 0
-    assert f"{method}: verified; epsilon <=" in capsys.readouterr().out
+    assert f"{method}: verified; epsilon <=" in capfd.readouterr().out
     record = json.loads((out / "ledger.json").read_text())
     assert record["verified"] is True
     outputs = json.loads((out / "outputs.json").read_text())
@@ -36,12 +36,12 @@ def test_baseline_runs_on_table_data(
 
 
 def test_baseline_refuses_a_list_naming_the_data(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "rows.json").write_text("[[1.0, 2.0]]")
     config = tmp_path / "run.toml"
     config.write_text(f'data = "rows.json"\n[params]\n{CONFIGS["direct"]}')
     assert main(["run", "direct", "--config", str(config), "--out", str(tmp_path / "o")]) == 2
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert "data" in err and "schema" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()

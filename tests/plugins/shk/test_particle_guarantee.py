@@ -138,36 +138,36 @@ def _run_cli(tmp_path: Path, params: dict[str, object]) -> Path:
 
 
 def test_particle_run_ledger_and_report_say_no_guarantee(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     out = _run_cli(tmp_path, PARTICLES)
-    capsys.readouterr()
+    capfd.readouterr()
     ledger = json.loads((out / "ledger.json").read_text())
     assert ledger["privacy"]["epsilon"] == "inf"  # strict JSON: an unbounded loss is a string
     assert ledger["declared"]["kind"] == "non_private"
     outputs = json.loads((out / "outputs.json").read_text())
     assert outputs["certificate"] == "none" and outputs["epsilon_per_sample"] == "inf"
     assert main(["report", str(out), "--format", "md"]) == 0
-    md = capsys.readouterr().out
+    md = capfd.readouterr().out
     formal = md.split("## Formal statement", 1)[1].split("## DP setting", 1)[0]
     assert "no privacy guarantee" in formal
     assert "Certified" not in formal and "certified" not in formal
     assert "≤ ε ≤" not in formal
     assert main(["report", str(out), "--format", "json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(capfd.readouterr().out)
     assert "no privacy guarantee" in report["statement"]
     assert report["bound"]["epsilon"] == "inf"
     assert main(["report", str(out), "--format", "md", "--epsilon", "1.0"]) == 0
-    formal = capsys.readouterr().out.split("## Formal statement", 1)[1].split("## DP setting")[0]
+    formal = capfd.readouterr().out.split("## Formal statement", 1)[1].split("## DP setting")[0]
     assert "no privacy guarantee" in formal and "≤ δ ≤" not in formal
 
 
-def test_grid_run_keeps_its_certificate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_grid_run_keeps_its_certificate(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     out = _run_cli(tmp_path, {"t": 3.0, "beta": 1.0, "n": 10, "n_cells": 32})
-    capsys.readouterr()
+    capfd.readouterr()
     ledger = json.loads((out / "ledger.json").read_text())
     eps, pure = ledger["privacy"]["epsilon"], 0.4 + 4.0 * math.exp(-3.0)  # Δ_osc = 4β/n, B = 2β
     assert 0.999 * pure <= eps <= pure * (1 + 1e-12)  # (ε, 1e-5) of a pure ε(3) = 0.599148
     assert main(["report", str(out), "--format", "md"]) == 0
-    formal = capsys.readouterr().out.split("## Formal statement", 1)[1].split("## DP setting")[0]
+    formal = capfd.readouterr().out.split("## Formal statement", 1)[1].split("## DP setting")[0]
     assert "no privacy guarantee" not in formal and "Certified bracket" in formal

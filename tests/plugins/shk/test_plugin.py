@@ -233,7 +233,7 @@ def test_report_section_states_the_tier(dpledger_register) -> None:  # type: ign
         assert section.render({"releases": [{"method": "laplace_mechanism"}]}) == ""  # not shown
 
 
-def test_host_run_writes_samples_and_ledger(tmp_path: Path, make_dist, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_host_run_writes_samples_and_ledger(tmp_path: Path, make_dist, capfd) -> None:  # type: ignore[no-untyped-def]
     make_dist("shk-under-test", "0.1", {}, {"shk": "dpledger.plugins.shk.plugin"})
     np.save(tmp_path / "angles.npy", 0.25 + 0.1 * np.linspace(-1, 1, 100))
     config = tmp_path / "shk.toml"
@@ -256,7 +256,7 @@ def test_host_run_writes_samples_and_ledger(tmp_path: Path, make_dist, capsys) -
             "shk",
         ]
     )
-    assert code == 0, capsys.readouterr().err
+    assert code == 0, capfd.readouterr().err
     ledger = json.loads((out / "ledger.json").read_text())
     assert ledger["verified"] is True
     assert ledger["declared"]["event"]["kind"] == "time_profiled_pure_dp"

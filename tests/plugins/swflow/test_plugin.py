@@ -32,7 +32,7 @@ def test_importing_the_plugin_does_not_import_torch() -> None:
     assert out == ["False", "False"]
 
 
-def test_cli_run_writes_verified_outputs(tmp_path, make_dist, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_cli_run_writes_verified_outputs(tmp_path, make_dist, capfd) -> None:  # type: ignore[no-untyped-def]
     make_dist("swflow-under-test", "0.1", {}, {"swflow": "dpledger.plugins.swflow.plugin"})
     rng = np.random.default_rng(0)
     data = rng.normal(size=(30, 2))
@@ -57,7 +57,7 @@ def test_cli_run_writes_verified_outputs(tmp_path, make_dist, capsys) -> None:  
             "swflow",
         ]
     )
-    assert code == 0, capsys.readouterr().err
+    assert code == 0, capfd.readouterr().err
     ledger = json.loads((out / "ledger.json").read_text())
     assert ledger["declared"]["kind"] == "gaussian"
     assert ledger["privacy"]["epsilon"] <= 2.0

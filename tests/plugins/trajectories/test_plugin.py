@@ -173,7 +173,7 @@ def test_bad_data_names_the_field(data: Any, field: str) -> None:
     assert err.value.field == field and "Fix:" in str(err.value)
 
 
-def test_dpledger_run_cli(tmp_path: Path, make_dist, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_dpledger_run_cli(tmp_path: Path, make_dist, capfd) -> None:  # type: ignore[no-untyped-def]
     make_dist(
         "traj-under-test", "0.1", {}, {"trajectories": "dpledger.plugins.trajectories.plugin"}
     )
@@ -200,7 +200,7 @@ def test_dpledger_run_cli(tmp_path: Path, make_dist, capsys) -> None:  # type: i
             "trajectories",
         ]
     )
-    assert code == 0, capsys.readouterr().err
+    assert code == 0, capfd.readouterr().err
     ledger = json.loads((out / "ledger.json").read_text())
     assert ledger["verified"] is True
     assert np.load(out / "particles.npy").shape == (T, 5, 2)

@@ -1,0 +1,225 @@
+"""``dpledger run`` is confirmed by the clean room, and ``dpledger verify`` re-checks a run.
+
+Every builtin method's honest run (the neighbouring-output cases) is certified by the clean
+room and then passes ``verify``; records edited after the run, executed steps beyond the
+declaration, a declaration that is not the method's, and a run whose own process changed the
+accountant or a builtin method's declaration are each named, and nothing is published.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import pytest
+
+import dpledger.accountant.select as select
+from dpledger.cli import main
+from dpledger.commands.run import (
+    RunRefused,
+    account_declaration,
+    build_record,
+    clean_room_certifier,
+    privacy_record,
+    write_atomically,
+)
+from dpledger.core.events import GaussianEvent
+from dpledger.runtime.plugin_manager import PluginHost
+from dpledger.runtime.record_seal import write_seal
+from dpledger.runtime.runner import declare_checked, run_verified
+from tests.cleanroom.conftest import gaussian_epsilon
+from tests.plugins.test_neighbouring_outputs import FAST, SEED, Case
+
+CONFIG = 'data = "data.npy"\ndelta = 1e-5\n[params]\nsensitivity = 1.0\nnoise_multiplier = 2.0\n'
+
+
+def _certified_run(case: Case, out: Path) -> None:
+    """Run ``case`` in this process and publish it as ``dpledger run`` does."""
+    host = PluginHost()
+    declaration = declare_checked(case.spec, case.params, case.adjacency)
+    per_unit, rules, selection = account_declaration(
+        host, declaration, case.adjacency, method=case.spec.name, delta=1e-5
+    )
+    result = run_verified(
+        case.spec,
+        case.params,
+        case.d,
+        adjacency=case.adjacency,
+        seed=SEED,
+        declaration=declaration,
+    )
+    record = build_record(
+        case.spec, case.params, result, host.lower(declaration.event, case.adjacency)
+    )
+    record = attrs.evolve(
+        record,
+        accounted={"event": per_unit.to_dict(), "lift_rules": list(rules)},
+        privacy=privacy_record(selection),
+    )
+    certify = clean_room_certifier(out, None, None, None)
+    write_atomically(out, result.outputs, record, {"seed": SEED}, certify=certify)
+
+
+def test_every_builtin_method_is_certified_and_verified(tmp_path: Path, capfd: Any) -> None:
+    outs = []
+    for i, case in enumerate(FAST):
+        outs.append(tmp_path / f"run{i}")
+        _certified_run(case, outs[-1])
+    printed = capfd.readouterr().out
+    assert printed.count(": verified; ") == len(FAST), printed
+    assert main(["verify", *map(str, outs)]) == 0, capfd.readouterr().err
+    report = capfd.readouterr().out
+    assert report.count("every executed step is covered by the declaration") == len(FAST)
+    for out in outs:
+        seal = json.loads((out / "seal.json").read_text())["sha256"]
+        assert "ledger.json" in seal and not list(out.glob("PRIVATE-*"))
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, capfd: Any) -> Path:
+    np.save(tmp_path / "data.npy", np.linspace(0.0, 1.0, 11))
+    (tmp_path / "g.toml").write_text(CONFIG)
+    out = tmp_path / "out"
+    args = ["run", "gaussian_mechanism", "--config", str(tmp_path / "g.toml")]
+    assert main([*args, "--out", str(out), "--seed", "3"]) == 0
+    honest = gaussian_epsilon(2.0, 1e-5)
+    assert honest <= _epsilon(capfd.readouterr().out) <= honest * (1 + 1e-4)
+    return out
+
+
+def _epsilon(text: str) -> float:
+    match = re.search(r"epsilon <= ([0-9.e+-]+)", text)
+    assert match, text
+    return float(match.group(1))
+
+
+def _edit(out: Path, change: Callable[[dict[str, Any]], None], *, reseal: bool) -> None:
+    record = json.loads((out / "ledger.json").read_text())
+    change(record)
+    (out / "ledger.json").write_text(json.dumps(record))
+    if reseal:
+        write_seal(out)
+
+
+def _mismatches(out: Path, capfd: Any) -> str:
+    assert main(["verify", str(out)]) == 1
+    captured = capfd.readouterr()
+    assert captured.out == ""
+    return captured.err
+
+
+def test_an_honest_run_verifies(run_dir: Path, capfd: Any) -> None:
+    assert main(["verify", str(run_dir)]) == 0
+    out = capfd.readouterr().out
+    honest = gaussian_epsilon(2.0, 1e-5)
+    assert honest <= _epsilon(out) <= honest * (1 + 1e-4) and "clean room" in out
+
+
+def test_a_smaller_epsilon_written_into_the_record_is_named(run_dir: Path, capfd: Any) -> None:
+    _edit(run_dir, lambda r: r["privacy"].update(epsilon=0.5), reseal=False)
+    err = _mismatches(run_dir, capfd)
+    assert "ledger.json was changed after the run wrote it" in err
+    assert "privacy.epsilon is 0.5, below the certified bound recomputed here" in err
+
+
+def test_executed_steps_beyond_the_declaration_are_named(run_dir: Path, capfd: Any) -> None:
+    def more(record: dict[str, Any]) -> None:
+        record["executed"]["events"].append({"kind": "gaussian", "noise_multiplier": 2.0})
+
+    _edit(run_dir, more, reseal=True)
+    err = _mismatches(run_dir, capfd)
+    assert "are not covered by the declaration" in err and "changed after" not in err
+
+
+def test_a_declaration_that_is_not_the_methods_is_named(run_dir: Path, capfd: Any) -> None:
+    weak = {"kind": "gaussian", "noise_multiplier": 100.0}
+
+    def weaker(record: dict[str, Any]) -> None:
+        record["declared"] = record["declared_core"] = record["accounted"]["event"] = weak
+        record["executed"]["events"] = [weak]
+        record["privacy"]["epsilon"] = 0.01
+
+    _edit(run_dir, weaker, reseal=True)
+    err = _mismatches(run_dir, capfd)
+    assert "is not what method 'gaussian_mechanism' declares" in err
+
+
+def test_a_changed_output_is_named(run_dir: Path, capfd: Any) -> None:
+    np.save(run_dir / "release.npy", np.zeros(1))
+    assert "output release.npy was changed after the run wrote it" in _mismatches(run_dir, capfd)
+
+
+def _refused_run(tmp_path: Path, capfd: Any) -> str:
+    np.save(tmp_path / "data.npy", np.linspace(0.0, 1.0, 11))
+    (tmp_path / "g.toml").write_text(CONFIG)
+    out = tmp_path / "out"
+    args = ["run", "gaussian_mechanism", "--config", str(tmp_path / "g.toml")]
+    assert main([*args, "--out", str(out), "--seed", "3"]) == 2
+    assert not out.exists() and not (tmp_path / "out.private").exists()
+    captured = capfd.readouterr()
+    assert captured.out == ""
+    return captured.err
+
+
+def test_a_run_whose_process_changed_the_accountant_is_refused(
+    tmp_path: Path, capfd: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = select.account
+
+    def smaller(*args: Any, **kwargs: Any) -> Any:
+        sel = original(*args, **kwargs)
+        bound = attrs.evolve(sel.bound, epsilon=sel.bound.epsilon / 100)
+        return attrs.evolve(sel, bound=bound)
+
+    monkeypatch.setattr(select, "account", smaller)
+    err = _refused_run(tmp_path, capfd)
+    assert "code in that process changed the accountant" in err
+
+
+def test_a_staged_run_whose_declaration_is_not_the_methods_is_refused(
+    tmp_path: Path, capfd: Any
+) -> None:
+    # what a process that rewrote a builtin method's declaration (object.__setattr__ on its
+    # frozen spec) and its ledger would stage: a consistent record of a weaker declaration
+    case = FAST[0]
+    assert case.spec.name == "gaussian_mechanism"
+    weak = GaussianEvent(100.0)
+    host = PluginHost()
+    per_unit, rules, selection = account_declaration(
+        host,
+        declare_checked(case.spec, case.params, case.adjacency),
+        case.adjacency,
+        method=case.spec.name,
+        delta=1e-5,
+    )
+    result = run_verified(case.spec, case.params, case.d, adjacency=case.adjacency, seed=SEED)
+    record = build_record(case.spec, case.params, result, weak)
+    ledger = {**record.ledger, "declared": weak.to_dict()}
+    ledger["executed"] = {"kind": "composed", "events": [weak.to_dict()]}
+    weak_selection = select.account(weak, case.adjacency, delta=1e-5)
+    record = attrs.evolve(
+        record,
+        ledger=ledger,
+        accounted={"event": weak.to_dict(), "lift_rules": list(rules)},
+        privacy=privacy_record(weak_selection),
+    )
+    out = tmp_path / "out"
+    with pytest.raises(RunRefused) as refused:
+        write_atomically(
+            out,
+            result.outputs,
+            record,
+            {"seed": SEED},
+            certify=clean_room_certifier(out, None, None, None),
+        )
+    assert refused.value.code == 2
+    assert not out.exists() and not (tmp_path / "out.private").exists()
+    err = capfd.readouterr().err
+    assert "refused, nothing written" in err
+    assert "is not what method 'gaussian_mechanism' declares" in err
+    assert per_unit.to_dict() != weak.to_dict() and selection.bound.epsilon > 1.0
