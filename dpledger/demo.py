@@ -307,7 +307,8 @@ def run_demo(
         _write_records(out, host, spec, params, run, pipeline_path.name, bound, config, utility)
         extra = [*_clt_notes(run.outputs, config), *notes]
         built, files = _write_report(out, host, extra, quiet)
-    files = [pipeline_path, *_written(out), *files]
+    _confirm_in_clean_room(out, quiet)
+    files = [pipeline_path, *_written(out), *files, out / "seal.json"]
     report = built.report
     _log_utility(log, utility)
     log(report.statement)
@@ -320,6 +321,21 @@ def run_demo(
         float(utility.get("w2_warm_start", math.nan)),
         float(utility.get("w2_final", math.nan)),
     )
+
+
+def _confirm_in_clean_room(out: Path, quiet: bool) -> None:
+    """Seal the published files, then have the clean room recompute the run's bound (from
+    ``pipeline.toml``), its declaration and the coverage of its executed steps."""
+    from dpledger.cleanroom.launch import run_in_clean_room
+    from dpledger.runtime.record_seal import write_seal
+
+    write_seal(out)
+    options = {"targets": [str(out)], "quiet": quiet, "plugins_allow": None, "plugins_block": None}
+    if run_in_clean_room("verify", options) != 0:
+        raise LedgerViolationError(
+            f"the clean room did not confirm the run written to {out} (the mismatches are "
+            "above). Fix: rerun the demo into a new directory, and report the mismatch"
+        )
 
 
 def _declare_and_account(

@@ -92,32 +92,41 @@ class RunCheck:
 
 def check_run(run_dir: Path, request: Mapping[str, Any], *, sealed: bool) -> RunCheck | int:
     """Recompute a run's declaration, accounted event and bound, and re-check its coverage
-    (and, when ``sealed``, its seal); the exit code asking for declarations, if it needs any."""
-    from dpledger.runtime.record_seal import seal_problems
+    (and its seal: when there is one, or always when ``sealed``); the exit code asking for
+    declarations, if it needs any."""
+    from dpledger.runtime.record_seal import SEAL_FILE, seal_problems
     from dpledger.runtime.run_record import RunRecord
 
     data = _read_record(run_dir)
     record = RunRecord.from_json(data)
     resolver = resolver_for(request)  # also loads the builtin plugins' event kinds
-    problems = seal_problems(run_dir) if sealed else []
+    has_seal = (run_dir / SEAL_FILE).exists()
+    problems = seal_problems(run_dir) if sealed or has_seal else []
     _check_declaration(record, resolver, problems)
     if resolver.needs:
         return write_needs(request, resolver.needs)
     notes: list[str] = []
-    selection, bound = _check_bound(record, problems)
+    if record.pipeline is not None:
+        selection, bound = _check_pipeline_bound(run_dir, record, resolver, problems)
+    else:
+        selection, bound = _check_bound(record, problems)
     _check_coverage(record, problems, notes)
     return RunCheck(record, data, problems, notes, selection, bound, resolver.rests_on)
 
 
 def verify_run(run_dir: Path, request: Mapping[str, Any]) -> int:
-    """Check one run directory; print what holds, or every mismatch."""
-    check = check_run(run_dir, request, sealed=True)
+    """Check one run directory; print what holds (unless the request is ``quiet``), or every
+    mismatch. ``require_seal`` (default true) makes a missing seal a mismatch."""
+    options = request["options"]
+    check = check_run(run_dir, request, sealed=options.get("require_seal", True))
     if isinstance(check, int):
         return check
     if check.problems:
         for problem in check.problems:
             sys.stderr.write(f"dpledger verify: {run_dir}: mismatch: {problem}\n")
         return 1
+    if options.get("quiet"):
+        return 0
     lines = [f"verified: {run_dir}: method {check.record.method}", f"  {check.bound_line}"]
     lines += [f"  rests on: {line}" for line in check.rests_on]
     lines += [f"  {n}" for n in check.notes]
@@ -148,11 +157,51 @@ def _check_declaration(record: Any, resolver: RoomResolver, problems: list[str])
         )
 
 
+def _compare(stated: Any, fresh: Any, delta: float, problems: list[str]) -> str:
+    """Record a stated epsilon below the recomputed one; the line that states the bound."""
+    from dpledger.report.numbers import fmt_up
+
+    if isinstance(stated, str) and stated == "inf":
+        stated = math.inf
+    if not isinstance(stated, int | float) or stated < fresh.epsilon * (1 - RELATIVE_SLACK):
+        problems.append(
+            f"privacy.epsilon is {stated!r}, below the certified bound recomputed here "
+            f"({fresh.epsilon!r}, {fresh.method})"
+        )
+    return (
+        f"epsilon <= {fmt_up(fresh.epsilon)} at delta = {delta:g} (certified upper bound; "
+        f"method {fresh.method}; the record states {stated!r})"
+    )
+
+
+def _record_delta(record: Any, problems: list[str]) -> float | None:
+    delta = record.privacy.get("delta")
+    if not isinstance(delta, float) or not 0 < delta < 1:
+        problems.append(f"privacy.delta is {delta!r}, not a probability")
+        return None
+    return delta
+
+
+def _check_pipeline_bound(
+    run_dir: Path, record: Any, resolver: RoomResolver, problems: list[str]
+) -> tuple[Any, str]:
+    """A run accounted by the pipeline file beside its record (the demo): that file's bound."""
+    from dpledger.accountant.graph_account import account_graph
+    from dpledger.runtime.pipeline import load_pipeline
+
+    delta = _record_delta(record, problems)
+    if delta is None:
+        return None, "no bound recomputed"
+    pipeline = load_pipeline(run_dir / str(record.pipeline), resolver)
+    fresh = account_graph(pipeline.graph, delta=delta).bound
+    line = _compare(record.privacy.get("epsilon"), fresh, delta, problems)
+    return None, f"{line}; accounted from {record.pipeline}"
+
+
 def _check_bound(record: Any, problems: list[str]) -> tuple[Any, str]:
     """Recompute the accounted event and the bound; record what differs."""
     from dpledger.accountant import select
     from dpledger.core.declaration import stated_for_unit, unit_adjacency
-    from dpledger.report.numbers import fmt_up
 
     adjacency = record.adjacency
     per_unit, _ = stated_for_unit(
@@ -161,24 +210,12 @@ def _check_bound(record: Any, problems: list[str]) -> tuple[Any, str]:
     accounted = (record.accounted or {}).get("event")
     if accounted is not None and accounted != per_unit.to_dict():
         problems.append("the accounted event is not the declaration stated per privacy unit")
-    delta = record.privacy.get("delta")
-    if not isinstance(delta, float) or not 0 < delta < 1:
-        problems.append(f"privacy.delta is {delta!r}, not a probability")
+    delta = _record_delta(record, problems)
+    if delta is None:
         return None, "no bound recomputed"
     selection = select.account(per_unit, unit_adjacency(adjacency), delta=delta)
-    fresh = selection.bound
-    stated = record.privacy.get("epsilon")
-    if isinstance(stated, str) and stated == "inf":
-        stated = math.inf
-    if not isinstance(stated, int | float) or stated < fresh.epsilon * (1 - RELATIVE_SLACK):
-        problems.append(
-            f"privacy.epsilon is {stated!r}, below the certified bound recomputed here "
-            f"({fresh.epsilon!r}, {fresh.method})"
-        )
-    return selection, (
-        f"epsilon <= {fmt_up(fresh.epsilon)} at delta = {delta:g} (certified upper bound; "
-        f"method {fresh.method}; the record states {stated!r})"
-    )
+    line = _compare(record.privacy.get("epsilon"), selection.bound, delta, problems)
+    return selection, line
 
 
 def _check_coverage(record: Any, problems: list[str], notes: list[str]) -> None:

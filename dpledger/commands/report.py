@@ -93,6 +93,27 @@ def _query(args: argparse.Namespace) -> tuple[float | None, float | None]:
     return delta, epsilon
 
 
+def _confirm_run(args: argparse.Namespace) -> int:
+    """A run directory is re-checked in the clean room before it is reported (its recorded
+    declaration, bound, coverage and, when it has one, its seal); 1 names every mismatch."""
+    from dpledger.cleanroom.launch import run_in_clean_room
+
+    options = {
+        "targets": [args.input],
+        "quiet": True,
+        "require_seal": False,
+        "plugins_allow": args.plugins_allow,
+        "plugins_block": args.plugins_block,
+    }
+    return run_in_clean_room(
+        "verify",
+        options,
+        allow=args.plugins_allow,
+        block=args.plugins_block,
+        timeout=getattr(args, "plugins_timeout", None),
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     if args.diff is not None:
         if args.input is not None:
@@ -109,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
     if args.backends is not None and not args.backends:
         raise InvalidParameterError("--backends", "is empty", "name at least one accountant")
     delta, epsilon = _query(args)
+    if Path(args.input).is_dir() and (code := _confirm_run(args)) != 0:
+        return code
     # third-party plugins load only if a release names a method no builtin plugin provides
     host = host_from_args(args, on_demand=True)
     audit = _load_json(args.audit, "--audit") if args.audit is not None else None

@@ -173,6 +173,9 @@ def _runtime(runtime: Mapping[str, Any] | None) -> list[str]:
         f"- method: {runtime.get('method')}",
         f"- ledger verified (every executed step covered by the declaration): "
         f"{'yes' if runtime.get('verified') else 'NO'}",
+        "- re-verify: `dpledger verify RUN_DIR` recomputes every number of this run in a clean "
+        "room (an isolated interpreter that loads no third-party code); run it where only "
+        "dpledger is installed (a fresh virtual environment) to exclude other installed code",
         f"- seed: {runtime.get('seed')}; secure seed: {runtime.get('secure_seed')}",
     ]
     if runtime.get("declared_core"):

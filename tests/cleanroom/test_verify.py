@@ -223,3 +223,23 @@ def test_a_staged_run_whose_declaration_is_not_the_methods_is_refused(
     assert "refused, nothing written" in err
     assert "is not what method 'gaussian_mechanism' declares" in err
     assert per_unit.to_dict() != weak.to_dict() and selection.bound.epsilon > 1.0
+
+
+def test_a_report_of_an_honest_run_says_how_to_reverify(run_dir: Path, capfd: Any) -> None:
+    assert main(["report", str(run_dir), "--format", "md", "--no-figures"]) == 0
+    text = capfd.readouterr().out
+    assert "re-verify: `dpledger verify RUN_DIR` recomputes every number" in text
+
+
+def test_a_report_of_an_edited_record_is_refused(run_dir: Path, capfd: Any) -> None:
+    # the record's executed steps imply far more than its (unchanged) privacy section states
+    def more(record: dict[str, Any]) -> None:
+        step = {"kind": "gaussian", "noise_multiplier": 2.0}
+        record["executed"]["events"] = [step] * 50
+
+    _edit(run_dir, more, reseal=False)
+    assert main(["report", str(run_dir), "--format", "md", "--no-figures"]) == 1
+    captured = capfd.readouterr()
+    assert captured.out == ""
+    assert "ledger.json was changed after the run wrote it" in captured.err
+    assert "are not covered by the declaration" in captured.err

@@ -1,0 +1,156 @@
+"""Messages between dpledger and a third-party method's process, without pickle.
+
+A message is a tree of JSON values (numbers, strings, booleans, None, lists, tables with string
+keys) and numpy arrays. It crosses a pipe (:class:`multiprocessing.connection.Connection`, whose
+``send_bytes``/``recv_bytes`` frame raw bytes with a length prefix and never pickle) as one
+JSON header followed by one raw buffer per array. The header replaces each array by its index,
+dtype (the ``.npy`` format's description, so a structured dtype crosses too; a dtype holding
+Python objects is refused) and shape; a table is wrapped so that no key of the sender's can be
+taken for an array. Reading checks every size against the header, so a malformed message is an
+error (:class:`WireError`), never a wrong value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Mapping
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+#: the largest header a reader accepts (bytes); the arrays' sizes are stated in it
+MAX_HEADER = 64 * 1024 * 1024
+#: the largest array a reader accepts (bytes)
+MAX_ARRAY = 1 << 36
+_ARRAY = "$a"
+_TABLE = "$t"
+
+
+class WireError(Exception):
+    """A message could not be written or read (what, and why)."""
+
+
+def _descr_in(descr: Any) -> Any:
+    """A dtype description read back from JSON (fields are tuples in the ``.npy`` format)."""
+    if isinstance(descr, str):
+        return descr
+    if not isinstance(descr, list):
+        raise WireError(f"an array's dtype is described as {descr!r}")
+    fields = []
+    for field in descr:
+        if not isinstance(field, list) or len(field) not in (2, 3):
+            raise WireError(f"an array's dtype field is described as {field!r}")
+        name, inner = field[0], _descr_in(field[1])
+        fields.append((name, inner) if len(field) == 2 else (name, inner, tuple(field[2])))
+    return fields
+
+
+def _encode(value: Any, arrays: list[np.ndarray], where: str) -> Any:
+    """``value`` as a JSON tree, its arrays appended to ``arrays``."""
+    if value is None or isinstance(value, bool | str | int | float):
+        return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            raise WireError(f"{where} is an array of Python objects, which cannot be sent")
+        arrays.append(np.ascontiguousarray(value))
+        return {_ARRAY: len(arrays) - 1}
+    if isinstance(value, np.generic):
+        return _encode(value.item(), arrays, where)
+    if isinstance(value, Mapping):
+        if not all(isinstance(k, str) for k in value):
+            raise WireError(f"{where} is a table whose keys are not all strings")
+        return {_TABLE: {k: _encode(v, arrays, f"{where}[{k!r}]") for k, v in value.items()}}
+    if isinstance(value, list | tuple):
+        return [_encode(v, arrays, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise WireError(
+        f"{where} is a {type(value).__name__}; only arrays, numbers, strings, booleans, None, "
+        "lists and tables can be sent"
+    )
+
+
+def _decode(tree: Any, arrays: list[np.ndarray]) -> Any:
+    if isinstance(tree, list):
+        return [_decode(v, arrays) for v in tree]
+    if isinstance(tree, dict):
+        if set(tree) == {_ARRAY} and isinstance(tree[_ARRAY], int):
+            if not 0 <= tree[_ARRAY] < len(arrays):
+                raise WireError(f"a message names array {tree[_ARRAY]} it does not hold")
+            return arrays[tree[_ARRAY]]
+        if set(tree) == {_TABLE} and isinstance(tree[_TABLE], dict):
+            return {k: _decode(v, arrays) for k, v in tree[_TABLE].items()}
+        raise WireError(f"a message holds a table of unknown form (keys {sorted(tree)[:3]})")
+    return tree
+
+
+def _array_header(array: np.ndarray) -> dict[str, Any]:
+    return {
+        "dtype": np.lib.format.dtype_to_descr(array.dtype),
+        "shape": list(array.shape),
+        "nbytes": int(array.nbytes),
+    }
+
+
+def _array_from(header: Any, blob: bytes) -> np.ndarray:
+    try:
+        dtype = np.lib.format.descr_to_dtype(_descr_in(header["dtype"]))
+        shape = tuple(int(d) for d in header["shape"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise WireError(f"an array header is malformed ({exc})") from None
+    if dtype.hasobject or any(d < 0 for d in shape):
+        raise WireError("an array header names Python objects or a negative size")
+    if len(blob) != math.prod(shape) * dtype.itemsize:
+        raise WireError(f"an array of shape {shape} and dtype {dtype} arrived as {len(blob)} bytes")
+    if not blob:
+        return np.zeros(shape, dtype=dtype)
+    return np.frombuffer(bytearray(blob), dtype=dtype).reshape(shape)
+
+
+class Link:
+    """Both ends of one side of the channel: ``inbox`` to read, ``outbox`` to write.
+
+    Sending a message and reading its answer are one step under a lock, so that threads of the
+    same process never interleave their messages."""
+
+    def __init__(self, inbox: Connection, outbox: Connection) -> None:
+        self.inbox = inbox
+        self.outbox = outbox
+        self.lock = threading.RLock()
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        """Write one message (a table)."""
+        arrays: list[np.ndarray] = []
+        tree = _encode(dict(message), arrays, "the message")
+        header = {"tree": tree, "arrays": [_array_header(a) for a in arrays]}
+        text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+        with self.lock:
+            self.outbox.send_bytes(text)
+            for array in arrays:
+                self.outbox.send_bytes(array.reshape(-1).view(np.uint8) if array.size else b"")
+
+    def poll(self, timeout: float | None) -> bool:
+        """Whether a message (or the end of the pipe) arrives within ``timeout`` seconds."""
+        return bool(self.inbox.poll(timeout))
+
+    def receive(self) -> dict[str, Any]:
+        """Read one message; :class:`EOFError` if the other side has closed its end."""
+        with self.lock:
+            try:
+                header = json.loads(self.inbox.recv_bytes(MAX_HEADER))
+            except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
+                raise WireError(f"a message header is unreadable ({exc})") from None
+            if not isinstance(header, dict) or not isinstance(header.get("arrays"), list):
+                raise WireError("a message header is not a table with a list of arrays")
+            arrays = [_array_from(h, self.inbox.recv_bytes(MAX_ARRAY)) for h in header["arrays"]]
+        message = _decode(header.get("tree"), arrays)
+        if not isinstance(message, dict):
+            raise WireError("a message is not a table")
+        return message
+
+    def ask(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """Send ``message`` and read the answer, as one step."""
+        with self.lock:
+            self.send(message)
+            return self.receive()
