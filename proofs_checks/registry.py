@@ -294,7 +294,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.runtime.ledger.PrivacyLedger.allocate",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="422c152fcab6297e44741bbe527641de155954c63d1ab691efb6e57c32b23946",
+        source_sha256="7fa4b8549bf3470560cdf40366d5f9afd958cfbe554dcb122de648f8e6efa376",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_split.compose_split",
