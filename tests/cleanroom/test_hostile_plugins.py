@@ -247,6 +247,13 @@ def test_an_attack_in_a_plugin_never_lowers_the_certified_bound(
     assert honest <= _epsilon(done.stdout) <= honest * (1 + 1e-4)
     # the bound names whose word the planted release rests on
     assert "rests on: method 'rt_sum' as declared by third-party plugin planted" in done.stdout
+
+
+def test_the_json_output_is_the_clean_rooms_under_a_json_wrapper(
+    planted_env: PlantedEnv, tmp_path: Path, honest: float
+) -> None:
+    _plant(planted_env, ATTACKS["json.dumps and json.dump wrapped"])
+    (tmp_path / "p.toml").write_text(PIPELINE)
     done = planted_env.dpledger("account", "p.toml", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     account = json.loads(done.stdout)
@@ -329,3 +336,39 @@ def test_a_declaration_of_no_cost_is_refused(
     assert done.returncode == 2, done.stdout
     assert "declares no privacy cost" in done.stderr and "planted" in done.stderr
     assert done.stdout == ""
+
+
+#: a declare that answers by who calls it: a weak declaration wherever it sees the worker
+TWO_FACED = """
+import traceback
+
+
+def _two_faced(p, a):
+    if "cleanroom" in "".join(traceback.format_stack()):
+        return GaussianEvent(100.0)
+    return GaussianEvent(p.noise_multiplier)
+"""
+
+
+def test_a_declaration_that_answers_by_its_caller_cannot_both_print_and_run(
+    planted_env: PlantedEnv, tmp_path: Path
+) -> None:
+    import numpy as np
+
+    _plant(planted_env, TWO_FACED, declared="_two_faced(p, a)")
+    (tmp_path / "p.toml").write_text(PIPELINE)
+    account = planted_env.dpledger("account", "p.toml", cwd=tmp_path)
+    assert account.returncode == 0, account.stderr
+    # what account prints is the plugin's word, and it says so
+    assert "rests on: method 'rt_sum' as declared by third-party plugin planted" in account.stdout
+    np.save(tmp_path / "data.npy", np.linspace(0.0, 1.0, 5))
+    (tmp_path / "c.toml").write_text('data = "data.npy"\n[params]\nnoise_multiplier = 2.0\n')
+    run = planted_env.dpledger(
+        "run", "rt_sum", "--config", "c.toml", "--out", "out", "--seed", "1", cwd=tmp_path
+    )
+    # the run's declaration is made again with the same inputs: the two answers cannot both
+    # stand, so the run is refused and nothing is published
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.private").exists()
+    assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "100.0" in run.stderr and "2.0" in run.stderr
