@@ -3,17 +3,18 @@
 A message is a tree of JSON values (numbers, strings, booleans, None, lists, tables with string
 keys) and numpy arrays. It crosses a pipe (:class:`multiprocessing.connection.Connection`, whose
 ``send_bytes``/``recv_bytes`` frame raw bytes with a length prefix and never pickle) as one
-JSON header followed by one raw buffer per array. The header replaces each array by its index,
-dtype (the ``.npy`` format's description, so a structured dtype crosses too; a dtype holding
-Python objects is refused) and shape; a table is wrapped so that no key of the sender's can be
-taken for an array. Reading checks every size against the header, so a malformed message is an
-error (:class:`WireError`), never a wrong value.
+frame: the length of a JSON header, the header, and the raw bytes of each array. The header
+replaces each array by its index, dtype (the ``.npy`` format's description, so a structured
+dtype crosses too; a dtype holding Python objects is refused) and shape; a table is wrapped so
+that no key of the sender's can be taken for an array. Reading checks every size against the
+header, so a malformed message is an error (:class:`WireError`), never a wrong value.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import struct
 import threading
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
@@ -21,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
-#: the largest header a reader accepts (bytes); the arrays' sizes are stated in it
-MAX_HEADER = 64 * 1024 * 1024
-#: the largest array a reader accepts (bytes)
-MAX_ARRAY = 1 << 36
+#: the largest message a reader accepts (bytes)
+MAX_FRAME = 1 << 36
+_LENGTH = struct.Struct("!I")
 _ARRAY = "$a"
 _TABLE = "$t"
 
@@ -93,7 +93,21 @@ def _array_header(array: np.ndarray) -> dict[str, Any]:
     }
 
 
-def _array_from(header: Any, blob: bytes) -> np.ndarray:
+def _header(frame: memoryview) -> dict[str, Any]:
+    """The JSON header at the start of a frame."""
+    if len(frame) < _LENGTH.size or _LENGTH.unpack_from(frame)[0] > len(frame) - _LENGTH.size:
+        raise WireError("a message is shorter than its header")
+    end = _LENGTH.size + _LENGTH.unpack_from(frame)[0]
+    try:
+        header = json.loads(bytes(frame[_LENGTH.size : end]))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WireError(f"a message header is unreadable ({exc})") from None
+    if not isinstance(header, dict) or not isinstance(header.get("arrays"), list):
+        raise WireError("a message header is not a table with a list of arrays")
+    return header
+
+
+def _array_from(header: Any, blob: memoryview) -> np.ndarray:
     try:
         dtype = np.lib.format.descr_to_dtype(_descr_in(header["dtype"]))
         shape = tuple(int(d) for d in header["shape"])
@@ -120,15 +134,16 @@ class Link:
         self.lock = threading.RLock()
 
     def send(self, message: Mapping[str, Any]) -> None:
-        """Write one message (a table)."""
+        """Write one message (a table) in one frame: the header's length, the header, the
+        arrays' bytes."""
         arrays: list[np.ndarray] = []
         tree = _encode(dict(message), arrays, "the message")
         header = {"tree": tree, "arrays": [_array_header(a) for a in arrays]}
         text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+        parts: list[Any] = [_LENGTH.pack(len(text)), text]
+        parts += [memoryview(a.reshape(-1).view(np.uint8)) for a in arrays]
         with self.lock:
-            self.outbox.send_bytes(text)
-            for array in arrays:
-                self.outbox.send_bytes(array.reshape(-1).view(np.uint8) if array.size else b"")
+            self.outbox.send_bytes(b"".join(parts))
 
     def poll(self, timeout: float | None) -> bool:
         """Whether a message (or the end of the pipe) arrives within ``timeout`` seconds."""
@@ -137,13 +152,17 @@ class Link:
     def receive(self) -> dict[str, Any]:
         """Read one message; :class:`EOFError` if the other side has closed its end."""
         with self.lock:
-            try:
-                header = json.loads(self.inbox.recv_bytes(MAX_HEADER))
-            except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
-                raise WireError(f"a message header is unreadable ({exc})") from None
-            if not isinstance(header, dict) or not isinstance(header.get("arrays"), list):
-                raise WireError("a message header is not a table with a list of arrays")
-            arrays = [_array_from(h, self.inbox.recv_bytes(MAX_ARRAY)) for h in header["arrays"]]
+            frame = memoryview(self.inbox.recv_bytes(MAX_FRAME))
+        header = _header(frame)
+        arrays, offset = [], _LENGTH.size + _LENGTH.unpack_from(frame)[0]
+        for info in header["arrays"]:
+            size = info.get("nbytes") if isinstance(info, dict) else None
+            if not isinstance(size, int) or not 0 <= size <= len(frame) - offset:
+                raise WireError("an array's size does not fit the message")
+            arrays.append(_array_from(info, frame[offset : offset + size]))
+            offset += size
+        if offset != len(frame):
+            raise WireError("a message is longer than its header says")
         message = _decode(header.get("tree"), arrays)
         if not isinstance(message, dict):
             raise WireError("a message is not a table")

@@ -275,21 +275,15 @@ def main(args: argparse.Namespace) -> int:
     _prepare_out(args.out)
     config = read_config(args.config)
     host = host_from_args(args, on_demand=True)
+    if args.method not in host.methods():  # third-party: its run() executes in its own process
+        from dpledger.cleanroom.third_party_run import run_third_party
+
+        return run_third_party(args, config, host)
     spec = host.method(args.method)
-    params_table = config.get("params", {k: v for k, v in config.items() if k not in _RESERVED})
-    if not isinstance(params_table, dict):
-        raise InvalidParameterError("params", "must be a table", "write [params] key = value")
-    params = spec.make_params(params_table)
+    params = spec.make_params(params_table(config))
     adjacency = _adjacency(config)
-    # the query delta: --delta, else the file's, else the method's own target delta, else 1e-5
-    method_delta = getattr(params, "delta", None)
-    fallback = method_delta if isinstance(method_delta, float) and 0 < method_delta < 1 else None
-    delta = (
-        args.delta
-        if args.delta is not None
-        else float(config.get("delta", fallback if fallback is not None else DEFAULT_DELTA))
-    )
-    data_path = args.data or ((args.config.parent / config["data"]) if "data" in config else None)
+    delta = query_delta(args, config, getattr(params, "delta", None))
+    data_path = data_path_of(args, config)
     data = load_data(data_path) if data_path is not None else None
     # one frozen declaration, accounted before any noise is drawn, enforced by the ledger and
     # written to the run record: declare() is called exactly once
@@ -307,6 +301,42 @@ def main(args: argparse.Namespace) -> int:
         declaration=declaration,
     )
     record = build_record(spec, params, result, host.lower(declaration.event, adjacency))
+    return publish(args, record, result, per_unit, rules, selection)
+
+
+def params_table(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The method's parameters: the config's ``[params]``, else its other top-level keys."""
+    table = config.get("params", {k: v for k, v in config.items() if k not in _RESERVED})
+    if not isinstance(table, dict):
+        raise InvalidParameterError("params", "must be a table", "write [params] key = value")
+    return table
+
+
+def query_delta(args: argparse.Namespace, config: Mapping[str, Any], method_delta: Any) -> float:
+    """The query delta: --delta, else the file's, else the method's own target delta, else
+    1e-5."""
+    fallback = method_delta if isinstance(method_delta, float) and 0 < method_delta < 1 else None
+    return (
+        args.delta
+        if args.delta is not None
+        else float(config.get("delta", fallback if fallback is not None else DEFAULT_DELTA))
+    )
+
+
+def data_path_of(args: argparse.Namespace, config: Mapping[str, Any]) -> Path | None:
+    """The data file: --data, else the config's ``data`` (relative to the config)."""
+    return args.data or ((args.config.parent / config["data"]) if "data" in config else None)
+
+
+def publish(
+    args: argparse.Namespace,
+    record: RunRecord,
+    result: Any,
+    per_unit: Event,
+    rules: tuple[str, ...],
+    selection: select.Selection,
+) -> int:
+    """Write a verified run's outputs and record, once the clean room has confirmed them."""
     record = attrs.evolve(
         record,
         accounted={"event": per_unit.to_dict(), "lift_rules": list(rules)},

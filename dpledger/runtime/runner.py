@@ -91,6 +91,34 @@ def bound_rows_per_unit(data: Any, adjacency: Adjacency) -> Any:
     return next(iter(out.values())) if len(out) == 1 else out
 
 
+def prepare_run(
+    declaration: Declaration,
+    adjacency: Adjacency,
+    data: Any,
+    *,
+    seed: int | None = None,
+    secure: bool = False,
+) -> tuple[Any, PrivacyLedger, np.random.Generator]:
+    """The data the method sees, the ledger it runs under and its non-private generator.
+
+    A row-level declaration on a user-level adjacency gets the data with at most
+    ``max_contributions`` rows per user (:func:`bound_rows_per_unit`), which its lifted
+    accounting assumes; a user-level declaration gets a ledger holding the unit keys read from
+    the data (:func:`~dpledger.runtime.units.units_from_data`), by which it enforces the unit.
+    The ledger's generator and the method's are two children of the seed's.
+    """
+    if adjacency.unit == "user" and declaration.unit == "row":
+        data = bound_rows_per_unit(data, adjacency)
+    # a user-level run enforces its unit by the keys read here, before the method sees the data
+    user_level = adjacency.unit == "user" and declaration.unit == "user"
+    units = units_from_data(data, adjacency) if user_level else None
+    root = make_rng(seed, secure=secure)
+    ledger_rng, run_rng = root.spawn(2)
+    ledger = PrivacyLedger(declaration, adjacency, ledger_rng, units=units)
+    ledger.secure = secure
+    return data, ledger, run_rng
+
+
 def run_verified(
     spec: MethodSpec,
     params: Any,
@@ -113,15 +141,8 @@ def run_verified(
     adjacency = adjacency or Adjacency()
     if declaration is None:
         declaration = declare_checked(spec, params, adjacency)
-    if adjacency.unit == "user" and declaration.unit == "row":
-        data = bound_rows_per_unit(data, adjacency)
-    # a user-level run enforces its unit by the keys read here, before the method sees the data
-    user_level = adjacency.unit == "user" and declaration.unit == "user"
-    units = units_from_data(data, adjacency) if user_level else None
-    root = make_rng(seed, secure=secure)
-    ledger_rng, run_rng = root.spawn(2)
-    ledger = PrivacyLedger(declaration, adjacency, ledger_rng, units=units)
-    ledger.secure = secure
+    data, ledger, run_rng = prepare_run(declaration, adjacency, data, seed=seed, secure=secure)
+    units = ledger.units
     outputs = spec.run(params, data, ledger, run_rng)
     ledger.verify()
     if ledger.declaration != declaration:

@@ -1,0 +1,318 @@
+"""A third-party method's ``run``, executed in a worker process of its own.
+
+The worker is an ordinary interpreter (installed plugins load as usual, through
+:meth:`~dpledger.runtime.plugin_manager.PluginHost.on_demand`). It talks to dpledger's process
+over two pipes (:mod:`dpledger.cleanroom.wire`; never its standard streams, which go to a file
+whose last line names what went wrong):
+
+1. the worker says ``hello``; dpledger sends the method, its parameters table, the adjacency and
+   the plugin-loading options;
+2. the worker loads the plugin, makes the parameters and answers ``ready`` with them (as the
+   run record states them), or ``failed``;
+3. dpledger sends ``run`` with the data (loaded and, at user level, bounded by dpledger) and the
+   state of the method's non-private generator (never the ledger's); the worker calls
+   ``run(params, data, ledger, rng)`` with a :class:`~dpledger.cleanroom.ledger_channel.LedgerProxy`
+   whose every call dpledger's process serves with the real ledger, and ends with ``done`` and
+   the outputs as data, or ``failed`` and the error.
+
+A worker that exits, or does not answer within the limit (:data:`RUN_TIMEOUT_ENV` for the run;
+the plugin-loading limit of :func:`~dpledger.cleanroom.worker.plugin_timeout` before it), is
+named in one line; it is stopped with everything it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpledger.cleanroom.ledger_channel import DEFERRED, LedgerProxy, LedgerServer
+from dpledger.cleanroom.wire import Link, WireError
+from dpledger.core.errors import InvalidParameterError, PluginError
+
+#: seconds a third-party method's run may take in its worker (unset: no limit)
+RUN_TIMEOUT_ENV = "DPLEDGER_RUN_TIMEOUT"
+#: the program of the worker (the two descriptors of its pipes are its arguments)
+BOOTSTRAP = (
+    "import os, sys; from dpledger.cleanroom.run_worker import main; code = main(); "
+    "sys.stdout.flush(); sys.stderr.flush(); os._exit(code)"
+)
+_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
+
+
+def run_timeout(raw: str | None) -> float | None:
+    """The run's time limit in seconds from :data:`RUN_TIMEOUT_ENV` (None: no limit)."""
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise InvalidParameterError(
+            RUN_TIMEOUT_ENV, f"is {raw!r}", "set a number of seconds, e.g. 3600, or unset it"
+        )
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# the worker's side
+# ---------------------------------------------------------------------------------------------
+def _failure(exc: BaseException) -> dict[str, Any]:
+    text = " ".join(str(exc).split())
+    out: dict[str, Any] = {"op": "failed", "type": type(exc).__name__, "message": text[:500]}
+    if isinstance(exc, InvalidParameterError):
+        out.update(field=exc.field, problem=exc.problem, fix=exc.fix)
+    key = getattr(exc, "channel_key", None)
+    if isinstance(key, int):
+        out["key"] = key
+    return out
+
+
+def _load(start: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The method's spec (loaded as ``account`` loads it) and its parameters."""
+    from dpledger.runtime.plugin_manager import PluginHost
+
+    host = PluginHost.on_demand(
+        allow=start.get("allow"), block=start.get("block"), timeout=start.get("timeout")
+    )
+    spec = host.method(str(start["method"]))
+    return spec, spec.make_params(dict(start["params"]))
+
+
+def _generator(state: Mapping[str, Any]) -> np.random.Generator:
+    """The method's non-private generator, in the state dpledger's process gave it."""
+    name = state.get("bit_generator")
+    if name not in _GENERATORS:
+        raise PluginError(f"unknown bit generator {name!r}")
+    bits = getattr(np.random, str(name))()
+    bits.state = dict(state)
+    return np.random.Generator(bits)
+
+
+def plain_output(value: Any, where: str) -> Any:
+    """An output as it crosses back: arrays as arrays, the rest as JSON values."""
+    if isinstance(value, np.ndarray) or value is None or isinstance(value, bool | str | int):
+        return value
+    if isinstance(value, float | np.generic):
+        return value.item() if isinstance(value, np.generic) else value
+    to_json = getattr(value, "to_json", None)
+    if callable(to_json):  # outputs that know their own JSON form
+        return plain_output(to_json(), where)
+    if isinstance(value, Mapping):
+        return {str(k): plain_output(v, f"{where}[{k!r}]") for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_output(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise PluginError(
+        f"output {where} is a {type(value).__name__}. Fix: return arrays, numbers, strings, "
+        "lists or tables"
+    )
+
+
+def _run(proxy: LedgerProxy, spec: Any, params: Any, job: Mapping[str, Any]) -> dict[str, Any]:
+    outputs = spec.run(params, job.get("data"), proxy, _generator(job["rng"]))
+    if not isinstance(outputs, Mapping) or not all(isinstance(k, str) for k in outputs):
+        raise PluginError(f"method {spec.name!r}: run() must return a mapping of named outputs")
+    return {"op": "done", "outputs": {k: plain_output(v, repr(k)) for k, v in outputs.items()}}
+
+
+def main() -> int:
+    """Worker entry: the descriptors of its two pipes are its arguments."""
+    import attrs
+
+    down, up = int(sys.argv[1]), int(sys.argv[2])
+    link = Link(Connection(down, writable=False), Connection(up, readable=False))
+    link.send({"op": "hello"})
+    start = link.receive()
+    try:
+        spec, params = _load(start)
+        link.send({"op": "ready", "params": plain_output(attrs.asdict(params), "params")})
+    except BaseException as exc:  # reported to dpledger's process by name
+        link.send(_failure(exc))
+        return 0
+    try:
+        job = link.receive()
+    except EOFError:  # dpledger's process stopped before the run
+        return 0
+    if job.get("op") != "run":
+        return 0
+    proxy = LedgerProxy(link, spec.name)
+    try:
+        reply = _run(proxy, spec, params, job)
+    except BaseException as exc:  # the plugin's error, reported by name
+        reply = _failure(exc)
+    link.send({**reply, "queued": proxy.queued()})
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# dpledger's side
+# ---------------------------------------------------------------------------------------------
+class RunWorker:
+    """One worker process for one run (a context manager that always stops it)."""
+
+    def __init__(self, method: str, load_limit: float, run_limit: float | None) -> None:
+        self.method = method
+        self.load_limit = load_limit
+        self.run_limit = run_limit
+        #: the plugin, as its declaration named it (set once known)
+        self.who = "a third-party plugin"
+        self._tmp = tempfile.TemporaryDirectory(prefix="dpledger-run-")
+        self._log = Path(self._tmp.name) / "worker.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._link: Link | None = None
+
+    def __enter__(self) -> RunWorker:
+        from dpledger.cleanroom.worker import _child_env
+
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        sys.stdout.flush()
+        with self._log.open("wb") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-c", BOOTSTRAP, str(down_r), str(up_w)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                pass_fds=(down_r, up_w),
+                env=_child_env(),
+                start_new_session=True,  # stopped with everything it starts
+            )
+        os.close(down_r)
+        os.close(up_w)
+        self._link = Link(Connection(up_r, writable=False), Connection(down_w, readable=False))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        proc = self._proc
+        if self._link is not None:
+            self._link.outbox.close()  # a worker still waiting for work ends
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.5 if exc[0] is None else 0)
+        self._stop()
+        if self._link is not None:
+            self._link.inbox.close()
+        self._tmp.cleanup()
+
+    # -- the protocol ----------------------------------------------------------------------
+    def load(self, start: Mapping[str, Any]) -> dict[str, Any]:
+        """Have the worker load the method and make its parameters; the parameters as the run
+        record states them."""
+        deadline = time.monotonic() + self.load_limit
+        self._expect("hello", self._receive(deadline, "start"))
+        self._send(start)
+        ready = self._expect("ready", self._receive(deadline, "loading"))
+        params = ready.get("params")
+        if not isinstance(params, dict):
+            raise self._broken("sent parameters that are not a table")
+        return params
+
+    def run(self, server: LedgerServer, data: Any, rng_state: Mapping[str, Any]) -> dict[str, Any]:
+        """Run the method, serving its ledger requests; its outputs."""
+        deadline = None if self.run_limit is None else time.monotonic() + self.run_limit
+        self._send({"op": "run", "data": data, "rng": dict(rng_state)})
+        while True:
+            message = self._receive(deadline, "run")
+            for queued in message.get("queued") or []:  # samples entered and left before it
+                if isinstance(queued, dict) and queued.get("op") in DEFERRED:
+                    server.answer(queued)
+            if message.get("op") in ("call", "get"):
+                answer = server.answer(message)
+                if answer is not None:
+                    self._send(answer)
+                continue
+            outputs = self._expect("done", message, server).get("outputs")
+            unanswered = server.unanswered()
+            if unanswered is not None:
+                raise unanswered
+            if not isinstance(outputs, dict):
+                raise self._broken("sent outputs that are not a table")
+            return outputs
+
+    def _send(self, message: Mapping[str, Any]) -> None:
+        assert self._link is not None
+        try:
+            self._link.send(message)
+        except (OSError, WireError) as exc:
+            raise self._ended(f"could not be sent its work ({exc})") from None
+
+    def _receive(self, deadline: float | None, stage: str) -> dict[str, Any]:
+        assert self._link is not None
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        if left is not None and not self._link.poll(left):
+            limit = self.load_limit if stage != "run" else self.run_limit
+            fix = f"raise {RUN_TIMEOUT_ENV}" if stage == "run" else "raise --plugins-timeout"
+            raise self._error(f"did not finish its {stage} within {limit:g} s", fix)
+        try:
+            return self._link.receive()
+        except EOFError:
+            raise self._ended(f"ended during its {stage}") from None
+        except (OSError, WireError) as exc:
+            raise self._broken(f"sent a malformed message ({exc})") from None
+
+    def _expect(
+        self, op: str, message: Mapping[str, Any], server: LedgerServer | None = None
+    ) -> Mapping[str, Any]:
+        if message.get("op") == op:
+            return message
+        if message.get("op") != "failed":
+            raise self._broken(f"sent {message.get('op')!r} where {op!r} was due")
+        key = message.get("key")
+        if server is not None and isinstance(key, int) and key in server.errors:
+            raise server.errors[key]  # the ledger's own error, raised here as in dpledger
+        if message.get("type") == "InvalidParameterError" and op == "ready":
+            raise InvalidParameterError(
+                str(message.get("field")), str(message.get("problem")), str(message.get("fix"))
+            )
+        text = f"{message.get('type')}: {message.get('message')}"
+        fix = "" if ". Fix: " in text else "fix the method's data or parameters, or its plugin"
+        raise self._error(f"failed with {text}", fix)
+
+    # -- errors naming the method and its plugin ----------------------------------------------
+    def _error(self, what: str, fix: str) -> PluginError:
+        self._stop()
+        where = f"the run of method {self.method!r} (third-party plugin {self.who}, own process)"
+        tail = f". Fix: {fix}" if fix else ""
+        return PluginError(f"{where} {what}{tail}")
+
+    def _ended(self, what: str) -> PluginError:
+        proc = self._proc
+        try:
+            code = proc.wait(timeout=5) if proc is not None else None
+        except subprocess.TimeoutExpired:
+            code = None
+        last = _last_line(self._log)
+        detail = f" ({last})" if last else ""
+        fix = "block the plugin with --plugins-block NAME, or ask its author to fix it"
+        return self._error(f"{what}: it exited with code {code}{detail}", fix)
+
+    def _broken(self, what: str) -> PluginError:
+        return self._error(what, "block the plugin with --plugins-block NAME")
+
+    def _stop(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _last_line(path: Path) -> str:
+    """The last non-empty line the worker wrote (e.g. its exception)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
