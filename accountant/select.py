@@ -97,6 +97,25 @@ def backend_factories(
     return out
 
 
+#: characters of an event or a backend's reason kept in the one-line refusal
+_SHOWN = 160
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def _nothing_bounds(event: Event, unavailable: Sequence[tuple[str, str]]) -> str:
+    """The one line that says no backend bounds ``event``: each backend's reason, cut short,
+    and the fix."""
+    detail = "; ".join(f"{n}: {_cut(r.replace(event.describe(), 'it'))}" for n, r in unavailable)
+    return (
+        f"no accountant can bound {_cut(event.describe())} ({detail}). Fix: state the event "
+        "with the kinds and nesting the accountants support (docs/accountants.md): for example "
+        "one sampling of a Gaussian per step, repeated with a count, instead of nested samplings"
+    )
+
+
 def account(
     event: Event,
     adjacency: Adjacency | None = None,
@@ -124,8 +143,7 @@ def account(
     event = canonical(event)
     candidates, unavailable = _run_backends(event, adjacency, delta, epsilon, backends, crosscheck)
     if not candidates:
-        detail = "; ".join(f"{n}: {r}" for n, r in unavailable)
-        raise UnsupportedEventError(f"no accountant can bound {event.describe()} ({detail})")
+        raise UnsupportedEventError(_nothing_bounds(event, unavailable))
     return Selection(_bracket(candidates), tuple(candidates), tuple(unavailable))
 
 

@@ -22,6 +22,8 @@ from dpledger.cleanroom.tree import ACCOUNTING_PACKAGES
 NEEDS_DECLARATIONS = 10
 #: exit code of a room that found itself not isolated, or that imported a foreign module
 NOT_ISOLATED = 4
+#: the user's command of each request that is a step of another command
+COMMAND_NAMES = {"certify_run": "run", "audit_claims": "audit"}
 ALLOWED_TOP_LEVEL = frozenset({*ACCOUNTING_PACKAGES, "dpledger"})
 #: modules that compiled extensions create at run time (no file, no code of their own)
 RUNTIME_MODULES = frozenset({"cython_runtime"})
@@ -52,10 +54,11 @@ def foreign_modules() -> str | None:
 
 
 def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], int]]:
-    from dpledger.cleanroom import account_room, run_room, verify_room
+    from dpledger.cleanroom import account_room, audit_room, run_room, verify_room
 
     return {
         "account": account_room.serve,
+        "audit_claims": audit_room.serve,
         "verify": verify_room.serve,
         "certify_run": run_room.serve,
     }
@@ -71,10 +74,11 @@ def main() -> int:
     command = str(request["command"])
     from dpledger.cli import guarded
 
-    code = guarded(command, lambda: _handlers()[command](request))
+    shown = COMMAND_NAMES.get(command, command)
+    code = guarded(shown, lambda: _handlers()[command](request))
     problem = foreign_modules()
     if problem:
-        sys.stderr.write(f"dpledger {command}: error: the clean room is not clean ({problem})\n")
+        sys.stderr.write(f"dpledger {shown}: error: the clean room is not clean ({problem})\n")
         return NOT_ISOLATED
     sys.stdout.flush()
     return code

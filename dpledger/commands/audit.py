@@ -287,6 +287,43 @@ def format_method_result(result: MethodAuditResult) -> str:
     return "\n".join(lines)
 
 
+def _confirm_claims(
+    args: argparse.Namespace, params: Any, adjacency: Adjacency, result: MethodAuditResult
+) -> int:
+    """The clean room recomputes every claim the audit used (0 when they all hold)."""
+    import attrs
+
+    from dpledger.cleanroom.launch import run_in_clean_room
+    from dpledger.report.model import json_safe
+
+    relations = [
+        {
+            "relation": rel.relation,
+            "claims": [
+                [a.delta, a.claimed_epsilon]
+                for a in rel.result.audits
+                if a.claimed_epsilon is not None and math.isfinite(a.claimed_epsilon)
+            ],
+        }
+        for rel in result.relations
+    ]
+    options = {
+        "method": result.method,
+        "params": json_safe(attrs.asdict(params)),
+        "adjacency": adjacency.to_dict(),
+        "relations": relations,
+        "plugins_allow": args.plugins_allow,
+        "plugins_block": args.plugins_block,
+    }
+    return run_in_clean_room(
+        "audit_claims",
+        options,
+        allow=args.plugins_allow,
+        block=args.plugins_block,
+        timeout=getattr(args, "plugins_timeout", None),
+    )
+
+
 def run_method(args: argparse.Namespace) -> int:
     runs = _runs(args.runs)
     host, spec, (params, data), adjacency = _method_setup(args)
@@ -303,6 +340,8 @@ def run_method(args: argparse.Namespace) -> int:
         claimed_epsilon=args.claimed_epsilon,
         lower=host.lower,
     )
+    if args.claimed_epsilon is None and (code := _confirm_claims(args, params, adjacency, result)):
+        return code
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:

@@ -240,6 +240,9 @@ def test_planted_method_exits_1_from_the_cli(
     # dpledger's code (done later, the replacement is itself a change the host refuses)
     hosts: list[PluginHost] = []
     monkeypatch.setattr("dpledger.commands.audit.host_from_args", lambda args, **_: hosts[0])
+    # the planted method is registered in this process only, where the clean room (which sees
+    # installed distributions) cannot declare it again; tests/cleanroom checks that step
+    monkeypatch.setattr("dpledger.commands.audit._confirm_claims", lambda *_: 0)
     hosts.append(request.getfixturevalue("planted"))
     np.save(tmp_path / "rows.npy", DATA)
     (tmp_path / "cfg.toml").write_text(
