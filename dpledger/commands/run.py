@@ -26,7 +26,7 @@ from dpledger.accountant import select
 from dpledger.commands.plugins import add_plugin_options, host_from_args
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import Declaration, stated_for_unit, unit_adjacency
-from dpledger.core.errors import InvalidParameterError
+from dpledger.core.errors import DPLedgerError, InvalidParameterError, PluginError
 from dpledger.core.events import Event
 from dpledger.report.model import json_safe
 from dpledger.report.numbers import fmt_up
@@ -291,15 +291,20 @@ def main(args: argparse.Namespace) -> int:
     per_unit, rules, selection = account_declaration(
         host, declaration, adjacency, method=spec.name, delta=delta
     )
-    result = run_verified(
-        spec,
-        params,
-        data,
-        adjacency=adjacency,
-        seed=args.seed,
-        secure=args.secure,
-        declaration=declaration,
-    )
+    try:
+        result = run_verified(
+            spec,
+            params,
+            data,
+            adjacency=adjacency,
+            seed=args.seed,
+            secure=args.secure,
+            declaration=declaration,
+        )
+    except (DPLedgerError, MemoryError, RecursionError):
+        raise
+    except Exception as exc:  # the method's own failure: name it and its plugin
+        raise method_failed(spec, exc) from exc
     record = build_record(spec, params, result, host.lower(declaration.event, adjacency))
     return publish(args, record, result, per_unit, rules, selection)
 
@@ -312,20 +317,46 @@ def params_table(config: Mapping[str, Any]) -> dict[str, Any]:
     return table
 
 
+def method_failed(spec: Any, exc: Exception) -> PluginError:
+    """A method's ``run()`` raised: one line naming the method and its plugin."""
+    who = f"plugin {spec.provenance.plugin!r}" if spec.provenance else "its plugin"
+    hint = ""
+    if isinstance(exc, attrs.exceptions.FrozenInstanceError):
+        hint = " (its parameters are frozen: make a changed copy with attrs.evolve)"
+    message = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "no message"
+    return PluginError(
+        f"method {spec.name!r} ({who}) failed in run(): {type(exc).__name__}: {message}{hint}. "
+        "Fix: report it to the plugin's author, with the config"
+    )
+
+
 def query_delta(args: argparse.Namespace, config: Mapping[str, Any], method_delta: Any) -> float:
     """The query delta: --delta, else the file's, else the method's own target delta, else
     1e-5."""
     fallback = method_delta if isinstance(method_delta, float) and 0 < method_delta < 1 else None
-    return (
-        args.delta
-        if args.delta is not None
-        else float(config.get("delta", fallback if fallback is not None else DEFAULT_DELTA))
-    )
+    if args.delta is not None:
+        return float(args.delta)
+    if "delta" not in config:
+        return fallback if fallback is not None else DEFAULT_DELTA
+    delta = config["delta"]
+    if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 < delta < 1:
+        raise InvalidParameterError(
+            "delta", f"must be a number in (0, 1), got {delta!r}", "write e.g. delta = 1e-5"
+        )
+    return float(delta)
 
 
 def data_path_of(args: argparse.Namespace, config: Mapping[str, Any]) -> Path | None:
     """The data file: --data, else the config's ``data`` (relative to the config)."""
-    return args.data or ((args.config.parent / config["data"]) if "data" in config else None)
+    if args.data is not None or "data" not in config:
+        return args.data  # type: ignore[no-any-return]
+    if not isinstance(config["data"], str) or not config["data"]:
+        raise InvalidParameterError(
+            "data",
+            f"must be the path of a data file, got {config['data']!r}",
+            'write e.g. data = "data.npy" (relative to the config file)',
+        )
+    return args.config.parent / config["data"]
 
 
 def publish(
