@@ -64,15 +64,17 @@ def run_in_clean_room(
     allow: str | None = None,
     block: str | None = None,
     timeout: str | None = None,
+    extra: tuple[str, ...] = (),
 ) -> int:
     """Run ``command`` with ``options`` in the clean room; its exit code. ``allow``, ``block``
     and ``timeout`` are the plugin-loading options of the workers that declare third-party
-    methods."""
+    methods. ``extra`` names top-level packages the command needs beyond the accounting ones
+    (the report's drawing libraries), linked into the room's path where installed."""
     from dpledger.cleanroom.resolver import names
 
     replies: list[dict[str, Any]] = []
     answered: list[dict[str, Any]] = []
-    with clean_path() as tree, tempfile.TemporaryDirectory(prefix="dpledger-room-") as tmp:
+    with clean_path(extra) as tree, tempfile.TemporaryDirectory(prefix="dpledger-room-") as tmp:
         needs_file = Path(tmp) / "needs.json"
         while True:
             request = {
@@ -80,6 +82,7 @@ def run_in_clean_room(
                 "options": dict(options),
                 "declarations": replies,
                 "needs_file": str(needs_file),
+                "extra_packages": list(extra),
             }
             code = _launch(tree, request)
             if code != NEEDS_DECLARATIONS:

@@ -29,18 +29,19 @@ ALLOWED_TOP_LEVEL = frozenset({*ACCOUNTING_PACKAGES, "dpledger"})
 RUNTIME_MODULES = frozenset({"cython_runtime"})
 
 
-def isolation_problem() -> str | None:
+def isolation_problem(extra: frozenset[str] = frozenset()) -> str | None:
     """Why this interpreter is not a clean room, or None."""
     if not (sys.flags.isolated and sys.flags.no_site):
         return "the interpreter was started without -I -S"
     if "site" in sys.modules or "sitecustomize" in sys.modules or "usercustomize" in sys.modules:
         return "site processing ran"
-    return foreign_modules()
+    return foreign_modules(extra)
 
 
-def foreign_modules() -> str | None:
-    """Modules imported from outside the standard library and the clean room's packages."""
-    allowed = sys.stdlib_module_names | ALLOWED_TOP_LEVEL | RUNTIME_MODULES
+def foreign_modules(extra: frozenset[str] = frozenset()) -> str | None:
+    """Modules imported from outside the standard library, the clean room's packages and the
+    ``extra`` ones its request names."""
+    allowed = sys.stdlib_module_names | ALLOWED_TOP_LEVEL | RUNTIME_MODULES | extra
     roots = tuple(p for p in sys.path if p)
     foreign = sorted(
         {
@@ -54,10 +55,11 @@ def foreign_modules() -> str | None:
 
 
 def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], int]]:
-    from dpledger.cleanroom import account_room, audit_room, run_room, verify_room
+    from dpledger.cleanroom import account_room, audit_room, report_room, run_room, verify_room
 
     return {
         "account": account_room.serve,
+        "report": report_room.serve,
         "audit_claims": audit_room.serve,
         "verify": verify_room.serve,
         "certify_run": run_room.serve,
@@ -76,7 +78,7 @@ def main() -> int:
 
     shown = COMMAND_NAMES.get(command, command)
     code = guarded(shown, lambda: _handlers()[command](request))
-    problem = foreign_modules()
+    problem = foreign_modules(frozenset(request.get("extra_packages", ())))
     if problem:
         sys.stderr.write(f"dpledger {shown}: error: the clean room is not clean ({problem})\n")
         return NOT_ISOLATED

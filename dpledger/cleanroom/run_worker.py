@@ -36,6 +36,11 @@ from typing import Any
 
 import numpy as np
 
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: pipes keep their default size
+    fcntl = None  # type: ignore[assignment]
+
 from dpledger.cleanroom.ledger_channel import DEFERRED, LedgerProxy, LedgerServer
 from dpledger.cleanroom.wire import Link, WireError
 from dpledger.core.errors import InvalidParameterError, PluginError
@@ -175,8 +180,8 @@ class RunWorker:
     def __enter__(self) -> RunWorker:
         from dpledger.cleanroom.worker import _child_env
 
-        down_r, down_w = os.pipe()
-        up_r, up_w = os.pipe()
+        down_r, down_w = _pipe()
+        up_r, up_w = _pipe()
         sys.stdout.flush()
         with self._log.open("wb") as log:
             self._proc = subprocess.Popen(
@@ -306,6 +311,20 @@ class RunWorker:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+#: bytes a pipe of the channel holds (where the system allows): an array crosses in few writes
+PIPE_SIZE = 1 << 20
+
+
+def _pipe() -> tuple[int, int]:
+    """A pipe whose buffer is as large as the system allows, up to :data:`PIPE_SIZE`."""
+    read, write = os.pipe()
+    grow = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if grow is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(write, grow, PIPE_SIZE)
+    return read, write
 
 
 def _last_line(path: Path) -> str:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import metadata
 from pathlib import Path
 
 from dpledger.core.errors import DPLedgerError
@@ -47,6 +49,57 @@ def _package_dir(name: str) -> Path:
     return Path(locations[0]).resolve()
 
 
+def _top_level_path(name: str) -> Path | None:
+    """The directory of package ``name`` or the file of module ``name``, if installed."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations))).resolve()
+    return Path(spec.origin).resolve() if spec.origin and spec.has_location else None
+
+
+def _requirement_names(dist: str) -> list[str]:
+    """The distributions ``dist`` requires unconditionally (no extra, no environment marker)."""
+    try:
+        requires = metadata.requires(dist) or []
+    except metadata.PackageNotFoundError:
+        return []
+    names = []
+    for line in requires:
+        if ";" in line:
+            continue
+        match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line)
+        if match:
+            names.append(match.group(0))
+    return names
+
+
+def dependency_closure(dists: tuple[str, ...]) -> tuple[str, ...]:
+    """Top-level import names of the installed distributions ``dists`` and everything they
+    require unconditionally (what their code may import), sorted."""
+    providers: dict[str, list[str]] = {}
+    for top, owners in metadata.packages_distributions().items():
+        for owner in owners:
+            providers.setdefault(_normal(owner), []).append(top)
+    seen: set[str] = set()
+    todo = [_normal(d) for d in dists]
+    while todo:
+        dist = todo.pop()
+        if dist in seen:
+            continue
+        seen.add(dist)
+        todo += [_normal(r) for r in _requirement_names(dist)]
+    return tuple(sorted({t for d in seen for t in providers.get(d, ()) if t.isidentifier()}))
+
+
+def _normal(dist: str) -> str:
+    return re.sub(r"[-_.]+", "-", dist).lower()
+
+
 def _link(target: Path, link: Path) -> None:
     os.symlink(target, link, target_is_directory=target.is_dir())
 
@@ -64,8 +117,22 @@ def _dpledger_package(into: Path) -> None:
             _link(_package_dir(f"dpledger.{sub}"), pkg / sub)
 
 
-def build(into: Path) -> None:
-    """Fill the empty directory ``into`` with the clean room's importable packages."""
+def _link_extra(name: str, into: Path) -> None:
+    where = _top_level_path(name)
+    if where is None or (into / where.name).exists():
+        return
+    _link(where, into / where.name)
+    bundled = where.parent / f"{name}.libs"
+    if bundled.is_dir() and not (into / bundled.name).exists():
+        _link(bundled, into / bundled.name)
+
+
+def build(into: Path, extra: tuple[str, ...] = ()) -> None:
+    """Fill the empty directory ``into`` with the clean room's importable packages (and the
+    top-level packages or modules ``extra``, where installed)."""
+    for name in extra:
+        if name not in ACCOUNTING_PACKAGES and name != "dpledger":
+            _link_extra(name, into)
     for name in ACCOUNTING_PACKAGES:
         where = _package_dir(name)
         _link(where, into / name)
@@ -76,11 +143,11 @@ def build(into: Path) -> None:
 
 
 @contextmanager
-def clean_path() -> Iterator[Path]:
+def clean_path(extra: tuple[str, ...] = ()) -> Iterator[Path]:
     """A fresh clean-room path directory, removed afterwards."""
     where = Path(tempfile.mkdtemp(prefix="dpledger-cleanroom-"))
     try:
-        build(where)
+        build(where, extra)
         yield where
     finally:
         shutil.rmtree(where, ignore_errors=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dpledger.commands.account import add_backends_option, one_line_errors, parse_number
-from dpledger.commands.plugins import add_plugin_options, host_from_args
+from dpledger.commands.plugins import add_plugin_options
 from dpledger.core.errors import InvalidParameterError
 
 
@@ -93,25 +93,20 @@ def _query(args: argparse.Namespace) -> tuple[float | None, float | None]:
     return delta, epsilon
 
 
-def _confirm_run(args: argparse.Namespace) -> int:
-    """A run directory is re-checked in the clean room before it is reported (its recorded
-    declaration, bound, coverage and, when it has one, its seal); 1 names every mismatch."""
-    from dpledger.cleanroom.launch import run_in_clean_room
-
-    options = {
-        "targets": [args.input],
-        "quiet": True,
-        "require_seal": False,
-        "plugins_allow": args.plugins_allow,
-        "plugins_block": args.plugins_block,
-    }
-    return run_in_clean_room(
-        "verify",
-        options,
-        allow=args.plugins_allow,
-        block=args.plugins_block,
-        timeout=getattr(args, "plugins_timeout", None),
-    )
+#: the options the clean room receives (plain JSON values)
+ROOM_OPTIONS = (
+    "input",
+    "format",
+    "delta",
+    "epsilon",
+    "backends",
+    "audit",
+    "no_figures",
+    "plugins_allow",
+    "plugins_block",
+)
+#: what the report's figures and HTML need beside the accounting packages (where installed)
+REPORT_DISTRIBUTIONS = ("matplotlib", "markdown-it-py")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,6 +118,25 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             "INPUT", "is missing", "pass a pipeline file or a run directory"
         )
+    from dpledger.cleanroom.launch import run_in_clean_room
+    from dpledger.cleanroom.tree import dependency_closure
+
+    options = {k: getattr(args, k) for k in ROOM_OPTIONS}
+    options["out"] = None if args.out is None else str(args.out)
+    options["audit"] = None if args.audit is None else str(args.audit)
+    return run_in_clean_room(
+        "report",
+        options,
+        allow=args.plugins_allow,
+        block=args.plugins_block,
+        timeout=getattr(args, "plugins_timeout", None),
+        extra=dependency_closure(REPORT_DISTRIBUTIONS),
+    )
+
+
+def certify(args: argparse.Namespace, host: Any, rests_on: Any) -> int:
+    """Build, draw and write the report (run inside the clean room: ``host`` holds the builtin
+    plugins and declares third-party methods from their workers' data)."""
     from dpledger.report import report_input, write_report
     from dpledger.report.figures import NO_MATPLOTLIB, figures_available, make_figures
     from dpledger.report.write import render
@@ -130,20 +144,13 @@ def run(args: argparse.Namespace) -> int:
     if args.backends is not None and not args.backends:
         raise InvalidParameterError("--backends", "is empty", "name at least one accountant")
     delta, epsilon = _query(args)
-    if Path(args.input).is_dir() and (code := _confirm_run(args)) != 0:
-        return code
-    # third-party plugins load only if a release names a method no builtin plugin provides
-    host = host_from_args(args, on_demand=True)
     audit = _load_json(args.audit, "--audit") if args.audit is not None else None
     built = report_input(
-        args.input,
-        delta=delta,
-        epsilon=epsilon,
-        backends=args.backends,
-        audit=audit,
-        host=host,
+        args.input, delta=delta, epsilon=epsilon, backends=args.backends, audit=audit, host=host
     )
-    host.certify()  # refuse if a loaded plugin changed dpledger's accounting code
+    if rests_on() is None:
+        return -1  # third-party declarations are still needed
+    built = _with_rests_on(built, rests_on())
     draw = (
         not args.no_figures
         and args.format != "json"
@@ -161,3 +168,13 @@ def run(args: argparse.Namespace) -> int:
     for path in written:
         print(f"wrote {path}")
     return 0
+
+
+def _with_rests_on(built: Any, lines: Any) -> Any:
+    """The report with a warning for each third-party declaration its bound rests on."""
+    import attrs
+
+    if not lines:
+        return built
+    warnings = (*built.report.warnings, *(f"rests on: {line}" for line in lines))
+    return attrs.evolve(built, report=attrs.evolve(built.report, warnings=warnings))

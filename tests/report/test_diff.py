@@ -35,14 +35,14 @@ def _json_report(tmp_path: Path, name: str, data: dict) -> Path:
 
 
 def test_diff_names_the_change_and_how_epsilon_moved(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     base = {**PIPELINE, "releases": PIPELINE["releases"][:2], "postprocess": []}
     more_noise = copy.deepcopy(base)
     more_noise["releases"][0]["event"]["noise_multiplier"] = 6.0
     a = _json_report(tmp_path, "a", base)
     b = _json_report(tmp_path, "b", more_noise)
-    capsys.readouterr()
+    capfd.readouterr()
     ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
     d = diff_reports(ra, rb)
     assert d.moved is not None and d.moved < 0
@@ -58,7 +58,7 @@ def test_diff_names_the_change_and_how_epsilon_moved(
     ) or any(c.startswith("accountant rdp: [0, ") for c in d.changes)
     assert any(c.startswith("release counts: epsilon alone [") for c in d.changes)
     assert main(["report", "--diff", str(a), str(b)]) == 0
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert out.splitlines()[0] == d.summary
     assert "- release counts: event" in out
 

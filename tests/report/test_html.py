@@ -21,7 +21,7 @@ class _Collector(HTMLParser):
 
 
 def test_html_embeds_figures_and_references_nothing_external(
-    pipeline_file: Path, tmp_path: Path, capsys: object
+    pipeline_file: Path, tmp_path: Path, capfd: object
 ) -> None:
     out = tmp_path / "report.html"
     assert main(["report", str(pipeline_file), "--format", "html", "--out", str(out)]) == 0
@@ -59,7 +59,7 @@ def test_without_matplotlib_the_report_is_written_without_figures(
     pipeline_file: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     import sys
 
@@ -68,7 +68,7 @@ def test_without_matplotlib_the_report_is_written_without_figures(
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     out = tmp_path / f"report.{fmt}"
     assert main(["report", str(pipeline_file), "--format", fmt, "--out", str(out)]) == 0
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert err.count("\n") == 1 and "matplotlib is not installed" in err
     assert "dpledger[reports]" in err and "Traceback" not in err
     text = out.read_text()
@@ -76,7 +76,7 @@ def test_without_matplotlib_the_report_is_written_without_figures(
 
 
 def test_plugin_sections_are_html_and_only_where_they_apply(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     from dpledger.report.render_html import markdown_html
 

@@ -22,12 +22,12 @@ PIPELINE = (
 
 
 def test_a_builtin_method_has_the_tier_plugins_lists(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "p.toml"
     path.write_text(PIPELINE)
     assert main(["plugins", "--json"]) == 0
-    listed = json.loads(capsys.readouterr().out)
+    listed = json.loads(capfd.readouterr().out)
     entry = next(p for p in listed["plugins"] if "laplace_mechanism" in p["methods"])
     assert entry["tier"] == "contrib"
     assert (
