@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,9 +24,14 @@ def serve(request: Mapping[str, Any]) -> int:
     """Certify the pipeline file of ``request`` and print it as ``dpledger account`` does."""
     from dpledger.commands.account import _load, certify
 
-    args = argparse.Namespace(**request["options"])
+    options = {k: v for k, v in request["options"].items() if k != "result_file"}
+    args = argparse.Namespace(**options)
     resolver = resolver_for(request)
     pipeline = _load(args.file, resolver)
     if resolver.needs:
         return write_needs(request, resolver.needs)
-    return certify(args, pipeline, resolver.rests_on)
+    result_file = request["options"].get("result_file")
+    if result_file is None:
+        return certify(args, pipeline, resolver.rests_on)
+    with open(result_file, "w", encoding="utf-8") as out, contextlib.redirect_stdout(out):
+        return certify(args, pipeline, resolver.rests_on)
