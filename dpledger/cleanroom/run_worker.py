@@ -30,7 +30,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +135,7 @@ def main() -> int:
     import attrs
 
     down, up = int(sys.argv[1]), int(sys.argv[2])
-    link = Link(Connection(down, writable=False), Connection(up, readable=False))
+    link = Link(down, up)
     link.send({"op": "hello"})
     start = link.receive()
     try:
@@ -195,19 +194,19 @@ class RunWorker:
             )
         os.close(down_r)
         os.close(up_w)
-        self._link = Link(Connection(up_r, writable=False), Connection(down_w, readable=False))
+        self._link = Link(up_r, down_w)
         return self
 
     def __exit__(self, *exc: object) -> None:
         proc = self._proc
         if self._link is not None:
-            self._link.outbox.close()  # a worker still waiting for work ends
+            self._link.close_outbox()  # a worker still waiting for work ends
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=0.5 if exc[0] is None else 0)
         self._stop()
         if self._link is not None:
-            self._link.inbox.close()
+            self._link.close()
         self._tmp.cleanup()
 
     # -- the protocol ----------------------------------------------------------------------

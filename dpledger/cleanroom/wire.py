@@ -1,9 +1,8 @@
 """Messages between dpledger and a third-party method's process, without pickle.
 
 A message is a tree of JSON values (numbers, strings, booleans, None, lists, tables with string
-keys) and numpy arrays. It crosses a pipe (:class:`multiprocessing.connection.Connection`, whose
-``send_bytes``/``recv_bytes`` frame raw bytes with a length prefix and never pickle) as one
-frame: the length of a JSON header, the header, and the raw bytes of each array. The header
+keys) and numpy arrays. It crosses a pipe as one frame of bytes (never pickle): its length, the
+length of a JSON header, the header, and the raw bytes of each array (:class:`Link`). The header
 replaces each array by its index, dtype (the ``.npy`` format's description, so a structured
 dtype crosses too; a dtype holding Python objects is refused) and shape; a table is wrapped so
 that no key of the sender's can be taken for an array. Reading checks every size against the
@@ -12,12 +11,14 @@ header, so a malformed message is an error (:class:`WireError`), never a wrong v
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import select
 import struct
 import threading
 from collections.abc import Mapping
-from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,11 @@ import numpy as np
 #: the largest message a reader accepts (bytes)
 MAX_FRAME = 1 << 36
 _LENGTH = struct.Struct("!I")
+_FRAME = struct.Struct("!Q")
+#: arrays start at multiples of this many bytes of a frame
+_ALIGN = 64
+#: buffers one gathering write takes at most
+_MAX_PARTS = 512
 _ARRAY = "$a"
 _TABLE = "$t"
 
@@ -119,48 +125,103 @@ def _array_from(header: Any, blob: memoryview) -> np.ndarray:
         raise WireError(f"an array of shape {shape} and dtype {dtype} arrived as {len(blob)} bytes")
     if not blob:
         return np.zeros(shape, dtype=dtype)
-    return np.frombuffer(bytearray(blob), dtype=dtype).reshape(shape)
+    return np.frombuffer(blob, dtype=dtype).reshape(shape)  # a view of the frame, writable
+
+
+def _padding(size: int) -> int:
+    """Bytes after ``size`` bytes of a frame so that what follows is aligned."""
+    return -size % _ALIGN
+
+
+def _write_all(fd: int, parts: list[Any]) -> None:
+    """Write every part, in order, in as few system calls as the pipe allows (no copy)."""
+    views = [memoryview(p).cast("B") for p in parts if len(p)]
+    while views:
+        written = os.writev(fd, views[:_MAX_PARTS])
+        while views and written >= len(views[0]):
+            written -= len(views.pop(0))
+        if views and written:
+            views[0] = views[0][written:]
+
+
+def _read_into(fd: int, buffer: memoryview) -> None:
+    """Fill ``buffer`` from ``fd``; :class:`EOFError` if the pipe ends first."""
+    got = 0
+    while got < len(buffer):
+        n = os.readv(fd, [buffer[got:]])
+        if n == 0:
+            raise EOFError("the other side closed the channel")
+        got += n
 
 
 class Link:
-    """Both ends of one side of the channel: ``inbox`` to read, ``outbox`` to write.
+    """One side of the channel: the descriptors ``inbox`` to read and ``outbox`` to write.
 
-    Sending a message and reading its answer are one step under a lock, so that threads of the
-    same process never interleave their messages."""
+    A frame is its length (8 bytes), the header's length (4 bytes), the JSON header, and the
+    arrays' bytes, each aligned; it is written with one gathering call where the pipe allows
+    and read straight into the buffer the arrays then live in. Sending a message and reading
+    its answer are one step under a lock, so that threads of the same process never
+    interleave their messages."""
 
-    def __init__(self, inbox: Connection, outbox: Connection) -> None:
+    def __init__(self, inbox: int, outbox: int) -> None:
         self.inbox = inbox
         self.outbox = outbox
         self.lock = threading.RLock()
 
+    def close(self) -> None:
+        """Close both descriptors (the other side then reads the end of the channel)."""
+        self.close_outbox()
+        if self.inbox >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.inbox)
+            self.inbox = -1
+
+    def close_outbox(self) -> None:
+        """Close the writing end only (a side waiting for a message then ends)."""
+        if self.outbox >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.outbox)
+            self.outbox = -1
+
     def send(self, message: Mapping[str, Any]) -> None:
-        """Write one message (a table) in one frame: the header's length, the header, the
-        arrays' bytes."""
+        """Write one message (a table) as one frame."""
         arrays: list[np.ndarray] = []
         tree = _encode(dict(message), arrays, "the message")
         header = {"tree": tree, "arrays": [_array_header(a) for a in arrays]}
         text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-        parts: list[Any] = [_LENGTH.pack(len(text)), text]
-        parts += [memoryview(a.reshape(-1).view(np.uint8)) for a in arrays]
+        head = _LENGTH.size + len(text)
+        parts: list[Any] = [_LENGTH.pack(len(text)), text, bytes(_padding(head))]
+        size = head + _padding(head)
+        for array in arrays:
+            parts += [array.reshape(-1).view(np.uint8), bytes(_padding(array.nbytes))]
+            size += array.nbytes + _padding(array.nbytes)
         with self.lock:
-            self.outbox.send_bytes(b"".join(parts))
+            _write_all(self.outbox, [_FRAME.pack(size), *parts])
 
     def poll(self, timeout: float | None) -> bool:
-        """Whether a message (or the end of the pipe) arrives within ``timeout`` seconds."""
-        return bool(self.inbox.poll(timeout))
+        """Whether a message (or the end of the channel) arrives within ``timeout`` seconds."""
+        return bool(select.select([self.inbox], [], [], timeout)[0])
 
     def receive(self) -> dict[str, Any]:
         """Read one message; :class:`EOFError` if the other side has closed its end."""
         with self.lock:
-            frame = memoryview(self.inbox.recv_bytes(MAX_FRAME))
+            prefix = bytearray(_FRAME.size)
+            _read_into(self.inbox, memoryview(prefix))
+            size = _FRAME.unpack(prefix)[0]
+            if size > MAX_FRAME:
+                raise WireError(f"a message of {size} bytes is announced")
+            frame = memoryview(np.empty(size, dtype=np.uint8))
+            _read_into(self.inbox, frame)
         header = _header(frame)
-        arrays, offset = [], _LENGTH.size + _LENGTH.unpack_from(frame)[0]
+        offset = _LENGTH.size + _LENGTH.unpack_from(frame)[0]
+        offset += _padding(offset)
+        arrays = []
         for info in header["arrays"]:
-            size = info.get("nbytes") if isinstance(info, dict) else None
-            if not isinstance(size, int) or not 0 <= size <= len(frame) - offset:
+            nbytes = info.get("nbytes") if isinstance(info, dict) else None
+            if not isinstance(nbytes, int) or not 0 <= nbytes <= len(frame) - offset:
                 raise WireError("an array's size does not fit the message")
-            arrays.append(_array_from(info, frame[offset : offset + size]))
-            offset += size
+            arrays.append(_array_from(info, frame[offset : offset + nbytes]))
+            offset += nbytes + _padding(nbytes)
         if offset != len(frame):
             raise WireError("a message is longer than its header says")
         message = _decode(header.get("tree"), arrays)

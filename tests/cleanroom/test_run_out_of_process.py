@@ -9,9 +9,9 @@ cannot make dpledger's process draw less noise, and one that exits or hangs is n
 from __future__ import annotations
 
 import json
+import os
 import threading
 import types
-from multiprocessing.connection import Pipe
 from pathlib import Path
 from typing import Any
 
@@ -398,8 +398,8 @@ def test_a_bad_run_timeout_is_named(honest_env: PlantedEnv, tmp_path: Path) -> N
 # the channel itself, in this process (a thread serves the ledger)
 # ---------------------------------------------------------------------------------------------
 def _pair() -> tuple[Link, Link]:
-    down_r, down_w = Pipe(duplex=False)
-    up_r, up_w = Pipe(duplex=False)
+    down_r, down_w = os.pipe()
+    up_r, up_w = os.pipe()
     return Link(up_r, down_w), Link(down_r, up_w)
 
 
@@ -426,7 +426,7 @@ def test_the_wire_carries_arrays_and_tables_exactly() -> None:
         child.send({"x": np.array([object()])})
     with pytest.raises(WireError, match="is a set"):
         child.send({"x": {1, 2}})
-    child.outbox.send_bytes(b"\x00\x00\x00\x02{}")
+    os.write(child.outbox, b"\x00" * 7 + b"\x06" + b"\x00\x00\x00\x02{}")
     with pytest.raises(WireError, match="header is not a table with a list of arrays"):
         parent.receive()
 
@@ -456,8 +456,9 @@ def _through_proxy(declared: Any, work: Any, adjacency: Adjacency | None = None)
     try:
         remote = work(LedgerProxy(child, "m"))
     finally:
-        child.outbox.close()
+        child.close()
         thread.join(10)
+        parent.close()
     return work(direct), remote, direct.to_dict(), served.to_dict()
 
 

@@ -1,0 +1,152 @@
+"""Benchmark of a third-party method's run out of dpledger's process against the same run in it.
+
+Run:  python benchmarks/run_out_of_process.py [--quick] [--steps T]
+
+A DP-SGD-like third-party method (logistic regression: Poisson sampling, per-example gradients
+clipped and summed with Gaussian noise by the ledger) is installed in a temporary directory as a
+plugin distribution. The same code runs on the same deterministically generated data, side by
+side in one run:
+
+* in-process: :func:`dpledger.runtime.runner.run_verified` called directly (no CLI, no clean
+  room, no worker);
+* out of process: ``dpledger run`` (the CLI path: the declaration worker, the run worker whose
+  every ledger call crosses the channel, the clean room's confirmation), as a subprocess.
+
+It checks that both give the same weights for the seed and prints both times and their ratio;
+a run of one step gives the fixed cost of the out-of-process path (interpreters started, plugin
+checks, the clean room), and the rest divided by the steps the cost per step. Machines are
+noisy: read the ratios, not the absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+PLUGIN = """
+import attrs
+import numpy as np
+from dpledger.core.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
+from dpledger.core.hookspecs import hookimpl
+from dpledger.core.specs import MethodSpec
+
+
+@attrs.frozen
+class Params:
+    steps: int = 100
+    q: float = 0.01
+    sigma: float = 1.0
+    clip: float = 1.0
+    lr: float = 0.5
+
+
+def declare(p, adjacency):
+    return SelfComposedEvent(PoissonSampledEvent(p.q, GaussianEvent(p.sigma)), p.steps)
+
+
+def run(p, data, ledger, rng):
+    x, y = data["x"], data["y"]
+    w = np.zeros(x.shape[1])
+    for t in range(p.steps):
+        with ledger.poisson_sample(x.shape[0], p.q, step=f"sample[{t}]") as batch:
+            xb, yb = x[batch.indices], y[batch.indices]
+            residual = 1.0 / (1.0 + np.exp(-np.clip(xb @ w, -30, 30))) - yb
+            grads = residual[:, None] * xb
+            noisy = ledger.clipped_sum_gaussian(grads, p.clip, p.sigma, step=f"noise[{t}]")
+        w = w - p.lr * np.asarray(noisy) / (p.q * x.shape[0])
+    return {"weights": w}
+
+
+SPEC = MethodSpec(name="bench_dp_sgd", params=Params, declare=declare, run=run,
+                  description="DP-SGD (benchmark)", proof="Abadi et al. 2016")
+
+
+@hookimpl
+def dpledger_register_methods(register):
+    register(SPEC)
+"""
+
+
+def make_data(n: int, d: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Logistic-regression data, the same for a seed."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, d))
+    y = (x @ rng.standard_normal(d) + 0.5 * rng.standard_normal(n) > 0).astype(float)
+    return {"x": x, "y": y}
+
+
+def install(site: Path) -> None:
+    """The plugin as an installer writes it: a module and its metadata."""
+    (site / "bench_dp_sgd.py").write_text(PLUGIN)
+    info = site / "bench_dp_sgd-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bench-dp-sgd\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[dpledger]\nbench = bench_dp_sgd\n")
+
+
+def in_process(data: dict[str, np.ndarray], steps: int, q: float) -> tuple[float, np.ndarray]:
+    from dpledger.runtime.runner import run_verified
+
+    module = importlib.import_module("bench_dp_sgd")
+    start = time.perf_counter()
+    result = run_verified(module.SPEC, module.Params(steps=steps, q=q), data, seed=1)
+    return time.perf_counter() - start, np.asarray(result.outputs["weights"])
+
+
+def out_of_process(where: Path, site: Path, steps: int, q: float) -> tuple[float, np.ndarray]:
+    config = where / f"run-{steps}.toml"
+    config.write_text(f'data = "data.npz"\ndelta = 1e-5\n[params]\nsteps = {steps}\nq = {q}\n')
+    out = where / f"out-{steps}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path[1:]])}
+    command = [sys.executable, "-m", "dpledger", "run", "bench_dp_sgd"]
+    command += ["--config", str(config), "--out", str(out), "--seed", "1"]
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"dpledger run failed: {done.stderr.strip()}")
+    return elapsed, np.load(out / "weights.npy")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small problem (a smoke test)")
+    parser.add_argument("--steps", type=int, default=None, help="DP-SGD steps")
+    args = parser.parse_args()
+    n, d = (5_000, 10) if args.quick else (200_000, 100)
+    steps = args.steps or (20 if args.quick else 1500)
+    q = 0.01
+    with tempfile.TemporaryDirectory(prefix="dpledger-bench-") as tmp:
+        where, site = Path(tmp), Path(tmp) / "site"
+        site.mkdir()
+        install(site)
+        sys.path.insert(0, str(site))
+        data = make_data(n, d)
+        np.savez(where / "data.npz", **data)
+        fixed, _ = out_of_process(where, site, 1, q)
+        inside, w_in = in_process(data, steps, q)
+        outside, w_out = out_of_process(where, site, steps, q)
+    same = bool(np.array_equal(w_in, w_out))
+    print(f"DP-SGD, n={n}, d={d}, q={q}, {steps} steps, expected batch {n * q:g}")
+    print(f"  in-process (run_verified):        {inside:8.2f} s")
+    print(f"  out of process (dpledger run):    {outside:8.2f} s   same weights: {same}")
+    print(f"  ratio out/in:                     {outside / inside:8.2f}x")
+    print(
+        f"  fixed cost of the CLI path (1 step run): {fixed:.2f} s; per step beyond it: "
+        f"{(outside - fixed) / max(steps - 1, 1) * 1e3:.2f} ms "
+        f"(in-process {inside / steps * 1e3:.2f} ms)"
+    )
+    if not same:
+        raise SystemExit("the two runs gave different weights")
+
+
+if __name__ == "__main__":
+    main()
