@@ -210,7 +210,7 @@ class Link:
             size = _FRAME.unpack(prefix)[0]
             if size > MAX_FRAME:
                 raise WireError(f"a message of {size} bytes is announced")
-            frame = memoryview(np.empty(size, dtype=np.uint8))
+            frame = np.empty(size, dtype=np.uint8).data
             _read_into(self.inbox, frame)
         header = _header(frame)
         offset = _LENGTH.size + _LENGTH.unpack_from(frame)[0]

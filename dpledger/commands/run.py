@@ -356,7 +356,8 @@ def data_path_of(args: argparse.Namespace, config: Mapping[str, Any]) -> Path | 
             f"must be the path of a data file, got {config['data']!r}",
             'write e.g. data = "data.npy" (relative to the config file)',
         )
-    return args.config.parent / config["data"]
+    path: Path = args.config.parent / config["data"]
+    return path
 
 
 def publish(
