@@ -65,15 +65,17 @@ def run_in_clean_room(
     block: str | None = None,
     timeout: str | None = None,
     extra: tuple[str, ...] = (),
+    given: Sequence[Mapping[str, Any]] = (),
 ) -> int:
     """Run ``command`` with ``options`` in the clean room; its exit code. ``allow``, ``block``
     and ``timeout`` are the plugin-loading options of the workers that declare third-party
     methods. ``extra`` names top-level packages the command needs beyond the accounting ones
-    (the report's drawing libraries), linked into the room's path where installed."""
+    (the report's drawing libraries), linked into the room's path where installed;
+    ``given`` are declarations workers have already made (the room checks them as any)."""
     from dpledger.cleanroom.resolver import names
 
-    replies: list[dict[str, Any]] = []
-    answered: list[dict[str, Any]] = []
+    replies: list[dict[str, Any]] = [dict(r) for r in given]
+    answered: list[dict[str, Any]] = [dict(r["request"]) for r in replies]
     with clean_path(extra) as tree, tempfile.TemporaryDirectory(prefix="dpledger-room-") as tmp:
         needs_file = Path(tmp) / "needs.json"
         while True:
@@ -95,6 +97,23 @@ def run_in_clean_room(
                 )
             answered += needs
             replies += _answer(needs, names(allow), names(block), timeout)
+
+
+def run_for(
+    args: Any, command: str, options: Mapping[str, Any], *, extra: tuple[str, ...] = ()
+) -> int:
+    """:func:`run_in_clean_room` with the plugin-loading options of a command's ``args``
+    (``--plugins-allow``, ``--plugins-block``, ``--plugins-timeout``), which also reach the
+    room."""
+    allow, block = args.plugins_allow, args.plugins_block
+    return run_in_clean_room(
+        command,
+        {**options, "plugins_allow": allow, "plugins_block": block},
+        allow=allow,
+        block=block,
+        timeout=getattr(args, "plugins_timeout", None),
+        extra=extra,
+    )
 
 
 def _answer(

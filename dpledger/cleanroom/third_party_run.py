@@ -17,6 +17,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from dpledger.cleanroom.declarations import DeclarationReply, DeclarationRequest
 from dpledger.cleanroom.ledger_channel import LedgerServer
 from dpledger.cleanroom.resolver import names
@@ -118,4 +120,7 @@ def run_third_party(args: argparse.Namespace, config: Mapping[str, Any], host: A
         declared_core=declaration.event.to_dict(),
         privacy={},
     )
-    return publish(args, record, result, per_unit, rules, selection)
+    # the clean room confirms the run from the record's parameters: it is handed this
+    # declaration (made by a worker from the same parameters) instead of asking a new worker
+    again = attrs.evolve(reply, request=DeclarationRequest.of(args.method, params, adjacency))
+    return publish(args, record, result, per_unit, rules, selection, replies=[again.to_dict()])

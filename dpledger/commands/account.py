@@ -146,16 +146,9 @@ ROOM_OPTIONS = (
 
 def run(args: argparse.Namespace) -> int:
     """Certify in the clean room: this process parses nothing and prints nothing itself."""
-    from dpledger.cleanroom.launch import run_in_clean_room
+    from dpledger.cleanroom.launch import run_for
 
-    options = {k: getattr(args, k) for k in ROOM_OPTIONS}
-    return run_in_clean_room(
-        "account",
-        options,
-        allow=args.plugins_allow,
-        block=args.plugins_block,
-        timeout=args.plugins_timeout,
-    )
+    return run_for(args, "account", {k: getattr(args, k) for k in ROOM_OPTIONS})
 
 
 def certify(args: argparse.Namespace, pipeline: Pipeline, rests_on: list[str]) -> int:

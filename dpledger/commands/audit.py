@@ -293,7 +293,7 @@ def _confirm_claims(
     """The clean room recomputes every claim the audit used (0 when they all hold)."""
     import attrs
 
-    from dpledger.cleanroom.launch import run_in_clean_room
+    from dpledger.cleanroom.launch import run_for
     from dpledger.report.model import json_safe
 
     relations = [
@@ -312,16 +312,8 @@ def _confirm_claims(
         "params": json_safe(attrs.asdict(params)),
         "adjacency": adjacency.to_dict(),
         "relations": relations,
-        "plugins_allow": args.plugins_allow,
-        "plugins_block": args.plugins_block,
     }
-    return run_in_clean_room(
-        "audit_claims",
-        options,
-        allow=args.plugins_allow,
-        block=args.plugins_block,
-        timeout=getattr(args, "plugins_timeout", None),
-    )
+    return run_for(args, "audit_claims", options)
 
 
 def run_method(args: argparse.Namespace) -> int:

@@ -118,20 +118,13 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             "INPUT", "is missing", "pass a pipeline file or a run directory"
         )
-    from dpledger.cleanroom.launch import run_in_clean_room
+    from dpledger.cleanroom.launch import run_for
     from dpledger.cleanroom.tree import dependency_closure
 
     options = {k: getattr(args, k) for k in ROOM_OPTIONS}
     options["out"] = None if args.out is None else str(args.out)
     options["audit"] = None if args.audit is None else str(args.audit)
-    return run_in_clean_room(
-        "report",
-        options,
-        allow=args.plugins_allow,
-        block=args.plugins_block,
-        timeout=getattr(args, "plugins_timeout", None),
-        extra=dependency_closure(REPORT_DISTRIBUTIONS),
-    )
+    return run_for(args, "report", options, extra=dependency_closure(REPORT_DISTRIBUTIONS))
 
 
 def certify(args: argparse.Namespace, host: Any, rests_on: Any) -> int:

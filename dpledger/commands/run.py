@@ -15,7 +15,7 @@ import math
 import shutil
 import tempfile
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -367,8 +367,11 @@ def publish(
     per_unit: Event,
     rules: tuple[str, ...],
     selection: select.Selection,
+    *,
+    replies: Sequence[Mapping[str, Any]] = (),
 ) -> int:
-    """Write a verified run's outputs and record, once the clean room has confirmed them."""
+    """Write a verified run's outputs and record, once the clean room has confirmed them
+    (``replies``: third-party declarations already made by a worker, handed to it)."""
     record = attrs.evolve(
         record,
         accounted={"event": per_unit.to_dict(), "lift_rules": list(rules)},
@@ -382,7 +385,7 @@ def publish(
             record,
             private,
             certify=clean_room_certifier(
-                args.out, args.plugins_allow, args.plugins_block, args.plugins_timeout
+                args.out, args.plugins_allow, args.plugins_block, args.plugins_timeout, replies
             ),
         )
     except RunRefused as refused:
@@ -399,7 +402,11 @@ class RunRefused(Exception):
 
 
 def clean_room_certifier(
-    out: Path, allow: str | None, block: str | None, timeout: str | None
+    out: Path,
+    allow: str | None,
+    block: str | None,
+    timeout: str | None,
+    replies: Sequence[Mapping[str, Any]] = (),
 ) -> Callable[[Path], None]:
     """The clean room's confirmation of a run staged for ``out``: it makes the declaration
     again, recomputes the bound, writes the record's privacy section and seal, and prints the
@@ -413,7 +420,9 @@ def clean_room_certifier(
             "plugins_allow": allow,
             "plugins_block": block,
         }
-        code = run_in_clean_room("certify_run", options, allow=allow, block=block, timeout=timeout)
+        code = run_in_clean_room(
+            "certify_run", options, allow=allow, block=block, timeout=timeout, given=replies
+        )
         if code != 0:
             raise RunRefused(code)
 

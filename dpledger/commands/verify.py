@@ -30,17 +30,6 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpledger.cleanroom.launch import run_in_clean_room
+    from dpledger.cleanroom.launch import run_for
 
-    options = {
-        "targets": list(args.targets),
-        "plugins_allow": args.plugins_allow,
-        "plugins_block": args.plugins_block,
-    }
-    return run_in_clean_room(
-        "verify",
-        options,
-        allow=args.plugins_allow,
-        block=args.plugins_block,
-        timeout=args.plugins_timeout,
-    )
+    return run_for(args, "verify", {"targets": list(args.targets)})

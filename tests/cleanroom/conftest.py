@@ -21,8 +21,8 @@ from pathlib import Path
 
 import attrs
 import pytest
-from scipy.optimize import brentq
-from scipy.stats import norm
+
+from tests.redteam.conftest import balle_wang_epsilon
 
 
 @attrs.frozen
@@ -89,18 +89,8 @@ def planted_env(tmp_path: Path) -> PlantedEnv:
     return env
 
 
-def gaussian_epsilon(sigma: float, delta: float) -> float:
-    """Exact epsilon(delta) of the Gaussian mechanism of noise multiplier ``sigma`` under
-    add/remove (Balle and Wang 2018, Theorem 8), solved independently with scipy."""
-
-    def excess(eps: float) -> float:
-        return float(
-            norm.cdf(0.5 / sigma - eps * sigma)
-            - math.exp(eps) * norm.cdf(-0.5 / sigma - eps * sigma)
-            - delta
-        )
-
-    return float(brentq(excess, 0.0, 200.0, xtol=1e-15, rtol=1e-15))
+#: exact epsilon(delta) of the Gaussian mechanism under add/remove (Balle and Wang 2018)
+gaussian_epsilon = balle_wang_epsilon
 
 
 def composed_sigma(*sigmas: float) -> float:
