@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
+import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
 
@@ -97,22 +98,35 @@ def backend_factories(
     return out
 
 
-#: characters of an event or a backend's reason kept in the one-line refusal
-_SHOWN = 160
+#: an event description longer than this is shortened in the one-line refusal
+_SHOWN = 120
+#: the sub-events whose descriptions are shortened (the first ones of a walk)
+_SHORTENED = 200
 
 
-def _cut(text: str) -> str:
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+def _short(event: Event) -> str:
+    text = event.describe()
+    return text if len(text) <= _SHOWN else f"{event.kind}(...)"
 
 
 def _nothing_bounds(event: Event, unavailable: Sequence[tuple[str, str]]) -> str:
-    """The one line that says no backend bounds ``event``: each backend's reason, cut short,
-    and the fix."""
-    detail = "; ".join(f"{n}: {_cut(r.replace(event.describe(), 'it'))}" for n, r in unavailable)
+    """The one line that says no backend bounds ``event``: each backend's reason (long event
+    descriptions in it shortened) and the fix."""
+    long_ones: dict[str, str] = {}
+    for node in itertools.islice(event.walk(), _SHORTENED):
+        text = node.describe()
+        if len(text) > _SHOWN:
+            long_ones.setdefault(text, f"{node.kind}(...)")
+    reasons = []
+    for name, reason in unavailable:
+        for text in sorted(long_ones, key=len, reverse=True):
+            reason = reason.replace(text, long_ones[text])
+        reasons.append(f"{name}: {reason}")
+    detail = "; ".join(reasons)
     return (
-        f"no accountant can bound {_cut(event.describe())} ({detail}). Fix: state the event "
-        "with the kinds and nesting the accountants support (docs/accountants.md): for example "
-        "one sampling of a Gaussian per step, repeated with a count, instead of nested samplings"
+        f"no accountant can bound {_short(event)} ({detail}). Fix: state the event with the "
+        "kinds and nesting the accountants support (docs/accountants.md), e.g. one sampling of "
+        "a Gaussian per step repeated with a count instead of nested samplings"
     )
 
 

@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+
+#: BLAS threads per test process when tests run in parallel (one process per core)
+PARALLEL_BLAS_THREADS = 1
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist each worker takes one core: more BLAS threads per worker than that
+    oversubscribe the cores, and OpenBLAS's waiting threads then slow some accountant tests a
+    hundredfold. Subprocesses (the clean room, workers) inherit the limit."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OPENBLAS_NUM_THREADS"] = str(PARALLEL_BLAS_THREADS)
+        os.environ["OMP_NUM_THREADS"] = str(PARALLEL_BLAS_THREADS)
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(PARALLEL_BLAS_THREADS)
+
 
 MakeDist = Callable[[str, str, Mapping[str, str], Mapping[str, str]], Path]
 

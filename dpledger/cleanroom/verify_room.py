@@ -25,6 +25,9 @@ from dpledger.core.errors import DPLedgerError, InvalidParameterError
 
 #: relative slack when comparing a recorded bound with the recomputed one (float round-off)
 RELATIVE_SLACK = 1e-9
+#: runs that dpledger observed rather than ran (their event is what executed: there is no
+#: method declaration to make again): ``dpledger.integrations.opacus.METHOD``
+OBSERVED_METHODS = ("opacus_dp_sgd",)
 CLEAN = "recomputed in a clean room (an isolated interpreter that loads no third-party code)"
 
 
@@ -102,10 +105,13 @@ def check_run(run_dir: Path, request: Mapping[str, Any], *, sealed: bool) -> Run
     resolver = resolver_for(request)  # also loads the builtin plugins' event kinds
     has_seal = (run_dir / SEAL_FILE).exists()
     problems = seal_problems(run_dir) if sealed or has_seal else []
-    _check_declaration(record, resolver, problems)
+    notes: list[str] = []
+    if record.method in OBSERVED_METHODS:
+        notes.append("an observed run: its recorded event is what executed")
+    else:
+        _check_declaration(record, resolver, problems)
     if resolver.needs:
         return write_needs(request, resolver.needs)
-    notes: list[str] = []
     if record.pipeline is not None:
         selection, bound = _check_pipeline_bound(run_dir, record, resolver, problems)
     else:

@@ -372,3 +372,44 @@ def test_a_declaration_that_answers_by_its_caller_cannot_both_print_and_run(
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.private").exists()
     assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert "100.0" in run.stderr and "2.0" in run.stderr
+
+
+#: a .pth line that divides every certified epsilon by 100 in every ordinary process
+STARTUP_PATCH = SCALE_ACCOUNT + "\nselect.account = _scaled\n"
+GAUSSIAN_RUN = (
+    'data = "data.npy"\ndelta = 1e-5\n[params]\nsensitivity = 1.0\nnoise_multiplier = 1.0\n'
+)
+
+
+def _startup_patched(env: PlantedEnv, tmp_path: Path) -> None:
+    import numpy as np
+
+    env.install("rt-startup", {"rt_startup": STARTUP_PATCH}, {}, pth="import rt_startup\n")
+    np.save(tmp_path / "data.npy", np.linspace(0.0, 1.0, 5))
+    (tmp_path / "g.toml").write_text(GAUSSIAN_RUN)
+    (tmp_path / "p.toml").write_text(PIPELINE.split('[[releases]]\nid = "planted"')[0])
+
+
+def test_a_pth_patch_cannot_lower_a_report(planted_env: PlantedEnv, tmp_path: Path) -> None:
+    _startup_patched(planted_env, tmp_path)
+    done = planted_env.dpledger("report", "p.toml", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    honest = gaussian_epsilon(1.0, 1e-5)
+    assert honest * (1 - 1e-9) <= json.loads(done.stdout)["bound"]["epsilon"] <= honest * 1.0001
+
+
+def test_a_pth_patch_makes_a_builtin_run_refused(planted_env: PlantedEnv, tmp_path: Path) -> None:
+    _startup_patched(planted_env, tmp_path)
+    args = ("run", "gaussian_mechanism", "--config", "g.toml", "--out", "out", "--seed", "1")
+    done = planted_env.dpledger(*args, cwd=tmp_path)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "code in that process changed the accountant" in done.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.private").exists()
+
+
+def test_a_pth_patch_makes_an_audit_refused(planted_env: PlantedEnv, tmp_path: Path) -> None:
+    _startup_patched(planted_env, tmp_path)
+    args = ("audit", "gaussian_mechanism", "--config", "g.toml", "--runs", "100", "--seed", "1")
+    done = planted_env.dpledger(*args, "--relation", "add_remove", cwd=tmp_path)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stdout == "" and "dpledger audit: refused: relation add_remove" in done.stderr

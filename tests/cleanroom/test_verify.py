@@ -259,3 +259,10 @@ def test_a_report_of_an_edited_record_is_refused(run_dir: Path, capfd: Any) -> N
     assert captured.out == ""
     assert "ledger.json was changed after the run wrote it" in captured.err
     assert "are not covered by the declaration" in captured.err
+
+
+def test_the_observed_methods_are_the_integrations() -> None:
+    from dpledger.cleanroom.verify_room import OBSERVED_METHODS
+    from dpledger.integrations.opacus import METHOD
+
+    assert OBSERVED_METHODS == (METHOD,)
