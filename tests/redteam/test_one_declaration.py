@@ -107,8 +107,6 @@ def test_declare_runs_outside_and_the_honest_run_reports_its_noise(
 
     assert "shifty_honest" not in sys.modules
     record = json.loads((out / "ledger.json").read_text())
-    exact = (
-        ClosedFormAccountant(Adjacency()).compose(GaussianEvent(10.0)).get_epsilon(1e-5).epsilon
-    )
+    exact = ClosedFormAccountant(Adjacency()).compose(GaussianEvent(10.0)).get_epsilon(1e-5).epsilon
     assert record["privacy"]["epsilon"] == pytest.approx(exact, rel=1e-9)
     assert record["declared"] == {"kind": "gaussian", "noise_multiplier": 10.0}
