@@ -8,7 +8,9 @@ plugin distribution. The same code runs on the same deterministically generated 
 side in one run:
 
 * in-process: :func:`dpledger.runtime.runner.run_verified` called directly (no CLI, no clean
-  room, no worker);
+  room, no worker), and the command path that runs a method inside its own process (the
+  builtin path: plugin imported, declared, accounted, run, published through the clean room),
+  as a fresh process;
 * out of process: ``dpledger run`` (the CLI path: the declaration worker, the run worker whose
   every ledger call crosses the channel, the clean room's confirmation), as a subprocess.
 
@@ -101,6 +103,49 @@ def in_process(data: dict[str, np.ndarray], steps: int, q: float) -> tuple[float
     return time.perf_counter() - start, np.asarray(result.outputs["weights"])
 
 
+#: ``dpledger run`` as it runs a method inside its own process (the builtin path: the plugin
+#: imported here, declared, accounted, run under the ledger, published through the clean room)
+IN_PROCESS_COMMAND = """
+import argparse, sys
+from pathlib import Path
+from dpledger.commands.run import (account_declaration, build_record, publish, read_config,
+                                   load_data)
+from dpledger.core.adjacency import Adjacency
+from dpledger.runtime.plugin_manager import PluginHost
+from dpledger.runtime.runner import declare_checked, run_verified
+config_path, out = Path(sys.argv[1]), Path(sys.argv[2])
+config = read_config(config_path)
+host = PluginHost.create()
+spec = host.method("bench_dp_sgd")
+params = spec.make_params(config["params"])
+adjacency = Adjacency()
+declaration = declare_checked(spec, params, adjacency)
+per_unit, rules, selection = account_declaration(host, declaration, adjacency,
+                                                 method=spec.name, delta=1e-5)
+data = load_data(config_path.parent / config["data"])
+result = run_verified(spec, params, data, adjacency=adjacency, seed=1, declaration=declaration)
+record = build_record(spec, params, result, host.lower(declaration.event, adjacency))
+args = argparse.Namespace(out=out, seed=1, plugins_allow=None, plugins_block=None,
+                          plugins_timeout=None)
+raise SystemExit(publish(args, record, result, per_unit, rules, selection))
+"""
+
+
+def in_process_command(where: Path, site: Path, steps: int, q: float) -> tuple[float, np.ndarray]:
+    """The same run through the in-process command path, as a fresh process."""
+    config = where / f"inproc-{steps}.toml"
+    config.write_text(f'data = "data.npz"\ndelta = 1e-5\n[params]\nsteps = {steps}\nq = {q}\n')
+    out = where / f"inproc-out-{steps}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path[1:]])}
+    command = [sys.executable, "-c", IN_PROCESS_COMMAND, str(config), str(out)]
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"the in-process command failed: {done.stderr.strip()}")
+    return elapsed, np.load(out / "weights.npy")
+
+
 def out_of_process(where: Path, site: Path, steps: int, q: float) -> tuple[float, np.ndarray]:
     config = where / f"run-{steps}.toml"
     config.write_text(f'data = "data.npz"\ndelta = 1e-5\n[params]\nsteps = {steps}\nq = {q}\n')
@@ -133,12 +178,15 @@ def main() -> None:
         np.savez(where / "data.npz", **data)
         fixed, _ = out_of_process(where, site, 1, q)
         inside, w_in = in_process(data, steps, q)
+        command_in, w_cmd = in_process_command(where, site, steps, q)
         outside, w_out = out_of_process(where, site, steps, q)
-    same = bool(np.array_equal(w_in, w_out))
+    same = bool(np.array_equal(w_in, w_out)) and bool(np.array_equal(w_cmd, w_out))
     print(f"DP-SGD, n={n}, d={d}, q={q}, {steps} steps, expected batch {n * q:g}")
     print(f"  in-process (run_verified):        {inside:8.2f} s")
     print(f"  out of process (dpledger run):    {outside:8.2f} s   same weights: {same}")
-    print(f"  ratio out/in:                     {outside / inside:8.2f}x")
+    print(f"  in-process command path:          {command_in:8.2f} s")
+    print(f"  ratio out/in (run_verified):      {outside / inside:8.2f}x")
+    print(f"  ratio out/in (command paths):     {outside / command_in:8.2f}x (target <= 1.5)")
     print(
         f"  fixed cost of the CLI path (1 step run): {fixed:.2f} s; per step beyond it: "
         f"{(outside - fixed) / max(steps - 1, 1) * 1e3:.2f} ms "

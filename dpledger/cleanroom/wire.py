@@ -15,9 +15,12 @@ import contextlib
 import json
 import math
 import os
+import re
 import select
 import struct
+import tempfile
 import threading
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +28,13 @@ import numpy as np
 
 #: the largest message a reader accepts (bytes)
 MAX_FRAME = 1 << 36
+#: a frame larger than this goes through a file in memory (tmpfs) instead of the pipe, which
+#: would take one switch between the processes per pipe buffer; the pipe then carries its name
+SPILL_ABOVE = 1 << 18
+_SPILLED = 1 << 63
+_SPILL_NAME = re.compile(r"dpledger-wire-[0-9a-f]{32}")
+_SPILL_NAME_BYTES = 46
+_SPILL_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 _LENGTH = struct.Struct("!I")
 _FRAME = struct.Struct("!Q")
 #: arrays start at multiples of this many bytes of a frame
@@ -154,6 +164,36 @@ def _read_into(fd: int, buffer: memoryview) -> None:
         got += n
 
 
+def _spill(parts: list[Any]) -> bytes:
+    """Write a frame's parts to a new file of the spill directory; its name."""
+    name = f"dpledger-wire-{uuid.uuid4().hex}"
+    fd = os.open(os.path.join(_SPILL_DIR, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    try:
+        _write_all(fd, parts)
+    finally:
+        os.close(fd)
+    return name.encode("ascii")
+
+
+def _unspill(name: bytes, buffer: memoryview) -> None:
+    """Read a spilled frame into ``buffer`` (a private copy) and remove its file."""
+    text = name.decode("ascii", "replace")
+    if not _SPILL_NAME.fullmatch(text):
+        raise WireError("a spilled message names no file of the channel")
+    path = os.path.join(_SPILL_DIR, text)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise WireError(f"a spilled message cannot be read ({exc.strerror})") from None
+    try:
+        os.unlink(path)
+        _read_into(fd, buffer)
+    except EOFError:
+        raise WireError("a spilled message is shorter than announced") from None
+    finally:
+        os.close(fd)
+
+
 class Link:
     """One side of the channel: the descriptors ``inbox`` to read and ``outbox`` to write.
 
@@ -196,7 +236,10 @@ class Link:
             parts += [array.reshape(-1).view(np.uint8), bytes(_padding(array.nbytes))]
             size += array.nbytes + _padding(array.nbytes)
         with self.lock:
-            _write_all(self.outbox, [_FRAME.pack(size), *parts])
+            if size > SPILL_ABOVE:
+                _write_all(self.outbox, [_FRAME.pack(size | _SPILLED), _spill(parts)])
+            else:
+                _write_all(self.outbox, [_FRAME.pack(size), *parts])
 
     def poll(self, timeout: float | None) -> bool:
         """Whether a message (or the end of the channel) arrives within ``timeout`` seconds."""
@@ -208,10 +251,17 @@ class Link:
             prefix = bytearray(_FRAME.size)
             _read_into(self.inbox, memoryview(prefix))
             size = _FRAME.unpack(prefix)[0]
+            spilled = bool(size & _SPILLED)
+            size &= ~_SPILLED
             if size > MAX_FRAME:
                 raise WireError(f"a message of {size} bytes is announced")
             frame = np.empty(size, dtype=np.uint8).data
-            _read_into(self.inbox, frame)
+            if spilled:
+                name = bytearray(_SPILL_NAME_BYTES)
+                _read_into(self.inbox, memoryview(name))
+                _unspill(bytes(name), frame)
+            else:
+                _read_into(self.inbox, frame)
         header = _header(frame)
         offset = _LENGTH.size + _LENGTH.unpack_from(frame)[0]
         offset += _padding(offset)

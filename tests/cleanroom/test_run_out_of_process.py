@@ -431,6 +431,26 @@ def test_the_wire_carries_arrays_and_tables_exactly() -> None:
         parent.receive()
 
 
+def test_a_large_message_goes_through_a_spill_file_that_is_removed() -> None:
+    from dpledger.cleanroom import wire
+
+    parent, child = _pair()
+    big = np.random.default_rng(0).standard_normal((2000, 100))  # 1.6 MB > SPILL_ABOVE
+    assert big.nbytes > wire.SPILL_ABOVE
+    before = set(os.listdir(wire._SPILL_DIR))
+    child.send({"grads": big})
+    got = parent.receive()
+    np.testing.assert_array_equal(got["grads"], big)
+    assert set(os.listdir(wire._SPILL_DIR)) == before  # read once, then removed
+    # a spilled frame may only name a file of the channel (never a path elsewhere)
+    header = (1 << 63) | 128
+    os.write(child.outbox, header.to_bytes(8, "big") + b"../../etc/passwd".ljust(46, b" "))
+    with pytest.raises(WireError, match="names no file of the channel"):
+        parent.receive()
+    parent.close()
+    child.close()
+
+
 def _serve(link: Link, server: LedgerServer) -> None:
     while True:
         try:
