@@ -164,34 +164,37 @@ def _read_into(fd: int, buffer: memoryview) -> None:
         got += n
 
 
-def _spill(parts: list[Any]) -> bytes:
-    """Write a frame's parts to a new file of the spill directory; its name."""
-    name = f"dpledger-wire-{uuid.uuid4().hex}"
-    fd = os.open(os.path.join(_SPILL_DIR, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    try:
-        _write_all(fd, parts)
-    finally:
-        os.close(fd)
-    return name.encode("ascii")
+def _pwrite_all(fd: int, parts: list[Any]) -> None:
+    """Write every part from the start of the file ``fd``."""
+    offset = 0
+    for part in parts:
+        view = memoryview(part).cast("B")
+        while len(view):
+            written = os.pwrite(fd, view, offset)
+            offset += written
+            view = view[written:]
 
 
-def _unspill(name: bytes, buffer: memoryview) -> None:
-    """Read a spilled frame into ``buffer`` (a private copy) and remove its file."""
+def _pread_into(fd: int, buffer: memoryview) -> None:
+    """Fill ``buffer`` from the start of the file ``fd``."""
+    got = 0
+    while got < len(buffer):
+        n = os.preadv(fd, [buffer[got:]], got)
+        if n == 0:
+            raise WireError("a spilled message is shorter than announced")
+        got += n
+
+
+def _spill_path(name: bytes) -> str:
     text = name.decode("ascii", "replace")
     if not _SPILL_NAME.fullmatch(text):
         raise WireError("a spilled message names no file of the channel")
-    path = os.path.join(_SPILL_DIR, text)
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as exc:
-        raise WireError(f"a spilled message cannot be read ({exc.strerror})") from None
-    try:
+    return os.path.join(_SPILL_DIR, text)
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-        _read_into(fd, buffer)
-    except EOFError:
-        raise WireError("a spilled message is shorter than announced") from None
-    finally:
-        os.close(fd)
 
 
 class Link:
@@ -207,17 +210,37 @@ class Link:
         self.inbox = inbox
         self.outbox = outbox
         self.lock = threading.RLock()
+        #: this side's spill file (descriptor, name), made at the first large message
+        self._spill_out: tuple[int, bytes] | None = None
+        #: the other side's spill files this side has read (name -> descriptor)
+        self._spill_in: dict[bytes, int] = {}
+        #: whether this side spilled a message and has received nothing since (then the other
+        #: side may not have read it yet: the next large message takes a new file)
+        self._spilled_unanswered = False
+        #: spill files replaced that way (removed at close)
+        self._spill_old: list[tuple[int, bytes]] = []
 
     def close(self) -> None:
-        """Close both descriptors (the other side then reads the end of the channel)."""
+        """Close both descriptors (the other side then reads the end of the channel) and
+        remove the spill files, this side's and the other's (a killed process leaves its own)."""
         self.close_outbox()
+        for name, fd in self._spill_in.items():
+            os.close(fd)
+            _remove(_spill_path(name))
+        self._spill_in.clear()
         if self.inbox >= 0:
             with contextlib.suppress(OSError):
                 os.close(self.inbox)
             self.inbox = -1
 
     def close_outbox(self) -> None:
-        """Close the writing end only (a side waiting for a message then ends)."""
+        """Close the writing end only (a side waiting for a message then ends), and remove
+        this side's spill file."""
+        for fd, name in [*self._spill_old, *([self._spill_out] if self._spill_out else [])]:
+            os.close(fd)
+            _remove(_spill_path(name))
+        self._spill_out = None
+        self._spill_old.clear()
         if self.outbox >= 0:
             with contextlib.suppress(OSError):
                 os.close(self.outbox)
@@ -237,9 +260,33 @@ class Link:
             size += array.nbytes + _padding(array.nbytes)
         with self.lock:
             if size > SPILL_ABOVE:
-                _write_all(self.outbox, [_FRAME.pack(size | _SPILLED), _spill(parts)])
+                fd, name = self._spill_file()
+                _pwrite_all(fd, parts)
+                _write_all(self.outbox, [_FRAME.pack(size | _SPILLED), name])
             else:
                 _write_all(self.outbox, [_FRAME.pack(size), *parts])
+
+    def _spill_file(self) -> tuple[int, bytes]:
+        """This side's spill file, written from its start for each large message (the
+        other side has read it when it answers; until then a new file is taken)."""
+        if self._spilled_unanswered and self._spill_out is not None:
+            self._spill_old.append(self._spill_out)
+            self._spill_out = None
+        self._spilled_unanswered = True
+        if self._spill_out is None:
+            name = f"dpledger-wire-{uuid.uuid4().hex}".encode("ascii")
+            flags = os.O_CREAT | os.O_EXCL | os.O_RDWR
+            self._spill_out = (os.open(_spill_path(name), flags, 0o600), name)
+        return self._spill_out
+
+    def _spilled_from(self, name: bytes) -> int:
+        """The other side's spill file ``name`` (opened once)."""
+        if name not in self._spill_in:
+            try:
+                self._spill_in[name] = os.open(_spill_path(name), os.O_RDONLY)
+            except OSError as exc:
+                raise WireError(f"a spilled message cannot be read ({exc.strerror})") from None
+        return self._spill_in[name]
 
     def poll(self, timeout: float | None) -> bool:
         """Whether a message (or the end of the channel) arrives within ``timeout`` seconds."""
@@ -248,6 +295,7 @@ class Link:
     def receive(self) -> dict[str, Any]:
         """Read one message; :class:`EOFError` if the other side has closed its end."""
         with self.lock:
+            self._spilled_unanswered = False
             prefix = bytearray(_FRAME.size)
             _read_into(self.inbox, memoryview(prefix))
             size = _FRAME.unpack(prefix)[0]
@@ -259,7 +307,7 @@ class Link:
             if spilled:
                 name = bytearray(_SPILL_NAME_BYTES)
                 _read_into(self.inbox, memoryview(name))
-                _unspill(bytes(name), frame)
+                _pread_into(self._spilled_from(bytes(name)), frame)
             else:
                 _read_into(self.inbox, frame)
         header = _header(frame)

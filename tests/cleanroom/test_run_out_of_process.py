@@ -431,17 +431,26 @@ def test_the_wire_carries_arrays_and_tables_exactly() -> None:
         parent.receive()
 
 
-def test_a_large_message_goes_through_a_spill_file_that_is_removed() -> None:
+def test_large_messages_go_through_spill_files_removed_at_close() -> None:
     from dpledger.cleanroom import wire
 
     parent, child = _pair()
-    big = np.random.default_rng(0).standard_normal((2000, 100))  # 1.6 MB > SPILL_ABOVE
-    assert big.nbytes > wire.SPILL_ABOVE
+    rng = np.random.default_rng(0)
     before = set(os.listdir(wire._SPILL_DIR))
-    child.send({"grads": big})
-    got = parent.receive()
-    np.testing.assert_array_equal(got["grads"], big)
-    assert set(os.listdir(wire._SPILL_DIR)) == before  # read once, then removed
+    for _ in range(3):  # a request and its answer, each large, three times
+        big = rng.standard_normal((2000, 100))  # 1.6 MB > SPILL_ABOVE
+        child.send({"grads": big})
+        np.testing.assert_array_equal(parent.receive()["grads"], big)
+        parent.send({"back": -big})
+        np.testing.assert_array_equal(child.receive()["back"], -big)
+    assert big.nbytes > wire.SPILL_ABOVE
+    assert len(set(os.listdir(wire._SPILL_DIR)) - before) == 2  # one file per side, reused
+    # two large messages before any answer: the second takes a new file, both arrive intact
+    first, second = rng.standard_normal((1000, 100)), rng.standard_normal((1000, 100))
+    child.send({"x": first})
+    child.send({"x": second})
+    np.testing.assert_array_equal(parent.receive()["x"], first)
+    np.testing.assert_array_equal(parent.receive()["x"], second)
     # a spilled frame may only name a file of the channel (never a path elsewhere)
     header = (1 << 63) | 128
     os.write(child.outbox, header.to_bytes(8, "big") + b"../../etc/passwd".ljust(46, b" "))
@@ -449,6 +458,7 @@ def test_a_large_message_goes_through_a_spill_file_that_is_removed() -> None:
         parent.receive()
     parent.close()
     child.close()
+    assert set(os.listdir(wire._SPILL_DIR)) == before
 
 
 def _serve(link: Link, server: LedgerServer) -> None:
