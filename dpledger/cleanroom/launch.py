@@ -76,6 +76,7 @@ def run_in_clean_room(
 
     replies: list[dict[str, Any]] = [dict(r) for r in given]
     answered: list[dict[str, Any]] = [dict(r["request"]) for r in replies]
+    sections: dict[str, Any] | None = None
     with clean_path(extra) as tree, tempfile.TemporaryDirectory(prefix="dpledger-room-") as tmp:
         needs_file = Path(tmp) / "needs.json"
         while True:
@@ -85,6 +86,7 @@ def run_in_clean_room(
                 "declarations": replies,
                 "needs_file": str(needs_file),
                 "extra_packages": list(extra),
+                **({} if sections is None else {"sections": sections}),
             }
             code = _launch(tree, request)
             if code != NEEDS_DECLARATIONS:
@@ -96,7 +98,21 @@ def run_in_clean_room(
                     "with DPLEDGER_TRACEBACK=1 and report the input"
                 )
             answered += needs
-            replies += _answer(needs, names(allow), names(block), timeout)
+            plugins = (names(allow), names(block), timeout)
+            replies += _answer([n for n in needs if "sections" not in n], *plugins)
+            for need in needs:
+                if "sections" in need:
+                    sections = _sections(need["sections"], *plugins)
+
+
+def _sections(
+    need: Mapping[str, Any], allow: list[str] | None, block: list[str] | None, timeout: Any
+) -> dict[str, Any]:
+    from dpledger.cleanroom.sections_worker import sections_in_worker
+
+    return sections_in_worker(
+        need["methods"], need["context"], allow=allow, block=block, timeout=timeout
+    )
 
 
 def run_for(

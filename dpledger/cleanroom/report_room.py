@@ -2,7 +2,8 @@
 
 The room's host holds dpledger's own plugins (their report sections included); a third-party
 method is declared from its worker's data, and the report warns that its bound rests on that
-plugin's word. Third-party report sections are not drawn: they would be third-party code. A run
+plugin's word. The report sections of the plugins whose methods the report uses are drawn by a
+worker from the report's data (JSON) and included as text labelled as the plugin's. A run
 directory is first checked as ``dpledger verify`` checks it (its seal when it has one, its
 declaration, bound and coverage); a mismatch refuses the report (exit code 1).
 """
@@ -48,6 +49,44 @@ def _run_mismatches(run_dir: Path, request: Mapping[str, Any]) -> int | None:
     return 1 if check.problems else None
 
 
+def _finisher(request: Mapping[str, Any], resolver: RoomResolver) -> Any:
+    """What the report adds for third-party plugins: a warning for each declaration its bound
+    rests on, and their report sections (drawn by a worker from the report's data, labelled as
+    the plugin's text); None (and the request recorded) while workers' answers are needed."""
+    import attrs
+
+    from dpledger.report.build import section_context
+    from dpledger.report.model import ExtraSection
+
+    def finish(built: Any) -> Any:
+        if resolver.needs:
+            return None
+        report = built.report
+        methods = sorted(resolver.third_party_methods)
+        drawn = request.get("sections")
+        if methods and drawn is None:
+            context = section_context(report, built.graph)
+            resolver.needs.append({"sections": {"methods": methods, "context": context}})
+            return None
+        extra = [
+            ExtraSection(s["name"], s["title"], s["text"], f"{s['who']} (third-party)")
+            for s in (drawn or {}).get("sections", [])
+        ]
+        warnings = [
+            *report.warnings,
+            *(f"rests on: {line}" for line in resolver.rests_on),
+            *(drawn or {}).get("problems", []),
+        ]
+        report = attrs.evolve(
+            report,
+            sections=(*report.sections, *extra),
+            warnings=tuple(dict.fromkeys(warnings)),
+        )
+        return attrs.evolve(built, report=report)
+
+    return finish
+
+
 def serve(request: Mapping[str, Any]) -> int:
     from dpledger.commands.report import certify
 
@@ -58,7 +97,7 @@ def serve(request: Mapping[str, Any]) -> int:
     if Path(args.input).is_dir() and (code := _run_mismatches(Path(args.input), request)):
         return code
     resolver = resolver_for(request)
-    code = certify(args, RoomHost(resolver), lambda: None if resolver.needs else resolver.rests_on)
+    code = certify(args, RoomHost(resolver), _finisher(request, resolver))
     if resolver.needs:
         return write_needs(request, resolver.needs)
     return code

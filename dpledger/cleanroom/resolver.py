@@ -44,6 +44,8 @@ class RoomResolver:
         self.needs: list[dict[str, Any]] = []
         #: one line per third-party declaration a bound rests on
         self.rests_on: list[str] = []
+        #: the third-party methods declared (whose plugins may draw report sections)
+        self.third_party_methods: set[str] = set()
 
     def __call__(
         self, name: str, values: Mapping[str, Any], adjacency: Adjacency
@@ -63,6 +65,7 @@ class RoomResolver:
                 str(reply.error.get("fix", "see `dpledger plugins`")),
             )
         event = reply.core_event()
+        self.third_party_methods.add(name)
         if costs_nothing(event):
             line = (
                 f"method {name!r}, post-processing by the word of third-party plugin "

@@ -78,13 +78,19 @@ def _answer(
 
 
 def main() -> int:
-    """Worker entry: the request on stdin, the reply written to the file it names."""
+    """Worker entry: the job on stdin (a declaration, or report sections to draw), the reply
+    written to the file it names."""
     job = json.loads(sys.stdin.read())
     reply_file = Path(job["reply_file"])
-    request = DeclarationRequest.from_dict(job["request"])
-    who = reply_file.with_suffix(".who")
-    reply = _answer(request, job["allow"], job["block"], job.get("timeout"), who)
-    reply_file.write_text(json.dumps(reply.to_dict()), encoding="utf-8")
+    if job.get("kind") == "sections":
+        from dpledger.cleanroom.sections_worker import draw
+
+        answer = draw(job, reply_file.with_suffix(".who"))
+    else:
+        request = DeclarationRequest.from_dict(job["request"])
+        who = reply_file.with_suffix(".who")
+        answer = _answer(request, job["allow"], job["block"], job.get("timeout"), who).to_dict()
+    reply_file.write_text(json.dumps(answer), encoding="utf-8")
     return 0
 
 
@@ -95,33 +101,19 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def declare_in_worker(
-    request: DeclarationRequest,
-    *,
-    allow: Sequence[str] | None,
-    block: Sequence[str] | None,
-    timeout: str | float | None = None,
-) -> DeclarationReply:
-    """Run ``request`` in a worker process; a plugin that exits, hangs or crashes is an error
-    naming the method."""
+def run_job(job: dict[str, Any], what: str, timeout: str | float | None) -> Any:
+    """Run a worker on ``job`` (its ``reply_file`` is set here); its JSON answer. A plugin
+    that exits, hangs or crashes is a :class:`PluginError` naming ``what`` and the plugin."""
     limit = plugin_timeout(timeout)
-    what = f"the declaration of method {request.method!r} (third-party plugin process)"
     fix = "block the plugin with --plugins-block NAME, or ask its author to fix it"
     with tempfile.TemporaryDirectory(prefix="dpledger-worker-") as tmp:
         reply_file = Path(tmp) / "reply.json"
-        job = {
-            "request": request.to_dict(),
-            "allow": None if allow is None else list(allow),
-            "block": None if block is None else list(block),
-            "timeout": timeout,
-            "reply_file": str(reply_file),
-        }
         code = "from dpledger.cleanroom.worker import main; raise SystemExit(main())"
         sys.stdout.flush()
         try:
             done = subprocess.run(
                 [sys.executable, "-c", code],
-                input=json.dumps(job),
+                input=json.dumps({**job, "reply_file": str(reply_file)}),
                 text=True,
                 capture_output=True,  # a plugin's own output and tracebacks stay here
                 timeout=limit,
@@ -138,7 +130,26 @@ def declare_in_worker(
                 f"{what}{_who(reply_file)} exited with code {done.returncode} before answering"
                 f"{f' ({last})' if last else ''}. Fix: {fix}"
             )
-        return reply_from_dict(json.loads(reply_file.read_text(encoding="utf-8")))
+        return json.loads(reply_file.read_text(encoding="utf-8"))
+
+
+def declare_in_worker(
+    request: DeclarationRequest,
+    *,
+    allow: Sequence[str] | None,
+    block: Sequence[str] | None,
+    timeout: str | float | None = None,
+) -> DeclarationReply:
+    """Run ``request`` in a worker process; a plugin that exits, hangs or crashes is an error
+    naming the method."""
+    job = {
+        "request": request.to_dict(),
+        "allow": None if allow is None else list(allow),
+        "block": None if block is None else list(block),
+        "timeout": timeout,
+    }
+    what = f"the declaration of method {request.method!r} (third-party plugin process)"
+    return reply_from_dict(run_job(job, what, timeout))
 
 
 def _who(reply_file: Path) -> str:

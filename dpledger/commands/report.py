@@ -127,9 +127,10 @@ def run(args: argparse.Namespace) -> int:
     return run_for(args, "report", options, extra=dependency_closure(REPORT_DISTRIBUTIONS))
 
 
-def certify(args: argparse.Namespace, host: Any, rests_on: Any) -> int:
+def certify(args: argparse.Namespace, host: Any, finish: Any) -> int:
     """Build, draw and write the report (run inside the clean room: ``host`` holds the builtin
-    plugins and declares third-party methods from their workers' data)."""
+    plugins and declares third-party methods from their workers' data; ``finish(built)`` adds
+    what rests on third-party plugins, or is None while their workers' answers are needed)."""
     from dpledger.report import report_input, write_report
     from dpledger.report.figures import NO_MATPLOTLIB, figures_available, make_figures
     from dpledger.report.write import render
@@ -141,9 +142,9 @@ def certify(args: argparse.Namespace, host: Any, rests_on: Any) -> int:
     built = report_input(
         args.input, delta=delta, epsilon=epsilon, backends=args.backends, audit=audit, host=host
     )
-    if rests_on() is None:
-        return -1  # third-party declarations are still needed
-    built = _with_rests_on(built, rests_on())
+    built = finish(built)
+    if built is None:
+        return -1  # third-party declarations or sections are still needed
     draw = (
         not args.no_figures
         and args.format != "json"
@@ -161,13 +162,3 @@ def certify(args: argparse.Namespace, host: Any, rests_on: Any) -> int:
     for path in written:
         print(f"wrote {path}")
     return 0
-
-
-def _with_rests_on(built: Any, lines: Any) -> Any:
-    """The report with a warning for each third-party declaration its bound rests on."""
-    import attrs
-
-    if not lines:
-        return built
-    warnings = (*built.report.warnings, *(f"rests on: {line}" for line in lines))
-    return attrs.evolve(built, report=attrs.evolve(built.report, warnings=warnings))

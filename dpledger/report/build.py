@@ -136,7 +136,7 @@ def _released(
     return tuple(out)
 
 
-def _section_context(report: PrivacyReport, graph: CompositionGraph) -> dict[str, Any]:
+def section_context(report: PrivacyReport, graph: CompositionGraph) -> dict[str, Any]:
     """What report sections see: the report as plain values, plus every release's declared
     event as an event dict (``release_events``; a release run ``count`` times appears as a
     ``self_composed`` event)."""
@@ -210,7 +210,7 @@ def _data_accesses(account: GraphAccount) -> tuple[DataAccess, ...]:
 
 def _with_sections(report: PrivacyReport, host: Any, graph: CompositionGraph) -> PrivacyReport:
     """``report`` with the plugins' extra sections, and a warning for each that failed."""
-    sections, problems = _extra_sections(host, _section_context(report, graph))
+    sections, problems = _extra_sections(host, section_context(report, graph))
     if not (sections or problems):
         return report
     return attrs.evolve(

@@ -413,3 +413,43 @@ def test_a_pth_patch_makes_an_audit_refused(planted_env: PlantedEnv, tmp_path: P
     done = planted_env.dpledger(*args, "--relation", "add_remove", cwd=tmp_path)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert done.stdout == "" and "dpledger audit: refused: relation add_remove" in done.stderr
+
+
+#: the planted method with a report section (drawn by a worker from the report's data) and a
+#: section that fails
+SECTIONS = """
+from dpledger.core.specs import ReportSectionSpec
+
+
+def _notes(context):
+    releases = [r["node"] for r in context["releases"]]
+    return f"Planted notes on {len(releases)} releases; epsilon {context['bound']['epsilon']:.4f}."
+
+
+def _broken(context):
+    raise RuntimeError("boom")
+
+
+@hookimpl
+def dpledger_register_report_sections(register):
+    register(ReportSectionSpec(name="planted_notes", title="Planted notes", render=_notes))
+    register(ReportSectionSpec(name="planted_broken", title="Broken", render=_broken))
+"""
+
+
+def test_a_third_party_report_section_is_drawn_by_a_worker_and_labelled(
+    planted_env: PlantedEnv, tmp_path: Path, honest: float
+) -> None:
+    _plant(planted_env, SECTIONS)
+    (tmp_path / "p.toml").write_text(PIPELINE)
+    done = planted_env.dpledger("report", "p.toml", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    [section] = report["sections"]
+    assert section["title"] == "Planted notes"
+    assert section["plugin"] == "planted (rt-planted 1.0) (third-party)"
+    # the section was given the report's certified numbers as data
+    assert section["markdown"] == f"Planted notes on 2 releases; epsilon {honest:.4f}."
+    warnings = " ".join(report["warnings"])
+    assert "report section 'planted_broken' of plugin planted (rt-planted 1.0) failed" in warnings
+    assert "rests on: method 'rt_sum' as declared by third-party plugin planted" in warnings
