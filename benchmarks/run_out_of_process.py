@@ -131,34 +131,44 @@ raise SystemExit(publish(args, record, result, per_unit, rules, selection))
 """
 
 
-def in_process_command(where: Path, site: Path, steps: int, q: float) -> tuple[float, np.ndarray]:
-    """The same run through the in-process command path, as a fresh process."""
-    config = where / f"inproc-{steps}.toml"
+def _timed_run(
+    where: Path, site: Path, steps: int, q: float, label: str, command: list[str]
+) -> tuple[float, np.ndarray]:
+    """``command + [CONFIG, OUT]`` as a fresh process (the plugin on its path): wall time and
+    the weights it wrote."""
+    config = where / f"{label}-{steps}.toml"
     config.write_text(f'data = "data.npz"\ndelta = 1e-5\n[params]\nsteps = {steps}\nq = {q}\n')
-    out = where / f"inproc-out-{steps}"
+    out = where / f"{label}-out-{steps}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path[1:]])}
-    command = [sys.executable, "-c", IN_PROCESS_COMMAND, str(config), str(out)]
     start = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [*command, str(config), str(out)], env=env, capture_output=True, text=True, check=False
+    )
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        raise SystemExit(f"the in-process command failed: {done.stderr.strip()}")
+        raise SystemExit(f"{label} failed: {done.stderr.strip()}")
     return elapsed, np.load(out / "weights.npy")
+
+
+def in_process_command(where: Path, site: Path, steps: int, q: float) -> tuple[float, np.ndarray]:
+    """The same run through the in-process command path, as a fresh process."""
+    return _timed_run(
+        where, site, steps, q, "in-process command", [sys.executable, "-c", IN_PROCESS_COMMAND]
+    )
+
+
+#: ``dpledger run`` taking the config and the output directory as its last two arguments
+OUT_OF_PROCESS = """
+import sys
+from dpledger.cli import main
+config, out = sys.argv[1:3]
+raise SystemExit(main(["run", "bench_dp_sgd", "--config", config, "--out", out, "--seed", "1"]))
+"""
 
 
 def out_of_process(where: Path, site: Path, steps: int, q: float) -> tuple[float, np.ndarray]:
-    config = where / f"run-{steps}.toml"
-    config.write_text(f'data = "data.npz"\ndelta = 1e-5\n[params]\nsteps = {steps}\nq = {q}\n')
-    out = where / f"out-{steps}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path[1:]])}
-    command = [sys.executable, "-m", "dpledger", "run", "bench_dp_sgd"]
-    command += ["--config", str(config), "--out", str(out), "--seed", "1"]
-    start = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"dpledger run failed: {done.stderr.strip()}")
-    return elapsed, np.load(out / "weights.npy")
+    """``dpledger run`` of the plugin: its run out of dpledger's process."""
+    return _timed_run(where, site, steps, q, "dpledger run", [sys.executable, "-c", OUT_OF_PROCESS])
 
 
 def main() -> None:
