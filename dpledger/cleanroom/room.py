@@ -54,11 +54,20 @@ def foreign_modules(extra: frozenset[str] = frozenset()) -> str | None:
     return f"modules from outside the clean room were imported: {foreign}" if foreign else None
 
 
+def _calibrate(request: Mapping[str, Any]) -> int:
+    import argparse
+
+    from dpledger.commands.calibrate import certify
+
+    return certify(argparse.Namespace(**request["options"]))
+
+
 def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], int]]:
     from dpledger.cleanroom import account_room, audit_room, report_room, run_room, verify_room
 
     return {
         "account": account_room.serve,
+        "calibrate": _calibrate,
         "report": report_room.serve,
         "audit_claims": audit_room.serve,
         "verify": verify_room.serve,

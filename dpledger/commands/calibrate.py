@@ -94,7 +94,28 @@ def make_event_factory(q: float, steps: int) -> Any:
     return make_event
 
 
+#: the options the clean room receives
+ROOM_OPTIONS = (
+    "epsilon",
+    "delta",
+    "sampling_rate",
+    "steps",
+    "adjacency",
+    "min_sigma",
+    "max_sigma",
+    "json",
+)
+
+
 def run(args: argparse.Namespace) -> int:
+    """Calibrate in the clean room: this process computes and prints nothing itself."""
+    from dpledger.cleanroom.launch import run_in_clean_room
+
+    return run_in_clean_room("calibrate", {k: getattr(args, k) for k in ROOM_OPTIONS})
+
+
+def certify(args: argparse.Namespace) -> int:
+    """Search, re-account and print the noise multiplier (run inside the clean room)."""
     eps, delta, q, steps, adjacency = _inputs(args)
     bracket = _bracket(args)
     if q == 0:

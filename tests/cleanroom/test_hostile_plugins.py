@@ -453,3 +453,18 @@ def test_a_third_party_report_section_is_drawn_by_a_worker_and_labelled(
     warnings = " ".join(report["warnings"])
     assert "report section 'planted_broken' of plugin planted (rt-planted 1.0) failed" in warnings
     assert "rests on: method 'rt_sum' as declared by third-party plugin planted" in warnings
+
+
+def test_a_pth_patch_cannot_lower_a_calibrated_noise(
+    planted_env: PlantedEnv, tmp_path: Path
+) -> None:
+    from scipy.optimize import brentq
+
+    _startup_patched(planted_env, tmp_path)
+    args = ("calibrate", "--epsilon", "1", "--delta", "1e-5", "--json")
+    done = planted_env.dpledger(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    sigma = json.loads(done.stdout)["noise_multiplier"]
+    # the smallest noise multiplier of one Gaussian release at (1, 1e-5), independently
+    exact = brentq(lambda s: gaussian_epsilon(s, 1e-5) - 1.0, 0.5, 20.0, xtol=1e-12)
+    assert exact * (1 - 1e-9) <= sigma <= exact * 1.01
