@@ -17,9 +17,7 @@ from typing import Any
 
 from dpledger.cleanroom.account_room import resolver_for
 from dpledger.cleanroom.room import write_needs
-
-#: relative difference allowed between a claim and the clean room's value (float round-off)
-RELATIVE_SLACK = 1e-9
+from dpledger.cleanroom.verify_room import RELATIVE_SLACK
 
 
 def _certified(resolver: Any, method: str, params: Any, adjacency: Any) -> Any:

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from dpledger.cleanroom.declarations import DeclarationRequest
+from dpledger.cleanroom.room import NEEDS_DECLARATIONS
 from dpledger.cleanroom.tree import CleanRoomError, clean_path
 from dpledger.cleanroom.worker import declare_in_worker
 
-NEEDS_DECLARATIONS = 10
 #: the program the isolated interpreter runs (the path directory is its only argument)
 BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv[1]); "

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 import subprocess
-import sys
 import sysconfig
 import textwrap
 import venv
@@ -96,6 +95,3 @@ gaussian_epsilon = balle_wang_epsilon
 def composed_sigma(*sigmas: float) -> float:
     """Composing Gaussian mechanisms is one Gaussian mechanism of this noise multiplier."""
     return 1.0 / math.sqrt(sum(1.0 / s**2 for s in sigmas))
-
-
-assert sys.version_info >= (3, 11)
