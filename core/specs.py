@@ -19,6 +19,7 @@ from dpledger.core import events as _events
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import Event
+from dpledger.core.neighbours import NeighbourRule
 
 if TYPE_CHECKING:
     from dpledger.runtime.ledger import PrivacyLedger
@@ -167,6 +168,10 @@ class MethodSpec:
     ``post_processing`` states that the method reads no private data (only public data or
     earlier releases): only then may it declare no privacy cost, and every bound that
     includes it says that this rests on the plugin's word.
+    ``neighbours(params, data, adjacency)`` (optional) builds the neighbouring datasets
+    ``dpledger audit METHOD`` runs the method on (a
+    :class:`~dpledger.core.neighbours.NeighbourPair`); ``None`` means the generic per-record
+    canary rule (:func:`~dpledger.runtime.neighbour_rules.per_record`).
     """
 
     name: str = attrs.field(validator=_name_validator)
@@ -180,6 +185,7 @@ class MethodSpec:
     )
     example: ExampleFn | None = attrs.field(default=None, validator=_optional_callable)
     post_processing: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    neighbours: NeighbourRule | None = attrs.field(default=None, validator=_optional_callable)
 
     def make_params(self, values: Mapping[str, Any] | None = None) -> Any:
         """Build validated parameters from a plain mapping (a config file table)."""

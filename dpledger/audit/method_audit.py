@@ -2,8 +2,8 @@
 
 For each audited relation (add/remove, replace-one):
 
-1. the neighbours ``(D, D')`` are built from the data with a canary record
-   (:mod:`dpledger.audit.neighbours`);
+1. the neighbours ``(D, D')`` are built from the data by the method's own rule
+   (``MethodSpec.neighbours``), else with a canary record (:mod:`dpledger.audit.neighbours`);
 2. the claim is the accountant's certified epsilon for the method's own declaration under that
    adjacency (:func:`~dpledger.audit.auditor.accountant_claim`);
 3. the method is run ``runs`` times on each side, each run under
@@ -264,7 +264,7 @@ def _planned(
 ) -> _Planned:
     """One relation's neighbours and claim (the given one, else the accountant's, which must
     be finite at some delta); a DPLedgerError says why the relation cannot be audited."""
-    pair = build_neighbours(spec.name, params, data, adj)
+    pair = build_neighbours(spec, params, data, adj)  # the spec's rule, else per record
     event, claim_adj = claimed_event(spec, params, adj, lower)
     claim: Claim | None = claimed_epsilon
     source = "given"

@@ -21,6 +21,7 @@ from dpledger.plugins.path import aim, direct
 from dpledger.plugins.path.plugin import one_table_per_user, user_tables_from
 from dpledger.plugins.path.schema import UserTables
 from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.runtime.neighbour_rules import user_tables
 
 
 def _user_tables(data: Any, ledger: PrivacyLedger) -> UserTables:
@@ -69,6 +70,7 @@ DIRECT_SPEC = MethodSpec(
         "Balle & Wang 2018, Theorem 8 (analytic Gaussian); McKenna et al. 2019 (Private-PGM, "
         "post-processing); one flat record per user (user-level add/remove)"
     ),
+    neighbours=user_tables,
 )
 
 AIM_SPEC = MethodSpec(
@@ -84,6 +86,7 @@ AIM_SPEC = MethodSpec(
         "McKenna et al. 2022 (AIM, Algorithm 1); McSherry & Talwar 2007 (exponential "
         "mechanism); one flat record per user (user-level add/remove)"
     ),
+    neighbours=user_tables,
 )
 
 

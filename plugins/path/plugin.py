@@ -51,6 +51,7 @@ from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import one_of, positive_finite, positive_int, probability
 from dpledger.plugins.path.schema import TableSchema, UserTable, UserTables
 from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.runtime.neighbour_rules import user_tables
 
 EMBEDDERS: tuple[str, ...] = ("minilm", "summary")
 #: accountants used here (the PRV backend is skipped for speed; the host may run all of them)
@@ -546,6 +547,7 @@ SPEC = MethodSpec(
         "generation and top-N are post-processing; composition by the accountant",
         "docs/methods/path.md",
     ),
+    neighbours=user_tables,
 )
 
 

@@ -25,6 +25,7 @@ from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite
 from dpledger.plugins.primitives._common import float_matrix, summed_rows
 from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.runtime.neighbour_rules import query_answer
 
 
 @attrs.frozen
@@ -61,6 +62,7 @@ SPEC = MethodSpec(
     description="Gaussian noise on a vector query of stated add/remove L2 sensitivity (on a "
     "user-level source: on the sum of the rows, each clipped to that L2 norm)",
     proof=ProofRef("Balle & Wang 2018, Theorem 8 (analytic Gaussian mechanism)"),
+    neighbours=query_answer,
 )
 
 

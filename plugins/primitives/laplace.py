@@ -23,6 +23,7 @@ from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite
 from dpledger.plugins.primitives._common import float_matrix, summed_rows
 from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.runtime.neighbour_rules import query_answer
 
 
 @attrs.frozen
@@ -59,6 +60,7 @@ SPEC = MethodSpec(
     description="Laplace noise on a vector query of stated add/remove L1 sensitivity (on a "
     "user-level source: on the sum of the rows, each clipped to that L1 norm)",
     proof=ProofRef("Dwork, McSherry, Nissim & Smith 2006, Proposition 1"),
+    neighbours=query_answer,
 )
 
 

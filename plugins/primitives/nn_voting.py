@@ -27,6 +27,7 @@ from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite, positive_int
 from dpledger.plugins.primitives._common import field_of, float_matrix
 from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.runtime.neighbour_rules import nn_records
 
 _CHUNK = 2048
 
@@ -97,6 +98,7 @@ SPEC = MethodSpec(
         "Gaussian mechanism on a histogram of L2 sensitivity sqrt(k) "
         "(Dwork & Roth 2014, Theorem A.1); top-N is post-processing"
     ),
+    neighbours=nn_records,
 )
 
 

@@ -29,6 +29,7 @@ from dpledger.core.specs import MethodSpec, ProofRef
 from dpledger.core.validation import positive_finite, positive_int
 from dpledger.plugins.primitives._common import is_bool, summed_scores
 from dpledger.runtime.ledger import PrivacyLedger, selection_epsilon
+from dpledger.runtime.neighbour_rules import score_vector
 
 
 @attrs.frozen
@@ -111,6 +112,7 @@ EXPONENTIAL = MethodSpec(
     run=_run_em,
     description="Pick one index with probability proportional to exp(eps * score / (2 * sens))",
     proof=ProofRef("McSherry & Talwar 2007, Theorem 6"),
+    neighbours=score_vector,
 )
 REPORT_NOISY_MAX = MethodSpec(
     name="report_noisy_max",
@@ -119,6 +121,7 @@ REPORT_NOISY_MAX = MethodSpec(
     run=_run_rnm,
     description="Argmax of scores plus Laplace(2 * sens / eps) noise",
     proof=ProofRef("Dwork & Roth 2014, Claim 3.9 (report noisy max)"),
+    neighbours=score_vector,
 )
 NOISY_TOP_K = MethodSpec(
     name="noisy_top_k",
@@ -127,6 +130,7 @@ NOISY_TOP_K = MethodSpec(
     run=_run_top_k,
     description="Top-k indices of scores plus Gumbel noise, k exponential mechanisms",
     proof=ProofRef("Durfee & Rogers 2019, Lemma 4.2 (one-shot Gumbel top-k equals peeling)"),
+    neighbours=score_vector,
 )
 
 

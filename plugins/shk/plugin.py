@@ -24,6 +24,7 @@ from dpledger.plugins.shk.declare import (
 from dpledger.plugins.shk.events import TimeProfiledPureDPEvent
 from dpledger.plugins.shk.params import SHKMethodParams
 from dpledger.plugins.shk.release import run_release
+from dpledger.runtime.neighbour_rules import circle_antipode
 
 METHOD_NAME = "shk"
 
@@ -50,6 +51,7 @@ SPEC = MethodSpec(
         "flow's time-t law); Theorem 4 with Theorem 2 for the (ε, δ) certificate",
         "docs/methods/shk.md",
     ),
+    neighbours=circle_antipode,
 )
 
 

@@ -62,6 +62,7 @@ from dpledger.plugins.trajectories.declare import (
 from dpledger.plugins.trajectories.example import make_example
 from dpledger.plugins.trajectories.report import render_gdp_check
 from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.runtime.neighbour_rules import ball_marginals
 
 
 def _sizes(value: Any) -> int | tuple[int, ...]:
@@ -335,6 +336,7 @@ SPEC = MethodSpec(
         "docs/methods/trajectories.md",
     ),
     example=make_example,
+    neighbours=ball_marginals,
 )
 
 GDP_SECTION = ReportSectionSpec(

@@ -54,21 +54,21 @@ def test_one_dimensional_records() -> None:
 
 def test_query_answers_and_scores_move_by_the_sensitivity() -> None:
     ans = np.array([3.0, 1.0])
-    assert nb.build_neighbours("gaussian_mechanism", Sens(0.5), ans, ADD).d_prime.tolist() == [
+    assert nb.query_answer(Sens(0.5), ans, ADD).d_prime.tolist() == [
         3.5,
         1.0,
     ]
-    assert nb.build_neighbours("laplace_mechanism", Sens(0.5), ans, REPLACE).d_prime.tolist() == [
+    assert nb.query_answer(Sens(0.5), ans, REPLACE).d_prime.tolist() == [
         4.0,
         1.0,
     ]
     scores = np.array([0.0, 1.0, 1.0])
-    assert nb.build_neighbours("exponential_mechanism", Sens(), scores, ADD).d_prime.tolist() == [
+    assert nb.score_vector(Sens(), scores, ADD).d_prime.tolist() == [
         1.0,
         0.0,
         0.0,
     ]
-    assert nb.build_neighbours("noisy_top_k", Sens(1.0, True), scores, ADD).d_prime.tolist() == [
+    assert nb.score_vector(Sens(1.0, True), scores, ADD).d_prime.tolist() == [
         1.0,
         1.0,
         1.0,
@@ -77,9 +77,9 @@ def test_query_answers_and_scores_move_by_the_sensitivity() -> None:
 
 def test_method_rules() -> None:
     data = {"records": ROWS, "candidates": np.zeros((5, 2))}
-    pair = nb.build_neighbours("nn_vote_selection", None, data, ADD)
+    pair = nb.nn_records(None, data, ADD)
     assert pair.d_prime["candidates"] is data["candidates"] and len(pair.d_prime["records"]) == 4
-    angles = nb.build_neighbours("shk", None, np.array([0.1, 0.3]), ADD).d_prime
+    angles = nb.circle_antipode(None, np.array([0.1, 0.3]), ADD).d_prime
     assert angles[-1] == pytest.approx(0.2 + math.pi)
 
     @attrs.frozen
@@ -88,10 +88,10 @@ def test_method_rules() -> None:
         center: tuple[float, float] = (1.0, 1.0)
 
     marg = {"marginal_0": np.ones((3, 2)) * 1.5, "marginal_1": np.ones((3, 2))}
-    moved = nb.build_neighbours("trajectories", Ball(), marg, REPLACE).d_prime["marginal_0"]
+    moved = nb.ball_marginals(Ball(), marg, REPLACE).d_prime["marginal_0"]
     assert moved[0] == pytest.approx([1.0 - 2.0, 1.0]) and (moved[1:] == 1.5).all()
     with pytest.raises(InvalidParameterError, match="n_per_time"):
-        nb.build_neighbours("trajectories", Ball(), marg, ADD)
+        nb.ball_marginals(Ball(), marg, ADD)
 
 
 def test_user_tables() -> None:
@@ -103,9 +103,9 @@ def test_user_tables() -> None:
         ],
         "users": [{"user_id": str(i), "rows": [[str(i), -4.0, "a"]]} for i in range(2)],
     }
-    add = nb.build_neighbours("path", None, tables, Adjacency(unit="user", unit_key="id"))
+    add = nb.user_tables(None, tables, Adjacency(unit="user", unit_key="id"))
     assert add.d_prime["users"][-1] == {"user_id": "canary0", "rows": [["canary0", 5.0, "b"]]}
-    rep = nb.build_neighbours("aim", None, tables, REPLACE)
+    rep = nb.user_tables(None, tables, REPLACE)
     assert [u["user_id"] for u in rep.d_prime["users"]] == ["canary0", "1"]
 
 
@@ -113,7 +113,8 @@ def test_rule_registration_and_refusals() -> None:
     def rule(params: Any, data: Any, adjacency: Adjacency) -> nb.NeighbourPair:
         return nb.NeighbourPair(data, data + 1, adjacency.relation, "plus one")
 
-    nb.register_neighbour_rule("mine", rule)
+    with pytest.warns(DeprecationWarning, match="register_neighbour_rule is deprecated"):
+        nb.register_neighbour_rule("mine", rule)
     try:
         assert nb.build_neighbours("mine", None, np.zeros(2), ADD).d_prime.tolist() == [1, 1]
     finally:
