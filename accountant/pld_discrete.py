@@ -1,0 +1,200 @@
+"""The loss grid of discretised privacy-loss distributions, and the connect-the-dots PMF of an
+upper-bound curve.
+
+Every component curve is replaced by the chord ("connect-the-dots", Doroshenko et al. 2022)
+through its values on a loss grid of spacing ``h``. The chord of a convex curve lies above it, so
+the resulting discrete pair dominates the mechanism, and dominating pairs compose (Zhu, Dong &
+Wang 2022). Floating-point masses are clamped and the chord is re-checked on the grid: any deficit
+is added to the mass at +infinity.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import (
+    Any,
+)
+
+import attrs
+import numpy as np
+from numpy.typing import (
+    NDArray,
+)
+
+from dpledger.accountant.profiles_base import (
+    REL_MARGIN,
+    Profile,
+)
+
+__all__ = [
+    "CHORD_RAISE",
+    "EXTENDED_ABOVE",
+    "LOWER_DEFLATION",
+    "MAX_CERTIFIED_EPSILON",
+    "MAX_FFT_LEN",
+    "MAX_LOSS",
+    "MAX_UPPER_LOSS",
+    "Array",
+    "DiscretePLD",
+    "U",
+    "discretise",
+]
+
+
+Array = NDArray[np.float64]
+
+
+#: largest finite privacy loss represented on the grid below zero, and on the grid of
+#: :func:`discretise_lower` (whose slopes are taken in double precision in x = e^eps)
+MAX_LOSS = 600.0
+
+
+#: losses above this make :func:`discretise` work in extended precision (e^eps overflows a
+#: double near 709.8)
+EXTENDED_ABOVE = 700.0
+
+
+#: largest finite privacy loss on the upper grid: e^eps must fit the extended type (it does up
+#: to ~11356 where ``long double`` is the x87 80-bit type; elsewhere the grid stops at MAX_LOSS)
+MAX_UPPER_LOSS = 11000.0 if math.log(float(np.finfo(np.longdouble).max)) > 11100 else MAX_LOSS
+
+
+#: single-release roots are searched up to this epsilon (and the curve's accurate range):
+#: beyond, the upper bound is reported as unbounded and the lower one capped
+MAX_CERTIFIED_EPSILON = 1e5
+
+
+#: largest FFT length (complex128 rfft of 2^23 doubles is ~70 MB)
+MAX_FFT_LEN = 1 << 23
+
+
+#: relative raise of the curve values the chord is built through
+CHORD_RAISE = 1e-9
+
+
+#: relative excess of a chord's curve values over the true curve of an exact profile
+#: (REL_MARGIN of the profile, twice, and the raise above)
+LOWER_DEFLATION = 2 * REL_MARGIN + CHORD_RAISE
+
+
+@attrs.frozen
+class DiscretePLD:
+    """P-masses at losses ``(offset + i) * h`` plus a mass at +infinity."""
+
+    offset: int
+    masses: Array
+    inf_mass: float
+    h: float
+    #: the masses are at most those of a pair the mechanism dominates (:func:`discretise_lower`)
+    dominated: bool = False
+    #: log-MGF values already computed, by the bytes of the tilts (the masses never change)
+    mgf_memo: dict[bytes, Array] = attrs.field(factory=dict, init=False, eq=False, repr=False)
+
+    @property
+    def losses(self) -> Array:
+        return np.asarray((self.offset + np.arange(self.masses.size)) * self.h, dtype=float)
+
+
+def discretise(profile: Profile, h: float) -> DiscretePLD:
+    """Connect-the-dots PMF of an upper-bound curve on the grid ``j * h``."""
+    # losses below -MAX_LOSS are lumped into the lowest grid point, losses above the curve's
+    # accurate range or MAX_UPPER_LOSS into the mass at +infinity (both on the safe side)
+    top = min(profile.loss_hi, profile.accurate_hi, MAX_UPPER_LOSS)
+    j_lo = math.floor(max(profile.loss_lo, -MAX_LOSS) / h)
+    j_hi = math.ceil(top / h)
+    if j_hi <= j_lo:
+        j_hi = j_lo + 1
+    eps: Array = np.asarray((j_lo + np.arange(j_hi - j_lo + 1)) * h, dtype=np.float64)
+    d = profile(eps)
+    # enforce monotonicity (a curve is non-increasing); raising values keeps it an upper bound
+    d = np.maximum.accumulate(d[::-1])[::-1]
+    checked = np.array(d)  # the curve the chord must dominate
+    # build the chord through slightly raised values, so that the round-off of the masses below
+    # stays under the raise and the re-check finds no deficit (a deficit is charged to +infinity
+    # for every epsilon, which would dominate queries at delta ~ 1e-15)
+    d = np.minimum(1.0, d * (1 + CHORD_RAISE))
+    if eps[-1] <= EXTENDED_ABOVE:
+        p_mass, q_mass = _chord_masses(profile, eps, d)
+    else:
+        # x = e^eps in extended precision; the check reads the Q-masses of the stored P-masses
+        p_ext, _ = _chord_masses(profile, eps, d, np.longdouble)
+        p_mass = np.asarray(p_ext, dtype=np.float64)
+        q_mass = p_mass.astype(np.longdouble) * np.exp(-eps.astype(np.longdouble))
+    inf_mass = float(d[-1])
+    deficit = _chord_deficit(eps, checked, p_mass, q_mass, inf_mass)
+    if deficit > 0:
+        inf_mass += deficit
+    return DiscretePLD(j_lo, p_mass, min(inf_mass, 1.0), h)
+
+
+def _chord_masses(
+    profile: Profile, eps: Array, d: Array, dtype: type[np.floating[Any]] = np.float64
+) -> tuple[NDArray[Any], NDArray[Any]]:
+    """(P-masses, Q-masses) of the chord through ``d`` at ``eps`` (linear in x = e^eps, of type
+    ``dtype``); ``d`` is raised in place below zero where the excess curve gives a higher value."""
+    x = np.exp(eps.astype(dtype))
+    dx = np.diff(x)
+    slopes = np.empty(eps.size + 1, dtype=dtype)
+    slopes[0] = (1.0 - d[0]) / x[0]
+    slopes[1:-1] = (d[:-1] - d[1:]) / dx
+    slopes[-1] = 0.0
+    q_mass = slopes[:-1] - slopes[1:]
+    neg = eps < 0
+    if neg.sum() > 1:
+        # where delta ~ 1 - e^eps, work with the excess c = delta - (1 - e^eps) to avoid
+        # cancellation: slope = 1 - c', so q-masses are differences of c-slopes
+        k = int(neg.sum())
+        c = profile.excess(eps[:k])
+        c = np.maximum.accumulate(c)  # c is non-decreasing in eps; raising keeps an upper bound
+        c = c * (1 + CHORD_RAISE)  # continuous with the raise of d at eps = 0 (where d = c)
+        cs = np.empty(k + 1, dtype=dtype)
+        cs[0] = c[0] / x[0]
+        cs[1:k] = np.diff(c) / dx[: k - 1]
+        cs[k] = 1.0 - slopes[k]
+        q_mass[:k] = cs[1:] - cs[:-1]
+        d[:k] = np.maximum(d[:k], -np.expm1(eps[:k]) + c)
+    q_mass = np.maximum(q_mass, 0.0)
+    return x * q_mass, q_mass
+
+
+def _chord_deficit(
+    eps: Array, checked: Array, p_mass: Array, q_mass: Array, inf_mass: float
+) -> float:
+    """How far the chord falls below the curve it must dominate, on the grid points eps >= 0.
+
+    The chord's value at eps_i is inf + sum_{j>i} p_j (1 - e^{eps_i - eps_j}), evaluated in
+    extended precision (below zero both sides are ~1 - e^eps and the comparison is round-off).
+    """
+    nonneg = eps >= 0
+    if not nonneg.any():
+        return 0.0
+    k0 = int(np.argmax(nonneg))
+    pl = p_mass[k0:].astype(np.longdouble)
+    ql = q_mass[k0:].astype(np.longdouble)
+    tail_p, terms = _blocked_suffix(pl)
+    tail_q, _ = _blocked_suffix(ql)
+    chord = inf_mass + tail_p - np.exp(eps[k0:].astype(np.longdouble)) * tail_q
+    gap = checked[k0:].astype(np.longdouble) - chord
+    # the extended-precision evaluation itself errs by at most `terms` u_ext times
+    # (tail_p + x tail_q), and x tail_q <= tail_p + inf_mass
+    slack = 4 * (terms + 4) * np.finfo(np.longdouble).eps * (tail_p + inf_mass)
+    return max(float(np.max(gap + 2 * slack)), 0.0)
+
+
+def _blocked_suffix(values: NDArray[np.longdouble]) -> tuple[NDArray[np.longdouble], float]:
+    """(s_i = sum_{k > i} values_k, error count): summed in blocks, so that each s_i is a sum
+    of at most ``count`` rounded additions (its error is at most count u |s_i| for values >= 0)."""
+    n = values.size
+    block = max(1, math.isqrt(n))
+    pad = (-n) % block
+    padded = np.concatenate([values, np.zeros(pad, dtype=values.dtype)]).reshape(-1, block)
+    within = np.cumsum(padded[:, ::-1], axis=1)[:, ::-1]  # sum from position to block end
+    totals = within[:, 0]
+    after = np.concatenate([np.cumsum(totals[::-1])[::-1][1:], np.zeros(1, dtype=values.dtype)])
+    inclusive = (within + after[:, None]).reshape(-1)[:n]
+    suffix = np.concatenate([inclusive[1:], np.zeros(1, dtype=values.dtype)])
+    return suffix, float(2 * block + padded.shape[0] + 2)
+
+
+#: unit roundoff of IEEE double
+U = 2.0**-53

@@ -1,0 +1,309 @@
+"""Lower bounds: a dominated discrete pair of an exact profile (:func:`discretise_lower`).
+
+Its masses lie below those of a pair the mechanism dominates, checked point by point against
+certified values of the true curve, so compositions of such pairs certify lower bounds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpledger.accountant.pld_discrete import (
+    LOWER_DEFLATION,
+    MAX_LOSS,
+    Array,
+    DiscretePLD,
+    U,
+)
+from dpledger.accountant.pld_read import (
+    DISCOUNT_SPAN,
+)
+from dpledger.accountant.profiles_base import Profile
+
+__all__ = ["MAX_LOWER_SCALE_LOSS", "RECURSION_ABS", "discretise_lower", "recursion_error"]
+
+
+# -- lower bounds: a dominated discrete pair ---------------------------------------------------
+#: most relative deflation of the masses a dominated pair may take before it is given up
+MAX_LOWER_SCALE_LOSS = 1e-6
+
+
+#: absolute error allowed per value of the positive recursions (subnormal products)
+RECURSION_ABS = 1e-300
+
+
+def _secant_floor(lo: Array, hi: Array, ratio: float) -> Array:
+    """At every point j >= 2, a value below the extension to ``x_j`` of the true curve's secant
+    through points j-1 and j-2 (a convex curve lies above it there); ``lo``/``hi`` bracket
+    the curve at the points, spaced so that ``(x_j - x_{j-1}) / (x_{j-1} - x_{j-2}) = ratio``.
+    Entries 0 and 1 are -infinity (no such secant)."""
+    out = np.full(lo.size, -np.inf)
+    diff = lo[1:-1] - hi[:-2]  # at most the true increment
+    # a larger factor on a negative increment (a smaller one on a positive) stays below
+    factor = np.where(diff < 0, ratio * (1 + 4 * U), ratio * (1 - 4 * U))
+    ext = lo[1:-1] + diff * factor
+    out[2:] = ext - 4 * U * (np.abs(lo[1:-1]) + np.abs(diff * factor))
+    return out
+
+
+def _segment_limits(
+    lo: Array, left_ext: Array, right_ext: Array, *, increasing: bool
+) -> tuple[Array, Array]:
+    """Per segment ``[j, j+1]``, limits (on ``z_j``, on ``z_{j+1}``) under which the chord of
+    the points stays below a convex curve bracketed below by ``lo``, monotone as stated. Of
+    the three rules the one that lowers the points least is used:
+
+    - left: ``z_j <= lo_j`` and ``z_{j+1}`` under the secant through j-1, j extended
+      (``left_ext[j+1]``): the chord is then under that extension, which is under the curve;
+    - right: the mirror image (``right_ext[j]`` from the secant through j+1, j+2);
+    - flat: both under the curve's value at the end where it is lower (monotonicity).
+
+    A rule with a negative limit is not used (the pair's curve is nonnegative)."""
+    a_lo, b_lo = lo[:-1], lo[1:]
+    flat = a_lo if increasing else b_lo
+    rules = [(a_lo, left_ext[1:]), (right_ext[:-1], b_lo), (flat, flat)]
+    best_a, best_b = rules[-1]
+    best_cost = (a_lo - best_a) + (b_lo - best_b)
+    for lim_a, lim_b in rules[:-1]:
+        with np.errstate(invalid="ignore"):
+            cost = (a_lo - lim_a) + (b_lo - lim_b)
+            use = (lim_a >= 0) & (lim_b >= 0) & (cost < best_cost)
+        best_a = np.where(use, lim_a, best_a)
+        best_b = np.where(use, lim_b, best_b)
+        best_cost = np.where(use, cost, best_cost)
+    return np.asarray(best_a, dtype=np.float64), np.asarray(best_b, dtype=np.float64)
+
+
+def _recursion_block(n: int, h: float) -> int:
+    """Block length of :func:`_positive_recursion`: about sqrt(n), with factors e^{+-jh} within
+    a block kept far from overflow."""
+    return max(1, min(math.isqrt(n) + 1, int(DISCOUNT_SPAN / abs(h))))
+
+
+def _positive_recursion(h: float, inputs: Array, *, reverse: bool = False) -> Array:
+    """y_j = e^h y_{j-1} + inputs_j with y_{-1} = 0 (from the end when ``reverse``; ``h`` may
+    be negative), for nonnegative inputs. Within a block, ``y_j = e^{jh} sum_{i <= j} e^{-ih}
+    inputs_i`` by a cumulative sum; blocks are chained by their carries. Every value is a sum of
+    nonnegative terms, each with a small relative error (:func:`recursion_error`)."""
+    values = inputs[::-1] if reverse else inputs
+    n = values.size
+    block = _recursion_block(n, h)
+    pad = (-n) % block
+    rows = np.concatenate([values, np.zeros(pad)]).reshape(-1, block)
+    j = np.arange(block)
+    grow = np.exp(j * h)
+    within = np.cumsum(rows * np.exp(-j * h), axis=1) * grow
+    powers = grow * math.exp(h)  # e^{(j+1) h}: the carry of the previous block, j+1 steps on
+    carry = 0.0
+    out = np.empty_like(within)
+    for r in range(rows.shape[0]):
+        out[r] = within[r] + carry * powers
+        carry = float(out[r, -1])
+    flat = np.asarray(out.reshape(-1)[:n], dtype=np.float64)
+    return flat[::-1] if reverse else flat
+
+
+def recursion_error(n: int, h: float) -> float:
+    """Relative error bound of :func:`_positive_recursion` over ``n`` values: a term passes
+    through at most ``block`` additions of a cumulative sum, two exponentials and three
+    products (a few u each), and at most ``blocks`` carries (a product and a sum each)."""
+    block = _recursion_block(n, h)
+    blocks = -(-n // block)
+    return U * (block + 3 * blocks + 8 * (2 + abs(h) * block)) * 1.01
+
+
+def _convex_slopes(slopes: Array, widths: Array) -> Array:
+    """Slopes of the greatest convex minorant of the piecewise-linear curve with these segment
+    slopes and widths (pool-adjacent-violators): it lies below the curve and meets it at
+    both ends."""
+    from scipy.optimize import isotonic_regression
+
+    return np.asarray(isotonic_regression(slopes, weights=widths).x, dtype=np.float64)
+
+
+def discretise_lower(profile: Profile, h: float) -> DiscretePLD | None:
+    """P-masses at losses ``j * h`` that are at most those of a discrete pair the mechanism
+    dominates, for an exact profile; None when the floating-point checks cannot certify them.
+
+    The pair's curve is piecewise linear in ``x = e^eps`` through points below the true curve
+    whose chords stay below it (:func:`_segment_limits`), then lowered to their greatest convex
+    minorant. Left of zero the curve is handled as its excess ``c = delta - (1 - x)``, without
+    cancellation. The masses are slope differences, scaled down slightly and checked in
+    floating point against the points; the masses that complete both laws to probability one
+    sit at losses 0 and ``+-h``. Unlike the shifted chord, the error is of second order in
+    ``h`` where the curve is smooth, like the upper bound's. See
+    proofs_checks/pld_dominated_pair.
+    """
+    j_lo = min(math.floor(max(profile.loss_lo, -MAX_LOSS) / h), -2)
+    j_hi = max(math.ceil(min(profile.loss_hi, MAX_LOSS) / h), 3)
+    eps: Array = np.asarray(np.arange(j_lo, j_hi + 1) * h, dtype=np.float64)
+    k = -j_lo  # eps[k] == 0.0; points below k are read in c-space, from k on in H-space
+    z_c, z_h = _points_below(profile, eps, k, h)
+    if np.any(z_c < 0) or np.any(z_h[k:] < 0):
+        return None
+    p = _minorant_masses(z_c, z_h, np.exp(eps), k)
+    return _certified_lower(p, eps, z_c[:k], z_h, k, h, j_lo)
+
+
+def _brackets(profile: Profile, eps: Array, k: int) -> tuple[Array, Array, Array, Array]:
+    """(lo_c, hi_c, lo_h, hi_h): the curve bracketed at the points, as its excess c in the
+    points below zero and the three after (near zero there is no cancellation either way), and
+    as delta itself everywhere."""
+    shrink = 1.0 / (1.0 + LOWER_DEFLATION) * (1 - 8 * U)
+    hi_h = np.array(profile(eps), dtype=np.float64)
+    kc = k + 3
+    one_minus_x = -np.expm1(eps[:kc])
+    if profile.dual is not None:
+        hi_c = np.asarray(profile.excess(eps[:kc]), dtype=np.float64) * (1 + 4 * U)
+        lo_c = hi_c * shrink
+    else:
+        hi_c = hi_h[:kc] - one_minus_x + 4 * U
+        lo_c = np.maximum(hi_h[:kc] * shrink - one_minus_x - 4 * U, 0.0)
+    lo_h = hi_h * shrink
+    lo_h[:k] = np.maximum(lo_c[:k] + one_minus_x[:k] - 4 * U, 0.0)
+    hi_h[:k] = np.minimum(hi_c[:k] + one_minus_x[:k] + 4 * U, 1.0)
+    return lo_c, hi_c, lo_h, hi_h
+
+
+def _points_below(profile: Profile, eps: Array, k: int, h: float) -> tuple[Array, Array]:
+    """(z_c at points 0..k, z_h at every point): values whose chords stay under the curve;
+    z_c is 0 at the first point (the pair's curve is 1 - x before it), z_h is 0 at the last."""
+    lo_c, hi_c, lo_h, hi_h = _brackets(profile, eps, k)
+    ratio, inverse = math.exp(h), math.exp(-h)
+    left_c = _secant_floor(lo_c, hi_c, ratio)
+    # c(0) = 0 at x = 0: the secant through (0, 0) and the first point, extended, is c_0 e^h
+    left_c[1] = float(lo_c[0]) * ratio * (1 - 8 * U)
+    right_c = _secant_floor(lo_c[::-1], hi_c[::-1], inverse)[::-1]
+    left_h = _secant_floor(lo_h, hi_h, ratio)
+    right_h = _secant_floor(lo_h[::-1], hi_h[::-1], inverse)[::-1]
+    # segments up to point k (x = 1, where c = delta) in c-space, where c increases; from
+    # point k on in H-space, where the curve decreases
+    ca, cb = _segment_limits(lo_c[: k + 1], left_c[: k + 1], right_c[: k + 1], increasing=True)
+    ha, hb = _segment_limits(lo_h[k:], left_h[k:], right_h[k:], increasing=False)
+    z_c = np.array(lo_c[: k + 1])
+    z_c[:-1] = np.minimum(z_c[:-1], ca)
+    z_c[1:] = np.minimum(z_c[1:], cb)
+    z_c[0] = 0.0
+    z_h = np.array(lo_h)
+    z_h[k:-1] = np.minimum(z_h[k:-1], ha)
+    z_h[k + 1 :] = np.minimum(z_h[k + 1 :], hb)
+    z_h[k] = min(float(z_h[k]), float(z_c[k]))
+    z_h[-1] = 0.0
+    z_c[k] = z_h[k]
+    return z_c, z_h
+
+
+def _minorant_masses(z_c: Array, z_h: Array, x: Array, k: int) -> Array:
+    """P-masses of the greatest convex minorant of the points (below them, so below the
+    curve): c-slopes up to point k and H-slopes from there, each side keeping its end points,
+    pooled across point k where the two sides meet concavely; masses are slope differences
+    times ``x`` (slope -1 before the first point, 0 after the last)."""
+    dx = np.diff(x)
+    sc = _convex_slopes(np.diff(z_c) / dx[:k], dx[:k])
+    sh = _convex_slopes(np.diff(z_h[k:]) / dx[k:], dx[k:])
+    if sh[0] + 1.0 < sc[-1]:
+        sc, sh = _pool_junction(sc, sh, dx, k)
+    q = np.empty(x.size)
+    q[0] = sc[0]
+    q[1:k] = sc[1:] - sc[:-1]
+    q[k] = (sh[0] + 1.0) - sc[-1]
+    q[k + 1 : -1] = sh[1:] - sh[:-1]
+    q[-1] = -sh[-1]
+    return np.asarray(x * np.maximum(q, 0.0), dtype=np.float64)
+
+
+def _pool_junction(sc: Array, sh: Array, dx: Array, k: int) -> tuple[Array, Array]:
+    """Both sides' convex slopes made one convex sequence: the block around the junction
+    pooled to its width-weighted mean, in H-slopes (c-slopes are H-slopes plus one)."""
+    from scipy.optimize import isotonic_regression
+
+    joined = np.concatenate([sc - 1.0, sh])
+    result = isotonic_regression(joined, weights=dx)
+    blocks = np.asarray(result.blocks)
+    i = int(np.searchsorted(blocks, k - 1, side="right")) - 1
+    a, b = int(blocks[i]), int(blocks[i + 1])
+    pooled = float(result.x[a])
+    sc, sh = np.array(sc), np.array(sh)
+    sc[a:] = pooled + 1.0
+    sh[: b - k] = pooled
+    return sc, sh
+
+
+def _drop_beyond_zeros(p: Array, z_c: Array, z_h: Array, k: int) -> Array:
+    """Where a point is 0 the pair's curve must be 0 there: no mass above it (H-space), or none
+    below it (c-space). Such masses come from round-off and are dropped (a lower pair may drop
+    masses: they are then completed at losses 0 and +-h like the rest)."""
+    zero_h = np.nonzero(z_h[k:] <= 0)[0]
+    zero_c = np.nonzero(z_c <= 0)[0]
+    p = np.array(p)
+    if zero_h.size:
+        p[k + int(zero_h[0]) + 1 :] = 0.0
+    if zero_c.size:
+        p[: int(zero_c[-1])] = 0.0
+    return p
+
+
+def _curve_at_points(p: Array, h: float, k: int) -> tuple[Array, Array]:
+    """Upper bounds of the pair's curve at the points from k on (F) and of its excess below
+    (C), by the positive recursions ``F_j = e^{-h} F_{j+1} + (1 - e^{-h}) T_{j+1}``
+    (``T_{j+1} = sum_{i > j} p_i``) and ``C_j = e^h C_{j-1} + (e^h - 1) B_{j-1}``
+    (``B_{j-1} = sum_{i < j} p_i``), with their rounding (and the cumulative sums') charged."""
+    m = p.size
+    tail = np.concatenate([np.cumsum(p[::-1])[::-1][1:], [0.0]])
+    head = np.concatenate([[0.0], np.cumsum(p)[:-1]])
+    rel = recursion_error(m, h) + 2 * U * (m + 4)
+    f_val = _positive_recursion(-h, -math.expm1(-h) * tail, reverse=True)
+    c_val = _positive_recursion(h, math.expm1(h) * head)
+    f_val = np.where(f_val > 0, f_val * (1 + rel) + RECURSION_ABS, 0.0)[k:]
+    c_val = np.where(c_val > 0, c_val * (1 + rel) + RECURSION_ABS, 0.0)[:k]
+    return f_val, c_val
+
+
+def _certified_lower(
+    p: Array, eps: Array, z_c: Array, z_h: Array, k: int, h: float, offset: int
+) -> DiscretePLD | None:
+    """``p`` scaled down until the pair it completes is checked below the points ``z``:
+    ``sum_{i > j} p_i (1 - e^{eps_j - eps_i}) <= z_h[j]`` for eps_j >= 0 and
+    ``sum_{i < j} p_i (e^{eps_j - eps_i} - 1) <= z_c[j]`` below; None when that costs more than
+    MAX_LOWER_SCALE_LOSS. The laws are completed to probability one by a lossless mass at 0
+    and the imbalance at +h or -h, which needs ``e^{-h} <= R_Q / R_P <= e^h`` for the
+    remainders R_P = 1 - sum p and R_Q = 1 - sum p e^{-eps}."""
+    p = _drop_beyond_zeros(p, z_c, z_h, k)
+    s_p = math.fsum(p.tolist())  # correctly rounded sums; each q_i errs by a few u
+    s_q = math.fsum((p * np.exp(-eps)).tolist())
+    err_p = 8 * U * s_p + 1e-300
+    err_q = 16 * U * s_q + 1e-300
+    f_val, c_val = _curve_at_points(p, h, k)
+    big = max(s_p + err_p, s_q + err_q)
+    gap = abs(s_p - s_q) + err_p + err_q
+    gamma = max(4 * gap / math.expm1(h), 1e-15)
+    limit = math.exp(h) * (1 - 8 * U)
+    for _ in range(4):
+        if gamma > MAX_LOWER_SCALE_LOSS:
+            return None
+        scale = (1.0 - gamma) / big
+        r_p_lo, r_p_hi = 1.0 - scale * (s_p + err_p), 1.0 - scale * (s_p - err_p)
+        r_q_lo, r_q_hi = 1.0 - scale * (s_q + err_q), 1.0 - scale * (s_q - err_q)
+        if not (
+            r_p_lo > 0 and r_q_lo > 0 and r_p_hi <= r_q_lo * limit and r_q_hi <= r_p_lo * limit
+        ):
+            gamma *= 4
+            continue
+        fs = f_val * scale * (1 + 4 * U)
+        # completion: (a, a) at loss 0 and the imbalance at +h (P short) or -h (Q short);
+        # only a mass at +h is seen by the checks, at eps = 0, as b (1 - e^{-h}) = R_P - R_Q
+        fs[0] += max(0.0, r_p_hi - r_q_lo) * (1 + 4 * U)
+        cs = c_val * scale * (1 + 4 * U)
+        if np.any((fs > 0) & (z_h[k:] <= 0)) or np.any((cs > 0) & (z_c <= 0)):
+            return None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            worst = max(
+                float(np.max(np.where(fs > 0, fs / z_h[k:], 0.0))),
+                float(np.max(np.where(cs > 0, cs / z_c, 0.0))),
+            )
+        if worst <= 1.0:
+            return DiscretePLD(offset, p * scale * (1 - 4 * U), 0.0, h, dominated=True)
+        gamma = 1.0 - (1.0 - gamma) / (worst * (1 + 1e-9))
+    return None

@@ -1,0 +1,183 @@
+"""Chernoff tilts and windows of compositions of discretised PLDs.
+
+The log-MGFs of the components (blocked sums, memoised per PLD) give Chernoff bounds on the
+composed loss: they choose the exponential tilt of a composition and the window ``[a, b]`` that
+holds all but a given tail mass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import (
+    Sequence,
+)
+
+import numpy as np
+
+from dpledger.accountant.pld_discrete import (
+    Array,
+    DiscretePLD,
+)
+
+__all__ = [
+    "MGF_BLOCK_SPAN",
+    "MGF_DIRECT_WORK",
+    "MGF_FLOOR",
+    "MGF_MEMO_SIZE",
+    "THETAS",
+    "chernoff_epsilon",
+    "chernoff_level",
+    "log_mgf_total",
+    "tilt_for_delta",
+    "tilt_for_epsilon",
+    "tilted_window",
+]
+
+
+def _log_mgf(pld: DiscretePLD, lam: Array) -> Array:
+    """log sum_j p_j exp(lam * l_j) for every lam (finite part only).
+
+    The grid is uniform, so with ``j = a B + b`` the sum factors into a matrix product of
+    ``p_{aB+b} / max_b p`` and ``e^{lam h b}`` (both at most 1 after scaling, ``|lam| h B`` at
+    most MGF_BLOCK_SPAN so that no kept term underflows), followed by a log-sum-exp over the
+    blocks: ``n + B T`` exponentials instead of ``n T``. Each value is a sum of positive terms
+    with relative error below ``(B + 16) u``."""
+    lam = np.asarray(lam, dtype=np.float64)
+    key = lam.tobytes()
+    known = pld.mgf_memo.get(key)
+    if known is None:
+        known = _log_mgf_blocked(pld, lam)
+        if len(pld.mgf_memo) < MGF_MEMO_SIZE:
+            pld.mgf_memo[key] = known
+    return known.copy()
+
+
+#: most tilt vectors whose log-MGF one discretised PLD keeps
+MGF_MEMO_SIZE = 64
+
+
+def _log_mgf_blocked(pld: DiscretePLD, lam: Array) -> Array:
+    """:func:`_log_mgf`, computed."""
+    masses = pld.masses
+    if not (masses > 0).any():
+        return np.full(lam.shape, -np.inf)
+    n = masses.size
+    reach = float(np.max(np.abs(lam))) * pld.h
+    block = max(1, min(math.isqrt(n) + 1, int(MGF_BLOCK_SPAN / reach) if reach > 0 else n))
+    if block < 16 or n * lam.size < MGF_DIRECT_WORK:
+        return _log_mgf_direct(pld, lam)
+    pad = (-n) % block
+    rows = np.concatenate([masses, np.zeros(pad)]).reshape(-1, block)
+    top = rows.max(axis=1)
+    live = top > 0
+    rows, top = rows[live], top[live]
+    starts = (np.nonzero(live)[0] * block + pld.offset) * pld.h  # loss of each row's first point
+    steps = np.arange(block) * pld.h
+    shift = np.maximum(0.0, lam * steps[-1])  # max over b of lam h b
+    grow = np.exp(steps[:, None] * lam[None, :] - shift[None, :])  # (B, T), at most 1
+    sums = (rows / top[:, None]) @ grow  # (A, T), positive
+    with np.errstate(divide="ignore"):
+        logs = np.log(sums + MGF_FLOOR) + np.log(top)[:, None] + shift[None, :]
+    logs = logs + starts[:, None] * lam[None, :]
+    peak = logs.max(axis=0)
+    return np.asarray(peak + np.log(np.exp(logs - peak[None, :]).sum(axis=0)), dtype=np.float64)
+
+
+def _log_mgf_direct(pld: DiscretePLD, lam: Array) -> Array:
+    """:func:`_log_mgf` term by term (for steep exponents, where blocks would be short)."""
+    pos = pld.masses > 0
+    logp = np.log(pld.masses[pos])
+    losses = pld.losses[pos]
+    out = np.empty(lam.shape, dtype=np.float64)
+    rows = max(1, (1 << 21) // max(losses.size, 1))  # bound the temporary to ~16 MB
+    for start in range(0, lam.size, rows):
+        part = lam[start : start + rows]
+        x = logp[None, :] + part[:, None] * losses[None, :]
+        top = x.max(axis=1)
+        out[start : start + rows] = top + np.log(np.exp(x - top[:, None]).sum(axis=1))
+    return out
+
+
+#: below this many terms the direct sum is cheaper than the blocks' set-up
+MGF_DIRECT_WORK = 1 << 18
+
+
+#: largest |lam| h B within one block of :func:`_log_mgf` (e^-500 is far above underflow)
+MGF_BLOCK_SPAN = 500.0
+
+
+#: bound on a block's terms lost to underflow (each below e^-745 after scaling)
+MGF_FLOOR = 1e-290
+
+
+#: tilts tried by the Chernoff searches
+THETAS = np.geomspace(1e-3, 1e5, 64)
+
+
+def log_mgf_total(plds: Sequence[tuple[DiscretePLD, int]], lam: Array) -> Array:
+    """log E[e^{lam S}] of the discretised sum (finite part), for every lam."""
+    out = np.zeros(lam.shape, dtype=np.float64)
+    for pld, count in plds:
+        out += count * _log_mgf(pld, lam)
+    return out
+
+
+def tilt_for_delta(plds: Sequence[tuple[DiscretePLD, int]], delta: float) -> float:
+    """The Chernoff-optimal tilt for the tail level ``delta`` (where epsilon(delta) lies)."""
+    values = (log_mgf_total(plds, THETAS) - math.log(delta)) / THETAS
+    return float(THETAS[int(np.argmin(values))])
+
+
+def chernoff_epsilon(plds: Sequence[tuple[DiscretePLD, int]], delta: float) -> float:
+    """The Chernoff estimate of epsilon(delta), min over tilts of (K(tilt) - log delta) / tilt
+    (an estimate only: it orders the directions to compose)."""
+    return float(np.min((log_mgf_total(plds, THETAS) - math.log(delta)) / THETAS))
+
+
+def tilt_for_epsilon(plds: Sequence[tuple[DiscretePLD, int]], eps: float) -> float:
+    """The Chernoff-optimal tilt for the tail above ``eps`` (0 if eps is below the mean)."""
+    values = log_mgf_total(plds, THETAS) - THETAS * eps
+    i = int(np.argmin(values))
+    return float(THETAS[i]) if values[i] < 0 else 0.0
+
+
+def chernoff_level(plds: Sequence[tuple[DiscretePLD, int]], eps: float) -> float:
+    """The Chernoff bound on P(S > eps): the order of delta(eps), for choosing windows."""
+    values = log_mgf_total(plds, THETAS) - THETAS * eps
+    return max(1e-300, min(1.0, math.exp(float(np.min(values)))))
+
+
+def tilted_window(
+    plds: Sequence[tuple[DiscretePLD, int]],
+    tilt: float,
+    tail: float,
+    untilted_tail: float | None = None,
+) -> tuple[float, float]:
+    """[a, b] holding all but ``tail`` of the tilted distribution on each side (Chernoff);
+    ``b`` is lowered to where the *untilted* tail is below ``untilted_tail`` if that is lower
+    (heavy-tailed components otherwise stretch the tilted window far beyond what matters)."""
+    k0 = float(log_mgf_total(plds, np.array([tilt]))[0])
+    up = log_mgf_total(plds, tilt + THETAS) - k0
+    dn = log_mgf_total(plds, tilt - THETAS) - k0
+    log_tail = math.log(tail)
+    b = float(np.min((up - log_tail) / THETAS))
+    if untilted_tail is not None:
+        plain = log_mgf_total(plds, THETAS)
+        b = min(b, float(np.min((plain - math.log(untilted_tail)) / THETAS)))
+    a = float(np.max((log_tail - dn) / THETAS))
+    lowest = sum(c * float(p.losses[0]) for p, c in plds)
+    highest = sum(c * float(p.losses[-1]) for p, c in plds)
+    a = lowest if not math.isfinite(a) else max(a, lowest)
+    b = highest if not math.isfinite(b) else min(b, highest)
+    return a, max(b, a)
+
+
+def _chernoff_upper(plds: Sequence[tuple[DiscretePLD, int]], thetas: Array, x: float) -> float:
+    """P(S >= x) <= min_theta E[e^{theta S}] e^{-theta x} (theta > 0), rounded up."""
+    vals = log_mgf_total(plds, thetas) - thetas * x
+    best = float(np.min(vals))
+    return math.exp(min(0.0, best + 1e-9 * (1.0 + abs(best))))
+
+
+def _near(theta: float) -> Array:
+    return np.asarray(theta * np.array([0.5, 0.8, 1.0, 1.25, 2.0]), dtype=float)

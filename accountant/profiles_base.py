@@ -1,0 +1,145 @@
+"""Privacy profiles: the :class:`Profile` curve and its two-direction pair
+:class:`DirectedProfiles`, with the generic curves built from them (self-dual extension,
+curve of a discrete pair, curve of identical laws).
+
+A profile is the hockey-stick curve ``delta(eps) = sup_S P(S) - e^eps Q(S)`` of the pair
+``(P, Q) = (M(D), M(D'))``. Each :class:`Profile` returns *upper bounds* (exact closed forms
+evaluated stably, inflated by a relative margin for floating-point error) and the finite range
+of privacy-loss values outside which the remaining mass is negligible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import (
+    Callable,
+)
+
+import attrs
+import numpy as np
+from numpy.typing import (
+    NDArray,
+)
+
+from dpledger.core.adjacency import (
+    Adjacency,
+)
+
+__all__ = [
+    "ACCURATE_LOSS",
+    "GAUSS_SPAN",
+    "REL_MARGIN",
+    "Array",
+    "DirectedProfiles",
+    "Profile",
+    "discrete_delta",
+    "identical_profile",
+    "noise_factor",
+    "self_dual",
+    "symmetric_profiles",
+]
+
+
+Array = NDArray[np.float64]
+
+
+#: relative inflation of every delta value, covering floating-point error of the closed forms
+REL_MARGIN = 1e-10
+
+
+#: number of standard deviations kept on each side of Gaussian losses (tail < 1e-23)
+GAUSS_SPAN = 10.0
+
+
+#: unit roundoff of IEEE double
+_U = 2.0**-53
+
+
+#: largest loss at which a curve is evaluated without overflow unless its profile says more
+#: (e^eps overflows near 709.8); curves audited beyond it set ``accurate_hi`` themselves
+ACCURATE_LOSS = 700.0
+
+
+@attrs.frozen
+class Profile:
+    """An upper-bound hockey-stick curve and the loss range that carries its finite mass."""
+
+    delta: Callable[[Array], Array]
+    loss_lo: float
+    loss_hi: float
+    exact: bool
+    name: str
+    #: curve of the swapped pair (Q, P); gives delta(eps) - (1 - e^eps) = e^eps * dual(-eps)
+    #: without cancellation for eps < 0
+    dual: Callable[[Array], Array] | None = None
+    #: the curve is evaluated accurately (no overflow) for every eps up to this loss; above it
+    #: the discretisation lumps the remaining mass at +infinity
+    accurate_hi: float = ACCURATE_LOSS
+
+    def __call__(self, eps: Array) -> Array:
+        d = self.delta(np.asarray(eps, dtype=float))
+        return np.minimum(1.0, np.maximum(0.0, d) * (1 + REL_MARGIN))
+
+    def excess(self, eps: Array) -> Array:
+        """delta(eps) - (1 - e^eps) >= 0, accurate for eps < 0 when the dual curve is known."""
+        eps = np.asarray(eps, dtype=float)
+        if self.dual is None:
+            return np.maximum(0.0, self(eps) + np.expm1(eps))
+        d = np.maximum(0.0, self.dual(-eps)) * (1 + REL_MARGIN)
+        return np.asarray(np.exp(eps) * np.minimum(d, 1.0), dtype=float)
+
+
+def discrete_delta(losses: Array, masses: Array, inf_mass: float) -> Callable[[Array], Array]:
+    """Profile of a pair given by P-masses at finite losses plus an atom at +infinity."""
+
+    def delta(eps: Array) -> Array:
+        e = eps[..., None]
+        with np.errstate(over="ignore"):
+            terms = masses * np.maximum(0.0, -np.expm1(e - losses))
+        return np.asarray(inf_mass + terms.sum(axis=-1), dtype=float)
+
+    return delta
+
+
+def self_dual(profile: Profile, exact: bool) -> Profile:
+    """The curve equal to ``profile`` for eps >= 0 and to its dual extension for eps < 0.
+
+    For a symmetric neighbouring relation the true curve is self-dual,
+    delta(eps) = 1 - e^eps + e^eps delta(-eps), so an upper bound valid for eps >= 0 extends to
+    all eps this way.
+    """
+
+    def delta(eps: Array) -> Array:
+        pos = profile.delta(np.abs(eps))
+        with np.errstate(over="ignore", invalid="ignore"):
+            neg = -np.expm1(np.minimum(eps, 0.0)) + np.exp(np.minimum(eps, 0.0)) * pos
+        return np.where(eps >= 0, pos, neg)
+
+    hi = max(profile.loss_hi, -profile.loss_lo)
+    name = f"self_dual({profile.name})"
+    return Profile(delta, -hi, hi, exact, name, delta, profile.accurate_hi)
+
+
+def identical_profile() -> Profile:
+    """The curve of a pair of equal laws, max(0, 1 - e^eps): below every privacy curve."""
+    d = discrete_delta(np.array([0.0]), np.array([1.0]), 0.0)
+    return Profile(d, 0.0, 0.0, True, "identical", d)
+
+
+@attrs.frozen
+class DirectedProfiles:
+    """Upper curves for the two directions, and curves that are valid *lower* bounds."""
+
+    remove: Profile
+    add: Profile
+    lower_remove: Profile
+    lower_add: Profile
+
+
+def symmetric_profiles(p: Profile) -> DirectedProfiles:
+    """The same curve for both directions, upper and lower (a symmetric exact mechanism)."""
+    return DirectedProfiles(p, p, p, p)
+
+
+def noise_factor(adjacency: Adjacency) -> float:
+    """How many add/remove sensitivities one neighbouring step moves a statistic."""
+    return adjacency.sensitivity_factor

@@ -1,0 +1,268 @@
+"""Profiles of Poisson-subsampled mechanisms: the remove and add directions of a sampled base
+curve, and the Poisson-subsampled Gaussian under replace-one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import (
+    Callable,
+)
+
+import numpy as np
+from scipy import (
+    special,
+)
+
+from dpledger.accountant.profiles_base import (
+    _U,
+    ACCURATE_LOSS,
+    GAUSS_SPAN,
+    Array,
+    DirectedProfiles,
+    Profile,
+    symmetric_profiles,
+)
+
+__all__ = [
+    "INNER_ROUNDING",
+    "REPLACE_ONE_ROUNDING",
+    "REPLACE_ONE_SHARED_A",
+    "REPLACE_ONE_TURN",
+    "SUBNORMAL_GUARD",
+    "poisson_add",
+    "poisson_gaussian_replace_one",
+    "poisson_remove",
+    "replace_one_profiles",
+]
+
+
+#: relative error bound (in units of U) of the sampled curves' inner losses, times a margin
+INNER_ROUNDING = 8.0
+
+
+def _poisson_remove_delta(
+    base_delta: Callable[[Array], Array], q: float, side: float = 1.0
+) -> Callable[[Array], Array]:
+    """The remove curve; its base is read at the inner loss moved by its rounding bound, down
+    for an upper curve (``side`` = 1: the base is non-increasing) and up for a lower one
+    (``side`` = -1), so that near a kink of the base the rounding errs on the safe side."""
+    lo = math.log1p(-q) if q < 1 else -math.inf
+    log_q = abs(math.log(q))
+
+    def delta(eps: Array) -> Array:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            # (e^eps - 1)/q stays below e^700 up to `turn`; beyond, the same value is
+            # log(1 + (e^eps - 1)/q) = eps - log q + log1p(-(1 - q) e^{-eps}), without overflow
+            turn = max(1.0, ACCURATE_LOSS + math.log(q))
+            inner = np.log1p(np.expm1(np.minimum(eps, turn)) / q)
+            far = np.maximum(eps, turn)
+            big = far - math.log(q) + np.log1p(-(1 - q) * np.exp(-far))
+            inner = np.where(eps > turn, big, inner)
+            shift = INNER_ROUNDING * _U * (np.abs(inner) + log_q + 1.0)
+            inner = np.where(np.isfinite(inner), inner - side * shift, inner)
+            val = q * base_delta(np.where(eps > lo, inner, 0.0))
+            below = -np.expm1(np.minimum(eps, lo if math.isfinite(lo) else 0.0))
+        return np.where(eps > lo, val, below)
+
+    return delta
+
+
+def _poisson_add_delta(
+    base_reverse: Callable[[Array], Array], q: float, side: float = 1.0
+) -> Callable[[Array], Array]:
+    """The add curve c * delta0_rev(alpha), c = 1 - e^eps (1 - q) = -expm1(eps + log(1 - q)),
+    alpha = eps + log q - log c, without cancellation; both are moved by their rounding bounds
+    (c up and alpha down for an upper curve, ``side`` = 1; the other way for a lower one)."""
+    log_keep = math.log1p(-q) if q < 1 else -math.inf
+    log_q = math.log(q)
+
+    def delta(eps: Array) -> Array:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            s = eps + log_keep
+            if math.isfinite(log_keep):
+                s = s - side * INNER_ROUNDING * _U * (np.abs(eps) + abs(log_keep))
+            c = -np.expm1(s)
+            log_c = np.log(np.where(c > 0, c, 1.0))
+            alpha = eps + log_q - log_c
+            alpha = alpha - side * INNER_ROUNDING * _U * (np.abs(eps) + abs(log_q) + np.abs(log_c))
+            val = c * base_reverse(np.where(c > 0, alpha, 0.0))
+        return np.where(c > 0, val, 0.0)
+
+    return delta
+
+
+def _symmetric_base(base: Profile, q: float) -> bool:
+    return base.dual is base.delta and q < 1
+
+
+def _zero_top(delta: Callable[[Array], Array], hi: float, base_top_is_zero: bool) -> float:
+    """The top loss raised, by at most ~1e-6 of itself, until the curve is 0 there, when the
+    base is pure (its curve is 0 at its own top): the safe-side rounding of an upper curve can
+    leave it positive at the rounded top, and pure composition needs the 0."""
+    if not base_top_is_zero or float(delta(np.array([hi]))[0]) == 0.0:
+        return hi
+    step = max(abs(hi), 1e-300) * 2.0**-50
+    for _ in range(30):
+        if float(delta(np.array([hi + step]))[0]) == 0.0:
+            return hi + step
+        step *= 2.0
+    return hi
+
+
+def _pure_top(base: Profile) -> bool:
+    return math.isfinite(base.loss_hi) and float(base(np.array([base.loss_hi]))[0]) == 0.0
+
+
+def poisson_remove(base: Profile, q: float, side: float = 1.0) -> Profile:
+    """(1-q)Q0 + qP0 vs Q0: delta'(eps') = q * delta0(log(1 + (e^eps' - 1)/q)); an upper curve
+    (``side`` = 1) or a lower one (``side`` = -1), differing only in how rounding is charged."""
+    lo = math.log1p(-q) if q < 1 else base.loss_lo
+    top = base.loss_hi
+    # log(1 + q (e^top - 1)) = top + log(q + (1 - q) e^{-top}), without overflow
+    hi = (
+        math.log1p(q * math.expm1(top))
+        if top < 700
+        else top + math.log(q + (1 - q) * math.exp(-top))
+    )
+    curve = _poisson_remove_delta(base.delta, q, side)
+    if side > 0:
+        hi = _zero_top(curve, hi, _pure_top(base))
+    dual = _poisson_add_delta(base.delta, q, side) if _symmetric_base(base, q) else None
+    # the curve at eps reads the base at a loss >= eps: accurate while that loss is
+    accurate = base.accurate_hi + math.log(q) if math.isfinite(base.accurate_hi) else math.inf
+    name = f"poisson_remove(q={q:g}, {base.name})"
+    return Profile(curve, lo, hi, base.exact, name, dual, accurate)
+
+
+def poisson_add(base_reverse: Profile, q: float, side: float = 1.0) -> Profile:
+    """Q0 vs (1-q)Q0 + qP0, from the reverse base curve delta0_rev (Zhu, Dong, Wang 2022); an
+    upper curve (``side`` = 1) or a lower one (``side`` = -1)."""
+    # the curve is 0 once the base is read beyond its top loss T: at eps >= -log(1 - q + q e^-T)
+    # (-log(1 - q) for an unbounded base)
+    top = base_reverse.loss_hi
+    hi = -math.log1p(q * math.expm1(-top)) if q < 1 else top
+    lo_inner = base_reverse.loss_hi
+    lo = -math.log1p(q * math.expm1(lo_inner)) if lo_inner < 700 else -lo_inner
+    curve = _poisson_add_delta(base_reverse.delta, q, side)
+    if side > 0:
+        hi = _zero_top(curve, hi, q < 1 or _pure_top(base_reverse))
+    symmetric = _symmetric_base(base_reverse, q)
+    dual = _poisson_remove_delta(base_reverse.delta, q, side) if symmetric else None
+    # below its top loss -log(1 - q) the curve reads the base at log(e^eps q / c); at q = 1 that
+    # is e^eps itself
+    accurate = base_reverse.accurate_hi if q < 1 else min(base_reverse.accurate_hi, ACCURATE_LOSS)
+    name = f"poisson_add(q={q:g}, {base_reverse.name})"
+    return Profile(curve, lo, hi, base_reverse.exact, name, dual, accurate)
+
+
+#: losses above which the replace-one Poisson curve is evaluated in log space
+REPLACE_ONE_TURN = 200.0
+
+
+#: tails below this are near the subnormal range: the replace-one curve uses log space there
+SUBNORMAL_GUARD = 1e-290
+
+
+#: per-term rounding of the replace-one curve's tails, in units of U (1 + |log T|): measured
+#: 1.6 (4e-9 relative at a = 1e-3, T ~ 1e-270, the terms 3.7e4 times the curve), times a margin
+REPLACE_ONE_ROUNDING = 8.0
+
+
+#: from this a = 1/sigma up, that rounding stays far below REL_MARGIN of the curve (measured:
+#: 0.12 REL_MARGIN at a = 0.4, 0.014 at a = 1), so one curve serves as upper and lower bound
+REPLACE_ONE_SHARED_A = 0.4
+
+
+def replace_one_profiles(a: float, q: float) -> DirectedProfiles:
+    """Both directions of Poisson sampling under replace-one (the pair is symmetric): one curve
+    for a >= REPLACE_ONE_SHARED_A, else an upper curve that adds its rounding bound and a lower
+    one that subtracts it (for small a the curve is a difference of nearly equal tails)."""
+    if a >= REPLACE_ONE_SHARED_A:
+        return symmetric_profiles(poisson_gaussian_replace_one(a, q))
+    upper = poisson_gaussian_replace_one(a, q, 1.0)
+    lower = poisson_gaussian_replace_one(a, q, -1.0)
+    return DirectedProfiles(upper, upper, lower, lower)
+
+
+def poisson_gaussian_replace_one(a: float, q: float, charge: float = 0.0) -> Profile:
+    """(1-q)N(0)+qN(a) vs (1-q)N(0)+qN(-a): Poisson sampling under replace-one (symmetric).
+
+    ``charge`` = 1 adds the bound on the rounding of the tails' difference (an upper curve),
+    -1 subtracts it (a lower one), 0 leaves it to the profile's relative margin."""
+    a2 = a * a
+
+    def delta(eps: Array) -> Array:
+        ex = np.exp(np.minimum(eps, 700.0))
+        gap = -np.expm1(np.minimum(eps, 700.0))  # 1 - e^eps, without cancellation near 0
+        b = (1 - q) * gap
+        with np.errstate(over="ignore"):  # only beyond REPLACE_ONE_TURN, replaced below
+            disc = np.sqrt(b * b + 4 * q * q * np.exp(np.minimum(eps - a2, 700.0)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w_pos = (-b + disc) / (2 * q)
+            w_neg = 2 * q * np.exp(np.minimum(eps - a2, 700.0)) / (b + disc)
+            w = np.where(b < 0, w_pos, w_neg)
+            v = np.log(w)
+        # where w under- or overflows (|eps| or a large), the same root in log space
+        lost = ~np.isfinite(v)
+        if np.any(lost):
+            v = np.where(lost, _replace_one_log_root(a, q, np.where(lost, eps, 0.0)), v)
+        x = (v + a2 / 2) / a
+        sf = special.ndtr
+        p_sf = (1 - q) * sf(-x) + q * sf(-(x - a))
+        q_sf = (1 - q) * sf(-x) + q * sf(-(x + a))
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            out = (1 - q) * gap * sf(-x) + q * (sf(-(x - a)) - ex * sf(-(x + a)))
+            if charge:
+                terms = np.abs((1 - q) * gap * sf(-x)) + q * sf(-(x - a)) + q * ex * sf(-(x + a))
+                rounding = REPLACE_ONE_ROUNDING * _U * (1.0 + np.abs(np.log(terms))) * terms
+                out = out + charge * np.where(np.isfinite(rounding), rounding, 0.0)
+        out = np.where(np.isfinite(out), out, p_sf - ex * q_sf)
+        # b * b overflows once e^eps passes ~1e154, and e^eps times a subnormal Q-tail loses its
+        # digits: there, log space
+        far = (eps > REPLACE_ONE_TURN) | (q_sf < SUBNORMAL_GUARD)
+        if np.any(far):
+            out = np.where(far, _replace_one_far(a, q, np.where(far, eps, REPLACE_ONE_TURN)), out)
+        return np.asarray(np.maximum(out, 0.0), dtype=float)
+
+    # for |x| <= a + GAUSS_SPAN (all but < 1e-23 of either law) the loss is at most
+    # log(1 + e^t), t = log(q / (1 - q)) + a^2 / 2 + GAUSS_SPAN a, and at least minus that
+    t = math.log(q) - math.log1p(-q) + a * a / 2 + GAUSS_SPAN * a
+    hi = (t if t > 0 else 0.0) + math.log1p(math.exp(-abs(t)))
+    name = f"poisson_replace_one(q={q:g}, gaussian a={a:g}{', charged' if charge else ''})"
+    return Profile(delta, -hi, hi, True, name, delta, math.inf)
+
+
+def _replace_one_log_root(a: float, q: float, eps: Array) -> Array:
+    """log w of the boundary w = phi(x - a) / phi(x) where the replace-one loss equals eps.
+
+    w solves q w^2 + b w - q e^{eps - a^2} = 0 with b = (1 - q)(1 - e^eps); its positive root
+    is (|b| + r) / (2q) for b < 0 and 2q e^{eps - a^2} / (b + r) for b >= 0, r = sqrt(b^2 +
+    4 q^2 e^{eps - a^2}); every term is taken in log space."""
+    with np.errstate(divide="ignore"):
+        # log |e^eps - 1|, without overflow
+        log_gap = np.where(
+            eps > 0, eps + np.log(-np.expm1(-np.abs(eps))), np.log(-np.expm1(-np.abs(eps)))
+        )
+    log_b = math.log1p(-q) + log_gap
+    log_c = math.log(4 * q * q) + eps - a * a
+    log_r = 0.5 * np.logaddexp(2 * log_b, log_c)
+    pos = np.logaddexp(log_b, log_r) - math.log(2 * q)
+    neg = math.log(2 * q) + eps - a * a - np.logaddexp(log_b, log_r)
+    return np.asarray(np.where(eps > 0, pos, neg), dtype=float)
+
+
+def _replace_one_far(a: float, q: float, eps: Array) -> Array:
+    """The replace-one Poisson curve at large eps in log space (e^eps overflows).
+
+    With x the boundary (:func:`_replace_one_log_root`),
+    delta = P(x' > x) - e^eps Q(x' > x) = e^{log_p} (1 - e^{t2 - log_p}) with
+    log_p = log((1 - q) S(x) + q S(x - a)), t2 = eps + log((1 - q) S(x) + q S(x + a)), S the
+    normal tail.
+    """
+    x = (_replace_one_log_root(a, q, eps) + a * a / 2) / a
+    log_tail = special.log_ndtr
+    t2 = eps + np.logaddexp(math.log1p(-q) + log_tail(-x), math.log(q) + log_tail(-x - a))
+    log_p = np.logaddexp(math.log1p(-q) + log_tail(-x), math.log(q) + log_tail(a - x))
+    out = np.exp(log_p) * -np.expm1(np.minimum(t2 - log_p, 0.0))
+    return np.asarray(out, dtype=float)
