@@ -291,10 +291,10 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="5f3531bca3456c18e48d72777dce790297424a02312c4b5560771a93640f2e6d",
     ),
     ProofRecord(
-        target="dpledger.runtime.ledger.PrivacyLedger.allocate",
+        target="dpledger.runtime.ledger_sampling.allocate",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="7fa4b8549bf3470560cdf40366d5f9afd958cfbe554dcb122de648f8e6efa376",
+        source_sha256="85c9e6bf6d0b9a41273cb67fa943af6bcaaaca51da51601397579224bbebe293",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_split.compose_split",

@@ -16,7 +16,6 @@ ALLOWED: dict[str, str] = {
     "accountant/profiles.py": "to split",
     "core/events.py": "to split",
     "dpledger/integrations/opacus.py": "to split",
-    "dpledger/runtime/ledger.py": "to split",
     "plugins/trajectories/mfld.py": "to split",
 }
 
