@@ -149,6 +149,42 @@ def _fmt_canary(parts: Mapping[str, FloatArray]) -> str:
     return ", ".join(shown)
 
 
+def _mapping_pair(
+    data: Mapping[str, Any], relation: str, record_keys: Sequence[str] | None
+) -> NeighbourPair:
+    """The generic rule on a mapping of equal-length per-record arrays."""
+    keys = list(record_keys) if record_keys is not None else list(data)
+    missing = [k for k in keys if k not in data]
+    if missing or not keys:
+        raise InvalidParameterError(
+            "data",
+            f"has no per-record arrays {missing or keys}",
+            "pass a mapping of equal-length arrays (one entry per record)",
+        )
+    arrays = {k: _numeric(f"data.{k}", data[k]) for k in keys}
+    lengths = {k: a.shape[0] for k, a in arrays.items()}
+    if len(set(lengths.values())) != 1:
+        raise InvalidParameterError(
+            "data",
+            f"arrays have different lengths {lengths}, so they are not one entry per record",
+            "pass equal-length arrays, or register a neighbour rule with the method "
+            "(MethodSpec neighbours=...)",
+        )
+    columns = [
+        (k, a, k.lower() in LABEL_NAMES or (a.ndim == 1 and _is_label(a)))
+        for k, a in arrays.items()
+    ]
+    if all(label for _, _, label in columns):  # nothing but labels: push the first out
+        columns[0] = (columns[0][0], columns[0][1], False)
+    replaced = REPLACE_INDEX if relation == "replace_one" else None
+    canaries = _canary_rows(columns, replaced)
+    d_prime = dict(data)
+    for (k, arr, _), c in zip(columns, canaries, strict=True):
+        d_prime[k] = _with_canary(arr, c, relation)
+    text = _fmt_canary({k: c for (k, _, _), c in zip(columns, canaries, strict=True)})
+    return NeighbourPair(dict(data), d_prime, relation, _describe(relation, text))
+
+
 def per_record(
     params: Any, data: Any, adjacency: Adjacency, record_keys: Sequence[str] | None = None
 ) -> NeighbourPair:
@@ -157,36 +193,7 @@ def per_record(
     _check_row_level(adjacency)
     relation = adjacency.relation
     if isinstance(data, Mapping):
-        keys = list(record_keys) if record_keys is not None else list(data)
-        missing = [k for k in keys if k not in data]
-        if missing or not keys:
-            raise InvalidParameterError(
-                "data",
-                f"has no per-record arrays {missing or keys}",
-                "pass a mapping of equal-length arrays (one entry per record)",
-            )
-        arrays = {k: _numeric(f"data.{k}", data[k]) for k in keys}
-        lengths = {k: a.shape[0] for k, a in arrays.items()}
-        if len(set(lengths.values())) != 1:
-            raise InvalidParameterError(
-                "data",
-                f"arrays have different lengths {lengths}, so they are not one entry per record",
-                "pass equal-length arrays, or register a neighbour rule with the method "
-                "(MethodSpec neighbours=...)",
-            )
-        columns = [
-            (k, a, k.lower() in LABEL_NAMES or (a.ndim == 1 and _is_label(a)))
-            for k, a in arrays.items()
-        ]
-        if all(label for _, _, label in columns):  # nothing but labels: push the first out
-            columns[0] = (columns[0][0], columns[0][1], False)
-        replaced = REPLACE_INDEX if relation == "replace_one" else None
-        canaries = _canary_rows(columns, replaced)
-        d_prime = dict(data)
-        for (k, arr, _), c in zip(columns, canaries, strict=True):
-            d_prime[k] = _with_canary(arr, c, relation)
-        text = _fmt_canary({k: c for (k, _, _), c in zip(columns, canaries, strict=True)})
-        return NeighbourPair(dict(data), d_prime, relation, _describe(relation, text))
+        return _mapping_pair(data, relation, record_keys)
     arr = _numeric("data", data)
     replaced = REPLACE_INDEX if relation == "replace_one" else None
     if arr.ndim == 1:
