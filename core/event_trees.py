@@ -1,0 +1,172 @@
+"""Operations on trees of core events: flattening a composition into its leaves, the pure-DP
+epsilon of a pure tree, the coarsening of tabulated profiles, rewriting sub-events."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import attrs
+
+from dpledger.core.basic_composition import basic_composition_epsilon
+from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
+from dpledger.core.events import (
+    ComposedEvent,
+    Event,
+    ExponentialMechanismEvent,
+    LaplaceEvent,
+    NoOpEvent,
+    PoissonSampledEvent,
+    PureDPEvent,
+    RandomizedResponseEvent,
+    ReportNoisyMaxEvent,
+    SampledWithoutReplacementEvent,
+    SelfComposedEvent,
+    TabulatedProfileEvent,
+)
+
+__all__ = [
+    "canonical",
+    "coarsen_tabulated",
+    "flatten",
+    "is_pure",
+    "map_children",
+    "pure_epsilon",
+]
+
+
+def canonical(event: Event) -> Event:
+    """Rewrite derived core events into the base events the accountants characterise (every
+    accountant and the lifting rules call this first). No core event is derived at present:
+    plugin events are lowered by the plugin host instead."""
+    return event
+
+
+def coarsen_tabulated(event: Event, relation: str | None = None) -> Event:
+    """``event`` with every :class:`TabulatedProfileEvent` replaced by its (eps, delta)
+    coarsening (for accountants that do not compose privacy curves). A table tabulated under
+    another relation than ``relation`` (when given) is refused: it holds only under its own."""
+    memo: dict[int, Event] = {}
+
+    def rewrite(e: Event) -> Event:
+        if id(e) not in memo:
+            if isinstance(e, TabulatedProfileEvent):
+                if relation is not None and e.relation != relation:
+                    raise UnsupportedEventError(
+                        f"{e.describe()} was tabulated under {e.relation}, not {relation}; "
+                        "tabulate it under the relation of the source"
+                    )
+                memo[id(e)] = e.coarsened()
+            else:
+                memo[id(e)] = map_children(e, rewrite)
+        return memo[id(e)]
+
+    return rewrite(event)
+
+
+def map_children(event: Event, fn: Callable[[Event], Event]) -> Event:
+    """``event`` with ``fn`` applied to each direct sub-event (leaves are returned as they are)."""
+    if not event.children():
+        return event
+    changes: dict[str, Any] = {}
+    for field in attrs.fields(type(event)):
+        value = getattr(event, field.name)
+        if isinstance(value, Event):
+            changes[field.name] = fn(value)
+        elif isinstance(value, tuple) and value and all(isinstance(v, Event) for v in value):
+            changes[field.name] = tuple(fn(v) for v in value)
+    return attrs.evolve(event, **changes)
+
+
+def flatten(event: Event) -> list[tuple[Event, int]]:
+    """Expand composition into ``(leaf_or_sampled_event, count)`` pairs.
+
+    Sampled events are kept whole (sampling does not distribute over composition).
+    Counts of zero, no-ops and sampling at rate zero are dropped. The walk is iterative and
+    visits a shared sub-event once (repeats of the same leaf object are merged, adding their
+    counts), so neither deep nor shared trees can exhaust the stack or the clock.
+    """
+    # post-order over distinct nodes: each node maps to {id(leaf): [leaf, count]}, in order
+    done: dict[int, dict[int, list[Any]]] = {}
+    stack: list[tuple[Event, bool]] = [(event, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in done:
+            continue
+        if isinstance(node, ComposedEvent | SelfComposedEvent):
+            kids = node.children()
+            if not expanded:
+                stack.append((node, True))
+                stack.extend((k, False) for k in reversed(kids) if id(k) not in done)
+                continue
+            mult = node.count if isinstance(node, SelfComposedEvent) else 1
+            merged: dict[int, list[Any]] = {}
+            if mult:
+                for kid in kids:
+                    for key, (leaf, k) in done[id(kid)].items():
+                        if key in merged:
+                            merged[key][1] += k * mult
+                        else:
+                            merged[key] = [leaf, k * mult]
+            done[id(node)] = merged
+        elif isinstance(node, NoOpEvent) or (
+            isinstance(node, PoissonSampledEvent | SampledWithoutReplacementEvent)
+            and node.sampling_probability == 0
+        ):
+            done[id(node)] = {}  # a batch that never contains the unit touches none of its data
+        else:
+            done[id(node)] = {id(node): [node, 1]}
+    return [(leaf, k) for leaf, k in done[id(event)].values() if k]
+
+
+def is_pure(event: Event) -> bool:
+    """True when the event is (a composition of) pure-DP events and samplings of them."""
+    return all(
+        isinstance(
+            e,
+            PureDPEvent
+            | LaplaceEvent
+            | RandomizedResponseEvent
+            | ExponentialMechanismEvent
+            | ReportNoisyMaxEvent
+            | NoOpEvent
+            | ComposedEvent
+            | SelfComposedEvent
+            | PoissonSampledEvent
+            | SampledWithoutReplacementEvent,
+        )
+        for e in event.walk()
+    )
+
+
+def pure_epsilon(event: Event) -> float:
+    """The basic-composition epsilon of a pure event (used as a cap and by group privacy),
+    rounded up: sums are exact (:func:`~dpledger.core.basic_composition.
+    basic_composition_epsilon`)."""
+    if isinstance(event, NoOpEvent):
+        return 0.0
+    if isinstance(
+        event,
+        PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent,
+    ):
+        return event.epsilon
+    if isinstance(event, RandomizedResponseEvent):
+        return event.epsilon
+    if isinstance(event, LaplaceEvent):
+        return basic_composition_epsilon([(1, 1 / Fraction(event.noise_multiplier))])
+    if isinstance(event, ComposedEvent):
+        return basic_composition_epsilon((1, pure_epsilon(e)) for e in event.events)
+    if isinstance(event, SelfComposedEvent):
+        return basic_composition_epsilon([(event.count, pure_epsilon(event.event))])
+    if isinstance(event, PoissonSampledEvent | SampledWithoutReplacementEvent):
+        q = event.sampling_probability
+        e0 = pure_epsilon(event.event)
+        if q == 0:
+            return 0.0
+        # log1p(q expm1(e0)) errs by a few units of roundoff: rounded up past them
+        return math.nextafter(math.log1p(q * math.expm1(e0)) * (1 + 16 * 2.0**-53), math.inf)
+    raise InvalidParameterError(
+        "event", f"{event.kind} is not a pure-DP event", "use an accountant"
+    )
