@@ -1,11 +1,12 @@
-"""Strict mypy on the accountant core, run on the import namespace the package installs.
+"""Strict mypy on the whole package, run on the import namespace the package installs.
 
 The source folders are mapped onto ``dpledger.*`` by setuptools ``package-dir``; mypy cannot
 follow that mapping, so the test builds the same namespace from symbolic links in a temporary
-folder and checks the kernel (``dpledger.core``), ``dpledger.accountant``, the orchestration
-(``dpledger.runtime``), the plugins, the commands, the clean room and the products
-(``dpledger.report``, ``dpledger.audit``, ``dpledger.integrations``) there (strict per
-pyproject).
+folder and checks there, strictly, the kernel (``dpledger.core``), ``dpledger.accountant``, the
+orchestration (``dpledger.runtime``), the plugins, the commands, the clean room, the products
+(``dpledger.report``, ``dpledger.audit``, ``dpledger.integrations``), the checks of the proofs
+(``dpledger.proofs_checks``), the CLI and the demo, the examples (``dpledger.examples``) and the
+plugin template, a distribution of its own (``examples/plugin_template``, on mypy's path).
 """
 
 from __future__ import annotations
@@ -18,7 +19,35 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MAPPED = ("core", "accountant", "plugins", "proofs_checks")
+MAPPED = ("core", "accountant", "plugins", "proofs_checks", "examples")
+#: the plugin template: its own distribution, checked as the top-level package it installs
+TEMPLATE = ROOT / "examples" / "plugin_template"
+#: packages checked with all their modules
+PACKAGES = (
+    "dpledger.core",
+    "dpledger.runtime",
+    "dpledger.accountant",
+    "dpledger.report",
+    "dpledger.audit",
+    "dpledger.integrations",
+    "dpledger.plugins",
+    "dpledger.commands",
+    "dpledger.cleanroom",
+    "dpledger.proofs_checks",
+    "dpledger_plugin_template",
+)
+#: single modules: the root package, the CLI, the demo and the examples (``-p dpledger.examples``
+#: would walk into the template folder and its build output)
+MODULES = (
+    "dpledger",
+    "dpledger.__main__",
+    "dpledger.cli",
+    "dpledger.demo",
+    *(
+        "dpledger.examples" + ("" if p.stem == "__init__" else f".{p.stem}")
+        for p in sorted((ROOT / "examples").glob("*.py"))
+    ),
+)
 
 
 def _namespace(tmp: Path) -> Path:
@@ -37,6 +66,8 @@ def test_the_package_passes_strict_mypy(tmp_path: Path) -> None:
     if os.name == "nt":
         pytest.skip("symbolic links need privileges on Windows")
     where = _namespace(tmp_path)
+    targets = [arg for p in PACKAGES for arg in ("-p", p)]
+    targets += [arg for m in MODULES for arg in ("-m", m)]
     result = subprocess.run(
         [
             sys.executable,
@@ -46,29 +77,20 @@ def test_the_package_passes_strict_mypy(tmp_path: Path) -> None:
             str(ROOT / "pyproject.toml"),
             "--cache-dir",
             str(tmp_path / ".mypy_cache"),
-            "-p",
-            "dpledger.core",
-            "-p",
-            "dpledger.runtime",
-            "-p",
-            "dpledger.accountant",
-            "-p",
-            "dpledger.report",
-            "-p",
-            "dpledger.audit",
-            "-p",
-            "dpledger.integrations",
-            "-p",
-            "dpledger.plugins",
-            "-p",
-            "dpledger.commands",
-            "-p",
-            "dpledger.cleanroom",
+            "--strict",
+            *targets,
         ],
         cwd=where,
+        env={**os.environ, "MYPYPATH": str(TEMPLATE)},
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_example_module_is_checked() -> None:
+    """Every module of the examples folder is checked (one module per file, no subpackage)."""
+    assert "dpledger.examples" in MODULES and "dpledger.examples.opacus_digits" in MODULES
+    assert not any(p.name == "__init__.py" for p in (ROOT / "examples").glob("*/*.py"))
