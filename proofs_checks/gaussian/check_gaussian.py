@@ -6,6 +6,7 @@ import mpmath as mp
 import pytest
 
 from dpledger.accountant import select
+from dpledger.accountant.base import EpsilonBound
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import GaussianEvent
@@ -20,9 +21,16 @@ def delta_exact(eps: float, mu: float) -> mp.mpf:
 
 def delta_by_integration(eps: float, mu: float) -> mp.mpf:
     """sup_S P(S) - e^eps Q(S) = integral of (p - e^eps q)_+, computed without the formula."""
-    p = lambda x: mp.npdf(x, mu, 1)  # noqa: E731
-    q = lambda x: mp.npdf(x, 0, 1)  # noqa: E731
-    f = lambda x: max(mp.mpf(0), p(x) - mp.e**eps * q(x))  # noqa: E731
+
+    def p(x: mp.mpf) -> mp.mpf:
+        return mp.npdf(x, mu, 1)
+
+    def q(x: mp.mpf) -> mp.mpf:
+        return mp.npdf(x, 0, 1)
+
+    def f(x: mp.mpf) -> mp.mpf:
+        return max(mp.mpf(0), p(x) - mp.e**eps * q(x))
+
     cut = mp.mpf(eps) / mu + mp.mpf(mu) / 2  # the integrand's kink, for accurate quadrature
     return mp.quad(f, [-mp.inf, cut - 5, cut, cut + 5, mp.inf])
 
@@ -51,6 +59,7 @@ def test_closed_form_equals_integration(eps: float, mu: float) -> None:
 def test_accountant_epsilon_is_an_upper_bound_and_tight(sigma: float, delta: float) -> None:
     exact = epsilon_exact(1.0 / sigma, delta)
     bound = select.account(GaussianEvent(sigma), delta=delta).bound
+    assert isinstance(bound, EpsilonBound)
     assert bound.epsilon >= exact - 1e-12
     assert bound.epsilon <= exact + 1e-6
     assert bound.epsilon_lower <= exact + 1e-12

@@ -10,6 +10,7 @@ from scipy import optimize, signal
 from scipy.stats import norm
 
 from dpledger.accountant import select
+from dpledger.accountant.base import EpsilonBound
 from dpledger.core.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 
 Q, TAU, K, DELTA = 5 / 674, 1.0, 20, 1e-4
@@ -82,6 +83,7 @@ def test_clt_understates_a_certified_lower_bound() -> None:
 def test_accountant_agrees_that_clt_is_below_the_truth() -> None:
     ev = SelfComposedEvent(PoissonSampledEvent(Q, GaussianEvent(TAU)), K)
     bound = select.account(ev, delta=DELTA).bound
+    assert isinstance(bound, EpsilonBound)
     lower = certified_lower_epsilon(Q, TAU, K, DELTA)
     assert bound.epsilon >= lower - 1e-9  # the certified upper bound is above our lower bound
     assert bound.epsilon == pytest.approx(0.198, abs=0.003)

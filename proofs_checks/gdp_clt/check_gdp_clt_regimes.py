@@ -10,6 +10,7 @@ from scipy import optimize
 from scipy.stats import norm
 
 from dpledger.accountant import select
+from dpledger.accountant.base import EpsilonBound
 from dpledger.core.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 from dpledger.plugins.trajectories.declare import gdp_epsilon, paper_gdp_mu
 
@@ -27,6 +28,7 @@ def clt_epsilon(rho: float, tau: float, k: int, delta: float = DELTA) -> float:
 def certified(rho: float, tau: float, k: int) -> tuple[float, float]:
     ev = SelfComposedEvent(PoissonSampledEvent(rho, GaussianEvent(tau)), k)
     b = select.account(ev, delta=DELTA, backends=["pld"]).bound
+    assert isinstance(b, EpsilonBound)
     return b.epsilon_lower, b.epsilon
 
 

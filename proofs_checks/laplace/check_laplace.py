@@ -15,9 +15,16 @@ mp.mp.dps = 30
 
 
 def delta_by_integration(eps: float, eps0: float) -> mp.mpf:
-    p = lambda x: mp.exp(-abs(x - eps0)) / 2  # noqa: E731  (b = 1, Delta = eps0)
-    q = lambda x: mp.exp(-abs(x)) / 2  # noqa: E731
-    f = lambda x: max(mp.mpf(0), p(x) - mp.e**eps * q(x))  # noqa: E731
+
+    def p(x: mp.mpf) -> mp.mpf:  # b = 1, Delta = eps0
+        return mp.exp(-abs(x - eps0)) / 2
+
+    def q(x: mp.mpf) -> mp.mpf:
+        return mp.exp(-abs(x)) / 2
+
+    def f(x: mp.mpf) -> mp.mpf:
+        return max(mp.mpf(0), p(x) - mp.e**eps * q(x))
+
     return mp.quad(f, [-mp.inf, *sorted({0.0, (eps + eps0) / 2, eps0}), mp.inf])
 
 

@@ -24,9 +24,16 @@ def exact(eps: float, eps0: float) -> mp.mpf:
 
 def by_integration(eps: float, eps0: float) -> mp.mpf:
     """sup_S P(S) - e^eps Q(S) for Lap(eps0, 1) vs Lap(0, 1), without the formula."""
-    p = lambda x: mp.e ** (-abs(x - eps0)) / 2  # noqa: E731
-    q = lambda x: mp.e ** (-abs(x)) / 2  # noqa: E731
-    f = lambda x: max(mp.mpf(0), p(x) - mp.e**eps * q(x))  # noqa: E731
+
+    def p(x: mp.mpf) -> mp.mpf:
+        return mp.e ** (-abs(x - eps0)) / 2
+
+    def q(x: mp.mpf) -> mp.mpf:
+        return mp.e ** (-abs(x)) / 2
+
+    def f(x: mp.mpf) -> mp.mpf:
+        return max(mp.mpf(0), p(x) - mp.e**eps * q(x))
+
     cuts = sorted({0.0, (eps + eps0) / 2, eps0})
     return mp.quad(f, [-mp.inf, *cuts, mp.inf])
 

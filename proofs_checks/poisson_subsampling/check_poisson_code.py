@@ -27,7 +27,8 @@ def hockey_stick(p: Density, q: Density, eps: float, lo: float = -14, hi: float 
     f = lambda x: max(0.0, p(x) - math.exp(eps) * q(x))  # noqa: E731
     pts = np.linspace(lo, hi, 59)
     pieces = itertools.pairwise(pts)
-    return sum(integrate.quad(f, a, b, epsabs=1e-15, limit=200)[0] for a, b in pieces)
+    total: float = sum(integrate.quad(f, a, b, epsabs=1e-15, limit=200)[0] for a, b in pieces)
+    return total
 
 
 def gauss(mean: float, s: float) -> Density:
@@ -122,7 +123,10 @@ def replace_one_mpmath(a: float, q: float, eps: float) -> float:
             mid = (lo + hi) / 2
             lo, hi = (lo, mid) if loss(mid) > em else (mid, hi)
         x = (lo + hi) / 2
-        tail = lambda z: mp.ncdf(-z)  # noqa: E731
+
+        def tail(z: mp.mpf) -> mp.mpf:
+            return mp.ncdf(-z)
+
         p = (1 - qm) * tail(x) + qm * tail(x - am)
         r = (1 - qm) * tail(x) + qm * tail(x + am)
         return float(p - mp.e**em * r)

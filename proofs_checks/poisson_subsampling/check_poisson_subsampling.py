@@ -10,6 +10,7 @@ import pytest
 from scipy import integrate, stats
 
 from dpledger.accountant import select
+from dpledger.accountant.base import EpsilonBound
 from dpledger.audit import reference
 from dpledger.core.events import (
     GaussianEvent,
@@ -22,7 +23,8 @@ from dpledger.core.events import (
 def hockey_stick(p, q, eps: float) -> float:  # type: ignore[no-untyped-def]
     f = lambda x: max(0.0, p(x) - math.exp(eps) * q(x))  # noqa: E731
     pts = np.linspace(-12, 13, 51)
-    return sum(integrate.quad(f, a, b, epsabs=1e-14)[0] for a, b in itertools.pairwise(pts))
+    total: float = sum(integrate.quad(f, a, b, epsabs=1e-14)[0] for a, b in itertools.pairwise(pts))
+    return total
 
 
 def mixture(q: float, s: float):  # type: ignore[no-untyped-def]
@@ -71,6 +73,7 @@ def test_pure_directions_of_subsampled_laplace() -> None:
 def test_accountant_is_never_below_the_worse_direction(q: float, s: float, delta: float) -> None:
     exact = reference.subsampled_gaussian_epsilon(q, s, delta)
     bound = select.account(PoissonSampledEvent(q, GaussianEvent(s)), delta=delta).bound
+    assert isinstance(bound, EpsilonBound)
     assert bound.epsilon >= exact - 1e-9
     assert bound.epsilon <= exact + 1e-3
     assert bound.epsilon_lower <= exact + 1e-9

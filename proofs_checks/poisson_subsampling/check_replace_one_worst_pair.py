@@ -23,7 +23,8 @@ ALPHAS = np.exp(np.linspace(0.0, 5.0, 41))
 
 
 def _density(mean: tuple[float, float]) -> np.ndarray:
-    return stats.norm.pdf(Y1, mean[0], SIGMA) * stats.norm.pdf(Y2, mean[1], SIGMA)
+    out: np.ndarray = stats.norm.pdf(Y1, mean[0], SIGMA) * stats.norm.pdf(Y2, mean[1], SIGMA)
+    return out
 
 
 def _hockey_sticks(g: tuple[float, float], g_prime: tuple[float, float]) -> np.ndarray:

@@ -14,11 +14,13 @@ from dpledger.core.events import GaussianEvent
 
 
 def gauss_delta(eps: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    return ndtr(-eps / mu + mu / 2) - np.exp(eps + log_ndtr(-eps / mu - mu / 2))
+    out: np.ndarray = ndtr(-eps / mu + mu / 2) - np.exp(eps + log_ndtr(-eps / mu - mu / 2))
+    return out
 
 
 def mu_of(eps: np.ndarray, delta: np.ndarray) -> np.ndarray:
-    return eps / np.sqrt(2 * np.log(1 / delta))
+    out: np.ndarray = eps / np.sqrt(2 * np.log(1 / delta))
+    return out
 
 
 def test_sensitivity_of_the_mean_is_2r_over_n() -> None:

@@ -12,16 +12,16 @@ from dpledger.accountant.profiles import gaussian_profile, lower_pair_profiles
 from dpledger.accountant.random_allocation import allocation_lower_pair, allocation_tables
 
 
-def test_one_step_is_the_gaussian():
+def test_one_step_is_the_gaussian() -> None:
     tables = allocation_tables(1.5, 1)
     assert np.array_equal(tables.remove, gaussian_profile(1 / 1.5)(tables.epsilons))
 
 
-def test_two_steps_above_quadrature_and_close():
+def test_two_steps_above_quadrature_and_close() -> None:
     mu, t = 0.8, 2
     tables = allocation_tables(1 / mu, t)
 
-    def inner(x):
+    def inner(x: float) -> float:
         if x <= 0:
             return 1.0 - x
         z = (math.log(x) + mu * mu / 2) / mu
@@ -30,7 +30,7 @@ def test_two_steps_above_quadrature_and_close():
     for i in range(0, 200, 25):
         c = math.exp(float(tables.epsilons[i]))
 
-        def f(z1, c=c):
+        def f(z1: float, c: float = c) -> float:
             dens = math.exp(-z1 * z1 / 2) / math.sqrt(2 * math.pi)
             return dens * inner(t * c - math.exp(mu * z1 - mu * mu / 2)) / t
 
@@ -38,7 +38,7 @@ def test_two_steps_above_quadrature_and_close():
         assert exact <= tables.remove_raw[i] <= exact * 1.002 + 1e-12
 
 
-def test_monte_carlo():
+def test_monte_carlo() -> None:
     rng = np.random.default_rng(7)
     for t in (3, 8):
         ratio = np.exp(rng.standard_normal((300_000, t)) - 0.5).mean(axis=1)
@@ -53,7 +53,7 @@ def test_monte_carlo():
                 assert bound >= sample.mean() - 6 * se
 
 
-def test_between_lower_curves_and_the_gaussian():
+def test_between_lower_curves_and_the_gaussian() -> None:
     for sigma, t in ((0.9, 12), (2.0, 30)):
         tables = allocation_tables(sigma, t)
         forward, backward = lower_pair_profiles(allocation_lower_pair(sigma, t), "max")
@@ -63,7 +63,7 @@ def test_between_lower_curves_and_the_gaussian():
         assert np.all(tables.remove <= gauss) and np.all(tables.add <= gauss)
 
 
-def test_lognormal_partial_expectations():
+def test_lognormal_partial_expectations() -> None:
     """P(L > x) = Phi(-z) and E[L; L > x] = Phi(mu - z), against 40-digit references (the
     second by quadrature of its defining integral): ndtr's error is far below NDTR_REL."""
     mpmath.mp.dps = 40

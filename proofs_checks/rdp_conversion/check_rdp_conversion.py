@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -39,7 +40,7 @@ def test_constant_rdp_golden_value() -> None:
 def test_gaussian_ordering_exact_improved_mironov() -> None:
     mu, delta = 1.0, 1e-5
 
-    def best(conv):  # type: ignore[no-untyped-def]
+    def best(conv: Callable[[float, float, float], float]) -> float:
         res = optimize.minimize_scalar(
             lambda a: conv(a * mu * mu / 2, a, delta), bounds=(1.01, 200), method="bounded"
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pytest
@@ -35,7 +36,7 @@ def cosine_pairs(n: int) -> list[tuple[np.ndarray, np.ndarray]]:
     ]
 
 
-def worst_ratio(params: dict[str, object], pairs: list[tuple[np.ndarray, np.ndarray]]) -> float:
+def worst_ratio(params: Mapping[str, object], pairs: list[tuple[np.ndarray, np.ndarray]]) -> float:
     """max over the pairs of (privacy loss of the released law) / (booked ε)."""
     p = declare.as_params(params)
     eps = declare.pure_event(p).epsilon

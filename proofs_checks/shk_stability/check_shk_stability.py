@@ -9,12 +9,12 @@ import pytest
 
 from dpledger.plugins.shk import bounds, paper
 from dpledger.plugins.shk.solvers import solve_shk
-from dpledger.plugins.shk.torus import TorusGrid, osc, von_mises_density
+from dpledger.plugins.shk.torus import Potential, TorusGrid, osc, von_mises_density
 
 N_CELLS = 64
 
 
-def setup(name: str) -> tuple[TorusGrid, np.ndarray, object, object, dict[str, float]]:
+def setup(name: str) -> tuple[TorusGrid, np.ndarray, Potential, Potential, dict[str, float]]:
     grid = TorusGrid(N_CELLS)
     rho0 = von_mises_density(grid, 5.5, 1.529)
     v, vp = paper.potentials(name)

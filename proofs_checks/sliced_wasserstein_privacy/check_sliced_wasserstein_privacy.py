@@ -9,11 +9,13 @@ import pytest
 from scipy.stats import norm
 
 from dpledger.accountant import select
+from dpledger.accountant.base import EpsilonBound
 from dpledger.core.events import GaussianEvent
 
 
 def w_paper(n: int, d: int, delta: float) -> float:
-    return n / d + norm.isf(delta) / d * math.sqrt(2 * n * (d - 1) / (d + 2))
+    w: float = n / d + norm.isf(delta) / d * math.sqrt(2 * n * (d - 1) / (d + 2))
+    return w
 
 
 def gauss_delta(eps: float, mu: float) -> float:
@@ -37,7 +39,9 @@ def test_classical_constant_fails_at_epsilon_10() -> None:
     s = classical_multiplier(10.0, 5e-6)  # std / sensitivity
     assert gauss_delta(10.0, 1 / s) == pytest.approx(1.07e-5, rel=0.01)
     assert gauss_delta(10.0, 1 / s) > 5e-6
-    assert select.account(GaussianEvent(s), delta=5e-6).bound.epsilon_lower > 10.0
+    bound = select.account(GaussianEvent(s), delta=5e-6).bound
+    assert isinstance(bound, EpsilonBound)
+    assert bound.epsilon_lower > 10.0
     s5 = classical_multiplier(5.0, 5e-6)  # at eps = 5 it happens to be conservative
     assert gauss_delta(5.0, 1 / s5) == pytest.approx(6.3e-7, rel=0.02)
 

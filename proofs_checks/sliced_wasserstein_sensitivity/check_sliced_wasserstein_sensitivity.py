@@ -16,7 +16,8 @@ ALPHA = 1e-6  # confidence of every Monte Carlo statement: 1 - 1e-6
 
 def w_paper(n: int, d: int, delta: float) -> float:
     """Eq. (23): N/d + z_{1-delta}/d sqrt(2N(d-1)/(d+2))."""
-    return n / d + norm.isf(delta) / d * math.sqrt(2 * n * (d - 1) / (d + 2))
+    w: float = n / d + norm.isf(delta) / d * math.sqrt(2 * n * (d - 1) / (d + 2))
+    return w
 
 
 def w_bernstein(n: int, d: int, delta: float) -> float:

@@ -37,7 +37,8 @@ def test_exhaustive_enumeration_of_batches() -> None:
     def density(data: np.ndarray) -> np.ndarray:
         batches = list(itertools.combinations(range(n), m))
         sums = [data[list(b)].sum() for b in batches]
-        return sum(np.exp(-np.abs(x - s) * eps0) * eps0 / 2 for s in sums) / len(batches)
+        out: np.ndarray = sum(np.exp(-np.abs(x - s) * eps0) * eps0 / 2 for s in sums) / len(batches)
+        return out
 
     ratio = np.log(density(d_prime) / density(d))
     bound = amplified(eps0, n, m)
