@@ -3,14 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from dpledger.report.model import PrivacyReport
-
-
-def report_dict(report: PrivacyReport) -> dict[str, Any]:
-    out: dict[str, Any] = report.to_dict()
-    return out
 
 
 def render_json(report: PrivacyReport) -> str:

@@ -88,11 +88,6 @@ class SplitSampler:
         return int(rng.choice(int(length), p=self.weights(length)))
 
 
-def uniform_pmf(max_rows: int) -> NDArray[np.float64]:
-    """Uniform lengths on ``1..max_rows`` (a default when no public distribution is known)."""
-    return np.full(int(max_rows), 1.0 / int(max_rows))
-
-
 @attrs.frozen
 class Example:
     """Token ids and labels (``IGNORE`` on the context) of one training example."""

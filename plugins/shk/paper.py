@@ -337,11 +337,3 @@ def experiment4(
         "kl_shk": bounds.kl_divergence(shk.final(0), pi, grid.dx),
         "kl_langevin": bounds.kl_divergence(fp.final(0), pi, grid.dx),
     }
-
-
-def transient_match(name: str, t: float = T_TABLES) -> float:
-    """``e^{−t}(R_0 + R′_0)`` for the shared ``ρ_0`` (paper: 0.166056 / 0.197387)."""
-    grid = TorusGrid(N_CELLS)
-    v, vp = potentials(name)
-    st = _static(grid, v, vp, von_mises_density(grid, RHO0_KAPPA, RHO0_MU))
-    return math.exp(-t) * (st["r0"] + st["r0_prime"])
