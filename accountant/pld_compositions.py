@@ -1,0 +1,269 @@
+"""The compositions an accountant makes of one prepared ledger (:class:`Compositions`): each
+direction at a tilt, a grid size and a kind (connect-the-dots upper bound, shifted-chord or
+dominated-pair lower bound, or split by heavy-tail steps), cached, with the window and grid
+spacing each is made on and the delta brackets read off them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from dpledger.accountant.pld_discrete import MAX_FFT_LEN, DiscretePLD, discretise
+from dpledger.accountant.pld_dominated import discretise_lower
+from dpledger.accountant.pld_fft import ComposedPLD, compose
+from dpledger.accountant.pld_prepared import TAIL_MASS, Prepared
+from dpledger.accountant.pld_read import delta_at
+from dpledger.accountant.pld_split import compose_split
+from dpledger.accountant.pld_tilt import tilt_for_delta, tilt_for_epsilon, tilted_window
+from dpledger.core.errors import BoundUnavailable
+
+__all__ = [
+    "EXTENDED_WINDOW_POINTS",
+    "FULL_RESOLUTION_COMPONENTS",
+    "GROWTH_POWER",
+    "MAX_COMPONENT_POINTS",
+    "MAX_POINTS",
+    "MAX_TILT_RANGE",
+    "MIN_POINTS",
+    "UNTILTED_DELTA",
+    "UPPER_KINDS",
+    "UPPER_WINDOW_POINTS",
+    "WINDOW_TAIL_REL",
+    "Compositions",
+]
+
+#: most grid points of one composed window (before the FFT-length cap)
+MAX_POINTS = 1 << 20
+#: largest number of grid points one component may use
+MAX_COMPONENT_POINTS = 1 << 22
+#: largest tilt times the untilted window width
+MAX_TILT_RANGE = 200.0
+#: at deltas of interest at least this large the composition is not tilted
+UNTILTED_DELTA = 1e-7
+#: grid points up to which the window is extended over a heavy tilted tail
+EXTENDED_WINDOW_POINTS = 1 << 19
+#: the same for an upper composition that no lower bound reads
+UPPER_WINDOW_POINTS = 1 << 17
+#: the window keeps untilted tails down to this fraction of the queried delta
+WINDOW_TAIL_REL = 1e-9
+#: up to this many distinct components the window gets TARGET_POINTS grid points ...
+FULL_RESOLUTION_COMPONENTS = 16
+#: the window's points grow like (sqrt(compositions) / 32) ** GROWTH_POWER
+GROWTH_POWER = 1.0
+#: ... beyond, the FFT budget is shared, down to this many points
+MIN_POINTS = 1 << 15
+#: kinds of compositions that certify upper bounds (the others certify lower bounds)
+UPPER_KINDS = frozenset({"upper"})
+
+
+def _resolution(target_points: int, components: int, total: int = 1) -> int:
+    """Grid points for the composed window: ``target_points`` grown with the number of
+    compositions (the lower bound's Hoeffding shift grows like h sqrt(total)), up to
+    MAX_POINTS; for many distinct components a fixed FFT budget is shared among them
+    (never below MIN_POINTS).
+
+    Upper bounds (connect-the-dots) are insensitive to the grid; only the lower bound's
+    shift grows with the spacing, so many-component pipelines trade lower-bound tightness
+    for time.
+    """
+    grow = min(MAX_POINTS / target_points, max(1.0, math.sqrt(total) / 32.0) ** GROWTH_POWER)
+    points = int(target_points * grow)
+    if components <= FULL_RESOLUTION_COMPONENTS:
+        return points
+    return max(MIN_POINTS, points * FULL_RESOLUTION_COMPONENTS // components)
+
+
+class Compositions:
+    """The compositions made of one prepared ledger, cached by (direction, tilt, grid points,
+    kind), and what the queries learned from them. ``points`` is the grid size of the
+    compositions being made; the queries set it pass by pass."""
+
+    def __init__(self, points: int) -> None:
+        self.states: dict[tuple[str, float, int, str], ComposedPLD | None] = {}
+        #: grid points of the compositions being made (adaptive epsilon queries start coarse)
+        self.points = points
+        #: whether a composition of the current pass had its spacing held at the floor
+        self.floored = False
+        #: (direction, epsilon) -> the delta level a delta query found (guides finer passes)
+        self.levels: dict[tuple[str, float], float] = {}
+        #: ("epsilon", direction, delta) and ("delta", direction, epsilon) queries that needed
+        #: the split compositions on a coarser grid
+        self.split_first: set[tuple[str, str, float]] = set()
+        #: delta(epsilon) read from each composition made (compositions never change)
+        self.read: dict[tuple[tuple[str, float, int, str], float], float] = {}
+
+    def clear(self) -> None:
+        """Forget every composition and what was learned from them (the ledger changed)."""
+        self.states = {}
+        self.levels = {}
+        self.split_first = set()
+        self.read = {}
+
+    def window(
+        self, prep: Prepared, name: str, tilt: float, delta: float, extend: int
+    ) -> tuple[float, tuple[float, float]]:
+        """(grid spacing, composition window) of one direction at one tilt; ``delta`` is the
+        level of interest (the window drops untilted tails far below it), ``extend`` the grid
+        points up to which the window extends over a heavy tilted tail."""
+        coarse = prep.coarse[name]
+        total = sum(k for _, k in prep.comps)
+        pad = 2 * prep.h0 * total**0.5 + 4 * prep.h0
+        a, b_full = tilted_window(coarse, tilt, TAIL_MASS)
+        b = b_full
+        if tilt > 0:
+            # the grid resolves the part that matters (untilted tails far below delta) ...
+            untilted = min(TAIL_MASS, delta * WINDOW_TAIL_REL)
+            b = tilted_window(coarse, tilt, TAIL_MASS, untilted)[1]
+        a, b, b_full = a - pad, b + pad, b_full + pad
+        width = b - a
+        points = _resolution(self.points, len(prep.comps), total)
+        h = width / points
+        floor = max(prep.span / MAX_COMPONENT_POINTS, 2.0 * width / MAX_FFT_LEN, 1e-9)
+        # a finer pass cannot refine a grid held at its floor or at the most points
+        capped = _resolution(2 * self.points, len(prep.comps), total) <= points
+        self.floored = self.floored or capped or h <= 1.2 * floor
+        h = max(h, floor)
+        # ... and the FFT window extends over the heavy tilted tail where that is affordable,
+        # so that little tilted mass wraps around (which would loosen lower bounds)
+        b = max(b, min(b_full, a + extend * h))
+        return h, (a, b)
+
+    def composed(
+        self, prep: Prepared, name: str, tilt: float, delta: float, kind: str = "upper"
+    ) -> ComposedPLD | None:
+        """One direction's composition at one tilt (cached): ``"upper"`` (connect-the-dots),
+        ``"chord"`` (the lower pairs' chords, read with a shift; the upper composition itself
+        when the lower pairs are the upper ones) or ``"dominated"`` (dominated pairs; None when
+        one cannot be certified). A window the FFT cannot hold is retried at twice the
+        spacing."""
+        key = (name, tilt, self.points, kind)
+        if key in self.states:
+            return self.states[key]
+        if kind == "chord" and self.same_lower(prep, name):
+            result: ComposedPLD | None = self.composed(prep, name, tilt, delta)
+        else:
+            h, win = self.window(prep, name, tilt, delta, self.extend(prep, name, kind))
+            while True:
+                try:
+                    result = self.compose_at(prep, name, tilt, h, win, kind)
+                    break
+                except BoundUnavailable:
+                    h *= 2.0
+                    if h > 1.0:
+                        raise
+        self.states[key] = result
+        return result
+
+    def extend(self, prep: Prepared, name: str, kind: str) -> int:
+        """Grid points up to which a composition's window extends over the heavy tilted tail:
+        far for lower bounds (wrapped mass is subtracted from them), less for an upper
+        composition that no lower bound reads (wrapped mass only adds to it)."""
+        if kind == "upper" and not self.same_lower(prep, name):
+            return UPPER_WINDOW_POINTS
+        return EXTENDED_WINDOW_POINTS
+
+    @staticmethod
+    def same_lower(prep: Prepared, name: str) -> bool:
+        """Whether the lower bound's pairs of this direction are the upper bound's."""
+        low_name = "lower_" + name
+        return prep.lower_comps is prep.comps and all(
+            getattr(d, low_name) is getattr(d, name) for d, _ in prep.comps
+        )
+
+    def compose_at(
+        self,
+        prep: Prepared,
+        name: str,
+        tilt: float,
+        h: float,
+        win: tuple[float, float],
+        kind: str,
+    ) -> ComposedPLD | None:
+        coarse = prep.coarse[name]
+        if kind == "upper":
+            chords = [(discretise(getattr(d, name), h), k) for d, k in prep.comps]
+            return compose(chords, win, tilt, coarse)
+        # a lower pair of its own (another mechanism than the upper one) guides the Chernoff
+        # tilts of its own tails and wrap-around: the upper pair's can make them vacuous
+        low_name = "lower_" + name
+        guide = coarse if self.same_lower(prep, name) else (prep.coarse_lower or {}).get(name)
+        if kind == "chord":
+            chords = [(discretise(getattr(d, low_name), h), k) for d, k in prep.lower_comps]
+            return compose(chords, win, tilt, guide)
+        pairs = []
+        for d, k in prep.lower_comps:
+            pair = discretise_lower(getattr(d, low_name), h)
+            if pair is None:
+                return None
+            pairs.append((pair, k))
+        return compose(pairs, win, tilt, guide)
+
+    def split(
+        self, prep: Prepared, name: str, delta: float, kind: str, epsilon: float | None = None
+    ) -> ComposedPLD | None:
+        """One direction's composition split by heavy-tail steps (cached): ``"upper"``
+        (connect-the-dots) or ``"dominated"`` (dominated pairs), cut for the level ``delta``
+        and tilted for it (or for the tail above ``epsilon``); None where no split applies."""
+        key = (name, -1.0, self.points, f"split-{kind}@{delta!r}/{epsilon!r}")
+        if key in self.states:
+            return self.states[key]
+
+        def tilt_for(guide: Sequence[tuple[DiscretePLD, int]]) -> float:
+            if epsilon is None:
+                return self.tilts(prep, name, tilt_for_delta(guide, delta), delta)[0]
+            return self.tilts(prep, name, tilt_for_epsilon(guide, epsilon), delta)[0]
+
+        extend = UPPER_WINDOW_POINTS if kind == "upper" else EXTENDED_WINDOW_POINTS
+        h, win = self.window(prep, name, tilt_for(prep.coarse[name]), delta, extend)
+
+        result: ComposedPLD | None = None
+        if kind == "upper":
+            plds = [(discretise(getattr(d, name), h), k) for d, k in prep.comps]
+            result = compose_split(plds, win, tilt_for, prep.coarse[name], delta, upper=True)
+        else:
+            guide = prep.coarse[name] if self.same_lower(prep, name) else None
+            guide = guide or (prep.coarse_lower or {}).get(name)
+            pairs = [
+                (discretise_lower(getattr(d, "lower_" + name), h), k) for d, k in prep.lower_comps
+            ]
+            if guide is not None and all(p is not None for p, _ in pairs):
+                complete = [(p, k) for p, k in pairs if p is not None]
+                result = compose_split(complete, win, tilt_for, guide, delta, upper=False)
+        self.states[key] = result
+        return result
+
+    @staticmethod
+    def snap(tilt: float) -> float:
+        """The tilt rounded down to the grid 2^(j/4) (0 stays 0)."""
+        if tilt <= 0:
+            return 0.0
+        return float(2.0 ** (math.floor(4 * math.log2(tilt)) / 4))
+
+    def tilts(self, prep: Prepared, name: str, tilt: float, level: float) -> list[float]:
+        """The tilt to use (snapped to a grid so that nearby queries share compositions),
+        and 0 as a fallback; no tilt when the delta of interest (``level``) is large enough for
+        the plain FFT's round-off."""
+        if tilt <= 0 or level >= UNTILTED_DELTA:
+            return [0.0]
+        # beyond e^MAX_TILT_RANGE across the plain window the tilt buys nothing (bounded losses
+        # push the Chernoff tilt to infinity) and only narrows the window below the grid
+        tilt = min(tilt, MAX_TILT_RANGE / prep.width0[name])
+        return [self.snap(tilt), 0.0]
+
+    def known_deltas(self, name: str, epsilon: float) -> tuple[float, float]:
+        """The best certified delta(epsilon) bracket of one direction over every composition
+        made so far (each certifies its own bound)."""
+        best_up, best_lo = 1.0, 0.0
+        for key, composed in self.states.items():
+            state_name, _tilt, _points, of = key
+            if state_name != name or composed is None:
+                continue
+            upper = of in UPPER_KINDS or of.startswith("split-upper")
+            value = self.read.get((key, epsilon))
+            if value is None:
+                value = self.read[(key, epsilon)] = delta_at(composed, epsilon, upper=upper)
+            if upper:
+                best_up = min(best_up, value)
+            else:
+                best_lo = max(best_lo, value)
+        return best_up, best_lo

@@ -1,0 +1,135 @@
+"""delta(epsilon) brackets of a prepared ledger at one grid size (:class:`DeltaSearch`).
+
+Each direction is composed plainly (tilted for the Chernoff level of delta), composed again
+tilted for the delta found when that is far lower, then its lower-bound compositions are made
+and, while the bracket stays wide, the compositions split by heavy-tail steps. Every
+composition certifies its own bound, so the best over all of them is read.
+"""
+
+from __future__ import annotations
+
+from dpledger.accountant.pld_compositions import UNTILTED_DELTA, Compositions
+from dpledger.accountant.pld_prepared import Prepared
+from dpledger.accountant.pld_read import delta_at
+from dpledger.accountant.pld_tilt import chernoff_level, tilt_for_epsilon
+
+__all__ = ["DELTA_BRACKET_GOAL", "SPLIT_DROPPED_SHARE", "SPLIT_LEVEL_PASSES", "DeltaSearch"]
+
+#: delta queries compose dominated pairs while upper > lower * DELTA_BRACKET_GOAL
+DELTA_BRACKET_GOAL = 1.01
+#: delta queries cut the tails again at most this many times, while the dropped terms exceed
+#: SPLIT_DROPPED_SHARE of the bound
+SPLIT_LEVEL_PASSES = 3
+SPLIT_DROPPED_SHARE = 1e-2
+
+
+class DeltaSearch:
+    """delta(epsilon) brackets from the compositions of ``cache``, at its current grid size."""
+
+    def __init__(self, cache: Compositions) -> None:
+        self.cache = cache
+
+    def bracket(self, prep: Prepared, epsilon: float) -> tuple[float, float, float]:
+        """(upper, lower, grid spacing) of delta(epsilon) at the current grid."""
+        upper, lower, h = 0.0, 0.0, 0.0
+        # a direction whose upper bound (from a coarser pass, or else this grid's plain
+        # composition) is below another's lower bound cannot decide the bracket; the coarser
+        # passes' bounds also order the directions
+        known = {name: self.cache.known_deltas(name, epsilon) for name in prep.names}
+        lower = max(lo for _, lo in known.values())
+        first = {
+            name: up if up < 1.0 else self._delta_upper(prep, name, epsilon)[0]
+            for name, (up, _) in known.items()
+        }
+        for name in sorted(prep.names, key=lambda n: -first[n]):
+            if first[name] <= lower:
+                upper = max(upper, first[name])
+                continue
+            best_up, best_lo, h = self._delta_direction(prep, name, epsilon, lower)
+            upper = max(upper, best_up)
+            lower = max(lower, best_lo)
+        return upper, lower, h
+
+    def _delta_direction(
+        self, prep: Prepared, name: str, epsilon: float, floor: float = 0.0
+    ) -> tuple[float, float, float]:
+        """(upper, lower, grid spacing) of delta(epsilon) in one direction: the plain tilted
+        compositions (upper first: no lower bound is made when it is at most ``floor``, another
+        direction's lower bound), then the split ones while the bracket is wider than the goal.
+        Once a coarser pass needed the split ones, finer passes make them first, and the plain
+        ones only when the split bracket is still wider than the goal."""
+        if ("delta", name, epsilon) in self.cache.split_first:
+            h = self._split_delta(prep, name, epsilon, self.cache.levels[(name, epsilon)])
+            best_up, best_lo = self.cache.known_deltas(name, epsilon)
+            if best_up <= floor or best_lo >= best_up / DELTA_BRACKET_GOAL:
+                return best_up, best_lo, h
+        _, level, tilts, tilt, h = self._delta_upper(prep, name, epsilon)
+        # the Chernoff level can be orders of magnitude above the delta found (one heavy step,
+        # or a loose bound): the plain FFT cannot resolve that delta, so compose again, tilted
+        # for the level found
+        found = min(level, self.cache.known_deltas(name, epsilon)[0])
+        self.cache.levels[(name, epsilon)] = found
+        if tilts[0] == 0 and found < UNTILTED_DELTA:
+            retilt = self.cache.tilts(
+                prep, name, tilt_for_epsilon(prep.coarse[name], epsilon), found
+            )
+            if retilt[0] > 0:
+                self.cache.composed(prep, name, retilt[0], found)
+                tilt, level = retilt[0], found
+        best_up, best_lo = self.cache.known_deltas(name, epsilon)
+        if best_up <= floor or self._delta_lowers(prep, name, epsilon, tilt, level):
+            return (*self.cache.known_deltas(name, epsilon), h)
+        best_up, best_lo = self.cache.known_deltas(name, epsilon)
+        found = min(found, best_up)
+        if tilts[0] > 0 or found < UNTILTED_DELTA:
+            self._split_delta(prep, name, epsilon, found)
+            self.cache.split_first.add(("delta", name, epsilon))
+        return (*self.cache.known_deltas(name, epsilon), h)
+
+    def _delta_lowers(
+        self, prep: Prepared, name: str, epsilon: float, tilt: float, level: float
+    ) -> bool:
+        """Make the lower-bound compositions at one tilt until the bracket is within the goal;
+        whether it is."""
+        for kind in ("chord", "dominated") if prep.keep_lower else ():
+            self.cache.composed(prep, name, tilt, level, kind)
+            best_up, best_lo = self.cache.known_deltas(name, epsilon)
+            if best_lo >= best_up / DELTA_BRACKET_GOAL:
+                return True
+        return False
+
+    def _delta_upper(
+        self, prep: Prepared, name: str, epsilon: float
+    ) -> tuple[float, float, list[float], float, float]:
+        """(upper bound, Chernoff level, tilts, tilt used, grid spacing) of delta(epsilon) in
+        one direction from the plain compositions (cached)."""
+        coarse = prep.coarse[name]
+        # a coarser pass may have found delta far below the Chernoff estimate
+        level = min(chernoff_level(coarse, epsilon), self.cache.levels.get((name, epsilon), 1.0))
+        tilt, h = 0.0, 0.0
+        tilts = self.cache.tilts(prep, name, tilt_for_epsilon(coarse, epsilon), level)
+        for tilt in tilts:
+            up = self.cache.composed(prep, name, tilt, level)
+            assert up is not None
+            h = up.h
+            if epsilon >= float(up.losses[0]):
+                break
+        return self.cache.known_deltas(name, epsilon)[0], level, tilts, tilt, h
+
+    def _split_delta(self, prep: Prepared, name: str, epsilon: float, level: float) -> float:
+        """Split compositions for delta(epsilon); their spacing (0 when none applies). Their
+        remainder is budgeted against ``level`` (the Chernoff estimate of delta): when delta
+        comes out far lower, the cut is made again against it."""
+        for _ in range(SPLIT_LEVEL_PASSES):
+            up = self.cache.split(prep, name, level, "upper", epsilon)
+            if up is None:
+                return 0.0
+            value = delta_at(up, epsilon, upper=True)
+            if up.dropped <= SPLIT_DROPPED_SHARE * value:
+                break
+            level = max(value - up.dropped, level * 1e-6)
+        if prep.keep_lower:
+            self.cache.split(prep, name, level, "dominated", epsilon)
+        # finer passes start from the level the tails were last cut against
+        self.cache.levels[(name, epsilon)] = level
+        return 0.0 if up is None else up.h

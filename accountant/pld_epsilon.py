@@ -1,0 +1,242 @@
+"""epsilon(delta) brackets of a prepared ledger at one grid size (:class:`EpsilonSearch`).
+
+Each direction is composed at the Chernoff tilt for delta (and untilted as a fallback); its
+lower bound is the shifted chord's or the dominated pairs', whichever can reach the goal, with
+gentler tilts tried while the bracket is wide, then the compositions split by heavy-tail steps.
+A direction that cannot decide the bracket is screened on coarser grids and skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+from collections.abc import Iterator
+
+from dpledger.accountant.pld_compositions import Compositions
+from dpledger.accountant.pld_prepared import Prepared
+from dpledger.accountant.pld_read import epsilon_for, lower_shift
+from dpledger.accountant.pld_tilt import chernoff_epsilon, tilt_for_delta
+
+__all__ = [
+    "BRACKET_GOAL",
+    "BRACKET_TARGET",
+    "MIN_SCREEN_POINTS",
+    "SCREEN_FACTORS",
+    "SCREEN_RETRY",
+    "EpsilonSearch",
+    "upper_only",
+]
+
+#: adaptive epsilon queries refine until the bracket is narrower than BRACKET_TARGET (relative)
+BRACKET_TARGET = 0.008
+#: gentler tilts (and dominated pairs) are tried while upper > lower * BRACKET_GOAL
+BRACKET_GOAL = 1.005
+#: a direction is screened on grids this many times coarser than the current one (at least
+#: MIN_SCREEN_POINTS points) before it is composed in full; the finer screen only when the
+#: coarser one came within a factor SCREEN_RETRY of the lower bound
+SCREEN_FACTORS = (16, 4)
+MIN_SCREEN_POINTS = 1 << 10
+SCREEN_RETRY = 1.1
+#: within :func:`upper_only`, epsilon queries stop at the first (coarse) certified bracket
+_UPPER_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("pld_upper_only", default=False)
+
+
+@contextlib.contextmanager
+def upper_only() -> Iterator[None]:
+    """Within the block, epsilon queries return the coarse pass's bracket: its upper bound is
+    certified and nearly as tight (the lower bound is looser). For searches such as noise
+    calibration, which read upper bounds only."""
+    token = _UPPER_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _UPPER_ONLY.reset(token)
+
+
+class EpsilonSearch:
+    """epsilon(delta) brackets from the compositions of ``cache``, at its current grid size."""
+
+    def __init__(self, cache: Compositions) -> None:
+        self.cache = cache
+
+    def bracket(
+        self, prep: Prepared, delta: float, known: dict[str, float]
+    ) -> tuple[float, float, float]:
+        """(upper, lower, grid spacing) of epsilon(delta) at the current grid. ``known`` holds
+        certified upper bounds per direction from coarser passes (and gets this pass's): a
+        direction whose upper bound is already below the lower bound of another cannot decide
+        the bracket and is skipped."""
+        upper, lower, h = 0.0, 0.0, 0.0
+        # the direction likely to decide the bracket first (its lower bound can spare the
+        # other direction's)
+        order = {n: known.get(n, chernoff_epsilon(prep.coarse[n], delta)) for n in prep.names}
+        for name in sorted(prep.names, key=lambda n: -order[n]):
+            if name not in known and lower > 0:
+                # a direction whose upper bound on a coarser grid is below the lower bound found
+                # so far, or below the upper one and near the lower one, cannot decide the bracket
+                cheap = self._screen(prep, name, delta, lower, upper)
+                if cheap is not None:
+                    known[name] = cheap
+                    upper = max(upper, cheap)
+                    continue
+            if known.get(name, math.inf) <= lower:
+                upper = max(upper, known[name])
+                continue
+            best_up, best_lo, h = self._direction(prep, name, delta, lower, upper)
+            known[name] = min(best_up, known.get(name, math.inf))
+            upper = max(upper, known[name])
+            lower = max(lower, best_lo)
+        return upper, lower, h
+
+    def _screen(
+        self, prep: Prepared, name: str, delta: float, lower: float, upper: float
+    ) -> float | None:
+        """A certified upper bound of one direction's epsilon(delta) from compositions on
+        grids SCREEN_FACTORS times coarser than the current one, when it settles the direction:
+        at most ``lower``, or at most ``upper`` and within BRACKET_TARGET of ``lower`` (the
+        bracket found so far); None otherwise. A finer screen is made only when the coarser
+        one came within SCREEN_RETRY of settling."""
+        points = self.cache.points
+        try:
+            for factor in SCREEN_FACTORS:
+                self.cache.points = max(MIN_SCREEN_POINTS, points // factor)
+                tilt = self.cache.tilts(
+                    prep, name, tilt_for_delta(prep.coarse[name], delta), delta
+                )[0]
+                up = self.cache.composed(prep, name, tilt, delta)
+                assert up is not None
+                value = epsilon_for(up, delta, upper=True)
+                if value <= lower or (value <= upper and value <= lower * (1 + BRACKET_TARGET)):
+                    return value
+                if not value <= lower * SCREEN_RETRY:
+                    return None
+            return None
+        finally:
+            self.cache.points = points
+
+    def _direction(
+        self, prep: Prepared, name: str, delta: float, floor: float, ceiling: float = 0.0
+    ) -> tuple[float, float, float]:
+        """(upper, lower, grid spacing) of one direction at the current grid; no lower bound
+        when the upper bound is at most ``floor`` (another direction's lower bound), or when it
+        is at most ``ceiling`` (another direction's upper bound) and within BRACKET_TARGET of
+        ``floor``: this direction's lower bound could not narrow the bracket noticeably.
+
+        In the tilted regime, when the plain tilted compositions leave the bracket wider than
+        the goal, the compositions split by heavy-tail steps are made as well; once they were
+        needed on a coarser grid, finer grids make them first, and the plain ones only when
+        they leave the bracket wider than the goal."""
+        if ("epsilon", name, delta) in self.cache.split_first:
+            split = self._split_bracket(prep, name, delta, math.inf, 0.0)
+            if split[0] <= split[1] * BRACKET_GOAL:
+                return split
+        want_lower = prep.keep_lower and not _UPPER_ONLY.get()
+        tilts = self.cache.tilts(prep, name, tilt_for_delta(prep.coarse[name], delta), delta)
+        best_up, best_lo, h = math.inf, 0.0, 0.0
+        for tilt in tilts:
+            up = self.cache.composed(prep, name, tilt, delta)
+            assert up is not None
+            h = up.h
+            eps_up = epsilon_for(up, delta, upper=True)
+            best_up = min(best_up, eps_up)
+            settled = best_up <= ceiling and best_up <= floor * (1 + BRACKET_TARGET)
+            want_lower = want_lower and best_up > floor and not settled
+            if want_lower:
+                goal = best_up / BRACKET_GOAL
+                best_lo = max(best_lo, self._lower_epsilon(prep, name, tilt, delta, goal))
+            # a finite answer inside the tilted window needs no fallback
+            if math.isfinite(eps_up) and eps_up > float(up.losses[0]) + up.h:
+                break
+        # a heavy tilted tail can wrap around onto the lower bound's range: gentler tilts
+        # (less wrap, more round-off) are tried for the lower bound while the bracket is
+        # wider than the goal and they still raise it
+        previous = -math.inf
+        for gentler in _gentler(tilts[0]):
+            if not want_lower or best_up <= best_lo * BRACKET_GOAL:
+                break
+            eps_lo = self._lower_epsilon(prep, name, gentler, delta, None)
+            if eps_lo <= previous:
+                break
+            previous = eps_lo
+            best_lo = max(best_lo, eps_lo)
+        settled = best_up <= ceiling and best_up <= floor * (1 + BRACKET_TARGET)
+        if (
+            tilts[0] > 0
+            and best_up > floor
+            and not settled
+            and not best_up <= best_lo * BRACKET_GOAL
+        ):
+            best_up, best_lo, _ = self._split_bracket(prep, name, delta, best_up, best_lo)
+            self.cache.split_first.add(("epsilon", name, delta))
+        return best_up, best_lo, h
+
+    def _lower_epsilon(
+        self, prep: Prepared, name: str, tilt: float, delta: float, goal: float | None
+    ) -> float:
+        """The certified lower bound at one tilt: the chord's, and the dominated pairs' when
+        the chord's is below ``goal`` (the dominated pairs' first when the chord's shift alone
+        keeps it below ``goal``); with no goal, the dominated pairs' alone (the chord's if they
+        cannot be certified)."""
+        best = 0.0
+        chord_first = goal is not None and not self._chord_short(prep, name, tilt, delta, goal)
+        if chord_first:
+            best = self._chord_epsilon(prep, name, tilt, delta)
+            if goal is not None and best >= goal:
+                return best
+        dominated = self.cache.composed(prep, name, tilt, delta, "dominated")
+        if dominated is not None:
+            best = max(best, epsilon_for(dominated, delta, upper=False))
+            if chord_first or goal is None or best >= goal:
+                return best
+        if chord_first or (
+            goal is not None and self._chord_reach(prep, name, tilt, delta, goal) <= best
+        ):
+            return best
+        return max(best, self._chord_epsilon(prep, name, tilt, delta))
+
+    def _chord_epsilon(self, prep: Prepared, name: str, tilt: float, delta: float) -> float:
+        chord = self.cache.composed(prep, name, tilt, delta, "chord")
+        assert chord is not None
+        return epsilon_for(chord, delta, upper=False)
+
+    def _chord_short(
+        self, prep: Prepared, name: str, tilt: float, delta: float, goal: float
+    ) -> bool:
+        """Whether the chord's lower bound cannot reach ``goal``."""
+        return self._chord_reach(prep, name, tilt, delta, goal) < goal
+
+    def _chord_reach(
+        self, prep: Prepared, name: str, tilt: float, delta: float, goal: float
+    ) -> float:
+        """About the most the chord's lower bound can reach: the upper bound (``goal`` times
+        BRACKET_GOAL) less the chord's Hoeffding shift, which grows like h sqrt(steps). Only
+        which lower-bound compositions are made depends on it."""
+        up = self.cache.composed(prep, name, tilt, delta)
+        assert up is not None
+        return goal * BRACKET_GOAL - lower_shift(up, delta * 1e-3)
+
+    def _split_bracket(
+        self, prep: Prepared, name: str, delta: float, best_up: float, best_lo: float
+    ) -> tuple[float, float, float]:
+        """The bracket improved by the compositions split by heavy-tail steps
+        (:mod:`dpledger.accountant.pld_split`) where they can be made, and their spacing."""
+        h = 0.0
+        up = self.cache.split(prep, name, delta, "upper")
+        if up is not None:
+            h = up.h
+            best_up = min(best_up, epsilon_for(up, delta, upper=True))
+        if prep.keep_lower and not _UPPER_ONLY.get() and not best_up <= best_lo * BRACKET_GOAL:
+            low = self.cache.split(prep, name, delta, "dominated")
+            if low is not None:
+                best_lo = max(best_lo, epsilon_for(low, delta, upper=False))
+        return best_up, best_lo, h
+
+
+def _gentler(tilt: float) -> list[float]:
+    """Gentler tilts than ``tilt`` (on the snapping grid 2^(j/4)) for lower bounds: halves of
+    its exponent's quarter steps, then no tilt."""
+    if tilt <= 0:
+        return []
+    j = round(4 * math.log2(tilt))
+    return [float(2.0 ** ((j - s) / 4)) for s in (2, 4, 8)] + [0.0]
