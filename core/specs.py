@@ -22,7 +22,7 @@ from dpledger.core.events import Event
 from dpledger.core.neighbours import NeighbourRule
 
 if TYPE_CHECKING:
-    from dpledger.runtime.ledger import PrivacyLedger
+    from dpledger.core.ledger_protocol import Ledger
 
 TrustTier = Literal["vetted", "contrib", "unverified"]
 #: ``vetted``: proof reviewed; ``contrib``: proof shipped with dpledger, not yet reviewed;
@@ -122,7 +122,7 @@ def _params_class_validator(instance: Any, attribute: attrs.Attribute[Any], valu
 #: ``declare(params, adjacency) -> Event`` (per row) or a ``Declaration`` naming its unit
 DeclareFn = Callable[[Any, Adjacency], Any]
 #: ``run(params, data, ledger, rng) -> outputs``
-RunFn = Callable[[Any, Any, "PrivacyLedger", np.random.Generator], Mapping[str, Any]]
+RunFn = Callable[[Any, Any, "Ledger", np.random.Generator], Mapping[str, Any]]
 #: ``diagnose(outputs, out) -> numbers``: private diagnostics of a run of an :class:`Example`
 DiagnoseFn = Callable[[Mapping[str, Any], Path], Mapping[str, Any]]
 

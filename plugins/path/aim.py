@@ -36,25 +36,23 @@ from typing import Any, Literal
 import attrs
 import numpy as np
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import (
+from dpledger.plugin import (
+    Adjacency,
     ComposedEvent,
     Event,
     ExponentialMechanismEvent,
     GaussianEvent,
+    InvalidParameterError,
     SelfComposedEvent,
-)
-from dpledger.core.validation import (
     nonnegative_finite,
     nonnegative_int,
     positive_finite,
     positive_int,
+    selection_epsilon,
 )
 from dpledger.plugins.path.direct import _delta
 from dpledger.plugins.path.flatten import FlatSpec, flatten, unflatten
 from dpledger.plugins.path.schema import UserTables
-from dpledger.runtime.ledger import selection_epsilon
 
 Clique = tuple[str, ...]
 
@@ -142,7 +140,7 @@ def calibrated_sigma0(params: AIMParams, relation: str = "add_remove") -> float:
     same when the accountant's bounds tighten slightly."""
     if params.noise_multiplier > 0:
         return params.noise_multiplier
-    from dpledger.accountant.calibrate import calibrate_on_grid
+    from dpledger.plugin import calibrate_on_grid
 
     return calibrate_on_grid(
         lambda s: budget(params, s).event(relation),

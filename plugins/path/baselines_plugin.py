@@ -12,33 +12,36 @@ from typing import Any
 
 import numpy as np
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.declaration import Declaration
-from dpledger.core.events import Event
-from dpledger.core.hookspecs import hookimpl
-from dpledger.core.specs import MethodSpec, ProofRef
+from dpledger.plugin import (
+    Adjacency,
+    Declaration,
+    Event,
+    Ledger,
+    MethodSpec,
+    ProofRef,
+    hookimpl,
+    user_tables,
+)
 from dpledger.plugins.path import aim, direct
 from dpledger.plugins.path.plugin import one_table_per_user, user_tables_from
 from dpledger.plugins.path.schema import UserTables
-from dpledger.runtime.ledger import PrivacyLedger
-from dpledger.runtime.neighbour_rules import user_tables
 
 
-def _user_tables(data: Any, ledger: PrivacyLedger) -> UserTables:
+def _user_tables(data: Any, ledger: Ledger) -> UserTables:
     """The tables, one per user id at user level (enforced by the ledger)."""
     tables = user_tables_from(data)
     return one_table_per_user(tables, ledger) if ledger.adjacency.unit == "user" else tables
 
 
 def _direct_run(
-    params: direct.DirectParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: direct.DirectParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     tables, info = direct.run_direct(_user_tables(data, ledger), params, ledger)
     return {"tables": tables, "info": info}
 
 
 def _aim_run(
-    params: aim.AIMParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: aim.AIMParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     tables, info = aim.run_aim(_user_tables(data, ledger), params, ledger)
     return {"tables": tables, "info": info}

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 from dpledger.plugins.path.schema import Column, TableSchema, UserTable, UserTables
 
 NUMERIC_NAMES: tuple[str, ...] = ("Glomozole", "Crirodex", "Criphecor", "Zolsidex", "Zolphephine")

@@ -31,13 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import (
+from dpledger.plugin import (
+    Adjacency,
     Event,
     GaussianEvent,
+    InvalidParameterError,
+    Ledger,
     NonPrivateEvent,
     PoissonSampledEvent,
+    PrivacyLedger,
     SelfComposedEvent,
 )
 from dpledger.plugins.path.model import Codec
@@ -51,7 +53,6 @@ from dpledger.plugins.path.train import (
     per_example_grads,
 )
 from dpledger.plugins.path.windowing import SplitSampler
-from dpledger.runtime.ledger import PrivacyLedger
 
 
 def training_event(config: TrainConfig) -> Event:
@@ -61,7 +62,7 @@ def training_event(config: TrainConfig) -> Event:
 
 
 def _clipped(
-    ledger: PrivacyLedger | None, clipper: PrivacyLedger, grads: Any, config: TrainConfig, t: int
+    ledger: Ledger | None, clipper: Ledger, grads: Any, config: TrainConfig, t: int
 ) -> Any:
     """Per-example gradients clipped in L2: through the ledger on rank 0 (``ledger`` given),
     by the same routine off the record on the other ranks."""
@@ -70,7 +71,7 @@ def _clipped(
     return clipper.clip_rows_l2(grads, config.clip_norm)
 
 
-def _noised(ledger: PrivacyLedger, total: Any, config: TrainConfig, t: int) -> Any:
+def _noised(ledger: Ledger, total: Any, config: TrainConfig, t: int) -> Any:
     """Rank 0's Gaussian noise on the summed clipped gradients of step ``t`` (a float64
     tensor of the same width), drawn through the ledger."""
     import torch
@@ -86,7 +87,7 @@ def train_distributed(
     codec: Codec,
     tables: UserTables,
     config: TrainConfig,
-    ledger: PrivacyLedger | None,
+    ledger: Ledger | None,
     rng: np.random.Generator | None,
     sampler: SplitSampler,
 ) -> Any:

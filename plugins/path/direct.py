@@ -22,9 +22,14 @@ from typing import Any, Literal
 import attrs
 import numpy as np
 
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import Event, GaussianEvent
-from dpledger.core.validation import nonnegative_int, positive_finite, positive_int
+from dpledger.plugin import (
+    Event,
+    GaussianEvent,
+    InvalidParameterError,
+    nonnegative_int,
+    positive_finite,
+    positive_int,
+)
 from dpledger.plugins.path.flatten import FlatSpec, flatten, unflatten
 from dpledger.plugins.path.schema import UserTables
 
@@ -61,7 +66,7 @@ class DirectParams:
 
 def noise_multiplier(epsilon: float, delta: float) -> float:
     """Analytic Gaussian calibration (Balle & Wang 2018) of one release at (epsilon, delta)."""
-    from dpledger.accountant.calibrate import analytic_gaussian_sigma
+    from dpledger.plugin import analytic_gaussian_sigma
 
     return analytic_gaussian_sigma(float(epsilon), float(delta))
 

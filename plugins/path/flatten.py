@@ -25,7 +25,7 @@ from typing import Literal
 import attrs
 import numpy as np
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 from dpledger.plugins.path.schema import Column, TableSchema, UserTable, UserTables
 
 Mode = Literal["truncate", "pad"]

@@ -26,8 +26,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.validation import positive_finite, positive_int
+from dpledger.plugin import InvalidParameterError, positive_finite, positive_int
 from dpledger.plugins.path.model import Codec
 from dpledger.plugins.path.schema import TableSchema, seconds_from
 from dpledger.plugins.path.serialize import RowParser, header

@@ -26,7 +26,7 @@ from scipy.spatial.distance import jensenshannon
 from scipy.special import logsumexp
 from scipy.stats import wasserstein_distance
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 from dpledger.plugins.path.data import HMMParams
 from dpledger.plugins.path.schema import UserTables, iso_text
 

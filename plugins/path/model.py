@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 
 BYTE_VOCAB_SIZE = 258
 EOS_TOKEN = "<|endoftable|>"

@@ -34,24 +34,29 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger.accountant.calibrate import calibrate_noise_multiplier, calibrate_on_grid
-from dpledger.accountant.select import account
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.declaration import Declaration
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import (
+from dpledger.plugin import (
+    Adjacency,
     ComposedEvent,
+    Declaration,
     Event,
     GaussianEvent,
+    InvalidParameterError,
+    Ledger,
+    MethodSpec,
     PoissonSampledEvent,
+    ProofRef,
     SelfComposedEvent,
+    account,
+    calibrate_noise_multiplier,
+    calibrate_on_grid,
+    hookimpl,
+    one_of,
+    positive_finite,
+    positive_int,
+    probability,
+    user_tables,
 )
-from dpledger.core.hookspecs import hookimpl
-from dpledger.core.specs import MethodSpec, ProofRef
-from dpledger.core.validation import one_of, positive_finite, positive_int, probability
 from dpledger.plugins.path.schema import TableSchema, UserTable, UserTables
-from dpledger.runtime.ledger import PrivacyLedger
-from dpledger.runtime.neighbour_rules import user_tables
 
 EMBEDDERS: tuple[str, ...] = ("minilm", "summary")
 #: accountants used here (the PRV backend is skipped for speed; the host may run all of them)
@@ -311,7 +316,7 @@ def declare(params: PathParams, adjacency: Adjacency) -> Declaration:
     )
 
 
-def one_table_per_user(tables: UserTables, ledger: PrivacyLedger) -> UserTables:
+def one_table_per_user(tables: UserTables, ledger: Ledger) -> UserTables:
     """The first table of every user id, enforced by the ledger (the privacy unit) by the user
     ids it read from the data."""
     if ledger.units is None or ledger.units.rows_in() != len(tables.users):
@@ -438,7 +443,7 @@ def _selected(
     candidates: list[Any],
     n_syn: int,
     sigma_sel: float,
-    ledger: PrivacyLedger,
+    ledger: Ledger,
 ) -> list[int]:
     """The indices of the candidates chosen by the private selection: real and candidate
     tables embedded alike, the selection's noise drawn through the ledger."""
@@ -472,9 +477,7 @@ def _selected(
     return chosen
 
 
-def run(
-    params: PathParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
-) -> dict[str, Any]:
+def run(params: PathParams, data: Any, ledger: Ledger, rng: np.random.Generator) -> dict[str, Any]:
     _check_adjacency(ledger.adjacency)
     tables = one_table_per_user(user_tables_from(data), ledger)
     from dpledger.plugins.path import generate, model, train, windowing

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import attrs
 import numpy as np
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 
 ColumnKind = Literal["numeric", "categorical", "static", "datetime"]
 KINDS: tuple[str, ...] = ("numeric", "categorical", "static", "datetime")

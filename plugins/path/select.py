@@ -24,12 +24,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError, Ledger
 from dpledger.plugins.path.model import offline
 from dpledger.plugins.path.schema import TableSchema
 from dpledger.plugins.path.serialize import format_value
 from dpledger.plugins.primitives.nn_voting import vote_histogram
-from dpledger.runtime.ledger import PrivacyLedger
 
 FloatArray = NDArray[np.float64]
 Rows = Sequence[Sequence[Any]]
@@ -152,7 +151,7 @@ def private_select(
     k: int,
     top_n: int,
     noise_multiplier: float,
-    ledger: PrivacyLedger,
+    ledger: Ledger,
     step: str = "path.select.votes",
 ) -> NDArray[np.int64]:
     """Indices of the ``top_n`` candidates by Gaussian-noised ``k``-NN votes of the real tables.

@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 from dpledger.plugins.path.schema import TableSchema, iso_text, seconds_from
 
 HEADER_PREFIX = "Columns: "

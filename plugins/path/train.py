@@ -23,11 +23,10 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.core.validation import one_of, positive_finite, positive_int, probability
+from dpledger.plugin import Ledger, one_of, positive_finite, positive_int, probability
 from dpledger.plugins.path.model import Codec, quiet, trainable
 from dpledger.plugins.path.schema import UserTables
 from dpledger.plugins.path.windowing import Example, SplitSampler, collate, make_example
-from dpledger.runtime.ledger import PrivacyLedger
 
 FloatArray = NDArray[np.float64]
 SCHEDULES: tuple[str, ...] = ("cosine", "constant")
@@ -177,7 +176,7 @@ def train(
     codec: Codec,
     tables: UserTables,
     config: TrainConfig,
-    ledger: PrivacyLedger,
+    ledger: Ledger,
     rng: np.random.Generator,
     sampler: SplitSampler,
 ) -> Any:

@@ -23,7 +23,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 from dpledger.plugins.path.model import Codec
 from dpledger.plugins.path.schema import TableSchema
 from dpledger.plugins.path.serialize import header, serialize_row

@@ -9,10 +9,10 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 
 if TYPE_CHECKING:
-    from dpledger.runtime.ledger import PrivacyLedger
+    from dpledger.plugin import Ledger
 
 
 def is_bool(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -48,7 +48,7 @@ def field_of(data: Any, key: str) -> Any:
         ) from None
 
 
-def summed_rows(data: Any, ledger: PrivacyLedger) -> NDArray[np.float64] | None:
+def summed_rows(data: Any, ledger: Ledger) -> NDArray[np.float64] | None:
     """On a user-level source, the rows whose sum is the query (None at row level).
 
     A row-level query method on a user-level source gets one value (or vector) per kept row,
@@ -70,7 +70,7 @@ def summed_rows(data: Any, ledger: PrivacyLedger) -> NDArray[np.float64] | None:
     return float_matrix("data", data, ndim=None)
 
 
-def summed_scores(data: Any, ledger: PrivacyLedger, sensitivity: float) -> NDArray[np.float64]:
+def summed_scores(data: Any, ledger: Ledger, sensitivity: float) -> NDArray[np.float64]:
     """The score vector of a selection: ``data`` itself at row level; on a user-level source,
     the sum of the rows, each a row of contributions to every candidate's score clipped to
     ``[-sensitivity, sensitivity]``, so the candidates are the columns (public), never the rows."""

@@ -14,13 +14,18 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.events import Event, GaussianEvent
-from dpledger.core.hookspecs import hookimpl
-from dpledger.core.specs import MethodSpec, ProofRef
-from dpledger.core.validation import positive_finite, positive_int
+from dpledger.plugin import (
+    Adjacency,
+    Event,
+    GaussianEvent,
+    Ledger,
+    MethodSpec,
+    ProofRef,
+    hookimpl,
+    positive_finite,
+    positive_int,
+)
 from dpledger.plugins.primitives._common import float_matrix
-from dpledger.runtime.ledger import PrivacyLedger
 
 
 @attrs.frozen
@@ -37,7 +42,7 @@ def declare(params: BoundedMeanParams, adjacency: Adjacency) -> Event:
 
 
 def run(
-    params: BoundedMeanParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: BoundedMeanParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     rows = float_matrix("data", data, ndim=2)
     noisy_sum = ledger.clipped_sum_gaussian(

@@ -20,14 +20,22 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import Event, GaussianEvent, PoissonSampledEvent, SelfComposedEvent
-from dpledger.core.hookspecs import hookimpl
-from dpledger.core.specs import MethodSpec, ProofRef
-from dpledger.core.validation import positive_finite, positive_int, probability
+from dpledger.plugin import (
+    Adjacency,
+    Event,
+    GaussianEvent,
+    InvalidParameterError,
+    Ledger,
+    MethodSpec,
+    PoissonSampledEvent,
+    ProofRef,
+    SelfComposedEvent,
+    hookimpl,
+    positive_finite,
+    positive_int,
+    probability,
+)
 from dpledger.plugins.primitives._common import field_of, float_matrix, is_bool
-from dpledger.runtime.ledger import PrivacyLedger
 
 FloatArray = NDArray[np.float64]
 GradFn = Callable[[FloatArray, FloatArray, FloatArray], FloatArray]
@@ -65,7 +73,7 @@ def logistic_grads(w: FloatArray, x: FloatArray, y: FloatArray) -> FloatArray:
 
 
 def dp_sgd_step(
-    ledger: PrivacyLedger,
+    ledger: Ledger,
     w: FloatArray,
     x: FloatArray,
     y: FloatArray,
@@ -99,9 +107,7 @@ def _xy(data: Any) -> tuple[FloatArray, FloatArray]:
     return x, y
 
 
-def run(
-    params: DPSGDParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
-) -> dict[str, Any]:
+def run(params: DPSGDParams, data: Any, ledger: Ledger, rng: np.random.Generator) -> dict[str, Any]:
     x, y = _xy(data)
     if params.fit_intercept:
         x = np.hstack([x, np.ones((x.shape[0], 1))])

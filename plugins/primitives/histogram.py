@@ -11,14 +11,21 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import Event, GaussianEvent, LaplaceEvent
-from dpledger.core.hookspecs import hookimpl
-from dpledger.core.specs import MethodSpec, ProofRef
-from dpledger.core.validation import one_of, positive_finite, positive_int
+from dpledger.plugin import (
+    Adjacency,
+    Event,
+    GaussianEvent,
+    InvalidParameterError,
+    LaplaceEvent,
+    Ledger,
+    MethodSpec,
+    ProofRef,
+    hookimpl,
+    one_of,
+    positive_finite,
+    positive_int,
+)
 from dpledger.plugins.primitives._common import float_matrix, is_bool
-from dpledger.runtime.ledger import PrivacyLedger
 
 
 @attrs.frozen
@@ -51,7 +58,7 @@ def counts_of(params: HistogramParams, data: Any) -> np.ndarray:
 
 
 def run(
-    params: HistogramParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: HistogramParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     counts = counts_of(params, data)
     noise = ledger.gaussian if params.mechanism == "gaussian" else ledger.laplace

@@ -16,14 +16,18 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.events import Event, LaplaceEvent
-from dpledger.core.hookspecs import hookimpl
-from dpledger.core.specs import MethodSpec, ProofRef
-from dpledger.core.validation import positive_finite
+from dpledger.plugin import (
+    Adjacency,
+    Event,
+    LaplaceEvent,
+    Ledger,
+    MethodSpec,
+    ProofRef,
+    hookimpl,
+    positive_finite,
+    query_answer,
+)
 from dpledger.plugins.primitives._common import float_matrix, summed_rows
-from dpledger.runtime.ledger import PrivacyLedger
-from dpledger.runtime.neighbour_rules import query_answer
 
 
 @attrs.frozen
@@ -39,7 +43,7 @@ def declare(params: LaplaceParams, adjacency: Adjacency) -> Event:
 
 
 def run(
-    params: LaplaceParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: LaplaceParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     rows = summed_rows(data, ledger)
     if rows is not None:  # a user-level source: the query is the sum of the rows

@@ -19,15 +19,20 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import Event, GaussianEvent
-from dpledger.core.hookspecs import hookimpl
-from dpledger.core.specs import MethodSpec, ProofRef
-from dpledger.core.validation import positive_finite, positive_int
+from dpledger.plugin import (
+    Adjacency,
+    Event,
+    GaussianEvent,
+    InvalidParameterError,
+    Ledger,
+    MethodSpec,
+    ProofRef,
+    hookimpl,
+    nn_records,
+    positive_finite,
+    positive_int,
+)
 from dpledger.plugins.primitives._common import field_of, float_matrix
-from dpledger.runtime.ledger import PrivacyLedger
-from dpledger.runtime.neighbour_rules import nn_records
 
 _CHUNK = 2048
 
@@ -60,7 +65,7 @@ def vote_histogram(
 
 
 def run(
-    params: NNVotingParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: NNVotingParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     records = float_matrix("data.records", field_of(data, "records"), ndim=2)
     candidates = float_matrix("data.candidates", field_of(data, "candidates"), ndim=2)

@@ -17,19 +17,22 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.events import (
+from dpledger.plugin import (
+    Adjacency,
     Event,
     ExponentialMechanismEvent,
+    Ledger,
+    MethodSpec,
+    ProofRef,
     ReportNoisyMaxEvent,
     SelfComposedEvent,
+    hookimpl,
+    positive_finite,
+    positive_int,
+    score_vector,
+    selection_epsilon,
 )
-from dpledger.core.hookspecs import hookimpl
-from dpledger.core.specs import MethodSpec, ProofRef
-from dpledger.core.validation import positive_finite, positive_int
 from dpledger.plugins.primitives._common import is_bool, summed_scores
-from dpledger.runtime.ledger import PrivacyLedger, selection_epsilon
-from dpledger.runtime.neighbour_rules import score_vector
 
 
 @attrs.frozen
@@ -57,7 +60,7 @@ def _declare_em(params: SelectionParams, adjacency: Adjacency) -> Event:
 
 
 def _run_em(
-    params: SelectionParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: SelectionParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     scores = summed_scores(data, ledger, params.sensitivity)
     index = ledger.exponential_mechanism(
@@ -71,7 +74,7 @@ def _declare_rnm(params: SelectionParams, adjacency: Adjacency) -> Event:
 
 
 def _run_rnm(
-    params: SelectionParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: SelectionParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     scores = summed_scores(data, ledger, params.sensitivity)
     index = ledger.report_noisy_max(
@@ -91,7 +94,7 @@ def _declare_top_k(params: TopKParams, adjacency: Adjacency) -> Event:
 
 
 def _run_top_k(
-    params: TopKParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: TopKParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     scores = summed_scores(data, ledger, params.sensitivity)
     top = ledger.noisy_top_k(

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 from dpledger.plugins.shk.torus import FloatArray
 
 

@@ -24,11 +24,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import (
+from dpledger.plugin import (
+    Adjacency,
     ApproxDPEvent,
     Event,
+    InvalidParameterError,
     NonPrivateEvent,
     SelfComposedEvent,
 )

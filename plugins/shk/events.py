@@ -12,8 +12,7 @@ from typing import ClassVar
 
 import attrs
 
-from dpledger.core.events import Event, PureDPEvent
-from dpledger.core.validation import nonnegative_finite, positive_finite, to_float
+from dpledger.plugin import Event, PureDPEvent, nonnegative_finite, positive_finite, to_float
 
 
 @attrs.frozen

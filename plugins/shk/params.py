@@ -29,8 +29,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.validation import one_of
+from dpledger.plugin import InvalidParameterError, one_of
 from dpledger.plugins.shk.torus import DEFAULT_CELLS
 
 LOSSES = ("cosine", "grid")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 from dpledger.plugins.shk.torus import FloatArray
 
 ArrayFn = Callable[[FloatArray], FloatArray]

@@ -10,10 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.events import Event
-from dpledger.core.hookspecs import hookimpl
-from dpledger.core.specs import MechanismSpec, MethodSpec, ProofRef, ReportSectionSpec
+from dpledger.plugin import (
+    Adjacency,
+    Event,
+    MechanismSpec,
+    MethodSpec,
+    ProofRef,
+    ReportSectionSpec,
+    circle_antipode,
+    hookimpl,
+)
 from dpledger.plugins.shk.declare import (
     PARTICLES_REASON,
     TIER_NONE,
@@ -24,7 +30,6 @@ from dpledger.plugins.shk.declare import (
 from dpledger.plugins.shk.events import TimeProfiledPureDPEvent
 from dpledger.plugins.shk.params import SHKMethodParams
 from dpledger.plugins.shk.release import run_release
-from dpledger.runtime.neighbour_rules import circle_antipode
 
 METHOD_NAME = "shk"
 

@@ -14,15 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import ApproxDPEvent, NonPrivateEvent
+from dpledger.plugin import ApproxDPEvent, InvalidParameterError, Ledger, NonPrivateEvent
 from dpledger.plugins.shk import declare
 from dpledger.plugins.shk.events import TimeProfiledPureDPEvent
 from dpledger.plugins.shk.params import SHKMethodParams
 from dpledger.plugins.shk.particles import birth_death_langevin
 from dpledger.plugins.shk.solvers import solve_shk, stable_dt
 from dpledger.plugins.shk.torus import FloatArray, TorusGrid, check_data, von_mises_density
-from dpledger.runtime.ledger import PrivacyLedger
 
 #: A grid loss whose seam jump exceeds this multiple of its largest interior jump is refused.
 SEAM_FACTOR = 8.0
@@ -153,7 +151,7 @@ def _particle_sampler(p: SHKMethodParams, v: Any, dv: Any) -> Any:
 
 
 def run_release(
-    params: SHKMethodParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: SHKMethodParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     """Approximate ``ρ_t^D`` with the chosen solver and draw ``n_samples`` points via the ledger."""
     p = declare.as_params(params)

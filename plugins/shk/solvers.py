@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 from dpledger.plugins.shk.torus import FloatArray, Potential, TorusGrid, evaluate
 
 #: Real-axis extent of the RK4 stability region.

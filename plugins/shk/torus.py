@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 
 Potential = Callable[[NDArray[np.float64]], NDArray[np.float64]]
 FloatArray = NDArray[np.float64]

@@ -11,7 +11,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 
 FloatArray = NDArray[np.float64]
 

@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import functools
 
-from dpledger.accountant.calibrate import analytic_gaussian_sigma, calibrate_noise_multiplier
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import (
+from dpledger.plugin import (
+    Adjacency,
     ApproxDPEvent,
     ComposedEvent,
     Event,
     GaussianEvent,
+    InvalidParameterError,
     NonPrivateEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
+    analytic_gaussian_sigma,
+    calibrate_noise_multiplier,
 )
 from dpledger.plugins.swflow.params import AnyParams, FlowParams
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 from dpledger.plugins.swflow.data import check_records
 
 DTYPE = torch.float64

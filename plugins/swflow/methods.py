@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import ApproxDPEvent
+from dpledger.plugin import ApproxDPEvent, InvalidParameterError, Ledger
 from dpledger.plugins.swflow.data import check_records
 from dpledger.plugins.swflow.declare import noise_multiplier_for
 from dpledger.plugins.swflow.generator import Generator, sliced_loss
@@ -24,13 +23,12 @@ from dpledger.plugins.swflow.params import AnyParams, FlowParams, FlowResamplePa
 from dpledger.plugins.swflow.sensitivity import record_bound, sample_projections
 from dpledger.plugins.swflow.transport import flow_step, sorted_columns
 from dpledger.plugins.torch_device import torch_device
-from dpledger.runtime.ledger import PrivacyLedger
 
 DTYPE = torch.float64
 
 
 def _prepare(
-    params: AnyParams, data: Any, ledger: PrivacyLedger, name: str
+    params: AnyParams, data: Any, ledger: Ledger, name: str
 ) -> tuple[np.ndarray, float | None]:
     y = check_records(data)
     n, d = y.shape
@@ -65,7 +63,7 @@ def _t(array: np.ndarray, device: torch.device) -> torch.Tensor:
 
 
 def _release(
-    ledger: PrivacyLedger, values: np.ndarray, bound: float, m: float | None, step: str
+    ledger: Ledger, values: np.ndarray, bound: float, m: float | None, step: str
 ) -> np.ndarray:
     if m is None:
         return values
@@ -74,7 +72,7 @@ def _release(
     return bound * np.asarray(ledger.gaussian(values / bound, 1.0, m, step=step))
 
 
-def _charge_failure(ledger: PrivacyLedger, params: AnyParams, step: str) -> None:
+def _charge_failure(ledger: Ledger, params: AnyParams, step: str) -> None:
     """Book the failure probability of the probabilistic bound for one projection matrix."""
     if params.sensitivity_bound == "probabilistic" and params.private:
         # a data-independent charge: checked against the declaration and booked, no noise
@@ -86,7 +84,7 @@ def _charge_failure(ledger: PrivacyLedger, params: AnyParams, step: str) -> None
 
 
 def run_flow_resample(
-    params: FlowResampleParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: FlowResampleParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     """DPSWflow-r: fresh projections, a fresh batch and a fresh noisy release every step."""
     y, m = _prepare(params, data, ledger, "swflow_r")
@@ -118,7 +116,7 @@ def run_flow_resample(
 
 
 def run_flow(
-    params: FlowParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: FlowParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     """DPSWflow: one noisy release of all projections of all records, then post-processing."""
     y, m = _prepare(params, data, ledger, "swflow")
@@ -149,7 +147,7 @@ def run_flow(
 
 
 def run_gen(
-    params: GenParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: GenParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     """DPSWgen: a generator trained on the smoothed sliced-Wasserstein loss to noisy batches."""
     y, m = _prepare(params, data, ledger, "swgen")

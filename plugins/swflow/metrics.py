@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 from dpledger.plugins.swflow.data import check_records
 
 FloatArray = NDArray[np.float64]

@@ -19,8 +19,13 @@ from typing import Any
 
 import attrs
 
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.validation import nonnegative_finite, one_of, positive_finite, positive_int
+from dpledger.plugin import (
+    InvalidParameterError,
+    nonnegative_finite,
+    one_of,
+    positive_finite,
+    positive_int,
+)
 
 SENSITIVITY_BOUNDS: tuple[str, ...] = ("operator_norm", "probabilistic")
 EVALUATE_AT: tuple[str, ...] = ("noisy", "clean")

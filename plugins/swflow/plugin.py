@@ -9,11 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from dpledger.core.hookspecs import hookimpl
-from dpledger.core.specs import MethodSpec, ProofRef
+from dpledger.plugin import Ledger, MethodSpec, ProofRef, hookimpl
 from dpledger.plugins.swflow.declare import declare
 from dpledger.plugins.swflow.params import FlowParams, FlowResampleParams, GenParams
-from dpledger.runtime.ledger import PrivacyLedger
 
 _PROOF = (
     "Gaussian mechanism on the per-record projections y Theta^T (record in the unit ball, "
@@ -24,24 +22,20 @@ _PROOF = (
 
 
 def _run_flow_resample(
-    params: Any, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: Any, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     from dpledger.plugins.swflow.methods import run_flow_resample
 
     return dict(run_flow_resample(params, data, ledger, rng))
 
 
-def _run_flow(
-    params: Any, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
-) -> dict[str, Any]:
+def _run_flow(params: Any, data: Any, ledger: Ledger, rng: np.random.Generator) -> dict[str, Any]:
     from dpledger.plugins.swflow.methods import run_flow
 
     return dict(run_flow(params, data, ledger, rng))
 
 
-def _run_gen(
-    params: Any, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
-) -> dict[str, Any]:
+def _run_gen(params: Any, data: Any, ledger: Ledger, rng: np.random.Generator) -> dict[str, Any]:
     from dpledger.plugins.swflow.methods import run_gen
 
     return dict(run_gen(params, data, ledger, rng))

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import norm
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 
 #: relative safety margin on computed bounds (covers the SVD's rounding error)
 _ROUND_UP = 1.0 + 1e-9

@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 
 
 def sorted_columns(values: torch.Tensor) -> torch.Tensor:

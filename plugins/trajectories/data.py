@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 
 #: digits of the MNIST-stroke subset used in the paper's Table 1
 MNIST_DIGITS: tuple[int, ...] = (1, 2, 3, 6, 7, 9)

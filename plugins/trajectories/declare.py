@@ -25,17 +25,18 @@ import attrs
 import numpy as np
 from scipy import special
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import (
+from dpledger.plugin import (
+    Adjacency,
     ComposedEvent,
     Event,
     GaussianEvent,
+    InvalidParameterError,
     NoOpEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
+    positive_finite,
+    positive_int,
 )
-from dpledger.core.validation import positive_finite, positive_int
 
 WARM_START_KINDS: tuple[str, ...] = ("none", "mean", "mixture")
 PUBLIC_INITS: tuple[str, ...] = ("uniform", "gaussian")

@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.specs import Example
+from dpledger.plugin import Example, InvalidParameterError
 from dpledger.plugins.trajectories.data import TrajectoryData, make_multimodal
 
 #: the options of :func:`make_example` and their defaults

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import ot
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 
 
 def w2(A: np.ndarray, B: np.ndarray) -> float:

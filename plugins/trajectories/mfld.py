@@ -35,8 +35,7 @@ import ot
 import torch
 from scipy import special
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import Adjacency, InvalidParameterError
 from dpledger.plugins.trajectories.data import uniform_times, validate_marginals
 from dpledger.plugins.trajectories.declare import (
     Phase,

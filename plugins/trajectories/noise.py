@@ -32,11 +32,11 @@ from typing import Any, Protocol
 import attrs
 import numpy as np
 
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import (
+from dpledger.plugin import (
     ComposedEvent,
     Event,
     GaussianEvent,
+    InvalidParameterError,
     NoOpEvent,
     PoissonSampledEvent,
     SelfComposedEvent,

@@ -46,12 +46,18 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.declaration import Declaration
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import Event
-from dpledger.core.hookspecs import hookimpl
-from dpledger.core.specs import MethodSpec, ProofRef, ReportSectionSpec
+from dpledger.plugin import (
+    Adjacency,
+    Declaration,
+    Event,
+    InvalidParameterError,
+    Ledger,
+    MethodSpec,
+    ProofRef,
+    ReportSectionSpec,
+    ball_marginals,
+    hookimpl,
+)
 from dpledger.plugins.trajectories.data import validate_marginals
 from dpledger.plugins.trajectories.declare import (
     TrajectoryParams,
@@ -61,8 +67,6 @@ from dpledger.plugins.trajectories.declare import (
 )
 from dpledger.plugins.trajectories.example import make_example
 from dpledger.plugins.trajectories.report import render_gdp_check
-from dpledger.runtime.ledger import PrivacyLedger
-from dpledger.runtime.neighbour_rules import ball_marginals
 
 
 def _sizes(value: Any) -> int | tuple[int, ...]:
@@ -169,7 +173,7 @@ def declare(params: TrajectoriesParams, adjacency: Adjacency) -> Event | Declara
     return Declaration(event, "user") if adjacency.unit == "user" else event
 
 
-def one_point_per_user(marginals: list[np.ndarray], ledger: PrivacyLedger) -> list[np.ndarray]:
+def one_point_per_user(marginals: list[np.ndarray], ledger: Ledger) -> list[np.ndarray]:
     """Each marginal with at most one point per user (the first), enforced by the ledger by the
     user ids it read from the data (``ids`` [T, N], or ``ids_0``, ``ids_1``, ...)."""
     units = ledger.units
@@ -247,7 +251,7 @@ def read_progress(data: Any) -> Callable[[int], Any] | None:
 
 
 def run(
-    params: TrajectoriesParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: TrajectoriesParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     """Run the private dynamics under ``ledger``; ``rng`` drives public randomness only."""
     from dpledger.plugins.torch_device import torch_device

@@ -50,8 +50,7 @@ def _step(node: Mapping[str, Any]) -> tuple[float, float] | None:
 
 def gdp_rows(context: Mapping[str, Any], delta: float) -> list[dict[str, float | bool]]:
     """One row per distinct block: rho, tau, K, mu, paper epsilon, certified epsilon, flag."""
-    from dpledger.accountant.select import account
-    from dpledger.core.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
+    from dpledger.plugin import GaussianEvent, PoissonSampledEvent, SelfComposedEvent, account
 
     rows = []
     for rho, tau, K in sorted(set(_blocks(context))):

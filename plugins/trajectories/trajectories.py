@@ -14,7 +14,7 @@ import attrs
 import numpy as np
 import ot
 
-from dpledger.core.errors import InvalidParameterError
+from dpledger.plugin import InvalidParameterError
 
 
 def exact_plans(particles: np.ndarray) -> list[np.ndarray]:

@@ -12,13 +12,17 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import Event, GaussianEvent
-from dpledger.core.hookspecs import hookimpl
-from dpledger.core.specs import MethodSpec, ProofRef
-from dpledger.core.validation import positive_finite
-from dpledger.runtime.ledger import PrivacyLedger
+from dpledger.plugin import (
+    Adjacency,
+    Event,
+    GaussianEvent,
+    InvalidParameterError,
+    Ledger,
+    MethodSpec,
+    ProofRef,
+    hookimpl,
+    positive_finite,
+)
 
 
 @attrs.frozen
@@ -35,7 +39,7 @@ def declare(params: ClippedSumParams, adjacency: Adjacency) -> Event:
 
 
 def run(
-    params: ClippedSumParams, data: Any, ledger: PrivacyLedger, rng: np.random.Generator
+    params: ClippedSumParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     """All noise goes through ``ledger``; ``rng`` is only for non-private randomness."""
     rows = np.asarray(data, dtype=float)

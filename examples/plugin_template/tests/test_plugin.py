@@ -1,4 +1,8 @@
-"""The template's tests: dpledger's contract, plus what is specific to this method."""
+"""The template's tests: dpledger's contract, plus what is specific to this method.
+
+The plugin's own code imports from ``dpledger.plugin`` only; its tests also use dpledger's
+testing API, ``dpledger.runtime.testing`` (fixtures and contract classes).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 from dpledger_plugin_template import plugin
 
+from dpledger.plugin import run_verified
 from dpledger.runtime import testing as _testing
 from dpledger.runtime.testing import MethodPluginContract
 
@@ -34,8 +39,6 @@ def test_registered_through_the_hook(dpledger_register) -> None:  # type: ignore
 
 
 def test_rows_are_clipped_before_summing() -> None:
-    from dpledger.runtime.runner import run_verified
-
     params = plugin.SPEC.make_params({"clip": 1.0, "noise_multiplier": 1e-9})
     data = np.array([[3.0, 4.0], [0.0, 0.5]])  # first row clipped to (0.6, 0.8)
     result = run_verified(plugin.SPEC, params, data, seed=0)
