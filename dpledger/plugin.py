@@ -5,10 +5,12 @@ A plugin registers specs (:class:`MethodSpec`, :class:`MechanismSpec`,
 event it may spend, built from the core events, the adjacency and (for a method that protects
 users itself) a :class:`Declaration`; its ``run(params, data, ledger, rng)`` draws every bit of
 noise and every sample through a :class:`Ledger`. Parameter classes validate their fields with
-the validators below and raise :class:`InvalidParameterError`. The calibration and accounting
-functions let a method size its noise from a target (they load the accountant when first used),
-and :func:`run_verified` and :class:`PrivacyLedger` run a method outside dpledger's host (in a
-test, or a driver of its own).
+the validators below and raise :class:`InvalidParameterError`. A method may name the rule that
+builds the neighbouring datasets ``dpledger audit`` runs it on (``MethodSpec(neighbours=...)``, a
+:data:`NeighbourRule`; reusable ones: :func:`per_record`, :func:`query_answer`, ...). The
+calibration and accounting functions let a method size its noise from a target, and
+:func:`run_verified` and :class:`PrivacyLedger` run a method outside dpledger's host (in a
+test, or a driver of its own); these load the accountant or the runtime when first used.
 
 Tests of a plugin use dpledger's pytest plugin, :mod:`dpledger.runtime.testing` (fixtures and
 contract classes; enabled once dpledger is installed). It is not re-exported here: it imports
@@ -75,6 +77,7 @@ from dpledger.core.events import (
 )
 from dpledger.core.hookspecs import hookimpl
 from dpledger.core.ledger_protocol import Epoch, Ledger, SampleScope, UnitKeys
+from dpledger.core.neighbours import NeighbourPair, NeighbourRule
 from dpledger.core.specs import (
     DeclareFn,
     DiagnoseFn,
@@ -110,6 +113,15 @@ if TYPE_CHECKING:
     )
     from dpledger.accountant.select import account
     from dpledger.runtime.ledger import PrivacyLedger, selection_epsilon
+    from dpledger.runtime.neighbour_rules import (
+        ball_marginals,
+        circle_antipode,
+        nn_records,
+        per_record,
+        query_answer,
+        score_vector,
+        user_tables,
+    )
     from dpledger.runtime.runner import RunResult, run_verified
 
 __all__ = [
@@ -134,6 +146,8 @@ __all__ = [
     "LedgerViolationError",
     "MechanismSpec",
     "MethodSpec",
+    "NeighbourPair",
+    "NeighbourRule",
     "NoOpEvent",
     "NonPrivateEvent",
     "PairFn",
@@ -160,62 +174,64 @@ __all__ = [
     "UnsupportedEventError",
     "account",
     "analytic_gaussian_sigma",
+    "ball_marginals",
     "calibrate_noise_multiplier",
     "calibrate_on_grid",
+    "circle_antipode",
     "hookimpl",
     "is_number",
+    "nn_records",
     "nonnegative_finite",
     "nonnegative_int",
     "one_of",
+    "per_record",
     "positive_finite",
     "positive_int",
     "probability",
+    "query_answer",
     "run_verified",
+    "score_vector",
     "selection_epsilon",
     "to_float",
+    "user_tables",
 ]
 
 
-def _accountant(name: str) -> Any:
-    if name == "account":
-        from dpledger.accountant.select import account
-
-        return account
-    from dpledger.accountant import calibrate
-
-    return getattr(calibrate, name)
-
-
-def _runtime(name: str) -> Any:
-    if name in ("run_verified", "RunResult"):
-        from dpledger.runtime import runner
-
-        return getattr(runner, name)
-    from dpledger.runtime import ledger
-
-    return getattr(ledger, name)
-
-
-#: names loaded when first used, so that importing a plugin loads the kernel only
-_LAZY = {
-    "account": _accountant,
-    "analytic_gaussian_sigma": _accountant,
-    "calibrate_noise_multiplier": _accountant,
-    "calibrate_on_grid": _accountant,
-    "PrivacyLedger": _runtime,
-    "selection_epsilon": _runtime,
-    "run_verified": _runtime,
-    "RunResult": _runtime,
-}
+#: names loaded when first used (by the module that defines them), so that importing a plugin
+#: loads the kernel only
+_ACCOUNTING = frozenset(
+    {"account", "analytic_gaussian_sigma", "calibrate_noise_multiplier", "calibrate_on_grid"}
+)
+_NEIGHBOUR_RULES = frozenset(
+    {
+        "ball_marginals",
+        "circle_antipode",
+        "nn_records",
+        "per_record",
+        "query_answer",
+        "score_vector",
+        "user_tables",
+    }
+)
+_RUNNING = frozenset({"PrivacyLedger", "RunResult", "run_verified", "selection_epsilon"})
 
 
 def __getattr__(name: str) -> Any:
     """The lazily loaded names of ``__all__`` (not cached: this module's namespace never
     changes after import)."""
-    load = _LAZY.get(name)
-    if load is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return load(name)
+    if name in _ACCOUNTING:
+        from dpledger.accountant import calibrate, select
+
+        return getattr(select if name == "account" else calibrate, name)
+    if name in _NEIGHBOUR_RULES:
+        from dpledger.runtime import neighbour_rules
+
+        return getattr(neighbour_rules, name)
+    if name in _RUNNING:
+        from dpledger.runtime import ledger, runner
+
+        return getattr(ledger if name in ("PrivacyLedger", "selection_epsilon") else runner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
