@@ -372,3 +372,12 @@ def test_the_runtime_ledger_is_a_ledger_for_mypy(tmp_path: Path) -> None:
     assert good.returncode == 0, good.stdout + good.stderr
     bad = subprocess.run([*args, "wrong.py"], cwd=where, capture_output=True, text=True)
     assert bad.returncode == 1 and "Incompatible types in assignment" in bad.stdout, bad.stdout
+
+
+def test_the_integrity_guard_sees_a_patch_of_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plugins bind their names from here, so the in-process guard fingerprints this module."""
+    from dpledger.runtime.integrity import Change, Fingerprint, diff
+
+    before = Fingerprint.take()
+    monkeypatch.setattr(api, "GaussianEvent", object)
+    assert Change("dpledger.plugin.GaussianEvent", "replaced") in diff(before, before.retake())

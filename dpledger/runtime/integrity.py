@@ -49,6 +49,7 @@ LAZY_PREFIXES: tuple[str, ...] = ("dpledger.runtime.testing",)
 #: other parts of dpledger covered when already imported
 IF_LOADED_PREFIXES: tuple[str, ...] = (
     "dpledger.cli",
+    "dpledger.plugin",
     "dpledger.commands",
     "dpledger.plugins",
     "dpledger.report",
