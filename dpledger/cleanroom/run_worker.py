@@ -5,10 +5,13 @@ The worker is an ordinary interpreter (installed plugins load as usual, through
 over two pipes (:mod:`dpledger.cleanroom.wire`; never its standard streams, which go to a file
 whose last line names what went wrong):
 
-1. the worker says ``hello``; dpledger sends the method, its parameters table, the adjacency and
-   the plugin-loading options;
-2. the worker loads the plugin, makes the parameters and answers ``ready`` with them (as the
-   run record states them), or ``failed``;
+1. the worker says ``hello``; dpledger sends the declaration's canonical request (method,
+   parameters table, adjacency: what ``dpledger account`` asks a worker) and the
+   plugin-loading options;
+2. the worker loads the plugin (says ``loaded`` with the plugin's name before it calls
+   ``declare``), makes the declaration as a declaration worker makes it
+   (:func:`~dpledger.cleanroom.worker.declare_with`) and the parameters, and answers ``ready``
+   with both as data (the parameters as the run record states them), or ``failed``;
 3. dpledger sends ``run`` with the data (loaded and, at user level, bounded by dpledger) and the
    state of the method's non-private generator (never the ledger's); the worker calls
    ``run(params, data, ledger, rng)`` with a :class:`~dpledger.cleanroom.ledger_channel.LedgerProxy`
@@ -33,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 
 try:
@@ -40,9 +44,12 @@ try:
 except ImportError:  # not a POSIX system: pipes keep their default size
     fcntl = None  # type: ignore[assignment]
 
+from dpledger.cleanroom.declarations import DeclarationReply, DeclarationRequest, reply_from_dict
 from dpledger.cleanroom.ledger_channel import DEFERRED, LedgerProxy, LedgerServer
-from dpledger.cleanroom.wire import Link, WireError
+from dpledger.cleanroom.wire import Link, WireError, shared_regions
 from dpledger.core.errors import InvalidParameterError, PluginError
+
+__all__ = ["BOOTSTRAP", "PIPE_SIZE", "RUN_TIMEOUT_ENV", "RunWorker", "plain_output", "run_timeout"]
 
 #: seconds a third-party method's run may take in its worker (unset: no limit)
 RUN_TIMEOUT_ENV = "DPLEDGER_RUN_TIMEOUT"
@@ -83,15 +90,30 @@ def _failure(exc: BaseException) -> dict[str, Any]:
     return out
 
 
-def _load(start: Mapping[str, Any]) -> tuple[Any, Any]:
-    """The method's spec (loaded as ``account`` loads it) and its parameters."""
+def _load(link: Link, start: Mapping[str, Any]) -> tuple[Any, Any] | None:
+    """The method's spec and parameters, once its declaration and parameters are sent as
+    ``ready``; None if the declaration was refused (the reply says why)."""
+    from dpledger.cleanroom.worker import declare_with
     from dpledger.runtime.plugin_manager import PluginHost
 
     host = PluginHost.on_demand(
         allow=start.get("allow"), block=start.get("block"), timeout=start.get("timeout")
     )
-    spec = host.method(str(start["method"]))
-    return spec, spec.make_params(dict(start["params"]))
+    request = DeclarationRequest.from_dict(start["request"])
+
+    def named(provenance: Any) -> None:  # named if declare then exits or hangs
+        dist = " ".join(p for p in (provenance.distribution, provenance.version) if p)
+        link.send({"op": "loaded", "who": f"{provenance.plugin} ({dist or 'unknown'})"})
+
+    reply = declare_with(host, request, named)
+    if reply.error is not None:
+        link.send({"op": "ready", "declaration": reply.to_dict(), "params": None})
+        return None
+    spec = host.method(request.method)
+    params = spec.make_params(dict(request.params))
+    plain = plain_output(attrs.asdict(params), "params")
+    link.send({"op": "ready", "declaration": reply.to_dict(), "params": plain})
+    return spec, params
 
 
 def _generator(state: Mapping[str, Any]) -> np.random.Generator:
@@ -123,36 +145,56 @@ def plain_output(value: Any, where: str) -> Any:
     )
 
 
-def _run(proxy: LedgerProxy, spec: Any, params: Any, job: Mapping[str, Any]) -> dict[str, Any]:
-    outputs = spec.run(params, job.get("data"), proxy, _generator(job["rng"]))
+def _run(proxy: LedgerProxy, spec: Any, params: Any, data: Any, rng: Any) -> dict[str, Any]:
+    outputs = spec.run(params, data, proxy, _generator(rng))
     if not isinstance(outputs, Mapping) or not all(isinstance(k, str) for k in outputs):
         raise PluginError(f"method {spec.name!r}: run() must return a mapping of named outputs")
     return {"op": "done", "outputs": {k: plain_output(v, repr(k)) for k, v in outputs.items()}}
 
 
-def main() -> int:
-    """Worker entry: the descriptors of its two pipes are its arguments."""
-    import attrs
+def _read_data(path: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The method's data read from its file as ``dpledger run`` reads it (nothing without a
+    file), or why it could not be read (reported when the run is due)."""
+    if not isinstance(path, str):
+        return None, None
+    from dpledger.commands.run import load_data
 
-    down, up = int(sys.argv[1]), int(sys.argv[2])
-    link = Link(down, up)
+    try:
+        return load_data(Path(path)), None
+    except Exception as exc:  # the file's problem, named by dpledger's process
+        return None, {**_failure(exc), "stage": "data"}
+
+
+def main() -> int:
+    """Worker entry: the descriptors of its two pipes (and of the shared regions it reads and
+    writes, if any) are its arguments."""
+    fds = [int(a) for a in sys.argv[1:5]]
+    link = Link(fds[0], fds[1], (fds[2], fds[3]) if len(fds) == 4 else None)
     link.send({"op": "hello"})
     start = link.receive()
     try:
-        spec, params = _load(start)
-        link.send({"op": "ready", "params": plain_output(attrs.asdict(params), "params")})
+        loaded = _load(link, start)
     except BaseException as exc:  # reported to dpledger's process by name
         link.send(_failure(exc))
         return 0
+    if loaded is None:
+        return 0
     try:
         job = link.receive()
+        data, unread = (None, None) if job.get("op") != "data" else _read_data(job.get("file"))
+        if job.get("op") == "data":  # read while dpledger's process accounts the declaration
+            data, job = data, link.receive()
     except EOFError:  # dpledger's process stopped before the run
         return 0
     if job.get("op") != "run":
         return 0
+    if unread is not None:
+        link.send(unread)
+        return 0
+    spec, params = loaded
     proxy = LedgerProxy(link, spec.name)
     try:
-        reply = _run(proxy, spec, params, job)
+        reply = _run(proxy, spec, params, job.get("data", data), job["rng"])
     except BaseException as exc:  # the plugin's error, reported by name
         reply = _failure(exc)
     link.send({**reply, "queued": proxy.queued()})
@@ -175,26 +217,30 @@ class RunWorker:
         self._log = Path(self._tmp.name) / "worker.log"
         self._proc: subprocess.Popen[bytes] | None = None
         self._link: Link | None = None
+        #: whether the worker was told to read the method's data from its file
+        self._data_sent = False
 
     def __enter__(self) -> RunWorker:
         from dpledger.cleanroom.worker import _child_env
 
         down_r, down_w = _pipe()
         up_r, up_w = _pipe()
+        regions = shared_regions()  # (this side writes, the worker writes)
+        fds = (down_r, up_w, *(regions or ()))
         sys.stdout.flush()
         with self._log.open("wb") as log:
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", BOOTSTRAP, str(down_r), str(up_w)],
+                [sys.executable, "-c", BOOTSTRAP, *map(str, fds)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
-                pass_fds=(down_r, up_w),
+                pass_fds=fds,
                 env=_child_env(),
                 start_new_session=True,  # stopped with everything it starts
             )
         os.close(down_r)
         os.close(up_w)
-        self._link = Link(up_r, down_w)
+        self._link = Link(up_r, down_w, (regions[1], regions[0]) if regions else None)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -210,22 +256,41 @@ class RunWorker:
         self._tmp.cleanup()
 
     # -- the protocol ----------------------------------------------------------------------
-    def load(self, start: Mapping[str, Any]) -> dict[str, Any]:
-        """Have the worker load the method and make its parameters; the parameters as the run
-        record states them."""
+    def load(
+        self, request: DeclarationRequest, options: Mapping[str, Any], data_file: str | None
+    ) -> tuple[DeclarationReply, dict[str, Any] | None]:
+        """Have the worker load the method, make its declaration for ``request`` and its
+        parameters (``options``: the plugin-loading options), and then read ``data_file``
+        (the data the method runs on, if the run sends none); the declaration (for this
+        request) and the parameters as the run record states them (None if the declaration
+        was refused: its reply says why)."""
         deadline = time.monotonic() + self.load_limit
         self._expect("hello", self._receive(deadline, "start"))
-        self._send(start)
-        ready = self._expect("ready", self._receive(deadline, "loading"))
+        self._send({**options, "request": request.to_dict()})
+        message = self._receive(deadline, "loading")
+        if message.get("op") == "loaded":  # the plugin, named if its declare exits or hangs
+            self.who = str(message.get("who"))[:200]
+            message = self._receive(deadline, "declaration")
+        ready = self._expect("ready", message)
+        found = ready.get("declaration")
+        if not isinstance(found, dict):
+            raise self._broken("sent a declaration that is not a table")
+        reply = attrs.evolve(reply_from_dict(found), request=request)
         params = ready.get("params")
+        if reply.error is not None:
+            return reply, None
         if not isinstance(params, dict):
             raise self._broken("sent parameters that are not a table")
-        return params
+        if data_file is not None:  # only once the declaration is made
+            self._send({"op": "data", "file": data_file})
+            self._data_sent = True
+        return reply, params
 
     def run(self, server: LedgerServer, data: Any, rng_state: Mapping[str, Any]) -> dict[str, Any]:
         """Run the method, serving its ledger requests; its outputs."""
         deadline = None if self.run_limit is None else time.monotonic() + self.run_limit
-        self._send({"op": "run", "data": data, "rng": dict(rng_state)})
+        job = {"op": "run", "rng": dict(rng_state)}
+        self._send(job if data is None and self._data_sent else {**job, "data": data})
         while True:
             message = self._receive(deadline, "run")
             for queued in message.get("queued") or []:  # samples entered and left before it
@@ -272,6 +337,8 @@ class RunWorker:
             return message
         if message.get("op") != "failed":
             raise self._broken(f"sent {message.get('op')!r} where {op!r} was due")
+        if message.get("stage") == "data" and op == "done":  # its data file could not be read
+            raise _data_error(message)
         key = message.get("key")
         if server is not None and isinstance(key, int) and key in server.errors:
             raise server.errors[key]  # the ledger's own error, raised here as in dpledger
@@ -310,6 +377,19 @@ class RunWorker:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def _data_error(message: Mapping[str, Any]) -> InvalidParameterError:
+    """The data file's problem, as ``dpledger run`` names it when it reads the file itself."""
+    if "field" in message:
+        return InvalidParameterError(
+            str(message["field"]), str(message.get("problem")), str(message.get("fix"))
+        )
+    return InvalidParameterError(
+        "data",
+        f"could not be read ({message.get('type')}: {message.get('message')})",
+        "pass a .npy, .npz, .csv or .json file",
+    )
 
 
 #: bytes a pipe of the channel holds (where the system allows): an array crosses in few writes

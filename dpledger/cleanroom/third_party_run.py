@@ -1,13 +1,16 @@
 """``dpledger run`` of a method no builtin plugin provides: no third-party code in this process.
 
-The declaration comes from a worker process (:func:`~dpledger.cleanroom.worker.declare_in_worker`,
-the same canonical inputs as ``dpledger account``: method, parameters table, adjacency) and is
-accounted here before any noise is drawn. The method's ``run`` executes in another worker
-(:mod:`dpledger.cleanroom.run_worker`) against a proxy of the ledger; the real
-:class:`~dpledger.runtime.ledger.PrivacyLedger` lives in this process, books and draws every
-step, and is verified here. This process loads the data (the worker gets it as arrays, bounded
-per user as the ledger sees it), writes the outputs and the record as for a builtin method, and
-the clean room confirms the staged run before anything is published.
+The method's ``run`` executes in a worker process (:mod:`dpledger.cleanroom.run_worker`). Its
+declaration is made there first, before the worker is told where the data is, as a declaration
+worker makes it (:func:`~dpledger.cleanroom.worker.declare_with`, with the canonical inputs of
+``dpledger account``: method, parameters table, adjacency); it comes back as data and is
+accounted here before any noise is drawn. The ``run`` executes against a proxy of the ledger;
+the real :class:`~dpledger.runtime.ledger.PrivacyLedger` lives in this process, books and draws
+every step, and is verified here. The method reads its data file itself, as this process would
+read it (it is the method's input; the ledger, its generator and the unit keys stay here);
+at user level this process loads the data and sends it bounded per user as the ledger sees
+it. This process writes the outputs and the record as for a builtin method, and the clean
+room confirms the staged run before anything is published.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dpledger.cleanroom.declarations import DeclarationReply, DeclarationRequest
 from dpledger.cleanroom.ledger_channel import LedgerServer
 from dpledger.cleanroom.resolver import names
 from dpledger.cleanroom.run_worker import RUN_TIMEOUT_ENV, RunWorker, run_timeout
-from dpledger.cleanroom.worker import declare_in_worker, plugin_timeout
+from dpledger.cleanroom.worker import plugin_timeout
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import Declaration
 from dpledger.core.errors import InvalidParameterError
@@ -31,15 +34,8 @@ from dpledger.runtime.run_record import RunRecord
 from dpledger.runtime.runner import RunResult, prepare_run
 
 
-def _declaration(args: argparse.Namespace, table: Mapping[str, Any], adjacency: Adjacency) -> Any:
-    """The method's declaration, made in a worker process, as data."""
-    request = DeclarationRequest.of(args.method, table, adjacency)
-    reply = declare_in_worker(
-        request,
-        allow=names(args.plugins_allow),
-        block=names(args.plugins_block),
-        timeout=args.plugins_timeout,
-    )
+def _declared(reply: DeclarationReply) -> DeclarationReply:
+    """The worker's declaration, or its refusal as one line naming the field."""
     if reply.error is not None:
         raise InvalidParameterError(
             str(reply.error.get("field", "method")),
@@ -91,20 +87,24 @@ def run_third_party(args: argparse.Namespace, config: Mapping[str, Any], host: A
     table = params_table(config)
     adjacency = _adjacency(config)
     data_path = data_path_of(args, config)
-    data = load_data(data_path) if data_path is not None else None
+    # at user level the data is bounded per user and its unit keys read here; else the method
+    # reads its data file itself, as this process would (its rows are all the method sees)
+    here = data_path is not None and adjacency.unit == "user"
+    data = load_data(data_path) if here else None
+    data_file = str(data_path.resolve()) if data_path is not None and not here else None
     limits = plugin_timeout(args.plugins_timeout), run_timeout(os.environ.get(RUN_TIMEOUT_ENV))
-    with RunWorker(args.method, *limits) as worker:  # starts while the declaration is made
-        reply = _declaration(args, table, adjacency)
-        worker.who = reply.who()
-        declaration = Declaration(reply.core_event(), reply.unit)
-        start = {
-            "method": args.method,
-            "params": dict(table),
+    with RunWorker(args.method, *limits) as worker:
+        options = {
             "allow": names(args.plugins_allow),
             "block": names(args.plugins_block),
             "timeout": args.plugins_timeout,
         }
-        params = worker.load(start)
+        request = DeclarationRequest.of(args.method, table, adjacency)
+        reply, loaded = worker.load(request, options, data_file)
+        reply = _declared(reply)
+        worker.who = reply.who()
+        declaration = Declaration(reply.core_event(), reply.unit)
+        params = loaded or {}
         delta = query_delta(args, config, params.get("delta"))
         per_unit, rules, selection = account_declaration(
             host, declaration, adjacency, method=args.method, delta=delta

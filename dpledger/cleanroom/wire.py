@@ -7,6 +7,11 @@ replaces each array by its index, dtype (the ``.npy`` format's description, so a
 dtype crosses too; a dtype holding Python objects is refused) and shape; a table is wrapped so
 that no key of the sender's can be taken for an array. Reading checks every size against the
 header, so a malformed message is an error (:class:`WireError`), never a wrong value.
+
+A large frame crosses through memory instead of the pipe: a region shared by the two sides
+(:func:`shared_regions`, made by dpledger's process, of a size no side can change), else a
+file in memory (tmpfs). Either way the reader copies the frame once into memory of its own
+before it reads a byte of it, so the writer cannot change what was read.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import mmap
 import os
 import re
 import select
@@ -26,12 +32,31 @@ from typing import Any
 
 import numpy as np
 
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: no shared regions, large frames go through files
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "MAX_FRAME",
+    "REGION_SIZE",
+    "SPILL_ABOVE",
+    "Link",
+    "SharedRegion",
+    "WireError",
+    "shared_regions",
+]
+
 #: the largest message a reader accepts (bytes)
 MAX_FRAME = 1 << 36
 #: a frame larger than this goes through a file in memory (tmpfs) instead of the pipe, which
 #: would take one switch between the processes per pipe buffer; the pipe then carries its name
 SPILL_ABOVE = 1 << 18
 _SPILLED = 1 << 63
+#: the frame is in the writer's shared region (from its start)
+_SHARED = 1 << 62
+#: bytes of a shared region (memory is only used where a frame was written)
+REGION_SIZE = 1 << 30
 _SPILL_NAME = re.compile(r"dpledger-wire-[0-9a-f]{32}")
 _SPILL_NAME_BYTES = 46
 _SPILL_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
@@ -197,6 +222,72 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
+class SharedRegion:
+    """Memory shared by the two sides for the frames one of them writes (a sealed ``memfd``:
+    neither side can shrink or grow it, so reading it never faults)."""
+
+    def __init__(self, fd: int, *, writable: bool) -> None:
+        self.fd = fd
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+        self._map: mmap.mmap | None = mmap.mmap(fd, REGION_SIZE, mmap.MAP_SHARED, prot)
+        self.view = np.frombuffer(self._map, dtype=np.uint8)
+
+    def write(self, parts: list[Any]) -> None:
+        """Write ``parts`` one after another from the start of the region."""
+        offset = 0
+        for part in parts:
+            data = np.frombuffer(part, dtype=np.uint8)
+            self.view[offset : offset + data.size] = data
+            offset += data.size
+
+    def copy(self, size: int) -> memoryview:
+        """The first ``size`` bytes of the region, copied into memory of this process."""
+        frame = np.empty(size, dtype=np.uint8)
+        np.copyto(frame, self.view[:size])
+        return frame.data
+
+    def close(self) -> None:
+        self.view = np.empty(0, dtype=np.uint8)
+        if self._map is not None:
+            with contextlib.suppress(BufferError):  # a view still held: unmapped when freed
+                self._map.close()
+            self._map = None
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def shared_regions() -> tuple[int, int] | None:
+    """Two sealed shared regions (descriptors, passed to the other side's process like its
+    pipes), one per direction; None where the system has none (large frames then go through
+    files in memory)."""
+    make = getattr(os, "memfd_create", None)
+    if make is None or fcntl is None or not hasattr(fcntl, "F_ADD_SEALS"):
+        return None
+    seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+    made: list[int] = []
+    try:
+        for _ in range(2):
+            fd = make("dpledger-wire", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            made.append(fd)
+            os.ftruncate(fd, REGION_SIZE)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    except OSError:
+        for fd in made:
+            os.close(fd)
+        return None
+    return made[0], made[1]
+
+
+def _sealed(fd: int) -> bool:
+    """Whether ``fd`` is a region of :data:`REGION_SIZE` bytes that no side can resize."""
+    need = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW if fcntl is not None else 0
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS) if fcntl is not None else 0
+        return seals & need == need and os.fstat(fd).st_size == REGION_SIZE
+    except OSError:
+        return False
+
+
 class Link:
     """One side of the channel: the descriptors ``inbox`` to read and ``outbox`` to write.
 
@@ -204,12 +295,22 @@ class Link:
     arrays' bytes, each aligned; it is written with one gathering call where the pipe allows
     and read straight into the buffer the arrays then live in. Sending a message and reading
     its answer are one step under a lock, so that threads of the same process never
-    interleave their messages."""
+    interleave their messages.
 
-    def __init__(self, inbox: int, outbox: int) -> None:
+    ``regions`` are the shared regions (descriptors) this side reads and writes large frames
+    in; a region that is not sealed to its size is not used."""
+
+    def __init__(self, inbox: int, outbox: int, regions: tuple[int, int] | None = None) -> None:
         self.inbox = inbox
         self.outbox = outbox
         self.lock = threading.RLock()
+        self._region_in: SharedRegion | None = None
+        self._region_out: SharedRegion | None = None
+        if regions is not None and all(_sealed(fd) for fd in regions):
+            self._region_in = SharedRegion(regions[0], writable=False)
+            self._region_out = SharedRegion(regions[1], writable=True)
+        #: whether this side wrote a frame in its region and has received nothing since
+        self._region_busy = False
         #: this side's spill file (descriptor, name), made at the first large message
         self._spill_out: tuple[int, bytes] | None = None
         #: the other side's spill files this side has read (name -> descriptor)
@@ -228,6 +329,10 @@ class Link:
             os.close(fd)
             _remove(_spill_path(name))
         self._spill_in.clear()
+        for region in (self._region_in, self._region_out):
+            if region is not None:
+                region.close()
+        self._region_in = self._region_out = None
         if self.inbox >= 0:
             with contextlib.suppress(OSError):
                 os.close(self.inbox)
@@ -259,6 +364,13 @@ class Link:
             parts += [array.reshape(-1).view(np.uint8), bytes(_padding(array.nbytes))]
             size += array.nbytes + _padding(array.nbytes)
         with self.lock:
+            region = self._region_out
+            # the region, unless the other side may not have read the last frame in it yet
+            if SPILL_ABOVE < size <= REGION_SIZE and region is not None and not self._region_busy:
+                self._region_busy = True
+                region.write(parts)
+                _write_all(self.outbox, [_FRAME.pack(size | _SHARED)])
+                return
             if size > SPILL_ABOVE:
                 fd, name = self._spill_file()
                 _pwrite_all(fd, parts)
@@ -295,20 +407,25 @@ class Link:
     def receive(self) -> dict[str, Any]:
         """Read one message; :class:`EOFError` if the other side has closed its end."""
         with self.lock:
-            self._spilled_unanswered = False
+            self._spilled_unanswered = self._region_busy = False
             prefix = bytearray(_FRAME.size)
             _read_into(self.inbox, memoryview(prefix))
             size = _FRAME.unpack(prefix)[0]
-            spilled = bool(size & _SPILLED)
-            size &= ~_SPILLED
-            if size > MAX_FRAME:
+            spilled, shared = bool(size & _SPILLED), bool(size & _SHARED)
+            size &= ~(_SPILLED | _SHARED)
+            if size > MAX_FRAME or (shared and spilled):
                 raise WireError(f"a message of {size} bytes is announced")
-            frame = np.empty(size, dtype=np.uint8).data
+            if shared:
+                if self._region_in is None or size > REGION_SIZE:
+                    raise WireError("a message names a shared region the channel does not have")
+                frame = self._region_in.copy(size)
+            else:
+                frame = np.empty(size, dtype=np.uint8).data
             if spilled:
                 name = bytearray(_SPILL_NAME_BYTES)
                 _read_into(self.inbox, memoryview(name))
                 _pread_into(self._spilled_from(bytes(name)), frame)
-            else:
+            elif not shared:
                 _read_into(self.inbox, frame)
         header = _header(frame)
         offset = _LENGTH.size + _LENGTH.unpack_from(frame)[0]

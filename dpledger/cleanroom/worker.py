@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,19 +43,33 @@ def plugin_timeout(option: str | float | None = None) -> float:
 def _answer(
     request: DeclarationRequest, allow: Any, block: Any, timeout: Any, who_file: Path
 ) -> DeclarationReply:
-    from dpledger.core.adjacency import Adjacency
     from dpledger.runtime.plugin_manager import PluginHost
 
     host = PluginHost.on_demand(allow=allow, block=block, timeout=timeout)
+
+    def named(provenance: Any) -> None:  # named if declare then exits or hangs
+        who_file.write_text(
+            f"plugin {provenance.plugin!r} ({provenance.distribution or '-'} "
+            f"{provenance.version or ''})".rstrip(),
+            encoding="utf-8",
+        )
+
+    return declare_with(host, request, named)
+
+
+def declare_with(
+    host: Any, request: DeclarationRequest, named: Callable[[Any], None]
+) -> DeclarationReply:
+    """``request`` answered by the plugin ``host`` loads on demand: the lowered declaration,
+    or the error the method (or its loading) raised, as data. ``named`` gets the method's
+    provenance before its ``declare`` is called."""
+    from dpledger.core.adjacency import Adjacency
+
     try:
         spec = host.method(request.method)
         provenance = spec.provenance
-        if provenance is not None:  # named if declare then exits or hangs
-            who_file.write_text(
-                f"plugin {provenance.plugin!r} ({provenance.distribution or '-'} "
-                f"{provenance.version or ''})".rstrip(),
-                encoding="utf-8",
-            )
+        if provenance is not None:
+            named(provenance)
         adjacency = Adjacency(**request.adjacency)
         event, plugin, unit = host.resolve_method(request.method, request.params, adjacency)
     except InvalidParameterError as exc:
