@@ -2,6 +2,9 @@
 
 Fast tests compare a page with the stored output of its command (JSON or markdown written by
 the command); the ``slow`` tests run the command and compare what it prints with the page.
+Every test of a paper reproduction is in the ``experiments`` tier, but the smoke tests (the
+regeneration commands list their commands) and the check of a page against the product's own
+bound.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ PATH_NAMES = {
 COLUMN_KEYS = ("mauve", "hmm_loglik_w1", "tdcr_jsd", "marginal_w1", "state_frobenius")
 
 
+@pytest.mark.experiments
 def test_path_table2_page_equals_stored_runs() -> None:
     """The main table (seed 0, selection share 0.25) shows the stored runs' numbers: the eight
     private rows, the public-only control and REAL (each stored twice, with equal numbers)."""
@@ -110,6 +114,7 @@ def _table2_path_files() -> list[str]:
     return sorted(str(p) for p in files)
 
 
+@pytest.mark.experiments
 def test_path_table2_seeds_page_equals_summary() -> None:
     """The page's PATH rows per seed (paper's split at epsilon 10, non-private PATH) are what
     ``table2 --summarize`` prints for the stored runs, means and spreads included."""
@@ -150,6 +155,7 @@ def _not_on_page(lines: list[str], page: str) -> list[str]:
     return [ln for ln in lines if f"| {ln} |" not in page]
 
 
+@pytest.mark.experiments
 def test_path_table2_baseline_seeds_page_equals_summary() -> None:
     """The page's rows of AIM, Direct, AIM and Direct without privacy and REAL per seed are
     what ``table2 --summarize`` prints for the stored runs, means and spreads included; every
@@ -175,6 +181,7 @@ def test_path_table2_baseline_seeds_page_equals_summary() -> None:
     assert _not_on_page(lines, page) == []
 
 
+@pytest.mark.experiments
 def test_path_nonprivate_aim_rows_hold_the_stored_runs() -> None:
     """Non-private AIM: three stored runs (seeds 0, 1, 2) at epsilon 1e5 with the stored AIM
     runs' settings, certified near 1e5 by RDP, and the page's mean ± sd row is their mean and
@@ -201,6 +208,7 @@ def test_path_nonprivate_aim_rows_hold_the_stored_runs() -> None:
     assert f"| {mean:.2f} ± {sd:.2f} |" in row
 
 
+@pytest.mark.experiments
 def test_path_page_check_catches_an_edited_number() -> None:
     """The page checks above fail when one printed number on the page is changed: editing the
     non-private AIM mean's HMM likelihood W1 on a copy of the page makes that row unmatched."""
@@ -256,6 +264,7 @@ def _side_by_side_printed(page: str) -> list[str]:
     return [f"| {ln} |" for ln in printed.splitlines() if ln.strip()]
 
 
+@pytest.mark.experiments
 def test_path_side_by_side_page_equals_command() -> None:
     """The side-by-side table is exactly what the page's ``table2 --side-by-side`` command
     prints (header and every row, in order): for each epsilon, private method and metric, the
@@ -278,6 +287,7 @@ def test_path_side_by_side_page_equals_command() -> None:
             assert r[2] == {"2": "0.5", "10": "1"}[r[0]], r
 
 
+@pytest.mark.experiments
 def test_path_side_by_side_is_the_per_seed_tables() -> None:
     """Each side-by-side value is the mean ± sd row of its per-seed table (the same runs, the
     same computation), the non-private baseline the same at both epsilons, and each paper
@@ -325,6 +335,7 @@ def test_path_side_by_side_is_the_per_seed_tables() -> None:
             assert paper_cell == paper[(eps, method, key)], (eps, method, metric)
 
 
+@pytest.mark.experiments
 def test_path_side_by_side_check_catches_an_edited_number() -> None:
     """Changing one number of the side-by-side table on a copy of the page makes it differ
     from the command's output."""
@@ -341,6 +352,7 @@ def test_path_side_by_side_check_catches_an_edited_number() -> None:
     assert _section_table(edited, SIDE_BY_SIDE_TITLE) != printed
 
 
+@pytest.mark.experiments
 def test_path_regenerate_lists_every_stored_cell() -> None:
     """``regenerate --list`` names every stored row of the page's runs once: each table2 file's
     rows (not the methods its command listed but never finished), each sweep (method, cell,
@@ -370,6 +382,7 @@ def test_path_regenerate_lists_every_stored_cell() -> None:
     assert not any(c[:2] == ("table2_baselines.json", "direct_across") for c in cells)
 
 
+@pytest.mark.experiments
 @pytest.mark.parametrize(
     "argv",
     [
@@ -407,6 +420,7 @@ def _regenerated_side_by_side(printed: str) -> list[str]:
     return [f"| {ln} |" for ln in section.splitlines()[1:] if ln.strip()]
 
 
+@pytest.mark.experiments
 def test_path_regenerate_prints_the_page_side_by_side_table() -> None:
     """The regeneration command's tables end with the side-by-side table of the files it
     regenerated; for the stored files it is exactly the page's table."""
@@ -419,6 +433,7 @@ def test_path_regenerate_prints_the_page_side_by_side_table() -> None:
     assert _regenerated_side_by_side(printed) == _section_table(page, SIDE_BY_SIDE_TITLE)
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_path_regenerate_reproduces_a_stored_cell(tmp_path: Path) -> None:
     """The page's regeneration command, restricted to one full-size cell (Direct-Markov, seed 0,
@@ -449,6 +464,7 @@ def test_path_regenerate_reproduces_a_stored_cell(tmp_path: Path) -> None:
     assert [(r["method"], r["epsilon"]) for r in fresh] == [("direct_markov", 2.0)]
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_path_regenerate_reproduces_an_aim_cell(tmp_path: Path) -> None:
     """AIM at epsilon 2, seed 0, re-run from scratch by the page's regeneration command (its
@@ -462,6 +478,7 @@ def test_path_regenerate_reproduces_an_aim_cell(tmp_path: Path) -> None:
     assert [r["info"]["sigma0"] for r in fresh] == [20.2]
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_path_page_regenerates_from_one_command(tmp_path: Path) -> None:
     """Every stored cell of the page re-run from scratch by its regeneration command in one
@@ -482,6 +499,7 @@ def test_path_page_regenerates_from_one_command(tmp_path: Path) -> None:
     assert [ln for ln in sweep_rows if f"| {ln} |" not in page] == []
 
 
+@pytest.mark.experiments
 def test_path_rebuilt_pretraining_reproduces_the_stored_runs() -> None:
     """The pre-trained model made anew by the regeneration command gives exactly the stored
     public-only control and the metrics of the stored PATH run at epsilon 2, seed 1. That run
@@ -516,6 +534,7 @@ def _sweep_files() -> list[str]:
     return sorted(str(p) for p in (ROOT / "experiments" / "path").glob("sweep_*.json"))
 
 
+@pytest.mark.experiments
 def test_path_sweep_page_equals_summary() -> None:
     """The sweep's table on the page is what ``sweep --summarize`` prints for the stored runs."""
     files = _sweep_files()
@@ -532,6 +551,7 @@ def test_path_sweep_page_equals_summary() -> None:
 TRAJ = ROOT / "docs" / "methods" / "trajectories.md"
 
 
+@pytest.mark.experiments
 def test_trajectories_fig3_page_equals_summary() -> None:
     """The page's Fig. 3 table is what ``fig3.py --summarize`` prints for the stored runs."""
     import importlib.util
@@ -596,6 +616,7 @@ def _regenerate_trajectories(out: Path, *sections: str) -> str:
     )
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_trajectories_regenerate_privacy_sections_equal_the_page(tmp_path: Path) -> None:
     """The page's regeneration command, restricted to its two accounting sections (no flow is
@@ -607,6 +628,7 @@ def test_trajectories_regenerate_privacy_sections_equal_the_page(tmp_path: Path)
     assert [r for r in rows if r not in page] == []
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_trajectories_page_regenerates_from_one_command(tmp_path: Path) -> None:
     """Every section of the page's regeneration command (10 to 20 minutes on one core): each
@@ -630,6 +652,7 @@ def test_trajectories_page_regenerates_from_one_command(tmp_path: Path) -> None:
         assert missing == [], (section, missing[:3])
 
 
+@pytest.mark.experiments
 @pytest.mark.parametrize(
     "script", ["experiments/trajectories/regenerate.py", "experiments/swflow/regenerate.py"]
 )
@@ -663,6 +686,7 @@ def test_regenerate_commands_list_their_commands(script: str, count: int) -> Non
 SWFLOW = ROOT / "docs" / "methods" / "swflow.md"
 
 
+@pytest.mark.experiments
 def test_swflow_digits_page_equals_stored_output() -> None:
     """The page's Fréchet-distance table is ``results/digits.md`` (what ``digits.py`` wrote),
     rounded."""
@@ -690,6 +714,7 @@ SWFLOW_PAPER_MNIST = {
 }
 
 
+@pytest.mark.experiments
 def test_swflow_side_by_side_table_holds_the_paper_and_our_cells() -> None:
     """The side-by-side table: the paper's MNIST FIDs, ours as in the page's digits table (the
     same cells, epsilon = inf / 10 / 5) and each one's ratios to its own non-private run."""
@@ -711,6 +736,7 @@ def test_swflow_side_by_side_table_holds_the_paper_and_our_cells() -> None:
         assert ours_ratio == f"{means[1] / means[0]:.1f}× / {means[2] / means[0]:.1f}×"
 
 
+@pytest.mark.experiments
 def test_swflow_toy_table_equals_stored_output() -> None:
     """The page's toy table is ``results/toy.md`` (what ``toy.py`` wrote) after 200 steps: each
     reading's SW2 (and SW2^2) at sigma = 0, 0.5, 1 with its spread, and the ratio."""
@@ -750,6 +776,7 @@ def test_swflow_toy_table_equals_stored_output() -> None:
 SWFLOW_RESULTS = ROOT / "experiments" / "swflow" / "results"
 
 
+@pytest.mark.experiments
 def test_swflow_generator_table_equals_stored_output() -> None:
     """The page's table of the samples' measures is ``results/generator.md`` (what
     ``generator.py`` wrote): each row's noise ratio, precision, recall, coverage, digits present
@@ -796,6 +823,7 @@ def test_swflow_generator_table_equals_stored_output() -> None:
     assert all(mean("DPSWflow-r", e, "classes >= 2 %") == 10.0 for e in private)
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_swflow_regenerate_paper_claims_equals_stored(tmp_path: Path) -> None:
     """The page's regeneration command, its accounting section (seconds): ``paper_claims.md``
@@ -807,6 +835,7 @@ def test_swflow_regenerate_paper_claims_equals_stored(tmp_path: Path) -> None:
     assert fresh == (SWFLOW_RESULTS / "paper_claims.md").read_text()
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_swflow_results_regenerate_from_one_command(tmp_path: Path) -> None:
     """Every section of the page's regeneration command (about 25 CPU-minutes): the toy,
@@ -832,6 +861,7 @@ def _digits_rows(text: str) -> dict[tuple[str, str], list[str]]:
     return rows
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_swflow_digits_regenerates_a_stored_cell(tmp_path: Path) -> None:
     """The page's regeneration command (``digits.py``), restricted to one cell (DPSWflow-r at
@@ -861,6 +891,7 @@ def test_swflow_digits_regenerates_a_stored_cell(tmp_path: Path) -> None:
 SHK = ROOT / "docs" / "methods" / "shk.md"
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_shk_page_equals_reproduce_output() -> None:
     """``reproduce.py --markdown`` (N = 192) prints exactly the table stored on the page."""
@@ -872,6 +903,7 @@ def test_shk_page_equals_reproduce_output() -> None:
         assert ln in page, ln
 
 
+@pytest.mark.experiments
 def test_shk_page_cells_match_its_command_table() -> None:
     """The page's explained table agrees with the command's table on the page, cell by cell
     (relative differences within the rounding of the explained table)."""
@@ -903,6 +935,7 @@ def _half_unit(printed: str) -> float:
     return 0.5 * 10.0 ** (-decimals + (int(exponent) if exponent else 0))
 
 
+@pytest.mark.experiments
 def test_shk_explained_table_agrees_with_its_command_table() -> None:
     """Every number in the reproduced column of the page's explained table (rows named Table 1,
     Exp. 3, ...) is a cell of the command's table on the page for the same experiment, both

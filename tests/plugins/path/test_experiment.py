@@ -24,6 +24,7 @@ def _table2(tmp_path: Path, *extra: str) -> list[dict[str, object]]:
     return rows
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_table2_tiny_real_and_direct(tmp_path: Path) -> None:
     rows = _table2(
@@ -54,6 +55,7 @@ def test_table2_tiny_real_and_direct(tmp_path: Path) -> None:
     assert direct["delta"] == pytest.approx(1.0 / 120**2)
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_table2_tiny_direct_nonprivate(tmp_path: Path) -> None:
     """Direct without privacy: the same fit with the release calibrated to epsilon 1e5, its row
@@ -92,6 +94,7 @@ TINY_RUN = (
 )
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_table2_tiny_path(tmp_path: Path) -> None:
     rows = _table2(
@@ -114,6 +117,7 @@ def test_table2_tiny_path(tmp_path: Path) -> None:
     assert 0 < path["n_synthetic"] <= 8  # type: ignore[operator]
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_table2_tiny_path_nonprivate(tmp_path: Path) -> None:
     """The non-private baseline is PATH with both noise multipliers at 0.01 (no privacy)."""

@@ -59,6 +59,7 @@ def check(ours: dict[str, Any], table: str, skip: tuple[str, ...] = ()) -> None:
     assert not bad, f"{table}: (ours, paper, relative difference) = {bad}"
 
 
+@pytest.mark.experiments
 def test_every_listed_gap_is_a_real_cell() -> None:
     for table, key in GAPS:
         assert key in paper.PAPER[table], (table, key)
@@ -69,6 +70,7 @@ def n_cells(request: pytest.FixtureRequest) -> int:
     return int(request.param)
 
 
+@pytest.mark.experiments
 @pytest.mark.parametrize("table", ["table1", "table2"])
 def test_grid_quantities_exact(table: str) -> None:
     # ‖V−V′‖∞, 2‖V−V′‖∞, osc and the exact target floor are N = 192 grid values: 6 digits.
@@ -81,11 +83,13 @@ def test_grid_quantities_exact(table: str) -> None:
         assert st[key] == pytest.approx(paper.PAPER[table][key], abs=1.5e-6)
 
 
+@pytest.mark.experiments
 @pytest.mark.parametrize("table", ["table1", "table2"])
 def test_pointwise_tables(table: str, n_cells: int) -> None:
     check(paper.pointwise_table(table, n_cells=n_cells), table)
 
 
+@pytest.mark.experiments
 def test_renyi_table(n_cells: int) -> None:
     out = paper.renyi_table(n_cells=n_cells)
     check(out, "table3")
@@ -99,6 +103,7 @@ def test_c_tradeoff_table4() -> None:
     assert out["c_finite"] == pytest.approx(0.98)  # right end of the c grid
 
 
+@pytest.mark.experiments
 def test_experiment3(n_cells: int) -> None:
     out = paper.experiment3(n_cells=n_cells)
     check(out, "exp3")
@@ -108,6 +113,7 @@ def test_experiment3(n_cells: int) -> None:
     assert out["hockey_stick"] < 1e-4  # below 1/n² at ε = 0.15
 
 
+@pytest.mark.experiments
 def test_experiment3_beside_its_non_private_baseline(n_cells: int) -> None:
     out = paper.experiment3(n_cells=n_cells)
     shk, em, erm = paper.experiment3_releases(out, n_cells=n_cells)
@@ -143,6 +149,7 @@ def test_experiment3_beside_its_non_private_baseline(n_cells: int) -> None:
     assert em["loss"] <= em["epsilon"] < shk["epsilon"]
 
 
+@pytest.mark.experiments
 def test_experiment4(n_cells: int) -> None:
     out = paper.experiment4(n_cells=n_cells)
     check(out, "exp4")
@@ -150,6 +157,7 @@ def test_experiment4(n_cells: int) -> None:
     assert out["kl_shk"] < 1e-4 < out["kl_langevin"]
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_experiment4_initial_density_is_what_matters() -> None:
     # The tilted target ρ_0 ∝ π e^{5.73 cos x} (mass in one well, locally in equilibrium) gives

@@ -31,6 +31,7 @@ def test_digits_summary_and_epsilon_parsing() -> None:
     assert args.seeds == 3 and args.epsilons[:3] == [None, 10.0, 5.0]
 
 
+@pytest.mark.experiments
 def test_digits_reports_mean_std_over_seeds(tmp_path: Path) -> None:
     """A quick two-seed run: one row per (method, epsilon) with mean ± std (min–max)."""
     mod = _script("digits")
@@ -49,6 +50,7 @@ def test_digits_reports_mean_std_over_seeds(tmp_path: Path) -> None:
         mod.main(["--seeds", "0", "--out", str(tmp_path)])
 
 
+@pytest.mark.experiments
 def test_toy_runs_every_reading(tmp_path: Path) -> None:
     mod = _script("toy")
     mod.main(["--n", "40", "--seeds", "2", "--steps", "1,2", "--out", str(tmp_path)])
@@ -61,6 +63,7 @@ def test_toy_runs_every_reading(tmp_path: Path) -> None:
         mod.main(["--readings", "squared", "--out", str(tmp_path)])
 
 
+@pytest.mark.experiments
 def test_generator_diagnosis_quick_run(tmp_path: Path) -> None:
     """A quick run: the held-out reference is closer to the private latents than uniform
     points on the sphere (precision, coverage) and covers the ten digits; the method rows have

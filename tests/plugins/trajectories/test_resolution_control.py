@@ -33,6 +33,7 @@ def test_straight_line_resampled_to_ten_points() -> None:
     assert np.array_equal(out[0, 0], line[0]) and np.array_equal(out[0, -1], line[-1])
 
 
+@pytest.mark.experiments
 def test_resampling_is_linear_in_the_point_index() -> None:
     """x = 0, 1, 4 at indices 0, 1, 2 (not a line): 5 points at half-index steps."""
     traj = np.array([[[0.0, 0.0], [1.0, 0.0], [4.0, 0.0]]])
@@ -40,6 +41,7 @@ def test_resampling_is_linear_in_the_point_index() -> None:
     np.testing.assert_allclose(out[0, :, 0], [0.0, 0.5, 1.0, 2.5, 4.0], rtol=0, atol=1e-14)
 
 
+@pytest.mark.experiments
 def test_endpoints_kept_and_identity_at_the_same_resolution() -> None:
     mod = _script()
     traj = np.random.default_rng(0).random((7, 15, 2))
@@ -49,12 +51,14 @@ def test_endpoints_kept_and_identity_at_the_same_resolution() -> None:
     assert np.array_equal(mod.resample_index(traj, 15), traj)
 
 
+@pytest.mark.experiments
 @pytest.mark.parametrize("T", [1, 2.5, True])
 def test_bad_resolution_names_the_field(T: object) -> None:
     with pytest.raises(InvalidParameterError, match="T"):
         _script().resample_index(np.zeros((2, 15, 2)), T)
 
 
+@pytest.mark.experiments
 def test_variants_hold_the_same_persons_at_every_time(mnist_path: Path) -> None:
     mod = _script()
     with np.load(mnist_path) as z:
@@ -74,6 +78,7 @@ def test_variants_hold_the_same_persons_at_every_time(mnist_path: Path) -> None:
         mod.load_variant(mnist_path, 6, "event-level", 10)
 
 
+@pytest.mark.experiments
 def test_random_subset_matches_the_single_stroke_count(mnist_path: Path) -> None:
     mod = _script()
     with np.load(mnist_path) as z:
@@ -87,6 +92,7 @@ def test_random_subset_matches_the_single_stroke_count(mnist_path: Path) -> None
     assert not np.array_equal(r.paths, s.paths)  # not the single-stroke persons
 
 
+@pytest.mark.experiments
 @pytest.mark.parametrize("T", [2, 10, 15])
 def test_bin_positions_stay_inside_their_bin(T: int) -> None:
     pos = _script().bin_positions(500, T, seed=3)
@@ -99,6 +105,7 @@ def test_bin_positions_stay_inside_their_bin(T: int) -> None:
     assert abs(off.mean() - 0.5) < 0.03  # sd of the mean: 1 / sqrt(12 * 500 * T) < 0.013
 
 
+@pytest.mark.experiments
 def test_binned_straight_line_lies_on_the_bin_segment() -> None:
     """15 equally spaced points on a line: point i is a + u (b - a) with u in [i/T, (i+1)/T]."""
     mod = _script()
@@ -116,6 +123,7 @@ def test_binned_straight_line_lies_on_the_bin_segment() -> None:
     np.testing.assert_allclose(u[0], mod.bin_positions(2, T, seed=5)[0], rtol=0, atol=1e-13)
 
 
+@pytest.mark.experiments
 def test_binned_interpolates_linearly_in_the_point_index() -> None:
     """x = k^2 at stored index k: the point at normalised position p has x from the chord."""
     mod = _script()
@@ -126,6 +134,7 @@ def test_binned_interpolates_linearly_in_the_point_index() -> None:
     np.testing.assert_allclose(mod.sample_binned(traj, 4, seed=1)[0, :, 0], want, rtol=1e-14)
 
 
+@pytest.mark.experiments
 def test_binned_same_seed_same_output() -> None:
     mod = _script()
     traj = np.random.default_rng(0).random((20, 15, 2))
@@ -136,6 +145,7 @@ def test_binned_same_seed_same_output() -> None:
         mod.sample_binned(traj, 1, seed=7)
 
 
+@pytest.mark.experiments
 def test_binned_variant_holds_every_person_at_every_time(mnist_path: Path) -> None:
     mod = _script()
     with np.load(mnist_path) as z:

@@ -89,6 +89,7 @@ class _StepRecorder(RecordingNoise):
             self._sampling = False
 
 
+@pytest.mark.experiments
 def test_drift_displacement_bound_and_w2_floor() -> None:
     """At step eta, each step moves particle i by its Gaussian diffusion plus at most
     eta * ((C n_k + |xi_ki|) / (rho N) + sum over neighbouring times of max_j |x_i - x'_j| / dt);
@@ -131,6 +132,7 @@ def test_drift_displacement_bound_and_w2_floor() -> None:
     assert rms_b.max() < 0.5 * np.sqrt(2 * eta * D * K * 2)
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_digit_7_within_factor_two(mnist_path: Path) -> None:
     mod = _script()
@@ -141,6 +143,7 @@ def test_digit_7_within_factor_two(mnist_path: Path) -> None:
     assert np.isfinite(row["path_w2"])
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_table1_page_equals_command(mnist_path: Path) -> None:
     """``table1.py --non-private`` reprints the method page's Table 1, every column but the wall
@@ -172,6 +175,7 @@ def test_table1_page_equals_command(mnist_path: Path) -> None:
     assert ours == theirs
 
 
+@pytest.mark.experiments
 @pytest.mark.slow
 def test_table1_seeds_row_equals_command(mnist_path: Path) -> None:
     """Digit 7 over three seeds, private and non-private: the page's row is the command's."""

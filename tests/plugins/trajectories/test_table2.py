@@ -37,6 +37,7 @@ def _dp_accounting_epsilon(rho: float, tau: float, K: int, delta: float) -> floa
     return float(acc.get_epsilon(delta))
 
 
+@pytest.mark.experiments
 @pytest.mark.parametrize(
     ("epsilon", "delta", "N", "batch", "K"),
     [
