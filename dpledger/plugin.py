@@ -19,7 +19,7 @@ pytest, and this module is imported wherever a plugin is, the clean room include
 Stability
 ---------
 
-Everything named in ``__all__`` is the public plugin API, and within a major version (``1.x``):
+Everything named in ``__all__`` is the public plugin API, and within a major version:
 
 * a name in ``__all__`` is never removed or renamed, and keeps its kind (class, function,
   constant, type alias);
@@ -39,8 +39,7 @@ and it is removed only in the next major release. The changelog lists every depr
 Not covered: anything not in ``__all__``, and every other module of dpledger
 (``dpledger.core.*``, ``dpledger.runtime.*``, ``dpledger.accountant.*``, ...), whose names may
 move or change in any release even where this module re-exports them from there; import them
-from here. The numbers the accountants certify may tighten in any release (they stay certified
-upper bounds). :mod:`dpledger.runtime.testing` is the testing API, with the same rules for its
+from here. :mod:`dpledger.runtime.testing` is the testing API, with the same rules for its
 fixtures and contract classes.
 """
 
