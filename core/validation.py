@@ -10,6 +10,9 @@ import attrs
 
 from dpledger.core.errors import InvalidParameterError
 
+#: the δ at which ε is reported when neither the command, the file nor the method names one
+DEFAULT_DELTA = 1e-5
+
 
 def is_number(value: Any) -> bool:
     """A real number that is not a bool (a string, a bool or None is never a number)."""

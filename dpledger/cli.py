@@ -39,7 +39,12 @@ COMMANDS: dict[str, str] = {
 def _command_names() -> list[str]:
     import dpledger.commands as commands
 
-    return sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
+    # modules named with a leading underscore hold what the commands share, not a command
+    return sorted(
+        info.name
+        for info in pkgutil.iter_modules(commands.__path__)
+        if not info.name.startswith("_")
+    )
 
 
 class DefaultsFormatter(argparse.HelpFormatter):

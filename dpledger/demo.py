@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import contextlib
 import math
+import tomllib
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.declaration import Declaration
 from dpledger.core.errors import InvalidParameterError, LedgerViolationError
 from dpledger.core.events import (
     ComposedEvent,
@@ -46,8 +46,14 @@ from dpledger.core.events import (
 from dpledger.core.specs import Example, MethodSpec
 from dpledger.runtime.coverage import canonical_multiset
 
+if TYPE_CHECKING:  # the run session loads the accountant: imported when the demo runs
+    from dpledger.runtime.runner import RunResult
+    from dpledger.runtime.session import RunPlan
+
 #: the registered method the demo runs
 METHOD = "trajectories"
+#: the pipeline the run declares, written beside its record
+PIPELINE_FILE = "pipeline.toml"
 
 
 @attrs.frozen
@@ -284,31 +290,27 @@ def run_demo(
     spec = host.method(METHOD)
     _require_libraries()
     _check_out(out)
-    out.mkdir(parents=True, exist_ok=True)
     log = (lambda _msg: None) if quiet else say
     with _one_torch_thread():
         example = demo_example(spec, config)
         params = demo_params(spec, config, example.params)
-        pipeline_path, account, declaration = _declare_and_account(out, host, spec, params, config)
+        plan, pipeline, account = _plan_and_account(host, spec, params, config)
         bound = account.bound
         log(
-            f"accounted {pipeline_path.name}: epsilon <= {fmt_up(bound.epsilon)} at delta = "
+            f"accounted {PIPELINE_FILE}: epsilon <= {fmt_up(bound.epsilon)} at delta = "
             f"{config.delta:g} ({bound.method}, {account.adjacency_description()})"
         )
-        run, notes = _run_verified(spec, params, example, declaration, config, quiet)
+        run, notes = _run_verified(plan, example, config, quiet)
         log(
             f"ran {params.total_iterations} private particle steps of method {spec.name!r} on "
             f"{config.T} marginals; ledger verified ({len(run.ledger.log)} steps, executed = "
             "declared)"
         )
-        _write_synthetic(out, run.outputs)
-        secret = _private_dir(out)
-        utility = dict(example.diagnose(run.outputs, secret)) if example.diagnose else {}
-        _write_records(out, host, spec, params, run, pipeline_path.name, bound, config, utility)
+        utility = _write_run(out, plan, run, pipeline, example, config)
         extra = [*_clt_notes(run.outputs, config), *notes]
         built, files = _write_report(out, host, extra, quiet)
     _confirm_in_clean_room(out, quiet)
-    files = [pipeline_path, *_written(out), *files, out / "seal.json"]
+    files = [*_written(out), *files, out / "seal.json"]
     report = built.report
     _log_utility(log, utility)
     log(report.statement)
@@ -338,54 +340,43 @@ def _confirm_in_clean_room(out: Path, quiet: bool) -> None:
         )
 
 
-def _declare_and_account(
-    out: Path, host: Any, spec: MethodSpec, params: Any, config: DemoConfig
-) -> tuple[Path, Any, Declaration]:
-    """Declare once, write ``pipeline.toml`` (checked equal to the declaration) and account it
-    before any noise is drawn."""
+def _plan_and_account(
+    host: Any, spec: MethodSpec, params: Any, config: DemoConfig
+) -> tuple[RunPlan, str, Any]:
+    """Declare once (the run session's plan), write the pipeline the declaration states
+    (checked equal to it) and account that pipeline, before any noise is drawn."""
     from dpledger.accountant.graph_account import account_graph
-    from dpledger.runtime.pipeline import load_pipeline
-    from dpledger.runtime.runner import declare_checked
+    from dpledger.runtime.pipeline import parse_pipeline
+    from dpledger.runtime.session import plan
 
-    declaration = declare_checked(spec, params, Adjacency())
-    declared = host.lower(declaration.event)
+    planned = plan(spec, params, Adjacency(), host.lower, delta=config.delta)
+    declared = planned.declared.core
     warm = declared_warm_start(declared)
     _check_declaration(pipeline_event(config, warm), declared, spec.name)
-    pipeline_path = out / "pipeline.toml"
-    pipeline_path.write_text(pipeline_toml(config, warm, config.delta), encoding="utf-8")
-    account = account_graph(load_pipeline(pipeline_path).graph, delta=config.delta)
-    return pipeline_path, account, declaration
+    text = pipeline_toml(config, warm, config.delta)
+    pipeline = parse_pipeline(tomllib.loads(text), origin=PIPELINE_FILE)
+    return planned, text, account_graph(pipeline.graph, delta=config.delta)
 
 
 def _run_verified(
-    spec: MethodSpec,
-    params: Any,
-    example: Example,
-    declaration: Declaration,
-    config: DemoConfig,
-    quiet: bool,
-) -> tuple[Any, list[str]]:
+    plan: RunPlan, example: Example, config: DemoConfig, quiet: bool
+) -> tuple[RunResult, list[str]]:
     """The registered method run under one verified runtime ledger (executed = declared), and
     the notes on the warnings it raised."""
-    from dpledger.runtime.runner import run_verified
+    from dpledger.runtime.session import execute
 
+    params = plan.declared.params
     with (
         progress_bar(params.total_iterations, "private particle steps", quiet) as tick,
         warnings.catch_warnings(record=True) as caught,
     ):
         warnings.simplefilter("always")
-        run = run_verified(
-            spec,
-            params,
-            {**example.data, "progress": lambda _k: tick(1)},
-            adjacency=Adjacency(),
-            seed=config.seed,
-            declaration=declaration,
-        )
+        data = {**example.data, "progress": lambda _k: tick(1)}
+        run = execute(plan.declared, data, seed=config.seed)
     ledger = run.ledger
     if not ledger.matches_exactly():
         raise LedgerViolationError(
-            f"method {spec.name!r} spent less than it declared "
+            f"method {plan.spec.name!r} spent less than it declared "
             f"({ledger.executed_event().describe()} within {run.declared.describe()}). Fix: "
             "account what the run executes"
         )
@@ -421,21 +412,11 @@ def _write_report(out: Path, host: Any, extra: list[str], quiet: bool) -> tuple[
     return built, files
 
 
-def _private_dir(out: Path) -> Path:
-    """The private directory beside ``out`` (``OUT.private``), created (checked new or empty)."""
+def _written(out: Path) -> list[Path]:
+    """The run's files: the public ones, then the private files (beside ``out``)."""
     from dpledger.runtime.run_record import private_dir
 
-    secret = private_dir(out)
-    secret.mkdir(parents=True, exist_ok=True)
-    return secret
-
-
-def _written(out: Path) -> list[Path]:
-    """The run's files: the public record and outputs, then the private files (beside ``out``)."""
-    from dpledger.runtime.run_record import RECORD_FILE, private_dir
-
-    public = [out / RECORD_FILE, out / "synthetic.npz", out / "synthetic_paths.csv"]
-    return public + sorted(private_dir(out).glob("PRIVATE-*"))
+    return sorted(out.iterdir()) + sorted(private_dir(out).glob("PRIVATE-*"))
 
 
 def _log_utility(log: Callable[[str], None], utility: Mapping[str, Any]) -> None:
@@ -448,78 +429,49 @@ def _log_utility(log: Callable[[str], None], utility: Mapping[str, Any]) -> None
         )
 
 
-def _write_synthetic(out: Path, outputs: Mapping[str, Any]) -> None:
-    """The synthetic paths the run sampled from its released particles and plans
-    (post-processing), as ``synthetic.npz`` and ``synthetic_paths.csv``."""
-    np.savez(
-        out / "synthetic.npz",
-        particles=outputs["particles"],
-        times=outputs["times"],
-        paths=outputs["paths"],
-        init_particles=outputs["init_particles"],
-    )
-    _write_csv(out / "synthetic_paths.csv", outputs["paths"], outputs["times"])
-
-
-def _write_records(
+def _write_run(
     out: Path,
-    host: Any,
-    spec: MethodSpec,
-    params: Any,
-    run: Any,
-    pipeline_name: str,
-    bound: Any,
+    plan: RunPlan,
+    run: RunResult,
+    pipeline: str,
+    example: Example,
     config: DemoConfig,
-    utility: Mapping[str, Any],
-) -> None:
-    """The public run record and, in the private directory beside ``out``, the private
-    diagnostics (seed, the example's diagnostics)."""
-    from dpledger.runtime.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord, private_dir
+) -> Mapping[str, Any]:
+    """The run directory, written by the run session's writer: the outputs and the record
+    (``ledger.json``), the pipeline it states, the synthetic paths (post-processing); in the
+    private directory beside ``out``, the seed and the example's private diagnostics (which
+    are returned)."""
+    from dpledger.runtime.run_dir import write_run_dir
+    from dpledger.runtime.session import record
 
-    ledger = run.ledger
-    record = RunRecord(
-        method=spec.name,
-        provenance=spec.provenance.to_dict() if spec.provenance else None,
-        params=attrs.asdict(params),
-        ledger={**ledger.to_dict(), "executed": _grouped(ledger.public_executed_event()).to_dict()},
-        declared_core=host.lower(run.declared).to_dict(),
-        privacy=bound.to_dict(),
-        pipeline=pipeline_name,
-        exact_match=ledger.public_matches_exactly(),
-    ).with_outputs(
-        {"synthetic": "synthetic.npz", "paths": "synthetic_paths.csv"},
-        {k: v for k, v in run.outputs.items() if not isinstance(v, np.ndarray)},
+    outputs = run.outputs
+    utility: dict[str, Any] = {}
+
+    def published(where: Path) -> None:
+        (where / PIPELINE_FILE).write_text(pipeline, encoding="utf-8")
+        np.savez(
+            where / "synthetic.npz",
+            particles=outputs["particles"],
+            times=outputs["times"],
+            paths=outputs["paths"],
+            init_particles=outputs["init_particles"],
+        )
+        _write_csv(where / "synthetic_paths.csv", outputs["paths"], outputs["times"])
+
+    def diagnostics(secret: Path) -> Mapping[str, Any]:
+        # the diagnostics are functions of the raw data: private, beside the published files
+        utility.update(example.diagnose(outputs, secret) if example.diagnose else {})
+        return {"utility": dict(utility)}
+
+    write_run_dir(
+        out,
+        outputs,
+        record(plan, run, pipeline=PIPELINE_FILE),
+        {"seed": config.seed, **run.ledger.private_dict()},
+        extra=published,
+        private_extra=diagnostics,
     )
-    _write_json(out / RECORD_FILE, record.to_json())
-    # the seed undoes the noise and the diagnostics are functions of the data: both are
-    # private, kept out of the public run record
-    _write_json(
-        private_dir(out) / PRIVATE_FILE,
-        {
-            "warning": "PRIVATE: the noise seed and data-dependent values of this run. Never "
-            "publish this file with the outputs.",
-            "seed": config.seed,
-            "utility": dict(utility),
-            **ledger.private_dict(),
-        },
-    )
-
-
-def _grouped(event: Event) -> Event:
-    """``event`` with runs of equal consecutive steps folded into ``SelfComposedEvent``
-    (the same composition, written compactly; ``ledger.json`` keeps every step in ``steps``)."""
-    if not isinstance(event, ComposedEvent):
-        return event
-    parts: list[Event] = []
-    counts: list[int] = []
-    for e in event.events:
-        if parts and parts[-1] == e:
-            counts[-1] += 1
-        else:
-            parts.append(e)
-            counts.append(1)
-    grouped = [e if n == 1 else SelfComposedEvent(e, n) for e, n in zip(parts, counts, strict=True)]
-    return grouped[0] if len(grouped) == 1 else ComposedEvent(grouped)
+    return utility
 
 
 def _sinkhorn_notes(caught: list[warnings.WarningMessage]) -> list[str]:
@@ -536,11 +488,3 @@ def _write_csv(path: Path, points: np.ndarray, times: np.ndarray) -> None:
             coords = ",".join(f"{v:.8g}" for v in points[p, u])
             lines.append(f"{p},{times[u]:.8g},{coords}")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def _write_json(path: Path, value: Any) -> None:
-    import json
-
-    from dpledger.report.model import json_safe
-
-    path.write_text(json.dumps(json_safe(value), indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -20,7 +20,6 @@ Confidence ``1 - alpha`` holds jointly over every relation and delta audited (Bo
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -43,8 +42,8 @@ from dpledger.core.adjacency import RELATIONS, Adjacency
 from dpledger.core.errors import DPLedgerError, InvalidParameterError, PluginError
 from dpledger.core.events import Event
 from dpledger.core.specs import MethodSpec
+from dpledger.runtime import session
 from dpledger.runtime.integrity import deferred_checks
-from dpledger.runtime.runner import declare_checked, run_verified
 
 FloatArray = NDArray[np.float64]
 #: the fewest runs per side the split into train / search / test allows
@@ -183,13 +182,16 @@ def method_sampler(
 ) -> Callable[[Any, int, np.random.Generator], FloatArray]:
     """``sample(data, n, rng)``: ``n`` verified runs, each seeded from ``rng``, as vectors."""
     width: list[int] = []
+    declared: list[session.Declared] = []  # declared once, in the first batch
 
     def sample(data: Any, n: int, rng: np.random.Generator) -> FloatArray:
         rows = []
         with deferred_checks():  # one integrity check per batch: nothing leaves it unchecked
+            if not declared:
+                declared.append(session.declare(spec, params, adjacency, _as_declared))
             for _ in range(n):
                 seed = int(rng.integers(0, 2**62))
-                result = run_verified(spec, params, data, adjacency=adjacency, seed=seed)
+                result = session.execute(declared[0], data, seed=seed)
                 vec = statistic(result.outputs)
                 if not width:
                     width.append(vec.size)
@@ -205,6 +207,11 @@ def method_sampler(
     return sample
 
 
+def _as_declared(event: Event, adjacency: Adjacency) -> Event:
+    """No lowering: the event as the method declared it."""
+    return event
+
+
 def claimed_event(
     spec: MethodSpec,
     params: Any,
@@ -212,25 +219,10 @@ def claimed_event(
     lower: Callable[[Event, Adjacency], Event] | None = None,
 ) -> tuple[Event, Adjacency]:
     """The method's declaration for ``adjacency`` as the core event the accountant certifies,
-    and the adjacency to account it under.
-
-    ``declare_checked`` returns either the event or a declaration carrying the event and the
-    unit it protects; in the latter case the event is stated per unit by the core (a row-level
-    event on a user-level source is lifted) and accounted under one unit, as ``dpledger run``
-    does.
-    """
-    declared: Any = declare_checked(spec, params, adjacency)
-    event = declared.event if hasattr(declared, "event") else declared
-    if lower is not None:
-        event = lower(event, adjacency)
-    unit = getattr(declared, "unit", None)
-    if unit is None:
-        return event, adjacency
-    # the module that states a declared event per unit (it comes with unit-carrying declarations)
-    decl: Any = importlib.import_module("dpledger.core.declaration")
-    per_unit, _ = decl.stated_for_unit(event, unit, adjacency, release=spec.name)
-    adj: Adjacency = decl.unit_adjacency(adjacency)
-    return per_unit, adj
+    and the adjacency to account it under: stated per privacy unit by the run session, as
+    ``dpledger run`` does (a row-level event on a user-level source is lifted)."""
+    declared = session.declare(spec, params, adjacency, lower or _as_declared)
+    return declared.per_unit, declared.unit_adjacency
 
 
 def split_runs(runs: int, scalar: bool) -> tuple[int, int]:

@@ -21,9 +21,10 @@ RECORD = "ledger.json"
 
 
 def serve(request: Mapping[str, Any]) -> int:
-    from dpledger.commands.run import _dumps, headline, privacy_record
-    from dpledger.report.model import json_safe
+    from dpledger.commands.run import headline
+    from dpledger.runtime.jsonform import strict_json
     from dpledger.runtime.record_seal import write_seal
+    from dpledger.runtime.session import privacy_section
 
     options = request["options"]
     staged = Path(options["staged"])
@@ -43,8 +44,8 @@ def serve(request: Mapping[str, Any]) -> int:
         for problem in problems or ["no bound could be recomputed"]:
             sys.stderr.write(f"dpledger run: refused, nothing written: {problem}\n")
         return 2
-    data = json_safe({**check.data, "privacy": privacy_record(check.selection)})
-    (staged / RECORD).write_text(_dumps(data), encoding="utf-8")
+    data = {**check.data, "privacy": privacy_section(check.selection)}
+    (staged / RECORD).write_text(strict_json(data), encoding="utf-8")
     write_seal(staged)
     record = check.record
     bound = check.selection.bound.to_dict()

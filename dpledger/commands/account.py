@@ -9,15 +9,18 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from dpledger.commands.plugins import add_plugin_options
+from dpledger.commands._shared import (
+    add_backends_option,
+    add_plugin_options,
+    one_line_errors,
+    parse_number,
+)
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.validation import check_delta_query, check_epsilon_query
+from dpledger.core.validation import DEFAULT_DELTA, check_delta_query, check_epsilon_query
 
 if TYPE_CHECKING:  # the graph (networkx) and the plugin host load when a command runs
     from dpledger.accountant.graph_account import GraphAccount
     from dpledger.runtime.pipeline import MethodResolver, Pipeline
-
-DEFAULT_DELTA = 1e-5
 
 
 def register(subparsers: Any) -> None:
@@ -48,46 +51,6 @@ def register(subparsers: Any) -> None:
     )
     parser.set_defaults(func=run)
     one_line_errors(parser)
-
-
-def one_line_errors(parser: argparse.ArgumentParser) -> None:
-    """Usage errors print one line (no usage block) and exit with code 2."""
-
-    def error(message: str) -> NoReturn:
-        sys.stderr.write(f"{parser.prog}: error: {message}. Fix: see {parser.prog} --help\n")
-        raise SystemExit(2)
-
-    parser.error = error  # type: ignore[method-assign]
-
-
-def backend_names(text: str) -> list[str]:
-    """Accountant names from one ``--backends`` value (comma-separated)."""
-    names = [n.strip() for n in text.split(",")]
-    if not all(names):
-        raise argparse.ArgumentTypeError(f"empty accountant name in {text!r}")
-    return names
-
-
-def add_backends_option(parser: argparse.ArgumentParser) -> None:
-    """``--backends pld,rdp`` (repeatable); a comma list never swallows the positional file."""
-    parser.add_argument(
-        "--backends",
-        type=backend_names,
-        action="extend",
-        metavar="NAME[,NAME...]",
-        help="only use these accountants, comma-separated (e.g. pld,rdp; default: all of "
-        "closed_form, pld, rdp, prv)",
-    )
-
-
-def parse_number(text: str, option: str, example: str) -> float:
-    """A float from the command line, or an error naming the option."""
-    try:
-        return float(text)
-    except ValueError:
-        raise InvalidParameterError(
-            option, f"expected a number, got {text!r}", f"pass {example}"
-        ) from None
 
 
 def _query(

@@ -18,8 +18,8 @@ from typing import Any
 
 from dpledger.audit.auditor import VIOLATION, AuditResult, audit_event
 from dpledger.audit.method_audit import MIN_RUNS, MethodAuditResult, audit_method
-from dpledger.commands.plugins import add_plugin_options, host_from_args
-from dpledger.commands.run import load_data, read_config
+from dpledger.commands._inputs import load_data, read_config
+from dpledger.commands._shared import add_plugin_options, host_from_args
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 from dpledger.core.events import (
@@ -294,7 +294,7 @@ def _confirm_claims(
     import attrs
 
     from dpledger.cleanroom.launch import run_for
-    from dpledger.report.model import json_safe
+    from dpledger.runtime.jsonform import json_safe
 
     relations = [
         {

@@ -8,7 +8,7 @@ import math
 import sys
 from typing import Any
 
-from dpledger.commands.account import one_line_errors, parse_number
+from dpledger.commands._shared import one_line_errors, parse_number
 from dpledger.core.adjacency import RELATIONS, Adjacency
 from dpledger.core.errors import DPLedgerError, InvalidParameterError
 from dpledger.core.events import Event, GaussianEvent, PoissonSampledEvent, SelfComposedEvent

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dpledger.commands.account import one_line_errors
+from dpledger.commands._shared import one_line_errors
 
 DEFAULT_OUT = Path("dpledger-demo")
 

@@ -15,54 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from dpledger.commands._shared import add_plugin_options, host_from_args
+
 if TYPE_CHECKING:  # the plugin host loads when a command runs
     from dpledger.core.specs import MethodSpec
     from dpledger.runtime.plugin_manager import PluginHost, PluginInfo
-
-
-def add_plugin_options(parser: argparse.ArgumentParser) -> None:
-    """The plugin-loading flags shared by every command that loads plugins."""
-    group = parser.add_argument_group("plugin loading")
-    group.add_argument(
-        "--plugins-allow",
-        metavar="NAMES",
-        default=None,
-        help="load only these plugins or distributions (comma-separated; "
-        "default: $DPLEDGER_PLUGINS_ALLOW, else all)",
-    )
-    group.add_argument(
-        "--plugins-block",
-        metavar="NAMES",
-        default=None,
-        help="never load these plugins or distributions (comma-separated; "
-        "default: $DPLEDGER_PLUGINS_BLOCK)",
-    )
-    group.add_argument(
-        "--plugins-trace",
-        action="store_true",
-        help="trace plugin loading and hook calls to stderr (also: DPLEDGER_PLUGINS_TRACE=1)",
-    )
-    group.add_argument(
-        "--plugins-timeout",
-        metavar="SECONDS",
-        default=None,
-        help="time limit of the check of one third-party distribution in a subprocess "
-        "(default: $DPLEDGER_PLUGINS_TIMEOUT, else 30)",
-    )
-
-
-def host_from_args(args: argparse.Namespace, *, on_demand: bool = False) -> PluginHost:
-    """The host the plugin-loading flags ask for; ``on_demand`` loads third-party plugins only
-    when a method or mechanism that no builtin plugin provides is needed."""
-    from dpledger.runtime.plugin_manager import host_from_options
-
-    return host_from_options(
-        allow=args.plugins_allow,
-        block=args.plugins_block,
-        trace=bool(args.plugins_trace),
-        on_demand=on_demand,
-        timeout=getattr(args, "plugins_timeout", None),
-    )
 
 
 def register(subparsers: Any) -> None:

@@ -13,8 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpledger.commands.account import add_backends_option, one_line_errors, parse_number
-from dpledger.commands.plugins import add_plugin_options
+from dpledger.commands._shared import (
+    add_backends_option,
+    add_plugin_options,
+    one_line_errors,
+    parse_number,
+)
 from dpledger.core.errors import InvalidParameterError
 
 

@@ -1,47 +1,51 @@
 """``dpledger run METHOD --config FILE --out DIR``: run a method under a verified privacy ledger.
 
-The method's executed steps are checked against its declaration; the declaration is accounted
-with :func:`dpledger.accountant.select.account`. Outputs and ``ledger.json`` are written to a
-temporary directory beside ``--out`` and moved into place only when everything has passed, so
-a failed run leaves nothing behind. The private diagnostics (the seed, realised sizes) go to
-the directory ``OUT.private`` beside ``--out``, never into it.
+The run use case is :mod:`dpledger.runtime.session`: the declaration is made once and accounted
+before any noise is drawn, the method runs under a ledger that checks every step, and the
+public record is built from both. Outputs and ``ledger.json`` are written to a temporary
+directory beside ``--out``, confirmed by the clean room, and moved into place only when
+everything has passed, so a failed run leaves nothing behind. The private diagnostics (the
+seed, realised sizes) go to the directory ``OUT.private`` beside ``--out``, never into it.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import shutil
-import tempfile
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
-import numpy as np
 
 from dpledger.accountant import select
-from dpledger.commands.plugins import add_plugin_options, host_from_args
+from dpledger.commands._shared import add_plugin_options, host_from_args
+from dpledger.commands._inputs import (
+    data_path_of,
+    load_data,
+    params_table,
+    parse_adjacency,
+    query_delta,
+    read_config,
+)
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import Declaration, stated_for_unit, unit_adjacency
-from dpledger.core.errors import DPLedgerError, InvalidParameterError, PluginError
 from dpledger.core.events import Event
-from dpledger.report.model import json_safe
+from dpledger.core.validation import DEFAULT_DELTA
 from dpledger.report.numbers import fmt_up
-from dpledger.runtime.run_record import (
-    PRIVATE_FILE,
-    RECORD_FILE,
-    RunRecord,
-    check_run_dirs_free,
-    move_into_place,
-    private_dir,
-)
-from dpledger.runtime.runner import declare_checked, run_verified
+from dpledger.runtime import session
+from dpledger.runtime.run_dir import write_run_dir
+from dpledger.runtime.run_record import RunRecord, check_run_dirs_free, private_dir
 
-DEFAULT_DELTA = 1e-5
-_RESERVED = {"params", "data", "adjacency", "delta"}
+__all__ = [
+    "RunRefused",
+    "account_declaration",
+    "clean_room_certifier",
+    "headline",
+    "main",
+    "publish",
+    "register",
+]
 
 
 def register(subparsers: Any) -> None:
@@ -78,201 +82,8 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=main)
 
 
-def read_config(path: Path) -> dict[str, Any]:
-    """A TOML (``.toml``) or JSON config file as a dict."""
-    try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise InvalidParameterError(
-            "--config", f"cannot read {path}: {exc.strerror}", "pass an existing file"
-        ) from None
-    try:
-        if path.suffix.lower() == ".toml":
-            config = tomllib.loads(text.decode("utf-8"))
-        else:
-            config = json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidParameterError(
-            "--config", f"{path} is not valid: {exc}", "use TOML (.toml) or JSON"
-        ) from None
-    if not isinstance(config, dict):
-        raise InvalidParameterError("--config", "must hold a table", "use key = value pairs")
-    return config
-
-
-def _array(value: Any, field: str) -> Any:
-    """``value`` as a numpy array; ragged nested lists are refused naming the first short row."""
-    try:
-        return np.asarray(value)
-    except ValueError:
-        pass
-    if isinstance(value, list):
-        lengths = [len(v) if isinstance(v, list) else None for v in value]
-        for i, n in enumerate(lengths):
-            if n != lengths[0]:
-                raise InvalidParameterError(
-                    f"{field}[{i}]",
-                    f"has {n if n is not None else 'a scalar, not'} values "
-                    f"where {field}[0] has {lengths[0]}",
-                    "give every row the same number of values",
-                ) from None
-    raise InvalidParameterError(
-        field, "is not a regular array", "give every row the same number of values"
-    )
-
-
-def load_data(path: Path) -> Any:
-    """``.npy`` (array), ``.npz`` (mapping of arrays), ``.csv`` (numeric) or ``.json``."""
-    suffix = path.suffix.lower()
-    if not path.is_file():
-        raise InvalidParameterError("data", f"{path} does not exist", "pass an existing file")
-    if suffix == ".npy":
-        return np.load(path, allow_pickle=False)
-    if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
-    if suffix == ".csv":
-        try:
-            return np.loadtxt(path, delimiter=",", ndmin=1)
-        except ValueError as exc:
-            reason = str(exc).splitlines()[0].split(";")[0] if str(exc) else "unreadable"
-            raise InvalidParameterError(
-                "data",
-                f"{path.name} is not a numeric CSV table ({reason})",
-                "give every row the same number of comma-separated numbers",
-            ) from None
-    if suffix == ".json":
-        try:
-            value = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidParameterError(
-                "data", f"{path.name} is not valid JSON: {exc}", "write the data as JSON"
-            ) from None
-        if isinstance(value, dict):
-            return {k: _array(v, f"data[{k!r}]") for k, v in value.items()}
-        return _array(value, "data")
-    raise InvalidParameterError(
-        "data", f"unknown data format {suffix!r}", "use .npy, .npz, .csv or .json"
-    )
-
-
-def _prepare_out(out: Path) -> None:
-    """``out`` and its private directory (``OUT.private``) must be new or empty."""
-    check_run_dirs_free(out)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    to_json = getattr(value, "to_json", None)
-    if callable(to_json):  # outputs that know their own JSON form (e.g. synthetic tables)
-        return _jsonable(to_json())
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-#: the run record: data-independent facts only, safe to publish beside the outputs
-
-
-def _dumps(value: Any) -> str:
-    """Strict JSON (an unbounded loss is the string "inf", as in reports and `account`)."""
-    return json.dumps(json_safe(value), indent=2, sort_keys=True, allow_nan=False) + "\n"
-
-
-def write_atomically(
-    out: Path,
-    outputs: Mapping[str, Any],
-    record: RunRecord,
-    private: Mapping[str, Any] | None = None,
-    *,
-    certify: Callable[[Path], None] | None = None,
-) -> None:
-    """Write everything into temporary siblings of ``out``, then rename them into place.
-
-    ``record`` is the public run record (``ledger.json``; its outputs are filled in here);
-    ``private`` (data-dependent values useful for debugging, and the seed, which would let
-    anyone subtract the noise) goes to ``PRIVATE-diagnostics.json`` in the private directory
-    beside ``out`` (:func:`~dpledger.runtime.run_record.private_dir`: ``OUT.private``), never
-    into ``out``, which holds only what may be published. ``certify`` sees the staged public
-    directory before anything is moved into place. On any failure neither is left.
-    """
-    parent = out.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staged: list[tuple[Path, Path]] = []
-    try:
-        public = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-        staged.append((public, out))
-        _write_public(public, outputs, record)
-        if certify is not None:
-            certify(public)
-        if private is not None:
-            secret = private_dir(out)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{secret.name}.", dir=secret.resolve().parent))
-            staged.insert(0, (tmp, secret))
-            _write_private(tmp, private)
-        move_into_place(staged)
-    except BaseException:
-        for tmp, _ in staged:
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _write_public(where: Path, outputs: Mapping[str, Any], record: RunRecord) -> None:
-    """The outputs (arrays as ``.npy``, the rest in ``outputs.json``) and ``ledger.json``."""
-    scalars: dict[str, Any] = {}
-    files: dict[str, str] = {}
-    for name, value in outputs.items():
-        if isinstance(value, np.ndarray):
-            fname = f"{name}.npy"
-            np.save(where / fname, value, allow_pickle=False)
-            files[name] = fname
-        else:
-            scalars[name] = _jsonable(value)
-    record = record.with_outputs(files, scalars)
-    (where / "outputs.json").write_text(_dumps(scalars))
-    (where / RECORD_FILE).write_text(_dumps(record.to_json()))
-
-
-def _write_private(where: Path, private: Mapping[str, Any]) -> None:
-    note = (
-        "PRIVATE: data-dependent values and the noise seed of this run. Anyone who has this "
-        "file can undo the noise. Never publish it with the outputs."
-    )
-    (where / PRIVATE_FILE).write_text(_dumps({"warning": note, **_jsonable(dict(private))}))
-
-
-def account_declaration(
-    host: Any, declaration: Declaration, adjacency: Adjacency, *, method: str, delta: float
-) -> tuple[Event, tuple[str, ...], select.Selection]:
-    """The declaration stated per privacy unit (lifted by the core if it is row level), the
-    lifting rules used, and its certified bound."""
-    core_event = host.lower(declaration.event, adjacency)
-    per_unit, rules = stated_for_unit(core_event, declaration.unit, adjacency, release=method)
-    return per_unit, rules, select.account(per_unit, unit_adjacency(adjacency), delta=delta)
-
-
-def _adjacency(config: Mapping[str, Any]) -> Adjacency:
-    table = config.get("adjacency", {})
-    if not isinstance(table, dict):
-        raise InvalidParameterError("adjacency", "must be a table", "write [adjacency]")
-    unknown = sorted(set(table) - {f.name for f in attrs.fields(Adjacency)})
-    if unknown:
-        raise InvalidParameterError(
-            f"adjacency.{unknown[0]}",
-            "is not a field of the adjacency",
-            f"use {[f.name for f in attrs.fields(Adjacency)]}",
-        )
-    try:
-        return Adjacency(**table)
-    except InvalidParameterError as exc:
-        raise InvalidParameterError(f"adjacency.{exc.field}", exc.problem, exc.fix) from None
-
-
 def main(args: argparse.Namespace) -> int:
-    _prepare_out(args.out)
+    check_run_dirs_free(args.out)
     config = read_config(args.config)
     host = host_from_args(args, on_demand=True)
     if args.method not in host.methods():  # third-party: its run() executes in its own process
@@ -281,105 +92,49 @@ def main(args: argparse.Namespace) -> int:
         return run_third_party(args, config, host)
     spec = host.method(args.method)
     params = spec.make_params(params_table(config))
-    adjacency = _adjacency(config)
+    adjacency = parse_adjacency(config)
     delta = query_delta(args, config, getattr(params, "delta", None))
     data_path = data_path_of(args, config)
     data = load_data(data_path) if data_path is not None else None
     # one frozen declaration, accounted before any noise is drawn, enforced by the ledger and
     # written to the run record: declare() is called exactly once
-    declaration = declare_checked(spec, params, adjacency)
-    per_unit, rules, selection = account_declaration(
-        host, declaration, adjacency, method=spec.name, delta=delta
-    )
-    try:
-        result = run_verified(
-            spec,
-            params,
-            data,
-            adjacency=adjacency,
-            seed=args.seed,
-            secure=args.secure,
-            declaration=declaration,
-        )
-    except (DPLedgerError, MemoryError, RecursionError):
-        raise
-    except Exception as exc:  # the method's own failure: name it and its plugin
-        raise method_failed(spec, exc) from exc
-    record = build_record(spec, params, result, host.lower(declaration.event, adjacency))
-    return publish(args, record, result, per_unit, rules, selection)
+    plan = session.plan(spec, params, adjacency, host.lower, delta=delta)
+    result = session.execute(plan.declared, data, seed=args.seed, secure=args.secure)
+    return publish(args, session.record(plan, result), result)
 
 
-def params_table(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The method's parameters: the config's ``[params]``, else its other top-level keys."""
-    table = config.get("params", {k: v for k, v in config.items() if k not in _RESERVED})
-    if not isinstance(table, dict):
-        raise InvalidParameterError("params", "must be a table", "write [params] key = value")
-    return table
-
-
-def method_failed(spec: Any, exc: Exception) -> PluginError:
-    """A method's ``run()`` raised: one line naming the method and its plugin."""
-    who = f"plugin {spec.provenance.plugin!r}" if spec.provenance else "its plugin"
-    hint = ""
-    if isinstance(exc, attrs.exceptions.FrozenInstanceError):
-        hint = " (its parameters are frozen: make a changed copy with attrs.evolve)"
-    message = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "no message"
-    return PluginError(
-        f"method {spec.name!r} ({who}) failed in run(): {type(exc).__name__}: {message}{hint}. "
-        "Fix: report it to the plugin's author, with the config"
-    )
-
-
-def query_delta(args: argparse.Namespace, config: Mapping[str, Any], method_delta: Any) -> float:
-    """The query delta: --delta, else the file's, else the method's own target delta, else
-    1e-5."""
-    fallback = method_delta if isinstance(method_delta, float) and 0 < method_delta < 1 else None
-    if args.delta is not None:
-        return float(args.delta)
-    if "delta" not in config:
-        return fallback if fallback is not None else DEFAULT_DELTA
-    delta = config["delta"]
-    if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 < delta < 1:
-        raise InvalidParameterError(
-            "delta", f"must be a number in (0, 1), got {delta!r}", "write e.g. delta = 1e-5"
-        )
-    return float(delta)
-
-
-def data_path_of(args: argparse.Namespace, config: Mapping[str, Any]) -> Path | None:
-    """The data file: --data, else the config's ``data`` (relative to the config)."""
-    if args.data is not None or "data" not in config:
-        return args.data  # type: ignore[no-any-return]
-    if not isinstance(config["data"], str) or not config["data"]:
-        raise InvalidParameterError(
-            "data",
-            f"must be the path of a data file, got {config['data']!r}",
-            'write e.g. data = "data.npy" (relative to the config file)',
-        )
-    path: Path = args.config.parent / config["data"]
-    return path
+def account_declaration(
+    host: Any, declaration: Declaration, adjacency: Adjacency, *, method: str, delta: float
+) -> tuple[Event, tuple[str, ...], select.Selection]:
+    """A declaration made elsewhere (a third-party method's, by a worker) stated per privacy
+    unit, the lifting rules used, and its certified bound."""
+    core_event = host.lower(declaration.event, adjacency)
+    per_unit, rules = stated_for_unit(core_event, declaration.unit, adjacency, release=method)
+    return per_unit, rules, select.account(per_unit, unit_adjacency(adjacency), delta=delta)
 
 
 def publish(
     args: argparse.Namespace,
     record: RunRecord,
     result: Any,
-    per_unit: Event,
-    rules: tuple[str, ...],
-    selection: select.Selection,
+    per_unit: Event | None = None,
+    rules: tuple[str, ...] = (),
+    selection: select.Selection | None = None,
     *,
     replies: Sequence[Mapping[str, Any]] = (),
 ) -> int:
     """Write a verified run's outputs and record, once the clean room has confirmed them
-    (``replies``: third-party declarations already made by a worker, handed to it)."""
-    record = attrs.evolve(
-        record,
-        accounted={"event": per_unit.to_dict(), "lift_rules": list(rules)},
-        privacy=privacy_record(selection),
-    )
+    (``per_unit``, ``rules``, ``selection``: the accounting of a record built without it;
+    ``replies``: third-party declarations already made by a worker, handed to the room)."""
+    if per_unit is not None and selection is not None:
+        record = attrs.evolve(
+            record,
+            accounted={"event": per_unit.to_dict(), "lift_rules": list(rules)},
+            privacy=session.privacy_section(selection),
+        )
     private = {"seed": args.seed, **result.ledger.private_dict()}
     try:
-        write_atomically(
+        write_run_dir(
             args.out,
             result.outputs,
             record,
@@ -429,27 +184,6 @@ def clean_room_certifier(
     return certify
 
 
-def build_record(spec: Any, params: Any, result: Any, declared_core: Event) -> RunRecord:
-    """The public record of a finished run, before its bound is filled in."""
-    return RunRecord(
-        method=spec.name,
-        provenance=spec.provenance.to_dict() if spec.provenance else None,
-        params=_jsonable(attrs.asdict(params)),
-        ledger=result.ledger.to_dict(),
-        declared_core=declared_core.to_dict(),
-        privacy={},
-    )
-
-
-def privacy_record(selection: select.Selection) -> dict[str, Any]:
-    """The bound a run record keeps: the reported one, every backend's, and the unavailable."""
-    return {
-        **selection.bound.to_dict(),
-        "candidates": [c.to_dict() for c in selection.candidates],
-        "unavailable": [{"backend": n, "reason": r} for n, r in selection.unavailable],
-    }
-
-
 def headline(
     method: str, bound: Mapping[str, Any], delta: float, adjacency: Adjacency, out: Path
 ) -> str:
@@ -464,4 +198,24 @@ def headline(
     return (
         f"{method}: verified; epsilon <= {fmt_up(float(eps))} at delta={delta} ({where}); "
         f"wrote {out} (private diagnostics, never to publish: {private_dir(out)})"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# older names of what moved to dpledger.commands._inputs and dpledger.runtime.session
+# ---------------------------------------------------------------------------------------------
+_adjacency = parse_adjacency
+privacy_record = session.privacy_section
+__all__ += ["data_path_of", "load_data", "params_table", "query_delta", "read_config"]
+
+
+def build_record(spec: Any, params: Any, result: Any, declared_core: Event) -> RunRecord:
+    """The public record of a finished run, before its bound is filled in."""
+    return RunRecord(
+        method=spec.name,
+        provenance=spec.provenance.to_dict() if spec.provenance else None,
+        params=attrs.asdict(params),
+        ledger=result.ledger.to_dict(),
+        declared_core=declared_core.to_dict(),
+        privacy={},
     )

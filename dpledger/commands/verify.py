@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dpledger.commands.account import one_line_errors
-from dpledger.commands.plugins import add_plugin_options
+from dpledger.commands._shared import add_plugin_options, one_line_errors
 
 
 def register(subparsers: Any) -> None:

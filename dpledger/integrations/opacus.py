@@ -38,8 +38,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,9 +55,10 @@ from dpledger.core.events import (
     SelfComposedEvent,
     ShuffledBatchesEvent,
 )
-from dpledger.report.model import json_safe
 from dpledger.report.numbers import fmt_down, fmt_up
+from dpledger.runtime.run_dir import write_run_dir
 from dpledger.runtime.run_record import RECORD_FILE, RunRecord
+from dpledger.runtime.session import privacy_section, record_fields
 
 #: the method name a run record of a tracked Opacus run carries
 METHOD = "opacus_dp_sgd"
@@ -754,13 +753,7 @@ def run_record(result: OpacusResult, *, secure: bool = False) -> RunRecord:
         "secure_seed": secure,
         "steps": log,
     }
-    sel = result.selection
-    privacy = {
-        **sel.bound.to_dict(),
-        "epsilon_lower": result.epsilon_lower,
-        "candidates": [c.to_dict() for c in sel.candidates],
-        "unavailable": [{"backend": n, "reason": r} for n, r in sel.unavailable],
-    }
+    privacy = {**privacy_section(result.selection), "epsilon_lower": result.epsilon_lower}
     params = {
         "noise_multipliers": list(result.noise_multipliers),
         "max_grad_norms": [list(c) if isinstance(c, tuple) else c for c in result.max_grad_norms],
@@ -779,13 +772,15 @@ def run_record(result: OpacusResult, *, secure: bool = False) -> RunRecord:
         "explanation": result.explanation,
         "notes": list(result.notes),
     }
-    return RunRecord(
+    return record_fields(
         method=METHOD,
-        ledger=ledger,
-        declared_core=event,
-        privacy=privacy,
+        provenance=None,
         params=params,
-        accounted={"event": event, "lift_rules": []},
+        ledger=ledger,
+        declared_core=result.event,
+        per_unit=result.event,
+        lift_rules=(),
+        privacy=privacy,
         exact_match=True,
     )
 
@@ -798,22 +793,10 @@ def _check_out(path: Path) -> None:
 
 
 def write_run(out: str | os.PathLike[str], result: OpacusResult, *, secure: bool = False) -> Path:
-    """Write ``ledger.json`` into ``out`` (new or empty), through a temporary sibling."""
+    """Write the run's record into ``out`` (new or empty), through a temporary sibling."""
     path = Path(out)
     _check_out(path)
-    record = run_record(result, secure=secure)
-    text = json.dumps(json_safe(record.to_json()), indent=2, sort_keys=True, allow_nan=False)
-    parent = path.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=parent))
-    try:
-        (tmp / RECORD_FILE).write_text(text + "\n", encoding="utf-8")
-        if path.exists():
-            path.rmdir()
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    write_run_dir(path, {}, run_record(result, secure=secure))
     return path
 
 

@@ -24,6 +24,7 @@ from dpledger.accountant.select import backend_factories
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError, InvalidParameterError
 from dpledger.core.specs import Provenance
+from dpledger.core.validation import DEFAULT_DELTA
 from dpledger.integrations.dp_accounting import load_pipeline_or_dp_event
 
 #: default delta of a pipeline that states neither delta nor epsilon (as ``dpledger account``)
@@ -34,13 +35,11 @@ from dpledger.report.model import (
     ExtraSection,
     PrivacyReport,
     Released,
-    json_safe,
 )
 from dpledger.report.tiers import release_rows
 from dpledger.runtime.graph import CompositionGraph
+from dpledger.runtime.jsonform import json_safe
 from dpledger.runtime.pipeline import Pipeline
-
-DEFAULT_DELTA = 1e-5
 
 
 @attrs.frozen(eq=False)

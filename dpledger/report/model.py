@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 
+from dpledger.runtime.jsonform import json_safe
+
 #: bump when a key is renamed or removed (adding keys keeps the version)
 SCHEMA_VERSION = 1
 
@@ -27,17 +29,6 @@ def no_guarantee(bound: Mapping[str, Any], eps_query: bool) -> bool:
     if eps_query:
         return float(bound["epsilon"]) == math.inf
     return float(bound["delta"]) >= 1.0
-
-
-def json_safe(value: Any) -> Any:
-    """JSON has no infinity: an unbounded loss is the string ``"inf"`` (as in ``account``)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value
 
 
 @attrs.frozen

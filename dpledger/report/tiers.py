@@ -9,8 +9,8 @@ from dpledger.accountant.graph_account import GraphAccount
 from dpledger.core.specs import MethodSpec, Provenance
 from dpledger.report.model import (
     ReleaseRow,
-    json_safe,
 )
+from dpledger.runtime.jsonform import json_safe
 
 #: default delta of a pipeline that states neither delta nor epsilon (as ``dpledger account``)
 

@@ -300,7 +300,7 @@ def test_run_directory_is_read_by_report(
     assert record.core_event() == tracker.event()
     assert record.adjacency == Adjacency(relation="replace_one")
     assert record.params["opacus"]["accountant"] == "prv"
-    assert sorted(p.name for p in out.iterdir()) == [RECORD_FILE]
+    assert sorted(p.name for p in out.iterdir()) == [RECORD_FILE, "outputs.json"]
     assert main(["report", str(out), "--format", "json", "--backends", "pld"]) == 0
     report = json.loads(capfd.readouterr().out)
     bound = report["bound"]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dpledger.cli import main
-from dpledger.commands.run import write_atomically
+from dpledger.runtime.run_dir import write_run_dir
 from dpledger.runtime import run_record
 from dpledger.runtime.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord, private_dir
 
@@ -28,7 +28,7 @@ def test_private_dir_is_a_sibling(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_public_and_private_files_are_written_apart(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    write_atomically(out, {"release": np.zeros(2), "n": 3}, RECORD, {"seed": 5})
+    write_run_dir(out, {"release": np.zeros(2), "n": 3}, RECORD, {"seed": 5})
     assert sorted(p.name for p in out.iterdir()) == [RECORD_FILE, "outputs.json", "release.npy"]
     private = json.loads((tmp_path / "run.private" / PRIVATE_FILE).read_text())
     assert private["seed"] == 5 and "never publish" in private["warning"].lower()
@@ -50,7 +50,7 @@ def test_a_failed_move_leaves_neither_directory(
     monkeypatch.setattr(run_record.os, "replace", fail_second)
     out = tmp_path / "run"
     with pytest.raises(OSError, match="No space"):
-        write_atomically(out, {"release": np.zeros(2)}, RECORD, {"seed": 5})
+        write_run_dir(out, {"release": np.zeros(2)}, RECORD, {"seed": 5})
     assert [Path(c).name for c in calls] == ["run.private", "run"]  # the private one first
     assert list(tmp_path.iterdir()) == []  # nothing half-written, no temporary left
 
