@@ -10,11 +10,19 @@ mechanism π_D and the empirical risk minimiser released without noise, on the s
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from dpledger.plugins.shk import paper
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a file: the shared modules are beside the folders
+    sys.path.insert(0, str(ROOT))
+
+from experiments.shk import tables  # noqa: E402
 
 
 def main() -> int:
@@ -24,12 +32,12 @@ def main() -> int:
     args = ap.parse_args()
     n = args.cells
     runs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("table1", lambda: paper.pointwise_table("table1", n_cells=n)),
-        ("table2", lambda: paper.pointwise_table("table2", n_cells=n)),
-        ("table3", lambda: paper.renyi_table(n_cells=n)),
-        ("table4", lambda: paper.c_tradeoff(n_cells=n)),
+        ("table1", lambda: tables.pointwise_table("table1", n_cells=n)),
+        ("table2", lambda: tables.pointwise_table("table2", n_cells=n)),
+        ("table3", lambda: tables.renyi_table(n_cells=n)),
+        ("table4", lambda: tables.c_tradeoff(n_cells=n)),
         ("exp3", lambda: paper.experiment3(n_cells=n)),
-        ("exp4", lambda: paper.experiment4(n_cells=n)),
+        ("exp4", lambda: tables.experiment4(n_cells=n)),
     ]
     if args.markdown:
         print("| experiment | quantity | paper | reproduced | rel. diff |")

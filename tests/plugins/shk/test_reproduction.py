@@ -12,11 +12,19 @@ Tables 1–2 to six digits (the SQRA flux converges exactly to the discrete Gibb
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dpledger.plugins.shk import paper
+
+ROOT = Path(__file__).resolve().parents[3]
+if str(ROOT) not in sys.path:  # the reproductions sit beside the package, not in it
+    sys.path.insert(0, str(ROOT))
+
+from experiments.shk import tables  # noqa: E402
 
 #: every cell is judged by its relative error; 1 % unless listed in GAPS with its reason
 REL = 0.01
@@ -86,18 +94,18 @@ def test_grid_quantities_exact(table: str) -> None:
 @pytest.mark.experiments
 @pytest.mark.parametrize("table", ["table1", "table2"])
 def test_pointwise_tables(table: str, n_cells: int) -> None:
-    check(paper.pointwise_table(table, n_cells=n_cells), table)
+    check(tables.pointwise_table(table, n_cells=n_cells), table)
 
 
 @pytest.mark.experiments
 def test_renyi_table(n_cells: int) -> None:
-    out = paper.renyi_table(n_cells=n_cells)
+    out = tables.renyi_table(n_cells=n_cells)
     check(out, "table3")
-    assert all(out[f"D{a}"] <= out["envelope"] for a in paper.RENYI_ORDERS)
+    assert all(out[f"D{a}"] <= out["envelope"] for a in tables.RENYI_ORDERS)
 
 
 def test_c_tradeoff_table4() -> None:
-    out = paper.c_tradeoff()
+    out = tables.c_tradeoff()
     check(out, "table4")
     assert out["c_plateau"] == pytest.approx(0.497588, abs=1e-6)  # grid point nearest 1/2
     assert out["c_finite"] == pytest.approx(0.98)  # right end of the c grid
@@ -151,7 +159,7 @@ def test_experiment3_beside_its_non_private_baseline(n_cells: int) -> None:
 
 @pytest.mark.experiments
 def test_experiment4(n_cells: int) -> None:
-    out = paper.experiment4(n_cells=n_cells)
+    out = tables.experiment4(n_cells=n_cells)
     check(out, "exp4")
     assert out["shk_log_ratio"] <= out["envelope"]
     assert out["kl_shk"] < 1e-4 < out["kl_langevin"]
@@ -163,8 +171,8 @@ def test_experiment4_initial_density_is_what_matters() -> None:
     # The tilted target ρ_0 ∝ π e^{5.73 cos x} (mass in one well, locally in equilibrium) gives
     # Langevin KL 0.370 (centred flux) / 0.3686 (SQRA flux); a flatter tilt lowers both the
     # envelope and the Langevin KL, so the envelope 0.414 and the KL 0.371 pin the tilt together.
-    sqra = paper.experiment4(n_cells=96, scheme="sqra")
+    sqra = tables.experiment4(n_cells=96, scheme="sqra")
     assert close(sqra["kl_langevin"], paper.PAPER["exp4"]["kl_langevin"])
-    assert sqra["kl_langevin"] < paper.experiment4(n_cells=96)["kl_langevin"]
-    flat = paper.experiment4(n_cells=96, tilt=2.0)
+    assert sqra["kl_langevin"] < tables.experiment4(n_cells=96)["kl_langevin"]
+    flat = tables.experiment4(n_cells=96, tilt=2.0)
     assert flat["envelope"] < 0.39 and flat["kl_langevin"] < 0.35
