@@ -12,8 +12,11 @@ whose last line names what went wrong):
    ``declare``), makes the declaration as a declaration worker makes it
    (:func:`~dpledger.cleanroom.worker.declare_with`) and the parameters, and answers ``ready``
    with both as data (the parameters as the run record states them), or ``failed``;
-3. dpledger sends ``run`` with the data (loaded and, at user level, bounded by dpledger) and the
-   state of the method's non-private generator (never the ledger's); the worker calls
+3. at row level dpledger then names the data file, which the worker reads as ``dpledger run``
+   reads it while dpledger accounts the declaration;
+4. dpledger sends ``run`` with the state of the method's non-private generator (never the
+   ledger's) and, at user level, the data (loaded and bounded per user by dpledger, whose
+   ledger holds the unit keys); the worker calls
    ``run(params, data, ledger, rng)`` with a :class:`~dpledger.cleanroom.ledger_channel.LedgerProxy`
    whose every call dpledger's process serves with the real ledger, and ends with ``done`` and
    the outputs as data, or ``failed`` and the error.

@@ -33,6 +33,9 @@ from dpledger.core.errors import InvalidParameterError
 from dpledger.runtime.run_record import RunRecord
 from dpledger.runtime.runner import RunResult, prepare_run
 
+#: the suffixes of the data files ``dpledger run`` reads
+DATA_SUFFIXES = (".npy", ".npz", ".csv", ".json")
+
 
 def _declared(reply: DeclarationReply) -> DeclarationReply:
     """The worker's declaration, or its refusal as one line naming the field."""
@@ -91,7 +94,11 @@ def run_third_party(args: argparse.Namespace, config: Mapping[str, Any], host: A
     # reads its data file itself, as this process would (its rows are all the method sees)
     here = data_path is not None and adjacency.unit == "user"
     data = load_data(data_path) if here else None
-    data_file = str(data_path.resolve()) if data_path is not None and not here else None
+    data_file = None
+    if data_path is not None and not here:
+        if not data_path.is_file() or data_path.suffix.lower() not in DATA_SUFFIXES:
+            load_data(data_path)  # refused as it refuses a file it cannot read, right away
+        data_file = str(data_path)  # the worker starts in this directory
     limits = plugin_timeout(args.plugins_timeout), run_timeout(os.environ.get(RUN_TIMEOUT_ENV))
     with RunWorker(args.method, *limits) as worker:
         options = {
