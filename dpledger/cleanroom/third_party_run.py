@@ -33,6 +33,8 @@ from dpledger.core.errors import InvalidParameterError
 from dpledger.runtime.run_record import RunRecord
 from dpledger.runtime.runner import RunResult, prepare_run
 
+__all__ = ["DATA_SUFFIXES", "run_in_worker", "run_third_party"]
+
 #: the suffixes of the data files ``dpledger run`` reads
 DATA_SUFFIXES = (".npy", ".npz", ".csv", ".json")
 

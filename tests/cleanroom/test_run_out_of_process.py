@@ -461,6 +461,70 @@ def test_large_messages_go_through_spill_files_removed_at_close() -> None:
     assert set(os.listdir(wire._SPILL_DIR)) == before
 
 
+def test_large_messages_cross_through_sealed_shared_regions() -> None:
+    from dpledger.cleanroom import wire
+
+    regions = wire.shared_regions()
+    if regions is None:
+        pytest.skip("no sealed shared memory on this system")
+    down_r, down_w = os.pipe()
+    up_r, up_w = os.pipe()
+    parent = Link(up_r, down_w, (regions[1], regions[0]))
+    child = Link(down_r, up_w, (os.dup(regions[0]), os.dup(regions[1])))
+    before = set(os.listdir(wire._SPILL_DIR))
+    rng = np.random.default_rng(1)
+    sent, got = [], []
+    for _ in range(3):  # no file: each side writes its region, the other copies it
+        sent.append(rng.standard_normal((2000, 100)))
+        child.send({"grads": sent[-1]})
+        got.append(parent.receive()["grads"])
+        parent.send({"back": -sent[-1]})
+        np.testing.assert_array_equal(child.receive()["back"], -sent[-1])
+    for a, b in zip(sent, got, strict=True):  # each read is a copy of its own
+        np.testing.assert_array_equal(a, b)
+    assert set(os.listdir(wire._SPILL_DIR)) == before
+    # two large messages before any answer: the second goes through a file, both arrive
+    first, second = rng.standard_normal((1000, 100)), rng.standard_normal((1000, 100))
+    child.send({"x": first})
+    child.send({"x": second})
+    np.testing.assert_array_equal(parent.receive()["x"], first)
+    np.testing.assert_array_equal(parent.receive()["x"], second)
+    # the regions cannot be resized by either side
+    with pytest.raises(PermissionError):
+        os.ftruncate(regions[1], 4096)
+    parent.close()
+    child.close()
+    assert set(os.listdir(wire._SPILL_DIR)) == before
+    # a side without regions refuses a frame said to be in one
+    plain_parent, plain_child = _pair()
+    os.write(plain_child.outbox, ((1 << 62) | (1 << 20)).to_bytes(8, "big"))
+    with pytest.raises(WireError, match="shared region the channel does not have"):
+        plain_parent.receive()
+    plain_parent.close()
+    plain_child.close()
+
+
+def test_a_region_that_can_be_resized_is_not_used() -> None:
+    from dpledger.cleanroom import wire
+
+    if wire.shared_regions() is None:
+        pytest.skip("no sealed shared memory on this system")
+    unsealed = [os.memfd_create("x") for _ in range(2)]
+    for fd in unsealed:
+        os.ftruncate(fd, wire.REGION_SIZE)
+    down_r, down_w = os.pipe()
+    up_r, up_w = os.pipe()
+    parent = Link(up_r, down_w, (unsealed[0], unsealed[1]))
+    child = Link(down_r, up_w)
+    big = np.arange(100_000.0)
+    parent.send({"x": big})  # through a file instead
+    np.testing.assert_array_equal(child.receive()["x"], big)
+    parent.close()
+    child.close()
+    for fd in unsealed:
+        os.close(fd)
+
+
 def _serve(link: Link, server: LedgerServer) -> None:
     while True:
         try:
