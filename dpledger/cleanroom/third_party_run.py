@@ -94,10 +94,10 @@ def run_third_party(args: argparse.Namespace, config: Mapping[str, Any], host: A
     data_path = data_path_of(args, config)
     # at user level the data is bounded per user and its unit keys read here; else the method
     # reads its data file itself, as this process would (its rows are all the method sees)
-    here = data_path is not None and adjacency.unit == "user"
-    data = load_data(data_path) if here else None
-    data_file = None
-    if data_path is not None and not here:
+    data, data_file = None, None
+    if data_path is not None and adjacency.unit == "user":
+        data = load_data(data_path)
+    elif data_path is not None:
         if not data_path.is_file() or data_path.suffix.lower() not in DATA_SUFFIXES:
             load_data(data_path)  # refused as it refuses a file it cannot read, right away
         data_file = str(data_path)  # the worker starts in this directory
