@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,10 @@ from dpledger.plugins.trajectories.declare import (
 
 if TYPE_CHECKING:
     from dpledger.plugins.trajectories.data import TrajectoryData
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a file: the shared modules are beside the folders
+    sys.path.insert(0, str(ROOT))
 
 #: the paper's annealing schedule: (iterations, eta, tau)
 ANNEAL = ((1000, 0.005, 2.5), (500, 0.003, 1.5), (500, 0.001, 1.0))
@@ -145,7 +150,8 @@ def params_for(
 
 def measure(d: TrajectoryData, res: Any, seed: int) -> dict[str, Any]:
     from dpledger.plugins.trajectories.metrics import marginal_w2
-    from dpledger.plugins.trajectories.trajectories import exact_plans, sample_paths
+    from dpledger.plugins.trajectories.trajectories import sample_paths
+    from experiments.trajectories.paths import exact_plans
 
     X = np.asarray(res.particles)
     w = marginal_w2(d.marginals, list(X))

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import sys
 import time
 from pathlib import Path
 from types import ModuleType
@@ -57,12 +58,17 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.plugins.trajectories.data import (
     TrajectoryData,
-    load_mnist_strokes,
     uniform_times,
     validate_marginals,
 )
 from dpledger.plugins.trajectories.declare import TrajectoryParams, WarmStart, declare_marginals
 from dpledger.plugins.trajectories.metrics import w2
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a file: the shared modules are beside the folders
+    sys.path.insert(0, str(ROOT))
+
+from experiments.trajectories.mnist_strokes import load_mnist_strokes  # noqa: E402
 
 
 def _table1() -> ModuleType:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,6 @@ from dpledger.plugins.trajectories import mfld
 from dpledger.plugins.trajectories.data import (
     MNIST_DIGITS,
     TrajectoryData,
-    load_mnist_strokes,
     project_to_ball,
 )
 from dpledger.plugins.trajectories.declare import (
@@ -54,9 +54,16 @@ from dpledger.plugins.trajectories.declare import (
     gdp_epsilon,
     paper_gdp_mu,
 )
-from dpledger.plugins.trajectories.metrics import figure1, marginal_w2, path_w2, w2
+from dpledger.plugins.trajectories.metrics import figure1, marginal_w2, w2
 from dpledger.plugins.trajectories.noise import RecordingNoise
 from dpledger.plugins.trajectories.trajectories import evaluate, sample_paths
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a file: the shared modules are beside the folders
+    sys.path.insert(0, str(ROOT))
+
+from experiments.trajectories.mnist_strokes import load_mnist_strokes  # noqa: E402
+from experiments.trajectories.paths import path_w2  # noqa: E402
 
 REPLACE_ONE = Adjacency(relation="replace_one")
 #: the non-private baseline: privacy noise multiplier 1e-3 on the clipped sum (the public

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import itertools
+import sys
 import time
 from pathlib import Path
 from types import ModuleType
@@ -35,9 +36,15 @@ import ot
 import torch
 
 from dpledger.plugins.trajectories import mfld
-from dpledger.plugins.trajectories.data import MNIST_DIGITS, load_mnist_strokes
+from dpledger.plugins.trajectories.data import MNIST_DIGITS
 from dpledger.plugins.trajectories.metrics import w2
 from dpledger.plugins.trajectories.noise import RecordingNoise
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a file: the shared modules are beside the folders
+    sys.path.insert(0, str(ROOT))
+
+from experiments.trajectories.mnist_strokes import load_mnist_strokes  # noqa: E402
 
 
 def _table1() -> ModuleType:

@@ -39,20 +39,6 @@ def marginal_w2(true: Sequence[np.ndarray], generated: Sequence[np.ndarray]) -> 
     return np.array([w2(t, g) for t, g in zip(true, generated, strict=True)])
 
 
-def path_w2(true_paths: np.ndarray, generated_paths: np.ndarray) -> float:
-    """W2 between path distributions, paths as points of R^{T d} with cost mean_t |x_t - y_t|^2."""
-    tp = np.asarray(true_paths, dtype=np.float64)
-    gp = np.asarray(generated_paths, dtype=np.float64)
-    if tp.ndim != 3 or tp.shape[1:] != gp.shape[1:]:
-        raise InvalidParameterError(
-            "generated_paths",
-            f"shape {gp.shape} does not match {tp.shape}",
-            "pass paths [n, T, d] on the same time grid",
-        )
-    T = tp.shape[1]
-    return float(w2(tp.reshape(len(tp), -1), gp.reshape(len(gp), -1)) / np.sqrt(T))
-
-
 def figure1(
     true_paths: np.ndarray,
     marginals: Sequence[np.ndarray],

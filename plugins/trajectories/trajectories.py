@@ -12,20 +12,8 @@ from collections.abc import Sequence
 
 import attrs
 import numpy as np
-import ot
 
 from dpledger.plugin import InvalidParameterError
-
-
-def exact_plans(particles: np.ndarray) -> list[np.ndarray]:
-    """Exact OT plans (``ot.emd``, cost ``|x-y|^2/2``) between consecutive particle sets."""
-    out = []
-    for u in range(len(particles) - 1):
-        A, B = particles[u], particles[u + 1]
-        a = np.full(len(A), 1.0 / len(A))
-        b = np.full(len(B), 1.0 / len(B))
-        out.append(ot.emd(a, b, 0.5 * ot.dist(A, B)))
-    return out
 
 
 @attrs.frozen

@@ -1,16 +1,10 @@
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
 from dpledger.core.errors import InvalidParameterError
-from dpledger.plugins.trajectories.data import (
-    load_mnist_strokes,
-    make_multimodal,
-    validate_marginals,
-)
+from dpledger.plugins.trajectories.data import make_multimodal, validate_marginals
 
 
 def test_multimodal_geometry_and_seed() -> None:
@@ -57,21 +51,3 @@ def test_validation_errors(marginals: list[np.ndarray], field: str, word: str) -
 def test_ragged_sizes_are_fine() -> None:
     out = validate_marginals([np.zeros((3, 2)), np.ones((5, 2)) * 0.1], radius=1.0)
     assert [len(x) for x in out] == [3, 5]
-
-
-def test_mnist_loader_matches_table2(mnist_path) -> None:  # type: ignore[no-untyped-def]
-    table2 = {1: (674, 10), 2: (397, 15), 3: (408, 15), 6: (394, 15), 7: (626, 10), 9: (396, 15)}
-    for digit, (N, T) in table2.items():
-        d = load_mnist_strokes(mnist_path, digit)
-        assert len(d.marginals) == T and all(len(x) == N for x in d.marginals)
-        assert d.paths.shape[1:] == (T, 2)
-        assert d.radius == pytest.approx(math.sqrt(0.5))
-    with pytest.raises(InvalidParameterError) as err:
-        load_mnist_strokes(mnist_path, 8)
-    assert err.value.field == "digit"
-
-
-def test_mnist_loader_missing_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(InvalidParameterError) as err:
-        load_mnist_strokes(tmp_path / "absent.npz", 1)
-    assert err.value.field == "path"
