@@ -129,7 +129,7 @@ __all__ = [
     "UPPER_WINDOW_POINTS",
     "WINDOW_TAIL_REL",
     "PLDAccountant",
-    # proof records and tests name these by their old path
+    # a proof record and tests name these two by their old path
     "_allocation_reduced",
     "_exact_pure_cap",
     "upper_only",

@@ -14,6 +14,13 @@ Composition multiplies FFTs of length ``N`` (cyclic). Chernoff bounds on the dis
 choose a window ``[a, b]`` that holds all but ``tail`` mass; mass above ``b`` is charged to delta,
 mass below ``a`` (aliased upwards) is subtracted from lower bounds. FFT round-off is estimated
 from the most negative output value and charged to delta as well.
+
+The code lives in one module per job: the loss grid and connect-the-dots PMFs
+(:mod:`~dpledger.accountant.pld_discrete`), Chernoff tilts and windows
+(:mod:`~dpledger.accountant.pld_tilt`), the tilted FFT composition
+(:mod:`~dpledger.accountant.pld_fft`), reading (epsilon, delta) off a composition
+(:mod:`~dpledger.accountant.pld_read`) and dominated pairs
+(:mod:`~dpledger.accountant.pld_dominated`); this module re-exports their names.
 """
 
 from __future__ import annotations

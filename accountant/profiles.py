@@ -7,6 +7,13 @@ of privacy-loss values outside which the remaining mass is negligible.
 
 Noise is in units of the per-unit add/remove contribution bound ``C``; the adjacency supplies the
 factor 2 of replace-one (see :func:`~dpledger.accountant.leaves.leaf_profiles`).
+
+The profiles live in one module per mechanism family: the curve types and generic curves
+(:mod:`~dpledger.accountant.profiles_base`), unsampled base mechanisms
+(:mod:`~dpledger.accountant.profiles_noise`), Poisson subsampling and replace-one
+(:mod:`~dpledger.accountant.profiles_sampled`), shuffled batches and lower curves of finite
+pairs (:mod:`~dpledger.accountant.profiles_shuffled`) and tabulated curves
+(:mod:`~dpledger.accountant.profiles_tabulated`); this module re-exports their names.
 """
 
 from __future__ import annotations
