@@ -29,8 +29,7 @@ import torch
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.plugins.swflow import latent
-from dpledger.plugins.swflow.data import DigitSplits, digit_splits
-from dpledger.plugins.swflow.metrics import frechet_distance, sample_grid, sliced_wasserstein
+from dpledger.plugins.swflow.metrics import sliced_wasserstein
 from dpledger.plugins.swflow.plugin import DPSWFLOW, DPSWFLOW_R, DPSWGEN
 from dpledger.plugins.swflow.sensitivity import record_bound, sample_projections
 from dpledger.runtime.runner import run_verified
@@ -40,6 +39,9 @@ if str(ROOT) not in sys.path:  # run as a file: the shared module is beside the 
     sys.path.insert(0, str(ROOT))
 
 from experiments.sections import OneLineParser  # noqa: E402
+from experiments.swflow.datasets import DigitSplits, digit_splits  # noqa: E402
+from experiments.swflow.evaluation import frechet_distance, sample_grid  # noqa: E402
+from experiments.swflow.training import train_autoencoder, train_classifier  # noqa: E402
 
 DELTA = 1e-5
 EPSILONS = "inf,10,5,2,1"
@@ -140,8 +142,8 @@ def public_models(
     """The splits and the public autoencoder (latent d = 8) and feature classifier."""
     splits = digit_splits(seed=seed)
     epochs = 15 if quick else 60
-    ae = latent.train_autoencoder(splits.public, 8, epochs=epochs, seed=seed)
-    clf = latent.train_classifier(splits.public, splits.public_labels, epochs=epochs, seed=seed)
+    ae = train_autoencoder(splits.public, 8, epochs=epochs, seed=seed)
+    clf = train_classifier(splits.public, splits.public_labels, epochs=epochs, seed=seed)
     return splits, ae, clf
 
 

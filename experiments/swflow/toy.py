@@ -21,6 +21,7 @@ defines the SWD as the squared quantity) between the particles and the target sa
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,9 +29,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dpledger.plugins.swflow.data import toy_mixture
-from dpledger.plugins.swflow.metrics import scatter_panels, sliced_wasserstein
-from dpledger.plugins.swflow.transport import smoothed_flow
+from dpledger.plugins.swflow.metrics import sliced_wasserstein
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a file: the shared modules are beside the folders
+    sys.path.insert(0, str(ROOT))
+
+from experiments.swflow.datasets import toy_mixture  # noqa: E402
+from experiments.swflow.evaluation import scatter_panels  # noqa: E402
+from experiments.swflow.smoothed import smoothed_flow  # noqa: E402
 
 #: reading -> (sigma_unit, fixed_release, sigmas)
 READINGS: dict[str, tuple[str, bool, tuple[float, ...]]] = {

@@ -1,4 +1,4 @@
-"""The vectorised flow step against direct per-projection formulas, and the toy ordering."""
+"""The vectorised flow step against direct per-projection formulas."""
 
 from __future__ import annotations
 
@@ -6,15 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from dpledger.core.errors import InvalidParameterError
-from dpledger.plugins.swflow.data import toy_mixture
-from dpledger.plugins.swflow.metrics import sliced_wasserstein
 from dpledger.plugins.swflow.transport import (
     drift,
     empirical_cdf,
     flow_step,
     quantiles,
-    smoothed_flow,
     sorted_columns,
 )
 
@@ -94,96 +90,3 @@ def test_langevin_noise_has_variance_two_h_lambda() -> None:
         generator=torch.Generator().manual_seed(0),
     )
     assert float(out.var()) == pytest.approx(2 * 0.5 * 0.3, rel=0.03)
-
-
-def test_toy_swd_orders_sigma_zero_below_half_below_one() -> None:
-    """Small-size version of the paper's toy problem (Fig. 1): more smoothing, worse fit."""
-    n = 200
-    target = toy_mixture(n, np.random.default_rng(0))
-    swd = {}
-    for sigma in (0.0, 0.5, 1.0):
-        gen = torch.Generator().manual_seed(11)
-        x0 = torch.randn((n, 2), generator=gen, dtype=D)
-        x = smoothed_flow(
-            torch.from_numpy(target),
-            x0,
-            num_projections=50,
-            num_steps=60,
-            step_size=1.0,
-            reg=0.001,
-            sigma=sigma,
-            generator=gen,
-        )
-        swd[sigma] = sliced_wasserstein(x.numpy(), target, num_projections=200, seed=3)
-    assert swd[0.0] < 0.6 * swd[0.5]
-    assert swd[0.5] < 0.8 * swd[1.0]
-    # and the non-private flow has converged well below the initial distance
-    assert swd[0.0] < 0.1
-
-
-def _unit_rows(gen: torch.Generator, k: int, d: int) -> torch.Tensor:
-    theta = torch.randn((k, d), generator=gen, dtype=D)
-    return theta / theta.norm(dim=1, keepdim=True)
-
-
-def test_sensitivity_unit_scales_sigma_by_twice_the_operator_norm() -> None:
-    """sigma_unit="sensitivity": one step equals the absolute run at 2 sigma sigma_max(Theta)."""
-    target = torch.from_numpy(toy_mixture(40, np.random.default_rng(1)))
-    x0 = torch.randn((40, 2), generator=torch.Generator().manual_seed(2), dtype=D)
-    kw = {"num_projections": 30, "num_steps": 1, "step_size": 1.0, "reg": 0.0}
-    rel = smoothed_flow(
-        target,
-        x0,
-        sigma=0.5,
-        generator=torch.Generator().manual_seed(3),
-        sigma_unit="sensitivity",
-        **kw,
-    )
-    theta = _unit_rows(torch.Generator().manual_seed(3), 30, 2)
-    std = 2 * 0.5 * float(torch.linalg.matrix_norm(theta, ord=2))
-    assert 2 * 0.5 * np.sqrt(15) <= std <= 2 * 0.5 * np.sqrt(30)
-    ab = smoothed_flow(target, x0, sigma=std, generator=torch.Generator().manual_seed(3), **kw)
-    assert torch.equal(rel, ab)
-
-
-def test_fixed_release_reuses_directions_and_target_noise() -> None:
-    """fixed_release=True: Theta and the target's noisy projections are drawn once."""
-    target = torch.from_numpy(toy_mixture(30, np.random.default_rng(4)))
-    x0 = torch.randn((30, 2), generator=torch.Generator().manual_seed(5), dtype=D)
-    flow = {"num_projections": 20, "num_steps": 3, "step_size": 1.0, "reg": 0.01, "sigma": 0.3}
-    out = smoothed_flow(
-        target, x0, **flow, generator=torch.Generator().manual_seed(6), fixed_release=True
-    )
-    gen = torch.Generator().manual_seed(6)
-    theta = _unit_rows(gen, 20, 2)
-    proj = target @ theta.T
-    proj = proj + 0.3 * torch.randn(proj.shape, generator=gen, dtype=D)
-    x = x0
-    for _ in range(3):
-        x = flow_step(
-            x,
-            theta,
-            sorted_columns(proj),
-            step_size=1.0,
-            reg=0.01,
-            smoothing_std=0.3,
-            generator=gen,
-        )
-    assert torch.equal(out, x)
-    fresh = smoothed_flow(target, x0, **flow, generator=torch.Generator().manual_seed(6))
-    assert not torch.equal(out, fresh)
-
-
-def test_unknown_sigma_unit_is_refused() -> None:
-    with pytest.raises(InvalidParameterError, match="sigma_unit"):
-        smoothed_flow(
-            torch.zeros((3, 2), dtype=D),
-            torch.zeros((3, 2), dtype=D),
-            num_projections=2,
-            num_steps=1,
-            step_size=1.0,
-            reg=0.0,
-            sigma=0.1,
-            generator=None,
-            sigma_unit="relative",
-        )
