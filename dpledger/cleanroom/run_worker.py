@@ -10,8 +10,10 @@ whose last line names what went wrong):
    plugin-loading options;
 2. the worker loads the plugin (says ``loaded`` with the plugin's name before it calls
    ``declare``), makes the declaration as a declaration worker makes it
-   (:func:`~dpledger.cleanroom.worker.declare_with`) and the parameters, and answers ``ready``
-   with both as data (the parameters as the run record states them), or ``failed``;
+   (:func:`~dpledger.cleanroom.worker.declare_with`, in a child forked for it, so that what
+   ``declare`` keeps or changes is not in the process that runs the method) and the
+   parameters, and answers ``ready`` with both as data (the parameters as the run record
+   states them), or ``failed``;
 3. at row level dpledger then names the data file, which the worker reads as ``dpledger run``
    reads it while dpledger accounts the declaration;
 4. dpledger sends ``run`` with the state of the method's non-private generator (never the
@@ -29,6 +31,7 @@ named in one line; it is stopped with everything it started.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -96,7 +99,6 @@ def _failure(exc: BaseException) -> dict[str, Any]:
 def _load(link: Link, start: Mapping[str, Any]) -> tuple[Any, Any] | None:
     """The method's spec and parameters, once its declaration and parameters are sent as
     ``ready``; None if the declaration was refused (the reply says why)."""
-    from dpledger.cleanroom.worker import declare_with
     from dpledger.runtime.plugin_manager import PluginHost
 
     host = PluginHost.on_demand(
@@ -108,7 +110,11 @@ def _load(link: Link, start: Mapping[str, Any]) -> tuple[Any, Any] | None:
         dist = " ".join(p for p in (provenance.distribution, provenance.version) if p)
         link.send({"op": "loaded", "who": f"{provenance.plugin} ({dist or 'unknown'})"})
 
-    reply = declare_with(host, request, named)
+    answer = _declare_apart(host, request, named)
+    if "op" in answer:  # declare raised: reported by name
+        link.send(answer)
+        return None
+    reply = reply_from_dict(answer)
     if reply.error is not None:
         link.send({"op": "ready", "declaration": reply.to_dict(), "params": None})
         return None
@@ -117,6 +123,48 @@ def _load(link: Link, start: Mapping[str, Any]) -> tuple[Any, Any] | None:
     plain = plain_output(attrs.asdict(params), "params")
     link.send({"op": "ready", "declaration": reply.to_dict(), "params": plain})
     return spec, params
+
+
+def _declare_apart(host: Any, request: DeclarationRequest, named: Any) -> dict[str, Any]:
+    """The declaration's reply as data, made in a child of this process (forked once the
+    plugin is loaded and named), so that nothing ``declare`` keeps or changes is in the
+    process that runs the method; a ``failed`` message if ``declare`` raised."""
+    from dpledger.cleanroom.worker import declare_with
+
+    fork = getattr(os, "fork", None)
+    try:
+        spec = host.method(request.method)
+    except Exception:  # refused as a declaration worker refuses it
+        fork = None
+    if fork is None:  # no fork on this system: declared here
+        return declare_with(host, request, named).to_dict()
+    if spec.provenance is not None:
+        named(spec.provenance)
+    read, write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = fork()
+    if pid == 0:  # the child: declare, write the reply, end
+        os.close(read)
+        try:
+            answer = declare_with(host, request, lambda provenance: None).to_dict()
+        except BaseException as exc:  # reported by name
+            answer = _failure(exc)
+        with os.fdopen(write, "w", encoding="utf-8") as out:
+            out.write(json.dumps(answer))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as given:
+        text = given.read()
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if not text:
+        raise PluginError(f"its declare ended the process that made it (exit code {code})")
+    found = json.loads(text)
+    if not isinstance(found, dict):
+        raise PluginError("its declaration could not be read back")
+    return found
 
 
 def _generator(state: Mapping[str, Any]) -> np.random.Generator:
