@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import attrs
 import pytest
 
 import dpledger.core.events as events
@@ -82,3 +83,21 @@ def test_the_event_modules_import_without_torch_or_pot() -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "0.5"
+
+
+def test_every_core_class_is_exported() -> None:
+    """A new core event class is added to ``__all__`` of :mod:`dpledger.core.events`."""
+    classes = {cls.__name__ for cls in events.EVENT_KINDS.core.values()}
+    assert classes <= set(events.__all__)
+
+
+def test_every_integer_field_of_a_core_event_is_read_as_an_integer() -> None:
+    """A new core event with an integer parameter has its name in ``INT_EVENT_FIELDS`` (JSON
+    Schema counts 10.0 as an integer, and the parser reads it as 10)."""
+    integers = {
+        field.name
+        for cls in events.EVENT_KINDS.core.values()
+        for field in attrs.fields(cls)
+        if field.type in (int, "int")
+    }
+    assert integers == set(events.INT_EVENT_FIELDS)
