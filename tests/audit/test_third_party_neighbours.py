@@ -19,10 +19,7 @@ from tests.cleanroom.conftest import PlantedEnv, planted_env  # noqa: F401 (a fi
 COUNTS = """
 import attrs
 import numpy as np
-from dpledger.core.events import GaussianEvent
-from dpledger.core.hookspecs import hookimpl
-from dpledger.core.neighbours import NeighbourPair
-from dpledger.core.specs import MethodSpec
+from dpledger.plugin import GaussianEvent, MethodSpec, NeighbourPair, hookimpl
 
 
 @attrs.frozen
