@@ -23,7 +23,7 @@ NEEDS_DECLARATIONS = 10
 #: exit code of a room that found itself not isolated, or that imported a foreign module
 NOT_ISOLATED = 4
 #: the user's command of each request that is a step of another command
-COMMAND_NAMES = {"certify_run": "run", "audit_claims": "audit"}
+COMMAND_NAMES = {"certify_run": "run", "run_builtin": "run", "audit_claims": "audit"}
 ALLOWED_TOP_LEVEL = frozenset({*ACCOUNTING_PACKAGES, "dpledger"})
 #: modules that compiled extensions create at run time (no file, no code of their own)
 RUNTIME_MODULES = frozenset({"cython_runtime"})
@@ -63,7 +63,14 @@ def _calibrate(request: Mapping[str, Any]) -> int:
 
 
 def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], int]]:
-    from dpledger.cleanroom import account_room, audit_room, report_room, run_room, verify_room
+    from dpledger.cleanroom import (
+        account_room,
+        audit_room,
+        builtin_run_room,
+        report_room,
+        run_room,
+        verify_room,
+    )
 
     return {
         "account": account_room.serve,
@@ -72,6 +79,7 @@ def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], int]]:
         "audit_claims": audit_room.serve,
         "verify": verify_room.serve,
         "certify_run": run_room.serve,
+        "run_builtin": builtin_run_room.serve,
     }
 
 

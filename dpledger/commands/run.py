@@ -19,7 +19,6 @@ from typing import Any
 import attrs
 
 from dpledger.accountant import select
-from dpledger.commands._shared import add_plugin_options, host_from_args
 from dpledger.commands._inputs import (
     data_path_of,
     load_data,
@@ -28,6 +27,7 @@ from dpledger.commands._inputs import (
     query_delta,
     read_config,
 )
+from dpledger.commands._shared import add_plugin_options, host_from_args
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import Declaration, stated_for_unit, unit_adjacency
 from dpledger.core.events import Event
@@ -91,6 +91,32 @@ def main(args: argparse.Namespace) -> int:
 
         return run_third_party(args, config, host)
     spec = host.method(args.method)
+    if is_builtin(spec):  # dpledger's own method runs whole in the clean room
+        from dpledger.cleanroom.builtin_run_room import method_packages, room_options
+        from dpledger.cleanroom.launch import run_for
+
+        options = room_options(args)
+        return run_for(args, "run_builtin", options, extra=method_packages(spec.run.__module__))
+    return run_here(args, config, host, clean_room_certifier(args))
+
+
+def is_builtin(spec: Any) -> bool:
+    """Whether ``spec`` is one of dpledger's own methods (its code is in this package)."""
+    provenance = spec.provenance
+    module = getattr(spec.run, "__module__", "") or ""
+    return bool(
+        provenance is not None
+        and provenance.distribution == "dpledger"
+        and module.startswith("dpledger.plugins.")
+    )
+
+
+def run_here(
+    args: argparse.Namespace, config: Mapping[str, Any], host: Any, certify: Callable[[Path], None]
+) -> int:
+    """Plan, execute and publish a run of ``args.method`` in this process through the run
+    session; ``certify`` confirms the staged run directory before it is moved into place."""
+    spec = host.method(args.method)
     params = spec.make_params(params_table(config))
     adjacency = parse_adjacency(config)
     delta = query_delta(args, config, getattr(params, "delta", None))
@@ -100,7 +126,7 @@ def main(args: argparse.Namespace) -> int:
     # written to the run record: declare() is called exactly once
     plan = session.plan(spec, params, adjacency, host.lower, delta=delta)
     result = session.execute(plan.declared, data, seed=args.seed, secure=args.secure)
-    return publish(args, session.record(plan, result), result)
+    return publish(args, session.record(plan, result), result, certify=certify)
 
 
 def account_declaration(
@@ -122,10 +148,12 @@ def publish(
     selection: select.Selection | None = None,
     *,
     replies: Sequence[Mapping[str, Any]] = (),
+    certify: Callable[[Path], None] | None = None,
 ) -> int:
     """Write a verified run's outputs and record, once the clean room has confirmed them
     (``per_unit``, ``rules``, ``selection``: the accounting of a record built without it;
-    ``replies``: third-party declarations already made by a worker, handed to the room)."""
+    ``replies``: third-party declarations already made by a worker, handed to the room;
+    ``certify``: the confirmation, by default a clean room's)."""
     if per_unit is not None and selection is not None:
         record = attrs.evolve(
             record,
@@ -139,9 +167,7 @@ def publish(
             result.outputs,
             record,
             private,
-            certify=clean_room_certifier(
-                args.out, args.plugins_allow, args.plugins_block, args.plugins_timeout, replies
-            ),
+            certify=certify or clean_room_certifier(args, replies),
         )
     except RunRefused as refused:
         return refused.code
@@ -157,16 +183,15 @@ class RunRefused(Exception):
 
 
 def clean_room_certifier(
-    out: Path,
-    allow: str | None,
-    block: str | None,
-    timeout: str | None,
-    replies: Sequence[Mapping[str, Any]] = (),
+    args: argparse.Namespace, replies: Sequence[Mapping[str, Any]] = ()
 ) -> Callable[[Path], None]:
-    """The clean room's confirmation of a run staged for ``out``: it makes the declaration
-    again, recomputes the bound, writes the record's privacy section and seal, and prints the
-    run's line; :class:`RunRefused` if it does not confirm the run."""
+    """The clean room's confirmation of a run staged for ``args.out``: it makes the
+    declaration again, recomputes the bound, writes the record's privacy section and seal, and
+    prints the run's line; :class:`RunRefused` if it does not confirm the run."""
     from dpledger.cleanroom.launch import run_in_clean_room
+
+    out, allow, block = args.out, args.plugins_allow, args.plugins_block
+    timeout = args.plugins_timeout
 
     def certify(staged: Path) -> None:
         options = {

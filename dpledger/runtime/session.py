@@ -207,4 +207,4 @@ def grouped(event: Event) -> Event:
             parts.append(e)
             counts.append(1)
     folded = [e if n == 1 else SelfComposedEvent(e, n) for e, n in zip(parts, counts, strict=True)]
-    return folded[0] if len(folded) == 1 else ComposedEvent(folded)
+    return ComposedEvent(folded)

@@ -8,6 +8,7 @@ accountant or a builtin method's declaration are each named, and nothing is publ
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from collections.abc import Callable
@@ -19,50 +20,35 @@ import numpy as np
 import pytest
 
 import dpledger.accountant.select as select
-from dpledger.cli import main
-from dpledger.commands.run import (
-    RunRefused,
-    account_declaration,
-    build_record,
-    clean_room_certifier,
-    privacy_record,
-    write_atomically,
-)
+from dpledger.cli import build_parser, main
+from dpledger.commands._inputs import read_config
+from dpledger.commands.run import RunRefused, clean_room_certifier, run_here
 from dpledger.core.events import GaussianEvent
+from dpledger.runtime import session
+from dpledger.runtime.ledger import PrivacyLedger
 from dpledger.runtime.plugin_manager import PluginHost
 from dpledger.runtime.record_seal import write_seal
-from dpledger.runtime.runner import declare_checked, run_verified
+from dpledger.runtime.run_dir import write_run_dir
 from tests.cleanroom.conftest import gaussian_epsilon
 from tests.plugins.test_neighbouring_outputs import FAST, SEED, Case
 
 CONFIG = 'data = "data.npy"\ndelta = 1e-5\n[params]\nsensitivity = 1.0\nnoise_multiplier = 2.0\n'
 
 
+def _certifier(out: Path) -> Callable[[Path], None]:
+    """The clean room's confirmation of a run staged for ``out``, as ``dpledger run`` asks."""
+    return clean_room_certifier(
+        argparse.Namespace(out=out, plugins_allow=None, plugins_block=None, plugins_timeout=None)
+    )
+
+
 def _certified_run(case: Case, out: Path) -> None:
     """Run ``case`` in this process and publish it as ``dpledger run`` does."""
     host = PluginHost()
-    declaration = declare_checked(case.spec, case.params, case.adjacency)
-    per_unit, rules, selection = account_declaration(
-        host, declaration, case.adjacency, method=case.spec.name, delta=1e-5
-    )
-    result = run_verified(
-        case.spec,
-        case.params,
-        case.d,
-        adjacency=case.adjacency,
-        seed=SEED,
-        declaration=declaration,
-    )
-    record = build_record(
-        case.spec, case.params, result, host.lower(declaration.event, case.adjacency)
-    )
-    record = attrs.evolve(
-        record,
-        accounted={"event": per_unit.to_dict(), "lift_rules": list(rules)},
-        privacy=privacy_record(selection),
-    )
-    certify = clean_room_certifier(out, None, None, None)
-    write_atomically(out, result.outputs, record, {"seed": SEED}, certify=certify)
+    plan = session.plan(case.spec, case.params, case.adjacency, host.lower, delta=1e-5)
+    result = session.execute(plan.declared, case.d, seed=SEED)
+    record = session.record(plan, result)
+    write_run_dir(out, result.outputs, record, {"seed": SEED}, certify=_certifier(out))
 
 
 #: the primitives (seconds); the slow tier runs every builtin method
@@ -170,21 +156,15 @@ def test_a_changed_output_is_named(run_dir: Path, capfd: Any) -> None:
     assert "output release.npy was changed after the run wrote it" in _mismatches(run_dir, capfd)
 
 
-def _refused_run(tmp_path: Path, capfd: Any) -> str:
+def _gaussian_args(tmp_path: Path) -> argparse.Namespace:
     np.save(tmp_path / "data.npy", np.linspace(0.0, 1.0, 11))
     (tmp_path / "g.toml").write_text(CONFIG)
-    out = tmp_path / "out"
     args = ["run", "gaussian_mechanism", "--config", str(tmp_path / "g.toml")]
-    assert main([*args, "--out", str(out), "--seed", "3"]) == 2
-    assert not out.exists() and not (tmp_path / "out.private").exists()
-    captured = capfd.readouterr()
-    assert captured.out == ""
-    return captured.err
+    return build_parser().parse_args([*args, "--out", str(tmp_path / "out"), "--seed", "3"])
 
 
-def test_a_run_whose_process_changed_the_accountant_is_refused(
-    tmp_path: Path, capfd: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _smaller_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's accountant reports a hundredth of every bound."""
     original = select.account
 
     def smaller(*args: Any, **kwargs: Any) -> Any:
@@ -193,8 +173,52 @@ def test_a_run_whose_process_changed_the_accountant_is_refused(
         return attrs.evolve(sel, bound=bound)
 
     monkeypatch.setattr(select, "account", smaller)
-    err = _refused_run(tmp_path, capfd)
-    assert "code in that process changed the accountant" in err
+
+
+def test_a_staged_run_whose_process_changed_the_accountant_is_refused(
+    tmp_path: Path, capfd: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _smaller_bounds(monkeypatch)
+    args = _gaussian_args(tmp_path)
+    config = read_config(args.config)
+    assert run_here(args, config, PluginHost(), clean_room_certifier(args)) == 2
+    assert not args.out.exists() and not (tmp_path / "out.private").exists()
+    captured = capfd.readouterr()
+    assert captured.out == ""
+    assert "code in that process changed the accountant" in captured.err
+
+
+def test_a_builtin_run_is_out_of_reach_of_its_command_process(
+    tmp_path: Path, capfd: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the command's process lowers every bound and the noise of every Gaussian draw: the
+    # builtin method runs whole in the clean room, where neither patch exists
+    _smaller_bounds(monkeypatch)
+    monkeypatch.setattr(
+        PrivacyLedger, "gaussian", lambda self, value, *a, **k: np.asarray(value, dtype=float)
+    )
+    args = _gaussian_args(tmp_path)
+    assert (
+        main(
+            [
+                "run",
+                "gaussian_mechanism",
+                "--config",
+                str(args.config),
+                "--out",
+                str(args.out),
+                "--seed",
+                "3",
+            ]
+        )
+        == 0
+    )
+    honest = gaussian_epsilon(2.0, 1e-5)
+    assert honest <= _epsilon(capfd.readouterr().out) <= honest * (1 + 1e-5)
+    record = json.loads((args.out / "ledger.json").read_text())
+    assert record["privacy"]["epsilon"] == pytest.approx(honest, rel=1e-9)
+    released = np.load(args.out / "release.npy")
+    assert np.std(released - np.linspace(0.0, 1.0, 11)) > 0.5  # noise of std 2 was drawn
 
 
 def test_a_staged_run_whose_declaration_is_not_the_methods_is_refused(
@@ -206,39 +230,29 @@ def test_a_staged_run_whose_declaration_is_not_the_methods_is_refused(
     assert case.spec.name == "gaussian_mechanism"
     weak = GaussianEvent(100.0)
     host = PluginHost()
-    per_unit, rules, selection = account_declaration(
-        host,
-        declare_checked(case.spec, case.params, case.adjacency),
-        case.adjacency,
-        method=case.spec.name,
-        delta=1e-5,
-    )
-    result = run_verified(case.spec, case.params, case.d, adjacency=case.adjacency, seed=SEED)
-    record = build_record(case.spec, case.params, result, weak)
+    plan = session.plan(case.spec, case.params, case.adjacency, host.lower, delta=1e-5)
+    result = session.execute(plan.declared, case.d, seed=SEED)
+    record = session.record(plan, result)
     ledger = {**record.ledger, "declared": weak.to_dict()}
     ledger["executed"] = {"kind": "composed", "events": [weak.to_dict()]}
     weak_selection = select.account(weak, case.adjacency, delta=1e-5)
     record = attrs.evolve(
         record,
         ledger=ledger,
-        accounted={"event": weak.to_dict(), "lift_rules": list(rules)},
-        privacy=privacy_record(weak_selection),
+        declared_core=weak.to_dict(),
+        accounted={"event": weak.to_dict(), "lift_rules": list(plan.declared.lift_rules)},
+        privacy=session.privacy_section(weak_selection),
     )
     out = tmp_path / "out"
     with pytest.raises(RunRefused) as refused:
-        write_atomically(
-            out,
-            result.outputs,
-            record,
-            {"seed": SEED},
-            certify=clean_room_certifier(out, None, None, None),
-        )
+        write_run_dir(out, result.outputs, record, {"seed": SEED}, certify=_certifier(out))
     assert refused.value.code == 2
     assert not out.exists() and not (tmp_path / "out.private").exists()
     err = capfd.readouterr().err
     assert "refused, nothing written" in err
     assert "is not what method 'gaussian_mechanism' declares" in err
-    assert per_unit.to_dict() != weak.to_dict() and selection.bound.epsilon > 1.0
+    assert plan.declared.per_unit.to_dict() != weak.to_dict()
+    assert plan.selection.bound.epsilon > 1.0
 
 
 def test_a_report_of_an_honest_run_says_how_to_reverify(run_dir: Path, capfd: Any) -> None:
