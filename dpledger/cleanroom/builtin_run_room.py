@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -71,12 +72,18 @@ def _args(options: Mapping[str, Any]) -> argparse.Namespace:
     )
 
 
-def _confirm_here(args: argparse.Namespace) -> Callable[[Path], None]:
-    """The room's confirmation of the staged run, made in this room (see ``run_room``)."""
+def _confirm_here(args: argparse.Namespace, extra: frozenset[str]) -> Callable[[Path], None]:
+    """The room's confirmation of the staged run, made in this room (see ``run_room``), once
+    it has checked that the run imported nothing from outside the room."""
     from dpledger.cleanroom import run_room
+    from dpledger.cleanroom.room import NOT_ISOLATED, foreign_modules
     from dpledger.commands.run import RunRefused
 
     def certify(staged: Path) -> None:
+        problem = foreign_modules(extra)
+        if problem:  # checked before anything is moved into place
+            sys.stderr.write(f"dpledger run: error: the clean room is not clean ({problem})\n")
+            raise RunRefused(NOT_ISOLATED)
         options = {
             "staged": str(staged),
             "out": str(args.out),
@@ -98,4 +105,5 @@ def serve(request: Mapping[str, Any]) -> int:
 
     args = _args(request["options"])
     host = builtin_host(names(args.plugins_allow), names(args.plugins_block))
-    return run_here(args, read_config(args.config), host, _confirm_here(args))
+    extra = frozenset(request.get("extra_packages", ()))
+    return run_here(args, read_config(args.config), host, _confirm_here(args, extra))

@@ -11,6 +11,7 @@ outside the standard library and its path was imported.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -48,10 +49,19 @@ def foreign_modules(extra: frozenset[str] = frozenset()) -> str | None:
             name
             for name, module in list(sys.modules.items())
             if (name.split(".")[0] not in allowed and not name.startswith("_"))
-            or not str(getattr(module, "__file__", None) or roots[0]).startswith(roots)
+            or not _loaded_from(getattr(module, "__file__", None), roots)
         }
     )
     return f"modules from outside the clean room were imported: {foreign}" if foreign else None
+
+
+def _loaded_from(file: object, roots: tuple[str, ...]) -> bool:
+    """Whether a module's ``__file__`` lies under ``roots``; a module with no file, or with a
+    bare name for one (a package's synthetic namespace such as ``torch.ops``), was not loaded
+    from a path, so only its name is checked."""
+    if not isinstance(file, str) or not os.path.isabs(file):
+        return True
+    return file.startswith(roots)
 
 
 def _calibrate(request: Mapping[str, Any]) -> int:
