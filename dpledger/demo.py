@@ -45,6 +45,7 @@ from dpledger.core.events import (
 )
 from dpledger.core.specs import Example, MethodSpec
 from dpledger.runtime.coverage import canonical_multiset
+from dpledger.runtime.record_seal import write_seal
 
 if TYPE_CHECKING:  # the run session loads the accountant: imported when the demo runs
     from dpledger.runtime.runner import RunResult
@@ -281,8 +282,10 @@ def run_demo(
     *,
     quiet: bool = False,
     say: Callable[[str], None] = print,
+    confirm: Callable[[Path, bool], None] | None = None,
 ) -> DemoResult:
-    """Run every step and write the outputs into ``out`` (new or empty directory)."""
+    """Run every step and write the outputs into ``out`` (new or empty directory);
+    ``confirm(out, quiet)`` confirms the written run (by default a clean room verifies it)."""
     from dpledger.report.numbers import fmt_up
     from dpledger.runtime.plugin_manager import PluginHost
 
@@ -309,7 +312,8 @@ def run_demo(
         utility = _write_run(out, plan, run, pipeline, example, config)
         extra = [*_clt_notes(run.outputs, config), *notes]
         built, files = _write_report(out, host, extra, quiet)
-    _confirm_in_clean_room(out, quiet)
+    write_seal(out)
+    (confirm or _confirm_in_clean_room)(out, quiet)
     files = [*_written(out), *files, out / "seal.json"]
     report = built.report
     _log_utility(log, utility)
@@ -326,12 +330,10 @@ def run_demo(
 
 
 def _confirm_in_clean_room(out: Path, quiet: bool) -> None:
-    """Seal the published files, then have the clean room recompute the run's bound (from
-    ``pipeline.toml``), its declaration and the coverage of its executed steps."""
+    """Have a clean room recompute the sealed run's bound (from ``pipeline.toml``), its
+    declaration and the coverage of its executed steps."""
     from dpledger.cleanroom.launch import run_in_clean_room
-    from dpledger.runtime.record_seal import write_seal
 
-    write_seal(out)
     options = {"targets": [str(out)], "quiet": quiet, "plugins_allow": None, "plugins_block": None}
     if run_in_clean_room("verify", options) != 0:
         raise LedgerViolationError(

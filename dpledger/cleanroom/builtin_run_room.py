@@ -12,35 +12,24 @@ and POT for the trajectory method, for example), beside the accounting ones.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Callable, Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 __all__ = ["method_packages", "room_options", "serve"]
 
-#: ``name[>=x]; extra == "NAME"``: a requirement of one of dpledger's extras
-_EXTRA = re.compile(r"""^\s*([A-Za-z0-9][A-Za-z0-9._-]*)[^;]*;\s*extra\s*==\s*["']([^"']+)["']""")
-
 
 def method_packages(run_module: str) -> tuple[str, ...]:
-    """Top-level packages a builtin method's run may import beyond the accounting ones: the
-    dependency closure of the distributions its plugin's extra of dpledger names (the plugin
-    package ``dpledger.plugins.NAME`` and the extra ``NAME``)."""
-    from dpledger.cleanroom.tree import dependency_closure
+    """Top-level packages a builtin method's run may import beyond the accounting ones: what
+    its plugin's extra of dpledger installs (plugin package ``dpledger.plugins.NAME``, extra
+    ``NAME``)."""
+    from dpledger.cleanroom.tree import extras_closure
 
     parts = run_module.split(".")
     if parts[:2] != ["dpledger", "plugins"] or len(parts) < 3:
         return ()
-    extra = parts[2]
-    try:
-        requires = metadata.requires("dpledger") or []
-    except metadata.PackageNotFoundError:
-        return ()
-    dists = [m.group(1) for m in map(_EXTRA.match, requires) if m and m.group(2) == extra]
-    return dependency_closure(tuple(d for d in dists if d != "dpledger"))
+    return extras_closure((parts[2],))
 
 
 def room_options(args: argparse.Namespace) -> dict[str, Any]:

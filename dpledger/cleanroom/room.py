@@ -77,6 +77,7 @@ def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], int]]:
         account_room,
         audit_room,
         builtin_run_room,
+        demo_room,
         report_room,
         run_room,
         verify_room,
@@ -85,6 +86,7 @@ def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], int]]:
     return {
         "account": account_room.serve,
         "calibrate": _calibrate,
+        "demo": demo_room.serve,
         "report": report_room.serve,
         "audit_claims": audit_room.serve,
         "verify": verify_room.serve,

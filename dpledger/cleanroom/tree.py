@@ -151,3 +151,21 @@ def clean_path(extra: tuple[str, ...] = ()) -> Iterator[Path]:
         yield where
     finally:
         shutil.rmtree(where, ignore_errors=True)
+
+
+#: ``name[>=x]; extra == "NAME"``: a requirement of one of dpledger's extras
+_EXTRA_REQUIREMENT = re.compile(
+    r"""^\s*([A-Za-z0-9][A-Za-z0-9._-]*)[^;]*;\s*extra\s*==\s*["']([^"']+)["']"""
+)
+
+
+def extras_closure(extras: tuple[str, ...]) -> tuple[str, ...]:
+    """Top-level import names of what dpledger's ``extras`` install (the distributions they
+    name and everything those require), sorted; nothing for an extra dpledger does not have."""
+    try:
+        requires = metadata.requires("dpledger") or []
+    except metadata.PackageNotFoundError:
+        return ()
+    matches = [_EXTRA_REQUIREMENT.match(line) for line in requires]
+    dists = [m.group(1) for m in matches if m and m.group(2) in extras]
+    return dependency_closure(tuple(d for d in dists if _normal(d) != "dpledger"))

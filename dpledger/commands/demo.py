@@ -35,13 +35,25 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The demo, run whole in the clean room (see :mod:`dpledger.cleanroom.demo_room`)."""
+    from dpledger.cleanroom.demo_room import DEMO_EXTRAS
+    from dpledger.cleanroom.launch import run_in_clean_room
+    from dpledger.cleanroom.tree import extras_closure
+
+    out = args.out if args.out is not None else fresh_directory(Path(DEFAULT_OUT))
+    options = {"out": str(out), "quiet": args.quiet, "tiny": args.tiny, "seed": args.seed}
+    return run_in_clean_room("demo", options, extra=extras_closure(DEMO_EXTRAS))
+
+
+def run_here(args: argparse.Namespace, confirm: Any = None) -> int:
+    """The demo in this process; ``confirm(out, quiet)`` confirms the written run (by default
+    in a clean room)."""
     import attrs
 
     from dpledger.demo import TINY, DemoConfig, run_demo
 
     config = attrs.evolve(TINY if args.tiny else DemoConfig(), seed=args.seed)
-    out = args.out if args.out is not None else fresh_directory(Path(DEFAULT_OUT))
-    result = run_demo(out, config, quiet=args.quiet)
+    result = run_demo(args.out, config, quiet=args.quiet, confirm=confirm)
     if not args.quiet:
         print(f"wrote {len(result.files)} files to {result.out}:")
         for path in result.files:
