@@ -19,6 +19,10 @@ expected batch size ``rho N``. The Langevin step needs total per-coordinate vari
 ``2 eta D``; the privacy noise supplies ``(eta tau C / (rho N))^2`` of it and a public top-up
 supplies the rest (if the privacy noise alone exceeds it, the effective temperature is higher
 and is reported).
+
+Modules: :mod:`.sinkhorn` (entropic plans), :mod:`.objective` (``G`` and its gradient),
+:mod:`.private_grad` (the noisy data-fit gradient), :mod:`.warm_start` (the private warm start);
+this module runs the dynamics and re-exports their names.
 """
 
 from __future__ import annotations
@@ -31,372 +35,59 @@ from typing import Any
 
 import attrs
 import numpy as np
-import ot
 import torch
-from scipy import special
 
 from dpledger.plugin import Adjacency, InvalidParameterError
 from dpledger.plugins.trajectories.data import uniform_times, validate_marginals
-from dpledger.plugins.trajectories.declare import (
-    Phase,
-    TrajectoryParams,
-    WarmStart,
-    steps_per_phase,
-    warm_start_multipliers,
-)
+from dpledger.plugins.trajectories.declare import Phase, TrajectoryParams, steps_per_phase
 from dpledger.plugins.trajectories.noise import NoiseSource, RecordingNoise, as_noise_source
+from dpledger.plugins.trajectories.objective import (
+    clip_blocks,
+    data_fit,
+    first_variation_grad,
+    fit_blocks,
+    fit_weight,
+    objective,
+    transport_grad,
+)
+from dpledger.plugins.trajectories.private_grad import clipped_fit_sum, private_fit_grads
+from dpledger.plugins.trajectories.sinkhorn import (
+    SINKHORN_EPS_DECAY,
+    SINKHORN_NEWTON_EVERY,
+    SINKHORN_STAGE_TOL,
+    entropic_ot_value,
+    sinkhorn_plan,
+)
+from dpledger.plugins.trajectories.sinkhorn import _dual_newton_step as _dual_newton_step
+from dpledger.plugins.trajectories.warm_start import _allocate as _allocate
+from dpledger.plugins.trajectories.warm_start import _grid_warm_start as _grid_warm_start
+from dpledger.plugins.trajectories.warm_start import _groups as _groups
+from dpledger.plugins.trajectories.warm_start import _public_init as _public_init
+from dpledger.plugins.trajectories.warm_start import _released as _released
+from dpledger.plugins.trajectories.warm_start import warm_start
+
+__all__ = [
+    "DIVERGENCE_RADII",
+    "SINKHORN_EPS_DECAY",
+    "SINKHORN_NEWTON_EVERY",
+    "SINKHORN_STAGE_TOL",
+    "RunResult",
+    "clip_blocks",
+    "clipped_fit_sum",
+    "data_fit",
+    "entropic_ot_value",
+    "first_variation_grad",
+    "fit_blocks",
+    "fit_weight",
+    "objective",
+    "private_fit_grads",
+    "run",
+    "sinkhorn_plan",
+    "transport_grad",
+    "warm_start",
+]
 
 Tensor = torch.Tensor
-
-
-# --------------------------------------------------------------------------------------------
-# Objective pieces
-
-
-#: epsilon scaling: each stage's regularisation is this fraction of the previous one
-SINKHORN_EPS_DECAY = 0.3
-#: marginal error at which an intermediate (larger-regularisation) stage stops
-SINKHORN_STAGE_TOL = 1e-3
-#: a damped Newton step on the dual after every this many Sinkhorn sweeps
-SINKHORN_NEWTON_EVERY = 3
-
-
-def sinkhorn_plan(
-    Xi: Tensor,
-    Xj: Tensor,
-    reg: float,
-    iters: int = 2000,
-    tol: float = 1e-9,
-    warmstart: tuple[Tensor, Tensor] | None = None,
-) -> tuple[Tensor, tuple[Tensor, Tensor], bool]:
-    """Entropic plan between uniform particle measures for the cost ``M = |x-y|^2/2``.
-
-    Log-domain Sinkhorn sweeps interleaved with damped Newton steps on the dual. Without
-    ``warmstart`` the regularisation decreases geometrically from the largest cost to ``reg``
-    (epsilon scaling, each stage starting from the last one's potentials). ``iters`` caps
-    sweeps plus Newton steps over all stages. Converged means that at ``reg``, after a sweep
-    (rows exact), the column marginal's L2 error is below ``tol``.
-
-    Returns ``(P, (log_u, log_v), converged)`` with ``P = exp(log_u_i + log_v_j - M_ij/reg)``;
-    ``warmstart`` is such a pair ``(log_u, log_v)``, at ``reg``, for these measures.
-    """
-    m, n = Xi.shape[0], Xj.shape[0]
-    loga = torch.full((m,), -math.log(m), dtype=Xi.dtype, device=Xi.device)
-    logb = torch.full((n,), -math.log(n), dtype=Xi.dtype, device=Xi.device)
-    a, b = loga.exp(), logb.exp()
-    M = 0.5 * ot.dist(Xi, Xj)
-    if warmstart is None:
-        eps = max(float(M.max()), reg)
-        f, g = torch.zeros_like(loga), torch.zeros_like(logb)  # potentials in cost units
-    else:
-        eps = reg
-        f, g = reg * (warmstart[0] - loga), reg * (warmstart[1] - logb)
-    done = 0
-    while True:
-        K = -M / eps
-        u, v = f / eps + loga, g / eps + logb
-        final = eps <= reg
-        stage_tol = tol if final else max(tol, SINKHORN_STAGE_TOL)
-        err, sweeps = math.inf, 0
-        while done < iters:
-            v = logb - torch.logsumexp(K + u[:, None], 0)
-            u = loga - torch.logsumexp(K + v[None, :], 1)
-            done += 1
-            sweeps += 1
-            err = float(torch.linalg.vector_norm(torch.exp(K + u[:, None] + v[None, :]).sum(0) - b))
-            if err < stage_tol:
-                break
-            if sweeps % SINKHORN_NEWTON_EVERY == 0 and done + 1 < iters:  # a sweep follows
-                u, v = _dual_newton_step(K, u, v, a, b)
-                done += 1
-        if final:
-            return torch.exp(K + u[:, None] + v[None, :]), (u, v), err < tol
-        f, g = eps * (u - loga), eps * (v - logb)
-        if done >= iters:  # out of iterations above reg: rows exact at reg, not converged
-            K = -M / reg
-            v = g / reg + logb
-            u = loga - torch.logsumexp(K + v[None, :], 1)
-            return torch.exp(K + u[:, None] + v[None, :]), (u, v), False
-        eps = max(eps * SINKHORN_EPS_DECAY, reg)
-
-
-def _dual_newton_step(
-    K: Tensor, u: Tensor, v: Tensor, a: Tensor, b: Tensor, halvings: int = 30
-) -> tuple[Tensor, Tensor]:
-    """Newton ascent with Armijo backtracking on ``<a,u> + <b,v> - sum exp(K + u + v)``.
-
-    The Hessian is singular along ``(1, -1)`` (a constant moved from ``u`` to ``v``); adding
-    that direction's projector makes it invertible without changing the step. Returns the
-    input when no step along the Newton direction increases the dual.
-    """
-    m, n = K.shape
-    P = torch.exp(K + u[:, None] + v[None, :])
-    r, c = P.sum(1), P.sum(0)
-    H = torch.cat([torch.cat([torch.diag(r), P], 1), torch.cat([P.T, torch.diag(c)], 1)], 0)
-    w = torch.cat([torch.ones_like(u), -torch.ones_like(v)]) / math.sqrt(m + n)
-    H = H + torch.outer(w, w)
-    grad = torch.cat([a - r, b - c])
-    try:
-        d = torch.linalg.solve(H, grad)
-    except RuntimeError:  # singular: support split by underflow; least squares instead
-        d = torch.linalg.lstsq(H, grad[:, None], driver="gelsd").solution[:, 0]
-    du, dv = d[:m], d[m:]
-    slope, linear, mass = float(grad @ d), float(a @ du + b @ dv), float(P.sum())
-    if not slope > 0.0:  # no ascent direction (numerically singular system)
-        return u, v
-    t = 1.0
-    for _ in range(halvings):
-        un, vn = u + t * du, v + t * dv
-        new_mass = float(torch.exp(torch.logsumexp((K + un[:, None] + vn[None, :]).flatten(), 0)))
-        if t * linear - (new_mass - mass) >= 1e-4 * t * slope:
-            return un, vn
-        t *= 0.5
-    return u, v
-
-
-def entropic_ot_value(P: Tensor, Xi: Tensor, Xj: Tensor, reg: float) -> Tensor:
-    """Primal value ``<P, |x-y|^2/2> + reg KL(P | a x b)`` (equals the dual at optimality)."""
-    m, n = P.shape
-    M = 0.5 * ot.dist(Xi, Xj)
-    ab = 1.0 / (m * n)
-    Ppos = torch.clamp(P, min=1e-300)
-    value: torch.Tensor = (P * M).sum() + reg * (P * (torch.log(Ppos) - math.log(ab))).sum()
-    return value
-
-
-def data_fit(X: Tensor, Y: Tensor, sigma: float) -> Tensor:
-    """``DF^sigma = -(1/N) sum_j log((1/m) sum_k exp(-|x_k-y_j|^2/(2 sigma^2)))``."""
-    logits = -(torch.cdist(X, Y) ** 2) / (2.0 * sigma**2)  # [m, N]
-    return -(torch.logsumexp(logits, dim=0) - math.log(X.shape[0])).mean()
-
-
-def fit_blocks(X: Tensor, Y: Tensor, sigma: float, weight: float) -> Tensor:
-    """Per-datum contribution blocks ``B_j`` (shape ``[N, m, d]``) to the fit gradient."""
-    m = X.shape[0]
-    diff = X.unsqueeze(0) - Y.unsqueeze(1)  # [N, m, d]
-    logits = -(diff**2).sum(-1) / (2.0 * sigma**2)  # [N, m]
-    w = torch.softmax(logits, dim=1) * m  # m * softmax over particles
-    return (weight / sigma**2) * w.unsqueeze(-1) * diff
-
-
-def clip_blocks(blocks: Tensor, C: float) -> Tensor:
-    """Scale each ``[m, d]`` block to Frobenius norm at most ``C``."""
-    norms = blocks.flatten(1).norm(dim=1)
-    scale = torch.clamp(C / torch.clamp(norms, min=1e-300), max=1.0)
-    return blocks * scale.view(-1, 1, 1)
-
-
-def transport_grad(X: Tensor, plans: Sequence[Tensor], dts: Sequence[float]) -> Tensor:
-    """Gradient of the Schrodinger-potential terms at every particle, shape ``[U, m, d]``."""
-    U, m, _ = X.shape
-    g = torch.zeros_like(X)
-    for u in range(U - 1):
-        P = plans[u]
-        g[u] += (X[u] - m * (P @ X[u + 1])) / dts[u]
-        g[u + 1] += (X[u + 1] - m * (P.T @ X[u])) / dts[u]
-    return g
-
-
-def fit_weight(times: np.ndarray, lambda_: float) -> float:
-    """``h / lambda`` with ``h`` the mean time step (``dt/lambda`` on a uniform grid)."""
-    return float((times[-1] - times[0]) / (len(times) - 1) / lambda_)
-
-
-def objective(
-    X: Tensor,
-    data: Sequence[Tensor],
-    times: np.ndarray,
-    params: TrajectoryParams,
-    diffusivity: float | None = None,
-) -> Tensor:
-    """``G(X)`` (no entropy term); used to check the gradient by finite differences."""
-    D = params.phases()[0].temperature if diffusivity is None else diffusivity
-    w = fit_weight(times, params.lambda_)
-    val = w * data_fit(X[0], data[0], params.sigma)
-    for u in range(1, X.shape[0]):
-        val = val + w * data_fit(X[u], data[u], params.sigma)
-    dts = np.diff(times)
-    for u in range(X.shape[0] - 1):
-        reg = D * float(dts[u])
-        P, _, _ = sinkhorn_plan(X[u], X[u + 1], reg, params.sinkhorn_iters, params.sinkhorn_tol)
-        val = val + entropic_ot_value(P, X[u], X[u + 1], reg) / float(dts[u])
-    return val
-
-
-def first_variation_grad(
-    X: Tensor,
-    data: Sequence[Tensor],
-    times: np.ndarray,
-    params: TrajectoryParams,
-    diffusivity: float | None = None,
-) -> Tensor:
-    """Non-private full-batch ``grad V^(u)`` at every particle (Prop. C.2), ``[U, m, d]``."""
-    D = params.phases()[0].temperature if diffusivity is None else diffusivity
-    w = fit_weight(times, params.lambda_)
-    dts = [float(x) for x in np.diff(times)]
-    plans = [
-        sinkhorn_plan(X[u], X[u + 1], D * dts[u], params.sinkhorn_iters, params.sinkhorn_tol)[0]
-        for u in range(X.shape[0] - 1)
-    ]
-    g = transport_grad(X, plans, dts)
-    for u in range(X.shape[0]):
-        g[u] += fit_blocks(X[u], data[u], params.sigma, w).mean(0)
-    return g
-
-
-# --------------------------------------------------------------------------------------------
-# Warm starts (numpy; every draw through the noise source)
-
-
-def _public_init(
-    ws: WarmStart, m: int, d: int, center: np.ndarray, radius: float, noise: NoiseSource, i: int
-) -> np.ndarray:
-    z = noise.public_normal((m, d), f"t{i}/init")
-    if ws.public_init == "uniform":  # uniform on the box around the ball, via Phi(z)
-        uniform: np.ndarray = center - radius + 2.0 * radius * special.ndtr(z)
-        return uniform
-    mean = center if ws.public_mean is None else np.asarray(ws.public_mean, dtype=np.float64)
-    gaussian: np.ndarray = mean + ws.public_std * z
-    return gaussian
-
-
-def _allocate(weights: np.ndarray, m: int) -> np.ndarray:
-    """Deterministic largest-remainder allocation of ``m`` particles."""
-    w = np.clip(weights, 0.0, None)
-    w = np.full_like(w, 1.0 / len(w)) if w.sum() <= 0 else w / w.sum()
-    raw = w * m
-    n = np.floor(raw).astype(int)
-    rest = m - n.sum()
-    n[np.argsort(-(raw - n), kind="stable")[:rest]] += 1
-    return np.asarray(n)
-
-
-def _groups(U: int, joint: bool) -> list[list[int]]:
-    """Slices released together: all (event level) or one marginal at a time (user level)."""
-    return [list(range(U))] if joint else [[u] for u in range(U)]
-
-
-def warm_start(
-    data: Sequence[np.ndarray],
-    index: Sequence[int],
-    params: TrajectoryParams,
-    adjacency: Adjacency,
-    noise: NoiseSource,
-    n_public: Sequence[int],
-    joint: bool = True,
-) -> tuple[np.ndarray, dict[str, Any]]:
-    """Initial particles ``[U, m, d]`` and the released statistics.
-
-    ``joint``: one release over all marginals per statistic (event level); otherwise one per
-    marginal.
-    """
-    ws = params.warm_start
-    d = data[0].shape[1]
-    c = np.zeros(d) if params.center is None else np.asarray(params.center, dtype=np.float64)
-    R, m = params.radius, params.m
-    mult = warm_start_multipliers(ws, adjacency)
-    U = len(data)
-    X = np.empty((U, m, d))
-    info: dict[str, Any] = {"kind": ws.kind, "means": [], "contributions": []}
-    if ws.kind == "none":
-        for u, i in enumerate(index):
-            X[u] = _public_init(ws, m, d, c, R, noise, i)
-            info["contributions"].append(())
-        return X, info
-    if ws.kind == "mean":
-        contrib = [R / n_public[u] for u in range(U)]
-        queries = [(data[u] - c).sum(0) / n_public[u] for u in range(U)]
-        names = [f"t{i}/warm/mean" for i in index]
-        noisy = _released(noise, queries, contrib, mult[0], names, joint)
-        for u, i in enumerate(index):
-            mean = c + noisy[u]
-            X[u] = mean + ws.spread * noise.public_normal((m, d), f"t{i}/spread")
-            info["means"].append(mean)
-            info["contributions"].append((contrib[u],))
-        return X, info
-    return _grid_warm_start(data, index, params, mult, noise, joint, X, info)
-
-
-def _released(
-    noise: NoiseSource,
-    queries: Sequence[np.ndarray],
-    contributions: Sequence[float],
-    multiplier: float,
-    names: Sequence[str],
-    joint: bool,
-) -> list[np.ndarray]:
-    """The noisy ``queries`` (one per marginal, with its contribution bound and step name),
-    released in groups: all in one when ``joint``, else one per marginal."""
-    noisy: list[np.ndarray] = [np.empty(0)] * len(queries)
-    for grp in _groups(len(queries), joint):
-        out = noise.release(
-            [queries[u] for u in grp],
-            [contributions[u] for u in grp],
-            multiplier,
-            [names[u] for u in grp],
-        )
-        for u, o in zip(grp, out, strict=True):
-            noisy[u] = o
-    return noisy
-
-
-def _grid_warm_start(
-    data: Sequence[np.ndarray],
-    index: Sequence[int],
-    params: TrajectoryParams,
-    mult: Sequence[float],
-    noise: NoiseSource,
-    joint: bool,
-    X: np.ndarray,
-    info: dict[str, Any],
-) -> tuple[np.ndarray, dict[str, Any]]:
-    """The grid warm start: noisy cell counts, then noisy sums within the ``components``
-    heaviest cells; particles are allotted to the cells by their counts around their means."""
-    ws = params.warm_start
-    U, m, d = X.shape
-    c = np.zeros(d) if params.center is None else np.asarray(params.center, dtype=np.float64)
-    R = params.radius
-    g = ws.grid
-    width = 2.0 * R / g
-    r_cell = 0.5 * width * math.sqrt(d)
-    flats, counts = [], []
-    for Y in data:
-        cell = np.clip(np.floor((Y - (c - R)) / width).astype(int), 0, g - 1)
-        flat = np.ravel_multi_index(tuple(cell.T), (g,) * d)
-        flats.append(flat)
-        counts.append(np.bincount(flat, minlength=g**d).astype(np.float64))
-    names = [f"t{i}/warm/counts" for i in index]
-    noisy_counts = _released(noise, counts, [1.0] * U, mult[0], names, joint)
-    k = min(ws.components, g**d)
-    tops, centres, sums = [], [], []
-    for u in range(U):
-        top = np.argsort(-noisy_counts[u], kind="stable")[:k]
-        cen = (c - R) + width * (np.stack(np.unravel_index(top, (g,) * d), 1) + 0.5)
-        sm = np.zeros((k, d))
-        for r, cell_id in enumerate(top):
-            sm[r] = (data[u][flats[u] == cell_id] - cen[r]).sum(0)
-        tops.append(top)
-        centres.append(cen)
-        sums.append(sm)
-    names = [f"t{i}/warm/sums" for i in index]
-    noisy_sums = _released(noise, sums, [r_cell] * U, mult[1], names, joint)
-    for u, i in enumerate(index):
-        nc = noisy_counts[u][tops[u]]
-        means = centres[u] + np.clip(
-            noisy_sums[u] / np.maximum(nc, 1.0)[:, None], -width / 2, width / 2
-        )
-        alloc = _allocate(nc, m)
-        spread = ws.spread if ws.spread > 0 else width / 2
-        pts = np.repeat(means, alloc, axis=0)
-        X[u] = pts + spread * noise.public_normal((m, d), f"t{i}/spread")
-        info["means"].append(means)
-        info["contributions"].append((1.0, r_cell))
-        info.setdefault("weights", []).append(alloc / m)
-    return X, info
-
-
-# --------------------------------------------------------------------------------------------
-# The run
 
 
 @attrs.define
@@ -413,58 +104,6 @@ class RunResult:
     sinkhorn_unconverged: int
     noise: Any
     private_steps: dict[int, int]  # per used time index: private particle steps taken
-
-
-def clipped_fit_sum(
-    X: Tensor, Y: Tensor, idx: np.ndarray, params: TrajectoryParams, weight: float
-) -> Tensor:
-    """``sum_{j in idx} clip_C(B_j)`` (zeros for an empty sample)."""
-    if idx.size == 0:
-        return torch.zeros_like(X)
-    sel = torch.as_tensor(idx, device=Y.device)
-    return clip_blocks(fit_blocks(X, Y[sel], params.sigma, weight), params.C).sum(0)
-
-
-def private_fit_grads(
-    X: Tensor,
-    Ys: Sequence[Tensor],
-    slices: Sequence[int],
-    index: Sequence[int],
-    params: TrajectoryParams,
-    weight: float,
-    tau: float,
-    noise: NoiseSource,
-    tag: str,
-    n_public: Sequence[int],
-    joint: bool = True,
-) -> dict[int, Tensor]:
-    """Noisy data-fit gradients ``(sum clip_C(B_j) + N(0, (tau C)^2)) / (rho N)`` per slice.
-
-    The clipped sums of all ``slices`` form one Poisson-sampled release (``joint``) or one
-    release per slice.
-    """
-    out: dict[int, Tensor] = {}
-    groups = [list(slices)] if joint else [[u] for u in slices]
-    for grp in groups:
-
-        def compute(idxs: list[np.ndarray], grp: list[int] = grp) -> list[np.ndarray]:
-            return [
-                clipped_fit_sum(X[u], Ys[u], ix, params, weight).cpu().numpy()
-                for u, ix in zip(grp, idxs, strict=True)
-            ]
-
-        noisy = noise.sampled_release(
-            [len(Ys[u]) for u in grp],
-            params.rho,
-            compute,
-            [params.C] * len(grp),
-            tau,
-            [f"t{index[u]}/{tag}" for u in grp],
-        )
-        for u, nz in zip(grp, noisy, strict=True):
-            g = torch.as_tensor(nz, dtype=X.dtype, device=X.device)
-            out[u] = g / (params.rho * n_public[u])
-    return out
 
 
 def _schedule(
