@@ -111,6 +111,7 @@ if TYPE_CHECKING:
         calibrate_on_grid,
     )
     from dpledger.accountant.select import account
+    from dpledger.runtime.devices import torch_device
     from dpledger.runtime.ledger import PrivacyLedger, selection_epsilon
     from dpledger.runtime.neighbour_rules import (
         ball_marginals,
@@ -122,6 +123,7 @@ if TYPE_CHECKING:
         user_tables,
     )
     from dpledger.runtime.runner import RunResult, run_verified
+    from dpledger.runtime.votes import vote_histogram
 
 __all__ = [
     "RELATIONS",
@@ -192,7 +194,9 @@ __all__ = [
     "score_vector",
     "selection_epsilon",
     "to_float",
+    "torch_device",
     "user_tables",
+    "vote_histogram",
 ]
 
 
@@ -213,6 +217,8 @@ _NEIGHBOUR_RULES = frozenset(
     }
 )
 _RUNNING = frozenset({"PrivacyLedger", "RunResult", "run_verified", "selection_epsilon"})
+#: helpers shared by methods: a checked torch device, the exact nearest-neighbour votes
+_HELPERS = {"torch_device": "dpledger.runtime.devices", "vote_histogram": "dpledger.runtime.votes"}
 
 
 def __getattr__(name: str) -> Any:
@@ -230,6 +236,10 @@ def __getattr__(name: str) -> Any:
         from dpledger.runtime import ledger, runner
 
         return getattr(ledger if name in ("PrivacyLedger", "selection_epsilon") else runner, name)
+    if name in _HELPERS:
+        import importlib
+
+        return getattr(importlib.import_module(_HELPERS[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

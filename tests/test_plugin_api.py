@@ -31,17 +31,7 @@ TEMPLATE = ROOT / "examples" / "plugin_template"
 #: the testing API: pytest fixtures and contract classes (imports pytest, so not re-exported)
 TESTING = "dpledger.runtime.testing"
 #: known exceptions, each with its reason; a fixed one must be removed from this list
-KNOWN: dict[tuple[str, str], str] = {
-    ("plugins/path/select.py", "dpledger.plugins.primitives.nn_voting"): (
-        "the PATH selection uses the nn_voting plugin's exact vote histogram"
-    ),
-    ("plugins/swflow/methods.py", "dpledger.plugins.torch_device"): (
-        "a helper shared by the builtin plugins at the root of dpledger.plugins"
-    ),
-    ("plugins/trajectories/plugin.py", "dpledger.plugins.torch_device"): (
-        "a helper shared by the builtin plugins at the root of dpledger.plugins"
-    ),
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 # -- the imports of a module -------------------------------------------------------------------

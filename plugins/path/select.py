@@ -5,7 +5,7 @@ Each *real* table votes for its ``k`` nearest candidates (cosine distance; Eucli
 sphere); Gaussian noise of std ``σ_sel * sqrt(k)`` is added to the vote histogram through the
 ledger (adding or removing one user changes ``k`` counts by one: L2 sensitivity ``sqrt(k)``)
 and the ``top_n`` candidates by noisy count are kept (post-processing). The histogram is
-computed by :func:`dpledger.plugins.primitives.nn_voting.vote_histogram`.
+computed by :func:`dpledger.plugin.vote_histogram`.
 
 Embedders (public, fixed functions of one table):
 
@@ -24,11 +24,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.plugin import InvalidParameterError, Ledger
+from dpledger.plugin import InvalidParameterError, Ledger, vote_histogram
 from dpledger.plugins.path.model import offline
 from dpledger.plugins.path.schema import TableSchema
 from dpledger.plugins.path.serialize import format_value
-from dpledger.plugins.primitives.nn_voting import vote_histogram
 
 FloatArray = NDArray[np.float64]
 Rows = Sequence[Sequence[Any]]

@@ -17,7 +17,6 @@ from typing import Any
 
 import attrs
 import numpy as np
-from numpy.typing import NDArray
 
 from dpledger.plugin import (
     Adjacency,
@@ -31,10 +30,9 @@ from dpledger.plugin import (
     nn_records,
     positive_finite,
     positive_int,
+    vote_histogram,
 )
 from dpledger.plugins.primitives._common import field_of, float_matrix
-
-_CHUNK = 2048
 
 
 @attrs.frozen
@@ -48,20 +46,6 @@ class NNVotingParams:
 
 def declare(params: NNVotingParams, adjacency: Adjacency) -> Event:
     return GaussianEvent(params.noise_multiplier)
-
-
-def vote_histogram(
-    records: NDArray[np.float64], candidates: NDArray[np.float64], k: int
-) -> NDArray[np.float64]:
-    """Exact votes: each record adds 1 to each of its ``k`` nearest candidates."""
-    votes = np.zeros(candidates.shape[0], dtype=np.float64)
-    cand_sq = np.einsum("ij,ij->i", candidates, candidates)
-    for start in range(0, records.shape[0], _CHUNK):
-        chunk = records[start : start + _CHUNK]
-        d2 = cand_sq[None, :] - 2.0 * chunk @ candidates.T  # + |r|^2, constant per row
-        nearest = np.argpartition(d2, k - 1, axis=1)[:, :k]
-        np.add.at(votes, nearest.ravel(), 1.0)
-    return votes
 
 
 def run(

@@ -15,14 +15,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from dpledger.plugin import ApproxDPEvent, InvalidParameterError, Ledger
+from dpledger.plugin import ApproxDPEvent, InvalidParameterError, Ledger, torch_device
 from dpledger.plugins.swflow.data import check_records
 from dpledger.plugins.swflow.declare import noise_multiplier_for
 from dpledger.plugins.swflow.generator import Generator, sliced_loss
 from dpledger.plugins.swflow.params import AnyParams, FlowParams, FlowResampleParams, GenParams
 from dpledger.plugins.swflow.sensitivity import record_bound, sample_projections
 from dpledger.plugins.swflow.transport import flow_step, sorted_columns
-from dpledger.plugins.torch_device import torch_device
 
 DTYPE = torch.float64
 

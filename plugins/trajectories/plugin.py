@@ -254,7 +254,7 @@ def run(
     params: TrajectoriesParams, data: Any, ledger: Ledger, rng: np.random.Generator
 ) -> dict[str, Any]:
     """Run the private dynamics under ``ledger``; ``rng`` drives public randomness only."""
-    from dpledger.plugins.torch_device import torch_device
+    from dpledger.plugin import torch_device
     from dpledger.plugins.trajectories import mfld
     from dpledger.plugins.trajectories.noise import LedgerNoise
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dpledger.plugin import InvalidParameterError
+from dpledger.core.errors import InvalidParameterError
+
+__all__ = ["torch_device"]
 
 if TYPE_CHECKING:
     import torch

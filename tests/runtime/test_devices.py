@@ -8,7 +8,7 @@ from dpledger.core.errors import InvalidParameterError
 
 torch = pytest.importorskip("torch")
 
-from dpledger.plugins.torch_device import torch_device  # noqa: E402
+from dpledger.runtime.devices import torch_device  # noqa: E402
 
 
 def test_cpu_is_always_there() -> None:
