@@ -84,7 +84,7 @@ def planted_env(tmp_path: Path) -> PlantedEnv:
     venv.EnvBuilder(with_pip=False, symlinks=True).create(root)
     env = PlantedEnv(root)
     here = sysconfig.get_paths()["purelib"]
-    (env.site / "zz_tests_site.pth").write_text(f"import site; site.addsitedir({here!r})\n")
+    (env.site / "00_tests_site.pth").write_text(f"import site; site.addsitedir({here!r})\n")
     return env
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -413,6 +414,15 @@ def test_a_pth_patch_cannot_reach_a_builtin_run(planted_env: PlantedEnv, tmp_pat
     )
     np.save(tmp_path / "data.npy", np.linspace(0.0, 1.0, 5))
     (tmp_path / "g.toml").write_text(GAUSSIAN_RUN)
+    # the patch is in force in every ordinary interpreter of the environment
+    probe = (
+        "import dpledger.accountant.select as s; from dpledger.runtime.ledger import "
+        "PrivacyLedger as L; print(s.account.__name__, L.gaussian.__name__)"
+    )
+    patched = subprocess.run(
+        [str(planted_env.python), "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert patched.stdout.split() == ["_scaled", "<lambda>"], patched.stderr
     args = ("run", "gaussian_mechanism", "--config", "g.toml", "--out", "out", "--seed", "1")
     done = planted_env.dpledger(*args, cwd=tmp_path)
     # the builtin method runs whole in the clean room, where no .pth file was processed
