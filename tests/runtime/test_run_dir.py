@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from dpledger.cli import main
-from dpledger.runtime.run_dir import write_run_dir
 from dpledger.runtime import run_record
+from dpledger.runtime.run_dir import write_run_dir
 from dpledger.runtime.run_record import PRIVATE_FILE, RECORD_FILE, RunRecord, private_dir
 
 RECORD = RunRecord(method="m", ledger={}, declared_core={}, privacy={})
