@@ -7,7 +7,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from dpledger.commands._shared import (
     add_backends_option,
@@ -131,27 +131,18 @@ def certify(args: argparse.Namespace, pipeline: Pipeline, rests_on: list[str]) -
             per_release=args.per_release,
         )
     if args.json:
+        from dpledger.runtime.jsonform import json_safe
+
         out = result.to_dict()
         out["pipeline"] = pipeline.name
         out["file"] = pipeline.origin
         if rests_on:
             out["rests_on"] = list(rests_on)
-        json.dump(_json_safe(out), sys.stdout, indent=2)
+        json.dump(json_safe(out), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(format_account(result, pipeline.name or pipeline.origin, rests_on))
     return 0
-
-
-def _json_safe(value: Any) -> Any:
-    """JSON has no infinity: an unbounded loss is written as the string "inf"."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 def _bound_line(b: Any) -> str:
