@@ -187,4 +187,22 @@ def diff_reports(a: Any, b: Any) -> ReportDiff:
     changes += _audit(a, b)
     if a.get("runtime") != b.get("runtime"):
         changes.append("runtime ledger section changed")
+    changes += _described(a, b)
+    changes += _set_changes(
+        "plugin section",
+        [f"{x.get('title')} ({x.get('plugin')})" for x in a.get("sections", [])],
+        [f"{x.get('title')} ({x.get('plugin')})" for x in b.get("sections", [])],
+    )
+    if not changes and a.get("sections") != b.get("sections"):
+        changes.append("plugin section text changed")
     return ReportDiff(summary, tuple(changes), moved)
+
+
+def _described(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Released outputs present in both reports whose description changed."""
+    before = {r["node"]: r.get("description") for r in a["released"]}
+    return [
+        f"released output {r['node']}: description changed"
+        for r in b["released"]
+        if r["node"] in before and before[r["node"]] != r.get("description")
+    ]

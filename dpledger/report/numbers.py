@@ -8,6 +8,7 @@ lower bound toward ``-inf``. Exact values stay in the JSON.
 from __future__ import annotations
 
 import math
+import sys
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
@@ -22,10 +23,15 @@ def _fmt(x: float, rounding: str, sig: int) -> str:
     if x == 0:
         return "0"
     exact = Decimal(x)
-    exponent = math.floor(math.log10(abs(x)))
-    scale = Decimal(10) ** (exponent - sig + 1)
+    scale = Decimal(10) ** (exact.adjusted() - sig + 1)  # the exact decimal exponent
     rounded = (exact / scale).to_integral_value(rounding=rounding) * scale
-    return f"{float(rounded):.{sig}g}"
+    if abs(x) >= sys.float_info.min:  # a normal float holds 6 digits: printed as they are
+        return f"{float(rounded):.{sig}g}"
+    # a subnormal float cannot hold them: print the directed decimal itself
+    mantissa, _, power = f"{rounded:.{sig - 1}e}".partition("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{power}"
 
 
 def fmt_up(x: Any, sig: int = SIGNIFICANT) -> str:

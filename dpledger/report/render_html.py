@@ -40,13 +40,15 @@ def e(value: Any) -> str:
 
 
 def markdown_html(text: str) -> str:
-    """A plugin section's Markdown as HTML (markdown-it, raw HTML disabled), or escaped text
-    when markdown-it-py is not installed."""
+    """A plugin section's Markdown as HTML (markdown-it, raw HTML, links and images disabled),
+    or escaped text when markdown-it-py is not installed."""
     try:
         from markdown_it import MarkdownIt
     except ImportError:
         return f"<pre>{e(text)}</pre>"
-    return str(MarkdownIt("commonmark", {"html": False}).enable("table").render(text))
+    # no raw HTML, and no links or images: the page loads nothing and points nowhere outside
+    parser = MarkdownIt("commonmark", {"html": False}).enable("table")
+    return str(parser.disable(["link", "image", "autolink"]).render(text))
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

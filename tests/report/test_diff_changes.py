@@ -179,12 +179,6 @@ def _with_description(b: dict[str, Any]) -> None:
     b["released"][0]["description"] = "another description"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="diff_reports compares a fixed list of fields: reports that differ only in a "
-    "plugin's section or in a released output's description are called identical ('nothing "
-    "else changed'), though ReportDiff's changes are to name everything else that differs",
-)
 @pytest.mark.parametrize("change", [_with_section, _with_description])
 def test_every_difference_is_named(change: Callable[[dict[str, Any]], None]) -> None:
     assert not diff_reports(*_changed(change)).identical

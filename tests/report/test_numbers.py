@@ -108,24 +108,11 @@ def test_fmt_exact_prints_the_parameter_as_given(x: float, text: str) -> None:
     assert float(fmt_exact(x)) == x
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="numbers._fmt takes the exponent from math.log10, which rounds to the next power "
-    "of ten for floats just below one (log10(999.9999999999999) == 3.0): fmt_down then keeps "
-    "5 significant digits ('999.99', not '999.999'); still a lower bound, one digit short",
-)
 @pytest.mark.parametrize("x", [999.9999999999999, 0.09999999999999999, 99.99999999999999])
 def test_six_digits_just_below_a_power_of_ten(x: float) -> None:
     assert _digits(fmt_down(x)) == SIGNIFICANT
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="numbers._fmt rounds the directed 6-digit Decimal back through float(): for "
-    "subnormal floats the nearest float is coarser than 6 digits and '.6g' rounds it to "
-    "nearest, so fmt_up(1.2347e-320) prints '1.23467e-320' (below its input) and "
-    "fmt_down(5e-324) prints '4.94066e-324' (above it)",
-)
 @pytest.mark.parametrize("x", [1.2347e-320, 5e-324])
 def test_subnormal_values_round_to_the_safe_side(x: float) -> None:
     assert Decimal(fmt_up(x)) >= Decimal(x)

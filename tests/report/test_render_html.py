@@ -154,13 +154,6 @@ def test_escaped_cells() -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="render_html promises no external URL, but a plugin section's Markdown goes through "
-    "markdown-it with links and images enabled: ![x](https://...) becomes "
-    '<img src="https://..."> (a remote load when the page is opened) and [l](http://...) an '
-    "external href",
-)
 def test_a_plugin_section_cannot_bring_an_external_url() -> None:
     pytest.importorskip("markdown_it")  # without it a section is shown as escaped text
     section = ExtraSection("s", "S", "![x](https://example.org/a.png) [l](http://example.org)", "p")
