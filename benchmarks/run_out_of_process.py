@@ -132,26 +132,22 @@ def in_process(data: dict[str, np.ndarray], steps: int, q: float) -> tuple[float
 IN_PROCESS_COMMAND = """
 import argparse, sys
 from pathlib import Path
-from dpledger.commands.run import (account_declaration, build_record, publish, read_config,
-                                   load_data)
+from dpledger.commands._inputs import load_data, read_config
+from dpledger.commands.run import publish
 from dpledger.core.adjacency import Adjacency
+from dpledger.runtime import session
 from dpledger.runtime.plugin_manager import PluginHost
-from dpledger.runtime.runner import declare_checked, run_verified
 config_path, out = Path(sys.argv[1]), Path(sys.argv[2])
 config = read_config(config_path)
 host = PluginHost.create()
 spec = host.method("bench_dp_sgd")
 params = spec.make_params(config["params"])
-adjacency = Adjacency()
-declaration = declare_checked(spec, params, adjacency)
-per_unit, rules, selection = account_declaration(host, declaration, adjacency,
-                                                 method=spec.name, delta=1e-5)
+plan = session.plan(spec, params, Adjacency(), host.lower, delta=1e-5)
 data = load_data(config_path.parent / config["data"])
-result = run_verified(spec, params, data, adjacency=adjacency, seed=1, declaration=declaration)
-record = build_record(spec, params, result, host.lower(declaration.event, adjacency))
+result = session.execute(plan.declared, data, seed=1)
 args = argparse.Namespace(out=out, seed=1, plugins_allow=None, plugins_block=None,
                           plugins_timeout=None)
-raise SystemExit(publish(args, record, result, per_unit, rules, selection))
+raise SystemExit(publish(args, session.record(plan, result), result))
 """
 
 

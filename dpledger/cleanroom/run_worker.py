@@ -208,7 +208,7 @@ def _read_data(path: Any) -> tuple[Any, dict[str, Any] | None]:
     file), or why it could not be read (reported when the run is due)."""
     if not isinstance(path, str):
         return None, None
-    from dpledger.commands.run import load_data
+    from dpledger.commands._inputs import load_data
 
     try:
         return load_data(Path(path)), None

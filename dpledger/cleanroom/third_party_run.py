@@ -30,7 +30,6 @@ from dpledger.cleanroom.worker import plugin_timeout
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import Declaration
 from dpledger.core.errors import InvalidParameterError
-from dpledger.runtime.run_record import RunRecord
 from dpledger.runtime.runner import RunResult, prepare_run
 
 __all__ = ["DATA_SUFFIXES", "run_in_worker", "run_third_party"]
@@ -79,18 +78,18 @@ def run_in_worker(
 
 def run_third_party(args: argparse.Namespace, config: Mapping[str, Any], host: Any) -> int:
     """``dpledger run`` of a third-party method (see the module docstring); the exit code."""
-    from dpledger.commands.run import (
-        _adjacency,
-        account_declaration,
+    from dpledger.commands._inputs import (
         data_path_of,
         load_data,
         params_table,
-        publish,
+        parse_adjacency,
         query_delta,
     )
+    from dpledger.commands.run import account_declaration, publish
+    from dpledger.runtime import session
 
     table = params_table(config)
-    adjacency = _adjacency(config)
+    adjacency = parse_adjacency(config)
     data_path = data_path_of(args, config)
     # at user level the data is bounded per user and its unit keys read here; else the method
     # reads its data file itself, as this process would (its rows are all the method sees)
@@ -121,15 +120,18 @@ def run_third_party(args: argparse.Namespace, config: Mapping[str, Any], host: A
         result = run_in_worker(
             worker, declaration, adjacency, data, seed=args.seed, secure=args.secure
         )
-    record = RunRecord(
+    record = session.record_fields(
         method=args.method,
         provenance=_provenance(reply),
         params=params,
-        ledger=result.ledger.to_dict(),
-        declared_core=declaration.event.to_dict(),
-        privacy={},
+        ledger=session.public_ledger(result.ledger),
+        declared_core=declaration.event,
+        per_unit=per_unit,
+        lift_rules=rules,
+        privacy=session.privacy_section(selection),
+        exact_match=result.ledger.public_matches_exactly(),
     )
     # the clean room confirms the run from the record's parameters: it is handed this
     # declaration (made by a worker from the same parameters) instead of asking a new worker
     again = attrs.evolve(reply, request=DeclarationRequest.of(args.method, params, adjacency))
-    return publish(args, record, result, per_unit, rules, selection, replies=[again.to_dict()])
+    return publish(args, record, result, replies=[again.to_dict()])

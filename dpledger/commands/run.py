@@ -224,23 +224,3 @@ def headline(
         f"{method}: verified; epsilon <= {fmt_up(float(eps))} at delta={delta} ({where}); "
         f"wrote {out} (private diagnostics, never to publish: {private_dir(out)})"
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# older names of what moved to dpledger.commands._inputs and dpledger.runtime.session
-# ---------------------------------------------------------------------------------------------
-_adjacency = parse_adjacency
-privacy_record = session.privacy_section
-__all__ += ["data_path_of", "load_data", "params_table", "query_delta", "read_config"]
-
-
-def build_record(spec: Any, params: Any, result: Any, declared_core: Event) -> RunRecord:
-    """The public record of a finished run, before its bound is filled in."""
-    return RunRecord(
-        method=spec.name,
-        provenance=spec.provenance.to_dict() if spec.provenance else None,
-        params=attrs.asdict(params),
-        ledger=result.ledger.to_dict(),
-        declared_core=declared_core.to_dict(),
-        privacy={},
-    )

@@ -44,6 +44,7 @@ __all__ = [
     "method_failed",
     "plan",
     "privacy_section",
+    "public_ledger",
     "record",
     "record_fields",
 ]
@@ -156,7 +157,7 @@ def record(plan_: RunPlan, result: RunResult, *, pipeline: str | None = None) ->
         method=spec.name,
         provenance=spec.provenance.to_dict() if spec.provenance else None,
         params=attrs.asdict(declared.params),
-        ledger={**ledger.to_dict(), "executed": grouped(ledger.public_executed_event()).to_dict()},
+        ledger=public_ledger(ledger),
         declared_core=declared.core,
         per_unit=declared.per_unit,
         lift_rules=declared.lift_rules,
@@ -164,6 +165,13 @@ def record(plan_: RunPlan, result: RunResult, *, pipeline: str | None = None) ->
         exact_match=ledger.public_matches_exactly(),
         pipeline=pipeline,
     )
+
+
+def public_ledger(ledger: Any) -> dict[str, Any]:
+    """What a run record states of its ledger: its data-independent facts, the executed steps
+    folded (:func:`grouped`)."""
+    facts: dict[str, Any] = ledger.to_dict()
+    return {**facts, "executed": grouped(ledger.public_executed_event()).to_dict()}
 
 
 def record_fields(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dpledger.cli import main
-from dpledger.commands.run import load_data
+from dpledger.commands._inputs import load_data
 from dpledger.core.errors import InvalidParameterError
 
 
