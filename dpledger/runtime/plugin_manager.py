@@ -148,10 +148,6 @@ class PluginHost:
         self.pm.origins.pop(name, None)
         self._specs.invalidate()
 
-    def refresh(self) -> None:
-        """Collect the specs again (after registering or unregistering plugins)."""
-        self._specs.invalidate()
-
     # -- queries ------------------------------------------------------------------------
     def methods(self) -> dict[str, MethodSpec]:
         """Every usable method (a name two third-party plugins register is left out)."""

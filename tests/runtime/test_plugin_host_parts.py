@@ -71,5 +71,4 @@ def test_a_host_is_its_parts() -> None:
 def test_on_demand_leaves_third_party_loading_pending() -> None:
     host: Any = PluginHost.on_demand(allow=[])
     assert host._third_party_pending
-    host.refresh()  # collected again when next asked
     assert isinstance(host.methods(), dict)
