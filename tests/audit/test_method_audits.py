@@ -403,7 +403,15 @@ def check(case: Case, seed: int, record_property: Callable[[str, Any], None]) ->
     assert row.verdict == NO_VIOLATION, f"{case.label}: {row.to_dict()}"
 
 
-@pytest.mark.parametrize("case", FAST, ids=lambda c: c.label)
+#: the smoke audits that take several seconds each run in the slow tier (with SLOW's larger ones)
+HEAVY = frozenset({"aim", "direct", "dpswgen"})
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.slow) if c.label in HEAVY else c for c in FAST],
+    ids=lambda c: c.label,
+)
 def test_method_passes_its_audit(case: Case, record_property: Callable[[str, Any], None]) -> None:
     check(case, seed=0, record_property=record_property)
 

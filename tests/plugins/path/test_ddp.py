@@ -72,6 +72,7 @@ def _public_steps(log: list[dict]) -> list[dict]:
     return [e for e in log if "poisson_sample" in e or "std" in e]
 
 
+@pytest.mark.slow  # two torchrun processes: about 12 s
 def test_torchrun_two_processes_matches_single_process(tmp_path: Path) -> None:
     (tmp_path / "tables.json").write_text(json.dumps(tables_to_json(TABLES)))
     (tmp_path / "config.json").write_text(json.dumps(CONFIG))
