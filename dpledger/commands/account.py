@@ -32,8 +32,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "file",
-        help="pipeline file (.toml or .json), or a dp-accounting DpEvent "
-        "as JSON (its named-tuple form)",
+        help="pipeline file (.toml or .json), or a dp-accounting DpEvent as JSON (its "
+        "named-tuple form, as objects or as json.dump writes it)",
     )
     query = parser.add_mutually_exclusive_group()
     query.add_argument("--delta", help="report epsilon at this delta (default: file's, or 1e-5)")
@@ -48,6 +48,12 @@ def register(subparsers: Any) -> None:
         "--crosscheck",
         action="store_true",
         help="run every independent accountant in full (slower; default: only where cheap)",
+    )
+    parser.add_argument(
+        "--to-dp-event",
+        action="store_true",
+        help="print each source's composed event as a dp-accounting DpEvent (JSON) instead of "
+        "a bound",
     )
     parser.set_defaults(func=run)
     one_line_errors(parser)
@@ -104,13 +110,26 @@ ROOM_OPTIONS = (
     "crosscheck",
     "plugins_allow",
     "plugins_block",
+    "to_dp_event",
 )
+#: the options that only shape a bound (refused with ``--to-dp-event``, which prints events)
+_BOUND_OPTIONS = ("delta", "epsilon", "backends", "per_release", "crosscheck")
 
 
 def run(args: argparse.Namespace) -> int:
     """Certify in the clean room: this process parses nothing and prints nothing itself."""
     from dpledger.cleanroom.launch import run_for
 
+    if args.to_dp_event:
+        given = [f"--{k.replace('_', '-')}" for k in _BOUND_OPTIONS if getattr(args, k)]
+        if given:
+            raise InvalidParameterError(
+                "--to-dp-event",
+                f"prints events, not a bound: {', '.join(given)} "
+                + ("does" if len(given) == 1 else "do")
+                + " not apply",
+                f"drop {', '.join(given)}, or --to-dp-event",
+            )
     return run_for(args, "account", {k: getattr(args, k) for k in ROOM_OPTIONS})
 
 
@@ -118,6 +137,9 @@ def certify(args: argparse.Namespace, pipeline: Pipeline, rests_on: list[str]) -
     """Account a loaded pipeline and print the bound (run inside the clean room)."""
     from dpledger.accountant.graph_account import account_graph
     from dpledger.accountant.select import crosscheck_mode
+
+    if getattr(args, "to_dp_event", False):
+        return _print_dp_events(pipeline, rests_on)
 
     delta, epsilon = _query(args, pipeline.delta, pipeline.epsilon)
     if args.backends is not None:
@@ -142,6 +164,20 @@ def certify(args: argparse.Namespace, pipeline: Pipeline, rests_on: list[str]) -
         sys.stdout.write("\n")
     else:
         sys.stdout.write(format_account(result, pipeline.name or pipeline.origin, rests_on))
+    return 0
+
+
+def _print_dp_events(pipeline: Pipeline, rests_on: list[str]) -> int:
+    """``--to-dp-event``: each source's composed event as a dp-accounting DpEvent (JSON)."""
+    from dpledger.integrations.dp_accounting import pipeline_dp_events
+    from dpledger.runtime.jsonform import json_safe
+
+    out: dict[str, Any] = {"pipeline": pipeline.name, "file": pipeline.origin}
+    if rests_on:
+        out["rests_on"] = list(rests_on)
+    out["sources"] = pipeline_dp_events(pipeline)
+    json.dump(json_safe(out), sys.stdout, indent=2)
+    sys.stdout.write("\n")
     return 0
 
 
