@@ -336,9 +336,31 @@ class MechanismSpec:
 RenderFn = Callable[[Mapping[str, Any]], str]
 
 
+def _names_converter(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list | tuple | set | frozenset) else value
+
+
+def _method_names_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if not (isinstance(value, tuple) and value):
+        raise InvalidParameterError(
+            attribute.name,
+            f"must be a non-empty sequence of method names, got {value!r}",
+            "name the plugin's own methods, or leave it unset for all of them",
+        )
+    for name in value:
+        _name_validator(instance, attribute, name)
+
+
 @attrs.frozen
 class ReportSectionSpec:
-    """An extra section of the privacy report, rendered to Markdown from the report's data."""
+    """An extra section of the privacy report, rendered to Markdown from the report's data.
+
+    A report draws the section only when it has a release of a method registered by the same
+    plugin (:meth:`concerns`); ``methods`` narrows that to some of the plugin's own methods
+    (unset: all of them). A method of another plugin never makes the section appear.
+    """
 
     name: str = attrs.field(validator=_name_validator)
     title: str = attrs.field(validator=_text_validator)
@@ -346,11 +368,23 @@ class ReportSectionSpec:
     provenance: Provenance | None = attrs.field(
         default=None, validator=_provenance_validator, eq=False
     )
+    methods: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_names_converter, validator=_method_names_validator, kw_only=True
+    )
+
+    def concerns(self, method: MethodSpec) -> bool:
+        """Whether a release of ``method`` gets this section: the plugin that registered the
+        section registered the method too (and ``methods``, when set, names it)."""
+        mine, theirs = self.provenance, method.provenance
+        if mine is None or theirs is None or mine.plugin != theirs.plugin:
+            return False
+        return self.methods is None or method.name in self.methods
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "title": self.title,
+            "methods": list(self.methods) if self.methods is not None else None,
             "provenance": self.provenance.to_dict() if self.provenance else None,
         }
 

@@ -2,8 +2,8 @@
 
 The clean room writes the report and runs no third-party code; it hands the report's data
 (the JSON context every section receives) to a worker, which loads the plugins of the methods
-the report uses, calls each of their section hooks, and returns the text. The room includes it
-labelled as the plugin's text.
+the report uses, calls the sections of those plugins (a plugin's sections, for releases of its
+own methods only), and returns the text. The room includes it labelled as the plugin's text.
 """
 
 from __future__ import annotations
@@ -15,14 +15,18 @@ from typing import Any
 from dpledger.core.errors import DPLedgerError
 
 
-def _sections_of(host: Any) -> list[tuple[str, Any]]:
-    """The third-party section specs a host holds, by name."""
+def _sections_of(host: Any, methods: Sequence[str]) -> list[tuple[str, Any]]:
+    """The third-party section specs a host holds, by name, of the plugins that registered
+    one of ``methods`` (a plugin's section is drawn only for releases of its own methods)."""
     from dpledger.runtime.plugin_loading import BUILTIN_TIER
 
+    table = host.methods()
+    released = [table[m] for m in dict.fromkeys(methods) if m in table]
     return [
         (name, spec)
         for name, spec in sorted(host.report_sections().items())
-        if spec.provenance is None or spec.provenance.tier != BUILTIN_TIER
+        if (spec.provenance is None or spec.provenance.tier != BUILTIN_TIER)
+        and any(spec.concerns(method) for method in released)
     ]
 
 
@@ -46,7 +50,7 @@ def draw(job: Mapping[str, Any], who_file: Path) -> dict[str, Any]:
             continue
     sections: list[dict[str, str]] = []
     problems: list[str] = []
-    for name, spec in _sections_of(host):
+    for name, spec in _sections_of(host, job["methods"]):
         who_file.write_text(f"report section {name!r} of plugin {_who(spec)}", encoding="utf-8")
         try:
             text = spec.render(dict(job["context"]))

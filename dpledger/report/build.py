@@ -23,7 +23,7 @@ from dpledger.accountant.graph_account import GraphAccount, account_graph
 from dpledger.accountant.select import backend_factories
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError, InvalidParameterError
-from dpledger.core.specs import Provenance
+from dpledger.core.specs import MethodSpec, Provenance, ReportSectionSpec
 from dpledger.core.validation import DEFAULT_DELTA
 from dpledger.integrations.dp_accounting import load_pipeline_or_dp_event
 
@@ -150,12 +150,34 @@ def section_context(report: PrivacyReport, graph: CompositionGraph) -> dict[str,
     return {**report.to_dict(), "release_events": json_safe(events)}
 
 
-def _extra_sections(host: Any, context: Mapping[str, Any]) -> tuple[list[ExtraSection], list[str]]:
+def released_methods(
+    methods: Iterable[str | None], table: Mapping[str, MethodSpec]
+) -> list[MethodSpec]:
+    """The specs of the registered methods among ``methods`` (a report's releases'), once each."""
+    return [table[m] for m in dict.fromkeys(methods) if m is not None and m in table]
+
+
+def concerned_sections(
+    sections: Mapping[str, ReportSectionSpec], released: Sequence[MethodSpec]
+) -> list[tuple[str, ReportSectionSpec]]:
+    """The sections, by name, of the plugins whose own methods are among ``released``: a
+    plugin's section is drawn only for a report with a release of one of its methods."""
+    return [
+        (name, spec)
+        for name, spec in sorted(sections.items())
+        if any(spec.concerns(method) for method in released)
+    ]
+
+
+def _extra_sections(
+    host: Any, context: Mapping[str, Any], report: PrivacyReport
+) -> tuple[list[ExtraSection], list[str]]:
     if host is None:
         return [], []
     sections: list[ExtraSection] = []
     problems: list[str] = []
-    for name, spec in sorted(host.report_sections().items()):
+    released = released_methods((r.method for r in report.releases), host.methods())
+    for name, spec in concerned_sections(host.report_sections(), released):
         plugin = spec.provenance.plugin if spec.provenance is not None else None
         try:
             text = spec.render(context)
@@ -209,7 +231,7 @@ def _data_accesses(account: GraphAccount) -> tuple[DataAccess, ...]:
 
 def _with_sections(report: PrivacyReport, host: Any, graph: CompositionGraph) -> PrivacyReport:
     """``report`` with the plugins' extra sections, and a warning for each that failed."""
-    sections, problems = _extra_sections(host, section_context(report, graph))
+    sections, problems = _extra_sections(host, section_context(report, graph), report)
     if not (sections or problems):
         return report
     return attrs.evolve(

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import attrs
 import pytest
 from scipy.stats import norm
 
@@ -16,6 +17,8 @@ from dpledger.cli import main
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import GaussianEvent, LaplaceEvent
+from dpledger.core.specs import Provenance
+from dpledger.plugins.primitives import gaussian
 from dpledger.report.build import (
     build_report,
     file_descriptions,
@@ -211,6 +214,15 @@ class _Section:
         self.render = render
         self.provenance = SimpleNamespace(plugin="plug")
 
+    def concerns(self, method: Any) -> bool:
+        return bool(method.provenance.plugin == "plug")
+
+
+#: a method of plugin ``plug``: its releases get that plugin's sections
+_PLUG_METHOD = attrs.evolve(
+    gaussian.SPEC, name="m", provenance=Provenance("plug", None, None, "contrib")
+)
+
 
 def _fail(context: Any) -> str:
     raise RuntimeError("boom")
@@ -229,9 +241,9 @@ def test_plugin_sections_never_break_the_report() -> None:
         "c_fails": _Section("Fails", _fail),
         "d_none": _Section("None", lambda c: None),
     }
-    host = SimpleNamespace(methods=lambda: {}, report_sections=lambda: sections)
+    host = SimpleNamespace(methods=lambda: {"m": _PLUG_METHOD}, report_sections=lambda: sections)
     g = graph()
-    g.add_release("r", GaussianEvent(3.0), "db", count=4)
+    g.add_release("r", GaussianEvent(3.0), "db", count=4, method="m")
     report = build_report(
         g, title="t", input_kind="p", input_name="n", delta=DELTA, host=host, brackets=False
     ).report
