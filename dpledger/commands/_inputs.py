@@ -76,6 +76,29 @@ def _array(value: Any, field: str) -> Any:
     )
 
 
+def _has_header(path: Path) -> bool:
+    """Whether the CSV file's first row (blank and ``#`` comment lines skipped, as
+    :func:`numpy.loadtxt` does) holds a cell that is neither empty nor a (quoted) number."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                row = line.split("#", 1)[0].strip()
+                if row:
+                    break
+            else:
+                return False
+    except OSError:
+        return False
+    for cell in row.split(","):
+        value = cell.strip().strip("'\"")
+        try:
+            float(value)
+        except ValueError:
+            if value:
+                return True
+    return False
+
+
 def load_data(path: Path) -> Any:
     """``.npy`` (array), ``.npz`` (mapping of arrays), ``.csv`` (numeric) or ``.json``."""
     suffix = path.suffix.lower()
@@ -90,6 +113,12 @@ def load_data(path: Path) -> Any:
         try:
             return np.loadtxt(path, delimiter=",", ndmin=1)
         except ValueError as exc:
+            if _has_header(path):
+                raise InvalidParameterError(
+                    "data",
+                    f"{path.name}: the first row looks like a header",
+                    "remove it (dpledger reads numeric CSV without a header)",
+                ) from None
             reason = str(exc).splitlines()[0].split(";")[0] if str(exc) else "unreadable"
             raise InvalidParameterError(
                 "data",
