@@ -4,13 +4,22 @@ Exit code 0 when no plugin has a problem, 1 when one has (every plugin is still 
 plugin whose check in a subprocess failed (it ended the process, exceeded the time limit or
 raised while imported or registered) is listed with its problem, and is never imported here.
 ``dpledger plugins METHOD`` loads only the distribution that provides ``METHOD``.
+
+A builtin method whose plugin package ``dpledger.plugins.NAME`` has an extra of dpledger
+(``dpledger[NAME]``: torch, POT, ...) is listed with that extra and whether its distributions
+are installed (found on the import path; nothing is imported).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import inspect
 import json
+import re
+from collections.abc import Mapping
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -20,6 +29,23 @@ from dpledger.commands._shared import add_plugin_options, host_from_args
 if TYPE_CHECKING:  # the plugin host loads when a command runs
     from dpledger.core.specs import MethodSpec
     from dpledger.runtime.plugin_manager import PluginHost, PluginInfo
+
+
+__all__ = [
+    "describe_method",
+    "distribution_installed",
+    "extra_distributions",
+    "extra_installed",
+    "main",
+    "method_extra",
+    "method_parameters",
+    "register",
+]
+
+#: ``name[>=x]; extra == "NAME"``: a requirement of one of dpledger's extras
+_EXTRA_REQUIREMENT = re.compile(
+    r"""^\s*([A-Za-z0-9][A-Za-z0-9._-]*)[^;]*;\s*extra\s*==\s*["']([^"']+)["']"""
+)
 
 
 def register(subparsers: Any) -> None:
@@ -64,6 +90,80 @@ def method_parameters(spec: MethodSpec) -> list[dict[str, Any]]:
     return out
 
 
+def _normal(dist: str) -> str:
+    return re.sub(r"[-_.]+", "-", dist).lower()
+
+
+@functools.cache
+def _extras() -> dict[str, tuple[str, ...]]:
+    """dpledger's extras and the distributions each names (dpledger itself left out)."""
+    try:
+        requires = metadata.requires("dpledger") or []
+    except metadata.PackageNotFoundError:
+        return {}
+    out: dict[str, tuple[str, ...]] = {}
+    for line in requires:
+        match = _EXTRA_REQUIREMENT.match(line)
+        if match and _normal(match.group(1)) != "dpledger":
+            out[match.group(2)] = (*out.get(match.group(2), ()), match.group(1))
+    return out
+
+
+def extra_distributions(extra: str) -> tuple[str, ...]:
+    """The distributions dpledger's extra ``extra`` names (none for an extra it lacks)."""
+    return _extras().get(extra, ())
+
+
+@functools.cache
+def _top_level_names() -> dict[str, tuple[str, ...]]:
+    """Installed distributions (normalised names) and their top-level import names."""
+    out: dict[str, tuple[str, ...]] = {}
+    for top, owners in metadata.packages_distributions().items():
+        for owner in owners:
+            if top.isidentifier():
+                out[_normal(owner)] = (*out.get(_normal(owner), ()), top)
+    return out
+
+
+def distribution_installed(dist: str) -> bool:
+    """Whether ``dist`` is installed and each of its top-level names is found on the import
+    path (:func:`importlib.util.find_spec`; nothing is imported)."""
+    tops = _top_level_names().get(_normal(dist), ())
+    try:
+        return bool(tops) and all(importlib.util.find_spec(t) is not None for t in tops)
+    except (ImportError, ValueError):
+        return False
+
+
+def extra_installed(extra: str) -> bool:
+    """Whether every distribution dpledger's extra ``extra`` names is installed."""
+    return all(distribution_installed(d) for d in extra_distributions(extra))
+
+
+def method_extra(spec: MethodSpec) -> str | None:
+    """The extra of dpledger a builtin method needs: a method of the plugin package
+    ``dpledger.plugins.NAME`` needs ``dpledger[NAME]`` where dpledger has that extra (as the
+    clean room's path for ``dpledger run`` holds it); ``None`` for any other method."""
+    from dpledger.runtime.plugin_manager import BUILTIN_DISTRIBUTION
+
+    if spec.provenance is None or spec.provenance.distribution != BUILTIN_DISTRIBUTION:
+        return None
+    parts = str(getattr(spec.run, "__module__", "") or "").split(".")
+    if parts[:2] != ["dpledger", "plugins"] or len(parts) < 3:
+        return None
+    return parts[2] if extra_distributions(parts[2]) else None
+
+
+def _needs(specs: list[MethodSpec]) -> dict[str, Any]:
+    """``needs`` (the extras the methods need, comma-separated, or ``None``) and
+    ``installed`` (whether all of them are)."""
+    extras = sorted({e for e in map(method_extra, specs) if e is not None})
+    return {
+        "needs": ",".join(extras) if extras else None,
+        "installed": all(extra_installed(e) for e in extras),
+    }
+
+
 def describe_method(spec: MethodSpec) -> dict[str, Any]:
     """What ``dpledger plugins METHOD`` shows, as data."""
     prov = spec.provenance
@@ -76,6 +176,7 @@ def describe_method(spec: MethodSpec) -> dict[str, Any]:
         "proof": spec.proof.to_dict(),
         "parameters": method_parameters(spec),
         "doc": inspect.getdoc(spec.params) or "",
+        **_needs([spec]),
     }
 
 
@@ -90,6 +191,8 @@ def _show_method(host: PluginHost, name: str, as_json: bool) -> int:
         f"trust tier {info['tier']}"
     )
     print(f"proof: {info['proof']['citation']}")
+    if info["needs"] is not None:
+        print(f"needs: {_needs_cell(info)}{_install_hint(info)}")
     header = ("PARAMETER", "TYPE", "DEFAULT")
     rows = [
         (p["name"], str(p["type"]), "(required)" if p["required"] else repr(p["default"]))
@@ -108,21 +211,47 @@ def _cell(values: tuple[str, ...]) -> str:
     return ", ".join(values) if values else "-"
 
 
+def _needs_cell(needs: Mapping[str, Any]) -> str:
+    if needs["needs"] is None:
+        return "-"
+    return f"dpledger[{needs['needs']}] ({'installed' if needs['installed'] else 'not installed'})"
+
+
+def _install_hint(needs: Mapping[str, Any]) -> str:
+    if needs["needs"] is None or needs["installed"]:
+        return ""
+    return f"; install it: pip install 'dpledger[{needs['needs']}]'"
+
+
+def _plugin_needs(host: PluginHost, infos: list[PluginInfo]) -> list[dict[str, Any]]:
+    """What each plugin's methods need (:func:`_needs`), in the order of ``infos``."""
+    methods = host.methods()
+    return [_needs([methods[m] for m in i.methods if m in methods]) for i in infos]
+
+
 def main(args: argparse.Namespace) -> int:
     if args.method is not None:
         return _show_method(host_from_args(args, on_demand=True), args.method, args.json)
     host = host_from_args(args)
     infos = host.plugins()
     problems = host.problems()
+    needs = _plugin_needs(host, infos)
     if args.json:
         payload = {
-            "plugins": [info.to_dict() for info in infos],
+            "plugins": [info.to_dict() | n for info, n in zip(infos, needs, strict=True)],
             "problems": [p.to_dict() for p in problems],
             "skipped": [{"plugin": n, "reason": r} for n, r in host.pm.skipped],
         }
         print(json.dumps(payload, indent=2, sort_keys=True))
         return 1 if problems else 0
-    _print_table(infos)
+    _print_table(infos, needs)
+    missing = sorted({n["needs"] for n in needs if n["needs"] is not None and not n["installed"]})
+    if missing:
+        extras = ",".join(missing)
+        print(
+            f"\nmethods marked 'not installed' need an extra of dpledger that is not installed: "
+            f"pip install 'dpledger[{extras}]'"
+        )
     if problems:
         print(f"\n{len(problems)} problem(s); the plugins above without one keep working:")
         for p in problems:
@@ -132,8 +261,8 @@ def main(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def _print_table(infos: list[PluginInfo]) -> None:
-    header = ("PLUGIN", "DISTRIBUTION", "VERSION", "TIER", "METHODS", "MECHANISMS")
+def _print_table(infos: list[PluginInfo], needs: list[dict[str, Any]]) -> None:
+    header = ("PLUGIN", "DISTRIBUTION", "VERSION", "TIER", "METHODS", "MECHANISMS", "NEEDS")
     rows = [
         (
             i.name,
@@ -142,8 +271,9 @@ def _print_table(infos: list[PluginInfo]) -> None:
             i.tier,
             _cell(i.methods),
             _cell(i.mechanisms),
+            _needs_cell(n),
         )
-        for i in infos
+        for i, n in zip(infos, needs, strict=True)
     ]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
     for row in [header, *rows]:
