@@ -157,6 +157,13 @@ def released_methods(
     return [table[m] for m in dict.fromkeys(methods) if m is not None and m in table]
 
 
+def _report_methods(report: PrivacyReport) -> list[str | None]:
+    """The methods a report releases: its releases' and, for a run directory, the run's own
+    (a run's pipeline file may label its releases with other names)."""
+    run = report.runtime.get("method") if report.runtime is not None else None
+    return [*(r.method for r in report.releases), run if isinstance(run, str) else None]
+
+
 def concerned_sections(
     sections: Mapping[str, ReportSectionSpec], released: Sequence[MethodSpec]
 ) -> list[tuple[str, ReportSectionSpec]]:
@@ -176,7 +183,7 @@ def _extra_sections(
         return [], []
     sections: list[ExtraSection] = []
     problems: list[str] = []
-    released = released_methods((r.method for r in report.releases), host.methods())
+    released = released_methods(_report_methods(report), host.methods())
     for name, spec in concerned_sections(host.report_sections(), released):
         plugin = spec.provenance.plugin if spec.provenance is not None else None
         try:
