@@ -25,7 +25,13 @@ from dpledger.core.errors import (
     InvalidParameterError,
     PipelineFileError,
 )
-from dpledger.core.events import MAX_NESTING, Event, event_from_dict
+from dpledger.core.events import (
+    MAX_NESTING,
+    Event,
+    RandomAllocationEvent,
+    ShuffledBatchesEvent,
+    event_from_dict,
+)
 from dpledger.core.events import short_repr as _short
 from dpledger.runtime.graph import CompositionGraph
 from dpledger.runtime.graph_kinds import TRANSFORM_KINDS
@@ -378,6 +384,39 @@ def _source_adjacency(graph: CompositionGraph, node: str) -> Adjacency | None:
     return None
 
 
+#: batchings analysed under one relation only: (class, name, relation, why, the alternative)
+_ONE_RELATION = (
+    (
+        ShuffledBatchesEvent,
+        "shuffled batches",
+        "replace_one",
+        "the dataset size fixes the partition",
+        "or use poisson_sampled or random_allocation under add_remove",
+    ),
+    (
+        RandomAllocationEvent,
+        "random allocation",
+        "add_remove",
+        "the dominating pair is proven for adding or removing one record",
+        "or use shuffled_batches or sampled_without_replacement under replace_one",
+    ),
+)
+
+
+def _check_relation(ctx: _Ctx, event: Event, adjacency: Adjacency | None, field: str) -> None:
+    """Refuse a batching the source's relation does not admit, naming the release's event."""
+    if adjacency is None:
+        return  # the graph's validation names the broken input
+    for cls, name, relation, why, other in _ONE_RELATION:
+        if adjacency.relation != relation and any(isinstance(e, cls) for e in event.walk()):
+            raise ctx.fail(
+                field,
+                f"holds {name}, analysed under {relation} adjacency only ({why}), but its "
+                f"source's relation is {adjacency.relation}",
+                f'declare relation = "{relation}" in the source\'s adjacency, {other}',
+            )
+
+
 def _method_event(
     ctx: _Ctx,
     graph: CompositionGraph,
@@ -448,6 +487,7 @@ def _release(
                 "give either event (a mechanism) or method + params (a registered method)",
             )
         event = parse_event(ctx, table["event"], f"{path}.event")
+        _check_relation(ctx, event, _source_adjacency(graph, str(source)), f"{path}.event")
     else:
         event, resolved_plugin, declared_unit = _method_event(
             ctx, graph, table, path, str(source), resolve_method
