@@ -155,6 +155,15 @@ def assumptions(account: GraphAccount) -> tuple[str, ...]:
     return tuple(out)
 
 
+def unverified_warning(node: str, method: str) -> str:
+    """The warning on a release whose method has no proof record (tier unverified)."""
+    return (
+        f"release {node!r}: method {method!r} is not a registered builtin method with a proof "
+        "record (tier unverified, honest-but-curious: the bound holds only if the method really "
+        "executes its declared event)"
+    )
+
+
 def warnings(
     rows: Sequence[ReleaseRow],
     account: GraphAccount,
@@ -184,11 +193,7 @@ def warnings(
                 "(honest-but-curious)"
             )
         elif row.tier == "unverified":
-            out.append(
-                f"release {row.node!r}: method {row.method!r} is not a registered builtin "
-                "method with a proof record (tier unverified, honest-but-curious: the bound "
-                "holds only if the method really executes its declared event)"
-            )
+            out.append(unverified_warning(row.node, row.method))
         elif row.tier == "contrib":
             out.append(
                 f"release {row.node!r}: method {row.method!r} has trust tier contrib (its proof "
@@ -209,3 +214,65 @@ def warnings(
         if b.bound is None and b.reason and b.reason.startswith("not installed"):
             out.append(f"cross-check backend {b.backend!r} is {b.reason}")
     return out
+
+
+# -- observed runs: trained by another framework, read (not run) by dpledger -----------------
+def observed_numerics(framework: str) -> str:
+    """:data:`IDEALIZED_NUMERICS` of a run whose noise another framework drew."""
+    return (
+        f"idealized numerics: the noise was drawn in floating point by {framework}, not by "
+        "dpledger; the guarantee is that of the ideal real-valued mechanisms (floating-point "
+        "samplers can be porous, and no timing hardening is claimed)"
+    )
+
+
+def observed_release_warning(node: str, framework: str) -> str:
+    """The warning on the release of an observed run (tier unverified: no ledger ran it)."""
+    return (
+        f"release {node!r} was observed, not run under the dpledger ledger (tier unverified): "
+        f"its event is read from {framework}'s optimizer and data loader (public parameters and "
+        f"step counts), and the bound holds only if {framework} executed those steps as "
+        "configured"
+    )
+
+
+def observed_warnings(
+    warnings: Sequence[str], node: str, method: str, framework: str
+) -> tuple[str, ...]:
+    """``warnings`` of a report of an observed run: no claim about dpledger's own noise
+    generator or declaration, since neither took part."""
+    swap = {
+        IDEALIZED_NUMERICS: observed_numerics(framework),
+        unverified_warning(node, method): observed_release_warning(node, framework),
+    }
+    return tuple(dict.fromkeys(swap.get(w, w) for w in warnings))
+
+
+#: accountants of a framework that a report names when the record lacks their figure
+FRAMEWORK_ACCOUNTANTS: dict[str, tuple[str, ...]] = {"Opacus": ("prv", "rdp")}
+
+
+def framework_accountants(framework: str, accountant: str) -> str:
+    """Which of the framework's accountants the record holds a figure of, and which not."""
+    missing = [a for a in FRAMEWORK_ACCOUNTANTS.get(framework, ()) if a != accountant]
+    text = f"the record holds {framework}'s {accountant} figure only"
+    if not missing:
+        return text
+    figures = "figure was" if len(missing) == 1 else "figures were"
+    return (
+        f"{text}; {framework}'s {' and '.join(missing)} {figures} not computed for this run "
+        f"({framework} accounts with the one accountant its engine was made with)"
+    )
+
+
+def framework_figure(
+    framework: str, accountant: str, epsilon: float | None, delta: float | None
+) -> str:
+    """The framework's own figure, said to be its own (dpledger certifies none of it)."""
+    at = f" at δ = {fmt_exact(delta)}" if delta is not None else ""
+    if epsilon is None:
+        return f"{framework}'s own figure ({accountant} accountant): none recorded{at}."
+    return (
+        f"{framework}'s own figure ({accountant} accountant, not certified by dpledger): "
+        f"ε = {epsilon:.6g}{at}."
+    )

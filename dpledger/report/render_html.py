@@ -9,7 +9,15 @@ from typing import Any
 
 from dpledger.report.model import NO_GUARANTEE, PrivacyReport
 from dpledger.report.numbers import fmt_down, fmt_exact, fmt_up
-from dpledger.report.render_md import bound_pair, release_columns, rule_legend
+from dpledger.report.render_md import (
+    beside_bracket,
+    bound_pair,
+    observed,
+    observed_items,
+    release_columns,
+    rule_legend,
+    sentence,
+)
 
 CSS = """
 body { font-family: sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;
@@ -93,6 +101,9 @@ def _audit(audit: Mapping[str, Any] | None) -> str:
 def _runtime(runtime: Mapping[str, Any] | None) -> str:
     if runtime is None:
         return "<p>No runtime ledger was supplied (the report covers the declared pipeline).</p>"
+    obs = runtime.get("observed")
+    if isinstance(obs, Mapping):
+        return _ul([item.replace("`", "") for item in observed_items(runtime, obs)])
     items = [
         f"method: {runtime.get('method')}",
         "ledger verified (every executed step covered by the declaration): "
@@ -125,6 +136,8 @@ def _opening(report: PrivacyReport) -> list[str]:
     """From the page head to the accounting method and its assumptions."""
     q = "ε" if report.reports_epsilon else "δ"
     lo, hi = bound_pair(report.bound, report.reports_epsilon)
+    obs = observed(report)
+    beside = [f"<p>{e(' '.join(beside_bracket(obs)))}</p>"] if obs is not None else []
     return [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -138,6 +151,7 @@ def _opening(report: PrivacyReport) -> list[str]:
         f"<p>Certified bracket: {lo} ≤ {q} ≤ {hi} (the upper end is the guarantee).</p>"
         if report.guaranteed
         else f"<p>No accountant certifies a bound: {NO_GUARANTEE}.</p>",
+        *beside,
         "<h2>DP setting</h2>",
         f"<p>{e(report.setting)}</p>",
         "<h2>Data accesses covered</h2>",
@@ -220,6 +234,9 @@ def _brackets(report: PrivacyReport) -> list[str]:
     if report.unavailable:
         parts.append("<p>Backends unavailable for the reported bound:</p>")
         parts.append(_ul([f"{n}: {r}" for n, r in report.unavailable]))
+    obs = observed(report)
+    if obs is not None:
+        parts.append(f"<p>{e(obs['figure'])} {e(sentence(obs['accountants']))}.</p>")
     return parts
 
 

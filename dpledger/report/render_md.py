@@ -166,9 +166,72 @@ def _maybe_up(x: Any) -> str:
     return "-" if x is None else fmt_up(x)
 
 
+def observed(report: PrivacyReport) -> Mapping[str, Any] | None:
+    """The observed-run facts of a report of a run dpledger observed (None otherwise)."""
+    runtime = report.runtime
+    found = runtime.get("observed") if runtime is not None else None
+    return found if isinstance(found, Mapping) else None
+
+
+def sentence(text: Any) -> str:
+    """``text`` with its first letter in upper case (the rest as it is)."""
+    out = str(text)
+    return out[:1].upper() + out[1:]
+
+
+def beside_bracket(obs: Mapping[str, Any]) -> list[str]:
+    """The framework's own figure and the record's explanation, shown beside the bracket."""
+    out = [str(obs["figure"])]
+    if obs.get("explanation"):
+        out.append(str(obs["explanation"]))
+    if obs.get("bracket_note"):
+        out.append(sentence(obs["bracket_note"]) + ".")
+    return out
+
+
+def observed_items(runtime: Mapping[str, Any], obs: Mapping[str, Any]) -> list[str]:
+    """The runtime section of an observed run, item by item (Markdown and HTML alike)."""
+    framework = obs.get("framework")
+    items = [
+        f"method: {runtime.get('method')}",
+        f"{obs['how']}",
+        f"noise: {obs['noise']}",
+        "re-check: `dpledger report RUN_DIR` first recomputes this record's certified bound in "
+        "a clean room (an isolated interpreter that loads no third-party code); `dpledger "
+        "verify RUN_DIR` finds no seal (only `dpledger run` seals a run); neither checks the "
+        f"training, which {framework} ran and dpledger observed",
+    ]
+    epochs = None if obs.get("batching") == "poisson" else obs.get("epochs")
+    steps = f"{obs.get('steps')} noisy steps" + (f" in {epochs} epoch(s)" if epochs else "")
+    if runtime.get("executed"):
+        items.append(f"observed: {runtime['executed']} ({steps})")
+    if obs.get("lower_event") and obs["lower_event"] != runtime.get("executed"):
+        items.append(f"lower bound taken over: {obs['lower_event']}")
+    rec = runtime.get("recorded_bound")
+    if rec and "epsilon" in rec:
+        items.append(
+            f"recorded at run time: ε ≤ {fmt_up(rec['epsilon'])} at δ = "
+            f"{fmt_exact(rec['delta'])} ({rec.get('method')})"
+        )
+    eps = obs.get("epsilon")
+    own = "none recorded" if eps is None else f"ε = {eps:.6g}"
+    items.append(f"{framework}'s own figure ({obs.get('accountant')}): {own}; {obs.get('status')}")
+    items.append(f"{framework}'s accountants: {obs['accountants']}")
+    if obs.get("poisson_same_relation") is not None:
+        items.append(
+            f"Poisson sampling at {framework}'s rate under the same relation (did not run): "
+            f"ε ≤ {fmt_up(obs['poisson_same_relation'])}"
+        )
+    items.extend(f"note: {n}" for n in obs.get("notes") or [])
+    return items
+
+
 def _runtime(runtime: Mapping[str, Any] | None) -> list[str]:
     if runtime is None:
         return ["No runtime ledger was supplied (the report covers the declared pipeline)."]
+    obs = runtime.get("observed")
+    if isinstance(obs, Mapping):
+        return [f"- {item}" for item in observed_items(runtime, obs)]
     lines = [
         f"- method: {runtime.get('method')}",
         f"- ledger verified (every executed step covered by the declaration): "
@@ -226,6 +289,9 @@ def render_markdown(report: PrivacyReport, figures: Mapping[str, str] | None = N
     if report.unavailable:
         out += ["", "Backends unavailable for the reported bound:", ""]
         out += [f"- {n}: {r}" for n, r in report.unavailable]
+    obs = observed(report)
+    if obs is not None:
+        out += ["", f"{obs['figure']} {sentence(obs['accountants'])}."]
     out += _closing(report, figures)
     return "\n".join(out) + "\n"
 
@@ -234,6 +300,8 @@ def _opening(report: PrivacyReport) -> list[str]:
     """Title, formal statement, certified bracket and DP setting, up to the data accesses."""
     lo, hi = bound_pair(report.bound, report.reports_epsilon)
     q = "ε" if report.reports_epsilon else "δ"
+    obs = observed(report)
+    beside = ["", " ".join(beside_bracket(obs))] if obs is not None else []
     return [
         f"# Privacy report: {report.title}",
         "",
@@ -247,6 +315,7 @@ def _opening(report: PrivacyReport) -> list[str]:
         f"Certified bracket: {lo} ≤ {q} ≤ {hi} (the upper end is the guarantee)."
         if report.guaranteed
         else f"No accountant certifies a bound: {NO_GUARANTEE}.",
+        *beside,
         "",
         "## DP setting",
         "",

@@ -4,6 +4,11 @@ A run directory (``ledger.json`` written by ``dpledger run``) becomes a one-rele
 declared event under the recorded adjacency), or, when the ledger names a ``pipeline`` file
 beside it, that pipeline; the record's runtime section (declared, executed and accounted
 events, steps) goes into the report as it was recorded.
+
+A run dpledger observed rather than ran (:data:`OBSERVED_METHODS`: an Opacus training loop
+tracked by :mod:`dpledger.integrations.opacus`) has no ledger that verified it, no seed and no
+noise drawn by dpledger: its runtime section says it was observed, and carries the framework's
+own figure with the record's explanation of how it relates to the certified bracket.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dpledger.core.events import (
     event_from_dict,
 )
 from dpledger.core.specs import Provenance
+from dpledger.report import prose
 
 #: default delta of a pipeline that states neither delta nor epsilon (as ``dpledger account``)
 from dpledger.report.build import (
@@ -28,12 +34,15 @@ from dpledger.report.build import (
     report_pipeline_file,
     resolve_query,
 )
-from dpledger.report.numbers import fmt_up
+from dpledger.report.numbers import fmt_down, fmt_exact, fmt_up
 from dpledger.runtime.graph import CompositionGraph
 from dpledger.runtime.run_record import RECORD_FILE, RunRecord, private_dir
 
 LEDGER_FILE = RECORD_FILE
 AUDIT_FILE = "audit.json"
+#: runs dpledger observed rather than ran (``dpledger.cleanroom.verify_room.OBSERVED_METHODS``),
+#: with the framework that ran each
+OBSERVED_METHODS: dict[str, str] = {"opacus_dp_sgd": "Opacus"}
 
 
 def _read_json(path: Path, field: str) -> Any:
@@ -45,8 +54,102 @@ def _read_json(path: Path, field: str) -> Any:
         ) from None
 
 
+def _describe(value: Any) -> str | None:
+    """An event dict as its description (its JSON when it is not a known event)."""
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        return event_from_dict(value).describe()
+    except DPLedgerError:
+        return json.dumps(value, sort_keys=True)
+
+
+def _recorded_bound(record: RunRecord) -> dict[str, Any] | None:
+    keys = ("epsilon", "epsilon_lower", "delta", "delta_lower", "method")
+    return {k: v for k, v in record.privacy.items() if k in keys} or None
+
+
+def observed_section(record: RunRecord, framework: str) -> dict[str, Any]:
+    """The runtime facts of an observed run: what dpledger read from the framework, and the
+    framework's own figure with the record's explanation (no ledger, seed or noise of
+    dpledger's took part)."""
+    params = record.params
+    own = params.get("opacus") if isinstance(params.get("opacus"), Mapping) else {}
+    batching = params.get("batching") if isinstance(params.get("batching"), Mapping) else {}
+    accountant = str(own.get("accountant") or "unknown")
+    recorded = _recorded_bound(record) or {}
+    delta = recorded.get("delta")
+    epsilon = own.get("epsilon")
+    executed = _describe(record.ledger.get("executed"))
+    lower_event = params.get("lower_event")
+    observed: dict[str, Any] = {
+        "framework": framework,
+        "how": (
+            f"observed, not run under the dpledger ledger: dpledger read each noisy step from "
+            f"{framework}'s optimizer and the batch construction from its data loader; it drew "
+            "no noise and enforced no declaration"
+        ),
+        "noise": (
+            f"drawn by {framework}, not by dpledger: dpledger keeps no seed and no private "
+            f"file for this run ({framework} secure mode: "
+            f"{'on' if record.ledger.get('secure_seed') else 'off'})"
+        ),
+        "batching": batching.get("kind"),
+        "steps": params.get("steps"),
+        "epochs": params.get("epochs"),
+        "complete_epochs": params.get("complete_epochs"),
+        "accountant": accountant,
+        "epsilon": epsilon,
+        "delta": delta,
+        "status": own.get("status"),
+        "figure": prose.framework_figure(
+            framework, accountant, None if epsilon is None else float(epsilon), delta
+        ),
+        "accountants": prose.framework_accountants(framework, accountant),
+        "explanation": params.get("explanation"),
+        "notes": list(params.get("notes") or []),
+        "poisson_same_relation": params.get("poisson_same_relation"),
+        "lower_event": _describe(lower_event),
+        "epsilon_lower": recorded.get("epsilon_lower"),
+    }
+    if lower_event != record.ledger.get("executed"):
+        observed["bracket_note"] = _bracket_note(recorded, lower_event is not None)
+    return {
+        "method": record.method,
+        "observed": observed,
+        "steps": params.get("steps"),
+        "recorded_bound": recorded or None,
+        "executed": executed,
+        "outputs": _outputs(record),
+    }
+
+
+def _bracket_note(recorded: Mapping[str, Any], has_lower: bool) -> str:
+    """Why the report's bracket is not the bracket of what ran (a partial epoch or a dropped
+    last batch: the recorded event covers the run from above only)."""
+    delta = recorded.get("delta")
+    at = f" at δ = {fmt_exact(delta)}" if delta is not None else ""
+    if has_lower and recorded.get("epsilon_lower"):
+        low = fmt_down(recorded["epsilon_lower"])
+        lower = f"the certified lower bound for what ran is ε ≥ {low}{at}"
+    else:
+        lower = "no lower bound is certified for what ran"
+    return (
+        "the bracket above is that of the recorded event, which covers the run from above (a "
+        f"partial epoch counted in full, or a dropped last batch kept); {lower}"
+    )
+
+
+def _outputs(record: RunRecord) -> list[str]:
+    files = record.outputs.get("files", {})
+    values = record.outputs.get("values", {})
+    return sorted([*files, *values])
+
+
 def runtime_section(record: RunRecord) -> dict[str, Any]:
     """The runtime-ledger facts a report shows (from ``ledger.json``)."""
+    if record.method in OBSERVED_METHODS:
+        return observed_section(record, OBSERVED_METHODS[record.method])
     out: dict[str, Any] = {
         "method": record.method,
         "verified": record.verified,
@@ -54,25 +157,16 @@ def runtime_section(record: RunRecord) -> dict[str, Any]:
         "seed": "not published (private diagnostics)",
         "secure_seed": record.ledger.get("secure_seed"),
         "steps": len(record.ledger.get("steps", [])),
-        "recorded_bound": {
-            k: v
-            for k, v in record.privacy.items()
-            if k in ("epsilon", "epsilon_lower", "delta", "delta_lower", "method")
-        }
-        or None,
+        "recorded_bound": _recorded_bound(record),
     }
     for key, value in (
         ("declared_core", record.declared_core),
         ("executed", record.ledger.get("executed")),
     ):
-        if isinstance(value, Mapping):
-            try:
-                out[key] = event_from_dict(value).describe()
-            except DPLedgerError:
-                out[key] = json.dumps(value, sort_keys=True)
-    files = record.outputs.get("files", {})
-    values = record.outputs.get("values", {})
-    out["outputs"] = sorted([*files, *values])
+        described = _describe(value)
+        if described is not None:
+            out[key] = described
+    out["outputs"] = _outputs(record)
     return out
 
 
@@ -121,10 +215,16 @@ def report_run_dir(
         )
     else:
         built = _report_ledger(run, record, runtime, delta, epsilon, audit, **kwargs)
-    extra = [*_recorded_mismatch(runtime, built.report.bound), *_private_inside(run)]
-    if extra:
-        report = attrs.evolve(built.report, warnings=(*built.report.warnings, *extra))
-        built = attrs.evolve(built, report=report)
+    warnings = (
+        *built.report.warnings,
+        *_recorded_mismatch(runtime, built.report.bound),
+        *_private_inside(run),
+    )
+    framework = OBSERVED_METHODS.get(record.method)
+    if framework is not None:
+        warnings = prose.observed_warnings(warnings, record.method, record.method, framework)
+    if warnings != built.report.warnings:
+        built = attrs.evolve(built, report=attrs.evolve(built.report, warnings=warnings))
     return built
 
 
@@ -164,9 +264,17 @@ def _report_ledger(
     d, e = resolve_query(None, None, delta, epsilon)
     descriptions = {n: f"output {n!r} of the run" for n in outputs}
     descriptions[method] = f"run of method {method!r} ({event.describe()})"
+    title = f"run of {method}"
+    framework = OBSERVED_METHODS.get(method)
+    if framework is not None:
+        title = f"{framework} run of {method}, observed by dpledger"
+        descriptions[method] = (
+            f"{framework} run observed by dpledger (its noisy steps, as read from the "
+            f"optimizer and the data loader: {event.describe()})"
+        )
     return build_report(
         graph,
-        title=f"run of {method}",
+        title=title,
         input_kind="run",
         input_name=run.name,
         delta=d,
