@@ -100,6 +100,12 @@ class DeltaAudit:
             return NO_CLAIM
         return VIOLATION if self.epsilon_lower > self.claimed_epsilon else NO_VIOLATION
 
+    @property
+    def no_power(self) -> bool:
+        """The test event was hit on neither side: the bound is 0 whatever the true epsilon,
+        so this audit could not have found a violation."""
+        return self.witness.hits_first == 0 and self.witness.hits_second == 0
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "delta": self.delta,
@@ -107,6 +113,7 @@ class DeltaAudit:
             "epsilon_estimate": _json_float(self.epsilon_estimate),
             "claimed_epsilon": _json_float(self.claimed_epsilon),
             "verdict": self.verdict,
+            "no_power": self.no_power,
             "ceiling": _json_float(self.ceiling),
             "resolution": _json_float(self.resolution),
             "witness": self.witness.to_dict(),
@@ -136,6 +143,11 @@ class AuditResult:
             return VIOLATION
         return NO_CLAIM if verdicts == {NO_CLAIM} else NO_VIOLATION
 
+    @property
+    def no_power(self) -> bool:
+        """Some audited delta had no power (:attr:`DeltaAudit.no_power`)."""
+        return any(a.no_power for a in self.audits)
+
     def at(self, delta: float) -> DeltaAudit:
         for a in self.audits:
             if a.delta == delta:
@@ -145,6 +157,7 @@ class AuditResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
+            "no_power": self.no_power,
             "alpha": self.alpha,
             "confidence": 1.0 - self.alpha,
             "n_search": self.n_search,

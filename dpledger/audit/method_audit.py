@@ -84,10 +84,17 @@ class MethodAuditResult:
             return VIOLATION
         return NO_CLAIM if verdicts == {NO_CLAIM} else NO_VIOLATION
 
+    @property
+    def no_power(self) -> bool:
+        """Some relation and delta had no power: its test event was hit on neither side
+        (:attr:`~dpledger.audit.auditor.DeltaAudit.no_power`)."""
+        return any(r.result.no_power for r in self.relations)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "method": self.method,
             "verdict": self.verdict,
+            "no_power": self.no_power,
             "runs": self.runs,
             "seed": self.seed,
             "alpha": self.alpha,

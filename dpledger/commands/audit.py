@@ -166,11 +166,35 @@ def format_result(result: AuditResult) -> str:
             f"{w.direction} S={{score {op} {w.threshold:.4g}}} "
             f"hits {w.hits_first}/{w.n_first} vs {w.hits_second}/{w.n_second}"
         )
+    lines += [
+        f"no power at delta {a.delta:.2g}: the test event was hit on neither side "
+        f"(0/{a.witness.n_first} vs 0/{a.witness.n_second}), so eps_lower is 0 whatever the "
+        "true epsilon and this audit could not have found a violation"
+        for a in result.audits
+        if a.no_power
+    ]
     lines.append(
         "note: eps_lower can only falsify the claim; 'no violation found' is not 'verified'. "
         "Violations smaller than the resolution, or above the ceiling, go unseen."
     )
     return "\n".join(lines)
+
+
+def power_advice(option: str, count: int, params: Any = None) -> str:
+    """What would give an audit without power some: ten times ``count`` (the ``--runs`` or
+    ``--samples`` it had; the search then picks its event among ten times as many outputs
+    and the test counts it on ten times as many), or, for a method with a
+    ``noise_multiplier``, less noise in a copy of the config audited instead."""
+    advice = (
+        f"for power, rerun with {option} {10 * count} (ten times as many, and ten times the "
+        "time: the event is then chosen and counted on ten times as many outputs)"
+    )
+    if getattr(params, "noise_multiplier", None) is not None:
+        advice += (
+            ", or audit a copy of the config with a smaller noise_multiplier (for the audit "
+            "only: the claim is recomputed for it, and a violation there is one of the same code)"
+        )
+    return advice
 
 
 def _check_mode(args: argparse.Namespace) -> None:
@@ -222,13 +246,15 @@ def run(args: argparse.Namespace) -> int:
         raise UnsupportedEventError(
             f"{exc}; pass --claimed-epsilon to audit a claim of your own"
         ) from None
+    advice = power_advice("--samples", args.samples) if result.no_power else None
     if args.json:
         out = result.to_dict()
         out["event"] = event.to_dict()
         out["adjacency"] = adjacency.to_dict()
+        out["power_advice"] = advice
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
-        print(format_result(result))
+        print(format_result(result) + (f"\n{advice}" if advice else ""))
     return 1 if result.verdict == VIOLATION else 0
 
 
@@ -272,8 +298,9 @@ def _method_setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Adjacency]:
     return host, spec, (params, data), adjacency
 
 
-def format_method_result(result: MethodAuditResult) -> str:
-    """Human-readable tables, one per audited relation."""
+def format_method_result(result: MethodAuditResult, advice: str | None = None) -> str:
+    """Human-readable tables, one per audited relation (and ``advice`` for an audit that had
+    no power)."""
     lines = [
         f"method audit of {result.method!r}: {result.runs} runs per dataset, seed "
         f"{result.seed}, confidence {1 - result.alpha:.0%} jointly over "
@@ -283,6 +310,8 @@ def format_method_result(result: MethodAuditResult) -> str:
         lines += ["", f"relation: {rel.relation}", format_result(rel.result)]
     for rel_name, reason in result.skipped:
         lines.append(f"relation {rel_name}: not audited ({reason})")
+    if advice:
+        lines.append(advice)
     lines.append(f"verdict: {result.verdict}")
     return "\n".join(lines)
 
@@ -334,8 +363,9 @@ def run_method(args: argparse.Namespace) -> int:
     )
     if args.claimed_epsilon is None and (code := _confirm_claims(args, params, adjacency, result)):
         return code
+    advice = power_advice("--runs", runs, params) if result.no_power else None
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+        print(json.dumps({**result.to_dict(), "power_advice": advice}, indent=2, allow_nan=False))
     else:
-        print(format_method_result(result))
+        print(format_method_result(result, advice))
     return 1 if result.verdict == VIOLATION else 0
