@@ -59,7 +59,7 @@ def _describe(value: Any) -> str | None:
     if not isinstance(value, Mapping):
         return None
     try:
-        return event_from_dict(value).describe()
+        return str(event_from_dict(value).describe())
     except DPLedgerError:
         return json.dumps(value, sort_keys=True)
 
@@ -69,13 +69,17 @@ def _recorded_bound(record: RunRecord) -> dict[str, Any] | None:
     return {k: v for k, v in record.privacy.items() if k in keys} or None
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def observed_section(record: RunRecord, framework: str) -> dict[str, Any]:
     """The runtime facts of an observed run: what dpledger read from the framework, and the
     framework's own figure with the record's explanation (no ledger, seed or noise of
     dpledger's took part)."""
     params = record.params
-    own = params.get("opacus") if isinstance(params.get("opacus"), Mapping) else {}
-    batching = params.get("batching") if isinstance(params.get("batching"), Mapping) else {}
+    own = _mapping(params.get("opacus"))
+    batching = _mapping(params.get("batching"))
     accountant = str(own.get("accountant") or "unknown")
     recorded = _recorded_bound(record) or {}
     delta = recorded.get("delta")
