@@ -159,13 +159,22 @@ _EXTRA_REQUIREMENT = re.compile(
 )
 
 
-def extras_closure(extras: tuple[str, ...]) -> tuple[str, ...]:
-    """Top-level import names of what dpledger's ``extras`` install (the distributions they
-    name and everything those require), sorted; nothing for an extra dpledger does not have."""
+def extra_distributions(extra: str) -> tuple[str, ...]:
+    """The distributions dpledger's extra ``extra`` names (dpledger itself left out; none for
+    an extra dpledger does not have)."""
     try:
         requires = metadata.requires("dpledger") or []
     except metadata.PackageNotFoundError:
         return ()
     matches = [_EXTRA_REQUIREMENT.match(line) for line in requires]
-    dists = [m.group(1) for m in matches if m and m.group(2) in extras]
-    return dependency_closure(tuple(d for d in dists if _normal(d) != "dpledger"))
+    return tuple(
+        m.group(1)
+        for m in matches
+        if m and m.group(2) == extra and _normal(m.group(1)) != "dpledger"
+    )
+
+
+def extras_closure(extras: tuple[str, ...]) -> tuple[str, ...]:
+    """Top-level import names of what dpledger's ``extras`` install (the distributions they
+    name and everything those require), sorted; nothing for an extra dpledger does not have."""
+    return dependency_closure(tuple(d for e in extras for d in extra_distributions(e)))

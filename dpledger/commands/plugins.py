@@ -42,11 +42,6 @@ __all__ = [
     "register",
 ]
 
-#: ``name[>=x]; extra == "NAME"``: a requirement of one of dpledger's extras
-_EXTRA_REQUIREMENT = re.compile(
-    r"""^\s*([A-Za-z0-9][A-Za-z0-9._-]*)[^;]*;\s*extra\s*==\s*["']([^"']+)["']"""
-)
-
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -94,24 +89,11 @@ def _normal(dist: str) -> str:
     return re.sub(r"[-_.]+", "-", dist).lower()
 
 
-@functools.cache
-def _extras() -> dict[str, tuple[str, ...]]:
-    """dpledger's extras and the distributions each names (dpledger itself left out)."""
-    try:
-        requires = metadata.requires("dpledger") or []
-    except metadata.PackageNotFoundError:
-        return {}
-    out: dict[str, tuple[str, ...]] = {}
-    for line in requires:
-        match = _EXTRA_REQUIREMENT.match(line)
-        if match and _normal(match.group(1)) != "dpledger":
-            out[match.group(2)] = (*out.get(match.group(2), ()), match.group(1))
-    return out
-
-
 def extra_distributions(extra: str) -> tuple[str, ...]:
     """The distributions dpledger's extra ``extra`` names (none for an extra it lacks)."""
-    return _extras().get(extra, ())
+    from dpledger.cleanroom.tree import extra_distributions as named
+
+    return named(extra)
 
 
 @functools.cache
