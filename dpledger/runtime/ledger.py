@@ -44,7 +44,7 @@ from __future__ import annotations
 import secrets
 from collections import Counter
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -542,3 +542,11 @@ class PrivacyLedger:
         if self._poisson_draws:
             private["executed"] = self.executed_event().to_dict()
         return private
+
+
+if TYPE_CHECKING:  # strict mypy (tests/test_typing.py) checks the runtime ledger against the
+    # kernel's protocol that a method's run is typed with
+    from dpledger.core.ledger_protocol import Ledger
+
+    def _implements_the_ledger_protocol(ledger: PrivacyLedger) -> Ledger:
+        return ledger

@@ -17,7 +17,12 @@ CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("method", sorted(CONFIGS))
+@pytest.mark.parametrize(
+    "method",
+    # AIM's run (several seconds) is in the slow tier; its declaration and coverage are tested
+    # in the default tier (tests/plugins/path/test_aim.py)
+    [pytest.param(m, marks=pytest.mark.slow) if m == "aim" else m for m in sorted(CONFIGS)],
+)
 def test_baseline_runs_on_table_data(
     method: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
