@@ -55,3 +55,12 @@ def make_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeD
     yield make
     for module in created:
         sys.modules.pop(module, None)
+
+
+#: tests that take tens of seconds on their own: scheduled first, so that under xdist the other
+#: worker runs the rest meanwhile instead of waiting for them at the end
+LONG_FIRST = ("tests/test_typing.py::test_the_package_passes_strict_mypy",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not any(item.nodeid.endswith(n) for n in LONG_FIRST))
