@@ -84,19 +84,20 @@ def dependency_closure(dists: tuple[str, ...]) -> tuple[str, ...]:
     providers: dict[str, list[str]] = {}
     for top, owners in metadata.packages_distributions().items():
         for owner in owners:
-            providers.setdefault(_normal(owner), []).append(top)
+            providers.setdefault(normal_name(owner), []).append(top)
     seen: set[str] = set()
-    todo = [_normal(d) for d in dists]
+    todo = [normal_name(d) for d in dists]
     while todo:
         dist = todo.pop()
         if dist in seen:
             continue
         seen.add(dist)
-        todo += [_normal(r) for r in _requirement_names(dist)]
+        todo += [normal_name(r) for r in _requirement_names(dist)]
     return tuple(sorted({t for d in seen for t in providers.get(d, ()) if t.isidentifier()}))
 
 
-def _normal(dist: str) -> str:
+def normal_name(dist: str) -> str:
+    """A distribution's name normalised (PEP 503)."""
     return re.sub(r"[-_.]+", "-", dist).lower()
 
 
@@ -170,7 +171,7 @@ def extra_distributions(extra: str) -> tuple[str, ...]:
     return tuple(
         m.group(1)
         for m in matches
-        if m and m.group(2) == extra and _normal(m.group(1)) != "dpledger"
+        if m and m.group(2) == extra and normal_name(m.group(1)) != "dpledger"
     )
 
 

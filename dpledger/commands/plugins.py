@@ -17,7 +17,6 @@ import functools
 import importlib.util
 import inspect
 import json
-import re
 from collections.abc import Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
@@ -86,7 +85,9 @@ def method_parameters(spec: MethodSpec) -> list[dict[str, Any]]:
 
 
 def _normal(dist: str) -> str:
-    return re.sub(r"[-_.]+", "-", dist).lower()
+    from dpledger.cleanroom.tree import normal_name
+
+    return normal_name(dist)
 
 
 def extra_distributions(extra: str) -> tuple[str, ...]:

@@ -85,6 +85,21 @@ def laplace(
     return float(out) if out.ndim == 0 else out
 
 
+def _clipped(
+    ledger: PrivacyLedger,
+    contributions: Any,
+    clip_norm: float,
+    noise_multiplier: float,
+    norm: str,
+    step: str,
+    grouped: tuple[bool, Any, int | None, Any],
+) -> tuple[Any, Any, Any, float]:
+    """A clipped sum's unit grouping (None per row), its clipped total, shape and bound."""
+    positive("noise_multiplier", noise_multiplier)
+    codes = grouping(ledger.units, *grouped, step)
+    return (codes, *clipped_total(ledger, contributions, clip_norm, norm, step, codes))
+
+
 def clipped_sum_gaussian(
     ledger: PrivacyLedger,
     contributions: Any,
@@ -100,9 +115,10 @@ def clipped_sum_gaussian(
     """The sum of the contributions clipped to L2 norm ``clip_norm`` (per row, or per unit),
     plus Gaussian noise."""
     step = check_step(step)
-    positive("noise_multiplier", noise_multiplier)
-    codes = grouping(ledger.units, per_unit, rows, part, unit_keys, step)
-    total, shape, c = clipped_total(ledger, contributions, clip_norm, "l2", step, codes)
+    grouped = (per_unit, rows, part, unit_keys)
+    codes, total, shape, c = _clipped(
+        ledger, contributions, clip_norm, noise_multiplier, "l2", step, grouped
+    )
     return gaussian(
         ledger,
         total.reshape(shape) if shape else total[0],
@@ -128,9 +144,10 @@ def clipped_sum_laplace(
     """The sum of the contributions clipped to L1 norm ``clip_norm`` (per row, or per unit),
     plus Laplace noise of scale ``noise_multiplier * clip_norm``."""
     step = check_step(step)
-    positive("noise_multiplier", noise_multiplier)
-    codes = grouping(ledger.units, per_unit, rows, part, unit_keys, step)
-    total, shape, c = clipped_total(ledger, contributions, clip_norm, "l1", step, codes)
+    grouped = (per_unit, rows, part, unit_keys)
+    codes, total, shape, c = _clipped(
+        ledger, contributions, clip_norm, noise_multiplier, "l1", step, grouped
+    )
     scale = noise_multiplier * c
     k = 1 if codes is not None else rows_of_one_unit(ledger, step)
     event = LaplaceEvent(float(noise_multiplier) / k)

@@ -63,6 +63,24 @@ def _scores(scores: Any) -> FloatArray:
     return arr
 
 
+def _booked_selection(
+    ledger: PrivacyLedger,
+    kind: type[ExponentialMechanismEvent] | type[ReportNoisyMaxEvent],
+    scores: Any,
+    sensitivity: float,
+    epsilon: float,
+    step: str,
+    monotonic: bool,
+) -> tuple[FloatArray, float]:
+    """The checked scores and the noise scale of a selection, once its event is booked."""
+    step = check_step(step)
+    s = positive("sensitivity", sensitivity)
+    eps = positive("epsilon", epsilon)
+    arr = _scores(scores)
+    ledger.book(kind(ledger_selection_epsilon(ledger, eps, step)), step, {"sensitivity": s})
+    return arr, (1.0 if monotonic else 2.0) * s / eps
+
+
 def exponential_mechanism(
     ledger: PrivacyLedger,
     scores: Any,
@@ -73,16 +91,8 @@ def exponential_mechanism(
     monotonic: bool,
 ) -> int:
     """An index drawn by the exponential mechanism (Gumbel-max trick)."""
-    step = check_step(step)
-    s = positive("sensitivity", sensitivity)
-    eps = positive("epsilon", epsilon)
-    arr = _scores(scores)
-    ledger.book(
-        ExponentialMechanismEvent(ledger_selection_epsilon(ledger, eps, step)),
-        step,
-        {"sensitivity": s},
-    )
-    scale = (1.0 if monotonic else 2.0) * s / eps
+    args = (scores, sensitivity, epsilon, step, monotonic)
+    arr, scale = _booked_selection(ledger, ExponentialMechanismEvent, *args)
     return int(np.argmax(arr / scale + ledger.rng.gumbel(size=arr.shape)))
 
 
@@ -96,16 +106,8 @@ def report_noisy_max(
     monotonic: bool,
 ) -> int:
     """The argmax of the scores plus Laplace noise."""
-    step = check_step(step)
-    s = positive("sensitivity", sensitivity)
-    eps = positive("epsilon", epsilon)
-    arr = _scores(scores)
-    ledger.book(
-        ReportNoisyMaxEvent(ledger_selection_epsilon(ledger, eps, step)),
-        step,
-        {"sensitivity": s},
-    )
-    scale = (1.0 if monotonic else 2.0) * s / eps
+    args = (scores, sensitivity, epsilon, step, monotonic)
+    arr, scale = _booked_selection(ledger, ReportNoisyMaxEvent, *args)
     return int(np.argmax(arr + ledger.rng.laplace(0.0, scale, size=arr.shape)))
 
 
