@@ -18,6 +18,7 @@ from dpledger.accountant.pld_discrete import (
     Array,
     DiscretePLD,
 )
+from dpledger.accountant.threads import one_blas_thread
 
 __all__ = [
     "MGF_BLOCK_SPAN",
@@ -75,7 +76,8 @@ def _log_mgf_blocked(pld: DiscretePLD, lam: Array) -> Array:
     steps = np.arange(block) * pld.h
     shift = np.maximum(0.0, lam * steps[-1])  # max over b of lam h b
     grow = np.exp(steps[:, None] * lam[None, :] - shift[None, :])  # (B, T), at most 1
-    sums = (rows / top[:, None]) @ grow  # (A, T), positive
+    with one_blas_thread():
+        sums = (rows / top[:, None]) @ grow  # (A, T), positive
     with np.errstate(divide="ignore"):
         logs = np.log(sums + MGF_FLOOR) + np.log(top)[:, None] + shift[None, :]
     logs = logs + starts[:, None] * lam[None, :]

@@ -60,6 +60,7 @@ from dpledger.accountant.profiles import (
     max_of_batches_pair,
     tabulated_profiles,
 )
+from dpledger.accountant.threads import one_blas_thread
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import UnsupportedEventError
 from dpledger.core.events import (
@@ -234,7 +235,8 @@ def _epsilons(mu: float) -> Array:
 def allocation_tables(sigma: float, num_steps: int) -> AllocationTables:
     """Certified upper bounds of delta(eps), both directions, of one epoch of 1-of-``num_steps``
     random allocation of a Gaussian release of multiplier ``sigma`` (add/remove)."""
-    return _tables(float(sigma), int(num_steps))
+    with one_blas_thread():
+        return _tables(float(sigma), int(num_steps))
 
 
 @functools.lru_cache(maxsize=32)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 import attrs
 
 from dpledger.accountant.base import Accountant, Budget, DeltaBound, EpsilonBound
+from dpledger.accountant.threads import one_blas_thread
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import (
     BackendInconsistencyError,
@@ -155,7 +156,10 @@ def account(
     if crosscheck is None:
         crosscheck = _CROSSCHECK.get()
     event = canonical(event)
-    candidates, unavailable = _run_backends(event, adjacency, delta, epsilon, backends, crosscheck)
+    with one_blas_thread():  # the matrix work is small: a second thread only waits for a core
+        candidates, unavailable = _run_backends(
+            event, adjacency, delta, epsilon, backends, crosscheck
+        )
     if not candidates:
         raise UnsupportedEventError(_nothing_bounds(event, unavailable))
     return Selection(_bracket(candidates), tuple(candidates), tuple(unavailable))
