@@ -68,7 +68,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dpledger.proofs_checks.check_registry",
         ),
     ),
-    ("orchestration", ("dpledger.runtime",)),
+    ("orchestration", ("dpledger.runtime", "dpledger.budget")),
     # the public plugin API: the kernel's vocabulary and what it re-exports from lower layers
     ("plugin_api", ("dpledger.plugin",)),
     ("plugins", ("dpledger.plugins",)),
@@ -85,6 +85,7 @@ FOLDERS: dict[str, str] = {
     "core": "kernel",
     "accountant": "accountant",
     "dpledger/runtime": "orchestration",
+    "dpledger/budget": "orchestration",
     "plugins": "plugins",
     "dpledger/report": "products",
     "dpledger/audit": "products",

@@ -1,0 +1,3 @@
+"""A persistent privacy budget: a store of declared totals per protected source and privacy
+unit, append-only hash-chained bookings, and the filters that decide whether one more booking
+fits (``rules``), on SQLite or PostgreSQL (``backend``, ``schema``, ``store``)."""

@@ -1,0 +1,151 @@
+"""What a budget store says about itself: per source and unit, the total, the rule and its
+theorem, the spend so far (the odometer), what remains, the runs that spent it, and whether
+the history is intact.
+
+The verification walks the whole chain (:func:`dpledger.budget.chain.verify_chain`), checks
+that every declaration matches the budget row it created, and replays every booking's stored
+charge through its rule: each must have fitted when it was booked, and the replayed state must
+equal the stored one. Any disagreement names the entry.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dpledger.budget import rules
+from dpledger.budget.chain import describe, verify_chain
+from dpledger.budget.store import Declared, declared, entries, open_store
+from dpledger.core.event_parser import event_from_dict
+from dpledger.core.events import Event
+
+__all__ = ["status", "verify"]
+
+
+def _declaration_problem(entry: dict[str, Any], budget: Declared) -> str:
+    stated = json.loads(entry["parameters"])
+    row = {
+        "rule": budget.rule,
+        "epsilon": budget.epsilon,
+        "delta": budget.delta,
+        "relation": budget.relation,
+        "params": budget.params,
+    }
+    if stated != row or entry["seq"] != budget.declared_seq:
+        return f"{describe(entry)}: the declared budget no longer matches its entry (edited)"
+    return ""
+
+
+def _replay(budget: Declared, booked: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+    """The state after replaying ``booked`` through the rule, or the first entry that would
+    not have fitted."""
+    state = rules.initial_state(budget.rule, budget.params)
+    events: list[Event] = []
+    for entry in booked:
+        events.append(event_from_dict(json.loads(entry["event"])))
+        decision = rules.decide(
+            budget.rule,
+            budget.total,
+            budget.params,
+            state,
+            json.loads(entry["charge"]),
+            lambda: list(events),
+            budget.relation,
+        )
+        if not decision.fits:
+            return state, f"{describe(entry)}: it does not fit the total ({decision.reason})"
+        state = decision.state
+    return state, ""
+
+
+def verify(location: str) -> dict[str, Any]:
+    """The chain's verification plus the replay of every budget."""
+    conn = open_store(location)
+    try:
+        head = conn.execute("SELECT seq, hash FROM chain_head WHERE id = 1")
+        all_entries = entries(conn)
+        result = verify_chain(all_entries, head[0] if head else None)
+        budgets = declared(conn)
+        stored = {
+            (str(r[0]), str(r[1])): json.loads(r[2])
+            for r in conn.execute("SELECT source, unit, state FROM filter_state")
+        }
+    finally:
+        conn.close()
+    if not result["ok"]:
+        return result
+    by_seq = {e["seq"]: e for e in all_entries}
+    for budget in budgets:
+        problem = _budget_problem(budget, by_seq, all_entries, stored)
+        if problem:
+            return {**result, "ok": False, "problem": problem}
+    return result
+
+
+def _budget_problem(
+    budget: Declared,
+    by_seq: dict[int, dict[str, Any]],
+    all_entries: list[dict[str, Any]],
+    stored: dict[tuple[str, str], Any],
+) -> str:
+    entry = by_seq.get(budget.declared_seq)
+    if entry is None or entry["kind"] != "declare":
+        return f"the budget of {budget.source!r} has no declaration entry"
+    problem = _declaration_problem(entry, budget)
+    if problem:
+        return problem
+    booked = [
+        e
+        for e in all_entries
+        if e["kind"] == "book" and (e["source"], e["unit"]) == (budget.source, budget.unit)
+    ]
+    state, problem = _replay(budget, booked)
+    if problem:
+        return problem
+    if state != stored.get((budget.source, budget.unit)):
+        return (
+            f"the stored state of source {budget.source!r} (unit {budget.unit!r}) does not "
+            "match the replay of its entries (edited)"
+        )
+    return ""
+
+
+def status(location: str) -> dict[str, Any]:
+    """Every budget's total, rule, theorem, spend, remainder and runs, and the chain's check."""
+    check = verify(location)
+    conn = open_store(location)
+    try:
+        budgets = declared(conn)
+        all_entries = entries(conn)
+        states = {
+            (str(r[0]), str(r[1])): json.loads(r[2])
+            for r in conn.execute("SELECT source, unit, state FROM filter_state")
+        }
+    finally:
+        conn.close()
+    out = [_one(b, states[(b.source, b.unit)], all_entries) for b in budgets]
+    return {"store": location, "chain": check, "budgets": out}
+
+
+def _one(
+    budget: Declared, state: dict[str, Any], all_entries: list[dict[str, Any]]
+) -> dict[str, Any]:
+    spent = rules.spent(budget.rule, budget.total, budget.params, state)
+    runs = [
+        {
+            "seq": e["seq"],
+            "run_id": e["run_id"],
+            "booked_at": e["booked_at"],
+            "parameters": json.loads(e["parameters"]),
+        }
+        for e in all_entries
+        if e["kind"] == "book" and (e["source"], e["unit"]) == (budget.source, budget.unit)
+    ]
+    return {
+        **budget.to_dict(),
+        "bookings": state["count"],
+        "spent": spent,
+        "remaining_epsilon": max(0.0, budget.epsilon - spent["epsilon"]),
+        "state": state,
+        "runs": runs,
+    }
