@@ -27,6 +27,7 @@ from dpledger.core.errors import DPLedgerError
 COMMANDS: dict[str, str] = {
     "account": "certified epsilon (or delta) of a pipeline file",
     "audit": "empirical epsilon lower bound vs the accountant's certified epsilon",
+    "budget": "a persistent privacy budget: declare totals, book runs, check the history",
     "calibrate": "smallest Gaussian noise multiplier meeting an (epsilon, delta) target",
     "demo": "end-to-end demo: account a pipeline, run private trajectories, write a report",
     "plugins": "list installed plugins, their methods, mechanisms and problems",
