@@ -26,7 +26,17 @@ from dpledger.core.errors import InvalidParameterError
 from dpledger.core.event_parser import event_from_dict
 from dpledger.core.events import Event
 
-__all__ = ["Declared", "book", "check", "declare", "entries", "init", "new_run_id", "open_store"]
+__all__ = [
+    "Declared",
+    "book",
+    "check",
+    "check_declaration",
+    "declare",
+    "entries",
+    "init",
+    "new_run_id",
+    "open_store",
+]
 
 RELATIONS = ("add_remove", "replace_one")
 
@@ -166,6 +176,22 @@ def _check_params(rule: str, params: Mapping[str, Any], delta: float) -> None:
             )
 
 
+def check_declaration(
+    source: str,
+    unit: str,
+    epsilon: Any,
+    delta: Any,
+    rule: str,
+    relation: str,
+    params: Mapping[str, Any] | None = None,
+) -> tuple[float, float, dict[str, Any]]:
+    """The checked total and the rule's full parameters, or the one-line error."""
+    eps, dlt = _check_declaration(source, unit, epsilon, delta, rule, relation)
+    full = {**rules.default_params(rule, eps, dlt), **dict(params or {})}
+    _check_params(rule, full, dlt)
+    return eps, dlt, full
+
+
 def declare(
     location: str,
     source: str,
@@ -178,9 +204,7 @@ def declare(
     params: Mapping[str, Any] | None = None,
 ) -> Declared:
     """Declare the total of ``source``/``unit``: an entry of the chain, written once."""
-    eps, dlt = _check_declaration(source, unit, epsilon, delta, rule, relation)
-    full = {**rules.default_params(rule, eps, dlt), **dict(params or {})}
-    _check_params(rule, full, dlt)
+    eps, dlt, full = check_declaration(source, unit, epsilon, delta, rule, relation, params)
     conn = open_store(location)
     try:
         with conn.transaction():

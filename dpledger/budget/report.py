@@ -1,0 +1,112 @@
+"""The budget store's report: remaining budget per source and unit, the rule and theorem that
+composed the bookings, the runs that spent it, and the spend over time as a plot (when
+matplotlib is installed; the report says so when it is not)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dpledger.budget import rules
+from dpledger.budget.store import Declared, declared, entries, open_store
+from dpledger.core.event_parser import event_from_dict
+from dpledger.core.events import Event
+
+__all__ = ["spend_series", "status_lines", "write_report"]
+
+
+def spend_series(location: str) -> dict[str, list[tuple[str, float]]]:
+    """Per ``source/unit``: (booking time, odometer epsilon after it), in booking order."""
+    conn = open_store(location)
+    try:
+        budgets = declared(conn)
+        history = entries(conn)
+    finally:
+        conn.close()
+    return {f"{b.source}/{b.unit}": _series(b, history) for b in budgets}
+
+
+def _series(budget: Declared, history: list[dict[str, Any]]) -> list[tuple[str, float]]:
+    state = rules.initial_state(budget.rule, budget.params)
+    events: list[Event] = []
+    out = []
+    for entry in history:
+        if entry["kind"] != "book" or (entry["source"], entry["unit"]) != (
+            budget.source,
+            budget.unit,
+        ):
+            continue
+        events.append(event_from_dict(json.loads(entry["event"])))
+        state = rules.decide(
+            budget.rule,
+            budget.total,
+            budget.params,
+            state,
+            json.loads(entry["charge"]),
+            lambda: list(events),
+            budget.relation,
+        ).state
+        spent = rules.spent(budget.rule, budget.total, budget.params, state)
+        out.append((str(entry["booked_at"]), float(spent["epsilon"])))
+    return out
+
+
+def status_lines(report: dict[str, Any]) -> list[str]:
+    """The text of ``dpledger budget status``."""
+    chain = report["chain"]
+    lines = [
+        f"store {report['store']}: "
+        + (
+            f"chain intact ({chain['entries']} entries, head {chain['head'][:16]})"
+            if chain["ok"]
+            else f"CHAIN BROKEN at entry {chain['broken_at']}: {chain['problem']}"
+        )
+    ]
+    for b in report["budgets"]:
+        spent = b["spent"]
+        label = "certified" if spent["certified"] else "odometer, not certified: the filter "
+        label += "" if spent["certified"] else "certifies the total"
+        lines.append(
+            f"{b['source']} / {b['unit']} ({b['relation']}): total epsilon={b['total']['epsilon']}"
+            f" delta={b['total']['delta']}; rule {b['rule']}: {b['theorem']}"
+        )
+        lines.append(
+            f"  {b['bookings']} bookings; spent epsilon <= {spent['epsilon']:.6g} ({label}); "
+            f"remaining >= {b['remaining_epsilon']:.6g}"
+        )
+        for run in b["runs"][-5:]:
+            lines.append(f"  entry {run['seq']}: run {run['run_id']} at {run['booked_at']}")
+    return lines
+
+
+def write_report(report: dict[str, Any], location: str, out: Path) -> list[Path]:
+    """Write ``budget.md``, ``budget.json`` and (with matplotlib) ``spend.png`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "budget.json", out / "budget.md"]
+    written[0].write_text(json.dumps(report, indent=2, sort_keys=True))
+    text = ["# Privacy budget", "", *(f"    {line}" for line in status_lines(report)), ""]
+    plot = _plot(spend_series(location), out / "spend.png")
+    text.append("![spend over time](spend.png)" if plot else "(no plot: matplotlib missing)")
+    written[1].write_text("\n".join(text) + "\n")
+    return written + ([plot] if plot else [])
+
+
+def _plot(series: dict[str, list[tuple[str, float]]], path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, points in series.items():
+        ax.step(range(1, len(points) + 1), [p[1] for p in points], where="post", label=name)
+    ax.set_xlabel("booking")
+    ax.set_ylabel("epsilon spent (rule's odometer)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
