@@ -26,6 +26,7 @@ INT_EVENT_FIELDS = (
     "num_buckets",
     "num_steps",
     "num_selected",
+    "max_partitions",
 )
 
 

@@ -18,6 +18,7 @@ from dpledger.core.events import (
     ExponentialMechanismEvent,
     LaplaceEvent,
     NoOpEvent,
+    PartitionSelectionEvent,
     PoissonSampledEvent,
     PureDPEvent,
     RandomizedResponseEvent,
@@ -39,9 +40,25 @@ __all__ = [
 
 def canonical(event: Event) -> Event:
     """Rewrite derived core events into the base events the accountants characterise (every
-    accountant and the lifting rules call this first). No core event is derived at present:
-    plugin events are lowered by the plugin host instead."""
-    return event
+    accountant and the lifting rules call this first): a
+    :class:`PartitionSelectionEvent` becomes the events that dominate it
+    (:func:`dpledger.core.partition_events.dominating_event`). Plugin events are lowered by
+    the plugin host instead."""
+    if not any(isinstance(e, PartitionSelectionEvent) for e in event.walk()):
+        return event
+    from dpledger.core.partition_events import dominating_event
+
+    memo: dict[int, Event] = {}
+
+    def rewrite(e: Event) -> Event:
+        if id(e) not in memo:
+            if isinstance(e, PartitionSelectionEvent):
+                memo[id(e)] = dominating_event(e)
+            else:
+                memo[id(e)] = map_children(e, rewrite)
+        return memo[id(e)]
+
+    return rewrite(event)
 
 
 def coarsen_tabulated(event: Event, relation: str | None = None) -> Event:

@@ -41,6 +41,7 @@ from dpledger.core.event_curves import rdp_table_validator as _rdp_table_validat
 from dpledger.core.event_kinds import EVENT_KINDS, EventKinds
 from dpledger.core.event_nesting import MAX_NESTING, check_nesting, nesting_depth
 from dpledger.core.event_parser import INT_EVENT_FIELDS, event_from_dict, short_repr
+from dpledger.core.partition_selection import check_selection
 from dpledger.core.validation import (
     delta_closed_open,
     nonnegative_finite,
@@ -81,6 +82,7 @@ __all__ = [
     "LaplaceEvent",
     "NoOpEvent",
     "NonPrivateEvent",
+    "PartitionSelectionEvent",
     "PoissonSampledEvent",
     "PureDPEvent",
     "RandomAllocationEvent",
@@ -363,6 +365,24 @@ class ReportNoisyMaxEvent(Event):
 
     kind: ClassVar[str] = "report_noisy_max"
     epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)
+
+
+@attrs.frozen
+class PartitionSelectionEvent(Event):
+    """The release of the partition keys whose user count passes a noisy threshold, each user
+    holding at most ``max_partitions`` keys; ``(epsilon, delta)`` is the budget of the whole
+    selection per user, under add/remove of a user. ``mechanism`` is ``laplace``,
+    ``gaussian`` or ``truncated_geometric``; the rules, and the events that bound them, are in
+    :mod:`dpledger.core.partition_selection`."""
+
+    kind: ClassVar[str] = "partition_selection"
+    mechanism: str = attrs.field(validator=attrs.validators.instance_of(str))
+    epsilon: float = attrs.field(validator=positive_finite, converter=to_float)
+    delta: float = attrs.field(validator=probability, converter=to_float)
+    max_partitions: int = attrs.field(default=1, validator=positive_int)
+
+    def __attrs_post_init__(self) -> None:
+        check_selection(self.mechanism, self.epsilon, self.delta, self.max_partitions)
 
 
 def _event_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
