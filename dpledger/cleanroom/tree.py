@@ -23,7 +23,15 @@ from pathlib import Path
 from dpledger.core.errors import DPLedgerError
 
 #: top-level packages the clean room may import besides the standard library and dpledger
-ACCOUNTING_PACKAGES: tuple[str, ...] = ("numpy", "scipy", "attr", "attrs", "networkx", "pluggy")
+ACCOUNTING_PACKAGES: tuple[str, ...] = (
+    "numpy",
+    "scipy",
+    "attr",
+    "attrs",
+    "networkx",
+    "pluggy",
+    "threadpoolctl",
+)
 #: dpledger's subpackages that setuptools may map from other folders (editable installs)
 DPLEDGER_SUBPACKAGES: tuple[str, ...] = (
     "core",
@@ -47,6 +55,14 @@ def _package_dir(name: str) -> Path:
             f"Fix: pip install -e . (or reinstall dpledger)"
         )
     return Path(locations[0]).resolve()
+
+
+def _accounting_location(name: str) -> Path:
+    """The package directory, or the single-module file, of accounting dependency ``name``."""
+    where = _top_level_path(name)
+    if where is None:
+        return _package_dir(name)  # raises the one-line error naming the fix
+    return where
 
 
 def _top_level_path(name: str) -> Path | None:
@@ -135,8 +151,8 @@ def build(into: Path, extra: tuple[str, ...] = ()) -> None:
         if name not in ACCOUNTING_PACKAGES and name != "dpledger":
             _link_extra(name, into)
     for name in ACCOUNTING_PACKAGES:
-        where = _package_dir(name)
-        _link(where, into / name)
+        where = _accounting_location(name)
+        _link(where, into / where.name)
         bundled = where.parent / f"{name}.libs"  # shared libraries of manylinux wheels
         if bundled.is_dir():
             _link(bundled, into / bundled.name)
