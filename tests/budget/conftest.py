@@ -54,11 +54,11 @@ def postgres_server() -> Iterator[tuple[str, int]]:
         root.chmod(0o755)
     port = _free_port()
     subprocess.run(
-        _as_server_user([initdb, "-D", str(data), "-A", "trust", "-U", "postgres"]),
+        _as_server_user([initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"]),
         check=True,
         capture_output=True,
     )
-    options = f"-p {port} -k {root} -c listen_addresses=''"
+    options = f"-p {port} -k {root} -c listen_addresses='' -c fsync=off"
     subprocess.run(
         _as_server_user(
             [pg_ctl, "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"]

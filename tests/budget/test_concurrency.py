@@ -1,0 +1,99 @@
+"""Eight processes booking at once against one store, on SQLite and on a real PostgreSQL
+server: the granted bookings never exceed the total, and every granted booking is in the
+chain exactly once (sequence numbers 1..n, no gap, no duplicate, no entry of a refusal)."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+from typing import Any
+
+import pytest
+
+from dpledger.budget import rules, store
+from dpledger.budget.status import verify
+from dpledger.core.events import GaussianEvent
+
+WORKERS = 8
+ATTEMPTS = 8
+SIGMAS = (6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0)
+
+
+def _worker(location: str, index: int, barrier: Any, out: Any) -> None:
+    sigma = SIGMAS[index]
+    granted = []
+    barrier.wait()
+    for attempt in range(ATTEMPTS):
+        run_id = f"w{index}-{attempt}"
+        try:
+            store.book(location, "shared", GaussianEvent(sigma), run_id=run_id)
+        except rules.BudgetRefused:
+            continue
+        granted.append((run_id, sigma))
+    out.put(granted)
+
+
+def _book_at_once(location: str) -> list[tuple[str, float]]:
+    ctx = multiprocessing.get_context("fork")
+    barrier, out = ctx.Barrier(WORKERS), ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(location, i, barrier, out)) for i in range(WORKERS)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    return [g for r in results for g in r]
+
+
+def _check(location: str, granted: list[tuple[str, float]]) -> None:
+    mu = rules.default_params("gdp", 1.0, 1e-6)["mu"]
+    # the total: sum mu_t^2 of what was granted is within mu^2 (the GDP filter's condition)
+    assert math.fsum(1 / s**2 for _, s in granted) <= mu**2
+    # the budget ran out: some attempts were refused (the contention was real)
+    assert 0 < len(granted) < WORKERS * ATTEMPTS
+    conn = store.open_store(location)
+    try:
+        booked = [e for e in store.entries(conn) if e["kind"] == "book"]
+    finally:
+        conn.close()
+    assert sorted(e["run_id"] for e in booked) == sorted(r for r, _ in granted)
+    assert [e["seq"] for e in booked] == list(range(2, len(granted) + 2))
+    result = verify(location)
+    assert result["ok"] and result["entries"] == len(granted) + 1
+
+
+def test_eight_processes_on_sqlite(sqlite_store: str) -> None:
+    store.declare(sqlite_store, "shared", epsilon=1.0, delta=1e-6, rule="gdp")
+    _check(sqlite_store, _book_at_once(sqlite_store))
+
+
+def test_eight_processes_on_postgres(pg_store: str) -> None:
+    store.init(pg_store)
+    store.declare(pg_store, "shared", epsilon=1.0, delta=1e-6, rule="gdp")
+    _check(pg_store, _book_at_once(pg_store))
+
+
+def test_postgres_store_refuses_what_sqlite_refuses(pg_store: str, sqlite_store: str) -> None:
+    """The same schema and rules: the same bookings fit on both."""
+    store.init(pg_store)
+    counts = []
+    for location in (pg_store, sqlite_store):
+        store.declare(location, "s", epsilon=1.0, delta=1e-6, rule="renyi")
+        n = 0
+        while True:
+            try:
+                store.book(location, "s", GaussianEvent(15.0))
+            except rules.BudgetRefused:
+                break
+            n += 1
+        counts.append(n)
+        assert verify(location)["ok"]
+    assert counts[0] == counts[1] > 0
+
+
+def test_an_unreachable_postgres_store_refuses(tmp_path: Any) -> None:
+    pytest.importorskip("psycopg")
+    url = f"postgresql://postgres@/none?host={tmp_path}&port=1"
+    with pytest.raises(Exception, match="cannot reach the PostgreSQL store"):
+        store.book(url, "s", GaussianEvent(5.0))
