@@ -17,8 +17,8 @@ which calls it) does:
 * ``truncated_geometric``: the optimal rule of Desfontaines, Voss, Gipson and Mandayam
   ("Differentially private partition selection", PoPETs 2022, Thm. 1) at ``(epsilon / k,
   delta_k)`` per key: ``pi(0) = 0``, ``pi(n) = min(e^e pi(n-1) + d, 1 - e^-e (1 - pi(n-1) -
-  d), 1)``, computed at a budget smaller by one part in 1e12 so that its rounding stays inside
-  ``(epsilon / k, delta_k)``.
+  d), 1)``, computed at ``d`` smaller by ``4e-15 (1 + e^e)``, more than one step's rounding,
+  so that the executed floats satisfy both constraints at ``(epsilon / k, delta_k)``.
 
 **What is accounted** (:func:`dominating_event`). Removing a user changes the counts of at most
 ``k`` keys by one. A key whose count goes from ``n >= 2`` to ``n - 1`` releases a
@@ -68,8 +68,9 @@ SELECTION_MECHANISMS: tuple[str, ...] = ("laplace", "gaussian", "truncated_geome
 #: the delta a rule is calibrated at, relative to its share of the budget (so that the
 #: rounded-up bound stays at or below the budget)
 _INSIDE = 1 - 1e-6
-#: the truncated geometric rule is computed at a budget smaller by this relative margin
-_MARGIN = 1e-12
+#: the truncated geometric rule is computed at a per-key delta smaller by this many units of
+#: ``1 + e^epsilon``: more than the rounding of one step of its recursion, in both constraints
+_ROUNDING = 4e-15
 #: relative slack added to every computed release probability that is charged
 _UP = 1e-12
 _NORMAL = NormalDist()
@@ -148,8 +149,14 @@ def selection_parameters(
 def _geometric_table(epsilon: float, delta: float, k: int) -> tuple[float, ...]:
     """``pi(0), ..., pi(n_max)`` of the truncated geometric rule (the last one is 1)."""
     e, d = key_budget("truncated_geometric", epsilon, delta, k)
-    e, d = e * (1 - _MARGIN), d * (1 - _MARGIN)
-    grow, shrink = math.exp(e), math.exp(-e)
+    slack = _ROUNDING * (1 + math.exp(e))
+    if d < 2 * slack:
+        raise InvalidParameterError(
+            "delta",
+            f"{delta:g} leaves {d:g} per key, below what double precision executes exactly",
+            f"raise delta above {2 * slack * k:.1e}",
+        )
+    grow, shrink, d = math.exp(e), math.exp(-e), d - slack
     table = [0.0]
     while table[-1] < 1.0:
         prev = table[-1]
