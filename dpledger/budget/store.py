@@ -320,14 +320,23 @@ def book(
     run_id: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     provenance: Mapping[str, Any] | None = None,
+    relation: str | None = None,
 ) -> dict[str, Any]:
-    """Book ``event`` (stated per privacy unit) against ``source``/``unit``: the entry booked
-    (with ``state`` and ``spent``), or :class:`~dpledger.budget.rules.BudgetRefused`."""
+    """Book ``event`` (stated per privacy unit under ``relation``, by default the store's)
+    against ``source``/``unit``: the entry booked (with ``state`` and ``spent``), or
+    :class:`~dpledger.budget.rules.BudgetRefused`."""
     if not isinstance(event, Event):
         raise InvalidParameterError("event", f"expected an Event, got {event!r}", "pass an event")
     conn = open_store(location)
     try:
         budget = _declared_one(conn, source, unit)
+        if relation is not None and relation != budget.relation:
+            raise InvalidParameterError(
+                "adjacency",
+                f"the run is stated under {relation}, the budget of {source!r} under "
+                f"{budget.relation}",
+                f"state the run's adjacency as {budget.relation}, or book another source",
+            )
         cost = rules.charge(budget.rule, budget.params, event, budget.relation)
         with conn.transaction():
             conn.lock_head()  # first: the state read next is the latest committed one

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from dpledger.accountant import select
+from dpledger.commands._budget_run import add_budget_options, book_run
 from dpledger.commands._inputs import (
     data_path_of,
     load_data,
@@ -79,6 +80,7 @@ def register(subparsers: Any) -> None:
         f"delta, else the method's own delta parameter, else {DEFAULT_DELTA})",
     )
     add_plugin_options(parser)
+    add_budget_options(parser)
     parser.set_defaults(func=main)
 
 
@@ -86,6 +88,8 @@ def main(args: argparse.Namespace) -> int:
     check_run_dirs_free(args.out)
     config = read_config(args.config)
     host = host_from_args(args, on_demand=True)
+    if getattr(args, "budget", None) is not None:  # booked before any noise and any data
+        book_run(args, config, host)
     if args.method not in host.methods():  # third-party: its run() executes in its own process
         from dpledger.cleanroom.third_party_run import run_third_party
 
