@@ -52,7 +52,10 @@ def train(args: argparse.Namespace, *, poisson: bool) -> OpacusTracker:
         max_grad_norm=args.max_grad_norm,
         poisson_sampling=poisson,
     )
-    tracker = OpacusTracker.attach(engine, optimizer, loader)
+    # the gradient is averaged over the public batch size, not over Opacus's default
+    # int(q * len(dataset)), which depends on the dataset size (private under add/remove)
+    optimizer.expected_batch_size = args.batch_size
+    tracker = OpacusTracker.attach(engine, optimizer, loader, public_normaliser=args.batch_size)
     loss_fn = nn.CrossEntropyLoss()
     for _ in range(args.epochs):
         for xb, yb in loader:

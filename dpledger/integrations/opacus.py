@@ -35,10 +35,9 @@ Private are DP-SGD Implementations?", ICML 2024 (arXiv 2403.17673).
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,31 +45,39 @@ import attrs
 
 from dpledger.accountant import select
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
+from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import (
     Event,
     GaussianEvent,
     PoissonSampledEvent,
+)
+from dpledger.integrations.opacus_accumulation import BatchCounter, gradients_pending
+from dpledger.integrations.opacus_checks import (
+    ClipWatch,
+    Finding,
+    StepMonitor,
+    attach_findings,
+    check_optimizer,
+    finding_lines,
 )
 from dpledger.integrations.opacus_events import (
     ADD_REMOVE,
     FIXED_ORDER,
     POISSON,
     REPLACE_ONE,
+    SAMPLED,
     SHUFFLED,
     Batching,
-    PassCounter,
     Step,
+    adaptive_noise,
     compose_counts,
     detect_batching,
     epoch_notes,
     rate_disagreements,
     run_events,
 )
+from dpledger.integrations.opacus_run import METHOD, check_out, read_result, run_record, write_run
 from dpledger.report.numbers import fmt_down, fmt_up
-from dpledger.runtime.run_dir import write_run_dir
-from dpledger.runtime.run_record import RECORD_FILE, RunRecord
-from dpledger.runtime.session import privacy_section, record_fields
 
 __all__ = [
     "ADD_REMOVE",
@@ -93,8 +100,6 @@ __all__ = [
     "write_run",
 ]
 
-#: the method name a run record of a tracked Opacus run carries
-METHOD = "opacus_dp_sgd"
 #: relative gap under which Opacus's figure is said to agree with the certified upper bound
 AGREEMENT = 0.02
 
@@ -129,6 +134,13 @@ class OpacusResult:
     notes: tuple[str, ...] = ()
     #: shuffled/fixed order: Poisson sampling at Opacus's rate under replace-one (reference)
     poisson_same_relation: float | None = None
+    #: departures from what the accounting assumes (:mod:`.opacus_checks`)
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def covered(self) -> bool:
+        """Whether the certified bound covers the run: no finding voids it."""
+        return not any(f.voids for f in self.findings)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -152,6 +164,8 @@ class OpacusResult:
             "poisson_same_relation": self.poisson_same_relation,
             "explanation": self.explanation,
             "notes": list(self.notes),
+            "findings": [f.to_dict() for f in self.findings],
+            "covered": self.covered,
         }
 
     def summary(self) -> str:
@@ -184,6 +198,12 @@ class OpacusResult:
             )
         lines.append(self.explanation)
         lines.extend(f"note: {n}" for n in self.notes)
+        if not self.covered:
+            lines.append(
+                "NOT COVERED: a flagged departure below breaks an assumption of the bound; the "
+                "numbers above hold for the run as accounted, not for the run that happened"
+            )
+        lines.extend(finding_lines(self.findings))
         return "\n".join(lines)
 
 
@@ -192,6 +212,17 @@ def _bracket(selection: select.Selection) -> tuple[float, float, str]:
     eps = getattr(bound, "epsilon", math.inf)
     low = getattr(bound, "epsilon_lower", 0.0)
     return float(eps), float(low), str(bound.method)
+
+
+def _weighted_status(rate: str, bracket: str) -> tuple[str, str]:
+    status = (
+        f"accounts Poisson sampling at {rate}, not the sampler's per-record rates: no "
+        "theorem covers this run as Opacus accounts it"
+    )
+    return status, (
+        "Opacus accounts Poisson sampling, but batches were drawn by a weighted sampler: "
+        f"the certified bound for what ran is {bracket}."
+    )
 
 
 def explain(
@@ -205,6 +236,8 @@ def explain(
     """(what Opacus's figure is, the one-line explanation of any mismatch)."""
     bracket = f"[{fmt_down(lower)}, {fmt_up(upper)}]"
     rate = f"q={opacus_rate:.4g}" if opacus_rate is not None else "its rate"
+    if batching.kind in SAMPLED and batching.kind != POISSON:
+        return _weighted_status(rate, bracket)
     if batching.kind != POISSON:
         status = (
             f"accounts Poisson sampling at {rate}, which did not run: no theorem covers this run"
@@ -252,6 +285,15 @@ def explain(
     return status, f"{line}; certified bracket {bracket}."
 
 
+def _same_relation(
+    steps: tuple[Step, ...], rate: float, adjacency: Adjacency, delta: float
+) -> float:
+    """Poisson sampling at Opacus's rate under the run's relation (a reference, did not run)."""
+    sigmas = [s.noise_multiplier for s in steps]
+    reference = compose_counts([(PoissonSampledEvent(rate, GaussianEvent(s)), 1) for s in sigmas])
+    return _bracket(select.account(reference, adjacency, delta=delta))[0]
+
+
 # ---------------------------------------------------------------------------------------------
 # the tracker
 # ---------------------------------------------------------------------------------------------
@@ -268,13 +310,18 @@ class OpacusTracker:
         tracker.write_run("runs/dp-sgd", delta=1e-5)   # `dpledger report runs/dp-sgd`
     """
 
-    def __init__(self, privacy_engine: Any, optimizer: Any, data_loader: Any) -> None:
+    def __init__(
+        self, privacy_engine: Any, optimizer: Any, data_loader: Any, module: Any = None
+    ) -> None:
         self.privacy_engine = privacy_engine
         self.optimizer = optimizer
         self.data_loader = data_loader
         self.batching = detect_batching(data_loader)
         self._steps: list[Step] = []
-        self._counter: PassCounter | None = None
+        self._findings: list[Finding] = []
+        self._monitor = StepMonitor(optimizer, module)
+        self._clip_watch: ClipWatch | None = None
+        self._counter: BatchCounter | None = None
         self._previous_hook: Callable[[Any], None] | None = None
         self._attached = False
         #: (delta, steps recorded) -> result: accounting is a function of both
@@ -282,23 +329,29 @@ class OpacusTracker:
 
     # -- attaching -------------------------------------------------------------------------
     @classmethod
-    def attach(cls, privacy_engine: Any, optimizer: Any, data_loader: Any) -> OpacusTracker:
+    def attach(
+        cls,
+        privacy_engine: Any,
+        optimizer: Any,
+        data_loader: Any,
+        *,
+        public_normaliser: float | None = None,
+        module: Any = None,
+        source_loader: Any = None,
+    ) -> OpacusTracker:
         """Track ``optimizer`` (the ``DPOptimizer`` of ``privacy_engine.make_private``) over
-        ``data_loader`` (the loader it returned). Call before the first optimizer step."""
+        ``data_loader`` (the loader it returned). Call before the first optimizer step.
+
+        ``public_normaliser``: the optimizer's ``expected_batch_size`` when it is a public
+        number (not derived from the dataset size); ``module``: the model make_private returned
+        (checks ghost clipping); ``source_loader``: the loader given to make_private (checks
+        that its sampler was kept). See :mod:`dpledger.integrations.opacus_checks`."""
         from opacus.optimizers import DPOptimizer
 
-        if not isinstance(optimizer, DPOptimizer):
-            raise InvalidParameterError(
-                "optimizer",
-                f"is a {type(optimizer).__name__}, not an Opacus DPOptimizer",
-                "pass the optimizer that privacy_engine.make_private returned",
-            )
-        name = type(optimizer).__name__
-        if "Distributed" in name or "FSDP" in name or "AdaClip" in name:
-            raise UnsupportedEventError(
-                f"{name} is not tracked (distributed training, or adaptive clipping, which "
-                "spends privacy on the clipping norm too)"
-            )
+        if isinstance(optimizer, DPOptimizer):
+            check_optimizer(optimizer, detect_batching(data_loader))
+        else:
+            check_optimizer(optimizer, Batching(POISSON, 1, 1))
         done = sum(int(h[2]) for h in _history(privacy_engine))
         if done:
             raise InvalidParameterError(
@@ -306,7 +359,15 @@ class OpacusTracker:
                 f"Opacus has already accounted {done} steps",
                 "attach the tracker before the first optimizer step",
             )
-        tracker = cls(privacy_engine, optimizer, data_loader)
+        tracker = cls(privacy_engine, optimizer, data_loader, module)
+        tracker._findings = attach_findings(
+            privacy_engine,
+            optimizer,
+            data_loader,
+            tracker.batching,
+            public_normaliser=public_normaliser,
+            source_loader=source_loader,
+        )
         tracker._hook()
         return tracker
 
@@ -320,10 +381,16 @@ class OpacusTracker:
             self._record(optimizer)
 
         self.optimizer.attach_step_hook(hook)
-        if self.batching.kind != POISSON:
-            batch_sampler = self.data_loader.batch_sampler
-            self._counter = PassCounter(batch_sampler.sampler)
-            batch_sampler.sampler = self._counter
+        workers = int(getattr(self.data_loader, "num_workers", 0) or 0)
+        self._counter = BatchCounter(
+            self.data_loader.batch_sampler,
+            workers=workers,
+            in_progress=lambda: gradients_pending(self.optimizer),
+        )
+        self._counter.install()
+        if not self._monitor.ghost:
+            self._clip_watch = ClipWatch(self.optimizer)
+            self._clip_watch.install()
         self._attached = True
 
     def detach(self) -> None:
@@ -332,7 +399,9 @@ class OpacusTracker:
             return
         self.optimizer.step_hook = self._previous_hook
         if self._counter is not None:
-            self.data_loader.batch_sampler.sampler = self._counter.sampler
+            self._counter.remove()
+        if self._clip_watch is not None:
+            self._clip_watch.remove()
         self._attached = False
 
     def _record(self, optimizer: Any) -> None:
@@ -340,15 +409,20 @@ class OpacusTracker:
         max_grad_norm: float | tuple[float, ...] = (
             tuple(float(c) for c in norm) if isinstance(norm, list | tuple) else float(norm)
         )
-        epoch = self._counter.passes if self._counter is not None else 0
+        assert self._counter is not None
+        batches, first = self._counter.take(int(optimizer.accumulated_iterations))
+        epoch = 0 if self.batching.kind in SAMPLED else self._counter.passes
         self._steps.append(
             Step(
                 noise_multiplier=float(optimizer.noise_multiplier),
                 max_grad_norm=max_grad_norm,
                 epoch=epoch,
-                batches=int(optimizer.accumulated_iterations),
+                batches=batches,
+                first_epoch=None if epoch == 0 or first == epoch else first,
+                **adaptive_noise(optimizer),
             )
         )
+        self._monitor.check(optimizer, len(self._steps))
 
     # -- what ran --------------------------------------------------------------------------
     @property
@@ -358,6 +432,12 @@ class OpacusTracker:
     @property
     def adjacency(self) -> Adjacency:
         return self.batching.adjacency
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """What the checks found so far (attach time, then every step)."""
+        clip = self._clip_watch.finding if self._clip_watch is not None else None
+        return (*self._findings, *self._monitor.findings, *([clip] if clip else []))
 
     def event(self) -> Event:
         """The event whose certified upper bound covers the executed steps."""
@@ -387,6 +467,7 @@ class OpacusTracker:
         b = self.batching
         upper_event, lower_event, epochs, complete = run_events(b, steps)
         adjacency = b.adjacency
+        findings = self.findings
         selection = select.account(upper_event, adjacency, delta=delta)
         upper, lower, method = _bracket(selection)
         notes = epoch_notes(b, epochs, complete)
@@ -402,12 +483,8 @@ class OpacusTracker:
         opacus_rate = next(iter(rates)) if len(rates) == 1 else None
         notes += rate_disagreements(b, history, len(steps), opacus_rate)
         same_relation = None
-        if b.kind != POISSON and opacus_rate is not None:
-            sigmas = [s.noise_multiplier for s in steps]
-            reference = compose_counts(
-                [(PoissonSampledEvent(opacus_rate, GaussianEvent(s)), 1) for s in sigmas]
-            )
-            same_relation = _bracket(select.account(reference, adjacency, delta=delta))[0]
+        if b.kind not in SAMPLED and opacus_rate is not None:
+            same_relation = _same_relation(steps, opacus_rate, adjacency, delta)
         status, line = explain(b, upper, lower, opacus, accountant, opacus_rate)
         if b.kind == SHUFFLED and lower > 0:
             notes.append(
@@ -437,6 +514,7 @@ class OpacusTracker:
             explanation=line,
             notes=tuple(notes),
             poisson_same_relation=same_relation,
+            findings=findings,
         )
 
     def summary(self, delta: float) -> str:
@@ -446,15 +524,23 @@ class OpacusTracker:
     def write_run(self, out: str | os.PathLike[str], delta: float) -> Path:
         """Write a run directory (``ledger.json``, public facts only) that
         ``dpledger report OUT`` reads; returns its path."""
-        _check_out(Path(out))
+        check_out(Path(out))
         return write_run(out, self.result(delta), secure=bool(self.privacy_engine.secure_mode))
 
 
 def make_private(privacy_engine: Any, **kwargs: Any) -> tuple[Any, ...]:
     """``privacy_engine.make_private(**kwargs)`` with a tracker attached: its outputs followed
-    by the :class:`OpacusTracker`."""
+    by the :class:`OpacusTracker` (``public_normaliser=`` goes to the tracker)."""
+    public = kwargs.pop("public_normaliser", None)
     out = tuple(privacy_engine.make_private(**kwargs))
-    tracker = OpacusTracker.attach(privacy_engine, out[1], out[-1])
+    tracker = OpacusTracker.attach(
+        privacy_engine,
+        out[1],
+        out[-1],
+        public_normaliser=public,
+        module=out[0],
+        source_loader=kwargs.get("data_loader"),
+    )
     return (*out, tracker)
 
 
@@ -468,78 +554,3 @@ def _mechanism(privacy_engine: Any) -> str:
     accountant = getattr(privacy_engine, "accountant", None)
     mechanism = getattr(accountant, "mechanism", None)
     return str(mechanism()) if callable(mechanism) else type(accountant).__name__
-
-
-# ---------------------------------------------------------------------------------------------
-# the run directory
-# ---------------------------------------------------------------------------------------------
-def run_record(result: OpacusResult, *, secure: bool = False) -> RunRecord:
-    """The public record of a tracked run: its event, adjacency, steps and the bracket."""
-    b = result.batching
-    log: list[dict[str, Any]] = []
-    if b.kind == POISSON:
-        log.append({"step": "batches", "poisson_sample": b.sample_rate})
-    else:
-        log.append({"step": "batches", f"{b.kind}_batches": [b.batch_size, b.dataset_size]})
-    event = result.event.to_dict()
-    ledger = {
-        "declared": event,
-        "declared_unit": "row",
-        "unit_steps": [],
-        "executed": event,
-        "adjacency": result.adjacency.to_dict(),
-        "secure_seed": secure,
-        "steps": log,
-    }
-    privacy = {**privacy_section(result.selection), "epsilon_lower": result.epsilon_lower}
-    params = {
-        "noise_multipliers": list(result.noise_multipliers),
-        "max_grad_norms": [list(c) if isinstance(c, tuple) else c for c in result.max_grad_norms],
-        "steps": result.steps,
-        "epochs": result.epochs,
-        "complete_epochs": result.complete_epochs,
-        "batching": b.to_dict(),
-        "opacus": {
-            "accountant": result.opacus_accountant,
-            "epsilon": result.opacus_epsilon,
-            "history": [list(h) for h in result.opacus_history],
-            "status": result.opacus_status,
-        },
-        "poisson_same_relation": result.poisson_same_relation,
-        "lower_event": None if result.lower_event is None else result.lower_event.to_dict(),
-        "explanation": result.explanation,
-        "notes": list(result.notes),
-    }
-    return record_fields(
-        method=METHOD,
-        provenance=None,
-        params=params,
-        ledger=ledger,
-        declared_core=result.event,
-        per_unit=result.event,
-        lift_rules=(),
-        privacy=privacy,
-        exact_match=True,
-    )
-
-
-def _check_out(path: Path) -> None:
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise InvalidParameterError(
-            "out", f"{path} exists and is not an empty directory", "choose a new run directory"
-        )
-
-
-def write_run(out: str | os.PathLike[str], result: OpacusResult, *, secure: bool = False) -> Path:
-    """Write the run's record into ``out`` (new or empty), through a temporary sibling."""
-    path = Path(out)
-    _check_out(path)
-    write_run_dir(path, {}, run_record(result, secure=secure))
-    return path
-
-
-def read_result(run_dir: str | os.PathLike[str]) -> Mapping[str, Any]:
-    """The Opacus comparison stored in a run directory written by :func:`write_run`."""
-    data = json.loads((Path(run_dir) / RECORD_FILE).read_text(encoding="utf-8"))
-    record = RunRecord.from_json(data)
-    return record.params

@@ -29,20 +29,31 @@ __all__ = [
     "FIXED_ORDER",
     "POISSON",
     "REPLACE_ONE",
+    "SAMPLED",
     "SHUFFLED",
+    "WEIGHTED_DRAWS",
+    "WEIGHTED_POISSON",
     "Batching",
     "PassCounter",
     "Step",
+    "adaptive_noise",
     "compose_counts",
     "detect_batching",
     "epoch_notes",
     "rate_disagreements",
     "run_events",
+    "step_sigma",
 ]
 
 POISSON = "poisson"
 SHUFFLED = "shuffled"
 FIXED_ORDER = "fixed_order"
+#: per-record Poisson sampling at its own rate (``WeightedPoissonSampler``)
+WEIGHTED_POISSON = "weighted_poisson"
+#: independent weighted draws with replacement (``WeightedRandomSampler``)
+WEIGHTED_DRAWS = "weighted_draws"
+#: kinds whose steps are independent samples (no epochs)
+SAMPLED = (POISSON, WEIGHTED_POISSON, WEIGHTED_DRAWS)
 
 ADD_REMOVE = Adjacency()
 REPLACE_ONE = Adjacency(relation="replace_one")
@@ -64,12 +75,27 @@ class Batching:
     #: shuffled / fixed order: records per batch (the last one may hold fewer)
     batch_size: int | None = None
     drop_last: bool = False
+    #: distributed Poisson sampling: the ranks whose shards make up each batch
+    world_size: int = 1
+    #: weighted draws: the largest probability that one draw picks a given record
+    draw_rate: float | None = None
 
     @property
     def adjacency(self) -> Adjacency:
         """Poisson sampling is accounted under add/remove, fixed partitions under replace-one
-        (the dataset size fixes the partition)."""
-        return ADD_REMOVE if self.kind == POISSON else REPLACE_ONE
+        (the dataset size fixes the partition); weighted draws by their dominating pair, stated
+        as add/remove curves (see :mod:`dpledger.integrations.opacus_samplers`)."""
+        return ADD_REMOVE if self.kind in SAMPLED else REPLACE_ONE
+
+    @property
+    def inclusion_rate(self) -> float | None:
+        """The largest probability that one record is in one batch (None: not a sample)."""
+        if self.kind == WEIGHTED_DRAWS:
+            from dpledger.integrations.opacus_samplers import draw_inclusion
+
+            assert self.draw_rate is not None and self.batch_size is not None
+            return draw_inclusion(self.draw_rate, self.batch_size)
+        return self.sample_rate
 
     @property
     def remainder(self) -> int:
@@ -81,9 +107,26 @@ class Batching:
     def describe(self) -> str:
         n = self.dataset_size
         if self.kind == POISSON:
+            ranks = (
+                f" (distributed: {self.world_size} ranks each sample their shard at q)"
+                if self.world_size > 1
+                else ""
+            )
             return (
                 f"Poisson sampling (Opacus DPDataLoader): each of n={n} records joins each "
-                f"batch independently with probability q={self.sample_rate:.6g}"
+                f"batch independently with probability q={self.sample_rate:.6g}{ranks}"
+            )
+        if self.kind == WEIGHTED_POISSON:
+            return (
+                f"weighted Poisson sampling: each of n={n} records joins each batch "
+                f"independently at its own rate, at most q_max={self.sample_rate:.6g}"
+            )
+        if self.kind == WEIGHTED_DRAWS:
+            return (
+                f"weighted draws with replacement: batches of {self.batch_size} draws over n={n} "
+                f"records, one draw picks a record with probability at most "
+                f"p_max={self.draw_rate:.6g} (in a batch with probability at most "
+                f"{self.inclusion_rate:.6g}); analysed under replace-one of a record in its slot"
             )
         tail = ""
         if self.remainder:
@@ -124,8 +167,12 @@ def detect_batching(data_loader: Any) -> Batching:
             "pass the DataLoader that make_private returned"
         )
     if isinstance(batch_sampler, DistributedUniformWithReplacementSampler):
-        raise UnsupportedEventError(
-            "distributed Poisson sampling is not tracked; account the run on one process"
+        return Batching(
+            kind=POISSON,
+            dataset_size=int(batch_sampler.total_size),
+            batches_per_epoch=int(batch_sampler.num_batches),
+            sample_rate=float(batch_sampler.sample_rate),
+            world_size=int(batch_sampler.num_replicas),
         )
     if isinstance(batch_sampler, UniformWithReplacementSampler):
         return Batching(
@@ -133,6 +180,16 @@ def detect_batching(data_loader: Any) -> Batching:
             dataset_size=int(batch_sampler.num_samples),
             batches_per_epoch=int(batch_sampler.steps),
             sample_rate=float(batch_sampler.sample_rate),
+        )
+    from dpledger.integrations.opacus_samplers import WeightedPoissonSampler
+
+    if isinstance(batch_sampler, WeightedPoissonSampler):
+        _check_size(batch_sampler.num_samples, len(dataset))
+        return Batching(
+            kind=WEIGHTED_POISSON,
+            dataset_size=len(dataset),
+            batches_per_epoch=len(batch_sampler),
+            sample_rate=batch_sampler.max_rate,
         )
     if isinstance(batch_sampler, BatchSampler):
         return _fixed_size_batching(batch_sampler, len(dataset))
@@ -142,13 +199,52 @@ def detect_batching(data_loader: Any) -> Batching:
     )
 
 
+def _check_size(sampled: int, n: int) -> None:
+    if sampled != n:
+        raise InvalidParameterError(
+            "batch_sampler",
+            f"draws from {sampled} records but the dataset has {n}",
+            "give the sampler one rate per record of the dataset",
+        )
+
+
+def _weighted_batching(sampler: Any, batch_sampler: Any, n: int) -> Batching:
+    from dpledger.integrations.opacus_samplers import weighted_draw_rates
+
+    rates = weighted_draw_rates(sampler, n)
+    b = int(batch_sampler.batch_size)
+    per_epoch = len(batch_sampler)
+    return Batching(
+        kind=WEIGHTED_DRAWS,
+        dataset_size=n,
+        batches_per_epoch=per_epoch,
+        batch_size=b,
+        drop_last=bool(batch_sampler.drop_last),
+        draw_rate=max(rates),
+    )
+
+
 def _fixed_size_batching(batch_sampler: Any, n: int) -> Batching:
     """The batching of a ``BatchSampler`` over a dataset of ``n`` records: shuffled (a
     ``RandomSampler`` drawing the whole dataset without replacement) or in a fixed order (a
     ``SequentialSampler``); anything else is refused, naming it."""
-    from torch.utils.data import RandomSampler, SequentialSampler
+    from torch.utils.data import (
+        DistributedSampler,
+        RandomSampler,
+        SequentialSampler,
+        WeightedRandomSampler,
+    )
 
     sampler = _unwrap(batch_sampler.sampler)
+    if isinstance(sampler, DistributedSampler):
+        raise UnsupportedEventError(
+            "distributed training without Poisson sampling (a DistributedSampler): each rank "
+            "takes its own fixed-size batches and no theorem covers the run as Opacus accounts "
+            "it; fix: make_private(..., poisson_sampling=True) on the DPDDP-wrapped model, which "
+            "gives Opacus's distributed Poisson sampler"
+        )
+    if isinstance(sampler, WeightedRandomSampler):
+        return _weighted_batching(sampler, batch_sampler, n)
     b = int(batch_sampler.batch_size)
     drop_last = bool(batch_sampler.drop_last)
     per_epoch = n // b if drop_last else -(-n // b)
@@ -250,18 +346,57 @@ class Step:
     max_grad_norm: float | tuple[float, ...]
     #: the pass over the data loader (epoch, from 1) the step ran in; 0 for Poisson sampling
     epoch: int
-    #: batches whose clipped gradients the step summed (gradient accumulation when > 1)
+    #: logical batches (batches drawn by the data loader's sampler) whose clipped gradients
+    #: the step summed: 1 with or without Opacus's BatchMemoryManager, k when k batches were
+    #: accumulated into one noisy step
     batches: int = 1
+    #: adaptive clipping: the noise multiplier of the gradient sum as drawn (Opacus's
+    #: effective multiplier) and the standard deviation of the noisy unclipped count
+    effective_noise: float | None = None
+    count_noise: float | None = None
+    #: the pass of the first batch the step summed, when it differs from ``epoch``
+    first_epoch: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         norm = self.max_grad_norm
-        return {
+        out: dict[str, Any] = {
             "step": "dp_sgd",
             "noise_multiplier": self.noise_multiplier,
             "max_grad_norm": list(norm) if isinstance(norm, tuple) else norm,
             "epoch": self.epoch,
             "batches": self.batches,
         }
+        for name in ("effective_noise", "count_noise", "first_epoch"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+
+def adaptive_noise(optimizer: Any) -> dict[str, float]:
+    """An ``AdaClipDPOptimizer``'s noise as drawn: the gradient sum's effective multiplier
+    ``(sigma^-2 - (2 s_b)^-2)^(-1/2)`` (Opacus's Theorem 1 of Andrew et al. 2021) and the
+    unclipped count's standard deviation ``s_b``; nothing for other optimizers."""
+    count = getattr(optimizer, "unclipped_num_std", None)
+    if count is None:
+        return {}
+    sigma = float(optimizer.noise_multiplier)
+    effective = (sigma**-2 - (2 * float(count)) ** -2) ** -0.5 if sigma > 0 else 0.0
+    return {"effective_noise": effective, "count_noise": float(count)}
+
+
+def step_sigma(step: Step) -> float:
+    """The multiplier a step is accounted at. Adaptive clipping releases the clipped sum with
+    multiplier ``s_g`` and the count of unclipped records (sensitivity 1: a record added or
+    removed changes it by at most one) with standard deviation ``s_b``, on the same batch: one
+    Gaussian release of the pair, whose multiplier is ``(s_g^-2 + s_b^-2)^(-1/2)`` (rounded
+    down, the safe side)."""
+    if step.count_noise is None:
+        return step.noise_multiplier
+    gradient = step.noise_multiplier if step.effective_noise is None else step.effective_noise
+    if gradient <= 0 or step.count_noise <= 0:
+        return 0.0
+    value = (gradient**-2 + step.count_noise**-2) ** -0.5
+    return math.nextafter(value, 0.0)
 
 
 def compose_counts(parts: Sequence[tuple[Event, int]]) -> Event:
@@ -275,24 +410,46 @@ def compose_counts(parts: Sequence[tuple[Event, int]]) -> Event:
     return events[0] if len(events) == 1 else ComposedEvent(events)
 
 
+def _sampled_part(batching: Batching, step: Step) -> tuple[Event, int]:
+    """The event of one noisy step over independent samples, and how often it composes.
+
+    ``k`` logical batches summed into one noisy step with multiplier ``sigma`` are the
+    post-processing (their sum) of ``k`` steps with multiplier ``sigma / sqrt(k)`` each: the
+    noise splits into ``k`` independent parts.
+    """
+    k = step.batches
+    sigma = step_sigma(step)
+    if batching.kind == WEIGHTED_DRAWS:
+        assert batching.draw_rate is not None and batching.batch_size is not None
+        draws = k * batching.batch_size
+        inner = GaussianEvent(math.nextafter(sigma / (2 * math.sqrt(draws)), 0.0))
+        return PoissonSampledEvent(batching.draw_rate, inner), draws
+    q = batching.sample_rate
+    assert q is not None
+    split = sigma if k == 1 else math.nextafter(sigma / math.sqrt(k), 0.0)
+    return PoissonSampledEvent(q, GaussianEvent(split)), k
+
+
+def _check_drawn(steps: tuple[Step, ...]) -> None:
+    if any(s.batches < 1 for s in steps):
+        raise UnsupportedEventError(
+            "a noisy step ran without a batch drawn from the tracked data loader: attach the "
+            "tracker to the DataLoader the training loop iterates (the one make_private "
+            "returned, or the one BatchMemoryManager wraps)"
+        )
+
+
 def run_events(batching: Batching, steps: tuple[Step, ...]) -> tuple[Event, Event | None, int, int]:
     """(upper event, lower event or None, epochs touched, epochs complete) of the steps.
 
     The upper event's certified upper bound covers what ran; the lower event's certified lower
     bound is below what ran (None: no lower bound is certified).
     """
-    if any(s.batches != 1 for s in steps):
-        k = max(s.batches for s in steps)
-        raise UnsupportedEventError(
-            f"a step summed {k} batches (gradient accumulation): not tracked; take one "
-            "optimizer step per batch (Opacus's BatchMemoryManager is fine)"
-        )
-    if batching.kind == POISSON:
-        q = batching.sample_rate
-        assert q is not None
-        parts = [(PoissonSampledEvent(q, GaussianEvent(s.noise_multiplier)), 1) for s in steps]
-        event = compose_counts(parts)
-        return event, event, 0, 0
+    if batching.kind in SAMPLED:
+        _check_drawn(steps)
+        event = compose_counts([_sampled_part(batching, s) for s in steps])
+        exact = batching.kind != WEIGHTED_DRAWS and all(s.batches == 1 for s in steps)
+        return event, event if exact else None, 0, 0
     by_epoch: dict[int, list[Step]] = {}
     for s in steps:
         by_epoch.setdefault(s.epoch, []).append(s)
@@ -301,30 +458,19 @@ def run_events(batching: Batching, steps: tuple[Step, ...]) -> tuple[Event, Even
             "steps ran without a pass over the tracked data loader: attach the tracker to the "
             "DataLoader the training loop iterates (the one make_private returned)"
         )
+    straddling = [s for s in steps if s.first_epoch is not None and s.first_epoch != s.epoch]
+    if straddling:
+        raise UnsupportedEventError(
+            f"a noisy step summed batches of epochs {straddling[0].first_epoch} and "
+            f"{straddling[0].epoch} (a record may be in it twice): not accounted; take the "
+            "optimizer step at the end of each epoch's last batch"
+        )
     upper: list[tuple[Event, int]] = []
     lower: list[tuple[Event, int]] = []
     complete = 0
-    assert batching.batch_size is not None
     for epoch, group in sorted(by_epoch.items()):
-        if len(group) > batching.batches_per_epoch:
-            raise UnsupportedEventError(
-                f"epoch {epoch} took {len(group)} noisy steps but has "
-                f"{batching.batches_per_epoch} batches: a record may be in several steps"
-            )
-        sigmas = {s.noise_multiplier for s in group}
-        # a larger multiplier on some batches is post-processing of the smallest on all
-        inner = GaussianEvent(min(sigmas))
-        if batching.kind == SHUFFLED:
-            epoch_event: Event = ShuffledBatchesEvent(
-                batching.dataset_size, batching.batch_size, inner
-            )
-        else:
-            epoch_event = inner
+        epoch_event, full = _epoch_event(batching, epoch, group)
         upper.append((epoch_event, 1))
-        full = len(group) == batching.batches_per_epoch and len(sigmas) == 1
-        if batching.kind == FIXED_ORDER:
-            # the first batch's records are in every epoch that ran a step: exact
-            full = len(sigmas) == 1
         if full:
             complete += 1
             lower.append((epoch_event, 1))
@@ -332,6 +478,32 @@ def run_events(batching: Batching, steps: tuple[Step, ...]) -> tuple[Event, Even
     if batching.kind == SHUFFLED and batching.drop_last and batching.remainder:
         low = None
     return compose_counts(upper), low, len(by_epoch), complete
+
+
+def _epoch_event(batching: Batching, epoch: int, group: list[Step]) -> tuple[Event, bool]:
+    """An epoch's event (each record is in one noisy step of it: one run of the inner
+    Gaussian, whatever the steps' grouping of batches) and whether its lower bound counts."""
+    assert batching.batch_size is not None
+    drawn = sum(s.batches for s in group)
+    if drawn > batching.batches_per_epoch:
+        raise UnsupportedEventError(
+            f"epoch {epoch} took {drawn} batches but has "
+            f"{batching.batches_per_epoch}: a record may be in several steps"
+        )
+    _check_drawn(tuple(group))
+    sigmas = {step_sigma(s) for s in group}
+    # a larger multiplier on some batches is post-processing of the smallest on all
+    inner = GaussianEvent(min(sigmas))
+    if batching.kind == SHUFFLED:
+        epoch_event: Event = ShuffledBatchesEvent(batching.dataset_size, batching.batch_size, inner)
+    else:
+        epoch_event = inner
+    single = all(s.batches == 1 for s in group)
+    full = len(group) == batching.batches_per_epoch and len(sigmas) == 1 and single
+    if batching.kind == FIXED_ORDER:
+        # the first batch's records are in every epoch that ran a step: exact
+        full = len(sigmas) == 1 and single
+    return epoch_event, full
 
 
 # ---------------------------------------------------------------------------------------------
