@@ -112,6 +112,11 @@ if TYPE_CHECKING:
     )
     from dpledger.accountant.select import account
     from dpledger.runtime.devices import torch_device
+    from dpledger.runtime.engines import (
+        aggregate_table,
+        aggregation_events,
+        aggregation_request,
+    )
     from dpledger.runtime.ledger import PrivacyLedger, selection_epsilon
     from dpledger.runtime.neighbour_rules import (
         ball_marginals,
@@ -174,6 +179,9 @@ __all__ = [
     "UnitKeys",
     "UnsupportedEventError",
     "account",
+    "aggregate_table",
+    "aggregation_events",
+    "aggregation_request",
     "analytic_gaussian_sigma",
     "ball_marginals",
     "calibrate_noise_multiplier",
@@ -219,6 +227,13 @@ _NEIGHBOUR_RULES = frozenset(
 _RUNNING = frozenset({"PrivacyLedger", "RunResult", "run_verified", "selection_epsilon"})
 #: helpers shared by methods: a checked torch device, the exact nearest-neighbour votes
 _HELPERS = {"torch_device": "dpledger.runtime.devices", "vote_histogram": "dpledger.runtime.votes"}
+#: DP aggregations over tables on an engine (in memory, Dask, Spark)
+_HELPERS.update(
+    dict.fromkeys(
+        ("aggregate_table", "aggregation_events", "aggregation_request"),
+        "dpledger.runtime.engines",
+    )
+)
 
 
 def __getattr__(name: str) -> Any:

@@ -156,7 +156,23 @@ def build(into: Path, extra: tuple[str, ...] = ()) -> None:
         bundled = where.parent / f"{name}.libs"  # shared libraries of manylinux wheels
         if bundled.is_dir():
             _link(bundled, into / bundled.name)
+    if extra:
+        _link_metadata((*ACCOUNTING_PACKAGES, *extra), into)
     _dpledger_package(into)
+
+
+def _link_metadata(names: tuple[str, ...], into: Path) -> None:
+    """The ``.dist-info`` folders of the distributions that provide ``names`` (metadata only:
+    a method's library that reads its dependencies' versions, as dask does, finds them)."""
+    providers = metadata.packages_distributions()
+    for dist in sorted({d for n in names for d in providers.get(n, ())}):
+        try:
+            where = getattr(metadata.distribution(dist), "_path", None)
+        except metadata.PackageNotFoundError:
+            continue
+        named = isinstance(where, Path) and where.suffix == ".dist-info"
+        if named and isinstance(where, Path) and not (into / where.name).exists():
+            _link(where, into / where.name)
 
 
 @contextmanager

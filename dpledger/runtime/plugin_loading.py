@@ -96,6 +96,7 @@ def trust_tier(builtin: bool) -> str:
 #: from installed metadata: any package can call itself ``dpledger`` and hide or imitate the
 #: real distribution's entry points. ``pyproject.toml`` announces the same list (a test checks).
 BUILTIN_PLUGINS: dict[str, str] = {
+    "aggregate": "dpledger.plugins.aggregate.plugin",
     "primitives.bounded_mean": "dpledger.plugins.primitives.bounded_mean",
     "primitives.dp_sgd": "dpledger.plugins.primitives.dp_sgd",
     "primitives.gaussian": "dpledger.plugins.primitives.gaussian",

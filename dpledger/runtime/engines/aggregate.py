@@ -1,0 +1,270 @@
+"""A DP aggregation over a table, on any engine: the plan, its events and its run.
+
+:class:`AggregationRequest` is the public description (from the method's parameters): the
+query, the metrics, the engine, the noise and the partitions. :func:`aggregation_events` is
+what it spends, known before any data is read; :func:`aggregate_table` runs it: the engine
+bounds and clips where the data lives and returns bounded aggregates; the driver books each
+release on the ledger and only then adds noise (:mod:`dpledger.runtime.engines.noise`).
+
+Releases, in order (each a vector over the partitions, one Gaussian or Laplace event):
+
+* ``count`` (for ``count`` and ``mean``): rows kept per partition, row sensitivity 1;
+* ``sum``: the sum of clipped values, row sensitivity ``max(|lower|, |upper|)``;
+* ``mean.centred_sum``: the sum of clipped values minus the range's middle, row sensitivity
+  half the range; the mean is ``centred_sum / max(count, 1) + middle`` (PipelineDP's rule).
+
+One unit's rows move a vector by at most ``L0 * L∞ * C`` (L1) or ``sqrt(L0) * L∞ * C`` (L2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from dpledger.core.errors import InvalidParameterError
+from dpledger.core.events import ComposedEvent, Event
+from dpledger.core.ledger_protocol import Ledger
+from dpledger.runtime.engines.columns import canonical_name, parse_name
+from dpledger.runtime.engines.noise import noisy_release, release_event
+from dpledger.runtime.engines.protocol import BoundedAggregates, Engine
+from dpledger.runtime.engines.query import METRICS, AggregationQuery
+
+__all__ = [
+    "ENGINES",
+    "AggregationRequest",
+    "aggregate_table",
+    "aggregation_events",
+    "aggregation_plan",
+    "make_engine",
+]
+
+ENGINES: tuple[str, ...] = ("memory", "dask", "spark")
+MECHANISMS: tuple[str, ...] = ("gaussian", "laplace")
+#: fixed-point sums must be exact as floats
+EXACT_LIMIT = 2**53
+
+
+def _metrics(value: Any) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else list(value or ())
+    bad = [m for m in items if m not in METRICS]
+    if not items or bad or len(set(items)) != len(items):
+        raise InvalidParameterError(
+            "metrics",
+            f"must be distinct names of {list(METRICS)}, got {value!r}",
+            'write e.g. metrics = ["count", "mean"]',
+        )
+    return tuple(m for m in METRICS if m in items)
+
+
+def _public(value: Any) -> tuple[Any, ...] | None:
+    if value is None:
+        return None
+    items = list(value) if isinstance(value, list | tuple) else None
+    if not items or not all(isinstance(k, int | str) and not isinstance(k, bool) for k in items):
+        raise InvalidParameterError(
+            "public_partitions",
+            f"must be a non-empty list of integers or texts, got {value!r}",
+            'write e.g. public_partitions = ["a", "b"]',
+        )
+    return tuple(sorted(set(items), key=lambda k: (isinstance(k, str), k)))
+
+
+def _choice(options: tuple[str, ...], field: str) -> Any:
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value not in options:
+            raise InvalidParameterError(
+                field, f"must be one of {list(options)}, got {value!r}", f"use {options[0]!r}"
+            )
+
+    return check
+
+
+def _positive(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value <= 0:
+        raise InvalidParameterError(
+            attribute.name, f"must be a positive number, got {value!r}", "pass e.g. 1.0"
+        )
+
+
+@attrs.frozen
+class AggregationRequest:
+    """The public description of one aggregation (see the module docstring)."""
+
+    query: AggregationQuery
+    metrics: tuple[str, ...] = attrs.field(converter=_metrics)
+    noise_multiplier: float = attrs.field(validator=_positive)
+    mechanism: str = attrs.field(default="gaussian", validator=_choice(MECHANISMS, "mechanism"))
+    engine: str = attrs.field(default="memory", validator=_choice(ENGINES, "engine"))
+    public_partitions: tuple[Any, ...] | None = attrs.field(default=None, converter=_public)
+
+    def __attrs_post_init__(self) -> None:
+        if self.public_partitions is None:
+            raise InvalidParameterError(
+                "public_partitions",
+                "is missing: the keys to release must be public",
+                "list the partition keys to release (public_partitions = [...])",
+            )
+        if self.query.value_column is None and set(self.metrics) - {"count"}:
+            raise InvalidParameterError(
+                "value_column", "is missing for a sum or a mean", "name the column of values"
+            )
+
+    @property
+    def norm(self) -> str:
+        return "l2" if self.mechanism == "gaussian" else "l1"
+
+    def releases(self) -> tuple[str, ...]:
+        """The noisy releases, in the order they are booked."""
+        out = []
+        if {"count", "mean"} & set(self.metrics):
+            out.append("count")
+        if "sum" in self.metrics:
+            out.append("sum")
+        if "mean" in self.metrics:
+            out.append("mean")
+        return tuple(out)
+
+    def public_names(self) -> tuple[str, ...]:
+        return tuple(canonical_name(k) for k in self.public_partitions or ())
+
+
+def aggregation_events(request: AggregationRequest) -> Event:
+    """What the aggregation spends: one event per release, composed."""
+    event = release_event(request.mechanism, request.noise_multiplier)
+    return ComposedEvent([event for _ in request.releases()])
+
+
+def _step(release: str) -> str:
+    return {"count": "aggregate.count", "sum": "aggregate.sum"}.get(release, "aggregate.mean")
+
+
+def aggregation_plan(request: AggregationRequest) -> dict[str, Any]:
+    """The engine's plan as public facts: stages, bounds, partitions and noise."""
+    q = request.query
+    stages = [
+        f"read the columns {list(q.columns)} on the {request.engine} engine",
+        "drop the rows whose partition key is not public",
+        f"clip each value to [{q.lower}, {q.upper}] and round it to multiples of "
+        f"2**-{q.scale_bits} (integers: sums are exact in any order)",
+    ]
+    if q.unit_column is not None:
+        stages += [
+            f"partition the rows by the unit column {q.unit_column!r}",
+            f"keep at most {q.max_rows} rows per unit and partition (L∞)",
+            f"keep at most {q.max_partitions} partitions per unit (L0)",
+        ]
+    stages.append("per partition: rows kept, their integer sum, units contributing")
+    releases = [
+        {
+            "step": _step(r),
+            "metric": r,
+            "sensitivity": q.sensitivity(r, request.norm),
+            "norm": request.norm,
+            "noise_scale": request.noise_multiplier * q.sensitivity(r, request.norm),
+        }
+        for r in request.releases()
+    ]
+    return {
+        "engine": request.engine,
+        "query": q.describe(),
+        "partitions": {"kind": "public", "keys": list(request.public_partitions or ())},
+        "stages": stages,
+        "mechanism": request.mechanism,
+        "noise_multiplier": request.noise_multiplier,
+        "releases": releases,
+    }
+
+
+def make_engine(name: str) -> Engine:
+    """The engine named ``name`` (its package is imported when it runs)."""
+    if name == "dask":
+        from dpledger.runtime.engines.dask_engine import DaskEngine
+
+        return DaskEngine()
+    if name == "spark":
+        from dpledger.runtime.engines.spark_engine import SparkEngine
+
+        return SparkEngine()
+    from dpledger.runtime.engines.memory import MemoryEngine
+
+    return MemoryEngine()
+
+
+def _checked(agg: BoundedAggregates, request: AggregationRequest) -> BoundedAggregates:
+    if agg.rows == 0:
+        raise InvalidParameterError(
+            "table", "has no rows", "aggregate a table with at least one row"
+        )
+    if any(abs(s) >= EXACT_LIMIT for s in agg.sums):
+        raise InvalidParameterError(
+            "scale_bits",
+            "a fixed-point sum does not fit the 53 bits a float holds exactly",
+            "lower scale_bits or narrow [lower, upper]",
+        )
+    return agg
+
+
+def _exact_values(
+    release: str, rows: Sequence[tuple[int, int, int]], query: AggregationQuery
+) -> list[float]:
+    """The exact aggregate of each partition (integers scaled, exact in floating point)."""
+    if release == "count":
+        return [float(c) for c, _, _ in rows]
+    if release == "sum":
+        return [math.ldexp(float(s), -query.scale_bits) for _, s, _ in rows]
+    mid = query.fixed_middle
+    return [math.ldexp(float(s - c * mid), -query.scale_bits) for c, s, _ in rows]
+
+
+def _note(release: str, request: AggregationRequest, sensitivity: float) -> str:
+    q = request.query
+    return (
+        f"{release} per partition on the {request.engine} engine: at most L0={q.max_partitions} "
+        f"partitions and L∞={q.max_rows} rows per unit, values clipped to [{q.lower}, "
+        f"{q.upper}] on the grid 2**-{q.scale_bits}; {request.norm.upper()} sensitivity "
+        f"{sensitivity!r} of one unit"
+    )
+
+
+def aggregate_table(request: AggregationRequest, source: Any, ledger: Ledger) -> dict[str, Any]:
+    """Run the aggregation (see the module docstring); the outputs and the plan."""
+    engine = make_engine(request.engine)
+    public = frozenset(request.public_names())
+    bounded = engine.bound_contributions(source, request.query, public)
+    agg = _checked(engine.aggregate_per_key(bounded), request)
+    names = list(request.public_names())
+    rows = [agg.row(n) for n in names]
+    noisy: dict[str, np.ndarray] = {}
+    for release in request.releases():
+        sensitivity = request.query.sensitivity(release, request.norm)
+        noisy[release] = noisy_release(
+            ledger,
+            _exact_values(release, rows, request.query),
+            names,
+            step=_step(release),
+            sensitivity=sensitivity,
+            noise_multiplier=request.noise_multiplier,
+            mechanism=request.mechanism,
+            note=_note(release, request, sensitivity),
+        )
+    return _outputs(request, names, noisy)
+
+
+def _outputs(
+    request: AggregationRequest, names: Sequence[str], noisy: Mapping[str, np.ndarray]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"partitions": [parse_name(n) for n in names]}
+    if "count" in request.metrics:
+        out["count"] = noisy["count"]
+    if "sum" in request.metrics:
+        out["sum"] = noisy["sum"]
+    if "mean" in request.metrics:
+        middle = math.ldexp(float(request.query.fixed_middle), -request.query.scale_bits)
+        out["mean"] = noisy["mean"] / np.maximum(noisy["count"], 1.0) + middle
+    out["plan"] = aggregation_plan(request)
+    return out

@@ -1,0 +1,154 @@
+"""Contribution bounding and clipping: the framework code every engine runs on its chunks.
+
+:func:`bound_chunk` takes the rows of a chunk that holds *every* row of each unit in it (the
+engines partition by the unit column first; at row level any chunk will do) and returns, per
+partition key, the bounded aggregates of the rows it keeps:
+
+1. rows whose key is not public are dropped (public partitions only);
+2. values are clipped to ``[lower, upper]`` and rounded to the fixed-point grid;
+3. L∞: of a unit's rows in one partition, the ``max_rows`` with the smallest row hash are kept;
+4. L0: of a unit's partitions, the ``max_partitions`` with the smallest pair hash are kept;
+5. per key: the number of rows kept, the integer sum of their values and the number of units.
+
+Every choice depends on one unit's own rows only (so removing a unit changes at most
+``L0`` partitions by at most ``L∞`` rows each), and on the values of its keys, never on
+the row order or the chunk: the engines agree bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpledger.core.errors import InvalidParameterError
+from dpledger.runtime.engines.columns import (
+    KeyColumn,
+    canonical_name,
+    key_column,
+    splitmix64,
+    value_column,
+)
+from dpledger.runtime.engines.query import SUM_LIMIT, AggregationQuery
+
+__all__ = ["PARTIAL_COLUMNS", "ROWS_KEY", "bound_chunk", "clip_fixed", "kept_rows"]
+
+I64 = NDArray[np.int64]
+#: the columns of a chunk's bounded aggregates: canonical key name and three integers
+PARTIAL_COLUMNS: tuple[str, ...] = ("key", "count", "sum", "units")
+#: the name of the partial row that counts the rows a chunk read (no key is named so)
+ROWS_KEY = "#rows"
+PAIR_SALT = np.uint64(0x2545F4914F6CDD1D)
+ROW_SALT = np.uint64(0x9FB21C651E98DF25)
+
+
+def clip_fixed(values: NDArray[np.float64], query: AggregationQuery) -> I64:
+    """Values clipped to the query's range, as integers on its fixed-point grid."""
+    clipped = np.clip(values, query.lower, query.upper)
+    fixed: I64 = np.rint(np.ldexp(clipped, query.scale_bits)).astype(np.int64)
+    return fixed
+
+
+def _group_rank(keys: tuple[NDArray[Any], ...], grouped: int) -> tuple[I64, I64]:
+    """The order sorting by ``keys`` (last is primary) and each row's rank within its group
+    of rows equal on the last ``grouped`` keys (the others order rows inside a group)."""
+    order = np.lexsort(keys).astype(np.int64)
+    groups = [k[order] for k in keys[len(keys) - grouped :]]
+    new = np.ones(order.size, dtype=bool)
+    if order.size:
+        new[1:] = np.any([g[1:] != g[:-1] for g in groups], axis=0)
+    starts = np.flatnonzero(new)
+    sizes = np.diff(np.r_[starts, order.size])
+    rank = np.arange(order.size) - np.repeat(starts, sizes)
+    return order, rank.astype(np.int64)
+
+
+def kept_rows(
+    keys: KeyColumn, units: KeyColumn, fixed: I64, query: AggregationQuery
+) -> NDArray[np.bool_]:
+    """Which rows survive the L∞ and then the L0 bound (see the module docstring)."""
+    k, u = keys.codes, units.codes
+    pair = splitmix64(units.hashes[u] ^ splitmix64(keys.hashes[k] ^ PAIR_SALT))
+    row = splitmix64(pair ^ splitmix64(fixed.view(np.uint64) ^ ROW_SALT))
+    order, rank = _group_rank((row, k, u), 2)
+    keep = np.zeros(k.size, dtype=bool)
+    keep[order[rank < query.max_rows]] = True
+    first = order[rank == 0]  # one row per (unit, partition) pair
+    pair_order, pair_rank = _group_rank((k[first], pair[first], u[first]), 1)
+    dropped = first[pair_order[pair_rank >= query.max_partitions]]
+    if dropped.size:
+        width = max(keys.hashes.size, 1)
+        keep &= ~np.isin(u * width + k, u[dropped] * width + k[dropped])
+    return keep
+
+
+def _public_rows(keys: KeyColumn, public: Collection[str] | None) -> NDArray[np.bool_]:
+    if public is None:
+        return np.ones(keys.codes.size, dtype=bool)
+    known = np.asarray([name in public for name in keys.names()], dtype=bool)
+    return known[keys.codes] if known.size else np.zeros(0, dtype=bool)
+
+
+def _sums(codes: I64, fixed: I64, size: int) -> I64:
+    """Exact integer sums of ``fixed`` per code."""
+    sums = np.zeros(size, dtype=np.int64)
+    np.add.at(sums, codes, fixed)
+    return sums
+
+
+def _column(columns: Mapping[str, Any], name: str) -> Any:
+    if name not in columns:
+        raise InvalidParameterError(
+            name, "is not a column of the table", f"name one of {sorted(map(str, columns))}"
+        )
+    return columns[name]
+
+
+def _fixed_values(columns: Mapping[str, Any], query: AggregationQuery, n: int) -> I64:
+    if query.value_column is None:
+        return np.zeros(n, dtype=np.int64)
+    values = value_column(_column(columns, query.value_column), query.value_column)
+    top = max(abs(query.fixed_lower), abs(query.fixed_upper))
+    if top * max(n, 1) >= SUM_LIMIT:
+        raise InvalidParameterError(
+            "scale_bits",
+            f"fixed-point sums of {n} rows could overflow 64-bit integers",
+            "lower scale_bits or narrow [lower, upper]",
+        )
+    return clip_fixed(values, query)
+
+
+def bound_chunk(
+    columns: Mapping[str, Any], query: AggregationQuery, public: Collection[str] | None
+) -> dict[str, list[Any]]:
+    """The bounded aggregates of one chunk (see the module docstring), as columns
+    :data:`PARTIAL_COLUMNS` (keys that keep no row are left out), and a row named
+    :data:`ROWS_KEY` counting the rows the chunk read."""
+    keys = key_column(_column(columns, query.partition_column), query.partition_column)
+    n = keys.codes.size
+    fixed = _fixed_values(columns, query, n)
+    keep = _public_rows(keys, public)
+    if query.unit_column is not None:
+        units = key_column(_column(columns, query.unit_column), query.unit_column)
+        if units.codes.size != n:
+            raise InvalidParameterError(query.unit_column, "has another length", "one id a row")
+        sub = np.flatnonzero(keep)
+        sub_units = KeyColumn(units.codes[sub], units.uniques, units.hashes)
+        sub_keys = KeyColumn(keys.codes[sub], keys.uniques, keys.hashes)
+        keep[sub[~kept_rows(sub_keys, sub_units, fixed[sub], query)]] = False
+        pairs = np.unique(units.codes[keep] * max(len(keys.uniques), 1) + keys.codes[keep])
+        unit_counts = np.bincount(pairs % max(len(keys.uniques), 1), minlength=len(keys.uniques))
+    else:
+        unit_counts = np.bincount(keys.codes[keep], minlength=len(keys.uniques))
+    counts = np.bincount(keys.codes[keep], minlength=len(keys.uniques))
+    sums = _sums(keys.codes[keep], fixed[keep], len(keys.uniques))
+    names = [canonical_name(k) for k in keys.uniques]
+    live = np.flatnonzero(counts > 0)
+    return {
+        "key": [ROWS_KEY, *(names[i] for i in live)],
+        "count": [n, *(int(counts[i]) for i in live)],
+        "sum": [0, *(int(sums[i]) for i in live)],
+        "units": [0, *(int(unit_counts[i]) for i in live)],
+    }

@@ -1,0 +1,136 @@
+"""Columns as every engine reads them: canonical keys, stable hashes and checked values.
+
+A key column (partition key or unit id) holds integers or text. Its canonical form is the same
+whichever engine read it (an integer column read as floats by one reader and as integers by
+another is the same column), and each distinct key gets a 64-bit hash that depends on the key
+only: on the engine, the chunk and the row order it does not. A value column holds finite
+numbers; text, NaN and infinities are refused naming the column.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpledger.core.errors import InvalidParameterError
+
+__all__ = ["KeyColumn", "canonical_name", "key_column", "parse_name", "splitmix64", "value_column"]
+
+U64 = NDArray[np.uint64]
+#: separate the hashes of integer keys from those of text keys
+INT_TAG = np.uint64(0x5BD1E9955BD1E995)
+
+
+def splitmix64(x: U64) -> U64:
+    """The splitmix64 finaliser, element-wise (wrapping uint64 arithmetic)."""
+    z = (x + np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    out: U64 = z ^ (z >> np.uint64(31))
+    return out
+
+
+def _text_hash(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+class KeyColumn:
+    """A key column: per row the code of its key, per distinct key its value and hash."""
+
+    def __init__(self, codes: NDArray[np.int64], uniques: list[Any], hashes: U64) -> None:
+        self.codes = codes
+        self.uniques = uniques
+        self.hashes = hashes
+
+    def names(self) -> list[str]:
+        """The canonical names of the distinct keys (``i:12``, ``s:text``)."""
+        return [canonical_name(k) for k in self.uniques]
+
+
+def canonical_name(key: Any) -> str:
+    """``i:<integer>`` or ``s:<text>``: a key as it travels between engine and driver."""
+    if isinstance(key, bool | int | np.integer):
+        return f"i:{int(key)}"
+    return f"s:{key}"
+
+
+def parse_name(name: str) -> int | str:
+    """The key a canonical name stands for."""
+    return int(name[2:]) if name.startswith("i:") else name[2:]
+
+
+def _is_null(x: Any) -> bool:
+    if x is None:
+        return True
+    try:
+        return bool(x != x)  # NaN, and missing values that are not equal to themselves
+    except (TypeError, ValueError):
+        return True  # a missing value whose truth is undefined (pandas.NA)
+
+
+def _null_error(column: str) -> InvalidParameterError:
+    return InvalidParameterError(
+        column, "holds missing values (null keys)", "drop or fill the rows without a key first"
+    )
+
+
+def _integers(arr: NDArray[Any], column: str) -> NDArray[np.int64] | None:
+    """The column as integers, if it holds integers only (None: it holds text)."""
+    if arr.dtype.kind in "iub":
+        return arr.astype(np.int64)
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)):
+            raise _null_error(column)
+        if np.any(arr != np.floor(arr)):
+            raise InvalidParameterError(
+                column, "holds fractional numbers", "use integer or text keys"
+            )
+        return arr.astype(np.int64)
+    items = arr.tolist()
+    if any(_is_null(x) for x in items):
+        raise _null_error(column)
+    if all(isinstance(x, int | np.integer) for x in items):
+        return np.asarray(items, dtype=np.int64)
+    return None
+
+
+def key_column(values: Any, column: str) -> KeyColumn:
+    """The key column ``values`` (integers or text) in canonical form."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise InvalidParameterError(column, f"must be 1-D, got shape {arr.shape}", "one key a row")
+    ints = _integers(arr, column) if arr.size else np.zeros(0, dtype=np.int64)
+    if ints is not None:
+        uniq, codes = np.unique(ints, return_inverse=True)
+        hashes = splitmix64(uniq.view(np.uint64) ^ INT_TAG)
+        return KeyColumn(codes.astype(np.int64).reshape(-1), [int(k) for k in uniq], hashes)
+    texts = np.asarray([str(x) for x in arr.tolist()], dtype=object)
+    uniq_t, codes = np.unique(texts, return_inverse=True)
+    keys = [str(k) for k in uniq_t]
+    hashes = np.asarray([_text_hash(k) for k in keys], dtype=np.uint64)
+    return KeyColumn(codes.astype(np.int64).reshape(-1), keys, hashes)
+
+
+def value_column(values: Any, column: str) -> NDArray[np.float64]:
+    """The value column as finite floats (text, NaN and infinities refused)."""
+    arr = np.asarray(values)
+    try:
+        out = arr.astype(np.float64)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            column, "holds text, not numbers", "convert the column to numbers first"
+        ) from None
+    if arr.dtype.kind in "OSUT" and any(isinstance(x, str) for x in arr.tolist()):
+        raise InvalidParameterError(
+            column, "holds text, not numbers", "convert the column to numbers first"
+        )
+    if not np.all(np.isfinite(out)):
+        raise InvalidParameterError(
+            column,
+            "holds NaN or infinite values",
+            "drop or fill them first (clipping cannot bound a missing value)",
+        )
+    return out

@@ -1,0 +1,92 @@
+"""The engine protocol: three steps, and the bounded aggregates the driver gets back.
+
+An engine runs the framework's bounding (:func:`~dpledger.runtime.engines.bounding.bound_chunk`)
+where the data lives and hands the driver bounded aggregates only: per partition key the rows
+kept, the integer sum of their fixed-point values and the units that contribute. Nothing the
+engine returns is released as is: the driver books every release on the ledger before it adds
+noise (:mod:`dpledger.runtime.engines.aggregate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, Protocol
+
+import attrs
+
+from dpledger.runtime.engines.bounding import ROWS_KEY
+from dpledger.runtime.engines.columns import parse_name
+from dpledger.runtime.engines.query import AggregationQuery
+
+__all__ = ["BoundedAggregates", "Engine", "combine"]
+
+
+@attrs.frozen
+class BoundedAggregates:
+    """Per canonical key name (sorted as keys): rows kept, integer sum, contributing units;
+    and the rows the engine read (private, like everything here)."""
+
+    keys: tuple[str, ...]
+    counts: tuple[int, ...]
+    sums: tuple[int, ...]
+    units: tuple[int, ...]
+    rows: int = 0
+
+    def row(self, key: str) -> tuple[int, int, int]:
+        """``(count, sum, units)`` of ``key`` (zeros for a key no row kept)."""
+        try:
+            i = self.keys.index(key)
+        except ValueError:
+            return (0, 0, 0)
+        return (self.counts[i], self.sums[i], self.units[i])
+
+
+def _order(name: str) -> tuple[int, int, str]:
+    key = parse_name(name)
+    return (0, key, "") if isinstance(key, int) else (1, 0, key)
+
+
+def combine(partials: Iterable[Mapping[str, Any]]) -> BoundedAggregates:
+    """The chunks' bounded aggregates summed exactly (Python integers), keys sorted."""
+    totals: dict[str, list[int]] = {}
+    rows = 0
+    for part in partials:
+        for key, count, total, units in zip(
+            part["key"], part["count"], part["sum"], part["units"], strict=True
+        ):
+            if key == ROWS_KEY:
+                rows += int(count)
+                continue
+            row = totals.setdefault(str(key), [0, 0, 0])
+            row[0] += int(count)
+            row[1] += int(total)
+            row[2] += int(units)
+    keys = tuple(sorted(totals, key=_order))
+    return BoundedAggregates(
+        keys,
+        tuple(totals[k][0] for k in keys),
+        tuple(totals[k][1] for k in keys),
+        tuple(totals[k][2] for k in keys),
+        rows,
+    )
+
+
+class Engine(Protocol):
+    """Where the bounding runs: in memory, on Dask or on Spark."""
+
+    @property
+    def name(self) -> str: ...
+
+    def bound_contributions(
+        self, source: Any, query: AggregationQuery, public: Collection[str] | None
+    ) -> Any:
+        """The engine's handle on the bounded, clipped rows' per-chunk aggregates (lazy)."""
+        ...
+
+    def aggregate_per_key(self, bounded: Any) -> BoundedAggregates:
+        """The bounded aggregates per key, computed and combined on the driver."""
+        ...
+
+    def count_users_per_key(self, bounded: Any) -> dict[str, int]:
+        """Units contributing to each key after bounding (what partition selection reads)."""
+        ...
