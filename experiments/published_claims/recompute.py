@@ -350,18 +350,23 @@ def paper_c(epochs: int = 5, configs: Sequence[tuple[float, float]] = C_CONFIGS)
 def d_terms() -> dict[str, float]:
     """Theorem 3's data-independent epsilon at Experiment 3's setting, for two initial densities.
 
-    Worst neighbour: osc(V - V') <= 4 beta / n (cosine loss, one record changed). B =
-    osc(log rho_0) + beta * range(L). The paper's 0.2201 is this epsilon with osc(log rho_0) = 1
-    (B = 11); the reproduction's one rho_0 for Experiments 1-3 (von Mises kappa = 5.5, as on the
-    SHK results page) has osc(log rho_0) = 2 kappa = 11, so B = 21.
+    Worst neighbour: osc(V - V') <= 4 beta / n (cosine loss, one record changed). B bounds
+    osc(log rho_0 / pi_D) over every dataset. The paper's 0.2201 is read as Theorem 1's
+    data-dependent envelope of its pair (``paper.exp3_readings``): its target-floor envelope
+    0.2058 needs R_0 + R'_0 = 28.4, and the von Mises rho_0 of least B with that sum certifies
+    ``paper``; the reproduction's rho_0 (von Mises kappa = 5.5) has B = 2 kappa + 10 = 21.
     """
     from dpledger.plugins.shk import bounds, paper
 
     beta, t, n = paper.EXP3_BETA, paper.EXP3_T, 100
-    kappa = paper.RHO0_KAPPA
+    implied = paper.exp3_readings()["implied"]
     return {
-        "declared": bounds.epsilon_a1_prime(t, 4.0 * beta / n, paper.EXP3_DECLARED_B),
-        "run_rho0": bounds.epsilon_a1_prime(t, 4.0 * beta / n, 2 * kappa + beta * 2.0),
+        "paper": implied["theorem3_von_mises"],
+        "any_rho0": implied["theorem3_any"],
+        "r_sum": implied["r_sum"],
+        "kappa": implied["kappa"],
+        "b11_target": paper.exp3_readings()["declared_b11"]["target"],
+        "run_rho0": bounds.epsilon_a1_prime(t, 4.0 * beta / n, 2 * paper.RHO0_KAPPA + beta * 2.0),
     }
 
 
@@ -371,17 +376,23 @@ def paper_d() -> list[Row]:
     return [
         Row(
             "D",
-            "Experiment 3 (torus mean, n=100, beta=5, t=7); paper's: a rho_0 with "
-            "osc(log rho_0) = 1; real: the reproduction's rho_0, von Mises kappa=5.5",
+            "Experiment 3 (torus mean, n=100, beta=5, t=7); paper's: the von Mises rho_0 of "
+            "least B whose target-floor envelope is the paper's 0.2058 "
+            f"(kappa={terms['kappa']:.3f}, R_0+R_0'={terms['r_sum']:.2f}); "
+            "real: the reproduction's rho_0, von Mises kappa=5.5",
             0.2201,
             delta,
-            epsilon(PureDPEvent(terms["declared"]), ADD_REMOVE, delta),
+            epsilon(PureDPEvent(terms["paper"]), ADD_REMOVE, delta),
             epsilon(PureDPEvent(terms["run_rho0"]), ADD_REMOVE, delta),
-            "none for the paper's column: the claim is Theorem 3's data-independent epsilon with "
-            "the worst neighbour (osc <= 4 beta / n) and B = osc(log rho_0) + beta * range(L) = "
-            "1 + 10; the reproduction's runs start from the kappa = 5.5 rho_0 (osc log rho_0 = "
-            "11), for which the same theorem gives the real column (B = 21); the release samples "
-            "a grid solver whose law is checked numerically, not the exact flow",
+            "the claim is not a DP epsilon: it is Theorem 1's data-dependent envelope of the "
+            "experiment's one pair, Delta_osc(pair) + e^-t (R_0 + R_0') with the R_0 + R_0' "
+            "that the paper's own target-floor envelope 0.2058 implies (Theorem 3's epsilon "
+            "with B = 11 would allow at most "
+            f"{terms['b11_target']:.4f} for that envelope); as a DP claim, Theorem 3 for any "
+            f"rho_0 consistent with 0.2058 gives at least {terms['any_rho0']:.4f} (B >= "
+            "max(R_0, R_0')), the paper's column for the least von Mises one; the reproduction's "
+            "runs start from the kappa = 5.5 rho_0 (B = 21: the real column); the release "
+            "samples a grid solver whose law is checked numerically, not the exact flow",
             key="D_exp3",
         )
     ]
