@@ -338,6 +338,7 @@ class OpacusTracker:
         public_normaliser: float | None = None,
         module: Any = None,
         source_loader: Any = None,
+        budget: Any = None,
     ) -> OpacusTracker:
         """Track ``optimizer`` (the ``DPOptimizer`` of ``privacy_engine.make_private``) over
         ``data_loader`` (the loader it returned). Call before the first optimizer step.
@@ -345,7 +346,9 @@ class OpacusTracker:
         ``public_normaliser``: the optimizer's ``expected_batch_size`` when it is a public
         number (not derived from the dataset size); ``module``: the model make_private returned
         (checks ghost clipping); ``source_loader``: the loader given to make_private (checks
-        that its sampler was kept). See :mod:`dpledger.integrations.opacus_checks`."""
+        that its sampler was kept). See :mod:`dpledger.integrations.opacus_checks`.
+        ``budget``: an :class:`~dpledger.integrations.opacus_budget.OpacusBudget`, which books
+        the planned run in a budget store before the first step and refuses steps beyond it."""
         from opacus.optimizers import DPOptimizer
 
         if isinstance(optimizer, DPOptimizer):
@@ -368,6 +371,8 @@ class OpacusTracker:
             public_normaliser=public_normaliser,
             source_loader=source_loader,
         )
+        if budget is not None:  # booked before the first noisy step, or refused here
+            budget.book(tracker)
         tracker._hook()
         return tracker
 
