@@ -18,6 +18,7 @@ releases (:mod:`~dpledger.accountant.pld_single`) and what the backend covers
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 
 from dpledger.accountant.base import (
     Accountant,
@@ -32,9 +33,8 @@ from dpledger.accountant.pld_components import (
     REPRESENTATIVE_STEP,
     _allocation_reduced,
     _exact_pure_cap,
-    _group,
     _merge_gaussians,
-    _representative_step,
+    representative_components,
 )
 from dpledger.accountant.pld_compositions import (
     EXTENDED_WINDOW_POINTS,
@@ -87,6 +87,7 @@ from dpledger.accountant.pld_support import (
     _parameter_reason,
 )
 from dpledger.accountant.profiles_base import DirectedProfiles
+from dpledger.accountant.representatives import split
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import UnsupportedEventError
 from dpledger.core.events import Event, NonPrivateEvent, flatten
@@ -159,6 +160,8 @@ class PLDAccountant(Accountant):
         self._prep: Prepared | None = None
         self._upper_events: dict[Event, int] = {}
         self._non_private = False
+        #: the step of the representatives' grid when the leaves were rounded to them
+        self._step: float | None = None
         #: the compositions made (at the grid size of the current pass) and the searches that
         #: read them
         self._cache = Compositions(target_points)
@@ -175,12 +178,19 @@ class PLDAccountant(Accountant):
         reason = _extent_reason(leaves, self._ledger, MAX_DISTINCT_COMPONENTS)
         if reason is not None:
             return reason
+        shapes: set[Hashable] = set()
         for leaf, _count in leaves:
             if isinstance(leaf, NonPrivateEvent):
                 continue
             reason = _parameter_reason(leaf, self.adjacency.sensitivity_factor)
             if reason is not None:
                 return f"{leaf.describe()}: {reason}"
+            # whether a rounded kind has curves depends on its shape only: one check per shape
+            found = split(leaf)
+            shape = leaf if found is None else found[0]
+            if shape in shapes:
+                continue
+            shapes.add(shape)
             try:
                 leaf_profiles(leaf, self.adjacency)
             except UnsupportedEventError as exc:
@@ -213,11 +223,11 @@ class PLDAccountant(Accountant):
                 merged[leaf] = merged.get(leaf, 0) + k * count
         merged = _merge_gaussians(merged)
         upper_events = lower_events = merged
+        self._step = None
         if len(merged) > MAX_DISTINCT_COMPONENTS:
-            step = _representative_step(merged, MAX_DISTINCT_COMPONENTS)
-            upper_events = _group(merged, step, up=True)
-            # the lower bound is an informative bracket only: a coarser grid halves its cost
-            lower_events = _group(merged, 2 * step, up=False)
+            upper_events, lower_events, self._step = representative_components(
+                merged, MAX_DISTINCT_COMPONENTS
+            )
         upper_events = _allocation_reduced(upper_events)
         self._upper_events = upper_events
         upper = [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in upper_events.items()]
@@ -307,7 +317,7 @@ class PLDAccountant(Accountant):
         upper, lower, h = self._epsilons.bracket(prep, delta, known)
         upper = min(upper, _next_up(prep.pure_cap))
         lower = min(lower, upper)
-        return EpsilonBound(upper, lower, delta, self.name, {"grid_spacing": h})
+        return EpsilonBound(upper, lower, delta, self.name, self._details(h))
 
     def _delta(self, epsilon: float) -> DeltaBound:
         prep = self._prepared()
@@ -347,7 +357,13 @@ class PLDAccountant(Accountant):
     def _delta_at(self, prep: Prepared, epsilon: float) -> DeltaBound:
         """The delta bracket at the current grid (:meth:`DeltaSearch.bracket`)."""
         upper, lower, h = self._deltas.bracket(prep, epsilon)
-        return DeltaBound(upper, min(lower, upper), epsilon, self.name, {"grid_spacing": h})
+        return DeltaBound(upper, min(lower, upper), epsilon, self.name, self._details(h))
+
+    def _details(self, h: float) -> dict[str, float]:
+        """The grid spacing, and the representatives' step when the leaves were rounded."""
+        if self._step is None:
+            return {"grid_spacing": h}
+        return {"grid_spacing": h, "representative_step": self._step}
 
 
 def _finer_points(points: int, full: int, ratio: float, least: float, most: float) -> int:

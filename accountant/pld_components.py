@@ -2,18 +2,18 @@
 
 Unsampled Gaussians are merged into one; for the upper bound each k-of-t allocation (k > 1) is
 reduced to its epochs of 1-of-t/k allocation; beyond MAX_DISTINCT_COMPONENTS distinct leaves the
-parameters are rounded to representatives on a geometric grid, dominating ones for the upper
-bound and dominated ones for the lower bound. Also the exact basic-composition cap of pure
-leaves.
+parameters are rounded to representatives (:mod:`~dpledger.accountant.representatives`),
+dominating ones for the upper bound and dominated ones for the lower bound. Also the exact
+basic-composition cap of pure leaves.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 
 from dpledger.accountant.conversions import merged_gaussian_multiplier
 from dpledger.accountant.random_allocation import allocation_parts
+from dpledger.accountant.representatives import REPRESENTATIVE_STEP, Table
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.basic_composition import basic_composition_epsilon
 from dpledger.core.events import (
@@ -28,12 +28,29 @@ from dpledger.core.events import (
     flatten,
 )
 
-__all__ = ["MAX_DISTINCT_COMPONENTS", "REPRESENTATIVE_STEP"]
+__all__ = ["MAX_DISTINCT_COMPONENTS", "REPRESENTATIVE_STEP", "representative_components"]
 
 #: above this many distinct leaf events, parameters are rounded to dominating representatives
 MAX_DISTINCT_COMPONENTS = 256
-#: relative step of the representative grid (noise rounded down, rates and epsilons rounded up)
-REPRESENTATIVE_STEP = 1e-3
+#: the representatives' grid is no coarser than this relative step (a parameter moves by less
+#: than 2.5 %) unless more than MAX_COMPONENTS components would remain
+MAX_REPRESENTATIVE_STEP = 0.025
+#: the most components composed after rounding to representatives (each costs one FFT)
+MAX_COMPONENTS = 256
+
+
+def representative_components(
+    merged: dict[Event, int], limit: int = MAX_DISTINCT_COMPONENTS
+) -> tuple[dict[Event, int], dict[Event, int], float]:
+    """(upper events, lower events, step): the leaves rounded to dominating resp. dominated
+    representatives on the finest grid that leaves at most ``limit`` components
+    (:meth:`~dpledger.accountant.representatives.Table.step`); the step stays at most
+    MAX_REPRESENTATIVE_STEP while that leaves at most MAX_COMPONENTS."""
+    table = Table(merged)
+    step = table.step(limit)
+    if step > MAX_REPRESENTATIVE_STEP:
+        step = max(table.step(MAX_COMPONENTS), table.step_at_most(MAX_REPRESENTATIVE_STEP))
+    return table.grouped(step, up=True), table.grouped(step, up=False), step
 
 
 def _allocation_reduced(events: dict[Event, int]) -> dict[Event, int]:
@@ -68,67 +85,6 @@ def _merge_gaussians(merged: dict[Event, int]) -> dict[Event, int]:
     sigma = merged_gaussian_multiplier((e.noise_multiplier, k) for e, k in gaussians)
     out[GaussianEvent(sigma)] = out.get(GaussianEvent(sigma), 0) + 1
     return out
-
-
-def _grid_index(x: float, step: float, *, up: bool) -> int:
-    """Index of ``x`` (> 0) on the geometric grid ``(1 + step)^i``, rounding up or down."""
-    i = math.log(x) / math.log1p(step)
-    return math.ceil(i) if up else math.floor(i)
-
-
-def _round_up(x: float, step: float = REPRESENTATIVE_STEP) -> float:
-    if x <= 0:
-        return x
-    return float(math.exp(_grid_index(x, step, up=True) * math.log1p(step)))
-
-
-def _round_down(x: float, step: float = REPRESENTATIVE_STEP) -> float:
-    return float(math.exp(_grid_index(x, step, up=False) * math.log1p(step)))
-
-
-def _representative(event: Event, step: float, *, up: bool) -> Event:
-    """An event on a geometric parameter grid of ``step``: at least (``up``) or at most as
-    privacy-costly as ``event``. Upper bounds use the first, lower bounds the second."""
-    cost_up, cost_down = (_round_up, _round_down) if up else (_round_down, _round_up)
-    if isinstance(event, GaussianEvent):
-        return GaussianEvent(cost_down(event.noise_multiplier, step))
-    if isinstance(event, LaplaceEvent):
-        return LaplaceEvent(cost_down(event.noise_multiplier, step))
-    if isinstance(event, PureDPEvent):
-        return PureDPEvent(cost_up(event.epsilon, step))
-    if isinstance(event, PoissonSampledEvent):
-        q = min(1.0, cost_up(event.sampling_probability, step))
-        return PoissonSampledEvent(q, _representative(event.event, step, up=up))
-    return event
-
-
-def _group(merged: dict[Event, int], step: float, *, up: bool) -> dict[Event, int]:
-    out: dict[Event, int] = {}
-    for event, k in merged.items():
-        rep = _representative(event, step, up=up)
-        out[rep] = out.get(rep, 0) + k
-    return out
-
-
-def _grid_key(event: Event, step: float) -> Hashable:
-    """The cell of ``event`` on the representative grid (cheap: builds no event)."""
-    if isinstance(event, GaussianEvent | LaplaceEvent):
-        return (event.kind, _grid_index(event.noise_multiplier, step, up=False))
-    if isinstance(event, PureDPEvent):
-        return (event.kind, _grid_index(event.epsilon, step, up=True) if event.epsilon else None)
-    if isinstance(event, PoissonSampledEvent):
-        q = _grid_index(event.sampling_probability, step, up=True)
-        return (event.kind, q, _grid_key(event.event, step))
-    return event
-
-
-def _representative_step(merged: dict[Event, int], limit: int = MAX_DISTINCT_COMPONENTS) -> float:
-    """The finest grid step (growing from REPRESENTATIVE_STEP to ~3%) leaving at most ``limit``
-    components."""
-    step = REPRESENTATIVE_STEP
-    while step < 0.025 and len({_grid_key(e, step) for e in merged}) > limit:
-        step *= 1.5
-    return step
 
 
 def _unbounded_loss(event: Event) -> bool:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dpledger.accountant.pld_components import MAX_DISTINCT_COMPONENTS, _grid_key
+from dpledger.accountant.pld_components import MAX_COMPONENTS, MAX_DISTINCT_COMPONENTS
+from dpledger.accountant.representatives import split
 from dpledger.core.events import (
     Event,
     GaussianEvent,
@@ -39,8 +40,6 @@ MAX_PURE_EPSILON = 500.0
 MAX_BUCKETS = 2**53
 #: at most this many compositions in total (the Chernoff window and FFT powers lose precision)
 MAX_COMPOSITIONS = 10**12
-#: at most this many components after rounding to representatives (each costs one FFT)
-MAX_COMPONENTS = 256
 
 
 def _parameter_reason(leaf: Event, factor: float) -> str | None:
@@ -82,8 +81,9 @@ def _extent_reason(
     ledger: Sequence[tuple[Event, int]],
     limit: int = MAX_DISTINCT_COMPONENTS,
 ) -> str | None:
-    """Why the whole composition (this event and the ledger) is too large to compose; beyond
-    ``limit`` distinct leaves, the count after rounding to representatives decides."""
+    """Why the whole composition (this event and the ledger) is too large to compose: too many
+    compositions, or beyond ``limit`` distinct leaves more than MAX_COMPONENTS of kinds that
+    are not rounded to representatives (:mod:`~dpledger.accountant.representatives`)."""
     everything = list(leaves) + [(e, k * m) for ev, m in ledger for e, k in flatten(ev)]
     total = sum(k for _, k in everything)
     if total > MAX_COMPOSITIONS:
@@ -93,12 +93,14 @@ def _extent_reason(
         )
     distinct = {e for e, _ in everything if not isinstance(e, GaussianEvent | NonPrivateEvent)}
     if len(distinct) > limit:
-        coarsest = {_grid_key(e, 0.0256) for e in distinct}
-        if len(coarsest) > MAX_COMPONENTS:
+        # the roundable kinds fit any number of components (coarser cells); the others do not
+        fixed = [e for e in distinct if split(e) is None]
+        if len(fixed) > MAX_COMPONENTS:
+            kinds = sorted({e.kind for e in fixed})
             return (
-                f"{len(coarsest)} distinct components remain after rounding to representatives "
-                f"(more than {MAX_COMPONENTS}); each costs one FFT. Group identical releases "
-                "with a count, or use the RDP backend"
+                f"{len(fixed)} distinct {'/'.join(kinds[:4])} releases (more than "
+                f"{MAX_COMPONENTS}), which are not rounded to representatives; each costs one "
+                "FFT. Group identical releases with a count"
             )
     return None
 

@@ -29,6 +29,7 @@ from dpledger.accountant.rdp_orders import (
     poisson_gaussian_rdp,
     pure_dp_rdp,
 )
+from dpledger.accountant.representatives import Table
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.basic_composition import basic_composition_epsilon
 from dpledger.core.errors import BoundUnavailable, InvalidParameterError
@@ -56,7 +57,8 @@ _NO_FINITE_ORDER = "the RDP curve is infinite at every order"
 
 #: above this many distinct Poisson-subsampled leaves, (q, sigma) are rounded to dominating
 #: representatives on a geometric grid (q up, sigma down: the RDP of the subsampled Gaussian
-#: grows with q and falls with sigma) ...
+#: grows with q and falls with sigma), and above this many other distinct leaves, their
+#: parameters too (epsilons up, noise down: :mod:`~dpledger.accountant.representatives`) ...
 MAX_DISTINCT_SAMPLED = 64
 #: ... of this initial relative step, coarsened until at most MAX_DISTINCT_SAMPLED remain
 REPRESENTATIVE_STEP = 1e-3
@@ -210,7 +212,8 @@ class RDPAccountant(Accountant):
 
     def _leaves(self) -> dict[Event, int]:
         """Distinct leaves of the ledger and their total counts; many distinct Poisson-sampled
-        Gaussians are replaced by dominating representatives (see MAX_DISTINCT_SAMPLED)."""
+        Gaussians, and many distinct other leaves, are replaced by dominating representatives
+        (see MAX_DISTINCT_SAMPLED)."""
         merged: dict[Event, int] = {}
         for event, mult in self._ledger:
             for leaf, count in flatten(event):
@@ -220,12 +223,12 @@ class RDPAccountant(Accountant):
             for e in merged
             if isinstance(e, PoissonSampledEvent) and _groupable(effective_gaussian_mu(e.event))
         ]
+        merged = self._grouped_others(merged, set(sampled))
         if len(sampled) <= MAX_DISTINCT_SAMPLED:
             return merged
-        cells: dict[tuple[int, int], tuple[float, float]] = {}
         step = REPRESENTATIVE_STEP
         while True:
-            cells = {}
+            cells: dict[tuple[int, int], tuple[float, float]] = {}
             params: dict[Event, tuple[int, int]] = {}
             for e in sampled:
                 assert isinstance(e, PoissonSampledEvent)
@@ -244,6 +247,20 @@ class RDPAccountant(Accountant):
             rep = PoissonSampledEvent(q, GaussianEvent(_noise_for(mu)))
             out[rep] = out.get(rep, 0) + merged[e]
         self._representative_step = step
+        return out
+
+    def _grouped_others(self, merged: dict[Event, int], sampled: set[Event]) -> dict[Event, int]:
+        """``merged`` with its leaves other than ``sampled`` rounded to at most
+        MAX_DISTINCT_SAMPLED dominating representatives when there are more
+        (:mod:`~dpledger.accountant.representatives`: epsilons up, noise down)."""
+        others = {e: k for e, k in merged.items() if e not in sampled}
+        if len(others) <= MAX_DISTINCT_SAMPLED:
+            return merged
+        table = Table(others)
+        step = table.step(MAX_DISTINCT_SAMPLED)
+        out = table.grouped(step, up=True)
+        out.update((e, merged[e]) for e in sampled)
+        self._representative_step = max(step, self._representative_step or 0.0)
         return out
 
     def rdp(self) -> FloatArray:

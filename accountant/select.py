@@ -51,8 +51,11 @@ DELTA_CONSISTENCY_FLOOR = 1e-300
 PRIMARY: tuple[str, ...] = ("closed_form", "pld")
 #: default-mode budget of a cross-check backend (seconds, bytes of address space)
 DEFAULT_BUDGET = Budget(seconds=0.5, memory_bytes=1 << 30)
-#: default-mode cross-checks skip ledgers with more distinct leaves than this
+#: default-mode cross-checks skip ledgers with more distinct leaves than this (they group them
+#: into representatives, so their cost stays linear) when the PLD bracket is within
+#: TIGHT_BRACKET: where PLD declines, or leaves the closed form alone, or is looser, they run
 CHEAP_DISTINCT_LEAVES = 64
+TIGHT_BRACKET = 1.01
 
 _CROSSCHECK: contextvars.ContextVar[bool] = contextvars.ContextVar("crosscheck", default=False)
 
@@ -253,12 +256,22 @@ def _expensive(
             "dpledger account --crosscheck); it never gave the reported bound"
         )
     distinct = len({leaf for leaf, _ in flatten(event)})
-    if distinct > CHEAP_DISTINCT_LEAVES:
+    if distinct > CHEAP_DISTINCT_LEAVES and _tight(candidates):
         return (
             f"skipped: {distinct} distinct releases exceed the default cross-check size "
-            f"({CHEAP_DISTINCT_LEAVES}); run with crosscheck=True"
+            f"({CHEAP_DISTINCT_LEAVES}) and the PLD bracket is within "
+            f"{TIGHT_BRACKET - 1:.0%}; run with crosscheck=True"
         )
     return None
+
+
+def _tight(candidates: Sequence[EpsilonBound | DeltaBound]) -> bool:
+    """Whether the PLD backend gave a bracket within TIGHT_BRACKET (a cross-check, which
+    certifies no lower bound, could then lower the upper bound by less than that)."""
+    for c in candidates:
+        if c.method == "pld" and math.isfinite(_upper(c)):
+            return _upper(c) <= TIGHT_BRACKET * _lower(c)
+    return False
 
 
 def _upper(b: EpsilonBound | DeltaBound) -> float:

@@ -380,6 +380,42 @@ RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/bounded_range/proof.md",
         source_sha256="ab31523a6ee622cc6a553325ebc9e87c9cf01bfda5f6865187ff4ccd152c36cf",
     ),
+    ProofRecord(
+        target="dpledger.accountant.representatives.split",
+        status="contrib",
+        proof="proofs_checks/representatives/proof.md",
+        source_sha256="6ff908f754009f820f397a4d4ef1f7460a73e5c996bec6ce731e1600ef10850e",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.representatives.build",
+        status="contrib",
+        proof="proofs_checks/representatives/proof.md",
+        source_sha256="8021307507ab494db0b9dd28bfbc6706209f1c779a34daa78d0935ca3b51b4fc",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.representatives._fold",
+        status="contrib",
+        proof="proofs_checks/representatives/proof.md",
+        source_sha256="e0e23592a8231171713d4d7b219a295f82e94e17ec0240510f42f0f4f1cbab1d",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.representatives._beyond",
+        status="contrib",
+        proof="proofs_checks/representatives/proof.md",
+        source_sha256="e1021db9f091dd1b1a67c504a9adcdf4dd73c415d7bc240e22ac618f8caff795",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_components.representative_components",
+        status="contrib",
+        proof="proofs_checks/representatives/proof.md",
+        source_sha256="a18947a6d72c625eabaa13ba144362cfe800ad3a7196a0e17589719fa56462d5",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.rdp.RDPAccountant._grouped_others",
+        status="contrib",
+        proof="proofs_checks/representatives/proof.md",
+        source_sha256="8761fd7fbf29129d4e5d932551412b1a3ae51e9a66c658b5640051b12dd5cdb8",
+    ),
 )
 
 #: proofs whose code objects are still changing: (proof folder, intended target, reason).

@@ -1,0 +1,227 @@
+"""Many distinct leaves as few representatives: each leaf kind with a monotone privacy cost in its
+parameters is sorted into cells of a geometric grid, and each cell is composed as one leaf, its
+count the cell's total, at the costliest corner of its members (upper bounds) or the cheapest
+(lower bounds).
+
+Why both bounds stay certified (``proofs_checks/representatives/proof.md``): within a cell every
+member's pair is dominated by (is a post-processing of) the upper representative's pair, and
+dominates the lower representative's pair; composition preserves dominance, so the composed
+upper representatives dominate the composed leaves and the composed lower representatives are
+dominated by them. The orders used, per kind (cost grows with the listed direction):
+
+- Gaussian, Laplace: the noise multiplier, rounded down for the upper;
+- pure DP, report-noisy-max, exponential mechanism (bounded range), randomized response (the
+  same number of buckets): epsilon, rounded up;
+- approximate DP: epsilon and delta, both rounded up;
+- Poisson sampling: the rate, rounded up, and the sampled event's parameters;
+- sampling without replacement: the rate ``b / n``, compared exactly, at the member's own
+  ``(n, b)``, and the sampled event's parameters.
+
+Other kinds (tabulated, shuffled, allocated) are their own representatives.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from fractions import Fraction
+
+import numpy as np
+
+from dpledger.core.events import (
+    ApproxDPEvent,
+    Event,
+    ExponentialMechanismEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PoissonSampledEvent,
+    PureDPEvent,
+    RandomizedResponseEvent,
+    ReportNoisyMaxEvent,
+    SampledWithoutReplacementEvent,
+)
+
+__all__ = ["REPRESENTATIVE_STEP", "STEP_GROWTH", "Table", "build", "split"]
+
+#: relative step of the finest representative grid: a parameter moves by less than 0.1 %
+REPRESENTATIVE_STEP = 1e-3
+#: each coarser grid is this many times the previous one's step
+STEP_GROWTH = 1.25
+
+#: a rate without replacement: (b / n exactly, n, b); ordered by the rate first
+Rate = tuple[Fraction, int, int]
+Value = float | Rate
+#: (shape, values, cost grows with each value): the shape is the kind and its discrete fields
+Split = tuple[Hashable, tuple[Value, ...], tuple[bool, ...]]
+
+_EPSILON_KINDS = PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent
+
+
+def split(event: Event) -> Split | None:
+    """The event as a shape and its ordered parameters; None for a kind that is not rounded."""
+    if isinstance(event, GaussianEvent | LaplaceEvent):
+        return (event.kind,), (event.noise_multiplier,), (False,)
+    if isinstance(event, _EPSILON_KINDS):
+        return (event.kind,), (event.epsilon,), (True,)
+    if isinstance(event, RandomizedResponseEvent):
+        return (event.kind, event.num_buckets), (event.epsilon,), (True,)
+    if isinstance(event, ApproxDPEvent):
+        return (event.kind,), (event.epsilon, event.delta), (True, True)
+    if isinstance(event, PoissonSampledEvent | SampledWithoutReplacementEvent):
+        inner = split(event.event)
+        if inner is None:
+            return None
+        shape, values, costly = inner
+        rate: Value = event.sampling_probability
+        if isinstance(event, SampledWithoutReplacementEvent):
+            n, b = event.source_size, event.sample_size
+            rate = (Fraction(b, n), n, b)
+        return (event.kind, shape), (rate, *values), (True, *costly)
+    return None
+
+
+def build(shape: Hashable, values: tuple[Value, ...]) -> Event:
+    """The event of ``shape`` at ``values`` (the inverse of :func:`split`)."""
+    assert isinstance(shape, tuple)
+    kind = shape[0]
+    if kind in ("poisson_sampled", "sampled_without_replacement"):
+        inner = build(shape[1], values[1:])
+        rate = values[0]
+        if isinstance(rate, tuple):
+            return SampledWithoutReplacementEvent(rate[1], rate[2], inner)
+        return PoissonSampledEvent(rate, inner)
+    first = values[0]
+    assert isinstance(first, float)
+    if kind == "randomized_response":
+        return RandomizedResponseEvent(first, shape[1])
+    if kind == "approx_dp":
+        second = values[1]
+        assert isinstance(second, float)
+        return ApproxDPEvent(first, second)
+    classes: dict[str, type[Event]] = {
+        c.kind: c
+        for c in (
+            GaussianEvent,
+            LaplaceEvent,
+            PureDPEvent,
+            ExponentialMechanismEvent,
+            ReportNoisyMaxEvent,
+        )
+    }
+    return classes[kind](first)
+
+
+def _magnitude(value: Value) -> float:
+    return float(value[0]) if isinstance(value, tuple) else value
+
+
+class Table:
+    """The roundable leaves of a ledger grouped by shape, with the logarithms of their
+    parameters; the unrounded kinds kept as they are (``fixed``)."""
+
+    def __init__(self, merged: dict[Event, int]) -> None:
+        self.fixed: dict[Event, int] = {}
+        rows: dict[Hashable, list[tuple[tuple[Value, ...], tuple[bool, ...], int]]] = {}
+        for event, count in merged.items():
+            found = split(event)
+            if found is None:
+                self.fixed[event] = count
+                continue
+            shape, values, costly = found
+            rows.setdefault(shape, []).append((values, costly, count))
+        self.rows = rows
+        self.logs: dict[Hashable, np.ndarray] = {}
+        with np.errstate(divide="ignore"):
+            for shape, members in rows.items():
+                mags = np.array([[_magnitude(v) for v in m[0]] for m in members], dtype=float)
+                self.logs[shape] = np.log(mags)  # -inf for a zero parameter: a cell of its own
+
+    def cells(self, shape: Hashable, step: float) -> np.ndarray:
+        """Each member's cell index per parameter on the grid ``(1 + step)^i``."""
+        logs = self.logs[shape]
+        with np.errstate(invalid="ignore"):
+            index = np.floor(logs / math.log1p(step))
+        return np.where(np.isfinite(index), index, np.iinfo(np.int32).min).astype(np.int64)
+
+    def count(self, step: float) -> int:
+        """How many components remain at ``step`` (cells told apart by a mixed 64-bit key: a
+        rare collision only miscounts, it never merges cells)."""
+        total = len(self.fixed)
+        for shape in self.rows:
+            index = self.cells(shape, step)
+            key = np.zeros(len(index), dtype=np.uint64)
+            with np.errstate(over="ignore"):
+                for column in index.T:
+                    key = key * np.uint64(0x9E3779B97F4A7C15) + column.astype(np.uint64)
+            total += len(np.unique(key))
+        return total
+
+    def step(self, limit: int) -> float:
+        """The finest step of the grid REPRESENTATIVE_STEP * STEP_GROWTH^j leaving at most
+        ``limit`` components, or the first beyond which no coarser grid leaves fewer (every
+        cell index 0 or -1)."""
+        if self.count(REPRESENTATIVE_STEP) <= limit:
+            return REPRESENTATIVE_STEP
+        finite = [np.abs(x[np.isfinite(x)]) for x in self.logs.values()]
+        widest = max((float(np.max(x, initial=0.0)) for x in finite), default=0.0)
+        first, last = 0, 1
+        while math.log1p(REPRESENTATIVE_STEP * STEP_GROWTH**last) <= widest:
+            last += 1
+        # the count falls as the step grows: bisect for the first power that fits
+        while last - first > 1:
+            middle = (first + last) // 2
+            if self.count(REPRESENTATIVE_STEP * STEP_GROWTH**middle) <= limit:
+                last = middle
+            else:
+                first = middle
+        return REPRESENTATIVE_STEP * STEP_GROWTH**last
+
+    @staticmethod
+    def step_at_most(largest: float) -> float:
+        """The coarsest step of the grid REPRESENTATIVE_STEP * STEP_GROWTH^j at most ``largest``
+        (REPRESENTATIVE_STEP when ``largest`` is below it)."""
+        j = max(0, math.floor(math.log(largest / REPRESENTATIVE_STEP) / math.log(STEP_GROWTH)))
+        while j > 0 and REPRESENTATIVE_STEP * STEP_GROWTH**j > largest:
+            j -= 1
+        return REPRESENTATIVE_STEP * STEP_GROWTH**j
+
+    def grouped(self, step: float, *, up: bool) -> dict[Event, int]:
+        """The leaves grouped in cells of ``step``: each cell one event at its members'
+        costliest parameters (``up``) or cheapest, counted as all its members."""
+        out = dict(self.fixed)
+        for shape, members in self.rows.items():
+            for extreme, total in _fold(self.cells(shape, step), members, up=up):
+                rep = build(shape, tuple(extreme))
+                out[rep] = out.get(rep, 0) + total
+        return out
+
+
+def _fold(
+    index: np.ndarray,
+    members: list[tuple[tuple[Value, ...], tuple[bool, ...], int]],
+    *,
+    up: bool,
+) -> list[tuple[list[Value], int]]:
+    """Per cell: its members' extreme parameters on the wanted side and their total count."""
+    cells: dict[bytes, tuple[list[Value], int]] = {}
+    for row, (values, costly, count) in zip(index, members, strict=True):
+        key = row.tobytes()
+        found = cells.get(key)
+        if found is None:
+            cells[key] = (list(values), count)
+            continue
+        extreme, total = found
+        for i, (value, grows) in enumerate(zip(values, costly, strict=True)):
+            # the costly side is the larger value where cost grows with it
+            if _beyond(value, extreme[i], larger=grows == up):
+                extreme[i] = value
+        cells[key] = (extreme, total + count)
+    return list(cells.values())
+
+
+def _beyond(value: Value, extreme: Value, *, larger: bool) -> bool:
+    """Whether ``value`` lies beyond ``extreme`` on the wanted side (exactly, rates included)."""
+    if isinstance(value, tuple) and isinstance(extreme, tuple):
+        return value > extreme if larger else value < extreme
+    assert isinstance(value, float) and isinstance(extreme, float)
+    return value > extreme if larger else value < extreme
