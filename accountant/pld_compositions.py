@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from dpledger.accountant.pld_discrete import MAX_FFT_LEN, DiscretePLD, discretise
 from dpledger.accountant.pld_dominated import discretise_lower
@@ -14,8 +15,16 @@ from dpledger.accountant.pld_fft import ComposedPLD, compose
 from dpledger.accountant.pld_prepared import TAIL_MASS, Prepared
 from dpledger.accountant.pld_read import delta_at
 from dpledger.accountant.pld_split import compose_split
-from dpledger.accountant.pld_tilt import tilt_for_delta, tilt_for_epsilon, tilted_window
+from dpledger.accountant.pld_tilt import (
+    chernoff_level,
+    tilt_for_delta,
+    tilt_for_epsilon,
+    tilted_window,
+)
 from dpledger.core.errors import BoundUnavailable
+
+if TYPE_CHECKING:
+    from dpledger.accountant.pld import PLDAccountant
 
 __all__ = [
     "EXTENDED_WINDOW_POINTS",
@@ -30,6 +39,7 @@ __all__ = [
     "UPPER_WINDOW_POINTS",
     "WINDOW_TAIL_REL",
     "Compositions",
+    "read_profile",
 ]
 
 #: most grid points of one composed window (before the FFT-length cap)
@@ -232,6 +242,29 @@ class Compositions:
         self.states[key] = result
         return result
 
+    def profile(self, prep: Prepared, epsilons: Sequence[float]) -> list[float]:
+        """Certified upper bounds on delta at every epsilon of ``epsilons``, each read from
+        the compositions made once per direction for the whole curve: the untilted one, and
+        one for the largest epsilon (split by heavy-tail steps, cut and tilted for the
+        Chernoff level of delta there; tilted plainly where no split applies). Every
+        composition certifies delta at every epsilon, so the smallest reading is a bound;
+        the worse direction is returned."""
+        out = [0.0] * len(epsilons)
+        top = max(epsilons, default=0.0)
+        for name in prep.names:
+            made = [self.composed(prep, name, 0.0, UNTILTED_DELTA)]
+            level = chernoff_level(prep.coarse[name], top)
+            if level < UNTILTED_DELTA:
+                deep = self.split(prep, name, level, "upper", top)
+                if deep is None:
+                    tilt = self.tilts(prep, name, tilt_for_epsilon(prep.coarse[name], top), level)
+                    deep = self.composed(prep, name, tilt[0], level)
+                made.append(deep)
+            for i, epsilon in enumerate(epsilons):
+                read = min(delta_at(c, epsilon, upper=True) for c in made if c is not None)
+                out[i] = max(out[i], read)
+        return out
+
     @staticmethod
     def snap(tilt: float) -> float:
         """The tilt rounded down to the grid 2^(j/4) (0 stays 0)."""
@@ -267,3 +300,18 @@ class Compositions:
             else:
                 best_lo = max(best_lo, value)
         return best_up, best_lo
+
+
+def read_profile(accountant: PLDAccountant, epsilons: Sequence[float]) -> list[float] | None:
+    """Certified upper bounds on delta at ``epsilons`` from compositions made once
+    (:meth:`Compositions.profile`), instead of a search per point; None where the accountant
+    answers otherwise (nothing composed, a non-private or single-release ledger: ask
+    ``get_delta``). Epsilons at or above the pure-DP cap get 0, as ``get_delta`` gives."""
+    prep = accountant._prepared()
+    if prep is None or accountant._non_private:
+        return None
+    if len(prep.comps) == 1 and prep.comps[0][1] == 1:
+        return None
+    below = [e for e in epsilons if e < prep.pure_cap]
+    read = iter(accountant._cache.profile(prep, below) if below else [])
+    return [next(read) if e < prep.pure_cap else 0.0 for e in epsilons]

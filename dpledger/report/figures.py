@@ -19,6 +19,8 @@ import networkx as nx
 import numpy as np
 
 from dpledger.accountant.graph_account import account_graph
+from dpledger.accountant.pld import PLDAccountant
+from dpledger.accountant.pld_compositions import read_profile
 from dpledger.accountant.select import account, backend_factories
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError
@@ -67,18 +69,26 @@ def accounted_events(built: BuiltReport) -> tuple[list[tuple[Event, Adjacency]],
     return [(event, Adjacency(relation=relation))], False
 
 
-def _delta_function(
-    event: Event, adjacency: Adjacency, method: str, backends: Sequence[str] | None
-) -> Callable[[float], float]:
+def _deltas(
+    event: Event,
+    adjacency: Adjacency,
+    method: str,
+    backends: Sequence[str] | None,
+    grid: Sequence[float],
+) -> list[float]:
+    """Certified delta(epsilon) upper bounds of ``event`` by ``method`` at every epsilon of
+    ``grid``: the PLD backend composes once and reads every point (``read_profile``); the
+    others answer point by point."""
     for name, factory, _ in backend_factories([method]):
         if factory is None or name != method:
             continue
         acc = factory(adjacency)
         if acc.supports(event):
             acc.compose(event)
-            return lambda eps: float(acc.get_delta(eps).delta)
+            read = read_profile(acc, grid) if isinstance(acc, PLDAccountant) else None
+            return read if read is not None else [float(acc.get_delta(e).delta) for e in grid]
     names = list(backends) if backends is not None else None
-    return lambda eps: float(account(event, adjacency, epsilon=eps, backends=names).bound.delta)
+    return [float(account(event, adjacency, epsilon=e, backends=names).bound.delta) for e in grid]
 
 
 def profile_data(
@@ -91,9 +101,10 @@ def profile_data(
     grid = np.linspace(0.0, top, points)
     events, exact = accounted_events(built)
     deltas = np.zeros(points)
+    at = [float(e) for e in grid]
     for event, adj in events:
-        fn = _delta_function(event, adj, report.accounting_method, built.backends)
-        deltas = np.maximum(deltas, [fn(float(e)) for e in grid])
+        found = _deltas(event, adj, report.accounting_method, built.backends, at)
+        deltas = np.maximum(deltas, found)
     return grid, deltas, exact
 
 
