@@ -219,3 +219,14 @@ def test_an_unavailable_device_is_refused_before_any_noise() -> None:
     with pytest.raises(InvalidParameterError) as err:
         run_verified(plugin.SPEC, params, {"marginals": marg}, seed=0)
     assert err.value.field == "device" and "use 'cpu'" in str(err.value)
+
+
+def test_data_sizes_other_than_n_per_time_run_and_stay_private() -> None:
+    # the page: sizes need not equal n_per_time; the true sizes go to the private diagnostics
+    params = plugin.SPEC.make_params(BASE)
+    data = {"marginals": make_multimodal(N=N - 5, T=T, seed=1).marginals}
+    res = run_verified(plugin.SPEC, params, data, seed=3)
+    sizes = [e["sizes"] for e in res.ledger.private_log if e.get("step") == "marginal_sizes"]
+    assert sizes == [[N - 5] * T]
+    assert res.ledger.matches_exactly()
+    assert "marginal_sizes" not in json.dumps(res.ledger.to_dict())
