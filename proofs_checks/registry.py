@@ -87,6 +87,48 @@ def stale_records(records: Iterable[ProofRecord]) -> list[str]:
 # Add a record with: python -m dpledger.proofs_checks.registry --add TARGET --proof PATH
 RECORDS: tuple[ProofRecord, ...] = (
     ProofRecord(
+        target="dpledger.budget.rules._decide_renyi",
+        status="contrib",
+        proof="proofs_checks/budget_filters/proof.md",
+        source_sha256="85e8936b9d60273a537885244afd08ca0e0331732b0a663564d91d49d010d74f",
+    ),
+    ProofRecord(
+        target="dpledger.budget.rules.renyi_budgets",
+        status="contrib",
+        proof="proofs_checks/budget_filters/proof.md",
+        source_sha256="2e26f199b8623beeb93b4479cff7b98bb6b5fd0fa4d33b6b845df3ebaf93370d",
+    ),
+    ProofRecord(
+        target="dpledger.budget.rules._decide_approx",
+        status="contrib",
+        proof="proofs_checks/budget_filters/proof.md",
+        source_sha256="d1dd588b5f12e09e1759439299ea18d8921269c095e8beb7b8e090182b112a1a",
+    ),
+    ProofRecord(
+        target="dpledger.budget.rules.approx_level",
+        status="contrib",
+        proof="proofs_checks/budget_filters/proof.md",
+        source_sha256="7c3285964ac30cb73c89a2a5afa598ff5954277fb60732be99c9f3bb7e0274db",
+    ),
+    ProofRecord(
+        target="dpledger.budget.rules._decide_gdp",
+        status="contrib",
+        proof="proofs_checks/budget_filters/proof.md",
+        source_sha256="3b89627b2364c1c9629da15cd9fb5597e21f701bebd64063acaecb38b7d40c7a",
+    ),
+    ProofRecord(
+        target="dpledger.budget.rules.gdp_mu",
+        status="contrib",
+        proof="proofs_checks/budget_filters/proof.md",
+        source_sha256="d0f326630869559015cce0d1361123bf732f03c2d43dc651f3c44cd9550508e2",
+    ),
+    ProofRecord(
+        target="dpledger.budget.rules._decide_pld",
+        status="contrib",
+        proof="proofs_checks/budget_filters/proof.md",
+        source_sha256="e14d51c525249af330c4a2295315f359d084bfdaf7a3fc1f325b2257dcc9df91",
+    ),
+    ProofRecord(
         target="dpledger.core.events.GaussianEvent",
         status="contrib",
         proof="proofs_checks/gaussian/proof.md",
