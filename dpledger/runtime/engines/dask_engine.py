@@ -72,7 +72,9 @@ class DaskEngine:
         path = table_path(source)
         if path is None:
             frame = frame_of(source, query.columns, pd)
-            return dd.from_pandas(frame, npartitions=self.npartitions)
+            dask = import_engine_module("dask", "dask")
+            with dask.config.set({"dataframe.convert-string": False}):  # keep the columns' types
+                return dd.from_pandas(frame, npartitions=self.npartitions)
         reader = dd.read_csv if path.suffix.lower() == ".csv" else dd.read_parquet
         ddf = reader(str(path))
         _check_columns(list(ddf.columns), query, path.name)
@@ -92,7 +94,15 @@ class DaskEngine:
         return ddf.map_partitions(chunk, meta=meta)
 
     def aggregate_per_key(self, bounded: Any) -> BoundedAggregates:
-        frame = bounded.compute()
+        try:
+            frame = bounded.compute()
+        except (ValueError, TypeError) as exc:  # a reader's type error, not the framework's
+            if isinstance(exc, InvalidParameterError):
+                raise
+            first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else "unreadable"
+            raise InvalidParameterError(
+                "table", f"could not be read by dask ({first})", "give each column one type"
+            ) from None
         return combine([{c: frame[c].tolist() for c in PARTIAL_COLUMNS}])
 
     def count_users_per_key(self, bounded: Any) -> dict[str, int]:
