@@ -8,7 +8,8 @@ Usage::
 
 Sections (``docs/methods/trajectories.md`` unless said):
 
-* ``table1``: Table 1 with its non-private baseline and Fig. 1's paths (seed 0, six digits);
+* ``table1``: Table 1 with its non-private baseline, the paper's eq. (10) noise convention
+  (D = τ/2) beside the default D = τ, and Fig. 1's paths (seed 0, six digits);
 * ``seeds``: each digit over seeds 0, 1, 2, private and non-private;
 * ``replace_one``: the privacy columns alone, add/remove and replace-one (no flow is run);
 * ``table2``: Table 2 and Fig. 1 re-accounted;
@@ -48,7 +49,7 @@ def commands(section: str, out: Path, args: argparse.Namespace) -> list[list[str
     table1 = [f"{HERE}/table1.py", *d]
     fig3 = f"{HERE}/fig3.py"
     if section == "table1":
-        return [[*table1, "--non-private", "--figure-dir", str(out / "fig1")]]
+        return [[*table1, "--non-private", "--eq10", "--figure-dir", str(out / "fig1")]]
     if section == "seeds":
         return [[*table1, "--digits", g, "--seeds", *SEEDS, "--non-private"] for g in DIGITS]
     if section == "replace_one":
