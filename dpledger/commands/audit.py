@@ -46,7 +46,18 @@ MECHANISM_OPTIONS = {
     "search_samples": None,
     "black_box": False,
 }
-METHOD_OPTIONS = {"config": None, "data": None, "relation": None, "runs": None}
+METHOD_OPTIONS = {
+    "config": None,
+    "data": None,
+    "relation": None,
+    "runs": None,
+    "one_run": False,
+    "canaries": None,
+    "mode": None,
+    "score": None,
+}
+#: the options of a one-run audit (given without --one-run, each is refused)
+ONE_RUN_OPTIONS = {"canaries": None, "mode": None, "score": None}
 
 
 def _add_method_audit_options(p: Any) -> None:
@@ -70,6 +81,26 @@ def _add_method_audit_options(p: Any) -> None:
         default=None,
         metavar="N",
         help=f"method runs per dataset (default 2000, at least {MIN_RUNS})",
+    )
+    o = p.add_argument_group("one-run audit (--one-run)")
+    o.add_argument(
+        "--one-run",
+        action="store_true",
+        help="one run with canaries, each included with probability 1/2 (Steinke et al. 2023)",
+    )
+    o.add_argument("--canaries", default=None, metavar="M", help="number of canaries (1000)")
+    o.add_argument(
+        "--mode",
+        choices=("white-box", "black-box"),
+        default=None,
+        help="white-box: gradient canaries seen at every noisy step (default); black-box: "
+        "canary records scored on the released linear model",
+    )
+    o.add_argument(
+        "--score",
+        choices=("llr", "sum"),
+        default=None,
+        help="white-box score: per-step likelihood ratio (default) or sum of noisy coordinates",
     )
 
 
@@ -316,28 +347,38 @@ def format_method_result(result: MethodAuditResult, advice: str | None = None) -
     return "\n".join(lines)
 
 
+def _method_claims(result: MethodAuditResult) -> dict[str, list[tuple[float, float]]]:
+    """relation -> the finite (delta, claimed epsilon) pairs a method audit used."""
+    return {
+        rel.relation: [
+            (a.delta, a.claimed_epsilon)
+            for a in rel.result.audits
+            if a.claimed_epsilon is not None and math.isfinite(a.claimed_epsilon)
+        ]
+        for rel in result.relations
+    }
+
+
 def _confirm_claims(
-    args: argparse.Namespace, params: Any, adjacency: Adjacency, result: MethodAuditResult
+    args: argparse.Namespace,
+    method: str,
+    params: Any,
+    adjacency: Adjacency,
+    claims: dict[str, list[tuple[float, float]]],
 ) -> int:
-    """The clean room recomputes every claim the audit used (0 when they all hold)."""
+    """The clean room recomputes every claim (relation -> (delta, epsilon) pairs) the audit
+    used (0 when they all hold)."""
     import attrs
 
     from dpledger.cleanroom.launch import run_for
     from dpledger.runtime.jsonform import json_safe
 
     relations = [
-        {
-            "relation": rel.relation,
-            "claims": [
-                [a.delta, a.claimed_epsilon]
-                for a in rel.result.audits
-                if a.claimed_epsilon is not None and math.isfinite(a.claimed_epsilon)
-            ],
-        }
-        for rel in result.relations
+        {"relation": relation, "claims": [[d, e] for d, e in pairs]}
+        for relation, pairs in claims.items()
     ]
     options = {
-        "method": result.method,
+        "method": method,
         "params": json_safe(attrs.asdict(params)),
         "adjacency": adjacency.to_dict(),
         "relations": relations,
@@ -346,6 +387,14 @@ def _confirm_claims(
 
 
 def run_method(args: argparse.Namespace) -> int:
+    if args.one_run:
+        from dpledger.commands._audit_one_run import run_one_run
+
+        return run_one_run(args, _method_setup, _confirm_claims)
+    for name in ONE_RUN_OPTIONS:
+        if getattr(args, name) is not None:
+            flag = "--" + name.replace("_", "-")
+            raise InvalidParameterError(flag, "applies to a one-run audit", "add --one-run")
     runs = _runs(args.runs)
     host, spec, (params, data), adjacency = _method_setup(args)
     result = audit_method(
@@ -361,7 +410,10 @@ def run_method(args: argparse.Namespace) -> int:
         claimed_epsilon=args.claimed_epsilon,
         lower=host.lower,
     )
-    if args.claimed_epsilon is None and (code := _confirm_claims(args, params, adjacency, result)):
+    claims = _method_claims(result)
+    if args.claimed_epsilon is None and (
+        code := _confirm_claims(args, result.method, params, adjacency, claims)
+    ):
         return code
     advice = power_advice("--runs", runs, params) if result.no_power else None
     if args.json:

@@ -1,0 +1,157 @@
+"""One-run audits of ledger methods: canaries through the ledger's data path, no false alarm,
+a planted bug caught in one run, and bad input in one line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dpledger.audit import canaries as canary_audit
+from dpledger.audit.whitebox import CanaryLedger
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.errors import InvalidParameterError
+from dpledger.plugins.primitives import (
+    bounded_mean,
+    dp_sgd,
+    gaussian,
+    histogram,
+    laplace,
+    selection,
+)
+from dpledger.runtime import session
+from dpledger.runtime.runner import prepare_run
+
+RNG = np.random.default_rng(0)
+SGD_DATA = {"x": RNG.normal(size=(400, 4)), "y": (np.arange(400) % 2).astype(float)}
+SMOKE = [
+    (gaussian.SPEC, gaussian.GaussianParams(1.0, 1.0), np.zeros(400)),
+    (laplace.SPEC, laplace.LaplaceParams(1.0, 1.0), np.zeros(400)),
+    (histogram.SPEC, histogram.HistogramParams(4, 1.0), np.zeros(400)),
+    (histogram.SPEC, histogram.HistogramParams(4, 1.0, mechanism="gaussian"), np.zeros(400)),
+    (bounded_mean.SPEC, bounded_mean.BoundedMeanParams(1.0, 1.0, 400), np.zeros((400, 3))),
+    (dp_sgd.SPEC, dp_sgd.DPSGDParams(5, 0.2, 1.0, 1.0, 80.0), SGD_DATA),
+]
+
+
+def _declared(spec: Any, params: Any) -> session.Declared:
+    return session.declare(spec, params, Adjacency(), lambda e, a: e)
+
+
+def test_canaries_enter_every_poisson_sample_and_noisy_sum() -> None:
+    # rate 1 and (almost) no noise: an included canary adds the clip norm to its coordinate
+    # of every noisy sum, an excluded one nothing
+    params = dp_sgd.DPSGDParams(3, 1.0, 1e-9, 2.0, 10.0)
+    declared = _declared(dp_sgd.SPEC, params)
+    data, ledger, run_rng = prepare_run(declared.declaration, Adjacency(), SGD_DATA, seed=1)
+    included = np.arange(20) % 3 == 0
+    wrapped = CanaryLedger(ledger, included)
+    dp_sgd.SPEC.run(params, data, wrapped, run_rng)
+    ledger.verify()
+    assert len(wrapped.steps) == 3
+    for step in wrapped.steps:
+        assert step.rate == 1.0 and step.sensitivity == 2.0
+        np.testing.assert_allclose(step.values, 2.0 * included, atol=1e-6)
+
+
+def test_sampled_canaries_follow_the_booked_rate() -> None:
+    params = dp_sgd.DPSGDParams(40, 0.25, 1e-9, 1.0, 10.0)
+    declared = _declared(dp_sgd.SPEC, params)
+    data, ledger, run_rng = prepare_run(declared.declaration, Adjacency(), SGD_DATA, seed=2)
+    included = np.ones(300, dtype=bool)
+    wrapped = CanaryLedger(ledger, included)
+    dp_sgd.SPEC.run(params, data, wrapped, run_rng)
+    taken = np.array([s.values for s in wrapped.steps]).round()
+    assert set(np.unique(taken)) <= {0.0, 1.0}
+    # 12000 Bernoulli(1/4) draws: within 5 standard deviations of 3000
+    assert abs(taken.sum() - 3000) < 5 * np.sqrt(12000 * 0.25 * 0.75)
+
+
+@pytest.mark.parametrize(("spec", "params", "data"), SMOKE, ids=lambda v: getattr(v, "name", ""))
+def test_no_false_alarm_smoke(spec: Any, params: Any, data: Any) -> None:
+    result = canary_audit.audit_one_run(spec, params, data, canaries=200, seed=3)
+    assert result.verdict == canary_audit.NO_VIOLATION
+    for row in result.rows:
+        assert not row.curve_rejected
+        steinke, fdp, _ = row.estimates
+        assert steinke.epsilon_lower <= row.certified_upper
+        assert fdp.epsilon_lower <= row.certified_upper
+
+
+class _LessNoise:
+    """A generator whose Gaussian draws have ``factor`` times the asked standard deviation."""
+
+    def __init__(self, rng: np.random.Generator, factor: float) -> None:
+        self._rng, self._factor = rng, factor
+
+    def normal(self, loc: float, scale: float, size: Any = None) -> Any:
+        return self._rng.normal(loc, scale * self._factor, size)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rng, name)
+
+
+@pytest.fixture
+def planted_noise(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
+    """The runtime ledger draws its Gaussian noise at the factor the test puts in the list."""
+    factor: list[float] = []
+    real = prepare_run
+
+    def buggy(*args: Any, **kwargs: Any) -> Any:
+        data, ledger, run_rng = real(*args, **kwargs)
+        ledger.rng = _LessNoise(ledger.rng, factor[0])
+        return data, ledger, run_rng
+
+    monkeypatch.setattr(canary_audit, "prepare_run", buggy)
+    yield factor
+
+
+def test_a_quarter_of_the_noise_is_caught_in_one_run(planted_noise: list[float]) -> None:
+    planted_noise.append(0.25)
+    params = gaussian.GaussianParams(1.0, 1.0)
+    result = canary_audit.audit_one_run(gaussian.SPEC, params, np.zeros(1000), seed=4)
+    assert result.verdict == canary_audit.VIOLATION
+    row = result.rows[0]
+    assert row.curve_rejected
+    assert row.estimates[1].epsilon_lower > row.certified_upper
+
+
+def test_a_method_with_no_noisy_sum_is_refused_in_one_line() -> None:
+    params = selection.SelectionParams(epsilon=1.0)
+    data = np.arange(50, dtype=float)
+    with pytest.raises(InvalidParameterError, match="drop --one-run"):
+        canary_audit.audit_one_run(selection.EXPONENTIAL, params, data, canaries=20)
+
+
+@pytest.mark.parametrize(("m", "fix"), [(5, "pass 1000"), (401, "--canaries 400 or fewer")])
+def test_canary_counts_that_do_not_fit(m: int, fix: str) -> None:
+    with pytest.raises(InvalidParameterError, match=fix):
+        canary_audit.audit_one_run(
+            gaussian.SPEC, gaussian.GaussianParams(1.0, 1.0), np.zeros(400), canaries=m
+        )
+
+
+def test_black_box_needs_a_linear_model() -> None:
+    with pytest.raises(InvalidParameterError, match="use --mode white-box"):
+        canary_audit.audit_one_run(
+            gaussian.SPEC,
+            gaussian.GaussianParams(1.0, 1.0),
+            np.zeros(400),
+            canaries=50,
+            mode="black-box",
+        )
+
+
+def test_black_box_smoke_on_a_linear_model() -> None:
+    result = canary_audit.audit_one_run(
+        dp_sgd.SPEC,
+        dp_sgd.DPSGDParams(5, 0.2, 1.0, 1.0, 80.0),
+        SGD_DATA,
+        canaries=100,
+        mode="black-box",
+        seed=5,
+    )
+    assert result.verdict == canary_audit.NO_VIOLATION
+    assert result.rows[0].estimates[0].epsilon_lower <= result.rows[0].certified_upper
