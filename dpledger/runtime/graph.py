@@ -80,8 +80,10 @@ class CompositionGraph:
         cells: int | None = None,
         public_key: bool = False,
         max_contributions: int | None = None,
+        max_cells_per_unit: int | None = None,
     ) -> None:
-        """``partition`` (``key``, ``cells``, ``public_key``), ``cell``, ``contribution_bound``."""
+        """``partition`` (``key``, ``cells``, ``public_key``, ``max_cells_per_unit``),
+        ``cell``, ``contribution_bound``."""
         self._add(
             node_id,
             "transform",
@@ -90,6 +92,7 @@ class CompositionGraph:
             cells=cells,
             public_key=public_key,
             max_contributions=max_contributions,
+            max_cells_per_unit=max_cells_per_unit,
         )
         self._connect(input, node_id)
 

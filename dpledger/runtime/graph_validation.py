@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.events import Event
+from dpledger.core.events import Event, PartitionSelectionEvent
 from dpledger.runtime.graph_kinds import DATA_KINDS, DECLARED_UNITS, TRANSFORM_KINDS, NodeError
 
 if TYPE_CHECKING:
@@ -98,15 +98,24 @@ def _validate_transform(
             raise NodeError(n, f"cells must be an integer >= 1, got {cells!r}", "pass e.g. 10")
         if not isinstance(d["public_key"], bool):
             raise NodeError(n, "public_key must be true or false", "pass a boolean")
+        per_unit = d.get("max_cells_per_unit")
+        bad_bound = isinstance(per_unit, bool) or not isinstance(per_unit, int) or per_unit < 1
+        if per_unit is not None and bad_bound:
+            raise NodeError(
+                n, f"max_cells_per_unit must be an integer >= 1, got {per_unit!r}", "pass e.g. 5"
+            )
     elif t == "cell":
-        if graph.g.nodes[preds[0]].get("transform") != "partition":
+        parent = graph.g.nodes[preds[0]]
+        if parent.get("transform") != "partition":
             raise NodeError(n, f"a cell must read a partition, not {preds[0]!r}", "fix its input")
-        if graph.g.nodes[preds[0]]["cells"] is not None:
+        if parent["cells"] is not None or parent.get("max_cells_per_unit") is not None:
+            field = "cells = n" if parent["cells"] is not None else "max_cells_per_unit"
             raise NodeError(
                 n,
-                f"partition {preds[0]!r} declares cells = n (identical cells), so it has no "
+                f"partition {preds[0]!r} declares {field} (identical cells), so it has no "
                 "named cells",
-                "drop cells from the partition, or connect the releases to it directly",
+                f"drop {field.split()[0]} from the partition, or connect the releases to it "
+                "directly",
             )
     elif t == "contribution_bound":
         k = d["max_contributions"]
@@ -121,6 +130,16 @@ def _validate_transform(
 def _validate_release(graph: CompositionGraph, n: str, d: Mapping[str, Any]) -> None:
     if not isinstance(d["event"], Event):
         raise NodeError(n, f"event is not an Event ({type(d['event']).__name__})", "pass an event")
+    if any(isinstance(e, PartitionSelectionEvent) for e in d["event"].walk()):
+        above = [a for a in nx.ancestors(graph.g, n) if graph.g.nodes[a].get("transform")]
+        cut = sorted(a for a in above if graph.g.nodes[a]["transform"] in ("partition", "cell"))
+        if cut:
+            raise NodeError(
+                n,
+                f"a partition selection reads partition {cut[0]!r}, so it would run once per "
+                "cell; it selects among all the keys at once",
+                "connect it to the partition's input (a source or contribution bound)",
+            )
     count = d["count"]
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise NodeError(n, f"count must be an integer >= 0, got {count!r}", "pass e.g. 1")

@@ -28,13 +28,16 @@ from dpledger.core.errors import (
 from dpledger.core.events import (
     MAX_NESTING,
     Event,
-    RandomAllocationEvent,
-    ShuffledBatchesEvent,
     event_from_dict,
 )
 from dpledger.core.events import short_repr as _short
 from dpledger.runtime.graph import CompositionGraph
 from dpledger.runtime.graph_kinds import TRANSFORM_KINDS
+from dpledger.runtime.pipeline_checks import (
+    check_relation,
+    check_selection_release,
+    source_adjacency,
+)
 
 SCHEMA_PATH = Path(__file__).with_name("pipeline_schema.json")
 
@@ -59,6 +62,7 @@ TRANSFORM_KEYS = (
     "key",
     "cells",
     "public_key",
+    "max_cells_per_unit",
     "max_contributions",
 )
 RELEASE_KEYS = (
@@ -311,34 +315,16 @@ def _transform(
             f"{path}.kind", f"unknown transform {kind!r}", f"use one of {list(TRANSFORM_KINDS)}"
         )
     source = _string(ctx, table, "input", path)
-    key = None
-    cells = None
-    public_key = False
-    k = None
+    fields: dict[str, Any] = {"key": None, "cells": None, "public_key": False}
     if kind == "partition":
-        key = _string(ctx, table, "key", path)
-        if table.get("cells") is not None:
-            cells = _int(ctx, table["cells"], f"{path}.cells", 1)
-        public_key = table.get("public_key", False)
-        if not isinstance(public_key, bool):
-            raise ctx.fail(
-                f"{path}.public_key",
-                f"must be true or false, got {public_key!r}",
-                "write public_key = true",
-            )
-        if "max_contributions" in table:
-            raise ctx.fail(
-                f"{path}.max_contributions",
-                "is not a field of a partition",
-                "use a separate contribution_bound transform",
-            )
+        fields = _partition_fields(ctx, table, path)
     elif kind == "cell":
-        for extra in ("cells", "public_key", "max_contributions"):
+        for extra in ("cells", "public_key", "max_cells_per_unit", "max_contributions"):
             if extra in table:
                 raise ctx.fail(
                     f"{path}.{extra}", "is not a field of a cell", "remove it from the cell"
                 )
-        key = _string(ctx, table, "key", path, required=False)
+        fields["key"] = _string(ctx, table, "key", path, required=False)
     else:
         if "max_contributions" not in table:
             raise ctx.fail(
@@ -347,74 +333,45 @@ def _transform(
                 "add max_contributions = 1 (rows kept per user)",
             )
         k = _int(ctx, table["max_contributions"], f"{path}.max_contributions", 1)
-        for extra in ("cells", "public_key"):
+        for extra in ("cells", "public_key", "max_cells_per_unit"):
             if extra in table:
                 raise ctx.fail(
                     f"{path}.{extra}",
                     "is a field of partitions only",
                     "remove it from the contribution_bound",
                 )
-        key = _string(ctx, table, "key", path, required=False)
-    graph.add_transform(
-        node, kind, source, key=key, cells=cells, public_key=public_key, max_contributions=k
-    )
+        fields["key"] = _string(ctx, table, "key", path, required=False)
+        fields["max_contributions"] = k
+    graph.add_transform(node, kind, source, **fields)
 
 
-def _source_adjacency(graph: CompositionGraph, node: str) -> Adjacency | None:
-    """The adjacency of the source above ``node``, with the tightest contribution bound on
-    the way; None if the chain does not reach a source."""
-    bound: int | None = None
-    seen: set[str] = set()
-    while graph.g.has_node(node) and node not in seen:
-        seen.add(node)
-        data = graph.g.nodes[node]
-        if data.get("node_kind") == "source":
-            adjacency: Adjacency = data["adjacency"]
-            if bound is not None and adjacency.unit == "user":
-                k = min(bound, adjacency.max_contributions)
-                adjacency = attrs.evolve(adjacency, max_contributions=k)
-            return adjacency
-        if data.get("transform") == "contribution_bound" and data.get("max_contributions"):
-            k = int(data["max_contributions"])
-            bound = k if bound is None else min(bound, k)
-        parents = list(graph.g.predecessors(node))
-        if len(parents) != 1:
-            return None
-        node = parents[0]
-    return None
-
-
-#: batchings analysed under one relation only: (class, name, relation, why, the alternative)
-_ONE_RELATION = (
-    (
-        ShuffledBatchesEvent,
-        "shuffled batches",
-        "replace_one",
-        "the dataset size fixes the partition",
-        "or use poisson_sampled or random_allocation under add_remove",
-    ),
-    (
-        RandomAllocationEvent,
-        "random allocation",
-        "add_remove",
-        "the dominating pair is proven for adding or removing one record",
-        "or use shuffled_batches or sampled_without_replacement under replace_one",
-    ),
-)
-
-
-def _check_relation(ctx: _Ctx, event: Event, adjacency: Adjacency | None, field: str) -> None:
-    """Refuse a batching the source's relation does not admit, naming the release's event."""
-    if adjacency is None:
-        return  # the graph's validation names the broken input
-    for cls, name, relation, why, other in _ONE_RELATION:
-        if adjacency.relation != relation and any(isinstance(e, cls) for e in event.walk()):
-            raise ctx.fail(
-                field,
-                f"holds {name}, analysed under {relation} adjacency only ({why}), but its "
-                f"source's relation is {adjacency.relation}",
-                f'declare relation = "{relation}" in the source\'s adjacency, {other}',
-            )
+def _partition_fields(ctx: _Ctx, table: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """``key``, ``cells``, ``public_key`` and ``max_cells_per_unit`` of a partition."""
+    cells = None
+    if table.get("cells") is not None:
+        cells = _int(ctx, table["cells"], f"{path}.cells", 1)
+    public_key = table.get("public_key", False)
+    if not isinstance(public_key, bool):
+        raise ctx.fail(
+            f"{path}.public_key",
+            f"must be true or false, got {public_key!r}",
+            "write public_key = true",
+        )
+    if "max_contributions" in table:
+        raise ctx.fail(
+            f"{path}.max_contributions",
+            "is not a field of a partition",
+            "use a separate contribution_bound transform",
+        )
+    per_unit = None
+    if "max_cells_per_unit" in table:
+        per_unit = _int(ctx, table["max_cells_per_unit"], f"{path}.max_cells_per_unit", 1)
+    return {
+        "key": _string(ctx, table, "key", path),
+        "cells": cells,
+        "public_key": public_key,
+        "max_cells_per_unit": per_unit,
+    }
 
 
 def _method_event(
@@ -442,7 +399,7 @@ def _method_event(
             f"is missing, and method {method!r} cannot be looked up here",
             "give the release's event, or account the file with `dpledger account`",
         )
-    adjacency = _source_adjacency(graph, source)
+    adjacency = source_adjacency(graph, source)
     if adjacency is None:
         raise ctx.fail(
             f"{path}.input",
@@ -487,7 +444,8 @@ def _release(
                 "give either event (a mechanism) or method + params (a registered method)",
             )
         event = parse_event(ctx, table["event"], f"{path}.event")
-        _check_relation(ctx, event, _source_adjacency(graph, str(source)), f"{path}.event")
+        adjacency = source_adjacency(graph, str(source))
+        check_relation(ctx.fail, event, adjacency, f"{path}.event")
     else:
         event, resolved_plugin, declared_unit = _method_event(
             ctx, graph, table, path, str(source), resolve_method
@@ -510,6 +468,7 @@ def _release(
             f"unknown unit {unit!r}",
             "use 'row' (event w.r.t. one row) or 'user' (already per user)",
         )
+    check_selection_release(ctx.fail, event, source_adjacency(graph, str(source)), unit, path)
     method = _string(ctx, table, "method", path, required=False)
     after = _id_list(ctx, table, "after", path, {})
     graph.add_release(

@@ -17,7 +17,12 @@ combination, and the certified answer is the maximum over them (see
 :func:`dpledger.accountant.graph_account.account_graph`).
 A partition with ``cells = n`` runs its sub-graph identically in each of ``n`` cells (parallel:
 one cell's cost; sequential: the cost ``n`` times); without ``cells`` each direct child of the
-partition is one cell. Alternatives that are sub-multisets of another are dropped (composing
+partition is one cell. A partition with ``max_cells_per_unit = L0`` also runs its sub-graph
+identically in every cell (``cells`` may then be omitted: the number of keys need not be
+known), and the data pipeline keeps each unit in at most ``L0`` cells: where the cells are not
+disjoint for the unit, they compose sequentially over ``L0`` cells (``2 L0`` under replace-one,
+where a replaced unit leaves its cells and the new one enters others; at most ``cells``).
+Alternatives that are sub-multisets of another are dropped (composing
 more never costs less); beyond :data:`MAX_ALTERNATIVES` they are merged into one event that
 dominates all of them (sound, possibly looser).
 """
@@ -134,8 +139,23 @@ def _partition_cost(
 ) -> list[Alt]:
     parallel = _parallel(d, adj)
     cells = d["cells"]
+    per_unit = d.get("max_cells_per_unit")
+    if per_unit is not None and not parallel:
+        # a unit holds at most per_unit cells; a replaced one leaves its cells for others
+        touched = per_unit if adj.relation == "add_remove" else 2 * per_unit
+        if cells is not None:
+            touched = min(touched, cells)
+        notes.append(
+            f"partition {node!r} by {d['key']!r}: a unit is in at most {per_unit} cells "
+            f"(max_cells_per_unit); {touched} cells compose sequentially"
+        )
+        per_cell = seq(child_costs)
+        # each cell may take another of the per-cell alternatives (seq merges copies in place)
+        return seq([[dict(alt) for alt in per_cell] for _ in range(touched)])
     how = "parallel (disjoint for the unit)" if parallel else "sequential (not disjoint)"
     notes.append(f"partition {node!r} by {d['key']!r}: cells compose {how}")
+    if per_unit is not None:
+        return seq(child_costs)  # identical cells, of which a unit is in one
     if cells is not None:
         per_cell = seq(child_costs)
         return per_cell if parallel else rep(per_cell, cells)
