@@ -57,6 +57,7 @@ from dpledger.integrations.opacus_checks import (
     Finding,
     StepMonitor,
     attach_findings,
+    check_module,
     check_optimizer,
     finding_lines,
 )
@@ -355,6 +356,7 @@ class OpacusTracker:
             check_optimizer(optimizer, detect_batching(data_loader))
         else:
             check_optimizer(optimizer, Batching(POISSON, 1, 1))
+        check_module(module)
         done = sum(int(h[2]) for h in _history(privacy_engine))
         if done:
             raise InvalidParameterError(
@@ -390,13 +392,19 @@ class OpacusTracker:
         self._counter = BatchCounter(
             self.data_loader.batch_sampler,
             workers=workers,
-            in_progress=lambda: gradients_pending(self.optimizer),
+            in_progress=self._in_progress,
         )
         self._counter.install()
         if not self._monitor.ghost:
             self._clip_watch = ClipWatch(self.optimizer)
             self._clip_watch.install()
         self._attached = True
+
+    def _in_progress(self) -> bool:
+        """Whether gradients of the batches drawn since the last noisy step are pending."""
+        if gradients_pending(self.optimizer):
+            return True
+        return self._monitor.ghost and self._monitor.fresh_norms()
 
     def detach(self) -> None:
         """Give the optimizer back its previous step hook and the loader its sampler."""
@@ -427,7 +435,9 @@ class OpacusTracker:
                 **adaptive_noise(optimizer),
             )
         )
-        self._monitor.check(optimizer, len(self._steps))
+        self._monitor.check(optimizer, len(self._steps), batches)
+        if self._clip_watch is not None:
+            self._clip_watch.verify(len(self._steps))
 
     # -- what ran --------------------------------------------------------------------------
     @property

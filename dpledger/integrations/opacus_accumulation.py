@@ -34,8 +34,6 @@ def gradients_pending(optimizer: Any) -> bool:
     (virtual) step, or per-sample gradients not yet clipped."""
     if getattr(optimizer, "_is_last_step_skipped", False):
         return True
-    if "FastGradientClipping" in type(optimizer).__name__:
-        return True  # ghost clipping keeps no per-sample gradients to look at
     for p in optimizer.params:
         sample = getattr(p, "grad_sample", None)
         items = sample if isinstance(sample, list) else [sample]

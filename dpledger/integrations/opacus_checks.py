@@ -25,13 +25,17 @@ cause                      severity     what is checked
                                         per-sample norms were not computed for the step)
 ``clip_norm_mismatch``     flagged,     ghost clipping: the module clips at another norm than the
                            voids        optimizer's noise is scaled to
+``accumulated_batches``    flagged      a noisy step summed several logical batches (Opacus books
+                                        one): accounted by dpledger, Opacus's figure
+                                        under-states the run
 ``noise_changed``,         noted        the noise multiplier or clipping norm changed mid-run:
 ``clip_norm_changed``                   each step is accounted at its own multiplier
 ``secure_rng_off``         noted        Opacus's secure mode is off
 =========================  ===========  ========================================================
 
 Refused at attach: distributed training without Poisson sampling, an optimizer that is not a
-``DPOptimizer`` (or a sharded one), a declared public normaliser that is not the optimizer's.
+``DPOptimizer`` (or a sharded one), a model without per-sample gradients, a declared public
+normaliser that is not the optimizer's.
 """
 
 from __future__ import annotations
@@ -42,13 +46,14 @@ from typing import Any
 import attrs
 
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
-from dpledger.integrations.opacus_events import ADD_REMOVE, POISSON, Batching
+from dpledger.integrations.opacus_events import POISSON, Batching
 
 __all__ = [
     "ClipWatch",
     "Finding",
     "StepMonitor",
     "attach_findings",
+    "check_module",
     "check_optimizer",
     "finding_lines",
 ]
@@ -114,6 +119,18 @@ def check_optimizer(optimizer: Any, batching: Batching) -> None:
         )
 
 
+def check_module(module: Any) -> None:
+    """Refuse a model that computes no per-sample gradients; one line naming the fix."""
+    from opacus.grad_sample import AbstractGradSampleModule
+
+    if module is not None and not isinstance(module, AbstractGradSampleModule):
+        raise InvalidParameterError(
+            "module",
+            f"is a {type(module).__name__}, which computes no per-sample gradients",
+            "pass the model privacy_engine.make_private returned (a GradSampleModule)",
+        )
+
+
 def attach_findings(
     engine: Any,
     optimizer: Any,
@@ -126,6 +143,9 @@ def attach_findings(
     """What is seen before the first step."""
     found = _normaliser(optimizer, loader, batching, public_normaliser)
     found += _rates(loader, batching, source_loader)
+    count = getattr(optimizer, "unclipped_num_std", None)
+    if count is not None:
+        found.append(_adaptive_count(float(optimizer.noise_multiplier), float(count)))
     if not bool(getattr(engine, "secure_mode", False)):
         found.append(
             Finding(
@@ -137,6 +157,19 @@ def attach_findings(
             )
         )
     return found
+
+
+def _adaptive_count(sigma: float, count: float) -> Finding:
+    return Finding(
+        "adaptive_count",
+        NOTED,
+        f"adaptive clipping releases the count of unclipped records with noise of standard "
+        f"deviation {count:g} beside the gradient sum, on the same batch; a record added or "
+        "removed changes the count by one, so dpledger accounts the pair as one Gaussian "
+        "release whose multiplier combines both; Opacus books the multiplier "
+        f"{sigma:g} alone (its Theorem 1 takes the count's sensitivity as 1/2)",
+        "none needed: read dpledger's bound",
+    )
 
 
 def _derived_normaliser(loader: Any) -> int | None:
@@ -159,7 +192,7 @@ def _normaliser(
             "set optimizer.expected_batch_size to the public number and pass the same number",
         )
     found = []
-    if batching.adjacency == ADD_REMOVE and mean and public is None:
+    if not batching.size_public and mean and public is None:
         derived = divisor == _derived_normaliser(loader)
         origin = (
             f"int(q * len(dataset)) = {divisor}, derived by make_private from the dataset size"
@@ -178,7 +211,7 @@ def _normaliser(
                 voids=True,
             )
         )
-    if batching.adjacency == ADD_REMOVE and _adaclip_default_update(optimizer):
+    if not batching.size_public and _adaclip_default_update(optimizer):
         found.append(
             Finding(
                 "adaptive_normaliser",
@@ -263,7 +296,7 @@ class StepMonitor:
         self._norms: Any = None
         self.ghost = "FastGradientClipping" in type(optimizer).__name__
 
-    def check(self, optimizer: Any, step: int) -> None:
+    def check(self, optimizer: Any, step: int, batches: int = 1) -> None:
         values = {
             "noise_changed": float(optimizer.noise_multiplier),
             "clip_norm_changed": _norm(optimizer.max_grad_norm),
@@ -276,6 +309,27 @@ class StepMonitor:
                 self._changed(cause, self.first[cause], value, step, optimizer)
         if self.ghost:
             self._ghost(optimizer, step)
+        if batches > 1:
+            self._add(
+                Finding(
+                    "accumulated_batches",
+                    FLAGGED,
+                    f"the noisy step summed {batches} logical batches under one noise draw; "
+                    "Opacus's accountant books one batch per noisy step, so its figure "
+                    f"under-states the run; dpledger accounts the {batches} batches",
+                    "take one noisy step per logical batch (Opacus's BatchMemoryManager splits "
+                    "a large one), or read dpledger's bound",
+                    step,
+                )
+            )
+
+    def fresh_norms(self) -> bool:
+        """Ghost clipping: whether per-sample norms were computed since the last noisy step
+        (a backward pass of the DP loss); True when the module is unknown."""
+        if self.module is None:
+            return True
+        norms = getattr(self.module, "_per_sample_gradient_norms", None)
+        return norms is not None and norms is not self._norms
 
     def _add(self, finding: Finding) -> None:
         if finding.cause not in self.seen:
@@ -372,7 +426,26 @@ class ClipWatch:
         self.optimizer.clip_and_accumulate = self._checked
 
     def remove(self) -> None:
-        self.optimizer.__dict__.pop("clip_and_accumulate", None)
+        if self.installed:
+            self.optimizer.__dict__.pop("clip_and_accumulate", None)
+
+    @property
+    def installed(self) -> bool:
+        return bool(self.optimizer.__dict__.get("clip_and_accumulate") == self._checked)
+
+    def verify(self, step: int) -> None:
+        """Flag a clipping function replaced after attach (it cannot be checked)."""
+        if self.finding is None and not self.installed:
+            self.finding = Finding(
+                "clipping_not_applied",
+                FLAGGED,
+                "the optimizer's clip_and_accumulate was replaced after the tracker was "
+                "attached: per-sample clipping cannot be checked and is not assumed",
+                "attach the tracker after any change to the optimizer, and keep Opacus's "
+                "per-sample clipping",
+                step,
+                True,
+            )
 
     def _checked(self) -> None:
         optimizer = self.optimizer

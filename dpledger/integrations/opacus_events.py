@@ -88,6 +88,12 @@ class Batching:
         return ADD_REMOVE if self.kind in SAMPLED else REPLACE_ONE
 
     @property
+    def size_public(self) -> bool:
+        """Whether the analysis fixes the dataset size (replace-one): under add/remove it is
+        private, and so is anything derived from it."""
+        return self.kind in (SHUFFLED, FIXED_ORDER, WEIGHTED_DRAWS)
+
+    @property
     def inclusion_rate(self) -> float | None:
         """The largest probability that one record is in one batch (None: not a sample)."""
         if self.kind == WEIGHTED_DRAWS:
