@@ -44,6 +44,7 @@ from dpledger.accountant.conversions import (
     randomized_response_delta_lower,
     solve_epsilon,
 )
+from dpledger.accountant.gaussian_extreme import gaussian_delta_extreme, gaussian_epsilon_extreme
 from dpledger.core.basic_composition import basic_composition_epsilon
 from dpledger.core.events import (
     ApproxDPEvent,
@@ -276,6 +277,10 @@ class ClosedFormAccountant(Accountant):
             if delta <= p_hi:
                 return EpsilonBound(math.inf, 0.0, delta, self.name, {"fail": p_hi})
             return EpsilonBound(0.0, 0.0, delta, self.name)
+        extreme = _extreme_gaussian(summary)
+        if extreme is not None and p_hi == 0.0:
+            hi, lo = gaussian_epsilon_extreme(*extreme, delta)
+            return EpsilonBound(hi, lo, delta, self.name, _extreme_details(extreme))
         upper, lower, details = self._profiles(summary)
         if p_hi > 0.0:
             details = {**details, "fail": p_hi}
@@ -316,10 +321,30 @@ class ClosedFormAccountant(Accountant):
             hi = summary.with_failure(empty_hi, True)(epsilon)
             lo = summary.with_failure(empty_lo, False)(epsilon)
             return DeltaBound(hi, min(lo, hi), epsilon, self.name)
+        extreme = _extreme_gaussian(summary)
+        if extreme is not None and summary.fail[1] == 0.0:
+            hi, lo = gaussian_delta_extreme(*extreme, epsilon)
+            return DeltaBound(hi, lo, epsilon, self.name, _extreme_details(extreme))
         upper, lower, details = self._profiles(summary)
         hi = summary.with_failure(upper, True)(epsilon)
         lo = summary.with_failure(lower, False)(epsilon)
         return DeltaBound(hi, min(lo, hi), epsilon, self.name, details)
+
+
+def _extreme_gaussian(summary: _Summary) -> tuple[float, float] | None:
+    """(μ rounded down, μ rounded up) of a Gaussian-only ledger whose μ is above
+    MAX_GAUSSIAN_MU (and finite): its profile is evaluated in ``t`` (:mod:`gaussian_extreme`)."""
+    if not summary.gauss_terms or summary.pure:
+        return None
+    mu = _gdp_mu(summary.gauss_terms)
+    if not MAX_GAUSSIAN_MU < mu < math.inf:
+        return None
+    slack = 8 * U * (len(summary.gauss_terms) + 4)
+    return mu * (1 - slack), mu * (1 + slack)
+
+
+def _extreme_details(mus: tuple[float, float]) -> dict[str, Any]:
+    return {"mu": mus[1], "profile": "gaussian", "evaluated": "in t = eps/mu - mu/2 (erfcx)"}
 
 
 def _gdp_mu(terms: tuple[tuple[float, int], ...]) -> float:

@@ -458,6 +458,18 @@ RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/representatives/proof.md",
         source_sha256="8761fd7fbf29129d4e5d932551412b1a3ae51e9a66c658b5640051b12dd5cdb8",
     ),
+    ProofRecord(
+        target="dpledger.accountant.gaussian_extreme.gaussian_epsilon_extreme",
+        status="contrib",
+        proof="proofs_checks/gaussian/proof.md",
+        source_sha256="65a4dc2fdc1f224c188d8f359dde4af5d606ea8f7595d2b397f12be85434823a",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.gaussian_extreme.gaussian_delta_extreme",
+        status="contrib",
+        proof="proofs_checks/gaussian/proof.md",
+        source_sha256="bb75e78b50928db467d1b49a9cd85fcf7d407a32b643c30e644ac6638afa1269",
+    ),
 )
 
 #: proofs whose code objects are still changing: (proof folder, intended target, reason).
