@@ -470,6 +470,54 @@ RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/gaussian/proof.md",
         source_sha256="bb75e78b50928db467d1b49a9cd85fcf7d407a32b643c30e644ac6638afa1269",
     ),
+    ProofRecord(
+        target="dpledger.core.events.PartitionSelectionEvent",
+        status="contrib",
+        proof="proofs_checks/partition_selection/proof.md",
+        source_sha256="caa204c79ddb0178676b7b4ca2693569cf4d7ff845c51ab2876144acd9ccf17f",
+    ),
+    ProofRecord(
+        target="dpledger.core.partition_selection.key_budget",
+        status="contrib",
+        proof="proofs_checks/partition_selection/proof.md",
+        source_sha256="de7a3f3085082d1c26548bb168efff8162857c426a2c787edf98fc929dda6666",
+    ),
+    ProofRecord(
+        target="dpledger.core.partition_selection.selection_parameters",
+        status="contrib",
+        proof="proofs_checks/partition_selection/proof.md",
+        source_sha256="b6c730e55280c357d51b32ec172ccadc82532cdbd3c9527faa618b82c76dd259",
+    ),
+    ProofRecord(
+        target="dpledger.core.partition_selection._geometric_table",
+        status="contrib",
+        proof="proofs_checks/partition_selection/proof.md",
+        source_sha256="9736c140628fad7ae4746765a2323568040608c68be3253009887fa538868b86",
+    ),
+    ProofRecord(
+        target="dpledger.core.partition_events.dominating_event",
+        status="contrib",
+        proof="proofs_checks/partition_selection/proof.md",
+        source_sha256="94bbaa78404e853593d05e60cf53e1bd0241e9b81deb381760485890e56de1b5",
+    ),
+    ProofRecord(
+        target="dpledger.core.event_trees.canonical",
+        status="contrib",
+        proof="proofs_checks/partition_selection/proof.md",
+        source_sha256="fe38cfaff9769b1bf1392cafa6bb8c462059eeacded6b436da395d50ca0483f3",
+    ),
+    ProofRecord(
+        target="dpledger.core.partition_selection.contribution_sensitivity",
+        status="contrib",
+        proof="proofs_checks/contribution_bounds/proof.md",
+        source_sha256="82331e01eee469a6de1fc2dd4118e7fe9962e14c329408ce6672475e60ccc621",
+    ),
+    ProofRecord(
+        target="dpledger.core.partition_events.partitioned_noise_event",
+        status="contrib",
+        proof="proofs_checks/contribution_bounds/proof.md",
+        source_sha256="bd6a7f2d5c331162860230a7b062b3827c5b1c6852d7ce075ee39cc7e1e98e70",
+    ),
 )
 
 #: proofs whose code objects are still changing: (proof folder, intended target, reason).
