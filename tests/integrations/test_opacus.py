@@ -333,6 +333,7 @@ def test_example_runs_both_ways(tmp_path: Path, capfd: pytest.CaptureFixture[str
     assert text.count("  certified upper bound ") == 2
     assert "agrees with the certified upper bound" in text
     assert "Opacus accounts Poisson sampling, but batches were shuffled" in text
+    assert "flagged [" not in text and "NOT COVERED" not in text  # a correct script
     for name in ("poisson", "shuffled"):
         assert (tmp_path / "runs" / name / RECORD_FILE).is_file()
 
