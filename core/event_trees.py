@@ -43,8 +43,9 @@ def canonical(event: Event) -> Event:
     accountant and the lifting rules call this first): a
     :class:`PartitionSelectionEvent` becomes the events that dominate it
     (:func:`dpledger.core.partition_events.dominating_event`). Plugin events are lowered by
-    the plugin host instead."""
-    if not any(isinstance(e, PartitionSelectionEvent) for e in event.walk()):
+    the plugin host instead. Poisson sampling at rate 1 puts the unit in every batch: it is
+    the sampled event itself, under either relation, and is rewritten to it."""
+    if not any(_rewritten(e) for e in event.walk()):
         return event
     from dpledger.core.partition_events import dominating_event
 
@@ -54,11 +55,20 @@ def canonical(event: Event) -> Event:
         if id(e) not in memo:
             if isinstance(e, PartitionSelectionEvent):
                 memo[id(e)] = dominating_event(e)
+            elif isinstance(e, PoissonSampledEvent) and e.sampling_probability == 1:
+                memo[id(e)] = rewrite(e.event)
             else:
                 memo[id(e)] = map_children(e, rewrite)
         return memo[id(e)]
 
     return rewrite(event)
+
+
+def _rewritten(event: Event) -> bool:
+    """Whether :func:`canonical` rewrites ``event`` itself."""
+    if isinstance(event, PoissonSampledEvent):
+        return event.sampling_probability == 1
+    return isinstance(event, PartitionSelectionEvent)
 
 
 def coarsen_tabulated(event: Event, relation: str | None = None) -> Event:
