@@ -894,8 +894,10 @@ SHK = ROOT / "docs" / "methods" / "shk.md"
 @pytest.mark.experiments
 @pytest.mark.slow
 def test_shk_page_equals_reproduce_output() -> None:
-    """``reproduce.py --markdown`` (N = 192) prints exactly the table stored on the page."""
+    """``reproduce.py --markdown`` (N = 192) prints exactly its stored output and the tables on
+    the page."""
     printed = _run("experiments/shk/reproduce.py", "--markdown")
+    assert printed == (ROOT / "experiments" / "shk" / "reproduce_output.md").read_text()
     page = SHK.read_text()
     lines = _table_lines(printed)
     # header and 35 cells; header and 3 releases of Experiment 3; header and 2 readings of 0.2201
