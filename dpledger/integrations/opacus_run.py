@@ -61,7 +61,8 @@ def run_record(result: OpacusResult, *, secure: bool = False) -> RunRecord:
         "poisson_same_relation": result.poisson_same_relation,
         "lower_event": None if result.lower_event is None else result.lower_event.to_dict(),
         "explanation": result.explanation,
-        "notes": list(result.notes),
+        # the report prints the notes: the checks' findings go with them
+        "notes": [*result.notes, *_finding_notes(result)],
         "findings": [f.to_dict() for f in result.findings],
         "covered": result.covered,
     }
@@ -76,6 +77,17 @@ def run_record(result: OpacusResult, *, secure: bool = False) -> RunRecord:
         privacy=privacy,
         exact_match=True,
     )
+
+
+def _finding_notes(result: OpacusResult) -> list[str]:
+    from dpledger.integrations.opacus_checks import finding_lines
+
+    head = (
+        []
+        if result.covered
+        else ["NOT COVERED: a flagged departure breaks an assumption of the bound"]
+    )
+    return [*head, *finding_lines(result.findings)]
 
 
 def check_out(path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import runpy
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,15 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:.*Ghost Clipping.*"),
     pytest.mark.filterwarnings("ignore::UserWarning"),
 ]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread() -> Iterator[None]:
+    """Tiny models: more torch threads than one only wait for a core."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def _run(name: str, **kwargs: Any) -> Any:
@@ -117,9 +127,15 @@ def test_a_changed_noise_multiplier_is_noted_and_each_epoch_accounted_at_its_own
     assert sorted({s.noise_multiplier for s in tracker.steps}) == [1.0, 2.0]
 
 
-def test_a_voiding_flag_says_the_bound_does_not_cover_the_run() -> None:
+def test_a_voiding_flag_says_the_bound_does_not_cover_the_run(tmp_path: Path) -> None:
+    from dpledger.integrations.opacus import read_result
+
     tracker = _run("private_normaliser")
     result = tracker.result(DELTA)
+    params = read_result(tracker.write_run(tmp_path / "run", DELTA))
+    assert params["covered"] is False
+    assert params["notes"][0].startswith("NOT COVERED")  # the report prints the notes
+    assert any(n.startswith("flagged [private_normaliser]") for n in params["notes"])
     assert not result.covered and result.to_dict()["covered"] is False
     text = result.summary()
     assert "NOT COVERED" in text
