@@ -180,7 +180,8 @@ def _rdp_curve(event: Event, adjacency: Adjacency, orders: Sequence[float]) -> l
             f"the RDP accountant cannot bound {event.describe()[:120]}",
             "book it in a store of rule approx or pld",
         )
-    curve = accountant.compose(event).rdp()
+    accountant.compose(event)
+    curve = accountant.rdp()
     if not np.any(np.isfinite(curve)):
         raise _unbounded(event, "RDP at every order")
     return [float(x) for x in curve]
@@ -292,11 +293,11 @@ def spent(
     elif rule == "approx":
         statistic = approx_level(state["sum_eps2"], float(params["delta_tail"]))
     else:
-        statistic = _gdp_epsilon(math.sqrt(state["sum_mu2"]), delta)
+        statistic = gdp_epsilon(math.sqrt(state["sum_mu2"]), delta)
     return {"epsilon": statistic, "certified": False}
 
 
-def _gdp_epsilon(mu: float, delta: float) -> float:
+def gdp_epsilon(mu: float, delta: float) -> float:
     if mu == 0.0:
         return 0.0
     lo, hi = 0.0, 1.0
