@@ -172,11 +172,13 @@ def _adaptive_count(sigma: float, count: float) -> Finding:
     )
 
 
-def _derived_normaliser(loader: Any) -> int | None:
+def _derived_normaliser(loader: Any, world_size: int) -> float | None:
+    """Opacus's ``int(len(dataset) / len(data_loader))``, per rank when distributed."""
     try:
-        return int(len(loader.dataset) * (1 / len(loader)))
+        derived = int(len(loader.dataset) * (1 / len(loader)))
     except (TypeError, ZeroDivisionError):
         return None
+    return derived / world_size if world_size > 1 else derived
 
 
 def _normaliser(
@@ -193,9 +195,11 @@ def _normaliser(
         )
     found = []
     if not batching.size_public and mean and public is None:
-        derived = divisor == _derived_normaliser(loader)
+        derived = divisor == _derived_normaliser(loader, batching.world_size)
         origin = (
-            f"int(q * len(dataset)) = {divisor}, derived by make_private from the dataset size"
+            f"int(q * len(dataset)) = {divisor}"
+            + (" (per rank)" if batching.world_size > 1 else "")
+            + ", derived by make_private from the dataset size"
             if derived
             else f"{divisor}, of undeclared origin"
         )

@@ -334,3 +334,51 @@ def test_steps_with_adaptive_noise_carry_it_in_their_public_record() -> None:
             delta=DELTA,
         ).bound.epsilon
     )
+
+
+# -- two real ranks ------------------------------------------------------------------------------
+def _two_ranks(tmp_path: Path, scenario: str) -> list[dict[str, Any]]:
+    import json
+    import subprocess
+    import sys
+
+    script = PLANTED / "distributed_ddp.py"
+    store = tmp_path / "store"
+    code = (
+        "import runpy, sys; sys.path.insert(0, sys.argv[1]); "
+        "runpy.run_path(sys.argv[2])['main'](int(sys.argv[3]), 2, sys.argv[4], sys.argv[5], "
+        "sys.argv[6])"
+    )
+    outs = [tmp_path / f"rank{r}.json" for r in range(2)]
+    args = [sys.executable, "-c", code, str(ROOT), str(script)]
+    procs = [
+        subprocess.Popen(
+            [*args, str(r), str(store), scenario, str(outs[r])],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(2)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-2000:]
+    return [json.loads(o.read_text()) for o in outs]
+
+
+@pytest.mark.slow
+def test_two_ranks_with_distributed_poisson_sampling_count_each_step_once(tmp_path: Path) -> None:
+    ranks = _two_ranks(tmp_path, "poisson")
+    event = SelfComposedEvent(PoissonSampledEvent(0.1, GaussianEvent(1.0)), 10).to_dict()
+    for seen in ranks:
+        assert seen["optimizer"] == "DistributedDPOptimizer"
+        assert seen["batching"] == ["poisson", 2, 200, 0.1]
+        assert seen["steps"] == seen["opacus_steps"] == 10
+        assert seen["event"] == event
+        assert seen["findings"] == ["secure_rng_off"]
+
+
+@pytest.mark.slow
+def test_two_ranks_without_poisson_sampling_are_refused(tmp_path: Path) -> None:
+    for seen in _two_ranks(tmp_path, "shuffled"):
+        assert "distributed training without Poisson sampling" in seen["refused"]
