@@ -382,3 +382,32 @@ def test_two_ranks_with_distributed_poisson_sampling_count_each_step_once(tmp_pa
 def test_two_ranks_without_poisson_sampling_are_refused(tmp_path: Path) -> None:
     for seen in _two_ranks(tmp_path, "shuffled"):
         assert "distributed training without Poisson sampling" in seen["refused"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "row"),
+    [
+        ("memory_manager", "| [2.846, 2.855] | 2.865 |"),
+        ("weighted_poisson", "| [4.973, 4.985] | 4.995 |"),
+        ("adaptive_clipping", "| [2.502, 2.506] (multiplier 0.9177) | 2.097 |"),
+        ("accumulated_batches", "| ε ≤ 11.43 (no lower bound) | 1.928 (books 2 batches) |"),
+        ("weighted_rate", "| ε ≤ 905 (no lower bound) | 2.865 (books q = 0.1;"),
+    ],
+)
+def test_numbers_in_the_docs(name: str, row: str) -> None:
+    """The docs' table: upper bounds rounded up, lower bounds down, Opacus's figure rounded."""
+    import re
+
+    doc = (ROOT / "docs" / "opacus.md").read_text()
+    assert row in doc
+    out = _run(name)
+    result = (out[0] if isinstance(out, tuple) else out).result(DELTA)
+    numbers = [float(x) for x in re.findall(r"\d+\.?\d*", row.split("|")[1])]
+    upper = numbers[1] if row.count("[") else numbers[0]
+    assert result.epsilon <= upper <= result.epsilon * 1.001 + 0.001
+    if row.count("["):
+        assert result.epsilon_lower - 0.001 <= numbers[0] <= result.epsilon_lower
+    opacus_figure = float(re.findall(r"\d+\.\d+", row.split("|")[2])[0])
+    assert result.opacus_epsilon is not None
+    assert abs(result.opacus_epsilon - opacus_figure) <= 0.0006
