@@ -34,6 +34,9 @@ __all__ = [
     "MAX_POINTS",
     "MAX_TILT_RANGE",
     "MIN_POINTS",
+    "PROFILE_DROPPED_SHARE",
+    "PROFILE_POINTS",
+    "PROFILE_RECUTS",
     "UNTILTED_DELTA",
     "UPPER_KINDS",
     "UPPER_WINDOW_POINTS",
@@ -62,6 +65,12 @@ FULL_RESOLUTION_COMPONENTS = 16
 GROWTH_POWER = 1.0
 #: ... beyond, the FFT budget is shared, down to this many points
 MIN_POINTS = 1 << 15
+#: grid points of the compositions a whole privacy profile is read from (a figure's)
+PROFILE_POINTS = 1 << 15
+#: a profile's deepest split is cut again, at most this many times, while its dropped terms
+#: exceed PROFILE_DROPPED_SHARE of the delta read (as the delta search does)
+PROFILE_RECUTS = 3
+PROFILE_DROPPED_SHARE = 1e-2
 #: kinds of compositions that certify upper bounds (the others certify lower bounds)
 UPPER_KINDS = frozenset({"upper"})
 
@@ -242,28 +251,50 @@ class Compositions:
         self.states[key] = result
         return result
 
-    def profile(self, prep: Prepared, epsilons: Sequence[float]) -> list[float]:
-        """Certified upper bounds on delta at every epsilon of ``epsilons``, each read from
-        the compositions made once per direction for the whole curve: the untilted one, and
-        one for the largest epsilon (split by heavy-tail steps, cut and tilted for the
-        Chernoff level of delta there; tilted plainly where no split applies). Every
-        composition certifies delta at every epsilon, so the smallest reading is a bound;
-        the worse direction is returned."""
+    def profile(
+        self, prep: Prepared, epsilons: Sequence[float], points: int = PROFILE_POINTS
+    ) -> list[float]:
+        """Certified upper bounds on delta at every epsilon of ``epsilons``, read from the
+        compositions made once per direction for the whole curve, on a grid of ``points``:
+        the untilted one, and one for the largest epsilon (split by heavy-tail steps, cut and
+        tilted for the Chernoff level of delta there; tilted plainly where no split applies),
+        read where the untilted one falls below UNTILTED_DELTA. Every composition certifies
+        delta at every epsilon, so each reading is a bound; the worse direction is returned."""
         out = [0.0] * len(epsilons)
         top = max(epsilons, default=0.0)
-        for name in prep.names:
-            made = [self.composed(prep, name, 0.0, UNTILTED_DELTA)]
-            level = chernoff_level(prep.coarse[name], top)
-            if level < UNTILTED_DELTA:
-                deep = self.split(prep, name, level, "upper", top)
-                if deep is None:
-                    tilt = self.tilts(prep, name, tilt_for_epsilon(prep.coarse[name], top), level)
-                    deep = self.composed(prep, name, tilt[0], level)
-                made.append(deep)
-            for i, epsilon in enumerate(epsilons):
-                read = min(delta_at(c, epsilon, upper=True) for c in made if c is not None)
-                out[i] = max(out[i], read)
+        kept = self.points
+        self.points = points
+        try:
+            for name in prep.names:
+                plain = self.composed(prep, name, 0.0, UNTILTED_DELTA)
+                assert plain is not None
+                deep = self._deepest(prep, name, top)
+                for i, epsilon in enumerate(epsilons):
+                    read = delta_at(plain, epsilon, upper=True)
+                    if deep is not None and read < UNTILTED_DELTA:
+                        read = min(read, delta_at(deep, epsilon, upper=True))
+                    out[i] = max(out[i], read)
+        finally:
+            self.points = kept
         return out
+
+    def _deepest(self, prep: Prepared, name: str, epsilon: float) -> ComposedPLD | None:
+        """The composition that reads delta(epsilon) far below UNTILTED_DELTA: split by
+        heavy-tail steps, or else tilted (None when delta there is not that small)."""
+        level = chernoff_level(prep.coarse[name], epsilon)
+        if level >= UNTILTED_DELTA:
+            return None
+        for _ in range(PROFILE_RECUTS):
+            deep = self.split(prep, name, level, "upper", epsilon)
+            if deep is None:
+                tilt = self.tilts(prep, name, tilt_for_epsilon(prep.coarse[name], epsilon), level)
+                return self.composed(prep, name, tilt[0], level)
+            # the Chernoff level can be far above delta: cut again against the delta found
+            value = delta_at(deep, epsilon, upper=True)
+            if deep.dropped <= PROFILE_DROPPED_SHARE * value:
+                break
+            level = max(value - deep.dropped, level * 1e-6)
+        return deep
 
     @staticmethod
     def snap(tilt: float) -> float:
