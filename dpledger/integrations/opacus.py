@@ -19,8 +19,10 @@ fixed order (no shuffling)    ``SelfComposedEvent(GaussianEvent(sigma), epochs)`
 
 The event is accounted with :func:`dpledger.accountant.select.account`, which returns a
 certified bracket ``[lower, upper]`` on the run's epsilon at the given delta; Opacus's own
-figure is printed beside it. Only public parameters and step counts are read: no data value,
-sampled index or gradient. torch and Opacus are imported only when a tracker is attached.
+figure is printed beside it. The accounting reads only public parameters and counts (no data
+value or sampled index); the clipping check recomputes each step's clipped sum from the
+per-sample gradients and keeps nothing of them (:mod:`.opacus_checks`). torch and Opacus are
+imported only when a tracker is attached.
 
 Soundness of the shuffled case: an epoch cut short (the loop left the data loader early, or
 training stopped mid-epoch) is counted as a full epoch for the upper bound (releasing a prefix
