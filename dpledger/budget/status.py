@@ -40,6 +40,10 @@ def _replay(budget: Declared, booked: list[dict[str, Any]]) -> tuple[dict[str, A
     """The state after replaying ``booked`` through the rule, or the first entry that would
     not have fitted."""
     state = rules.initial_state(budget.rule, budget.params)
+    if budget.rule == "pld" and booked:
+        # composition is monotone: if all the bookings fit together, every prefix fitted
+        state = {**state, "count": len(booked) - 1}
+        return _replay_composed(budget, state, booked)
     events: list[Event] = []
     for entry in booked:
         events.append(event_from_dict(json.loads(entry["event"])))
@@ -56,6 +60,18 @@ def _replay(budget: Declared, booked: list[dict[str, Any]]) -> tuple[dict[str, A
             return state, f"{describe(entry)}: it does not fit the total ({decision.reason})"
         state = decision.state
     return state, ""
+
+
+def _replay_composed(
+    budget: Declared, state: dict[str, Any], booked: list[dict[str, Any]]
+) -> tuple[dict[str, Any], str]:
+    events = [event_from_dict(json.loads(e["event"])) for e in booked]
+    decision = rules.decide(
+        budget.rule, budget.total, budget.params, state, {}, lambda: events, budget.relation
+    )
+    if not decision.fits:
+        return state, f"{describe(booked[-1])}: the bookings do not fit the total together"
+    return decision.state, ""
 
 
 def verify(location: str) -> dict[str, Any]:

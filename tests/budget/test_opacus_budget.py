@@ -66,6 +66,7 @@ def test_the_planned_run_is_booked_and_a_step_beyond_it_refused(sqlite_store: st
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 
 
+@pytest.mark.slow  # torch and Opacus
 def test_a_plan_that_does_not_fit_is_refused_before_training(sqlite_store: str) -> None:
     store.declare(sqlite_store, "digits", epsilon=0.1, delta=1e-5, rule="renyi")
     engine, _, optimizer, loader = _private()

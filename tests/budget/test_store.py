@@ -192,17 +192,21 @@ def test_a_gdp_store_refuses_a_laplace_step(sqlite_store: str) -> None:
         store.book(sqlite_store, "s", LaplaceEvent(5.0))
 
 
-def test_check_writes_nothing_and_report_has_the_plot(
-    sqlite_store: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_check_writes_nothing(sqlite_store: str, capsys: pytest.CaptureFixture[str]) -> None:
     store.declare(sqlite_store, "s", epsilon=1.0, delta=1e-6, rule="renyi")
     store.book(sqlite_store, "s", GaussianEvent(10.0))
     event = '{"kind": "gaussian", "noise_multiplier": 0.5}'
     assert main(["budget", "check", sqlite_store, "--source", "s", "--event", event]) == 1
     assert "does NOT fit" in capsys.readouterr().out
     assert verify(sqlite_store)["entries"] == 2
-    assert main(["budget", "status", sqlite_store, "--report", str(tmp_path / "r")]) == 0
-    written = _files(tmp_path / "r")
+
+
+@pytest.mark.slow  # matplotlib
+def test_the_report_has_the_rule_the_runs_and_the_plot(sqlite_store: str, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    assert written == ["budget.json", "budget.md", "spend.png"]
-    assert "Feldman & Zrnic" in (tmp_path / "r" / "budget.md").read_text()
+    store.declare(sqlite_store, "s", epsilon=1.0, delta=1e-6, rule="renyi")
+    store.book(sqlite_store, "s", GaussianEvent(10.0), run_id="first")
+    assert main(["budget", "status", sqlite_store, "--report", str(tmp_path / "r")]) == 0
+    assert _files(tmp_path / "r") == ["budget.json", "budget.md", "spend.png"]
+    text = (tmp_path / "r" / "budget.md").read_text()
+    assert "Feldman & Zrnic" in text and "run first" in text
