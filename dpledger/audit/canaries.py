@@ -192,16 +192,17 @@ def _estimates(
     family: Callable[[float], one_run.TradeOff],
 ) -> tuple[Estimate, ...]:
     m = int(np.asarray(included).size)
+    rows = one_run.score_rows(scores)
     counts = one_run.guess_counts(m)
-    per_k = level / len(counts)
+    per_test = level / (len(counts) * rows.shape[0])
     s_eps, s_g = one_run.best_guesses(
-        scores, included, counts, lambda g: one_run.steinke_epsilon(m, g.r, g.v, per_k, delta)
+        rows, included, counts, lambda g: one_run.steinke_epsilon(m, g.r, g.v, per_test, delta)
     )
     # half of the f-DP test's level for its epsilon, half for rejecting the certified curve
     f_eps, f_g = one_run.best_guesses(
-        scores, included, counts, lambda g: one_run.fdp_epsilon(family, m, g.r, g.v, per_k / 2)
+        rows, included, counts, lambda g: one_run.fdp_epsilon(family, m, g.r, g.v, per_test / 2)
     )
-    gdp = one_run.gdp_epsilon(scores, included, level, delta)
+    gdp = max(one_run.gdp_epsilon(r, included, level / rows.shape[0], delta) for r in rows)
     return (
         Estimate(STEINKE, s_eps, s_g.r, s_g.v),
         Estimate(FDP, f_eps, f_g.r, f_g.v),
@@ -211,11 +212,13 @@ def _estimates(
 
 def _curve_rejected(scores: Any, included: Any, curve: one_run.TradeOff, level: float) -> bool:
     m = int(np.asarray(included).size)
+    rows = one_run.score_rows(scores)
     counts = one_run.guess_counts(m)
-    per_k = level / len(counts)
+    per_test = level / (len(counts) * rows.shape[0])
     return any(
-        one_run.fdp_rejects(curve, m, g.r, g.v, per_k)
-        for g in (one_run.guesses(scores, included, k) for k in counts)
+        one_run.fdp_rejects(curve, m, g.r, g.v, per_test)
+        for row in rows
+        for g in (one_run.guesses(row, included, k) for k in counts)
     )
 
 

@@ -258,30 +258,35 @@ def gdp_epsilon(
     return gdp_epsilon_of_mu(mu, delta)
 
 
+def score_rows(scores: ArrayLike) -> FloatArray:
+    """Scores as rows, one per score function (a 1-D array is one row)."""
+    arr = np.asarray(scores, dtype=np.float64)
+    return arr.reshape(1, -1) if arr.ndim == 1 else arr
+
+
 def best_guesses(
     scores: ArrayLike,
     included: ArrayLike,
     counts: Sequence[int],
     bound: Callable[[Guesses], float],
 ) -> tuple[float, Guesses]:
-    """The largest ``bound`` over one-sided guesses of the top ``k`` for each ``k`` in
-    ``counts`` (the caller divides its level by ``len(counts)``: Bonferroni)."""
+    """The largest ``bound`` over one-sided guesses of the top ``k`` of each row of scores,
+    for each ``k`` in ``counts`` (the caller divides its level by the rows times
+    ``len(counts)``: Bonferroni)."""
     best: tuple[float, Guesses] | None = None
-    for k in counts:
-        g = guesses(scores, included, int(k))
-        value = bound(g)
-        if best is None or value > best[0]:
-            best = (value, g)
+    for row in score_rows(scores):
+        for k in counts:
+            g = guesses(row, included, int(k))
+            value = bound(g)
+            if best is None or value > best[0]:
+                best = (value, g)
     if best is None:
         raise InvalidParameterError("counts", "is empty", "pass guess counts such as (10, 100)")
     return best
 
 
 def guess_counts(m: int) -> tuple[int, ...]:
-    """The numbers of guesses tried on ``m`` canaries: powers of two from 4 up to m/2, and
-    the fractions 1/20, 1/10 of m (fixed before any score is seen)."""
-    counts = {2**j for j in range(2, 31) if 2**j <= m // 2}
-    counts |= {c for c in (m // 20, m // 10) if c >= 1}
-    if not counts:
-        counts = {max(1, m // 2)}
-    return tuple(sorted(counts))
+    """The numbers of guesses tried on ``m`` canaries, fixed before any score is seen: 1/100,
+    1/50, 1/20, 1/10, 1/4 and 1/2 of them (at least one guess)."""
+    counts = {m // d for d in (100, 50, 20, 10, 4, 2) if m // d >= 1}
+    return tuple(sorted(counts or {1}))

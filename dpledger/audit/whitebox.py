@@ -31,6 +31,8 @@ from dpledger.core.errors import InvalidParameterError
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 SCORES = ("llr", "sum")
+#: the noise levels, relative to the declared one, the likelihood-ratio scores are computed at
+LLR_FACTORS = (1.0, 0.5, 0.25)
 
 
 @attrs.frozen
@@ -162,9 +164,10 @@ class CanaryLedger:
         return self._query("laplace", values, sensitivity, noise_multiplier, kw)
 
 
-def _step_llr(step: NoisyStep) -> FloatArray:
-    """Log-likelihood ratio of "the canary took part" against "it did not", per canary."""
-    x, s, b = step.values, step.sensitivity, step.scale
+def _step_llr(step: NoisyStep, factor: float = 1.0) -> FloatArray:
+    """Log-likelihood ratio of "the canary took part" against "it did not", per canary, for
+    noise of ``factor`` times the step's scale."""
+    x, s, b = step.values, step.sensitivity, step.scale * factor
     if step.noise == "gaussian":
         loss = (x * s - 0.5 * s * s) / (b * b)
     else:
@@ -177,9 +180,11 @@ def _step_llr(step: NoisyStep) -> FloatArray:
 
 
 def canary_scores(steps: list[NoisyStep], m: int, score: str = "llr") -> FloatArray:
-    """One score per canary over every observed step: ``"sum"`` adds its coordinate of each
-    noisy sum (over the step's sensitivity); ``"llr"`` adds each step's log-likelihood ratio of
-    inclusion (the optimal test of one step; a sampled step's mixture included)."""
+    """Scores of the canaries over every observed step, one row per score: ``"sum"`` adds each
+    canary's coordinate of every noisy sum (over the step's sensitivity); ``"llr"`` adds each
+    step's log-likelihood ratio of inclusion, at the declared noise (the optimal test if the
+    noise is as declared; a sampled step's mixture included) and at each smaller noise of
+    :data:`LLR_FACTORS` (the optimal tests should the noise be that much smaller)."""
     if score not in SCORES:
         raise InvalidParameterError("score", f"unknown score {score!r}", "use llr or sum")
     if not steps:
@@ -188,7 +193,8 @@ def canary_scores(steps: list[NoisyStep], m: int, score: str = "llr") -> FloatAr
             "the method drew no noisy sum or noisy query the canaries could be observed in",
             "audit it with several runs instead (drop --one-run)",
         )
-    total = np.zeros(m)
-    for step in steps:
-        total += step.values / step.sensitivity if score == "sum" else _step_llr(step)
-    return total
+    if score == "sum":
+        total = np.sum([s.values / s.sensitivity for s in steps], axis=0)
+        return np.asarray(total, dtype=np.float64).reshape(1, m)
+    rows = [np.sum([_step_llr(s, f) for s in steps], axis=0) for f in LLR_FACTORS]
+    return np.asarray(rows, dtype=np.float64).reshape(len(LLR_FACTORS), m)

@@ -3,7 +3,6 @@ a planted bug caught in one run, and bad input in one line."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -78,34 +77,6 @@ def test_no_false_alarm_smoke(spec: Any, params: Any, data: Any) -> None:
         steinke, fdp, _ = row.estimates
         assert steinke.epsilon_lower <= row.certified_upper
         assert fdp.epsilon_lower <= row.certified_upper
-
-
-class _LessNoise:
-    """A generator whose Gaussian draws have ``factor`` times the asked standard deviation."""
-
-    def __init__(self, rng: np.random.Generator, factor: float) -> None:
-        self._rng, self._factor = rng, factor
-
-    def normal(self, loc: float, scale: float, size: Any = None) -> Any:
-        return self._rng.normal(loc, scale * self._factor, size)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._rng, name)
-
-
-@pytest.fixture
-def planted_noise(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
-    """The runtime ledger draws its Gaussian noise at the factor the test puts in the list."""
-    factor: list[float] = []
-    real = prepare_run
-
-    def buggy(*args: Any, **kwargs: Any) -> Any:
-        data, ledger, run_rng = real(*args, **kwargs)
-        ledger.rng = _LessNoise(ledger.rng, factor[0])
-        return data, ledger, run_rng
-
-    monkeypatch.setattr(canary_audit, "prepare_run", buggy)
-    yield factor
 
 
 def test_a_quarter_of_the_noise_is_caught_in_one_run(planted_noise: list[float]) -> None:
