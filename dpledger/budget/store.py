@@ -16,10 +16,11 @@ import json
 import math
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from dpledger.budget import rules
-from dpledger.budget.backend import Connection, connect
+from dpledger.budget.backend import Connection, connect, is_url
 from dpledger.budget.chain import FIELDS, canonical_json, entry_hash
 from dpledger.budget.schema import apply_migrations, check_version
 from dpledger.core.errors import InvalidParameterError
@@ -62,10 +63,10 @@ def open_store(location: str) -> Connection:
 
 
 def init(location: str) -> None:
-    """Create the store's tables (a new SQLite file, or an empty PostgreSQL database)."""
-    from dpledger.budget.backend import is_url
-
-    conn = connect(location, create=not is_url(location))
+    """Create the store's tables (a new SQLite file, or an empty PostgreSQL database); an
+    existing store of this schema version is left as it is."""
+    fresh = not is_url(location) and not Path(location).exists()
+    conn = connect(location, create=fresh)
     try:
         if conn.tables() & {"schema_version", "entries"}:
             check_version(conn)

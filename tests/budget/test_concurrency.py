@@ -97,3 +97,36 @@ def test_an_unreachable_postgres_store_refuses(tmp_path: Any) -> None:
     url = f"postgresql://postgres@/none?host={tmp_path}&port=1"
     with pytest.raises(Exception, match="cannot reach the PostgreSQL store"):
         store.book(url, "s", GaussianEvent(5.0))
+
+
+def _one_big(location: str, index: int, barrier: Any, out: Any) -> None:
+    barrier.wait()
+    try:
+        store.book(location, "pair", GaussianEvent(PAIR_SIGMA), run_id=f"big{index}")
+    except rules.BudgetRefused:
+        out.put(0)
+        return
+    out.put(1)
+
+
+#: one step of this noise takes 60% of the GDP total: each fits alone, two do not
+PAIR_SIGMA = 1 / (rules.default_params("gdp", 1.0, 1e-6)["mu"] * math.sqrt(0.6))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_two_runs_that_fit_alone_but_not_together_cannot_both_pass(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    location = request.getfixturevalue(f"{'pg' if kind == 'postgres' else 'sqlite'}_store")
+    store.init(location)
+    store.declare(location, "pair", epsilon=1.0, delta=1e-6, rule="gdp")
+    ctx = multiprocessing.get_context("fork")
+    barrier, out = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_one_big, args=(location, i, barrier, out)) for i in range(2)]
+    for p in procs:
+        p.start()
+    granted = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert sorted(granted) == [0, 1]
+    assert verify(location)["entries"] == 2

@@ -210,3 +210,17 @@ def test_the_report_has_the_rule_the_runs_and_the_plot(sqlite_store: str, tmp_pa
     assert _files(tmp_path / "r") == ["budget.json", "budget.md", "spend.png"]
     text = (tmp_path / "r" / "budget.md").read_text()
     assert "Feldman & Zrnic" in text and "run first" in text
+
+
+@pytest.mark.slow  # 1,500 bookings
+def test_time_per_booking_does_not_grow_with_the_count(sqlite_store: str) -> None:
+    import time
+
+    store.declare(sqlite_store, "s", epsilon=1.0, delta=1e-6, rule="gdp", params={"mu": 100.0})
+    times = []
+    for i in range(1500):
+        start = time.perf_counter()
+        store.book(sqlite_store, "s", GaussianEvent(50.0), run_id=str(i))
+        times.append(time.perf_counter() - start)
+    first, last = sorted(times[:300])[150], sorted(times[-300:])[150]
+    assert last < 3 * first, (first, last)  # medians: a running state, no history scan
