@@ -18,6 +18,7 @@ from dpledger.plugins.primitives import (
     gaussian,
     histogram,
     laplace,
+    nn_voting,
     selection,
 )
 from dpledger.runtime import session
@@ -32,6 +33,11 @@ SMOKE = [
     (histogram.SPEC, histogram.HistogramParams(4, 1.0, mechanism="gaussian"), np.zeros(400)),
     (bounded_mean.SPEC, bounded_mean.BoundedMeanParams(1.0, 1.0, 400), np.zeros((400, 3))),
     (dp_sgd.SPEC, dp_sgd.DPSGDParams(5, 0.2, 1.0, 1.0, 80.0), SGD_DATA),
+    (
+        nn_voting.SPEC,
+        nn_voting.NNVotingParams(k=3, top_n=1, noise_multiplier=1.0),
+        {"records": np.zeros((40, 1)), "candidates": np.arange(30.0)[:, None]},
+    ),
 ]
 
 
