@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 
@@ -132,3 +133,21 @@ def test_black_box_smoke_on_a_linear_model() -> None:
     )
     assert result.verdict == canary_audit.NO_VIOLATION
     assert result.rows[0].estimates[0].epsilon_lower <= result.rows[0].certified_upper
+
+
+def _summed_run(params: Any, data: Any, ledger: Any, rng: np.random.Generator) -> dict[str, Any]:
+    """A method that hands the ledger the batch's summed gradient, not one row per record."""
+    with ledger.poisson_sample(len(data), params.sampling_probability, step="s[0]") as batch:
+        summed = np.asarray(data, dtype=float)[batch.indices].sum(axis=0)
+        noisy = ledger.clipped_sum_gaussian(
+            summed, params.clip_norm, params.noise_multiplier, step="n[0]"
+        )
+    return {"weights": noisy}
+
+
+def test_a_model_without_per_sample_gradients_is_refused_in_one_line() -> None:
+    spec = attrs.evolve(dp_sgd.SPEC, name="summed_sgd", run=_summed_run)
+    params = dp_sgd.DPSGDParams(1, 0.5, 1.0, 1.0, 10.0)
+    with pytest.raises(InvalidParameterError, match="one row per record") as caught:
+        canary_audit.audit_one_run(spec, params, np.ones((50, 3)), canaries=20, seed=0)
+    assert "\n" not in str(caught.value)
