@@ -26,6 +26,12 @@ def _leaves(event: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def _mechanism(leaf: Mapping[str, Any]) -> str:
     kind = str(leaf.get("kind", "?"))
+    if kind == "partition_selection":
+        return (
+            f"private partition selection ({leaf.get('mechanism')} rule, ε = "
+            f"{leaf.get('epsilon')}, δ = {leaf.get('delta')}, at most "
+            f"{leaf.get('max_partitions')} partitions per unit)"
+        )
     m = leaf.get("noise_multiplier")
     name = {"gaussian": "Gaussian", "laplace": "Laplace"}.get(kind, kind)
     scale = "standard deviation" if kind == "gaussian" else "scale"
@@ -51,8 +57,9 @@ def explain_section(context: Mapping[str, Any]) -> str:
         "(L∞) and at most max_partitions_per_unit partitions (L0).",
         "2. Clip each value to [lower, upper] and round it to the fixed-point grid; sum "
         "integers per partition (exact in any order).",
-        "3. Public partition keys: only the listed keys are kept and released (keys absent "
-        "from the data are released with noise alone).",
+        "3. Partition keys: public keys are kept and released (keys absent from the data "
+        "are released with noise alone); otherwise a key is released only if its number of "
+        "units passes a noisy threshold (private partition selection, booked first).",
         "4. Adding noise (on the driver, after the ledger booked the release):",
     ]
     for release in releases:

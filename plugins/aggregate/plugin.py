@@ -59,6 +59,7 @@ class AggregateParams:
     mechanism: str = "gaussian"
     engine: str = "memory"
     public_partitions: Any = attrs.field(default=None, converter=_listed)
+    partition_selection: Any = None
     table: str | None = None
 
 

@@ -186,3 +186,26 @@ def test_an_engine_that_is_not_installed_is_one_line(
 def test_bad_parameters_are_refused_before_any_data_is_read(changes: Any, words: str) -> None:
     with pytest.raises(InvalidParameterError, match=words):
         aggregation_request({**PARAMS, **changes})
+
+
+SELECTION = {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-6}
+
+
+def test_private_selection_is_booked_first_and_identical_on_every_engine() -> None:
+    pytest.importorskip("dask.dataframe")
+    from tests.engines.conftest import make_table
+
+    table = make_table(2000)
+    table["day"][:3] = "rare"  # a key of at most three units: under the threshold (about 32)
+    changes = {"public_partitions": None, "partition_selection": SELECTION}
+    mem, book = run(table, "memory", **changes)
+    dsk, _ = run(table, "dask", **changes)
+    assert same_bits(mem, dsk)
+    assert mem["partitions"] == ["mon", "sun", "tue", "wed"]  # hundreds of units each
+    assert book.log[0]["step"] == "aggregate.select"
+    assert book.log[0]["event"]["kind"] == "partition_selection"
+    assert mem["plan"]["partitions"]["kind"] == "private selection"
+    with pytest.raises(InvalidParameterError, match=r"^public_partitions: is given"):
+        aggregation_request({**PARAMS, "partition_selection": SELECTION})
+    with pytest.raises(InvalidParameterError, match=r"^partition_selection\.mechanism"):
+        aggregation_request({**PARAMS, **changes, "partition_selection": {"mechanism": "x"}})

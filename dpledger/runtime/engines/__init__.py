@@ -44,7 +44,14 @@ PARAMETERS: dict[str, str] = {
     "upper": "upper",
     "scale_bits": "scale_bits",
 }
-REQUEST_FIELDS = ("metrics", "noise_multiplier", "mechanism", "engine", "public_partitions")
+REQUEST_FIELDS = (
+    "metrics",
+    "noise_multiplier",
+    "mechanism",
+    "engine",
+    "public_partitions",
+    "partition_selection",
+)
 
 
 def aggregation_request(params: Mapping[str, Any]) -> AggregationRequest:

@@ -32,6 +32,7 @@ from dpledger.runtime.engines.columns import canonical_name, parse_name
 from dpledger.runtime.engines.noise import noisy_release, release_event
 from dpledger.runtime.engines.protocol import BoundedAggregates, Engine
 from dpledger.runtime.engines.query import METRICS, AggregationQuery
+from dpledger.runtime.engines.selection import Selection, select_keys
 
 __all__ = [
     "ENGINES",
@@ -73,6 +74,10 @@ def _public(value: Any) -> tuple[Any, ...] | None:
     return tuple(sorted(set(items), key=lambda k: (isinstance(k, str), k)))
 
 
+def _selection(value: Any) -> Selection | None:
+    return None if value is None or isinstance(value, Selection) else Selection.from_table(value)
+
+
 def _choice(options: tuple[str, ...], field: str) -> Any:
     def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value not in options:
@@ -101,13 +106,15 @@ class AggregationRequest:
     mechanism: str = attrs.field(default="gaussian", validator=_choice(MECHANISMS, "mechanism"))
     engine: str = attrs.field(default="memory", validator=_choice(ENGINES, "engine"))
     public_partitions: tuple[Any, ...] | None = attrs.field(default=None, converter=_public)
+    partition_selection: Selection | None = attrs.field(default=None, converter=_selection)
 
     def __attrs_post_init__(self) -> None:
-        if self.public_partitions is None:
+        if (self.public_partitions is None) == (self.partition_selection is None):
             raise InvalidParameterError(
                 "public_partitions",
-                "is missing: the keys to release must be public",
-                "list the partition keys to release (public_partitions = [...])",
+                "is missing" if self.public_partitions is None else "is given with a selection",
+                "list the keys to release (public_partitions = [...]) or select them privately "
+                "(partition_selection = {...}), not both",
             )
         if self.query.value_column is None and set(self.metrics) - {"count"}:
             raise InvalidParameterError(
@@ -129,14 +136,24 @@ class AggregationRequest:
             out.append("mean")
         return tuple(out)
 
-    def public_names(self) -> tuple[str, ...]:
-        return tuple(canonical_name(k) for k in self.public_partitions or ())
+    def public_names(self) -> tuple[str, ...] | None:
+        if self.public_partitions is None:
+            return None
+        return tuple(canonical_name(k) for k in self.public_partitions)
+
+    def partitions(self) -> dict[str, Any]:
+        """How the released keys are chosen, as public facts."""
+        if self.partition_selection is not None:
+            return self.partition_selection.describe(self.query.max_partitions)
+        return {"kind": "public", "keys": list(self.public_partitions or ())}
 
 
 def aggregation_events(request: AggregationRequest) -> Event:
-    """What the aggregation spends: one event per release, composed."""
+    """What the aggregation spends: the selection (if private), then one event per release."""
     event = release_event(request.mechanism, request.noise_multiplier)
-    return ComposedEvent([event for _ in request.releases()])
+    selection = request.partition_selection
+    first = [] if selection is None else [selection.event(request.query.max_partitions)]
+    return ComposedEvent([*first, *(event for _ in request.releases())])
 
 
 def _step(release: str) -> str:
@@ -146,9 +163,10 @@ def _step(release: str) -> str:
 def aggregation_plan(request: AggregationRequest) -> dict[str, Any]:
     """The engine's plan as public facts: stages, bounds, partitions and noise."""
     q = request.query
+    public = request.public_partitions is not None
     stages = [
         f"read the columns {list(q.columns)} on the {request.engine} engine",
-        "drop the rows whose partition key is not public",
+        "drop the rows whose partition key is not public" if public else "keep every key",
         f"clip each value to [{q.lower}, {q.upper}] and round it to multiples of "
         f"2**-{q.scale_bits} (integers: sums are exact in any order)",
     ]
@@ -159,6 +177,8 @@ def aggregation_plan(request: AggregationRequest) -> dict[str, Any]:
             f"keep at most {q.max_partitions} partitions per unit (L0)",
         ]
     stages.append("per partition: rows kept, their integer sum, units contributing")
+    if not public:
+        stages.append("on the driver: select the keys privately by their units (booked first)")
     releases = [
         {
             "step": _step(r),
@@ -172,7 +192,7 @@ def aggregation_plan(request: AggregationRequest) -> dict[str, Any]:
     return {
         "engine": request.engine,
         "query": q.describe(),
-        "partitions": {"kind": "public", "keys": list(request.public_partitions or ())},
+        "partitions": request.partitions(),
         "stages": stages,
         "mechanism": request.mechanism,
         "noise_multiplier": request.noise_multiplier,
@@ -234,10 +254,10 @@ def _note(release: str, request: AggregationRequest, sensitivity: float) -> str:
 def aggregate_table(request: AggregationRequest, source: Any, ledger: Ledger) -> dict[str, Any]:
     """Run the aggregation (see the module docstring); the outputs and the plan."""
     engine = make_engine(request.engine)
-    public = frozenset(request.public_names())
-    bounded = engine.bound_contributions(source, request.query, public)
+    public = request.public_names()
+    bounded = engine.bound_contributions(source, request.query, public and frozenset(public))
     agg = _checked(engine.aggregate_per_key(bounded), request)
-    names = list(request.public_names())
+    names = list(public) if public is not None else _selected(request, agg, ledger)
     rows = [agg.row(n) for n in names]
     noisy: dict[str, np.ndarray] = {}
     for release in request.releases():
@@ -253,6 +273,12 @@ def aggregate_table(request: AggregationRequest, source: Any, ledger: Ledger) ->
             note=_note(release, request, sensitivity),
         )
     return _outputs(request, names, noisy)
+
+
+def _selected(request: AggregationRequest, agg: BoundedAggregates, ledger: Ledger) -> list[str]:
+    selection = request.partition_selection
+    assert selection is not None
+    return select_keys(ledger, selection, request.query.max_partitions, agg.keys, agg.units)
 
 
 def _outputs(

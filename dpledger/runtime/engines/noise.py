@@ -39,11 +39,17 @@ def _counter(step: str, name: str) -> NDArray[np.uint64]:
 def cell_noise(
     key: NDArray[np.uint64], step: str, names: Sequence[str], mechanism: str
 ) -> NDArray[np.float64]:
-    """Standard noise (unit normal, or unit-scale Laplace) of each named cell."""
+    """Standard noise of each named cell: unit normal (``gaussian``), unit-scale Laplace
+    (``laplace``) or uniform on [0, 1) (``uniform``)."""
     out = np.empty(len(names), dtype=np.float64)
     for i, name in enumerate(names):
         gen = np.random.Generator(np.random.Philox(key=key, counter=_counter(step, name)))
-        out[i] = gen.standard_normal() if mechanism == "gaussian" else gen.laplace()
+        if mechanism == "gaussian":
+            out[i] = gen.standard_normal()
+        elif mechanism == "laplace":
+            out[i] = gen.laplace()
+        else:
+            out[i] = gen.random()
     return out
 
 

@@ -116,3 +116,72 @@ def test_both_release_the_same_aggregates_on_average() -> None:
     truth = np.asarray([exact_count[k] for k in PARTITIONS], dtype=float)
     assert np.all(np.abs(np.mean(ours, axis=0) - truth) < 4 * std / np.sqrt(100))
     assert np.all(np.abs(np.mean(theirs, axis=0) - truth) < 4 * std / np.sqrt(20))
+
+
+SELECTED_KEYS = {"k8": 8, "k11": 11, "k12": 12, "k14": 14, "k16": 16}
+
+
+def _selection_rows() -> list[tuple[int, str, float]]:
+    rows, user = [], 0
+    for key, n in SELECTED_KEYS.items():
+        for _ in range(n):
+            rows.append((user, key, 1.0))
+            user += 1
+    return rows
+
+
+def _pipeline_dp_selected(rows: list[tuple[int, str, float]], mechanism: str) -> set[str]:
+    strategy = {
+        "laplace": pipeline_dp.PartitionSelectionStrategy.LAPLACE_THRESHOLDING,
+        "truncated_geometric": pipeline_dp.PartitionSelectionStrategy.TRUNCATED_GEOMETRIC,
+    }[mechanism]
+    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPSILON, total_delta=1e-5)
+    engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
+    params = pipeline_dp.SelectPartitionsParams(
+        max_partitions_contributed=1, partition_selection_strategy=strategy
+    )
+    extractors = pipeline_dp.DataExtractors(
+        privacy_id_extractor=lambda r: r[0], partition_extractor=lambda r: r[1]
+    )
+    result = engine.select_partitions(rows, params, extractors)
+    accountant.compute_budgets()
+    return set(result)
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "truncated_geometric"])
+def test_selected_partitions_are_distributed_as_pipeline_dps_and_as_the_rule(
+    mechanism: str,
+) -> None:
+    """Each key's release frequency over many runs: dpledger's against PipelineDP's (a
+    two-proportion z-test) and against the rule's own probability (the accountant's)."""
+    from dpledger.accountant.partition_selection import selection_release_probability
+
+    rows = _selection_rows()
+    selection = {"mechanism": mechanism, "epsilon": EPSILON, "delta": 1e-5}
+    params = {
+        **_params(1.0),
+        "unit_column": "user",
+        "max_partitions_per_unit": 1,
+        "max_rows_per_partition": 1,
+        "metrics": ["count"],
+        "public_partitions": None,
+        "partition_selection": selection,
+    }
+    request = aggregation_request(params)
+    runs = 300
+    ours = {k: 0 for k in SELECTED_KEYS}
+    for seed in range(runs):
+        book = PrivacyLedger(aggregation_events(request), rng=seed)
+        for key in aggregate_table(request, _columns(rows), book)["partitions"]:
+            ours[key] += 1
+    theirs = {k: 0 for k in SELECTED_KEYS}
+    for _ in range(runs):
+        for key in _pipeline_dp_selected(rows, mechanism):
+            theirs[key] += 1
+    for key, n in SELECTED_KEYS.items():
+        p = selection_release_probability(mechanism, EPSILON, 1e-5, 1, n)
+        a, b = ours[key] / runs, theirs[key] / runs
+        pooled = (a + b) / 2
+        spread = np.sqrt(max(pooled * (1 - pooled), 1e-4) * 2 / runs)
+        assert abs(a - b) < 4.5 * spread, (key, a, b)
+        assert abs(a - p) < 4.5 * np.sqrt(max(p * (1 - p), 1e-4) / runs), (key, a, p)
