@@ -14,8 +14,11 @@ from dpledger.core.errors import InvalidParameterError
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "apply_migrations", "check_version", "version_of"]
 
-#: (number, statements) in order; a migration is never edited once released
-MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+#: what the database says to an update or a deletion of an entry
+APPEND_ONLY = "dpledger budget entries are append-only"
+#: (number, statements) in order, a statement the same on both databases or one per database;
+#: a migration is never edited once released
+MIGRATIONS: tuple[tuple[int, tuple[str | dict[str, str], ...]], ...] = (
     (
         1,
         (
@@ -37,6 +40,23 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         ),
     ),
     (2, ("CREATE INDEX entries_by_source ON entries (source, unit, seq)",)),
+    (
+        3,
+        (
+            {
+                "sqlite": "CREATE TRIGGER entries_append_only_update BEFORE UPDATE ON entries "
+                f"BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY}'); END",
+                "postgres": "CREATE FUNCTION dpledger_append_only() RETURNS trigger "
+                f"LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION '{APPEND_ONLY}'; END $$",
+            },
+            {
+                "sqlite": "CREATE TRIGGER entries_append_only_delete BEFORE DELETE ON entries "
+                f"BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY}'); END",
+                "postgres": "CREATE TRIGGER entries_append_only BEFORE UPDATE OR DELETE ON "
+                "entries FOR EACH ROW EXECUTE FUNCTION dpledger_append_only()",
+            },
+        ),
+    ),
 )
 #: the version this dpledger reads and writes
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -59,7 +79,7 @@ def apply_migrations(conn: Connection) -> int:
             continue
         with conn.transaction():
             for sql in statements:
-                conn.execute(sql)
+                conn.execute(sql if isinstance(sql, str) else sql[conn.kind])
             now = _dt.datetime.now(_dt.UTC).isoformat()
             conn.execute("INSERT INTO schema_version VALUES (?, ?)", (number, now))
         current = number

@@ -90,6 +90,13 @@ def test_postgres_store_refuses_what_sqlite_refuses(pg_store: str, sqlite_store:
         counts.append(n)
         assert verify(location)["ok"]
     assert counts[0] == counts[1] > 0
+    import psycopg
+
+    with (
+        psycopg.connect(pg_store, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.RaiseException, match="append-only"),
+    ):
+        conn.execute("UPDATE entries SET run_id = 'forged' WHERE seq = 2")
 
 
 def test_an_unreachable_postgres_store_refuses(tmp_path: Any) -> None:

@@ -89,9 +89,11 @@ def test_non_adaptive_total_is_what_dpledger_account_prints(
 
 def _sql(path: str, statement: str) -> None:
     conn = sqlite3.connect(path)
-    conn.execute(statement)
-    conn.commit()
-    conn.close()
+    try:
+        conn.execute(statement)
+        conn.commit()
+    finally:
+        conn.close()
 
 
 @pytest.mark.parametrize(
@@ -113,6 +115,12 @@ def test_an_edited_history_is_reported_naming_the_entry(
     for i in range(3):
         store.book(sqlite_store, "patients", GaussianEvent(8.0), run_id=f"r{i}")
     assert verify(sqlite_store)["ok"]
+    # the database refuses an update or a deletion of an entry; a writer who drops the
+    # triggers can edit, and the chain names the entry
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        _sql(sqlite_store, "DELETE FROM entries WHERE seq = 2")
+    _sql(sqlite_store, "DROP TRIGGER entries_append_only_update")
+    _sql(sqlite_store, "DROP TRIGGER entries_append_only_delete")
     _sql(sqlite_store, edit)
     result = verify(sqlite_store)
     assert not result["ok"] and named in result["problem"]
@@ -172,8 +180,9 @@ def test_a_store_of_another_schema_version_is_refused_and_migrated(
     _sql(sqlite_store, "INSERT INTO schema_version VALUES (99, 'later')")
     assert main(["budget", "status", sqlite_store]) == 2
     assert "schema version 99" in capsys.readouterr().err
-    _sql(sqlite_store, "DELETE FROM schema_version WHERE version >= 2")
-    _sql(sqlite_store, "DROP INDEX entries_by_source")
+    _sql(sqlite_store, "DELETE FROM schema_version WHERE version >= 3")
+    _sql(sqlite_store, "DROP TRIGGER entries_append_only_update")
+    _sql(sqlite_store, "DROP TRIGGER entries_append_only_delete")
     assert main(["budget", "log", sqlite_store]) == 2
     assert "dpledger budget migrate" in capsys.readouterr().err
     assert main(["budget", "migrate", sqlite_store]) == 0
