@@ -105,10 +105,24 @@ def _laplace_quantile(p: float, b: float) -> float:
     return -b * math.log(2 * p) if p <= 0.5 else b * math.log(2 * (1 - p))
 
 
+def _normal_tail(z: float) -> float:
+    """``P[N(0, 1) >= z]``, accurate in the far tail (no cancellation)."""
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def _upper_quantile(p: float) -> float:
+    """The ``z`` with ``P[N(0, 1) >= z] = p``: the inverse normal law, refined by two Newton
+    steps on the tail ``erfc(z / sqrt 2) / 2`` (accurate to a few ulps in the far tail)."""
+    z = -_NORMAL.inv_cdf(p)
+    for _ in range(2):
+        z += (_normal_tail(z) - p) / _NORMAL.pdf(z)
+    return z
+
+
 def _gaussian_delta(epsilon: float, mu: float) -> float:
     """The exact Gaussian curve at ``epsilon`` for ``mu = sensitivity / sigma``."""
-    a = _NORMAL.cdf(-epsilon / mu + mu / 2)
-    return a - math.exp(epsilon) * _NORMAL.cdf(-epsilon / mu - mu / 2)
+    a = _normal_tail(epsilon / mu - mu / 2)
+    return a - math.exp(epsilon) * _normal_tail(epsilon / mu + mu / 2)
 
 
 def _analytic_sigma(epsilon: float, delta: float) -> float:
@@ -140,7 +154,7 @@ def selection_parameters(
         return b, 1.0 + _laplace_quantile(d, b)
     if mechanism == "gaussian":
         sigma = math.sqrt(k) * _analytic_sigma(epsilon, delta / 2)
-        return sigma, 1.0 - sigma * _NORMAL.inv_cdf(d)
+        return sigma, 1.0 + sigma * _upper_quantile(d)
     table = _geometric_table(epsilon, delta, k)
     return k / epsilon, float(len(table) - 1)
 
@@ -181,7 +195,7 @@ def release_probability(
     scale, threshold = selection_parameters(mechanism, epsilon, delta, max_partitions)
     if mechanism == "laplace":
         return _laplace_tail(threshold - count, scale)
-    return _NORMAL.cdf((count - threshold) / scale)
+    return _normal_tail((threshold - count) / scale)
 
 
 def key_release_bound(mechanism: str, epsilon: float, delta: float, max_partitions: int) -> float:

@@ -486,7 +486,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.partition_selection.selection_parameters",
         status="contrib",
         proof="proofs_checks/partition_selection/proof.md",
-        source_sha256="b6c730e55280c357d51b32ec172ccadc82532cdbd3c9527faa618b82c76dd259",
+        source_sha256="764b961298c34762946e24d5341ed6d1a6b00d36fc723acb2bf01fc0c46dcb60",
     ),
     ProofRecord(
         target="dpledger.core.partition_selection._geometric_table",
