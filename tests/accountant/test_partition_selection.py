@@ -60,7 +60,8 @@ def _pair_delta(p: list[float], q: list[float], eps: float) -> float:
 @pytest.mark.parametrize(
     "mechanism",
     [
-        "truncated_geometric",
+        # the default tier runs the truncated geometric case in proofs_checks/partition_selection
+        pytest.param("truncated_geometric", marks=SLOW),
         pytest.param("laplace", marks=SLOW),
         pytest.param("gaussian", marks=SLOW),
     ],
