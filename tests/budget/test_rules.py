@@ -193,3 +193,27 @@ def test_approximate_dp_charge_of_a_pure_event_is_its_epsilon() -> None:
     # Laplace of eps0 at delta: eps = eps0 + 2 log(1 - delta) (its profile is 1 - e^((e - eps0)/2))
     exact = 0.1 + 2 * math.log1p(-params["step_delta"])
     assert exact <= cost["eps"] <= exact * (1 + 1e-9)
+
+
+def test_non_adaptive_rule_admits_what_the_composed_gaussian_allows() -> None:
+    """k Gaussians of noise sigma compose to one of mu = sqrt(k) / sigma: the PLD rule admits
+    the largest k whose exact delta_mu(EPS) (scipy) is within DELTA, give or take the
+    bracket's width at the boundary."""
+    sigma = 7.0
+    count = _count_pld(GaussianEvent(sigma))
+    assert count == 2
+    assert gdp_delta(EPS, math.sqrt(count) / sigma) <= DELTA * (1 + 1e-9)
+    assert gdp_delta(EPS, math.sqrt(count + 1) / sigma) > DELTA * (1 - 1e-6)
+
+
+def _count_pld(event: GaussianEvent) -> int:
+    state = rules.initial_state("pld", {})
+    history: list[GaussianEvent] = []
+    while True:
+        decision = rules.decide(
+            "pld", (EPS, DELTA), {}, state, {}, lambda: [*history, event], "add_remove"
+        )
+        if not decision.fits:
+            return len(history)
+        history.append(event)
+        state = decision.state
