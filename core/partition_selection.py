@@ -14,6 +14,9 @@ which calls it) does:
   analytic Gaussian mechanism of L2 sensitivity ``sqrt(k)`` at ``(epsilon, delta / 2)``
   (Balle and Wang 2018), half to the threshold: ``P[1 + N(0, s^2) >= T] = 1 - (1 -
   delta / 2)^(1/k)`` (Gopi et al. 2020, "Differentially private set union");
+
+every share of ``delta`` is calibrated one part in 1e6 inside the budget, so that the bounds,
+rounded up, stay within it;
 * ``truncated_geometric``: the optimal rule of Desfontaines, Voss, Gipson and Mandayam
   ("Differentially private partition selection", PoPETs 2022, Thm. 1) at ``(epsilon / k,
   delta_k)`` per key: ``pi(0) = 0``, ``pi(n) = min(e^e pi(n-1) + d, 1 - e^-e (1 - pi(n-1) -
@@ -153,7 +156,7 @@ def selection_parameters(
         b = k / epsilon
         return b, 1.0 + _laplace_quantile(d, b)
     if mechanism == "gaussian":
-        sigma = math.sqrt(k) * _analytic_sigma(epsilon, delta / 2)
+        sigma = math.sqrt(k) * _analytic_sigma(epsilon, delta / 2 * _INSIDE)
         return sigma, 1.0 + sigma * _upper_quantile(d)
     table = _geometric_table(epsilon, delta, k)
     return k / epsilon, float(len(table) - 1)

@@ -486,7 +486,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.partition_selection.selection_parameters",
         status="contrib",
         proof="proofs_checks/partition_selection/proof.md",
-        source_sha256="764b961298c34762946e24d5341ed6d1a6b00d36fc723acb2bf01fc0c46dcb60",
+        source_sha256="bd69bcec9e3e3c309f2a1af23d170b61ab4e398210c9c89c6b2d14d704383354",
     ),
     ProofRecord(
         target="dpledger.core.partition_selection._geometric_table",

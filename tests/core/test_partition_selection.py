@@ -61,7 +61,7 @@ def test_gaussian_noise_and_threshold_split_delta_in_half(eps: float, delta: flo
     mu = math.sqrt(k) / sigma  # k keys of sensitivity 1: L2 sensitivity sqrt(k)
     exact = norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
     assert exact <= delta / 2
-    assert exact == pytest.approx(delta / 2, rel=1e-6)  # calibrated to the last bits
+    assert exact == pytest.approx(delta / 2, rel=2e-6)  # one part in 1e6 inside
     d_k = _split(delta / 2, k)
     assert norm.sf((t - 1) / sigma) == pytest.approx(d_k, rel=1e-8)
 
