@@ -86,13 +86,16 @@ def write_report(report: dict[str, Any], location: str, out: Path) -> list[Path]
     written = [out / "budget.json", out / "budget.md"]
     written[0].write_text(json.dumps(report, indent=2, sort_keys=True))
     text = ["# Privacy budget", "", *(f"    {line}" for line in status_lines(report)), ""]
-    plot = _plot(spend_series(location), out / "spend.png")
+    totals = {f"{b['source']}/{b['unit']}": b["total"]["epsilon"] for b in report["budgets"]}
+    plot = _plot(spend_series(location), totals, out / "spend.png")
     text.append("![spend over time](spend.png)" if plot else "(no plot: matplotlib missing)")
     written[1].write_text("\n".join(text) + "\n")
     return written + ([plot] if plot else [])
 
 
-def _plot(series: dict[str, list[tuple[str, float]]], path: Path) -> Path | None:
+def _plot(
+    series: dict[str, list[tuple[str, float]]], totals: dict[str, float], path: Path
+) -> Path | None:
     try:
         import matplotlib
 
@@ -100,11 +103,17 @@ def _plot(series: dict[str, list[tuple[str, float]]], path: Path) -> Path | None
         import matplotlib.pyplot as plt
     except ImportError:
         return None
+    import datetime as dt
+
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, points in series.items():
-        ax.step(range(1, len(points) + 1), [p[1] for p in points], where="post", label=name)
-    ax.set_xlabel("booking")
-    ax.set_ylabel("epsilon spent (rule's odometer)")
+        times = [dt.datetime.fromisoformat(p[0]) for p in points]
+        line = ax.step(times, [p[1] for p in points], where="post", label=name, marker=".")
+        ax.axhline(totals[name], color=line[0].get_color(), linestyle="--", linewidth=0.8)
+    ax.set_ylim(bottom=0.0)
+    ax.set_xlabel("time of booking (UTC)")
+    fig.autofmt_xdate()
+    ax.set_ylabel("epsilon spent (rule's odometer); dashed: total")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)
