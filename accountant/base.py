@@ -23,7 +23,13 @@ from dpledger.core.errors import (
     InvalidParameterError,
     UnsupportedEventError,
 )
-from dpledger.core.events import Event, TabulatedProfileEvent, canonical, coarsen_tabulated
+from dpledger.core.events import (
+    Event,
+    TabulatedProfileEvent,
+    canonical,
+    coarsen_tabulated,
+    flatten,
+)
 from dpledger.core.validation import check_delta_query, check_epsilon_query
 
 _T = TypeVar("_T")
@@ -135,7 +141,7 @@ class Accountant(abc.ABC):
         reason = self._unsupported_reason(event)
         if reason is not None:
             raise UnsupportedEventError(
-                f"{self.name} accountant cannot handle {event.describe()} under "
+                f"{self.name} accountant cannot handle {_shown(event)} under "
                 f"{self.adjacency.relation}: {reason}"
             )
         if count:
@@ -281,3 +287,16 @@ def _child(fn: Callable[[float], Any], arg: float, memory: int, writer: Any) -> 
             writer.send((False, (type(exc).__name__, str(exc))))
     finally:
         writer.close()
+
+
+#: an event described in a refusal is shortened beyond this many characters
+SHOWN_CHARACTERS = 200
+
+
+def _shown(event: Event) -> str:
+    """The event's description for a one-line message: shortened to its kind and its number
+    of leaves when long (a composition of many leaves is never listed leaf by leaf)."""
+    text: str = event.describe()
+    if len(text) <= SHOWN_CHARACTERS:
+        return text
+    return f"{event.kind}(... {len(flatten(event))} leaves)"
