@@ -14,12 +14,9 @@ Trust tiers (OpenDP's model): ``vetted`` (proof reviewed by a second person), ``
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib
 import inspect
-import re
-import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -165,13 +162,13 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="fc647094cbf249f0dcc9a7b3af54d2c4491a359bda71a3b45402e53994ef23b2",
     ),
     ProofRecord(
-        target="dpledger.core.events.flatten",
+        target="dpledger.core.event_trees.flatten",
         status="contrib",
         proof="proofs_checks/composition/proof.md",
         source_sha256="a45c93661a594b85cf968d2529fb36113621852f16a3adf8a4b9ae8d8f7353c0",
     ),
     ProofRecord(
-        target="dpledger.core.events.pure_epsilon",
+        target="dpledger.core.event_trees.pure_epsilon",
         status="contrib",
         proof="proofs_checks/composition/proof.md",
         source_sha256="3bb642dbaf86bc3d13063376ffb3a9c87d6a0d523d2bacb67454e227b5c72651",
@@ -195,7 +192,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="e6013aaaa2452896b77826355ecb75cbf42cfc21171a9ffca0417ad3a4aed354",
     ),
     ProofRecord(
-        target="dpledger.accountant.profiles.gaussian_delta",
+        target="dpledger.accountant.profiles_noise.gaussian_delta",
         status="contrib",
         proof="proofs_checks/gaussian/proof.md",
         source_sha256="b051091af19bb9d09e22298896b5df9629c9582f007ca67f45ac72c08443aaa0",
@@ -207,25 +204,25 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="2da38f462fed8c8d4a29d0f7a0edaf2c4a8e1c3a05825a45c58a40ea504c159f",
     ),
     ProofRecord(
-        target="dpledger.accountant.profiles.laplace_delta",
+        target="dpledger.accountant.profiles_noise.laplace_delta",
         status="contrib",
         proof="proofs_checks/laplace/proof.md",
         source_sha256="a73977eb343396913fe04728e2b24e11b55bd1b5bf61d73a53af41d3a4e51958",
     ),
     ProofRecord(
-        target="dpledger.accountant.profiles.poisson_remove",
+        target="dpledger.accountant.profiles_sampled.poisson_remove",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
         source_sha256="d85e5a4843960f2633c05fc2b30c0fd32c2ad42af2494fe4df3aa2a48b10c9e5",
     ),
     ProofRecord(
-        target="dpledger.accountant.profiles.poisson_add",
+        target="dpledger.accountant.profiles_sampled.poisson_add",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
         source_sha256="9c726bc806329aa09c1952413c255c23189a420d00fc1b0c48368f1b4fbb761a",
     ),
     ProofRecord(
-        target="dpledger.accountant.profiles.poisson_gaussian_replace_one",
+        target="dpledger.accountant.profiles_sampled.poisson_gaussian_replace_one",
         status="contrib",
         proof="proofs_checks/poisson_subsampling/proof.md",
         source_sha256="319ce58a335cc8882acc02f8f01e4485e1022612627f6e33c1652026d7ca7073",
@@ -267,7 +264,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="d9e2d13dc154afe88e27f89cfad90b072d0383d893bab27a84b1164148335416",
     ),
     ProofRecord(
-        target="dpledger.accountant.pld_engine.compose",
+        target="dpledger.accountant.pld_fft.compose",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
         source_sha256="3fe70bf2cc981c72ff73cb3168f8c8541e2ab0838bb9edac6977bce9cae4059d",
@@ -279,13 +276,13 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="12eb48f028d6f8b84f2114234a5a8848e5d8a78bff8e544959de11cedcbb1abe",
     ),
     ProofRecord(
-        target="dpledger.accountant.profiles.shuffled_profiles",
+        target="dpledger.accountant.profiles_shuffled.shuffled_profiles",
         status="contrib",
         proof="proofs_checks/shuffled_batches/proof.md",
         source_sha256="a9ef6df74ffd908ce135a351388c76326df36d15693f4a1deab6bfeb6285ac0c",
     ),
     ProofRecord(
-        target="dpledger.accountant.profiles.max_of_batches_pair",
+        target="dpledger.accountant.profiles_shuffled.max_of_batches_pair",
         status="contrib",
         proof="proofs_checks/shuffled_batches/proof.md",
         source_sha256="ce423e586e1960673e800a3a8b0ae791db5b34c1a659c34f168033cd2bf9d0a7",
@@ -297,13 +294,13 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="a86a846fcb086af6e010dd194da0e804c51af123b1f1b6be3d68f496389f90d8",
     ),
     ProofRecord(
-        target="dpledger.accountant.profiles.tabulated_delta",
+        target="dpledger.accountant.profiles_tabulated.tabulated_delta",
         status="contrib",
         proof="proofs_checks/tabulated_profile/proof.md",
         source_sha256="1b0c20e393cb4243f5aec03be9b46b3d63e4827852ab477cfb5c7e73a3a7d92a",
     ),
     ProofRecord(
-        target="dpledger.accountant.profiles.tabulated_profiles",
+        target="dpledger.accountant.profiles_tabulated.tabulated_profiles",
         status="contrib",
         proof="proofs_checks/tabulated_profile/proof.md",
         source_sha256="8fa23773f8ea56d0525d9ac51ab860005e04c88619d3934863fa6b043c8bc27e",
@@ -315,7 +312,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="132876c6d0886ef8f68db8188c68e0bb92472d553b4204393e65966d49baa979",
     ),
     ProofRecord(
-        target="dpledger.accountant.pld_engine.discretise_lower",
+        target="dpledger.accountant.pld_dominated.discretise_lower",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
         source_sha256="66050436369fa43d86cac211043eece66577f5a2c72434da6fcd2da354ac3267",
@@ -351,7 +348,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="9be387df003595058ec27f5c092d2f255b4518b0e8fb7c21695bdbf675a19ceb",
     ),
     ProofRecord(
-        target="dpledger.accountant.pld._allocation_reduced",
+        target="dpledger.accountant.pld_components._allocation_reduced",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
         source_sha256="dc174c7cde7057a220e9628a866e0a7e29dba0dd07d0920430d30313b6580523",
@@ -363,43 +360,43 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="b23d5fda28b6061c8c69ec58da923fb298f7e14d95e3168d666869d376ac2504",
     ),
     ProofRecord(
-        target="dpledger.accountant.profiles.larger_profile",
+        target="dpledger.accountant.profiles_shuffled.larger_profile",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
         source_sha256="1321dea97a0b29175577f594cc4fe5f80fbbdeee3fc6f6c7a6d03c7206b70a5d",
     ),
     ProofRecord(
-        target="dpledger.accountant.profiles.gaussian_attack_profiles",
+        target="dpledger.accountant.profiles_shuffled.gaussian_attack_profiles",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
         source_sha256="dc843bb947c760cc81e380416c16516607f1e65016c5c136213d8efc1ad7ac27",
     ),
     ProofRecord(
-        target="dpledger.accountant.pld_engine._SpectrumProduct.add",
+        target="dpledger.accountant.pld_fft._SpectrumProduct.add",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
         source_sha256="59a16a14f0d629fb7a8b539cbdd82c65d957518845ac0cdf57c2c582781aa3de",
     ),
     ProofRecord(
-        target="dpledger.accountant.pld_engine._SpectrumProduct._bound",
+        target="dpledger.accountant.pld_fft._SpectrumProduct._bound",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
         source_sha256="7eab461da4ba271790f9bb8020b9d601ce47ef7132c440bd18b3546fcf5ecaf4",
     ),
     ProofRecord(
-        target="dpledger.accountant.pld_engine._SpectrumProduct.tilted_error",
+        target="dpledger.accountant.pld_fft._SpectrumProduct.tilted_error",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
         source_sha256="9de11ba539ce394c6691be4681436a56cb351d144775e2a167a5120f47f43026",
     ),
     ProofRecord(
-        target="dpledger.accountant.pld_engine._untilted",
+        target="dpledger.accountant.pld_fft._untilted",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
         source_sha256="a41f9d2f3a8ecf326b482b33264ca98c74db4484ed76f86c21ee47e3fb36eab5",
     ),
     ProofRecord(
-        target="dpledger.accountant.pld_engine._tails",
+        target="dpledger.accountant.pld_fft._tails",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
         source_sha256="9e203ff16a7e7c8af175c46574235f8b86aac1cd914b29b2396ae85000744500",
@@ -417,7 +414,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="79774d089ff4064c564071c6b9403c45404c7c6e8fb042e7841f31fa87a87901",
     ),
     ProofRecord(
-        target="dpledger.accountant.profiles.bounded_range_profile",
+        target="dpledger.accountant.profiles_noise.bounded_range_profile",
         status="contrib",
         proof="proofs_checks/bounded_range/proof.md",
         source_sha256="ab31523a6ee622cc6a553325ebc9e87c9cf01bfda5f6865187ff4ccd152c36cf",
@@ -569,71 +566,17 @@ def tier_of(target: str, records: Sequence[ProofRecord] = RECORDS) -> str:
     return min(fresh, key=STATUSES.index)
 
 
-# -- maintenance CLI -----------------------------------------------------------------------
-_RECORD_RE = (
-    r'(target="{target}",\s*status="[a-z]+",\s*proof="[^"]*",\s*source_sha256=")'
-    r'([0-9a-f]*)(")'
-)
+# -- maintenance CLI (dpledger.proofs_checks.registry_cli) -----------------------------------
+#: the maintenance functions, loaded when first used
+_CLI = frozenset({"add_record", "main", "update_hash"})
 
 
-def update_hash(target: str, path: Path = REGISTRY_FILE) -> str:
-    """Rewrite the record of ``target`` in this file with the current source hash."""
-    text = path.read_text(encoding="utf-8")
-    pattern = re.compile(_RECORD_RE.format(target=re.escape(target)))
-    if not pattern.search(text):
-        raise InvalidParameterError("target", f"{target!r} has no record", "add it with --add")
-    new_hash = source_hash(target)
-    path.write_text(pattern.sub(lambda m: m.group(1) + new_hash + m.group(3), text), "utf-8")
-    return new_hash
-
-
-def add_record(target: str, proof: str, status: str = "contrib", path: Path = REGISTRY_FILE) -> str:
-    """Append a record for ``target`` (current source hash) to :data:`RECORDS` in this file."""
-    if status not in STATUSES:
-        raise InvalidParameterError("status", f"unknown {status!r}", f"use {STATUSES}")
-    if not (ROOT / proof).is_file():
-        raise InvalidParameterError("proof", f"{proof} does not exist", "write the proof first")
-    text = path.read_text(encoding="utf-8")
-    if f'target="{target}",' in text:
-        raise InvalidParameterError("target", f"{target} already has a record", "use --update")
-    new_hash = source_hash(target)
-    entry = (
-        f'    ProofRecord(\n        target="{target}",\n        status="{status}",\n'
-        f'        proof="{proof}",\n        source_sha256="{new_hash}",\n    ),\n'
-    )
-    marker = ")\n\n#: proofs whose code objects"
-    if marker not in text:
-        raise InvalidParameterError("registry", "cannot find the end of RECORDS", "edit by hand")
-    path.write_text(text.replace(marker, entry + marker, 1), encoding="utf-8")
-    return new_hash
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dpledger.proofs_checks.registry")
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--update", nargs="+", metavar="TARGET", help="refresh vetted hashes")
-    group.add_argument("--add", metavar="TARGET", help="add a record with the current hash")
-    group.add_argument("--check", action="store_true", help="list stale records")
-    parser.add_argument("--proof", help="proof path for --add (proofs_checks/<folder>/proof.md)")
-    parser.add_argument("--status", default="contrib", choices=STATUSES)
-    args = parser.parse_args(argv)
-    try:
-        if args.check:
-            stale = stale_records(RECORDS)
-            print("\n".join(stale) if stale else f"all {len(RECORDS)} records are current")
-            return 1 if stale else 0
-        if args.add:
-            if not args.proof:
-                parser.error("--add needs --proof")
-            print(f"{args.add}: {add_record(args.add, args.proof, args.status)}")
-            return 0
-        for target in args.update:
-            print(f"{target}: {update_hash(target)}")
-        return 0
-    except InvalidParameterError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+def __getattr__(name: str) -> Any:
+    """:func:`add_record`, :func:`update_hash` and :func:`main`, from the maintenance module."""
+    if name in _CLI:
+        return getattr(importlib.import_module("dpledger.proofs_checks.registry_cli"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(importlib.import_module("dpledger.proofs_checks.registry_cli").main())

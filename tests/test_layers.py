@@ -65,6 +65,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dpledger.accountant",
             "dpledger.proofs_checks",  # the package itself
             "dpledger.proofs_checks.registry",
+            "dpledger.proofs_checks.registry_cli",
             "dpledger.proofs_checks.check_registry",
         ),
     ),
