@@ -68,7 +68,7 @@ _ONE_RELATION = (
         "a partition selection",
         "add_remove",
         "a key held by one user is present on one side only",
-        "or declare the partition keys public",
+        "or use public partition keys instead of a selection",
     ),
 )
 
