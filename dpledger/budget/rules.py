@@ -44,6 +44,7 @@ from dpledger.core.events import ComposedEvent, Event
 
 __all__ = [
     "RULES",
+    "SETTABLE",
     "THEOREMS",
     "BudgetRefused",
     "Decision",
@@ -67,6 +68,13 @@ THEOREMS: dict[str, str] = {
     "sum eps_t^2 / 2 > eps or sum delta_t > delta - delta_tail)",
     "gdp": "Gaussian-DP filter (Smith & Thakurta 2022: halt before sum mu_t^2 > mu^2; "
     "mu-GDP to (eps, delta) by the Gaussian trade-off)",
+}
+#: the parameters a store may set per rule (the others follow from the total)
+SETTABLE: dict[str, tuple[str, ...]] = {
+    "pld": (),
+    "renyi": ("orders",),
+    "approx": ("delta_tail", "step_delta"),
+    "gdp": (),
 }
 #: orders of the Rényi filter unless the store declares its own
 DEFAULT_ORDERS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0, 256.0)

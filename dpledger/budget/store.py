@@ -188,7 +188,17 @@ def check_declaration(
 ) -> tuple[float, float, dict[str, Any]]:
     """The checked total and the rule's full parameters, or the one-line error."""
     eps, dlt = _check_declaration(source, unit, epsilon, delta, rule, relation)
-    full = {**rules.default_params(rule, eps, dlt), **dict(params or {})}
+    given = dict(params or {})
+    allowed = rules.SETTABLE[rule]
+    for name in given:
+        if name not in allowed:
+            raise InvalidParameterError(
+                name,
+                f"is not a parameter a {rule} store takes"
+                + (" (it follows from the total)" if name == "mu" else ""),
+                f"pass only {', '.join(allowed)}" if allowed else "pass no parameters",
+            )
+    full = {**rules.default_params(rule, eps, dlt), **given}
     _check_params(rule, full, dlt)
     return eps, dlt, full
 

@@ -189,6 +189,18 @@ def test_a_store_of_another_schema_version_is_refused_and_migrated(
     assert main(["budget", "log", sqlite_store]) == 0
 
 
+@pytest.mark.parametrize(
+    ("rule", "params"),
+    [("gdp", {"mu": 100.0}), ("pld", {"orders": [2]}), ("renyi", {"budget": 9.0})],
+)
+def test_a_parameter_that_follows_from_the_total_cannot_be_set(
+    sqlite_store: str, rule: str, params: dict[str, float]
+) -> None:
+    with pytest.raises(InvalidParameterError, match="not a parameter"):
+        store.declare(sqlite_store, "s", epsilon=1.0, delta=1e-6, rule=rule, params=params)
+    assert verify(sqlite_store)["entries"] == 0
+
+
 def test_an_undeclared_source_books_nothing(sqlite_store: str) -> None:
     with pytest.raises(InvalidParameterError, match="no declared budget"):
         store.book(sqlite_store, "ghost", GaussianEvent(5.0))
@@ -225,7 +237,7 @@ def test_the_report_has_the_rule_the_runs_and_the_plot(sqlite_store: str, tmp_pa
 def test_time_per_booking_does_not_grow_with_the_count(sqlite_store: str) -> None:
     import time
 
-    store.declare(sqlite_store, "s", epsilon=1.0, delta=1e-6, rule="gdp", params={"mu": 100.0})
+    store.declare(sqlite_store, "s", epsilon=10.0, delta=1e-6, rule="gdp")
     times = []
     for i in range(1500):
         start = time.perf_counter()
