@@ -36,6 +36,9 @@ from typing import Any
 
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 
+#: the spacing of torch's float64 uniform draws
+GRID = 2.0**-53
+
 __all__ = [
     "WeightedPoissonSampler",
     "draw_inclusion",
@@ -92,7 +95,10 @@ class WeightedPoissonSampler:
         rates = torch.tensor(self.rates, dtype=torch.float64)
         for _ in range(self.steps):
             draw = torch.rand(len(self.rates), generator=self.generator, dtype=torch.float64)
-            yield (draw < rates).nonzero(as_tuple=False).reshape(-1).tolist()
+            # draws lie on the grid k / 2^53: the record joins with probability
+            # floor(rate * 2^53) / 2^53, never above its rate (``draw < rate`` could be)
+            joined = (draw + GRID) <= rates
+            yield joined.nonzero(as_tuple=False).reshape(-1).tolist()
 
 
 def sampler_name(obj: Any) -> str:
@@ -101,8 +107,8 @@ def sampler_name(obj: Any) -> str:
 
 
 def weighted_draw_rates(sampler: Any, dataset_size: int) -> tuple[float, ...]:
-    """``p_i = w_i / sum(w)`` of a ``WeightedRandomSampler`` drawing with replacement over a
-    dataset of ``dataset_size`` records; one line naming the fix otherwise."""
+    """``p_i = w_i / sum(w)`` (rounded up) of a ``WeightedRandomSampler`` drawing with
+    replacement over a dataset of ``dataset_size`` records; one line naming the fix otherwise."""
     if not bool(sampler.replacement):
         raise UnsupportedEventError(
             "a WeightedRandomSampler without replacement is not accounted (no theorem for its "
@@ -118,11 +124,13 @@ def weighted_draw_rates(sampler: Any, dataset_size: int) -> tuple[float, ...]:
             f"{dataset_size} records",
             "give one non-negative weight per record, not all zero",
         )
-    return tuple(w / total for w in weights)
+    # each quotient is within a few rounding errors of w_i / sum(w): rounded up
+    return tuple(min(1.0, w / total * (1 + 1e-12)) for w in weights)
 
 
 def draw_inclusion(draw_rate: float, draws: int) -> float:
     """``1 - (1 - p)^B``: the probability that a record drawn with probability ``p`` at each
-    of ``B`` independent draws is in the batch, rounded up."""
+    of ``B`` independent draws is in the batch, rounded up (the few rounding errors of
+    ``log1p``, the product and ``expm1`` are covered by a relative margin of 1e-12)."""
     value = -math.expm1(draws * math.log1p(-draw_rate)) if draw_rate < 1 else 1.0
-    return min(1.0, math.nextafter(value, math.inf))
+    return min(1.0, value * (1 + 1e-12))

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
@@ -21,6 +23,7 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
+from dpledger.integrations.opacus_accumulation import BatchCounter
 from dpledger.integrations.opacus_events import (
     POISSON,
     WEIGHTED_DRAWS,
@@ -234,13 +237,56 @@ def test_weighted_draws_rates_and_their_dominating_event() -> None:
     )
 
 
+@given(
+    p=st.floats(min_value=1e-12, max_value=1.0),
+    draws=st.integers(min_value=1, max_value=10_000),
+)
+@settings(max_examples=200, deadline=None)
+def test_inclusion_is_never_below_the_exact_probability(p: float, draws: int) -> None:
+    from fractions import Fraction
+
+    exact = 1 - (1 - Fraction(p)) ** draws
+    value = draw_inclusion(p, draws)
+    assert Fraction(value) >= exact and value <= 1.0
+    assert value <= min(1.0, draws * p * (1 + 1e-9))  # the union bound
+
+
+def test_batch_counter_counts_logical_batches_and_drops_an_interrupted_pass() -> None:
+    class Batches:
+        def __iter__(self) -> Iterator[list[int]]:
+            yield from ([0], [1], [2])
+
+    busy = {"value": False}
+    sampler = Batches()
+    counter = BatchCounter(sampler, in_progress=lambda: busy["value"])
+    counter.install()
+    assert isinstance(sampler, Batches) and type(sampler).__name__ == "Batches"
+    it = iter(sampler)
+    next(it), next(it)
+    assert counter.take(accumulated=1) == (2, 1)  # two batches under one noisy step
+    next(iter(sampler))  # a new pass: the third batch of the first was never drawn
+    assert counter.passes == 2 and counter.take(accumulated=1) == (1, 2)
+    it = iter(sampler)
+    next(it)  # drawn, then the loop breaks without a backward pass
+    next(iter(sampler))
+    assert counter.take(accumulated=1) == (1, 4)  # the unused batch is not counted
+    busy["value"] = True  # gradients pending: the batch is accumulated across the passes
+    next(iter(sampler))
+    next(iter(sampler))
+    assert counter.take(accumulated=1) == (2, 5)
+    counter.remove()
+    assert type(sampler) is Batches
+    prefetched = BatchCounter(Batches(), workers=2)
+    assert prefetched.take(accumulated=3) == (3, None)  # the optimizer's count
+
+
 def test_inclusion_of_independent_draws_is_rounded_up() -> None:
     from fractions import Fraction
 
     for p, draws in [(1e-5, 16), (1 / 80, 32), (0.5, 3), (1.0, 2), (1e-9, 1000)]:
         exact = 1 - (1 - Fraction(p)) ** draws
         value = Fraction(draw_inclusion(p, draws))
-        assert exact <= value <= exact * (1 + Fraction(1, 10**12))
+        assert exact <= value <= exact * (1 + Fraction(2, 10**12))
 
 
 def test_weighted_poisson_sampler_draws_each_record_at_its_rate() -> None:
