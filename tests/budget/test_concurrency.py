@@ -4,6 +4,7 @@ chain exactly once (sequence numbers 1..n, no gap, no duplicate, no entry of a r
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing
 from typing import Any
@@ -137,3 +138,18 @@ def test_two_runs_that_fit_alone_but_not_together_cannot_both_pass(
         p.join(timeout=60)
     assert sorted(granted) == [0, 1]
     assert verify(location)["entries"] == 2
+
+
+def test_the_cli_on_a_postgres_store(pg_store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from dpledger.cli import main
+
+    args = ["--source", "s", "--epsilon", "1", "--delta", "1e-6", "--rule", "approx"]
+    assert main(["budget", "init", pg_store, *args]) == 0
+    event = '{"kind": "laplace", "noise_multiplier": 20}'
+    assert main(["budget", "book", pg_store, "--source", "s", "--event", event]) == 0
+    capsys.readouterr()
+    assert main(["budget", "status", pg_store, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (budget,) = report["budgets"]
+    assert budget["bookings"] == 1 and "Whitehouse" in budget["theorem"]
+    assert report["chain"]["ok"] and report["chain"]["entries"] == 2
