@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpledger.accountant.partition_selection import (
     partition_selection_threshold,
@@ -198,3 +200,20 @@ def test_gaussian_noise_is_no_larger_than_pipeline_dps(eps: float, delta: float,
     assert sigma >= their_sigma * 0.99  # the same calibration, ours to the last bits
     assert threshold <= strategy.threshold * (1 + 1e-6)
     assert selection_epsilon("gaussian", eps, delta, k, delta).epsilon <= eps * (1 + 5e-5)
+
+
+@SLOW
+@settings(max_examples=12, deadline=None)
+@given(
+    st.sampled_from(MECHANISMS),
+    st.floats(0.1, 4.0),
+    st.floats(1e-8, 1e-3),
+    st.integers(1, 12),
+)
+def test_any_budget_is_certified_at_its_delta(
+    mechanism: str, eps: float, delta: float, k: int
+) -> None:
+    bound = selection_epsilon(mechanism, eps, delta, k, delta)
+    assert bound.epsilon <= eps * (1 + 5e-4)
+    # and the bound at half the delta is larger (the curve at eps is spent)
+    assert selection_epsilon(mechanism, eps, delta, k, delta / 2).epsilon > bound.epsilon
