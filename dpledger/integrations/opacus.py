@@ -176,7 +176,7 @@ class OpacusResult:
         b = self.batching
         sig = ", ".join(f"{s:g}" for s in self.noise_multipliers)
         norms = ", ".join(str(c) for c in self.max_grad_norms)
-        epochs = "" if b.kind == POISSON else f" in {self.epochs} epoch(s)"
+        epochs = "" if b.kind in SAMPLED else f" in {self.epochs} epoch(s)"
         lines = [
             f"Opacus DP-SGD run: {self.steps} noisy steps{epochs}, noise multiplier {sig}, "
             f"max grad norm {norms}",
@@ -487,7 +487,7 @@ class OpacusTracker:
         findings = self.findings
         selection = select.account(upper_event, adjacency, delta=delta)
         upper, lower, method = _bracket(selection)
-        notes = epoch_notes(b, epochs, complete)
+        notes = epoch_notes(b, epochs, complete, steps)
         if lower_event is None:
             lower = 0.0
         elif lower_event != upper_event:

@@ -278,8 +278,28 @@ def _fixed_size_batching(batch_sampler: Any, n: int) -> Batching:
     )
 
 
-def epoch_notes(b: Batching, epochs: int, complete: int) -> list[str]:
-    """What the bracket leaves out: dropped records, or epochs that ran only in part."""
+def epoch_notes(b: Batching, epochs: int, complete: int, steps: tuple[Step, ...] = ()) -> list[str]:
+    """What the bracket leaves out: dropped records, epochs that ran only in part, batches
+    accumulated under one noise draw, the looseness of weighted draws."""
+    notes = []
+    k = max((s.batches for s in steps), default=1)
+    if k > 1:
+        notes.append(
+            f"steps summed up to {k} logical batches under one noise draw: each is accounted as "
+            "that many batches with the noise split evenly between them (an upper bound; no "
+            "lower bound is certified)"
+        )
+    if b.kind == WEIGHTED_DRAWS:
+        notes.append(
+            "weighted draws with replacement: the event is the dominating pair of one draw at a "
+            "time (the noise split over the batch's draws), stated as add/remove curves for "
+            "replace-one of a record in its slot; certified but loose; dpledger's "
+            "WeightedPoissonSampler is accounted tightly"
+        )
+    return notes + _partition_notes(b, epochs, complete)
+
+
+def _partition_notes(b: Batching, epochs: int, complete: int) -> list[str]:
     if b.kind == SHUFFLED and b.drop_last and b.remainder:
         return [
             f"drop_last discards {b.remainder} records per epoch: the upper bound is that "
