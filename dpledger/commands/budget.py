@@ -62,7 +62,7 @@ def _init_parser(sub: Any) -> None:
     )
     p.add_argument("store", metavar="STORE", help="SQLite file or postgresql:// URL")
     p.add_argument("--source", default=None, help="the protected source to declare")
-    p.add_argument("--unit", default="row", help="the privacy unit")
+    p.add_argument("--unit", default="row", help="the privacy unit (row, or user)")
     p.add_argument("--epsilon", default=None, help="total epsilon")
     p.add_argument("--delta", default=None, help="total delta")
     p.add_argument(
@@ -71,7 +71,12 @@ def _init_parser(sub: Any) -> None:
         choices=("pld", "renyi", "approx", "gdp"),
         help="pld: a sequence fixed in advance; renyi, approx, gdp: filters for adaptive ones",
     )
-    p.add_argument("--relation", default="add_remove", choices=("add_remove", "replace_one"))
+    p.add_argument(
+        "--relation",
+        default="add_remove",
+        choices=("add_remove", "replace_one"),
+        help="the neighbouring relation the booked events are stated under",
+    )
     p.add_argument("--orders", default=None, help="renyi: comma-separated orders > 1")
     p.add_argument("--delta-tail", default=None, help="approx: the delta of the tail bound")
     p.add_argument("--step-delta", default=None, help="approx: each booking's delta")
