@@ -89,7 +89,7 @@ def test_no_false_alarm_on_trajectories() -> None:
     host = host_from_options()
     spec = host.method("trajectories")
     rng = np.random.default_rng(0)
-    data = {f"marginal_{t}": 0.3 * rng.normal(size=(200, 2)) for t in range(2)}
+    data = {f"marginal_{t}": rng.uniform(-0.5, 0.5, size=(200, 2)) for t in range(2)}
     params = spec.make_params(dict(TRAJ, n_per_time=[200, 200]))
     result = canaries.audit_one_run(spec, params, data, canaries=200, seed=0, lower=host.lower)
     _no_false_alarm(result)
