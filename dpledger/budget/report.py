@@ -86,11 +86,25 @@ def write_report(report: dict[str, Any], location: str, out: Path) -> list[Path]
     written = [out / "budget.json", out / "budget.md"]
     written[0].write_text(json.dumps(report, indent=2, sort_keys=True))
     text = ["# Privacy budget", "", *(f"    {line}" for line in status_lines(report)), ""]
+    text += _runs_tables(report)
     totals = {f"{b['source']}/{b['unit']}": b["total"]["epsilon"] for b in report["budgets"]}
     plot = _plot(spend_series(location), totals, out / "spend.png")
     text.append("![spend over time](spend.png)" if plot else "(no plot: matplotlib missing)")
     written[1].write_text("\n".join(text) + "\n")
     return written + ([plot] if plot else [])
+
+
+def _runs_tables(report: dict[str, Any]) -> list[str]:
+    """Every run that spent each budget, in booking order."""
+    out = []
+    for b in report["budgets"]:
+        out += [f"## Runs booked against {b['source']} / {b['unit']} ({b['rule']})", ""]
+        out += ["| entry | run | booked at | method |", "|---|---|---|---|"]
+        for run in b["runs"]:
+            method = run["parameters"].get("method", run["parameters"].get("integration", ""))
+            out.append(f"| {run['seq']} | {run['run_id']} | {run['booked_at']} | {method} |")
+        out.append("")
+    return out
 
 
 def _plot(

@@ -231,6 +231,7 @@ def test_the_report_has_the_rule_the_runs_and_the_plot(sqlite_store: str, tmp_pa
     assert _files(tmp_path / "r") == ["budget.json", "budget.md", "spend.png"]
     text = (tmp_path / "r" / "budget.md").read_text()
     assert "Feldman & Zrnic" in text and "run first" in text
+    assert "| 2 | first |" in text
 
 
 @pytest.mark.slow  # 1,500 bookings
