@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -10,7 +11,7 @@ import attrs
 
 from dpledger.core.errors import InvalidParameterError
 from dpledger.report.model import SCHEMA_VERSION
-from dpledger.report.numbers import as_float, fmt_down, fmt_up
+from dpledger.report.numbers import as_float, fmt_down, fmt_exact, fmt_up, tidy_text
 
 _RELEASE_FIELDS = (
     "source",
@@ -62,6 +63,15 @@ def _check(report: Any, name: str) -> Mapping[str, Any]:
     return report
 
 
+def _query(report: Mapping[str, Any]) -> str:
+    """A report's query as ``δ = 1e-05`` or ``ε = 1``."""
+    query = report["query"]
+    if isinstance(query, Mapping) and len(query) == 1:
+        [(name, value)] = query.items()
+        return f"{'δ' if name == 'delta' else 'ε'} = {fmt_exact(value)}"
+    return _value(query)
+
+
 def _quantity(report: Mapping[str, Any]) -> str:
     return "epsilon" if "delta" in report["query"] else "delta"
 
@@ -71,14 +81,15 @@ def _movement(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[str, float | 
     sym = {"epsilon": "ε", "delta": "δ"}
     if qa != qb:
         return (
-            f"the query changed ({a['query']} → {b['query']}): the bounds are not comparable",
+            f"the query changed ({_query(a)} → {_query(b)}): the bounds are not comparable",
             None,
         )
     x, y = as_float(a["bound"][qa]), as_float(b["bound"][qb])
     at = "δ" if qa == "epsilon" else "ε"
     fixed = a["bound"]["delta" if qa == "epsilon" else "epsilon"]
     fixed_b = b["bound"]["delta" if qa == "epsilon" else "epsilon"]
-    where = f"at {at} = {fixed}" if fixed == fixed_b else f"at {at} = {fixed} → {fixed_b}"
+    fa, fb = fmt_exact(fixed), fmt_exact(fixed_b)
+    where = f"at {at} = {fa}" if fixed == fixed_b else f"at {at} = {fa} → {fb}"
     ma, mb = a["bound"]["method"], b["bound"]["method"]
     how = f"method {ma}" if ma == mb else f"method {ma} → {mb}"
     s = sym[qa]
@@ -95,28 +106,39 @@ def _movement(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[str, float | 
 
 
 def _set_changes(label: str, a: Sequence[Any], b: Sequence[Any]) -> list[str]:
-    out = [f"{label} added: {x}" for x in b if x not in a]
-    out += [f"{label} removed: {x}" for x in a if x not in b]
+    out = [f"{label} added: {_value(x)}" for x in b if x not in a]
+    out += [f"{label} removed: {_value(x)}" for x in a if x not in b]
     return out
 
 
 def _bound_text(bound: Mapping[str, Any] | None, q: str) -> str:
+    """``[lower, upper] (method)``, a lower bound of 0 shown as ``none`` (as in the report)."""
     if bound is None:
         return "unavailable"
-    return f"[{fmt_down(bound[q + '_lower'])}, {fmt_up(bound[q])}] ({bound['method']})"
+    lower = bound[q + "_lower"]
+    shown = "none" if isinstance(lower, int | float) and lower == 0 else fmt_down(lower)
+    return f"[{shown}, {fmt_up(bound[q])}] ({bound['method']})"
+
+
+def _value(value: Any) -> str:
+    """A changed field as text: a table or a list as compact JSON (never a Python repr), a
+    description by the printing rule of :mod:`.numbers`."""
+    if isinstance(value, Mapping | list | tuple):
+        return tidy_text(json.dumps(value, sort_keys=True, ensure_ascii=False))
+    return tidy_text(str(value))
 
 
 def _releases(a: Mapping[str, Any], b: Mapping[str, Any], q: str) -> list[str]:
     ra = {r["node"]: r for r in a["releases"]}
     rb = {r["node"]: r for r in b["releases"]}
-    out = [f"release added: {n} ({rb[n]['event']})" for n in rb if n not in ra]
-    out += [f"release removed: {n} ({ra[n]['event']})" for n in ra if n not in rb]
+    out = [f"release added: {n} ({_value(rb[n]['event'])})" for n in rb if n not in ra]
+    out += [f"release removed: {n} ({_value(ra[n]['event'])})" for n in ra if n not in rb]
     for n in ra:
         if n not in rb:
             continue
         for f in _RELEASE_FIELDS:
             if ra[n].get(f) != rb[n].get(f):
-                out.append(f"release {n}: {f} {ra[n].get(f)} → {rb[n].get(f)}")
+                out.append(f"release {n}: {f} {_value(ra[n].get(f))} → {_value(rb[n].get(f))}")
         ba, bb = ra[n].get("bound"), rb[n].get("bound")
         if ba != bb and (ba is None or bb is None or ba.get(q) != bb.get(q)):
             out.append(f"release {n}: {q} alone {_bound_text(ba, q)} → {_bound_text(bb, q)}")
@@ -162,7 +184,8 @@ def diff_reports(a: Any, b: Any) -> ReportDiff:
         ("unit_of_privacy", "unit of privacy"),
     ):
         if a.get(key) != b.get(key):
-            changes.append(f"{label}: {a.get(key)} → {b.get(key)}")
+            show = _query if key == "query" else (lambda r, k=key: _value(r.get(k)))
+            changes.append(f"{label}: {show(a)} → {show(b)}")
     acc_a, acc_b = a["accounting"], b["accounting"]
     for key in ("method", "combined"):
         if acc_a[key] != acc_b[key]:

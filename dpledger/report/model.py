@@ -90,6 +90,10 @@ class ReleaseRow:
     proof: str | None
     proof_location: str | None
     bound: Mapping[str, Any] | None
+    #: the declared and the lifted event as event tables (exact parameters, as a pipeline
+    #: file states them); ``event`` and ``lifted_event`` are their descriptions
+    event_data: Mapping[str, Any] | None = None
+    lifted_event_data: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -108,6 +112,8 @@ class ReleaseRow:
             "proof": self.proof,
             "proof_location": self.proof_location,
             "bound": dict(self.bound) if self.bound is not None else None,
+            "event_data": json_safe(self.event_data),
+            "lifted_event_data": json_safe(self.lifted_event_data),
         }
 
 

@@ -19,7 +19,7 @@ from dpledger.report.model import (
     ReleaseRow,
     no_guarantee,
 )
-from dpledger.report.numbers import fmt_exact, fmt_up
+from dpledger.report.numbers import fmt_down, fmt_exact, fmt_up
 
 #: default delta of a pipeline that states neither delta nor epsilon (as ``dpledger account``)
 
@@ -178,7 +178,7 @@ def warnings(
         out.append("the bound is infinite: a release is non-private or its guarantee is vacuous")
     elif lower > 0 and upper > WIDE_BRACKET * lower:
         out.append(
-            f"the certified bracket is wide (lower {lower:.4g}, upper {fmt_up(upper)}): the "
+            f"the certified bracket is wide (lower {fmt_down(lower)}, upper {fmt_up(upper)}): the "
             "true privacy loss may be well below the reported upper bound, never above it"
         )
     if bound["method"] == "prv":
@@ -274,5 +274,5 @@ def framework_figure(
         return f"{framework}'s own figure ({accountant} accountant): none recorded{at}."
     return (
         f"{framework}'s own figure ({accountant} accountant, not certified by dpledger): "
-        f"ε = {epsilon:.6g}{at}."
+        f"ε = {fmt_exact(epsilon)}{at}."
     )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dpledger.report.model import NO_GUARANTEE, PrivacyReport
-from dpledger.report.numbers import fmt_down, fmt_exact, fmt_up
+from dpledger.report.numbers import fmt_down, fmt_exact, fmt_up, tidy_text
 from dpledger.report.render_md import (
     beside_bracket,
     bound_pair,
@@ -34,6 +35,7 @@ figure { margin: 1rem 0; }
 figure img { max-width: 100%; border: 1px solid #ddd; }
 pre { background: #f6f6f6; padding: 0.5rem; overflow-x: auto; }
 td { overflow-wrap: anywhere; }
+td.num { white-space: nowrap; overflow-wrap: normal; font-variant-numeric: tabular-nums; }
 .wide, .section { max-width: 100%; overflow-x: auto; }
 """
 
@@ -44,12 +46,13 @@ def e(value: Any) -> str:
         return "-"
     if isinstance(value, list | tuple):
         value = ", ".join(str(v) for v in value)
-    return html.escape(str(value), quote=True)
+    return html.escape(tidy_text(str(value)), quote=True)
 
 
 def markdown_html(text: str) -> str:
     """A plugin section's Markdown as HTML (markdown-it, raw HTML, links and images disabled),
     or escaped text when markdown-it-py is not installed."""
+    text = tidy_text(text)
     try:
         from markdown_it import MarkdownIt
     except ImportError:
@@ -59,9 +62,18 @@ def markdown_html(text: str) -> str:
     return str(parser.disable(["link", "image", "autolink"]).render(text))
 
 
+#: a cell that is one number (a bound, a count, ``inf``, ``none``): never broken across lines
+NUMBER_CELL = re.compile(r"^[-+]?(?:\d[\d.]*(?:e[-+]?\d+)?|inf|none|nan)$")
+
+
+def _cell(value: Any) -> str:
+    text = e(value)
+    return f'<td class="num">{text}</td>' if NUMBER_CELL.match(text) else f"<td>{text}</td>"
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     head = "".join(f"<th>{e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
     return (
         f'<div class="wide"><table><thead><tr>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table></div>"

@@ -7,7 +7,7 @@ from typing import Any
 
 from dpledger.core.lifting import RULE_TEXT
 from dpledger.report.model import NO_GUARANTEE, PrivacyReport
-from dpledger.report.numbers import fmt_down, fmt_exact, fmt_up
+from dpledger.report.numbers import fmt_down, fmt_exact, fmt_up, tidy_text
 
 #: section titles, in order (tests check that each is present)
 SECTIONS: tuple[str, ...] = (
@@ -214,7 +214,7 @@ def observed_items(runtime: Mapping[str, Any], obs: Mapping[str, Any]) -> list[s
             f"{fmt_exact(rec['delta'])} ({rec.get('method')})"
         )
     eps = obs.get("epsilon")
-    own = "none recorded" if eps is None else f"ε = {eps:.6g}"
+    own = "none recorded" if eps is None else f"ε = {fmt_exact(eps)}"
     items.append(f"{framework}'s own figure ({obs.get('accountant')}): {own}; {obs.get('status')}")
     items.append(f"{framework}'s accountants: {obs['accountants']}")
     if obs.get("poisson_same_relation") is not None:
@@ -293,7 +293,7 @@ def render_markdown(report: PrivacyReport, figures: Mapping[str, str] | None = N
     if obs is not None:
         out += ["", f"{obs['figure']} {sentence(obs['accountants'])}."]
     out += _closing(report, figures)
-    return "\n".join(out) + "\n"
+    return tidy_text("\n".join(out)) + "\n"
 
 
 def _opening(report: PrivacyReport) -> list[str]:

@@ -77,6 +77,8 @@ def release_rows(
                 proof=spec.proof.citation if spec is not None else None,
                 proof_location=spec.proof.location if spec is not None else None,
                 bound=json_safe(bound.to_dict()) if bound is not None else None,
+                event_data=json_safe(r.event.to_dict()),
+                lifted_event_data=json_safe(r.lifted.to_dict()),
             )
         )
     return tuple(rows)

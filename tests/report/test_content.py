@@ -106,8 +106,8 @@ def test_markdown_has_every_section_and_the_statement(
 def test_printed_bounds_round_to_the_safe_side() -> None:
     assert fmt_up(0.1234561) == "0.123457"
     assert fmt_down(0.1234569) == "0.123456"
-    assert fmt_up(2.0) == "2"
-    assert fmt_up(9.9999991) == "10"
+    assert fmt_up(2.0) == "2.00000"  # the same significant digits as every other bound
+    assert fmt_up(9.9999991) == "10.0000"
     assert fmt_up(math.inf) == "inf"
     x = 0.6257497135600278
     assert float(fmt_up(x)) >= x and float(fmt_down(x)) <= x

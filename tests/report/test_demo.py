@@ -16,6 +16,7 @@ def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
     from dpledger.accountant.graph_account import account_graph
     from dpledger.core.events import event_from_dict
     from dpledger.demo import TINY, run_demo
+    from dpledger.report.numbers import tidy_text
     from dpledger.runtime.coverage import canonical_multiset
     from dpledger.runtime.pipeline import load_pipeline
 
@@ -79,11 +80,12 @@ def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
     assert report["runtime"]["verified"] is True
     assert report["runtime"]["method"] == "trajectories"
     assert report["runtime"]["steps"] == TINY.K + 2
-    assert report["runtime"]["declared_core"] == declared.describe()
+    # text follows the printing rule: a parameter of more than six digits shown with six, "≈"
+    assert report["runtime"]["declared_core"] == tidy_text(declared.describe())
     # written compactly: the two equal warm-start draws and the K steps each fold into one term
     warm = declared.events[0]
     assert warm == declared.events[1] and warm.kind == "gaussian"
-    assert report["runtime"]["executed"] == (
+    assert report["runtime"]["executed"] == tidy_text(
         f"composed(self_composed(count=2, {warm.describe()}), "
         f"self_composed(count={TINY.K}, poisson_sampled(sampling_probability={TINY.rho}, "
         f"gaussian(noise_multiplier={TINY.tau}))))"

@@ -41,10 +41,10 @@ def _set_epsilon(value: Any) -> Callable[[dict[str, Any]], None]:
 @pytest.mark.parametrize(
     ("epsilon", "summary", "moved"),
     [
-        (3.0, f"ε increased: 1.5 → 3 (+1.5, +100.00%) {WHERE}", 1.5),
-        (1.0, f"ε decreased: 1.5 → 1 (-0.5, -33.33%) {WHERE}", -0.5),
-        ("inf", f"ε moved: 1.5 → inf {WHERE}", math.inf),
-        (1.5, f"ε unchanged: ε ≤ 1.5 {WHERE}", 0.0),
+        (3.0, f"ε increased: 1.50000 → 3.00000 (+1.50000, +100.00%) {WHERE}", 1.5),
+        (1.0, f"ε decreased: 1.50000 → 1.00000 (-0.500000, -33.33%) {WHERE}", -0.5),
+        ("inf", f"ε moved: 1.50000 → inf {WHERE}", math.inf),
+        (1.5, f"ε unchanged: ε ≤ 1.50000 {WHERE}", 0.0),
     ],
 )
 def test_how_the_bound_moved(epsilon: Any, summary: str, moved: float) -> None:
@@ -58,7 +58,7 @@ def test_how_the_bound_moved(epsilon: Any, summary: str, moved: float) -> None:
 def test_an_increase_is_printed_rounded_up_and_a_decrease_rounded_down(epsilon: float) -> None:
     d = diff_reports(*_changed(_set_epsilon(epsilon)))
     assert d.moved == epsilon - 1.5
-    match = re.match(r"ε (increased|decreased): 1\.5 → (\S+) \(([+-])(\S+), ", d.summary)
+    match = re.match(r"ε (increased|decreased): 1\.50000 → (\S+) \(([+-])(\S+), ", d.summary)
     assert match is not None, d.summary
     word, printed, sign, step = match.groups()
     assert Decimal(printed) >= Decimal(epsilon)  # the new bound, rounded up
@@ -75,7 +75,7 @@ def test_the_query_delta_and_method_are_named() -> None:
 
     d = diff_reports(*_changed(other_delta))
     assert d.summary.endswith("at δ = 1e-05 → 1e-06 (method pld → rdp)")
-    assert "query: {'delta': 1e-05} → {'delta': 1e-06}" in d.changes
+    assert "query: δ = 1e-05 → δ = 1e-06" in d.changes
 
 
 def test_bounds_of_different_queries_are_not_compared() -> None:
@@ -86,9 +86,7 @@ def test_bounds_of_different_queries_are_not_compared() -> None:
 
     d = diff_reports(*_changed(delta_query))
     assert d.moved is None and not d.identical
-    assert d.summary == (
-        "the query changed ({'delta': 1e-05} → {'epsilon': 1.0}): the bounds are not comparable"
-    )
+    assert d.summary == ("the query changed (δ = 1e-05 → ε = 1): the bounds are not comparable")
     assert not any(c.startswith(("release q:", "accountant ")) for c in d.changes)
 
 
@@ -98,7 +96,7 @@ def test_a_moved_lower_bound_alone_is_named() -> None:
 
     d = diff_reports(*_changed(lower))
     assert d.moved == 0.0 and not d.identical
-    assert d.changes == ("certified bracket: [1.25, 1.5] (pld) → [1.3, 1.5] (pld)",)
+    assert d.changes == ("certified bracket: [1.25000, 1.50000] (pld) → [1.30000, 1.50000] (pld)",)
 
 
 def _edits() -> list[tuple[Callable[[dict[str, Any]], None], str]]:
@@ -129,9 +127,12 @@ def _edits() -> list[tuple[Callable[[dict[str, Any]], None], str]]:
         (add_release, "release added: r (laplace(1))"),
         (release("tier", "contrib"), "release q: tier unverified → contrib"),
         (release("count", 2), "release q: count 1 → 2"),
-        (release_bound, "release q: epsilon alone [1.25, 1.5] (pld) → [1.25, 2] (pld)"),
+        (
+            release_bound,
+            "release q: epsilon alone [1.25000, 1.50000] (pld) → [1.25000, 2.00000] (pld)",
+        ),
         (lambda b: b["brackets"].pop(), "accountant rdp: unavailable → absent"),
-        (bracket, "accountant pld: [1.25, 1.5] (pld) → [1, 1.5] (pld)"),
+        (bracket, "accountant pld: [1.25000, 1.50000] (pld) → [1.00000, 1.50000] (pld)"),
         (set_key("audit", {"verdict": "falsified"}), "audit: no audit → falsified"),
         (set_key("runtime", {"method": "m"}), "runtime ledger section changed"),
     ]

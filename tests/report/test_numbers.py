@@ -70,14 +70,14 @@ def test_printed_values_are_within_one_unit_of_the_sixth_digit(x: float) -> None
     ("x", "up", "down"),
     [
         (4.3771780956817565, "4.37718", "4.37717"),
-        (0.1, "0.100001", "0.1"),  # the float 0.1 is a hair above 1/10
-        (1e-5, "1.00001e-05", "1e-05"),
-        (0.5, "0.5", "0.5"),
-        (2.0, "2", "2"),
+        (0.1, "0.100001", "0.100000"),  # the float 0.1 is a hair above 1/10
+        (1e-5, "1.00001e-05", "1.00000e-05"),
+        (0.5, "0.500000", "0.500000"),  # every bound with six digits, zeros kept
+        (2.0, "2.00000", "2.00000"),
         (123456.5, "123457", "123456"),
         (1234567.0, "1.23457e+06", "1.23456e+06"),
-        (9.9999991, "10", "9.99999"),
-        (-0.1, "-0.1", "-0.100001"),
+        (9.9999991, "10.0000", "9.99999"),
+        (-0.1, "-0.100000", "-0.100001"),
         (0.0, "0", "0"),
         (math.inf, "inf", "inf"),
         (-math.inf, "-inf", "-inf"),
@@ -96,7 +96,7 @@ def test_nan_is_printed_as_nan_and_sig_is_honoured() -> None:
 
 def test_report_json_numbers_are_read_back() -> None:
     assert as_float("inf") == math.inf and as_float("1e-05") == 1e-5 and as_float(3) == 3.0
-    assert fmt_up("inf") == "inf" and fmt_up("0.25") == "0.25"
+    assert fmt_up("inf") == "inf" and fmt_up("0.25") == "0.250000"
 
 
 @pytest.mark.parametrize(

@@ -108,7 +108,7 @@ def test_cells_and_tables() -> None:
 def test_bound_pairs_round_to_the_safe_sides() -> None:
     bound = {"epsilon": 1.0000001, "epsilon_lower": 0.9999999, "delta": 1e-5, "method": "pld"}
     assert bound_pair(bound, True) == ("0.999999", "1.00001")
-    assert bound_pair({**bound, "epsilon": 1.0}, True) == ("0.999999", "1")
+    assert bound_pair({**bound, "epsilon": 1.0}, True) == ("0.999999", "1.00000")
     assert bound_pair({**bound, "epsilon_lower": 0.0}, True) == (NO_LOWER, "1.00001")
     assert bound_pair({**bound, "epsilon": "inf"}, True) == ("0.999999", "inf")
     delta = {"epsilon": 1.0, "delta": 2.0000001e-6, "delta_lower": 1.9999999e-6, "method": "pld"}
@@ -183,11 +183,11 @@ def test_figures_sections_audit_and_runtime() -> None:
     )
     md = render_markdown(report, {"A caption": "r-privacy_profile.png"})
     assert "Verdict: **consistent** at confidence 0.95 (n_test = 1000, score s)." in md
-    assert "| 0.01 | 1.00001 | 0.5 | 3 | ok |" in md
+    assert "| 0.01 | 1.00001 | 0.500000 | 3.00000 | ok |" in md
     assert "Audited: a Gaussian" in md
     runtime_text = _section(md, "Runtime ledger")
     assert "- ledger verified (every executed step covered by the declaration): NO" in runtime_text
-    assert "- recorded at run time: ε ≤ 1.5 at δ = 1e-05 (pld)" in runtime_text
+    assert "- recorded at run time: ε ≤ 1.50000 at δ = 1e-05 (pld)" in runtime_text
     assert "- outputs: a, b" in runtime_text
     assert "\n## Figures\n\n![A caption](r-privacy_profile.png)\n" in md
     assert md.endswith("## Plugin notes\n\n(section by plugin p)\n\nsome **text**\n")
