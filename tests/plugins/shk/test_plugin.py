@@ -77,7 +77,9 @@ class TestSHKParticleContract(MethodPluginContract):
 def test_declares_theorem3_time_profiled_event() -> None:
     p = plugin.SPEC.make_params(EXP3)
     ev = plugin.SPEC.declare(p, Adjacency(relation="replace_one"))
-    # Experiment 3: Δ_osc = 2β·2/n = 0.2, B = 2κ + 2β = 11 → ε(7) = 0.2 + 22 e^{−7} = 0.2201
+    # Experiment 3's setting, κ = 0.5: Δ_osc = 2β·2/n = 0.2, B = 2κ + 2β = 11, so
+    # ε(7) = 0.2 + 22 e^{−7}; it rounds to the paper's 0.2201, which is a per-pair envelope
+    # and not this ε (paper.exp3_readings)
     assert isinstance(ev, TimeProfiledPureDPEvent)
     assert ev.floor_epsilon == pytest.approx(0.2, rel=1e-14)
     assert ev.transient_epsilon == pytest.approx(22.0, rel=1e-14)
