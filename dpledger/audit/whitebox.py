@@ -49,11 +49,13 @@ class NoisyStep:
 class _CanarySample:
     """A sample scope of the runtime ledger whose ``indices`` are the method's records only."""
 
-    def __init__(self, owner: CanaryLedger, scope: Any, n: int, rate: float) -> None:
+    def __init__(
+        self, owner: CanaryLedger, scope: Any, n: int, rate: float, pool: IntArray
+    ) -> None:
         self._owner, self._scope, self.rate = owner, scope, rate
         raw = np.asarray(scope.indices, dtype=np.int64)
         self.indices: IntArray = raw[raw < n]
-        self.canaries: IntArray = owner.included_ids[raw[raw >= n] - n]
+        self.canaries: IntArray = pool[raw[raw >= n] - n]
 
     @property
     def step(self) -> str:
@@ -104,8 +106,10 @@ class CanaryLedger:
         self._refuse("allocate")
 
     def poisson_sample(self, n: int, q: float, *, step: str) -> _CanarySample:
-        scope = self._ledger.poisson_sample(int(n) + self.included_ids.size, q, step=step)
-        return _CanarySample(self, scope, int(n), float(q))
+        # a sample drawn inside another draws from the canaries that one holds
+        pool = self.samples[-1].canaries if self.samples else self.included_ids
+        scope = self._ledger.poisson_sample(int(n) + pool.size, q, step=step)
+        return _CanarySample(self, scope, int(n), float(q), pool)
 
     def _active(self) -> tuple[IntArray, float]:
         """The canaries taking part in a step now, and the rate they were drawn at."""

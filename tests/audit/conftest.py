@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dpledger.audit import canaries
+from dpledger.audit import canaries, whitebox_runs
 from dpledger.runtime.runner import prepare_run
 
 
@@ -27,8 +27,8 @@ class LessNoise:
 
 @pytest.fixture
 def planted_noise(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
-    """In one-run audits, the runtime ledger draws its Gaussian noise at the factor the test
-    appends to the list (a planted bug the ledger's bookkeeping cannot see)."""
+    """In canary audits (one run or many), the runtime ledger draws its Gaussian noise at the
+    factor the test appends to the list (a planted bug the ledger's bookkeeping cannot see)."""
     factor: list[float] = []
 
     def buggy(*args: Any, **kwargs: Any) -> Any:
@@ -37,4 +37,5 @@ def planted_noise(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
         return data, ledger, run_rng
 
     monkeypatch.setattr(canaries, "prepare_run", buggy)
+    monkeypatch.setattr(whitebox_runs, "prepare_run", buggy)
     yield factor
