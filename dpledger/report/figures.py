@@ -246,6 +246,8 @@ def _node_label(
                 else "sequential"
             )
             cells = f", {d['cells']} cells" if d["cells"] is not None else ""
+            if d.get("max_cells_per_unit") is not None:
+                cells += f", ≤{d['max_cells_per_unit']} per unit"
             return f"{node}\npartition by {d['key']}{cells}\n{mode}"
         if t == "contribution_bound":
             return f"{node}\n≤{d['max_contributions']} per user"
