@@ -41,6 +41,8 @@ TradeOff = Callable[[float], float]
 EPS_MAX = 60.0
 #: tolerance of the bisections on epsilon (the reported bound is the lower end)
 EPS_TOL = 1e-6
+#: tolerance of the root of the Gaussian-DP epsilon (the reported value is the lower end)
+GDP_XTOL = 1e-10
 
 
 @attrs.frozen
@@ -213,7 +215,8 @@ def gdp_epsilon_of_mu(mu: float, delta: float) -> float:
     hi = 1.0
     while gdp_delta(mu, hi) > delta:
         hi *= 2.0
-    return float(optimize.brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-10))
+    root = float(optimize.brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=GDP_XTOL))
+    return max(0.0, root - GDP_XTOL)  # the lower end of the root's bracket
 
 
 def gdp_mu(
