@@ -29,6 +29,7 @@ import numpy as np
 
 from dpledger.audit import one_run
 from dpledger.audit.blackbox import blackbox_scores
+from dpledger.audit.method_audit import _check_alpha_and_seed
 from dpledger.audit.whitebox import CanaryLedger, canary_scores
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
@@ -271,6 +272,7 @@ def audit_one_run(
             "--mode", f"unknown mode {mode!r}", "use white-box or black-box"
         )
     m = check_canaries(canaries, data)
+    _check_alpha_and_seed(alpha, seed)
     declared = session.declare(spec, params, adjacency or Adjacency(), lower or _as_declared)
     gen = np.random.default_rng(seed)
     included = gen.random(m) < 0.5

@@ -43,6 +43,12 @@ def _check_options(args: argparse.Namespace) -> None:
             "a one-run audit includes or leaves out each canary: add/remove only",
             "drop --relation",
         )
+    if args.claimed_epsilon is not None:
+        raise InvalidParameterError(
+            "--claimed-epsilon",
+            "does not apply to a one-run audit (its claim is the certified bracket)",
+            "drop it, or drop --one-run",
+        )
     if args.score is not None and args.mode == "black-box":
         raise InvalidParameterError(
             "--score", "applies to white-box canaries", "drop it, or use --mode white-box"

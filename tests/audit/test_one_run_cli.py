@@ -61,6 +61,9 @@ def test_one_run_table(config: Path, capsys: pytest.CaptureFixture[str]) -> None
         (["--one-run", "--runs", "100"], "--runs: does not apply to a one-run audit"),
         (["--one-run", "--relation", "replace_one"], "add/remove only"),
         (["--one-run", "--canaries", "100", "--mode", "black-box"], "use --mode white-box"),
+        (["--one-run", "--claimed-epsilon", "1.0"], "--claimed-epsilon: does not apply"),
+        (["--one-run", "--canaries", "100", "--alpha", "1.5"], "alpha: must lie in (0, 1)"),
+        (["--one-run", "--canaries", "100", "--seed", "-1"], "seed: must be an integer >= 0"),
     ],
 )
 def test_bad_input_is_one_line(
