@@ -46,7 +46,7 @@ def test_every_proof_folder_is_registered_or_pending() -> None:
 
 
 def test_tiers() -> None:
-    assert registry.tier_of("dpledger.core.events.GaussianEvent") == "contrib"
+    assert registry.tier_of("dpledger.core.events.GaussianEvent") == "verified"
     assert registry.tier_of("dpledger.core.events.NonPrivateEvent") == "unverified"
     stale = ProofRecord("dpledger.core.events.GaussianEvent", "vetted", "x", "0" * 64)
     assert registry.tier_of("dpledger.core.events.GaussianEvent", [stale]) == "unverified"

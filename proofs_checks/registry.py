@@ -8,8 +8,8 @@ fails until someone re-reads the proof against the new code and refreshes the ha
     python -m dpledger.proofs_checks.registry --add TARGET --proof proofs_checks/<folder>/proof.md
     python -m dpledger.proofs_checks.registry --check
 
-Trust tiers (OpenDP's model): ``vetted`` (proof reviewed by a second person), ``contrib``
-(proof written, not independently reviewed), ``unverified`` (no proof, or a stale one).
+Tiers: ``vetted`` (reviewed by a second person), ``verified`` (docs/verification.md's rule
+holds, recomputed by check_tiers.py), ``contrib`` (a condition of it unmet), ``unverified``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import attrs
 
 from dpledger.core.errors import InvalidParameterError
 
-STATUSES: tuple[str, ...] = ("vetted", "contrib", "unverified")
+STATUSES: tuple[str, ...] = ("vetted", "verified", "contrib", "unverified")
 #: the repository root (proof paths are relative to it)
 ROOT = Path(__file__).resolve().parent.parent
 REGISTRY_FILE = Path(__file__).resolve()
@@ -44,6 +44,8 @@ class ProofRecord:
     status: str = attrs.field(validator=_status_validator)
     proof: str
     source_sha256: str
+    #: ``check_*.py::test_*`` of the proof's folder: the independent cross-check (``verified``)
+    cross_check: str | None = None
 
 
 def resolve(target: str) -> Any:
@@ -127,15 +129,17 @@ RECORDS: tuple[ProofRecord, ...] = (
     ),
     ProofRecord(
         target="dpledger.core.events.GaussianEvent",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/gaussian/proof.md",
         source_sha256="33f5167f3c76940d423111178b417441dabce8690de10b2e204ffa2fd236b2fb",
+        cross_check="check_gaussian.py::test_accountant_epsilon_is_an_upper_bound_and_tight",
     ),
     ProofRecord(
         target="dpledger.core.events.LaplaceEvent",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/laplace/proof.md",
         source_sha256="f60d6d75db5a45abfcf36770be8416f7870f0f611687b9c8f6ca43f0ed1961e1",
+        cross_check="check_laplace.py::test_accountant_epsilon_brackets_the_exact_value",
     ),
     ProofRecord(
         target="dpledger.core.events.PoissonSampledEvent",
@@ -151,9 +155,10 @@ RECORDS: tuple[ProofRecord, ...] = (
     ),
     ProofRecord(
         target="dpledger.core.events.SelfComposedEvent",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/composition/proof.md",
         source_sha256="d758c9b774edfbb8376e3fa43440cf11bc4a76252b7867fb2eed43a02146d144",
+        cross_check="check_composition.py::test_accountant_delta_is_an_upper_bound",
     ),
     ProofRecord(
         target="dpledger.core.events.ComposedEvent",
@@ -187,51 +192,59 @@ RECORDS: tuple[ProofRecord, ...] = (
     ),
     ProofRecord(
         target="dpledger.accountant.conversions.gaussian_delta_bracket",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/gaussian/proof.md",
         source_sha256="e6013aaaa2452896b77826355ecb75cbf42cfc21171a9ffca0417ad3a4aed354",
+        cross_check="check_gaussian_code.py::test_bracket_contains_the_exact_value_and_is_tight",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles_noise.gaussian_delta",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/gaussian/proof.md",
         source_sha256="b051091af19bb9d09e22298896b5df9629c9582f007ca67f45ac72c08443aaa0",
+        cross_check="check_gaussian_code.py::test_profile_is_an_upper_bound_within_relative_margin",
     ),
     ProofRecord(
         target="dpledger.accountant.conversions.laplace_delta_bracket",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/laplace/proof.md",
         source_sha256="2da38f462fed8c8d4a29d0f7a0edaf2c4a8e1c3a05825a45c58a40ea504c159f",
+        cross_check="check_laplace_code.py::test_bracket_contains_the_exact_value",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles_noise.laplace_delta",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/laplace/proof.md",
         source_sha256="a73977eb343396913fe04728e2b24e11b55bd1b5bf61d73a53af41d3a4e51958",
+        cross_check="check_laplace_code.py::test_profile_matches_every_branch",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles_sampled.poisson_remove",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/poisson_subsampling/proof.md",
         source_sha256="d85e5a4843960f2633c05fc2b30c0fd32c2ad42af2494fe4df3aa2a48b10c9e5",
+        cross_check="check_poisson_code.py::test_gaussian_remove_and_add_equal_integration",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles_sampled.poisson_add",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/poisson_subsampling/proof.md",
         source_sha256="9c726bc806329aa09c1952413c255c23189a420d00fc1b0c48368f1b4fbb761a",
+        cross_check="check_poisson_code.py::test_gaussian_remove_and_add_equal_integration",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles_sampled.poisson_gaussian_replace_one",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/poisson_subsampling/proof.md",
         source_sha256="319ce58a335cc8882acc02f8f01e4485e1022612627f6e33c1652026d7ca7073",
+        cross_check="check_poisson_code.py::test_replace_one_mixture_equals_integration",
     ),
     ProofRecord(
         target="dpledger.accountant.conversions.kov_delta_bracket",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/composition/proof.md",
         source_sha256="db0e8435d99ead24cde8c24f708c641c2824419711877393c42979c355ea3abd",
+        cross_check="check_kov_code.py::test_bracket_contains_exact_and_is_tight",
     ),
     ProofRecord(
         target="dpledger.accountant.conversions.rdp_to_epsilon",
@@ -253,9 +266,10 @@ RECORDS: tuple[ProofRecord, ...] = (
     ),
     ProofRecord(
         target="dpledger.accountant.calibrate.calibrate_noise_multiplier",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/analytic_gaussian_calibration/proof.md",
         source_sha256="23b4bf402ce6750e4900fb9a7367365457b785619248d4434616d6f3a1cbd4e3",
+        cross_check="check_analytic_gaussian_calibration.py::test_dpledger_calibration_meets_target_and_is_near_optimal",
     ),
     ProofRecord(
         target="dpledger.accountant.leaves.leaf_profiles",
@@ -409,15 +423,17 @@ RECORDS: tuple[ProofRecord, ...] = (
     ),
     ProofRecord(
         target="dpledger.accountant.rdp_orders.bounded_range_rdp",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/bounded_range/proof.md",
         source_sha256="79774d089ff4064c564071c6b9403c45404c7c6e8fb042e7841f31fa87a87901",
+        cross_check="check_bounded_range.py::test_rdp_is_the_exact_supremum_rounded_up",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles_noise.bounded_range_profile",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/bounded_range/proof.md",
         source_sha256="ab31523a6ee622cc6a553325ebc9e87c9cf01bfda5f6865187ff4ccd152c36cf",
+        cross_check="check_bounded_range.py::test_profile_is_the_supremum_over_two_point_pairs",
     ),
     ProofRecord(
         target="dpledger.accountant.representatives.split",
@@ -457,15 +473,17 @@ RECORDS: tuple[ProofRecord, ...] = (
     ),
     ProofRecord(
         target="dpledger.accountant.gaussian_extreme.gaussian_epsilon_extreme",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/gaussian/proof.md",
         source_sha256="65a4dc2fdc1f224c188d8f359dde4af5d606ea8f7595d2b397f12be85434823a",
+        cross_check="check_gaussian_extreme.py::test_epsilon_bracket_contains_the_80_digit_value",
     ),
     ProofRecord(
         target="dpledger.accountant.gaussian_extreme.gaussian_delta_extreme",
-        status="contrib",
+        status="verified",
         proof="proofs_checks/gaussian/proof.md",
         source_sha256="bb75e78b50928db467d1b49a9cd85fcf7d407a32b643c30e644ac6638afa1269",
+        cross_check="check_gaussian_extreme.py::test_epsilon_bracket_contains_the_80_digit_value",
     ),
     ProofRecord(
         target="dpledger.core.events.PartitionSelectionEvent",

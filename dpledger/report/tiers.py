@@ -31,7 +31,7 @@ def _registry_tier(target: str) -> str | None:
         tier = tier_of(target)
     except Exception:  # a missing record is not an error of the report
         return None
-    return tier if tier in ("vetted", "contrib", "unverified") else None
+    return tier if tier in TIER_ORDER else None
 
 
 def release_tier(spec: MethodSpec | None, provenance: Provenance | None) -> str:
@@ -45,8 +45,8 @@ def release_tier(spec: MethodSpec | None, provenance: Provenance | None) -> str:
     return max(tiers, key=TIER_ORDER.index)
 
 
-#: strongest first
-TIER_ORDER: tuple[str, ...] = ("vetted", "contrib", "unverified")
+#: strongest first (``verified``: a proof record that meets the rule of docs/verification.md)
+TIER_ORDER: tuple[str, ...] = ("vetted", "verified", "contrib", "unverified")
 
 
 def release_rows(

@@ -18,7 +18,8 @@ from dpledger.runtime.jsonform import json_safe
 from dpledger.runtime.plugin_manager import PluginHost
 
 #: a code object with a current proof record (tier contrib)
-RECORDED = "dpledger.core.events.GaussianEvent"
+RECORDED = "dpledger.core.events.ComposedEvent"  # a contrib record
+VERIFIED = "dpledger.core.events.GaussianEvent"  # a record that meets the verified rule
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +37,15 @@ def _with(spec: MethodSpec, tier: str, records: tuple[str, ...] = ()) -> MethodS
 
 
 def test_tiers_strongest_first() -> None:
-    assert TIER_ORDER == ("vetted", "contrib", "unverified")
+    assert TIER_ORDER == ("vetted", "verified", "contrib", "unverified")
     assert registry.tier_of(RECORDED) == "contrib"
+    assert registry.tier_of(VERIFIED) == "verified"
 
 
 def test_a_vetted_plugin_keeps_its_tier_unless_a_record_is_weaker(laplace: MethodSpec) -> None:
     assert release_tier(_with(laplace, "vetted"), None) == "vetted"
     assert release_tier(_with(laplace, "vetted", (RECORDED,)), None) == "contrib"
+    assert release_tier(_with(laplace, "vetted", (VERIFIED,)), None) == "verified"
     assert release_tier(_with(laplace, "vetted", (RECORDED, "no.such.Thing")), None) == (
         "unverified"
     )
