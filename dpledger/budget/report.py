@@ -115,17 +115,19 @@ def _plot(
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib import dates
     except ImportError:
         return None
     import datetime as dt
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, points in series.items():
-        times = [dt.datetime.fromisoformat(p[0]) for p in points]
+        times = dates.date2num([dt.datetime.fromisoformat(p[0]) for p in points])
         line = ax.step(times, [p[1] for p in points], where="post", label=name, marker=".")
         ax.axhline(totals[name], color=line[0].get_color(), linestyle="--", linewidth=0.8)
     ax.set_ylim(bottom=0.0)
     ax.set_xlabel("time of booking (UTC)")
+    ax.xaxis_date()
     fig.autofmt_xdate()
     ax.set_ylabel("epsilon spent (rule's odometer); dashed: total")
     ax.legend()
