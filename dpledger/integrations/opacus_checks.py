@@ -47,6 +47,7 @@ import attrs
 
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 from dpledger.integrations.opacus_events import POISSON, Batching
+from dpledger.integrations.opacus_samplers import RATE_TOLERANCE
 
 __all__ = [
     "ClipWatch",
@@ -243,7 +244,8 @@ def _rates(loader: Any, batching: Batching, source_loader: Any) -> list[Finding]
     found = []
     booked = 1 / len(loader) if len(loader) else None
     real = batching.inclusion_rate
-    if booked is not None and real is not None and not math.isclose(real, booked, rel_tol=1e-9):
+    close = booked is not None and real is not None and abs(real - booked) <= RATE_TOLERANCE
+    if booked is not None and real is not None and not close:
         worse = real > booked
         found.append(
             Finding(

@@ -23,6 +23,7 @@ from dpledger.core.events import (
     SelfComposedEvent,
     ShuffledBatchesEvent,
 )
+from dpledger.integrations.opacus_samplers import RATE_TOLERANCE
 
 __all__ = [
     "ADD_REMOVE",
@@ -172,12 +173,14 @@ def detect_batching(data_loader: Any) -> Batching:
             "the data loader has no batch sampler (an iterable dataset or batch_size=None); "
             "pass the DataLoader that make_private returned"
         )
+    from dpledger.integrations.opacus_samplers import WeightedPoissonSampler, drawn_rate
+
     if isinstance(batch_sampler, DistributedUniformWithReplacementSampler):
         return Batching(
             kind=POISSON,
             dataset_size=int(batch_sampler.total_size),
             batches_per_epoch=int(batch_sampler.num_batches),
-            sample_rate=float(batch_sampler.sample_rate),
+            sample_rate=drawn_rate(float(batch_sampler.sample_rate)),
             world_size=int(batch_sampler.num_replicas),
         )
     if isinstance(batch_sampler, UniformWithReplacementSampler):
@@ -185,9 +188,8 @@ def detect_batching(data_loader: Any) -> Batching:
             kind=POISSON,
             dataset_size=int(batch_sampler.num_samples),
             batches_per_epoch=int(batch_sampler.steps),
-            sample_rate=float(batch_sampler.sample_rate),
+            sample_rate=drawn_rate(float(batch_sampler.sample_rate)),
         )
-    from dpledger.integrations.opacus_samplers import WeightedPoissonSampler
 
     if isinstance(batch_sampler, WeightedPoissonSampler):
         _check_size(batch_sampler.num_samples, len(dataset))
@@ -328,7 +330,7 @@ def rate_disagreements(
         b.kind == POISSON
         and opacus_rate is not None
         and b.sample_rate is not None
-        and not math.isclose(opacus_rate, b.sample_rate, rel_tol=1e-12)
+        and not math.isclose(opacus_rate, b.sample_rate, rel_tol=0.0, abs_tol=RATE_TOLERANCE)
     ):
         notes.append(
             f"Opacus accounts q={opacus_rate:.6g}; the sampler draws q={b.sample_rate:.6g}"

@@ -40,8 +40,10 @@ from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 GRID = 2.0**-53
 
 __all__ = [
+    "RATE_TOLERANCE",
     "WeightedPoissonSampler",
     "draw_inclusion",
+    "drawn_rate",
     "sampler_name",
     "weighted_draw_rates",
 ]
@@ -99,6 +101,18 @@ class WeightedPoissonSampler:
             # floor(rate * 2^53) / 2^53, never above its rate (``draw < rate`` could be)
             joined = (draw + GRID) <= rates
             yield joined.nonzero(as_tuple=False).reshape(-1).tolist()
+
+
+def drawn_rate(rate: float) -> float:
+    """The probability that ``torch.rand(n) < rate`` (Opacus's Poisson samplers) includes a
+    record: torch's float32 uniform draws lie on the grid ``k / 2^24``, so it is
+    ``ceil(rate * 2^24) / 2^24``, up to ``2^-24`` above ``rate`` (and at least the float64
+    draws' probability). The run is accounted at it."""
+    return min(1.0, math.ceil(rate * 2**24) / 2**24)
+
+
+#: rates closer than this are the same rate drawn on torch's float32 grid
+RATE_TOLERANCE = 2.0**-23
 
 
 def sampler_name(obj: Any) -> str:

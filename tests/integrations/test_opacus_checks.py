@@ -31,7 +31,11 @@ from dpledger.integrations.opacus_events import (
     Step,
     step_sigma,
 )
-from dpledger.integrations.opacus_samplers import WeightedPoissonSampler, draw_inclusion
+from dpledger.integrations.opacus_samplers import (
+    WeightedPoissonSampler,
+    draw_inclusion,
+    drawn_rate,
+)
 
 torch = pytest.importorskip("torch")
 opacus = pytest.importorskip("opacus")
@@ -39,6 +43,8 @@ opacus = pytest.importorskip("opacus")
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "tests" / "integrations" / "planted_training"
 DELTA = 1e-5
+#: Opacus's Poisson samplers at q = 0.1 draw torch.rand(n) < 0.1 in float32: on the grid 2^-24
+Q = drawn_rate(0.1)
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:.*[Ss]ecure RNG turned off"),
@@ -159,10 +165,10 @@ def test_distributed_poisson_raises_nothing_and_counts_the_world_once(
     tracker = _distributed(monkeypatch)
     assert {f.cause for f in tracker.findings} == {"secure_rng_off"}
     b = tracker.batching
-    assert (b.kind, b.world_size, b.dataset_size, b.sample_rate) == (POISSON, 2, 200, 0.1)
+    assert (b.kind, b.world_size, b.dataset_size, b.sample_rate) == (POISSON, 2, 200, Q)
     steps = sum(h[2] for h in tracker.privacy_engine.accountant.history)
     assert len(tracker.steps) == steps == 10  # one Poisson step per noisy step, not 2 x 10
-    assert tracker.event() == SelfComposedEvent(PoissonSampledEvent(0.1, GaussianEvent(1.0)), 10)
+    assert tracker.event() == SelfComposedEvent(PoissonSampledEvent(Q, GaussianEvent(1.0)), 10)
 
 
 def test_memory_manager_counts_noisy_steps_not_physical_batches() -> None:
@@ -172,7 +178,7 @@ def test_memory_manager_counts_noisy_steps_not_physical_batches() -> None:
     assert len(tracker.steps) == sum(h[2] for h in history) == 10
     assert physical > 2 * len(tracker.steps)  # batches of ~20 split into at most 5
     assert all(s.batches == 1 for s in tracker.steps)
-    assert tracker.event() == SelfComposedEvent(PoissonSampledEvent(0.1, GaussianEvent(1.0)), 10)
+    assert tracker.event() == SelfComposedEvent(PoissonSampledEvent(Q, GaussianEvent(1.0)), 10)
 
 
 @pytest.mark.slow
@@ -191,7 +197,7 @@ def test_accumulated_batches_are_accounted_as_the_noise_split_between_them() -> 
     # Opacus's accountant booked two steps at q = 0.1: a quarter of what ran
     assert sum(h[2] for h in tracker.privacy_engine.accountant.history) == 2
     sigma = math.nextafter(1.0 / 2.0, 0.0)
-    assert tracker.event() == SelfComposedEvent(PoissonSampledEvent(0.1, GaussianEvent(sigma)), 8)
+    assert tracker.event() == SelfComposedEvent(PoissonSampledEvent(Q, GaussianEvent(sigma)), 8)
 
 
 @pytest.mark.slow
@@ -215,7 +221,7 @@ def test_adaptive_clipping_accounts_the_count_release() -> None:
     assert step_sigma(step) == pytest.approx((1 + 3 / 16) ** -0.5, rel=1e-12)
     assert step_sigma(step) <= combined
     assert tracker.event() == SelfComposedEvent(
-        PoissonSampledEvent(0.1, GaussianEvent(step_sigma(step))), 3
+        PoissonSampledEvent(Q, GaussianEvent(step_sigma(step))), 3
     )
     assert "adaptive_count" in {f.cause for f in tracker.findings}
     assert len({s.max_grad_norm for s in tracker.steps}) > 1  # the norm adapts: not flagged
@@ -278,6 +284,13 @@ def test_batch_counter_counts_logical_batches_and_drops_an_interrupted_pass() ->
     assert type(sampler) is Batches
     prefetched = BatchCounter(Batches(), workers=2)
     assert prefetched.take(accumulated=3) == (3, None)  # the optimizer's count
+
+
+def test_opacus_poisson_rates_are_those_of_float32_draws() -> None:
+    assert Q == 1677722 / 2**24 and 0 < Q - 0.1 < 2**-24
+    assert drawn_rate(0.5) == 0.5 and drawn_rate(1.0) == 1.0
+    x = torch.rand(200_000, generator=torch.Generator().manual_seed(0)).double() * 2**24
+    assert bool((x == x.round()).all())  # the grid the rounding assumes
 
 
 def test_inclusion_of_independent_draws_is_rounded_up() -> None:
@@ -370,12 +383,12 @@ def test_steps_with_adaptive_noise_carry_it_in_their_public_record() -> None:
     assert "count_noise" not in Step(1.0, 1.0, 0).to_dict()
     assert (
         account(
-            SelfComposedEvent(PoissonSampledEvent(0.1, GaussianEvent(step_sigma(step))), 1),
+            SelfComposedEvent(PoissonSampledEvent(Q, GaussianEvent(step_sigma(step))), 1),
             Adjacency(),
             delta=DELTA,
         ).bound.epsilon
         > account(
-            SelfComposedEvent(PoissonSampledEvent(0.1, GaussianEvent(1.0)), 1),
+            SelfComposedEvent(PoissonSampledEvent(Q, GaussianEvent(1.0)), 1),
             Adjacency(),
             delta=DELTA,
         ).bound.epsilon
@@ -415,10 +428,10 @@ def _two_ranks(tmp_path: Path, scenario: str) -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_two_ranks_with_distributed_poisson_sampling_count_each_step_once(tmp_path: Path) -> None:
     ranks = _two_ranks(tmp_path, "poisson")
-    event = SelfComposedEvent(PoissonSampledEvent(0.1, GaussianEvent(1.0)), 10).to_dict()
+    event = SelfComposedEvent(PoissonSampledEvent(Q, GaussianEvent(1.0)), 10).to_dict()
     for seen in ranks:
         assert seen["optimizer"] == "DistributedDPOptimizer"
-        assert seen["batching"] == ["poisson", 2, 200, 0.1]
+        assert seen["batching"] == ["poisson", 2, 200, Q]
         assert seen["steps"] == seen["opacus_steps"] == 10
         assert seen["event"] == event
         assert seen["findings"] == ["secure_rng_off"]
