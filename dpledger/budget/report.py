@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dpledger.budget import rules
 from dpledger.budget.store import Declared, declared, entries, open_store
 from dpledger.core.event_parser import event_from_dict
@@ -115,19 +117,20 @@ def _plot(
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        from matplotlib import dates
     except ImportError:
         return None
     import datetime as dt
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, points in series.items():
-        times = dates.date2num([dt.datetime.fromisoformat(p[0]) for p in points])
+        times = np.array(  # UTC times, as numpy datetimes matplotlib draws as dates
+            [dt.datetime.fromisoformat(p[0]).replace(tzinfo=None) for p in points],
+            dtype="datetime64[us]",
+        )
         line = ax.step(times, [p[1] for p in points], where="post", label=name, marker=".")
         ax.axhline(totals[name], color=line[0].get_color(), linestyle="--", linewidth=0.8)
     ax.set_ylim(bottom=0.0)
     ax.set_xlabel("time of booking (UTC)")
-    ax.xaxis_date()
     fig.autofmt_xdate()
     ax.set_ylabel("epsilon spent (rule's odometer); dashed: total")
     ax.legend()
