@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpledger.budget import rules, store
 from dpledger.budget.status import status, verify
@@ -246,3 +248,32 @@ def test_time_per_booking_does_not_grow_with_the_count(sqlite_store: str) -> Non
         times.append(time.perf_counter() - start)
     first, last = sorted(times[:300])[150], sorted(times[-300:])[150]
     assert last < 3 * first, (first, last)  # medians: a running state, no history scan
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.data())
+def test_no_adaptive_sequence_booked_in_a_store_passes_its_budget(data: st.DataObject) -> None:
+    """Through the store itself: the analyst picks each next step from the store's answers;
+    whatever it picks, the granted Gaussians satisfy the GDP filter's condition, and every
+    refusal leaves the chain as it was."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        location = str(Path(folder) / "b.db")
+        store.init(location)
+        store.declare(location, "s", epsilon=0.5, delta=1e-6, rule="gdp")
+        granted: list[float] = []
+        for _ in range(8):
+            spent = status(location)["budgets"][0]["spent"]["epsilon"]
+            low = 3.0 if spent < 0.3 else 1.0  # bolder once little remains
+            sigma = data.draw(st.floats(low, 30.0), label="sigma")
+            before = verify(location)["entries"]
+            try:
+                store.book(location, "s", GaussianEvent(sigma))
+            except rules.BudgetRefused:
+                assert verify(location)["entries"] == before
+                continue
+            granted.append(sigma)
+        mu = rules.default_params("gdp", 0.5, 1e-6)["mu"]
+        assert math.fsum(1 / s**2 for s in granted) <= mu**2
+        assert status(location)["budgets"][0]["bookings"] == len(granted)
