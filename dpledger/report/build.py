@@ -106,10 +106,6 @@ def _brackets(
         if factory is None:
             out.append(Bracket(name, None, reason))
             continue
-        if backends is None and reasons.get(name, "").startswith("skipped"):
-            # a cross-check the bound skipped (it runs on request): its row says so
-            out.append(Bracket(name, None, reasons[name]))
-            continue
         try:
             acc = account_graph(graph, delta=delta, epsilon=epsilon, backends=[name])
         except DPLedgerError as exc:
@@ -269,8 +265,10 @@ def build_report(
     extra_warnings: Iterable[str] = (),
     pipeline_name: str | None = None,
     brackets: bool = True,
+    run_method: str | None = None,
 ) -> BuiltReport:
-    """Account ``graph`` and assemble every section of the report."""
+    """Account ``graph`` and assemble every section of the report (``run_method``: the
+    method of the verified run whose pipeline file ``graph`` is, see ``release_rows``)."""
     if (delta is None) == (epsilon is None):
         raise InvalidParameterError("delta", "give exactly one of delta or epsilon", "pass one")
     names = list(backends) if backends is not None else None
@@ -278,7 +276,7 @@ def build_report(
     eps_query = delta is not None
     bound = json_safe(account.bound.to_dict())
     adjacency = account.adjacency_description()
-    rows = release_rows(account, host, provenances or {})
+    rows = release_rows(account, host, provenances or {}, run_method)
     unavailable = _unavailable(account)
     reasons = dict(reversed(unavailable))
     bracket_list = _brackets(graph, delta, epsilon, names, reasons) if brackets else ()

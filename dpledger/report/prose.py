@@ -197,7 +197,8 @@ def warnings(
         elif row.tier == "contrib":
             out.append(
                 f"release {row.node!r}: method {row.method!r} has trust tier contrib (its proof "
-                "ships with dpledger but has not been reviewed)"
+                "ships with dpledger; it does not meet the rule of the verified tier, "
+                "docs/verification.md)"
             )
         for rule in row.lift_rules:
             if rule == "approx_group_privacy_vacuous":

@@ -214,8 +214,16 @@ def report_run_dir(
         delta = float(recorded["delta"])
     if record.pipeline is not None:
         pfile = run / record.pipeline
+        # the pipeline's releases are the run's declared steps, verified by its ledger
+        ran = record.method if record.verified else None
         built = report_pipeline_file(
-            pfile, delta=delta, epsilon=epsilon, audit=audit, runtime=runtime, **kwargs
+            pfile,
+            delta=delta,
+            epsilon=epsilon,
+            audit=audit,
+            runtime=runtime,
+            run_method=ran,
+            **kwargs,
         )
     else:
         built = _report_ledger(run, record, runtime, delta, epsilon, audit, **kwargs)

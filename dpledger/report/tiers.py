@@ -53,11 +53,19 @@ def release_rows(
     account: GraphAccount,
     host: Any,
     provenances: Mapping[str, Provenance],
+    run_method: str | None = None,
 ) -> tuple[ReleaseRow, ...]:
+    """One row per release. In the report of a verified run whose pipeline file labels its
+    releases with the names of the run's own steps (``run_method``'s), a release whose label
+    is no registered method is the run method's step: it shows that method's plugin and
+    tier."""
     methods: Mapping[str, MethodSpec] = host.methods() if host is not None else {}
+    ran = methods.get(run_method) if run_method else None
     rows = []
     for r in account.releases:
         spec = methods.get(r.method) if r.method else None
+        if spec is None and ran is not None:
+            spec = ran
         prov = provenances.get(r.release_id) or (spec.provenance if spec is not None else None)
         bound = account.release_bounds.get(r.release_id)
         rows.append(
