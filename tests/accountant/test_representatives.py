@@ -192,8 +192,8 @@ def test_ten_thousand_distinct_randomized_responses() -> None:
 def test_a_thousand_distinct_approximate_dp_releases() -> None:
     epsilons = [0.01 * (1 + i / 1000) for i in range(1000)]
     got = _account(ComposedEvent([ApproxDPEvent(e, 1e-9) for e in epsilons]))
-    below, above = two_point_bracket(epsilons, 1e-5, 2e-5, deltas=[1e-9] * 1000)
-    # the reference is about [1.9250, 1.9270]; the closed form alone gave [1.3232, 2.6044]
+    below, above = two_point_bracket(epsilons, 1e-5, 4e-5, deltas=[1e-9] * 1000)
+    # the reference is about [1.9236, 1.9283]; the closed form alone gave [1.3232, 2.6044]
     assert got.epsilon_lower <= above and got.epsilon >= below
     assert got.epsilon <= above * 1.01 and got.epsilon_lower >= below * 0.98
 
