@@ -133,14 +133,21 @@ def distinct_cases() -> list[tuple[str, Event, Adjacency]]:
     ]
 
 
+#: dp-accounting composes at most this many distinct leaves in the benchmark
+DPA_MAX_LEAVES = 2000
+
+
 def dpa_distinct(event: ComposedEvent, delta: float) -> float | None:
     """dp-accounting's PLD (h = 1e-4) composing the leaves one by one; None where it has no
-    event for a leaf (the exponential mechanism, sampling without replacement)."""
+    event for a leaf (the exponential mechanism, sampling without replacement) or for more than
+    DPA_MAX_LEAVES leaves (it composes each in turn)."""
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
 
     from dpledger.integrations.dp_accounting import to_dp_event
 
+    if len(event.events) > DPA_MAX_LEAVES:
+        return None
     acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
     try:
         events = [to_dp_event(leaf) for leaf in event.events]
