@@ -223,18 +223,19 @@ def _curve_rejected(scores: Any, included: Any, curve: one_run.TradeOff, level: 
     )
 
 
-def _row(
-    declared: session.Declared, scores: Any, included: Any, delta: float, level: float
+def delta_row(
+    event: Event, adj: Adjacency, scores: Any, included: Any, delta: float, level: float
 ) -> DeltaRow:
+    """The certified bracket of ``event`` at ``delta`` and the estimators beside it, each at
+    level ``level`` (Bonferroni over its guesses and scores inside)."""
     from dpledger.accountant import select
 
-    event, adj = declared.per_unit, declared.unit_adjacency
     bound = select.account(event, adj, delta=delta).bound
     upper = float(bound.epsilon)
     if not math.isfinite(upper):
         raise InvalidParameterError(
             "params",
-            f"{declared.spec.name} has no finite certified epsilon at delta {delta:g} to audit",
+            f"no finite certified epsilon at delta {delta:g} to audit",
             "audit a configuration with a finite epsilon",
         )
     top = 3.0 * upper if upper > 0 else 10.0
@@ -278,7 +279,8 @@ def audit_one_run(
     included = gen.random(m) < 0.5
     scores = _scores(declared, data, included, mode, score, int(gen.integers(0, 2**62)))
     level = float(alpha) / len(deltas)
-    rows = tuple(_row(declared, scores, included, float(d), level) for d in deltas)
+    event, adj = declared.per_unit, declared.unit_adjacency
+    rows = tuple(delta_row(event, adj, scores, included, float(d), level) for d in deltas)
     return OneRunResult(spec.name, mode, score, m, int(included.sum()), seed, float(alpha), rows)
 
 
