@@ -51,18 +51,20 @@ def clip_fixed(values: NDArray[np.float64], query: AggregationQuery) -> I64:
     return fixed
 
 
-def _group_rank(keys: tuple[NDArray[Any], ...], grouped: int) -> tuple[I64, I64]:
-    """The order sorting by ``keys`` (last is primary) and each row's rank within its group
-    of rows equal on the last ``grouped`` keys (the others order rows inside a group)."""
-    order = np.lexsort(keys).astype(np.int64)
-    groups = [k[order] for k in keys[len(keys) - grouped :]]
-    new = np.ones(order.size, dtype=bool)
-    if order.size:
-        new[1:] = np.any([g[1:] != g[:-1] for g in groups], axis=0)
-    starts = np.flatnonzero(new)
-    sizes = np.diff(np.r_[starts, order.size])
-    rank = np.arange(order.size) - np.repeat(starts, sizes)
-    return order, rank.astype(np.int64)
+def _runs(sorted_values: NDArray[Any]) -> tuple[I64, I64]:
+    """For sorted values: the index of each value's run, and where each run starts."""
+    new = np.ones(sorted_values.size, dtype=bool)
+    if sorted_values.size:
+        new[1:] = sorted_values[1:] != sorted_values[:-1]
+    return (np.cumsum(new) - 1).astype(np.int64), np.flatnonzero(new).astype(np.int64)
+
+
+def _sorted_by(*keys: NDArray[Any]) -> I64:
+    """The order sorting by ``keys`` (the last is primary): stable sorts, least key first."""
+    order = np.argsort(keys[0], kind="stable")
+    for key in keys[1:]:
+        order = order[np.argsort(key[order], kind="stable")]
+    return order.astype(np.int64)
 
 
 def kept_rows(
@@ -72,16 +74,27 @@ def kept_rows(
     k, u = keys.codes, units.codes
     pair = splitmix64(units.hashes[u] ^ splitmix64(keys.hashes[k] ^ PAIR_SALT))
     row = splitmix64(pair ^ splitmix64(fixed.view(np.uint64) ^ ROW_SALT))
-    order, rank = _group_rank((row, k, u), 2)
+    pair_id = u * max(keys.hashes.size, 1) + k  # exact: one id per (unit, partition)
+    order = _sorted_by(row, pair_id)  # each pair's rows together, by row hash
+    group, starts = _runs(pair_id[order])
+    rank = np.arange(order.size) - starts[group]
+    first = order[starts]  # one row per pair
+    by_unit = _sorted_by(k[first], pair[first], u[first])  # a unit's pairs by pair hash
+    unit_group, unit_starts = _runs(u[first][by_unit])
+    pair_keep = np.empty(first.size, dtype=bool)
+    pair_keep[by_unit] = np.arange(by_unit.size) - unit_starts[unit_group] < query.max_partitions
     keep = np.zeros(k.size, dtype=bool)
-    keep[order[rank < query.max_rows]] = True
-    first = order[rank == 0]  # one row per (unit, partition) pair
-    pair_order, pair_rank = _group_rank((k[first], pair[first], u[first]), 1)
-    dropped = first[pair_order[pair_rank >= query.max_partitions]]
-    if dropped.size:
-        width = max(keys.hashes.size, 1)
-        keep &= ~np.isin(u * width + k, u[dropped] * width + k[dropped])
+    keep[order[(rank < query.max_rows) & pair_keep[group]]] = True
     return keep
+
+
+def _units_per_key(keys: KeyColumn, units: KeyColumn, keep: NDArray[np.bool_]) -> I64:
+    """How many distinct units keep a row in each key."""
+    width = max(len(keys.uniques), 1)
+    pairs = np.sort(units.codes[keep] * width + keys.codes[keep])
+    _, starts = _runs(pairs)
+    counts: I64 = np.bincount(pairs[starts] % width, minlength=len(keys.uniques))
+    return counts
 
 
 def _public_rows(keys: KeyColumn, public: Collection[str] | None) -> NDArray[np.bool_]:
@@ -138,8 +151,7 @@ def bound_chunk(
         sub_units = KeyColumn(units.codes[sub], units.uniques, units.hashes)
         sub_keys = KeyColumn(keys.codes[sub], keys.uniques, keys.hashes)
         keep[sub[~kept_rows(sub_keys, sub_units, fixed[sub], query)]] = False
-        pairs = np.unique(units.codes[keep] * max(len(keys.uniques), 1) + keys.codes[keep])
-        unit_counts = np.bincount(pairs % max(len(keys.uniques), 1), minlength=len(keys.uniques))
+        unit_counts = _units_per_key(keys, units, keep)
     else:
         unit_counts = np.bincount(keys.codes[keep], minlength=len(keys.uniques))
     counts = np.bincount(keys.codes[keep], minlength=len(keys.uniques))

@@ -97,6 +97,17 @@ def _integers(arr: NDArray[Any], column: str) -> NDArray[np.int64] | None:
     return None
 
 
+def _sorted_codes(ints: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The distinct integers, sorted, and each row's index among them (by one sort)."""
+    order = np.argsort(ints, kind="stable")
+    ranked = ints[order]
+    new = np.ones(ranked.size, dtype=bool)
+    new[1:] = ranked[1:] != ranked[:-1]
+    codes = np.empty(ints.size, dtype=np.int64)
+    codes[order] = np.cumsum(new) - 1
+    return ranked[new], codes
+
+
 def key_column(values: Any, column: str) -> KeyColumn:
     """The key column ``values`` (integers or text) in canonical form."""
     arr = np.asarray(values)
@@ -104,9 +115,9 @@ def key_column(values: Any, column: str) -> KeyColumn:
         raise InvalidParameterError(column, f"must be 1-D, got shape {arr.shape}", "one key a row")
     ints = _integers(arr, column) if arr.size else np.zeros(0, dtype=np.int64)
     if ints is not None:
-        uniq, codes = np.unique(ints, return_inverse=True)
+        uniq, codes = _sorted_codes(ints)
         hashes = splitmix64(uniq.view(np.uint64) ^ INT_TAG)
-        return KeyColumn(codes.astype(np.int64).reshape(-1), [int(k) for k in uniq], hashes)
+        return KeyColumn(codes, uniq.tolist(), hashes)
     texts = np.asarray([str(x) for x in arr.tolist()], dtype=object)
     uniq_t, codes = np.unique(texts, return_inverse=True)
     keys = [str(k) for k in uniq_t]
