@@ -48,8 +48,8 @@ class Connection:
         """One transaction: committed when the block ends, rolled back on any error."""
         if self.kind == "sqlite":
             self.raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        else:
-            self.raw.execute("BEGIN")
+        else:  # a reader sees one snapshot for the whole transaction
+            self.raw.execute("BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ")
         try:
             yield
         except BaseException:

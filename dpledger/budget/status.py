@@ -74,20 +74,33 @@ def _replay_composed(
     return decision.state, ""
 
 
+class _Snapshot:
+    """Everything the verification and the status read, in one read transaction (one
+    consistent snapshot, also while other processes book)."""
+
+    def __init__(self, location: str) -> None:
+        conn = open_store(location)
+        try:
+            with conn.transaction(write=False):
+                self.head = conn.execute("SELECT seq, hash FROM chain_head WHERE id = 1")
+                self.entries = entries(conn)
+                self.budgets = declared(conn)
+                self.states = {
+                    (str(r[0]), str(r[1])): json.loads(r[2])
+                    for r in conn.execute("SELECT source, unit, state FROM filter_state")
+                }
+        finally:
+            conn.close()
+
+
 def verify(location: str) -> dict[str, Any]:
     """The chain's verification plus the replay of every budget."""
-    conn = open_store(location)
-    try:
-        head = conn.execute("SELECT seq, hash FROM chain_head WHERE id = 1")
-        all_entries = entries(conn)
-        result = verify_chain(all_entries, head[0] if head else None)
-        budgets = declared(conn)
-        stored = {
-            (str(r[0]), str(r[1])): json.loads(r[2])
-            for r in conn.execute("SELECT source, unit, state FROM filter_state")
-        }
-    finally:
-        conn.close()
+    return _verify(_Snapshot(location))
+
+
+def _verify(snap: _Snapshot) -> dict[str, Any]:
+    all_entries, budgets, stored = snap.entries, snap.budgets, snap.states
+    result = verify_chain(all_entries, snap.head[0] if snap.head else None)
     if not result["ok"]:
         return result
     by_seq = {e["seq"]: e for e in all_entries}
@@ -128,18 +141,15 @@ def _budget_problem(
 
 def status(location: str) -> dict[str, Any]:
     """Every budget's total, rule, theorem, spend, remainder and runs, and the chain's check."""
-    check = verify(location)
-    conn = open_store(location)
-    try:
-        budgets = declared(conn)
-        all_entries = entries(conn)
-        states = {
-            (str(r[0]), str(r[1])): json.loads(r[2])
-            for r in conn.execute("SELECT source, unit, state FROM filter_state")
-        }
-    finally:
-        conn.close()
-    out = [_one(b, states[(b.source, b.unit)], all_entries) for b in budgets]
+    snap = _Snapshot(location)
+    check = _verify(snap)
+    budgets, all_entries, states = snap.budgets, snap.entries, snap.states
+    out = [
+        _one(
+            b, states.get((b.source, b.unit)) or rules.initial_state(b.rule, b.params), all_entries
+        )
+        for b in budgets
+    ]
     return {"store": location, "chain": check, "budgets": out}
 
 

@@ -40,6 +40,9 @@ def _book_at_once(location: str) -> list[tuple[str, float]]:
     procs = [ctx.Process(target=_worker, args=(location, i, barrier, out)) for i in range(WORKERS)]
     for p in procs:
         p.start()
+    # a reader meanwhile: every status it reads is of one consistent snapshot
+    while any(p.is_alive() for p in procs) and out.empty():
+        assert verify(location)["ok"]
     results = [out.get(timeout=300) for _ in procs]
     for p in procs:
         p.join(timeout=60)
