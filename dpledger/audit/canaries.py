@@ -32,7 +32,7 @@ from dpledger.audit.blackbox import blackbox_scores
 from dpledger.audit.method_audit import _check_alpha_and_seed
 from dpledger.audit.whitebox import CanaryLedger, canary_scores
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError
+from dpledger.core.errors import DPLedgerError, InvalidParameterError
 from dpledger.core.events import Event, canonical
 from dpledger.core.specs import MethodSpec
 from dpledger.runtime import session
@@ -146,16 +146,14 @@ def _scores(
         return blackbox_scores(declared, data, included, seed)
     data, ledger, run_rng = prepare_run(declared.declaration, declared.adjacency, data, seed=seed)
     canary_ledger = CanaryLedger(ledger, included)
-    spec.run(params, data, canary_ledger, run_rng)
+    try:
+        spec.run(params, data, canary_ledger, run_rng)
+    except (DPLedgerError, MemoryError, RecursionError):
+        raise
+    except Exception as exc:  # the method's own failure: one line naming it and its plugin
+        raise session.method_failed(spec, exc) from exc
     ledger.verify()
     return canary_scores(canary_ledger.steps, canary_ledger.m, score)
-
-
-def certified_profile(event: Event, adjacency: Adjacency, eps_top: float) -> one_run.TradeOff:
-    """The trade-off curve certified by the accountant's delta(eps) on a grid up to
-    ``eps_top`` (its stretch by ``s`` is :func:`stretched`)."""
-    grid = np.linspace(0.0, eps_top, PROFILE_POINTS)
-    return stretched(grid, _profile(event, adjacency, grid), 1.0)
 
 
 def _profile(event: Event, adjacency: Adjacency, grid: Any) -> Any:

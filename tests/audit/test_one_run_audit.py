@@ -12,7 +12,7 @@ import pytest
 from dpledger.audit import canaries as canary_audit
 from dpledger.audit.whitebox import CanaryLedger
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import InvalidParameterError
+from dpledger.core.errors import InvalidParameterError, PluginError
 from dpledger.plugins.primitives import (
     bounded_mean,
     dp_sgd,
@@ -150,4 +150,16 @@ def test_a_model_without_per_sample_gradients_is_refused_in_one_line() -> None:
     params = dp_sgd.DPSGDParams(1, 0.5, 1.0, 1.0, 10.0)
     with pytest.raises(InvalidParameterError, match="one row per record") as caught:
         canary_audit.audit_one_run(spec, params, np.ones((50, 3)), canaries=20, seed=0)
+    assert "\n" not in str(caught.value)
+
+
+def _broken_run(params: Any, data: Any, ledger: Any, rng: np.random.Generator) -> dict[str, Any]:
+    raise ValueError("the method's own bug")
+
+
+def test_a_method_that_fails_is_named_in_one_line() -> None:
+    spec = attrs.evolve(dp_sgd.SPEC, name="broken_sgd", run=_broken_run)
+    params = dp_sgd.DPSGDParams(1, 0.5, 1.0, 1.0, 10.0)
+    with pytest.raises(PluginError, match="broken_sgd") as caught:
+        canary_audit.audit_one_run(spec, params, SGD_DATA, canaries=20, seed=0)
     assert "\n" not in str(caught.value)
