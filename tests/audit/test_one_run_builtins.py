@@ -111,3 +111,39 @@ def test_methods_without_a_noisy_sum_are_refused_in_one_line(
     with pytest.raises(InvalidParameterError, match="drop --one-run") as caught:
         canaries.audit_one_run(spec, params, data, canaries=20, seed=0)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("method", "params", "data", "line"),
+    [
+        (
+            "dpswflow",
+            {
+                "num_steps": 1,
+                "num_projections": 2,
+                "num_particles": 16,
+                "noise_multiplier": 2.0,
+                "num_sub_projections": 2,
+            },
+            np.tile([[-0.9, 0.0], [0.0, 0.0], [0.2, 0.1]], (10, 1)),
+            "use Adjacency(relation='replace_one')",
+        ),
+        (
+            "shk",
+            {"t": 3.0, "beta": 1.0, "n": 2, "n_cells": 32, "n_samples": 1},
+            np.tile([0.0, 0.1], 10),
+            "drop --one-run",
+        ),
+    ],
+)
+def test_methods_the_canaries_cannot_follow_are_refused_in_one_line(
+    method: str, params: dict[str, Any], data: Any, line: str
+) -> None:
+    host = host_from_options()
+    spec = host.method(method)
+    with pytest.raises(InvalidParameterError) as caught:
+        canaries.audit_one_run(
+            spec, spec.make_params(params), data, canaries=10, seed=0, lower=host.lower
+        )
+    assert line in str(caught.value) and "\n" not in str(caught.value)
