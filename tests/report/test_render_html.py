@@ -158,3 +158,15 @@ def test_a_plugin_section_cannot_bring_an_external_url() -> None:
     pytest.importorskip("markdown_it")  # without it a section is shown as escaped text
     section = ExtraSection("s", "S", "![x](https://example.org/a.png) [l](http://example.org)", "p")
     _self_contained(_parse(render_html(minimal_report(sections=(section,)))))
+
+
+def test_numeric_cells_never_wrap() -> None:
+    from dpledger.report.render_html import CSS, _table
+
+    html_text = _table(("backend", "ε lower", "ε upper"), [("pld", "2.37540", "2.38000e-05")])
+    assert '<td class="num">2.37540</td>' in html_text
+    assert '<td class="num">2.38000e-05</td>' in html_text
+    assert "<td>pld</td>" in html_text
+    for word in ("none", "inf", "14040"):
+        assert f'<td class="num">{word}</td>' in _table(("x",), [(word,)])
+    assert "td.num { white-space: nowrap;" in CSS
