@@ -79,6 +79,7 @@ from dpledger.integrations.opacus_events import (
     rate_disagreements,
     run_events,
 )
+from dpledger.integrations.opacus_noise import NoiseWatch
 from dpledger.integrations.opacus_run import METHOD, check_out, read_result, run_record, write_run
 from dpledger.report.numbers import fmt_down, fmt_up
 
@@ -324,6 +325,7 @@ class OpacusTracker:
         self._findings: list[Finding] = []
         self._monitor = StepMonitor(optimizer, module)
         self._clip_watch: ClipWatch | None = None
+        self._noise_watch = NoiseWatch(optimizer)
         self._counter: BatchCounter | None = None
         self._previous_hook: Callable[[Any], None] | None = None
         self._attached = False
@@ -374,6 +376,7 @@ class OpacusTracker:
             tracker.batching,
             public_normaliser=public_normaliser,
             source_loader=source_loader,
+            module=module,
         )
         if budget is not None:  # booked before the first noisy step, or refused here
             budget.book(tracker)
@@ -400,6 +403,7 @@ class OpacusTracker:
         if not self._monitor.ghost:
             self._clip_watch = ClipWatch(self.optimizer)
             self._clip_watch.install()
+        self._noise_watch.install()
         self._attached = True
 
     def _in_progress(self) -> bool:
@@ -417,6 +421,7 @@ class OpacusTracker:
             self._counter.remove()
         if self._clip_watch is not None:
             self._clip_watch.remove()
+        self._noise_watch.remove()
         self._attached = False
 
     def _record(self, optimizer: Any) -> None:
@@ -440,6 +445,7 @@ class OpacusTracker:
         self._monitor.check(optimizer, len(self._steps), batches)
         if self._clip_watch is not None:
             self._clip_watch.verify(len(self._steps))
+        self._noise_watch.record(float(optimizer.noise_multiplier), max_grad_norm, len(self._steps))
 
     # -- what ran --------------------------------------------------------------------------
     @property
@@ -454,7 +460,9 @@ class OpacusTracker:
     def findings(self) -> tuple[Finding, ...]:
         """What the checks found so far (attach time, then every step)."""
         clip = self._clip_watch.finding if self._clip_watch is not None else None
-        return (*self._findings, *self._monitor.findings, *([clip] if clip else []))
+        noise = self._noise_watch.finding
+        extra = [f for f in (clip, noise) if f is not None]
+        return (*self._findings, *self._monitor.findings, *extra)
 
     def event(self) -> Event:
         """The event whose certified upper bound covers the executed steps."""

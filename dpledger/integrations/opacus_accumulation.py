@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from dpledger.integrations.opacus_samplers import COUNTING
+
 __all__ = ["BatchCounter", "gradients_pending"]
 
 
@@ -112,6 +114,7 @@ def _counting_class(cls: type, counter: BatchCounter) -> type:
 
     namespace = {
         "__iter__": __iter__,
+        COUNTING: True,
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
     }

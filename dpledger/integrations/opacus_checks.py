@@ -140,9 +140,12 @@ def attach_findings(
     *,
     public_normaliser: float | None = None,
     source_loader: Any = None,
+    module: Any = None,
 ) -> list[Finding]:
     """What is seen before the first step."""
     found = _normaliser(optimizer, loader, batching, public_normaliser)
+    found += _declared_derived(loader, batching, public_normaliser, source_loader)
+    found += _untracked_parameters(module, optimizer)
     found += _rates(loader, batching, source_loader)
     count = getattr(optimizer, "unclipped_num_std", None)
     if count is not None:
@@ -229,6 +232,55 @@ def _normaliser(
             )
         )
     return found
+
+
+def _declared_derived(
+    loader: Any, batching: Batching, public: float | None, source: Any
+) -> list[Finding]:
+    """A normaliser declared public that is the number make_private derives from the dataset
+    size, where the loader given to make_private had another batch size (the public choice):
+    the optimizer's ``expected_batch_size`` passed on as public."""
+    derived = _derived_normaliser(loader, batching.world_size)
+    chosen = getattr(source, "batch_size", None)
+    if public is None or batching.size_public or derived is None or float(public) != derived:
+        return []
+    if chosen is None or float(chosen) == float(public):
+        return []  # no public choice to tell it from, or the batch size chosen for the loader
+    return [
+        Finding(
+            "private_normaliser",
+            FLAGGED,
+            f"the normaliser declared public, {public}, is int(len(dataset) / len(data_loader)), "
+            "the number make_private derives from the dataset size (private under add/remove), "
+            f"not the batch size {chosen} the data loader was given",
+            "declare a number fixed without the dataset size (e.g. the batch size you chose) "
+            "and set optimizer.expected_batch_size to it",
+            voids=True,
+        )
+    ]
+
+
+def _untracked_parameters(module: Any, optimizer: Any) -> list[Finding]:
+    """Trainable parameters of the model that the DP optimizer does not update (another
+    optimizer may train them on unclipped, unnoised gradients)."""
+    if module is None:
+        return []
+    tracked = {id(p) for p in optimizer.params}
+    missing = [n for n, p in module.named_parameters() if p.requires_grad and id(p) not in tracked]
+    if not missing:
+        return []
+    return [
+        Finding(
+            "parameters_outside_optimizer",
+            FLAGGED,
+            f"{len(missing)} trainable parameters of the model ({', '.join(missing[:3])}"
+            f"{', ...' if len(missing) > 3 else ''}) are not in the DP optimizer: whatever "
+            "updates them is not clipped, noised or accounted",
+            "give every trainable parameter to the optimizer passed to make_private, or set "
+            "requires_grad=False on the frozen ones",
+            voids=True,
+        )
+    ]
 
 
 def _adaclip_default_update(optimizer: Any) -> bool:

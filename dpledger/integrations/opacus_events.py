@@ -173,7 +173,10 @@ def detect_batching(data_loader: Any) -> Batching:
             "the data loader has no batch sampler (an iterable dataset or batch_size=None); "
             "pass the DataLoader that make_private returned"
         )
-    from dpledger.integrations.opacus_samplers import WeightedPoissonSampler, drawn_rate
+    from dpledger.integrations.opacus_samplers import WeightedPoissonSampler as Weighted
+    from dpledger.integrations.opacus_samplers import check_iteration, drawn_rate
+
+    check_iteration(batch_sampler, _unwrap(getattr(batch_sampler, "sampler", None)))
 
     if isinstance(batch_sampler, DistributedUniformWithReplacementSampler):
         return Batching(
@@ -191,7 +194,7 @@ def detect_batching(data_loader: Any) -> Batching:
             sample_rate=drawn_rate(float(batch_sampler.sample_rate)),
         )
 
-    if isinstance(batch_sampler, WeightedPoissonSampler):
+    if isinstance(batch_sampler, Weighted):
         _check_size(batch_sampler.num_samples, len(dataset))
         return Batching(
             kind=WEIGHTED_POISSON,

@@ -30,6 +30,7 @@ the weights, the batch size, the world size; no data value or sampled index):
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -42,6 +43,7 @@ GRID = 2.0**-53
 __all__ = [
     "RATE_TOLERANCE",
     "WeightedPoissonSampler",
+    "check_iteration",
     "draw_inclusion",
     "drawn_rate",
     "sampler_name",
@@ -118,6 +120,58 @@ RATE_TOLERANCE = 2.0**-23
 def sampler_name(obj: Any) -> str:
     """The class name of a sampler, through dpledger's counting wrapper."""
     return type(obj).__name__
+
+
+#: attribute marking a class whose ``__iter__`` only counts what its base class yields
+COUNTING = "_dpledger_counting"
+
+
+def _library_classes() -> tuple[type, ...]:
+    from opacus.utils.uniform_sampler import (
+        DistributedUniformWithReplacementSampler,
+        UniformWithReplacementSampler,
+    )
+    from torch.utils.data import (
+        BatchSampler,
+        DistributedSampler,
+        RandomSampler,
+        SequentialSampler,
+        WeightedRandomSampler,
+    )
+
+    return (
+        BatchSampler,
+        DistributedSampler,
+        RandomSampler,
+        SequentialSampler,
+        WeightedRandomSampler,
+        UniformWithReplacementSampler,
+        DistributedUniformWithReplacementSampler,
+        WeightedPoissonSampler,
+    )
+
+
+def _defining(sampler: Any, name: str) -> type | None:
+    """The class whose ``name`` the sampler uses, past dpledger's counting subclass."""
+    for cls in type(sampler).__mro__:
+        if name in cls.__dict__ and not cls.__dict__.get(COUNTING, False):
+            return cls
+    return None
+
+
+def check_iteration(*samplers: Any) -> None:
+    """Refuse a sampler whose batches are not those of the library class it is read as: a
+    subclass that overrides ``__iter__`` or ``__len__`` may draw a record more often than the
+    class's parameters say, and its inclusion rate cannot be read from them (None: skipped)."""
+    library = _library_classes()
+    for sampler, name in itertools.product(samplers, ("__iter__", "__len__")):
+        cls = None if sampler is None else _defining(sampler, name)
+        if cls is not None and cls not in library:
+            raise UnsupportedEventError(
+                f"the sampler {cls.__qualname__} overrides {name}: its batches are not those "
+                "its parameters describe, and its inclusion rate cannot be read from them; use "
+                "PyTorch's or Opacus's samplers unchanged (or dpledger's WeightedPoissonSampler)"
+            )
 
 
 def weighted_draw_rates(sampler: Any, dataset_size: int) -> tuple[float, ...]:
