@@ -93,3 +93,38 @@ def test_path_ranking_statement_holds_on_the_tables() -> None:
     assert "worst or tied on every metric" not in text
     for number in ("190.32", "175.36", "190.42", "195.23", "188.27 ± 2.55", "195.49 ± 4.58"):
         assert number in text, number
+
+
+#: the paper's toy ratio ('SWD' 0.81 at sigma = 0.5 over 0.08 at sigma = 0) and the reading of
+#: its Fig. 1 (the caption names DPSWflow, Algorithm 2: one release) under Eq. (4)'s SW2^2
+PAPER_TOY_RATIO = 0.81 / 0.08
+PAPER_TOY_READING = ("fixed-release", "SW2^2")
+
+
+def toy_ratios() -> dict[tuple[str, str], float]:
+    """(reading, metric) -> the sigma = 0.5 / sigma = 0 ratio in ``toy.md``'s main table."""
+    rows = _table(TOY.read_text(), "| reading | sigma |")
+    out = {}
+    for r in rows:
+        if r[1] == "0.5":
+            for metric, cell in zip(("SW2", "SW2^2"), r[-1].split(" / "), strict=True):
+                out[r[0], metric] = float(cell.rstrip("×"))
+    return out
+
+
+@pytest.mark.experiments
+def test_swflow_toy_statement_names_the_papers_reading() -> None:
+    """Six ratios, one per reading and metric; only the absolute reading's SW2^2 is near the
+    paper's 10.1x, and the reading the page attributes to the paper gives 13.6x: the page must
+    say so and not claim the match."""
+    ratios = toy_ratios()
+    assert len(ratios) == 6
+    near = {k for k, v in ratios.items() if abs(v / PAPER_TOY_RATIO - 1) < 0.05}
+    assert near == {("absolute", "SW2^2")}
+    assert ratios[PAPER_TOY_READING] == 13.6
+    text = " ".join(SWFLOW.read_text().split())
+    assert "under that reading the ratio is **13.6×, not 10.1×**" in text
+    assert "this page does not count it as a match" in text
+    assert "matches the paper's 10.1×" not in text
+    for (reading, metric), value in ratios.items():
+        assert f"{value:.1f}×" in text, (reading, metric)
