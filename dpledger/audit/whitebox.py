@@ -106,6 +106,13 @@ class CanaryLedger:
         self._refuse("allocate")
 
     def poisson_sample(self, n: int, q: float, *, step: str) -> _CanarySample:
+        if self._ledger.units is not None:
+            raise InvalidParameterError(
+                "--one-run",
+                "the method samples privacy units its ledger reads from the data's unit keys, "
+                "and canaries carry none",
+                "audit it with several runs instead (drop --one-run)",
+            )
         # a sample drawn inside another draws from the canaries that one holds
         pool = self.samples[-1].canaries if self.samples else self.included_ids
         scope = self._ledger.poisson_sample(int(n) + pool.size, q, step=step)
