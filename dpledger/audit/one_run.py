@@ -5,7 +5,7 @@ highest scores are guessed *in*, the ``k_minus`` lowest *out*, the rest abstain.
 of guesses ``r`` and of correct guesses ``v``:
 
 * :func:`steinke_epsilon` (Steinke, Nasr, Jagielski 2023, "Privacy auditing with one (1)
-  training run", Theorem 5.2): for any (eps, delta)-DP mechanism,
+  training run", their bound for approximate DP): for any (eps, delta)-DP mechanism,
   ``P[v correct] <= P[Binom(r, e^eps / (1 + e^eps)) >= v]
   + 2 m delta max_{1 <= i <= v} P[v - i <= Binom(r, .) < v] / i``;
   the bound is the largest eps this p-value rejects at level ``beta``;
@@ -94,7 +94,7 @@ def guesses(scores: ArrayLike, included: ArrayLike, k_plus: int, k_minus: int = 
 
 def steinke_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     """Upper bound on ``P[at least v of r guesses correct]`` under (eps, delta)-DP
-    (Steinke, Nasr, Jagielski 2023, Theorem 5.2)."""
+    (Steinke, Nasr, Jagielski 2023, their bound for approximate DP)."""
     _check_counts(m, r, v)
     if v == 0:
         return 1.0
