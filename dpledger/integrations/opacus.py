@@ -81,6 +81,7 @@ from dpledger.integrations.opacus_events import (
 )
 from dpledger.integrations.opacus_noise import NoiseWatch
 from dpledger.integrations.opacus_run import METHOD, check_out, read_result, run_record, write_run
+from dpledger.integrations.opacus_updates import UpdateWatch
 from dpledger.report.numbers import fmt_down, fmt_up
 
 __all__ = [
@@ -326,6 +327,7 @@ class OpacusTracker:
         self._monitor = StepMonitor(optimizer, module)
         self._clip_watch: ClipWatch | None = None
         self._noise_watch = NoiseWatch(optimizer)
+        self._update_watch = UpdateWatch(optimizer)
         self._counter: BatchCounter | None = None
         self._previous_hook: Callable[[Any], None] | None = None
         self._attached = False
@@ -404,6 +406,7 @@ class OpacusTracker:
             self._clip_watch = ClipWatch(self.optimizer)
             self._clip_watch.install()
         self._noise_watch.install()
+        self._update_watch.install()
         self._attached = True
 
     def _in_progress(self) -> bool:
@@ -422,6 +425,7 @@ class OpacusTracker:
         if self._clip_watch is not None:
             self._clip_watch.remove()
         self._noise_watch.remove()
+        self._update_watch.remove()
         self._attached = False
 
     def _record(self, optimizer: Any) -> None:
@@ -445,6 +449,7 @@ class OpacusTracker:
         self._monitor.check(optimizer, len(self._steps), batches)
         if self._clip_watch is not None:
             self._clip_watch.verify(len(self._steps))
+        self._update_watch.check(len(self._steps))
         self._noise_watch.record(float(optimizer.noise_multiplier), max_grad_norm, len(self._steps))
 
     # -- what ran --------------------------------------------------------------------------
@@ -460,8 +465,8 @@ class OpacusTracker:
     def findings(self) -> tuple[Finding, ...]:
         """What the checks found so far (attach time, then every step)."""
         clip = self._clip_watch.finding if self._clip_watch is not None else None
-        noise = self._noise_watch.finding
-        extra = [f for f in (clip, noise) if f is not None]
+        noise, update = self._noise_watch.finding, self._update_watch.finding
+        extra = [f for f in (clip, noise, update) if f is not None]
         return (*self._findings, *self._monitor.findings, *extra)
 
     def event(self) -> Event:

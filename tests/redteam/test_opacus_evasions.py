@@ -244,3 +244,41 @@ def test_one_batch_for_two_noisy_steps_is_refused() -> None:
                 loss_fn(module(xb), yb).backward()
                 optimizer.step()
         tracker.result(1e-5)
+
+
+def test_a_second_dp_optimizer_on_the_same_parameters_is_flagged() -> None:
+    from opacus.optimizers import DPOptimizer
+
+    module, optimizer, loader, tracker = _private(poisson_sampling=False)
+    # a second, untracked DP optimizer at a tenth of the noise, on the same parameters
+    other = DPOptimizer(
+        torch.optim.SGD(module.parameters(), lr=0.1),
+        noise_multiplier=0.1,
+        max_grad_norm=1.0,
+        expected_batch_size=BATCH,
+    )
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for i, (xb, yb) in enumerate(loader):
+        for opt in (optimizer, other) if i < 3 else (optimizer,):
+            opt.zero_grad()
+            loss_fn(module(xb), yb).backward()
+            opt.step()
+    finding = _causes(tracker)["parameters_updated_outside"]
+    assert finding.voids and finding.step == 2
+    assert not tracker.result(1e-5).covered
+
+
+def test_one_optimizer_with_its_memory_manager_is_not_flagged() -> None:
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+    module, optimizer, loader, tracker = _private(poisson_sampling=False)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    with BatchMemoryManager(
+        data_loader=loader, max_physical_batch_size=5, optimizer=optimizer
+    ) as small:
+        for xb, yb in small:
+            optimizer.zero_grad()
+            loss_fn(module(xb), yb).backward()
+            optimizer.step()
+    assert len(tracker.steps) == N // BATCH
+    assert not {"parameters_updated_outside", "noise_not_added"} & set(_causes(tracker))

@@ -1,0 +1,59 @@
+"""Updates of the model's parameters that no noisy step of the tracked optimizer made.
+
+:class:`UpdateWatch` records the version counter of every parameter of the ``DPOptimizer``
+after each of its updates (a step post-hook of the optimizer it wraps). At the next noisy step
+the counters must be the same: an in-place change in between (a second optimizer, DP or not,
+stepping on the same parameters) updated the model with gradients the tracker neither saw nor
+accounted. A change through ``.data`` does not move the counter and is not seen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpledger.integrations.opacus_checks import FLAGGED, Finding
+
+__all__ = ["UpdateWatch"]
+
+
+class UpdateWatch:
+    """Flags parameters changed in place between two noisy steps of the tracked optimizer."""
+
+    def __init__(self, optimizer: Any) -> None:
+        self.optimizer = optimizer
+        self.finding: Finding | None = None
+        self._versions: list[int] | None = None
+        self._handle: Any = None
+
+    def install(self) -> None:
+        inner = getattr(self.optimizer, "original_optimizer", None)
+        if inner is not None and hasattr(inner, "register_step_post_hook"):
+            self._handle = inner.register_step_post_hook(self._after)
+
+    def remove(self) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+    def _current(self) -> list[int]:
+        return [int(p._version) for p in self.optimizer.params]
+
+    def _after(self, *_: Any) -> None:
+        self._versions = self._current()
+
+    def check(self, step: int) -> None:
+        """At a noisy step: flag a change since the tracked optimizer's last update."""
+        if self.finding is not None or self._versions is None:
+            return
+        if self._current() != self._versions:
+            self.finding = Finding(
+                "parameters_updated_outside",
+                FLAGGED,
+                "the model's parameters changed in place between two noisy steps of the "
+                "tracked optimizer (another optimizer stepped on them): those updates are not "
+                "clipped, noised or accounted here",
+                "train the model with the one optimizer make_private returned; account any "
+                "other private training separately and compose the two",
+                step,
+                True,
+            )
