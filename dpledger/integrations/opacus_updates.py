@@ -1,10 +1,15 @@
-"""Updates of the model's parameters that no noisy step of the tracked optimizer made.
+"""What changes after attach behind the tracker's back: the model's parameters updated by no
+noisy step of the tracked optimizer, and the sampler's parameters.
 
 :class:`UpdateWatch` records the version counter of every parameter of the ``DPOptimizer``
 after each of its updates (a step post-hook of the optimizer it wraps). At the next noisy step
 the counters must be the same: an in-place change in between (a second optimizer, DP or not,
 stepping on the same parameters) updated the model with gradients the tracker neither saw nor
 accounted. A change through ``.data`` does not move the counter and is not seen.
+
+At every noisy step the batch construction is read again from the data loader
+(:func:`~dpledger.integrations.opacus_events.detect_batching`); a sampler whose rate, batch
+size or weights were changed after attach draws records at a rate the run is not accounted at.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any
 
 from dpledger.integrations.opacus_checks import FLAGGED, Finding
 
-__all__ = ["UpdateWatch"]
+__all__ = ["UpdateWatch", "sampler_changed"]
 
 
 class UpdateWatch:
@@ -57,3 +62,28 @@ class UpdateWatch:
                 step,
                 True,
             )
+
+
+def sampler_changed(data_loader: Any, booked: Any, step: int) -> Finding | None:
+    """A finding when the loader's batch construction is no longer the one booked at attach."""
+    from dpledger.integrations.opacus_events import detect_batching
+
+    now: Any
+    try:
+        now = detect_batching(data_loader)
+    except Exception as error:
+        now = error
+    if now == booked:
+        return None
+    return Finding(
+        "sampler_changed",
+        FLAGGED,
+        f"the data loader's batches changed after attach (booked: {booked.kind}, rate "
+        f"{booked.inclusion_rate}; now: {getattr(now, 'kind', now)}, rate "
+        f"{getattr(now, 'inclusion_rate', None)}): records are drawn at a rate the run is not "
+        "accounted at",
+        "keep the sampler's rate, batch size and weights fixed during training (attach a new "
+        "tracker for a new schedule)",
+        step,
+        True,
+    )

@@ -282,3 +282,49 @@ def test_one_optimizer_with_its_memory_manager_is_not_flagged() -> None:
             optimizer.step()
     assert len(tracker.steps) == N // BATCH
     assert not {"parameters_updated_outside", "noise_not_added"} & set(_causes(tracker))
+
+
+def _train_changing(loader: Any, module: Any, optimizer: Any, change: Any) -> None:
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for i, (xb, yb) in enumerate(loader):
+        if i == 2:
+            change()
+        optimizer.zero_grad()
+        loss_fn(module(xb), yb).backward()
+        optimizer.step()
+
+
+def test_a_poisson_rate_raised_mid_run_is_flagged() -> None:
+    module, optimizer, loader, tracker = _private()
+    optimizer.expected_batch_size = BATCH
+    sampler = loader.batch_sampler
+
+    def raise_rate() -> None:  # read by Opacus's sampler at every batch
+        sampler.sample_rate = 0.5
+
+    _train_changing(loader, module, optimizer, raise_rate)
+    finding = _causes(tracker)["sampler_changed"]
+    assert finding.voids and finding.step == 3 and "0.5" in finding.message
+    assert tracker.batching.sample_rate < 0.11  # still the booked rate
+
+
+def test_weights_edited_in_place_mid_run_are_flagged() -> None:
+    from torch.utils.data import WeightedRandomSampler
+
+    weights = torch.ones(N, dtype=torch.float64)
+    sampler = WeightedRandomSampler(weights, num_samples=N, replacement=True)
+    loader = DataLoader(data(N), sampler=sampler, batch_size=BATCH)
+    module, optimizer, loader, tracker = _private(loader=loader, poisson_sampling=False)
+
+    def favour_record_zero() -> None:
+        weights[0] = 1000.0
+
+    _train_changing(loader, module, optimizer, favour_record_zero)
+    assert _causes(tracker)["sampler_changed"].voids
+
+
+def test_unchanged_samplers_raise_no_change() -> None:
+    for poisson in (True, False):
+        module, optimizer, loader, tracker = _private(poisson_sampling=poisson)
+        train(module, optimizer, loader, epochs=2)
+        assert "sampler_changed" not in _causes(tracker)
