@@ -157,3 +157,36 @@ def test_contribution_sensitivity_bounds_any_users_rows(
     assert l2 == pytest.approx(math.sqrt(l0) * linf * clip, rel=1e-15)
     assert l1 == pytest.approx(l0 * linf * clip, rel=1e-15)
     assert l2 >= math.sqrt(l0) * linf * clip and l1 >= l0 * linf * clip
+
+
+def _numpy_laplace_tail(threshold: float, scale: float, count: int) -> float:
+    """The exact probability that the engine's draw releases a key of ``count`` units:
+    ``count + scale * z >= threshold``, ``z`` numpy's Laplace draw ``-log(2 - U - U)`` for a
+    uniform ``U >= 1/2`` on the grid ``j / 2^53`` (the branch ``U < 1/2`` gives ``z <= 0``)."""
+    grid = 2**53
+
+    def released(j: int) -> bool:
+        u = j / grid
+        return count + scale * (0.0 - 1.0 * math.log(2.0 - u - u)) >= threshold
+
+    lo, hi = grid // 2, grid - 1
+    if not released(hi):
+        return 0.0
+    while lo < hi:  # the least grid point released (release grows with U)
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if released(mid) else (mid + 1, hi)
+    return (grid - lo) / grid
+
+
+@pytest.mark.parametrize(
+    ("eps", "delta", "k"), [(1.0, 1e-10, 1), (0.3, 1e-9, 2), (1.0, 1e-12, 1), (2.0, 1e-8, 4)]
+)
+def test_the_executed_laplace_draws_release_a_lone_key_within_the_charged_probability(
+    eps: float, delta: float, k: int
+) -> None:
+    from dpledger.core.partition_selection import key_release_bound
+
+    scale, threshold = partition_selection_threshold("laplace", eps, delta, k)
+    executed = _numpy_laplace_tail(threshold, scale, 1)
+    assert 0 < executed <= key_release_bound("laplace", eps, delta, k)
+    assert executed == pytest.approx(1 - (1 - delta) ** (1 / k), rel=1e-4)
