@@ -23,7 +23,7 @@ Other kinds (tabulated, shuffled, allocated) are their own representatives.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from fractions import Fraction
 
 import numpy as np
@@ -98,7 +98,7 @@ def build(shape: Hashable, values: tuple[Value, ...]) -> Event:
         second = values[1]
         assert isinstance(second, float)
         return ApproxDPEvent(first, second)
-    classes: dict[str, type[Event]] = {
+    classes: dict[str, Callable[[float], Event]] = {
         c.kind: c
         for c in (
             GaussianEvent,

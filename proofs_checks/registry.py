@@ -445,7 +445,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.representatives.build",
         status="contrib",
         proof="proofs_checks/representatives/proof.md",
-        source_sha256="8021307507ab494db0b9dd28bfbc6706209f1c779a34daa78d0935ca3b51b4fc",
+        source_sha256="850803666f1becd26271b59b6a1517b5f9c4b0137b3bd912569c189d084345bb",
     ),
     ProofRecord(
         target="dpledger.accountant.representatives._fold",

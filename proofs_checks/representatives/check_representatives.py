@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -27,9 +29,9 @@ ADD_REMOVE = Adjacency()
 REPLACE = Adjacency(relation="replace_one")
 
 
-def _family(make: type[Event] | object, n: int) -> list[Event]:
+def _family(make: Callable[[float], Event], n: int) -> list[Event]:
     rng = np.random.default_rng(7)
-    return [make(float(x)) for x in rng.uniform(0.3, 0.6, n)]  # type: ignore[operator]
+    return [make(float(x)) for x in rng.uniform(0.3, 0.6, n)]
 
 
 FAMILIES: list[tuple[list[Event], Adjacency]] = [
