@@ -150,10 +150,9 @@ def dpa_distinct(event: ComposedEvent, delta: float) -> float | None:
         return None
     acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
     try:
-        events = [to_dp_event(leaf) for leaf in event.events]
-    except Exception:
+        acc.compose(dp_accounting.ComposedDpEvent([to_dp_event(leaf) for leaf in event.events]))
+    except Exception:  # a leaf dp-accounting has no event or no PLD for
         return None
-    acc.compose(dp_accounting.ComposedDpEvent(events))
     return float(acc.get_epsilon(delta))
 
 
