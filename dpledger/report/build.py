@@ -147,7 +147,14 @@ def section_context(report: PrivacyReport, graph: CompositionGraph) -> dict[str,
         events[node] = (
             event if count == 1 else {"kind": "self_composed", "count": count, "event": event}
         )
-    return {**report.to_dict(), "release_events": json_safe(events)}
+    plain = report.to_dict()
+    # sections read events from ``release_events`` (with their counts); the rows' event tables
+    # hold one repetition each and would read as releases of their own
+    plain["releases"] = [
+        {k: v for k, v in row.items() if k not in ("event_data", "lifted_event_data")}
+        for row in plain["releases"]
+    ]
+    return {**plain, "release_events": json_safe(events)}
 
 
 def released_methods(
