@@ -255,6 +255,10 @@ def _with_sections(report: PrivacyReport, host: Any, graph: CompositionGraph) ->
     )
 
 
+def _query(delta: float | None, epsilon: float | None) -> tuple[str, float]:
+    return ("delta", float(delta)) if delta is not None else ("epsilon", float(epsilon or 0.0))
+
+
 def build_report(
     graph: CompositionGraph,
     *,
@@ -274,8 +278,7 @@ def build_report(
     brackets: bool = True,
     run_method: str | None = None,
 ) -> BuiltReport:
-    """Account ``graph`` and assemble every section of the report (``run_method``: the
-    method of the verified run whose pipeline file ``graph`` is, see ``release_rows``)."""
+    """Account ``graph`` and assemble the report (``run_method``: see ``release_rows``)."""
     if (delta is None) == (epsilon is None):
         raise InvalidParameterError("delta", "give exactly one of delta or epsilon", "pass one")
     names = list(backends) if backends is not None else None
@@ -288,13 +291,12 @@ def build_report(
     reasons = dict(reversed(unavailable))
     bracket_list = _brackets(graph, delta, epsilon, names, reasons) if brackets else ()
     warnings = [*prose.warnings(rows, account, bracket_list, eps_query), *extra_warnings]
-    query = ("delta", float(delta)) if delta is not None else ("epsilon", float(epsilon or 0.0))
     report = PrivacyReport(
         title=title,
         dpledger_version=_version(),
         input_kind=input_kind,
         input_name=input_name,
-        query=query,
+        query=_query(delta, epsilon),
         setting=prose.SETTING,
         data_accesses=_data_accesses(account),
         released=_released(graph, account, descriptions or {}),
