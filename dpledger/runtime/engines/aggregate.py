@@ -28,6 +28,7 @@ import numpy as np
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import ComposedEvent, Event
 from dpledger.core.ledger_protocol import Ledger
+from dpledger.core.partition_events import partitioned_noise_event
 from dpledger.runtime.engines.columns import canonical_name, parse_name
 from dpledger.runtime.engines.noise import noisy_release, release_event
 from dpledger.runtime.engines.protocol import BoundedAggregates, Engine
@@ -148,12 +149,23 @@ class AggregationRequest:
         return {"kind": "public", "keys": list(self.public_partitions or ())}
 
 
+def release_cost(request: AggregationRequest, release: str) -> Event:
+    """One release's event: Gaussian noise of multiplier ``m`` at ``sqrt(L0)·L∞·C``; Laplace
+    noise stated per key, as ``L0`` releases of sensitivity ``L∞·C`` (a unit is absent from
+    every other key), tighter at ``delta > 0`` than one release at ``L0·L∞·C``."""
+    if request.mechanism == "gaussian":
+        return release_event("gaussian", request.noise_multiplier)
+    q = request.query
+    scale = request.noise_multiplier * q.sensitivity(release, "l1")
+    top = q.row_sensitivity(release)
+    return partitioned_noise_event("laplace", scale, q.max_partitions, q.max_rows, top)
+
+
 def aggregation_events(request: AggregationRequest) -> Event:
     """What the aggregation spends: the selection (if private), then one event per release."""
-    event = release_event(request.mechanism, request.noise_multiplier)
     selection = request.partition_selection
     first = [] if selection is None else [selection.event(request.query.max_partitions)]
-    return ComposedEvent([*first, *(event for _ in request.releases())])
+    return ComposedEvent([*first, *(release_cost(request, r) for r in request.releases())])
 
 
 def _step(release: str) -> str:
@@ -271,6 +283,7 @@ def aggregate_table(request: AggregationRequest, source: Any, ledger: Ledger) ->
             noise_multiplier=request.noise_multiplier,
             mechanism=request.mechanism,
             note=_note(release, request, sensitivity),
+            event=release_cost(request, release),
         )
     return _outputs(request, names, noisy)
 

@@ -63,8 +63,10 @@ def noisy_release(
     noise_multiplier: float,
     mechanism: str,
     note: str,
+    event: Event | None = None,
 ) -> NDArray[np.float64]:
-    """``values`` plus noise of scale ``noise_multiplier * sensitivity``, booked first."""
+    """``values`` plus noise of scale ``noise_multiplier * sensitivity``, booked first as
+    ``event`` (default: one release of that noise multiplier)."""
     scale = noise_multiplier * sensitivity
     exact = np.asarray(values, dtype=np.float64)
 
@@ -72,7 +74,7 @@ def noisy_release(
         key = rng.integers(0, 2**64, size=2, dtype=np.uint64)
         return exact + scale * cell_noise(key, step, names, mechanism)
 
-    event = release_event(mechanism, noise_multiplier)
+    event = event or release_event(mechanism, noise_multiplier)
     noisy: NDArray[np.float64] = np.asarray(
         ledger.sample_certified(draw, event, step=step, note=note), dtype=np.float64
     )
