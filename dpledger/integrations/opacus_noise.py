@@ -55,6 +55,8 @@ class NoiseWatch:
             self.optimizer.__dict__.pop("add_noise", None)
 
     def _measured(self) -> None:
+        import torch
+
         self.original()
         self._pending = None
         if int(getattr(self.optimizer, "rank", 0) or 0) != 0:
@@ -64,8 +66,8 @@ class NoiseWatch:
             summed = getattr(p, "summed_grad", None)
             if summed is None or p.grad is None:
                 return
-            noise = p.grad.detach().reshape(-1).double() - summed.detach().reshape(-1).double()
-            squares += float(noise.pow(2).sum())
+            noise = p.grad.detach().reshape(-1) - summed.detach().reshape(-1)
+            squares += float(noise.pow(2).sum(dtype=torch.float64))
             count += noise.numel()
         self._pending = (squares, count)
 
