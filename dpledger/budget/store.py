@@ -334,7 +334,8 @@ def book(
     relation: str | None = None,
 ) -> dict[str, Any]:
     """Book ``event`` (stated per privacy unit under ``relation``, by default the store's)
-    against ``source``/``unit``: the entry booked (with ``state`` and ``spent``), or
+    against ``source``/``unit``: the entry booked (with ``state``, ``spent``, ``rule`` and
+    ``store_id``, the hash of the store's first entry), or
     :class:`~dpledger.budget.rules.BudgetRefused`."""
     if not isinstance(event, Event):
         raise InvalidParameterError("event", f"expected an Event, got {event!r}", "pass an event")
@@ -369,8 +370,15 @@ def book(
                 "UPDATE filter_state SET state = ? WHERE source = ? AND unit = ?",
                 (canonical_json(decision.state), source, unit),
             )
+            store_id = conn.execute("SELECT hash FROM entries WHERE seq = 1")[0][0]
         spent = rules.spent(budget.rule, budget.total, budget.params, decision.state)
-        return {**entry, "state": decision.state, "spent": spent}
+        return {
+            **entry,
+            "state": decision.state,
+            "spent": spent,
+            "rule": budget.rule,
+            "store_id": str(store_id),
+        }
     finally:
         conn.close()
 

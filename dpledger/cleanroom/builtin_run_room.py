@@ -43,6 +43,7 @@ def room_options(args: argparse.Namespace) -> dict[str, Any]:
         "data": None if args.data is None else str(args.data),
         "delta": args.delta,
         "plugins_timeout": getattr(args, "plugins_timeout", None),
+        "booking": getattr(args, "booking", None),
     }
 
 
@@ -58,6 +59,7 @@ def _args(options: Mapping[str, Any]) -> argparse.Namespace:
         plugins_allow=options.get("plugins_allow"),
         plugins_block=options.get("plugins_block"),
         plugins_timeout=options.get("plugins_timeout"),
+        booking=options.get("booking"),
     )
 
 

@@ -333,9 +333,13 @@ class RunWorker:
         if not isinstance(params, dict):
             raise self._broken("sent parameters that are not a table")
         if data_file is not None:  # only once the declaration is made
-            self._send({"op": "data", "file": data_file})
-            self._data_sent = True
+            self.send_data(data_file)
         return reply, params
+
+    def send_data(self, data_file: str) -> None:
+        """Have the loaded worker read ``data_file`` (once its declaration is accounted)."""
+        self._send({"op": "data", "file": data_file})
+        self._data_sent = True
 
     def run(self, server: LedgerServer, data: Any, rng_state: Mapping[str, Any]) -> dict[str, Any]:
         """Run the method, serving its ledger requests; its outputs."""

@@ -9,8 +9,9 @@ the real :class:`~dpledger.runtime.ledger.PrivacyLedger` lives in this process, 
 every step, and is verified here. The method reads its data file itself, as this process would
 read it (it is the method's input; the ledger, its generator and the unit keys stay here);
 at user level this process loads the data and sends it bounded per user as the ledger sees
-it. This process writes the outputs and the record as for a builtin method, and the clean
-room confirms the staged run before anything is published.
+it. With ``--budget`` the accounted declaration is booked before the data is read (by the
+worker or here). This process writes the outputs and the record as for a builtin method, and
+the clean room confirms the staged run before anything is published.
 """
 
 from __future__ import annotations
@@ -60,6 +61,30 @@ def _provenance(reply: DeclarationReply) -> dict[str, Any]:
     }
 
 
+def _book(
+    args: argparse.Namespace,
+    config: Mapping[str, Any],
+    per_unit: Any,
+    selection: Any,
+    delta: float,
+    data_file: str | None,
+    worker: RunWorker,
+    data: Any,
+) -> Any:
+    """Book the accounted declaration, then let the data be read: by the worker (its file)
+    or here (at user level); the data this process sends the method."""
+    from dpledger.commands._budget_run import book_declared
+    from dpledger.commands._inputs import data_path_of, load_data
+
+    book_declared(args, config, per_unit, selection, delta)
+    if data_file is not None:
+        worker.send_data(data_file)
+    path = data_path_of(args, config)
+    if data is None and path is not None and data_file is None:
+        return load_data(path)
+    return data
+
+
 def run_in_worker(
     worker: RunWorker,
     declaration: Declaration,
@@ -76,30 +101,37 @@ def run_in_worker(
     return RunResult(outputs, declaration, ledger)
 
 
+def _data_inputs(
+    args: argparse.Namespace, config: Mapping[str, Any], adjacency: Adjacency, booked: bool
+) -> tuple[Any, str | None]:
+    """(data read here, data file the worker reads). At user level the data is bounded per
+    user and its unit keys read here; else the method reads its data file itself, as this
+    process would (its rows are all the method sees). A booked run reads it only once its
+    booking is made; a missing or unreadable file is refused right away, before booking."""
+    from dpledger.commands._inputs import data_path_of, load_data
+
+    data_path = data_path_of(args, config)
+    if data_path is None:
+        return None, None
+    if adjacency.unit == "user":
+        if booked and data_path.is_file():
+            return None, None
+        return load_data(data_path), None
+    if not data_path.is_file() or data_path.suffix.lower() not in DATA_SUFFIXES:
+        load_data(data_path)  # refused as it refuses a file it cannot read, right away
+    return None, str(data_path)  # the worker starts in this directory
+
+
 def run_third_party(args: argparse.Namespace, config: Mapping[str, Any], host: Any) -> int:
     """``dpledger run`` of a third-party method (see the module docstring); the exit code."""
-    from dpledger.commands._inputs import (
-        data_path_of,
-        load_data,
-        params_table,
-        parse_adjacency,
-        query_delta,
-    )
+    from dpledger.commands._inputs import params_table, parse_adjacency, query_delta
     from dpledger.commands.run import account_declaration, publish
     from dpledger.runtime import session
 
     table = params_table(config)
     adjacency = parse_adjacency(config)
-    data_path = data_path_of(args, config)
-    # at user level the data is bounded per user and its unit keys read here; else the method
-    # reads its data file itself, as this process would (its rows are all the method sees)
-    data, data_file = None, None
-    if data_path is not None and adjacency.unit == "user":
-        data = load_data(data_path)
-    elif data_path is not None:
-        if not data_path.is_file() or data_path.suffix.lower() not in DATA_SUFFIXES:
-            load_data(data_path)  # refused as it refuses a file it cannot read, right away
-        data_file = str(data_path)  # the worker starts in this directory
+    booked = getattr(args, "budget", None) is not None
+    data, data_file = _data_inputs(args, config, adjacency, booked)
     limits = plugin_timeout(args.plugins_timeout), run_timeout(os.environ.get(RUN_TIMEOUT_ENV))
     with RunWorker(args.method, *limits) as worker:
         options = {
@@ -108,7 +140,7 @@ def run_third_party(args: argparse.Namespace, config: Mapping[str, Any], host: A
             "timeout": args.plugins_timeout,
         }
         request = DeclarationRequest.of(args.method, table, adjacency)
-        reply, loaded = worker.load(request, options, data_file)
+        reply, loaded = worker.load(request, options, None if booked else data_file)
         reply = _declared(reply)
         worker.who = reply.who()
         declaration = Declaration(reply.core_event(), reply.unit)
@@ -117,6 +149,8 @@ def run_third_party(args: argparse.Namespace, config: Mapping[str, Any], host: A
         per_unit, rules, selection = account_declaration(
             host, declaration, adjacency, method=args.method, delta=delta
         )
+        if booked:  # before any noise, and before the data is read
+            data = _book(args, config, per_unit, selection, delta, data_file, worker, data)
         result = run_in_worker(
             worker, declaration, adjacency, data, seed=args.seed, secure=args.secure
         )
@@ -131,6 +165,7 @@ def run_third_party(args: argparse.Namespace, config: Mapping[str, Any], host: A
         privacy=session.privacy_section(selection),
         exact_match=result.ledger.public_matches_exactly(),
     )
+    record = attrs.evolve(record, budget=getattr(args, "booking", None))
     # the clean room confirms the run from the record's parameters: it is handed this
     # declaration (made by a worker from the same parameters) instead of asking a new worker
     again = attrs.evolve(reply, request=DeclarationRequest.of(args.method, params, adjacency))

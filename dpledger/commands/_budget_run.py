@@ -4,9 +4,12 @@ The declaration is made and accounted (``session.plan``) before any noise is dra
 the data is read; its event per privacy unit is booked against the source named by
 ``--budget-source`` (else the config's ``source``) and the config's privacy unit. A refused
 booking, an unreachable store or an undeclared source stop the command there: the run never
-starts unbooked. The entry holds the run's id, method, parameters, certified bound and the
-hashes of the config and of the method's parameters; a run killed after its booking keeps
-its spend booked.
+starts unbooked. A third-party method's declaration, made by its worker, is booked once it is
+accounted and before the worker reads the data. The entry holds the run's id, method,
+parameters, certified bound, run directory and the hashes of the config and of the method's
+parameters; the run's public record holds its booking (the store's id, the entry and its
+hash, the run id, source, unit and rule). A run killed after its booking keeps its spend
+booked.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from typing import Any
 from dpledger import __version__
 from dpledger.commands._inputs import params_table, parse_adjacency, query_delta
 from dpledger.core.errors import InvalidParameterError
+from dpledger.core.events import Event
 
-__all__ = ["add_budget_options", "book_run"]
+__all__ = ["add_budget_options", "book_declared", "book_run"]
 
 
 def add_budget_options(parser: argparse.ArgumentParser) -> None:
@@ -46,11 +50,7 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def book_run(args: argparse.Namespace, config: Mapping[str, Any], host: Any) -> str:
-    """Book the run of ``args.method`` in ``args.budget``; its run id."""
-    from dpledger.budget.store import book, new_run_id
-    from dpledger.runtime import session
-
+def _source(args: argparse.Namespace, config: Mapping[str, Any]) -> str:
     source = args.budget_source or config.get("source")
     if not isinstance(source, str) or not source:
         raise InvalidParameterError(
@@ -58,23 +58,43 @@ def book_run(args: argparse.Namespace, config: Mapping[str, Any], host: Any) -> 
             "a booked run needs the protected source it spends",
             "pass --budget-source NAME or set source = 'NAME' in the config",
         )
-    if args.method not in host.methods():
-        raise InvalidParameterError(
-            "--budget",
-            f"the run of third-party method {args.method!r} cannot be booked yet",
-            "run it without --budget and book its declared event with dpledger budget book",
-        )
+    return source
+
+
+def book_run(args: argparse.Namespace, config: Mapping[str, Any], host: Any) -> dict[str, Any]:
+    """Book the run of ``args.method`` (a method of this process's host) in ``args.budget``:
+    its declaration is made and accounted here, before any noise and any data."""
+    from dpledger.runtime import session
+
+    source = _source(args, config)
     spec = host.method(args.method)
     params = spec.make_params(params_table(config))
     adjacency = parse_adjacency(config)
     delta = query_delta(args, config, getattr(params, "delta", None))
     plan = session.plan(spec, params, adjacency, host.lower, delta=delta)
+    return book_declared(args, config, plan.declared.per_unit, plan.selection, delta, source)
+
+
+def book_declared(
+    args: argparse.Namespace,
+    config: Mapping[str, Any],
+    per_unit: Event,
+    selection: Any,
+    delta: float,
+    source: str | None = None,
+) -> dict[str, Any]:
+    """Book a run's declared event ``per_unit`` (certified as ``selection``) in
+    ``args.budget``; the booking as the run record states it (also set as ``args.booking``)."""
+    from dpledger.budget.store import book, new_run_id
+
+    source = source or _source(args, config)
+    adjacency = parse_adjacency(config)
     run_id = new_run_id()
     table = params_table(config)
     entry = book(
         args.budget,
         source,
-        plan.declared.per_unit,
+        per_unit,
         unit=adjacency.unit,
         run_id=run_id,
         relation=adjacency.relation,
@@ -82,9 +102,9 @@ def book_run(args: argparse.Namespace, config: Mapping[str, Any], host: Any) -> 
             "method": args.method,
             "params": json.loads(json.dumps(table, default=str)),
             "delta": delta,
-            "certified_epsilon": plan.selection.bound.epsilon,
-            "accountant": plan.selection.method,
-            "out": str(args.out),
+            "certified_epsilon": selection.bound.epsilon,
+            "accountant": selection.method,
+            "out": str(args.out.resolve()),
         },
         provenance={
             "config_sha256": _sha256(args.config.read_bytes()),
@@ -97,4 +117,14 @@ def book_run(args: argparse.Namespace, config: Mapping[str, Any], host: Any) -> 
         f"(source {source!r}, unit {adjacency.unit!r})",
         file=sys.stderr,
     )
-    return run_id
+    booking = {
+        "store_id": entry["store_id"],
+        "entry": entry["seq"],
+        "entry_hash": entry["hash"],
+        "run_id": run_id,
+        "source": source,
+        "unit": adjacency.unit,
+        "rule": entry["rule"],
+    }
+    args.booking = booking
+    return booking

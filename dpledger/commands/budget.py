@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
     _init_parser(sub)
     for name, helptext in (
         ("status", "remaining budget per source, rule and theorem, runs; chain check"),
-        ("log", "every entry of the chain, in order"),
+        ("log", "every entry of the chain, in order (with a booked run's directory)"),
         ("migrate", "bring an older store's schema up to this dpledger's"),
     ):
         p = sub.add_parser(name, help=helptext, description=helptext)
@@ -172,9 +172,20 @@ def _log(args: argparse.Namespace) -> int:
     for e in rows:
         print(
             f"{e['seq']}\t{e['kind']}\t{e['source']}/{e['unit']}\trun {e['run_id']}\t"
-            f"{e['booked_at']}\t{e['event'] if e['kind'] == 'book' else e['parameters']}"
+            f"{_run_dir(e)}{e['booked_at']}\t"
+            f"{e['event'] if e['kind'] == 'book' else e['parameters']}"
         )
     return 0
+
+
+def _run_dir(entry: dict[str, Any]) -> str:
+    """``dir OUT`` and a tab for a booking made by ``dpledger run`` (it records its output
+    directory), else nothing."""
+    try:
+        out = json.loads(entry["parameters"]).get("out")
+    except (ValueError, AttributeError):
+        return ""
+    return f"dir {out}\t" if isinstance(out, str) and out else ""
 
 
 def _migrate(args: argparse.Namespace) -> int:

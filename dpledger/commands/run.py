@@ -88,9 +88,11 @@ def main(args: argparse.Namespace) -> int:
     check_run_dirs_free(args.out)
     config = read_config(args.config)
     host = host_from_args(args, on_demand=True)
-    if getattr(args, "budget", None) is not None:  # booked before any noise and any data
+    booked = getattr(args, "budget", None) is not None
+    if booked and args.method in host.methods():  # booked before any noise and any data
         book_run(args, config, host)
     if args.method not in host.methods():  # third-party: its run() executes in its own process
+        # (booked once its worker's declaration is accounted, before the data is read)
         from dpledger.cleanroom.third_party_run import run_third_party
 
         return run_third_party(args, config, host)
@@ -130,7 +132,8 @@ def run_here(
     # written to the run record: declare() is called exactly once
     plan = session.plan(spec, params, adjacency, host.lower, delta=delta)
     result = session.execute(plan.declared, data, seed=args.seed, secure=args.secure)
-    return publish(args, session.record(plan, result), result, certify=certify)
+    record = attrs.evolve(session.record(plan, result), budget=getattr(args, "booking", None))
+    return publish(args, record, result, certify=certify)
 
 
 def account_declaration(

@@ -65,6 +65,8 @@ class RunRecord:
     pipeline: str | None = None
     #: whether the executed steps equal the declaration (not only are covered by it)
     exact_match: bool | None = None
+    #: the run's booking in a privacy budget store (store id, entry, run id, source, rule)
+    budget: Mapping[str, Any] | None = None
     dpledger_version: str = __version__
     schema: str = SCHEMA
 
@@ -83,7 +85,7 @@ class RunRecord:
             "privacy": dict(self.privacy),
             "outputs": dict(self.outputs),
         }
-        for key in ("accounted", "pipeline", "exact_match"):
+        for key in ("accounted", "pipeline", "exact_match", "budget"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -126,6 +128,7 @@ class RunRecord:
             outputs=outputs if isinstance(outputs, Mapping) else {"files": {}, "values": {}},
             pipeline=data["pipeline"] if isinstance(data.get("pipeline"), str) else None,
             exact_match=data.get("exact_match"),
+            budget=data["budget"] if isinstance(data.get("budget"), Mapping) else None,
             dpledger_version=str(data.get("dpledger_version", "")),
             schema=schema,
         )
