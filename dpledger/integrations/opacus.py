@@ -81,7 +81,7 @@ from dpledger.integrations.opacus_events import (
 )
 from dpledger.integrations.opacus_noise import NoiseWatch
 from dpledger.integrations.opacus_run import METHOD, check_out, read_result, run_record, write_run
-from dpledger.integrations.opacus_updates import UpdateWatch, sampler_changed
+from dpledger.integrations.opacus_updates import UpdateWatch, rows_not_drawn, sampler_changed
 from dpledger.report.numbers import fmt_down, fmt_up
 
 __all__ = [
@@ -329,6 +329,7 @@ class OpacusTracker:
         self._noise_watch = NoiseWatch(optimizer)
         self._update_watch = UpdateWatch(optimizer)
         self._sampler_finding: Finding | None = None
+        self._rows_finding: Finding | None = None
         self._counter: BatchCounter | None = None
         self._previous_hook: Callable[[Any], None] | None = None
         self._attached = False
@@ -455,6 +456,10 @@ class OpacusTracker:
         self._sampler_finding = self._sampler_finding or sampler_changed(
             self.data_loader, self.batching, step
         )
+        if self._clip_watch is not None:
+            clipped = self._clip_watch.take_rows()
+            drawn = self._counter.taken_rows
+            self._rows_finding = self._rows_finding or rows_not_drawn(drawn, clipped, batches, step)
         self._noise_watch.record(float(optimizer.noise_multiplier), max_grad_norm, len(self._steps))
 
     # -- what ran --------------------------------------------------------------------------
@@ -471,7 +476,8 @@ class OpacusTracker:
         """What the checks found so far (attach time, then every step)."""
         clip = self._clip_watch.finding if self._clip_watch is not None else None
         noise, update = self._noise_watch.finding, self._update_watch.finding
-        extra = [f for f in (clip, noise, update, self._sampler_finding) if f is not None]
+        later = (clip, noise, update, self._sampler_finding, self._rows_finding)
+        extra = [f for f in later if f is not None]
         return (*self._findings, *self._monitor.findings, *extra)
 
     def event(self) -> Event:

@@ -61,8 +61,11 @@ class BatchCounter:
         self.original = type(batch_sampler)
         #: passes started over the sampler (epochs, from 1)
         self.passes = 0
-        #: logical batches yielded since the last noisy step
+        #: logical batches yielded since the last noisy step, and the records they hold
         self.pending = 0
+        self.rows = 0
+        #: the records drawn for the noisy step that just ran (None: a batch of unknown size)
+        self.taken_rows: int | None = None
         #: the pass of the first of them
         self.first_pass = 0
         #: whether batches reach the training loop as they are drawn (no prefetching worker)
@@ -84,12 +87,13 @@ class BatchCounter:
     def new_pass(self) -> None:
         self.passes += 1
         if self.pending and not self.in_progress():
-            self.pending = 0
+            self.pending = self.rows = 0
 
-    def yielded(self) -> None:
+    def yielded(self, size: int = 0) -> None:
         if self.pending == 0:
             self.first_pass = self.passes
         self.pending += 1
+        self.rows += size
 
     def take(self, accumulated: int) -> tuple[int, int | None]:
         """(logical batches of the noisy step that just ran, pass of its first batch or None);
@@ -99,7 +103,8 @@ class BatchCounter:
             k, first = self.pending, self.first_pass
         else:
             k, first = max(1, accumulated), None
-        self.pending = 0
+        self.taken_rows = self.rows if self.exact else None
+        self.pending = self.rows = 0
         return k, first
 
 
@@ -109,7 +114,7 @@ def _counting_class(cls: type, counter: BatchCounter) -> type:
     def __iter__(self: Any) -> Iterator[Any]:
         counter.new_pass()
         for batch in original_iter(self):
-            counter.yielded()
+            counter.yielded(len(batch) if hasattr(batch, "__len__") else 0)
             yield batch
 
     namespace = {

@@ -479,6 +479,8 @@ class ClipWatch:
         self.original = optimizer.clip_and_accumulate
         self.finding: Finding | None = None
         self.steps = 0
+        #: per-sample gradients clipped since the last noisy step
+        self.rows = 0
 
     def install(self) -> None:
         self.optimizer.clip_and_accumulate = self._checked
@@ -505,8 +507,15 @@ class ClipWatch:
                 True,
             )
 
+    def take_rows(self) -> int:
+        """The per-sample gradients clipped for the noisy step that just ran."""
+        rows, self.rows = self.rows, 0
+        return rows
+
     def _checked(self) -> None:
         optimizer = self.optimizer
+        samples = optimizer.grad_samples
+        self.rows += len(samples[0]) if samples else 0
         if isinstance(optimizer.max_grad_norm, list | tuple):
             self.original()  # per-layer clipping: not checked here
             return

@@ -18,7 +18,7 @@ from typing import Any
 
 from dpledger.integrations.opacus_checks import FLAGGED, Finding
 
-__all__ = ["UpdateWatch", "sampler_changed"]
+__all__ = ["UpdateWatch", "rows_not_drawn", "sampler_changed"]
 
 
 class UpdateWatch:
@@ -84,6 +84,23 @@ def sampler_changed(data_loader: Any, booked: Any, step: int) -> Finding | None:
         "accounted at",
         "keep the sampler's rate, batch size and weights fixed during training (attach a new "
         "tracker for a new schedule)",
+        step,
+        True,
+    )
+
+
+def rows_not_drawn(drawn: int | None, clipped: int, batches: int, step: int) -> Finding | None:
+    """A finding when a noisy step of one logical batch clipped another number of per-sample
+    gradients than the records its sampler drew (unknown with prefetching workers: None)."""
+    if drawn is None or batches != 1 or drawn == clipped:
+        return None
+    return Finding(
+        "rows_not_drawn",
+        FLAGGED,
+        f"the step clipped {clipped} per-sample gradients but the sampler drew {drawn} "
+        "records: the batch holds records the sampler did not draw (a collate_fn or a "
+        "dataset that adds or repeats records), at a rate the run is not accounted at",
+        "let the data loader's batches be exactly the records its sampler draws",
         step,
         True,
     )

@@ -328,3 +328,21 @@ def test_unchanged_samplers_raise_no_change() -> None:
         module, optimizer, loader, tracker = _private(poisson_sampling=poisson)
         train(module, optimizer, loader, epochs=2)
         assert "sampler_changed" not in _causes(tracker)
+
+
+@pytest.mark.parametrize("poisson", [True, False])
+def test_a_collate_fn_that_adds_a_record_to_every_batch_is_flagged(poisson: bool) -> None:
+    from torch.utils.data import default_collate
+
+    dataset = data(N)
+
+    def with_record_zero(batch: list[Any]) -> Any:  # record 0 in every batch, five times
+        return default_collate([*batch, *([dataset[0]] * 5)])
+
+    loader = DataLoader(dataset, batch_size=BATCH, shuffle=True, collate_fn=with_record_zero)
+    module, optimizer, loader, tracker = _private(loader=loader, poisson_sampling=poisson)
+    optimizer.expected_batch_size = BATCH
+    train(module, optimizer, loader, limit=3)
+    finding = _causes(tracker)["rows_not_drawn"]
+    assert finding.voids and finding.step == 1
+    assert "drew" in finding.message and "clipped" in finding.message
