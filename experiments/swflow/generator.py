@@ -19,7 +19,8 @@ near the signal) and measures their 500 samples against the 808 private latents:
 The generator is also measured before training (its initialisation, with its BatchNorm
 statistics taken over input noise, as training would) and after its first non-private steps
 (``--early-steps``; fewer steps than the run's leave its BatchNorm running statistics behind its
-weights). Writes ``generator.md`` and prints it. Cells: mean ± std over the run seeds. The
+weights). Writes ``generator.md`` and prints it. Cells: mean ± sample sd (ddof = 1) over the run
+seeds. The
 references give each measure's range: the test split's latents (held-out data) and uniform
 points on the sphere (no information); a resample of the private latents has precision and
 density 1 by construction (its points are private points).
@@ -127,9 +128,11 @@ def row(label: str, eps: str, ratio: str, runs: list[list[float]]) -> str:
     cells = []
     for k in range(v.shape[1]):
         digits = 1 if MEASURES[k].startswith("classes") else 3
-        mean, std = v[:, k].mean(), v[:, k].std()
+        mean = v[:, k].mean()
         cells.append(
-            f"{mean:.{digits}f}" if len(v) == 1 else f"{mean:.{digits}f} ± {std:.{digits}f}"
+            f"{mean:.{digits}f}"
+            if len(v) == 1
+            else f"{mean:.{digits}f} ± {v[:, k].std(ddof=1):.{digits}f}"
         )
     return f"| {label} | {eps} | {ratio} | " + " | ".join(cells) + " |"
 
@@ -233,7 +236,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"recall, density and coverage with k = {NEAREST_K} on the sphere (`prdc`). Classes: "
         "the public classifier's labels of the decoded samples; a class is present with at "
         f"least {PRESENT:.0%} of them; TV: total-variation distance to the labels it gives the "
-        f"private images ({shares}). Cells: mean ± std over {len(seeds)} run seeds "
+        f"private images ({shares}). Cells: mean ± sample sd (ddof = 1) over {len(seeds)} "
+        "run seeds "
         f"({', '.join(map(str, seeds))}), the run seeds of `digits.md`; public models fixed "
         f"(seed {args.seed}). The resample of the private latents has precision and density 1 "
         "by construction (its points are private points); the test split's latents are the "
