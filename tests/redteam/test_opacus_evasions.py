@@ -346,3 +346,33 @@ def test_a_collate_fn_that_adds_a_record_to_every_batch_is_flagged(poisson: bool
     finding = _causes(tracker)["rows_not_drawn"]
     assert finding.voids and finding.step == 1
     assert "drew" in finding.message and "clipped" in finding.message
+
+
+def _memory_manager_run(poisson: bool, step_every: int) -> Any:
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+    module, optimizer, loader, tracker = _private(poisson_sampling=poisson)
+    optimizer.expected_batch_size = BATCH
+    loss_fn = torch.nn.CrossEntropyLoss()
+    with BatchMemoryManager(
+        data_loader=loader, max_physical_batch_size=5, optimizer=optimizer
+    ) as small:
+        for i, (xb, yb) in enumerate(small):
+            loss_fn(module(xb), yb).backward()
+            if i % step_every == step_every - 1:  # optimizer.step skipped on the others
+                optimizer.step()
+                optimizer.zero_grad()
+    return tracker
+
+
+def test_memory_manager_with_skipped_steps_is_refused_or_accounted() -> None:
+    # Poisson batches: Opacus itself refuses gradients accumulated across physical batches
+    with pytest.raises(ValueError, match="not compatible with grad accumulation"):
+        _memory_manager_run(True, 8)
+    # shuffled batches: the steps that ran summed several logical batches, flagged; the
+    # per-epoch bound (each record in one noisy step per epoch) is the full epoch's
+    skipped = _memory_manager_run(False, 8)
+    every = _memory_manager_run(False, 1)
+    assert "accumulated_batches" in _causes(skipped)
+    assert any(s.batches > 1 for s in skipped.steps)
+    assert skipped.result(1e-5).epsilon == every.result(1e-5).epsilon
