@@ -5,7 +5,9 @@ Each rule is a halting rule from a paper, applied before the booked run draws an
 * ``pld`` (non-adaptive): the sequence is fixed in advance, so the bookings compose as usual;
   a booking fits when the certified upper end of the PLD bracket of all booked events
   (:func:`dpledger.accountant.select.account` of their composition, the number
-  ``dpledger account`` prints) stays within the total.
+  ``dpledger account`` prints) stays within the total. The state keeps the bookings grouped
+  into identical events with counts (composition commutes), so a booking recomposes the
+  distinct events only, not the whole history.
 * ``renyi``: the Rényi filter of Feldman & Zrnic (2021). At a fixed order a, adaptively chosen
   mechanisms of predictable RDP rho_t(a) run while sum rho_t(a) <= B(a), and the whole is
   (a, B(a))-RDP. Over k orders, B(a) = eps - log(k / delta) / (a - 1): at halting some order's
@@ -38,9 +40,10 @@ import numpy as np
 from dpledger.accountant import select
 from dpledger.accountant.conversions import gaussian_delta_bracket
 from dpledger.accountant.rdp import RDPAccountant, effective_gaussian_mu
+from dpledger.budget.chain import canonical_json
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError, InvalidParameterError
-from dpledger.core.events import ComposedEvent, Event
+from dpledger.core.events import ComposedEvent, Event, SelfComposedEvent
 
 __all__ = [
     "RULES",
@@ -153,7 +156,7 @@ def initial_state(rule: str, params: Mapping[str, Any]) -> State:
         return {"count": 0, "sum_eps2": 0.0, "sum_delta": 0.0}
     if rule == "gdp":
         return {"count": 0, "sum_mu2": 0.0}
-    return {"count": 0, "epsilon": 0.0}
+    return {"count": 0, "epsilon": 0.0, "groups": []}
 
 
 def charge(rule: str, params: Mapping[str, Any], event: Event, relation: str) -> Charge:
@@ -209,17 +212,18 @@ def decide(
     cost: Charge,
     history: Callable[[], list[Event]] | None = None,
     relation: str = "add_remove",
+    event: Event | None = None,
 ) -> Decision:
-    """Whether a booking of ``cost`` fits after ``state``; ``history`` (``pld`` only) gives
-    every booked event with the new one last."""
+    """Whether a booking of ``cost`` fits after ``state``. ``pld`` only: ``event`` is the new
+    booking, added to the state's groups of identical events; without it (a replay), or for a
+    state without groups, ``history`` gives every booked event with the new one last."""
     if rule == "renyi":
         return _decide_renyi(total, params, state, cost)
     if rule == "approx":
         return _decide_approx(total, params, state, cost)
     if rule == "gdp":
         return _decide_gdp(params, state, cost)
-    assert history is not None
-    return _decide_pld(total, state, history(), relation)
+    return _decide_pld(total, state, _pld_groups(state, event, history), relation)
 
 
 def _decide_renyi(
@@ -266,17 +270,58 @@ def _decide_gdp(params: Mapping[str, Any], state: State, cost: Charge) -> Decisi
     )
 
 
+Groups = list[list[Any]]
+
+
+def group_events(events: Sequence[Event], groups: Groups | None = None) -> Groups:
+    """``[[event as a dict, count], ...]``: identical events counted, in order of first
+    booking (``groups`` extended, not changed)."""
+    out: Groups = [[dict(e), int(c)] for e, c in groups or []]
+    where = {canonical_json(e): i for i, (e, _) in enumerate(out)}
+    for event in events:
+        form = event.to_dict()
+        key = canonical_json(form)
+        if key in where:
+            out[where[key]][1] += 1
+        else:
+            where[key] = len(out)
+            out.append([form, 1])
+    return out
+
+
+def _pld_groups(
+    state: State, event: Event | None, history: Callable[[], list[Event]] | None
+) -> Groups:
+    if event is not None and "groups" in state:
+        return group_events([event], state["groups"])
+    assert history is not None
+    return group_events(history())
+
+
 def _decide_pld(
-    total: tuple[float, float], state: State, events: list[Event], relation: str
+    total: tuple[float, float], state: State, groups: Groups, relation: str
 ) -> Decision:
-    eps = pld_epsilon(events, relation, total[1])
-    new = {"count": state["count"] + 1, "epsilon": eps}
+    eps = pld_epsilon(grouped_events(groups), relation, total[1])
+    new = {"count": state["count"] + 1, "epsilon": eps, "groups": groups}
     fits = eps <= total[0]
     return Decision(fits, new, "" if fits else f"the composed bound would be {eps:.6g}")
 
 
+def grouped_events(groups: Groups) -> list[Event]:
+    """One event per group: the event itself, or its self-composition by the group's count."""
+    from dpledger.core.event_parser import event_from_dict
+
+    out: list[Event] = []
+    for form, count in groups:
+        event = event_from_dict(form)
+        out.append(event if count == 1 else SelfComposedEvent(event, int(count)))
+    return out
+
+
 def pld_epsilon(events: Sequence[Event], relation: str, delta: float) -> float:
-    """The certified upper bound of all ``events`` composed (``dpledger account``'s number)."""
+    """The certified upper bound of all ``events`` composed (``dpledger account``'s number);
+    a store composes its bookings grouped (:func:`grouped_events`), so one booking costs a
+    composition of its distinct events, however many bookings repeat them."""
     if not events:
         return 0.0
     composed = events[0] if len(events) == 1 else ComposedEvent(tuple(events))

@@ -309,7 +309,14 @@ def _decide(
         return [*booked_events(conn, budget.source, budget.unit), event]
 
     return rules.decide(
-        budget.rule, budget.total, budget.params, state, dict(cost), history, budget.relation
+        budget.rule,
+        budget.total,
+        budget.params,
+        state,
+        dict(cost),
+        history,
+        budget.relation,
+        event=event,
     )
 
 

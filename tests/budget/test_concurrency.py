@@ -78,6 +78,7 @@ def test_eight_processes_on_postgres(pg_store: str) -> None:
     _check(pg_store, _book_at_once(pg_store))
 
 
+@pytest.mark.slow  # the eight-process test and the CLI test cover PostgreSQL in the default tier
 def test_postgres_store_refuses_what_sqlite_refuses(pg_store: str, sqlite_store: str) -> None:
     """The same schema and rules: the same bookings fit on both."""
     store.init(pg_store)
@@ -124,7 +125,7 @@ def _one_big(location: str, index: int, barrier: Any, out: Any) -> None:
 PAIR_SIGMA = 1 / (rules.default_params("gdp", 1.0, 1e-6)["mu"] * math.sqrt(0.6))
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def test_two_runs_that_fit_alone_but_not_together_cannot_both_pass(
     kind: str, request: pytest.FixtureRequest
 ) -> None:

@@ -277,3 +277,32 @@ def test_no_adaptive_sequence_booked_in_a_store_passes_its_budget(data: st.DataO
         mu = rules.default_params("gdp", 0.5, 1e-6)["mu"]
         assert math.fsum(1 / s**2 for s in granted) <= mu**2
         assert status(location)["budgets"][0]["bookings"] == len(granted)
+
+
+def test_a_pld_store_keeps_its_bookings_grouped_and_their_exact_composition(
+    sqlite_store: str,
+) -> None:
+    """Twelve bookings of three Gaussians: the state counts each distinct event, and the spend
+    is the certified bound of all twelve composed, a Gaussian of sigma = (sum sigma^-2)^-1/2
+    whose exact epsilon is Balle and Wang's. A state written without groups still books."""
+    from tests.redteam.conftest import balle_wang_epsilon
+
+    store.declare(sqlite_store, "s", epsilon=5.0, delta=1e-6, rule="pld")
+    sigmas = [(20.0, 30.0, 40.0)[i % 3] for i in range(12)]
+    for i, sigma in enumerate(sigmas[:-1]):
+        store.book(sqlite_store, "s", GaussianEvent(sigma), run_id=str(i))
+    (budget,) = status(sqlite_store)["budgets"]
+    assert budget["state"]["groups"] == [
+        [GaussianEvent(20.0).to_dict(), 4],
+        [GaussianEvent(30.0).to_dict(), 4],
+        [GaussianEvent(40.0).to_dict(), 3],
+    ]
+    legacy = {k: v for k, v in budget["state"].items() if k != "groups"}
+    _sql(sqlite_store, f"UPDATE filter_state SET state = '{json.dumps(legacy)}'")
+    assert verify(sqlite_store)["ok"]
+    store.book(sqlite_store, "s", GaussianEvent(sigmas[-1]), run_id="last")
+    exact = balle_wang_epsilon(math.fsum(s**-2 for s in sigmas) ** -0.5, 1e-6)
+    (budget,) = status(sqlite_store)["budgets"]
+    assert budget["state"]["groups"][2][1] == 4 and budget["bookings"] == 12
+    assert exact <= budget["spent"]["epsilon"] <= exact * (1 + 1e-6)
+    assert verify(sqlite_store)["ok"]
