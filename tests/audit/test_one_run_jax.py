@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from dpledger.audit import one_run
 
-auditing = pytest.importorskip("jax_privacy.auditing")
-dp_accounting = pytest.importorskip("dp_accounting")
-
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def auditing() -> Any:
+    """jax_privacy's auditing module, imported when a test runs, not when the file is collected:
+    jax starts threads, and a process that later forks (other test files do) warns of a
+    deadlock."""
+    return pytest.importorskip("jax_privacy.auditing")
+
+
+@pytest.fixture(scope="module")
+def dp_accounting() -> Any:
+    return pytest.importorskip("dp_accounting")
+
 
 COUNTS = [
     (1000, 100, 90),
@@ -25,7 +38,7 @@ COUNTS = [
 
 @pytest.mark.parametrize(("m", "r", "v"), COUNTS)
 @pytest.mark.parametrize("delta", [1e-6, 1e-5, 1e-3])
-def test_steinke_matches_jax_privacy(m: int, r: int, v: int, delta: float) -> None:
+def test_steinke_matches_jax_privacy(auditing: Any, m: int, r: int, v: int, delta: float) -> None:
     theirs = auditing._epsilon_one_run(0, m, r, v, 0.05, delta)
     ours = one_run.steinke_epsilon(m, r, v, 0.05, delta)
     assert ours == pytest.approx(theirs, abs=3e-6)
@@ -34,7 +47,7 @@ def test_steinke_matches_jax_privacy(m: int, r: int, v: int, delta: float) -> No
 @pytest.mark.parametrize(("m", "r", "v"), COUNTS)
 @pytest.mark.parametrize("delta", [1e-5, 1e-3])
 def test_fdp_matches_jax_privacy_on_its_gaussian_family(
-    m: int, r: int, v: int, delta: float
+    auditing: Any, dp_accounting: Any, m: int, r: int, v: int, delta: float
 ) -> None:
     def family(eps: float) -> one_run.TradeOff:
         return one_run.gaussian_tradeoff(1.0 / dp_accounting.get_sigma_gaussian(eps, delta))
@@ -50,7 +63,9 @@ def _scores(sep: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize(("sep", "seed"), [(1.0, 0), (2.0, 1), (3.0, 2), (4.0, 3)])
-def test_one_sided_guesses_match_jax_privacy_on_the_same_scores(sep: float, seed: int) -> None:
+def test_one_sided_guesses_match_jax_privacy_on_the_same_scores(
+    auditing: Any, sep: float, seed: int
+) -> None:
     scores, included = _scores(sep, seed)
     auditor = auditing.CanaryScoreAuditor(scores[included], scores[~included])
     for k in (20, 100, 400):
@@ -62,7 +77,7 @@ def test_one_sided_guesses_match_jax_privacy_on_the_same_scores(sep: float, seed
 
 
 @pytest.mark.parametrize(("sep", "seed"), [(0.0, 7), (1.0, 4), (2.0, 5), (3.0, 6), (4.0, 8)])
-def test_gdp_matches_jax_privacy_on_its_thresholds(sep: float, seed: int) -> None:
+def test_gdp_matches_jax_privacy_on_its_thresholds(auditing: Any, sep: float, seed: int) -> None:
     # jax_privacy reads the Pareto frontier of (false negatives, true negatives) and takes
     # |mu| (the reverse test too, with upper bounds on both rates: not the conservative side);
     # from a separation of 2 its maximum is the forward test, the only one dpledger reads
