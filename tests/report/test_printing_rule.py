@@ -30,14 +30,14 @@ LITERAL = re.compile(r"(?<![\w.])(\d+\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+)(?![\w.])"
 finite = st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=True)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(finite)
 def test_upper_rounds_up_and_lower_rounds_down(x: float) -> None:
     up, down = fmt_up(x), fmt_down(x)
     assert Decimal(up) >= Decimal(x) >= Decimal(down)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(finite.filter(lambda x: 0.0 < abs(x) < 1.7e308))
 def test_both_sides_have_the_same_significant_digits(x: float) -> None:
     up, down = fmt_up(x), fmt_down(x)
@@ -45,7 +45,7 @@ def test_both_sides_have_the_same_significant_digits(x: float) -> None:
     assert significant_digits(down.lstrip("-")) == SIGNIFICANT
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(finite.filter(lambda x: 0.0 < abs(x) < 1.7e308))  # above, no 6-digit float: inf
 def test_the_two_sides_are_one_step_of_the_last_digit_apart(x: float) -> None:
     up, down = Decimal(fmt_up(x)), Decimal(fmt_down(x))
@@ -53,7 +53,7 @@ def test_the_two_sides_are_one_step_of_the_last_digit_apart(x: float) -> None:
     assert up - down <= step
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.floats(min_value=1e-300, max_value=1e300))
 def test_a_long_parameter_is_shortened_and_marked(x: float) -> None:
     text = tidy_text(f"gaussian(noise_multiplier={x!r})")
