@@ -29,6 +29,10 @@ above (proofs_checks/random_allocation/proof.md):
 - the laws of the sums of ``t - 1`` and ``t`` grid variables are exact convolutions of
   nonnegative arrays (direct summation, relative rounding error bounded), on a window whose
   overflow mass is charged with the largest value the hinge can take there.
+- independently, the law of ``S`` on a geometric grid (:mod:`allocation_geometric`: constant
+  relative resolution, for the heavy right tail and the mass near 0 that set the curves at small
+  ``t`` and ``sigma``), every cell and every sum split with its mean kept; the smaller of the two
+  certified values is kept.
 
 The tables are taken pointwise no larger than the Gaussian profile of one release (the record
 is in one step: no amplification is a valid bound), and composed by the PLD accountant as a
@@ -49,6 +53,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
+from dpledger.accountant.allocation_geometric import geometric_tables
 from dpledger.accountant.allocation_ratio import allocation_sum_pair
 from dpledger.accountant.conversions import NDTR_REL
 from dpledger.accountant.profiles import (
@@ -246,14 +251,33 @@ def _tables(sigma: float, t: int) -> AllocationTables:
     gauss = np.asarray(gaussian_profile(mu)(eps), dtype=float)
     if t == 1:
         return AllocationTables(eps, gauss, gauss, gauss, gauss, math.inf, 0.0, 0, {})
-    c = np.exp(eps)
-    # B: P(L > B) = BIG_MASS / t
+    # two certified grids, the smaller value kept: the uniform one is the tighter where the
+    # body of L matters (large t, large sigma), the geometric one where its tails do
+    geo = geometric_tables(sigma, t, eps)
+    uni = _uniform(mu, t, eps)
+    raw_r, raw_a = np.minimum(geo.remove, uni.remove), np.minimum(geo.add, uni.add)
+    charges = uni.charges | {f"geometric_{k}": v for k, v in geo.charges.items()}
+    remove = np.minimum.accumulate(np.minimum(raw_r, gauss))
+    add = np.minimum.accumulate(np.minimum(raw_a, gauss))
+    return AllocationTables(eps, remove, add, raw_r, raw_a, uni.big, uni.step, uni.points, charges)
+
+
+def _uniform_window(mu: float, t: int) -> tuple[float, float, float, float]:
+    """(z_B, B, sd of L, reach of the window of the sum) of the uniform grid."""
     z_big = float(-special.ndtri(BIG_MASS / t))
     big = math.exp(mu * z_big - 0.5 * mu * mu)
+    sd = math.sqrt(math.expm1(mu * mu))
+    return z_big, big, sd, t * (1.0 + 14.0 * sd / math.sqrt(t)) + 1.5 * big
+
+
+def _uniform(mu: float, t: int, eps: Array) -> AllocationTables:
+    """Both directions' upper bounds on the uniform grid of L (the split at B, the closed-form
+    term of one value above B, the charges)."""
+    c = np.exp(eps)
+    # B: P(L > B) = BIG_MASS / t
+    z_big, big, sd, reach = _uniform_window(mu, t)
     p_big = float(_tail(z_big)) * (1 + NDTR_REL)
     m_big = float(_tail(z_big - mu)) * (1 + NDTR_REL)  # E[L; L > B]
-    sd = math.sqrt(math.expm1(mu * mu))
-    reach = t * (1.0 + 14.0 * sd / math.sqrt(t)) + 1.5 * big
     h = max(STEP_PER_SD * min(sd, 1.0), reach / MAX_POINTS)
     width = math.ceil(reach / h) + 1
 
@@ -291,11 +315,9 @@ def _tables(sigma: float, t: int) -> AllocationTables:
             val = part0 + part1 + charge_two["add"]
         charges[f"overflow_{direction}"] = over_full
         out[direction] = np.minimum(val * (1 + 1e-12), 1.0)
-    raw_r, raw_a = out["remove"], out["add"]
-    remove = np.minimum.accumulate(np.minimum(raw_r, gauss))
-    add = np.minimum.accumulate(np.minimum(raw_a, gauss))
     charges["charge_two_remove"] = charge_two["remove"]
-    return AllocationTables(eps, remove, add, raw_r, raw_a, big, h, width, charges)
+    r, a = out["remove"], out["add"]
+    return AllocationTables(eps, r, a, r, a, big, h, width, charges)
 
 
 def _hinge_up(w: Array, s: Array, t: int, c: Array) -> Array:

@@ -259,7 +259,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.random_allocation._tables",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="46e55c15b51d99e9ffe537df2f78e28e9370ee8e3ed2a5ddf545fd9a6debadee",
+        source_sha256="dec45d72e8d8f4e0721af006ddd5e895bbb4ab0bf961809083dd326c645e347a",
     ),
     ProofRecord(
         target="dpledger.accountant.random_allocation.allocation_profiles",
@@ -456,6 +456,12 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/contribution_bounds/proof.md",
         source_sha256="bd6a7f2d5c331162860230a7b062b3827c5b1c6852d7ce075ee39cc7e1e98e70",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_geometric.geometric_tables",
+        status="contrib",
+        proof="proofs_checks/random_allocation/proof.md",
+        source_sha256="9980836ca84873389895f7eedcdfeec8baf12379b04184f0be4fc3b869ffcc18",
     ),
 )
 

@@ -77,3 +77,47 @@ def test_lognormal_partial_expectations() -> None:
         )
         assert abs(float(special.ndtr(-z)) - ref_tail) <= 1e-13 * ref_tail
         assert abs(float(special.ndtr(mu - z)) - ref_partial) <= 1e-13 * ref_partial
+
+
+def test_geometric_grid_above_and_close_to_the_exact_two_step_values() -> None:
+    """Both directions of the geometric grid's tables for t = 2 against quadrature of the exact
+    values (inner expectation over L_2 in closed form), mu from 0.8 to 2.5."""
+    from dpledger.accountant.allocation_geometric import geometric_tables
+
+    for mu in (0.8, 2.5):
+        eps = np.linspace(0.0, mu * (mu / 2 + 6.0), 9)
+        tables = geometric_tables(1 / mu, 2, eps)
+        for i, e in enumerate(eps):
+            c = math.exp(float(e))
+            remove, add = _two_step_exact(mu, c)
+            assert remove <= tables.remove[i] <= remove * 1.02
+            assert add <= tables.add[i] <= add * 1.02
+
+
+def _two_step_exact(mu: float, c: float) -> tuple[float, float]:
+    def dens(z1: float) -> float:
+        return math.exp(-z1 * z1 / 2) / math.sqrt(2 * math.pi)
+
+    def ell(z1: float) -> float:
+        return math.exp(mu * z1 - mu * mu / 2)
+
+    def up(z1: float) -> float:  # E[(L_1 + L_2 - 2c)_+] / 2 given Z_1
+        x = 2 * c - ell(z1)
+        if x <= 0:
+            return dens(z1) * (1.0 - x) / 2
+        z = (math.log(x) + mu * mu / 2) / mu
+        return dens(z1) * float(special.ndtr(mu - z) - x * special.ndtr(-z)) / 2
+
+    def down(z1: float) -> float:  # E[(1 - c (L_1 + L_2) / 2)_+] given Z_1
+        y = 2 / c - ell(z1)
+        if y <= 0:
+            return 0.0
+        z = (math.log(y) + mu * mu / 2) / mu
+        inner = special.ndtr(z) - c / 2 * (ell(z1) * special.ndtr(z) + special.ndtr(z - mu))
+        return dens(z1) * float(inner)
+
+    kink = (math.log(2 * c) + mu * mu / 2) / mu
+    top = (math.log(2 / c) + mu * mu / 2) / mu
+    remove = integrate.quad(up, -14, 14, points=[kink], limit=800, epsabs=0, epsrel=1e-11)[0]
+    add = integrate.quad(down, -14, top, limit=800, epsabs=0, epsrel=1e-11)[0]
+    return remove, add
