@@ -4,6 +4,13 @@
 memory), on the same sequence of Gaussian steps.
 
 Run:  python benchmarks/budget_filters.py [--count 10000] [--opendp-seconds 300]
+      python benchmarks/budget_filters.py --each-rule 3000   # every rule of the store alone
+
+``--each-rule N`` books the first N steps of the same sequence in a store of each rule
+(``pld``, ``renyi``, ``approx``, ``gdp``; totals large enough for all N) and prints the time
+per booking in blocks of 1,000 for each: constant in the count for every rule (the filters
+keep running sums; ``pld`` keeps its bookings grouped into identical events with counts and
+recomposes the distinct ones only).
 
 Needs ``opendp==0.16.0`` (``pip install opendp==0.16.0``; a benchmark dependency only, not in
 dpledger's extras). Both filters get the same total: mu^2 = 2 rho, so they admit the same
@@ -55,6 +62,44 @@ def run_dpledger(sigmas: list[float], mu: float, folder: Path) -> tuple[list[flo
     return blocks, rules.gdp_epsilon(math.sqrt(entry["state"]["sum_mu2"]), DELTA)
 
 
+#: per rule: a total (epsilon, delta) that the whole sequence fits
+RULE_TOTALS = {
+    "pld": (10.0, DELTA),
+    "renyi": (10.0, DELTA),
+    "approx": (50.0, DELTA),
+    "gdp": (10.0, DELTA),
+}
+
+
+def run_rule(rule: str, sigmas: list[float], folder: Path) -> list[float]:
+    """Seconds per booking, per block of 1,000, of the sequence in a store of ``rule``."""
+    location = str(folder / f"{rule}.db")
+    store.init(location)
+    epsilon, delta = RULE_TOTALS[rule]
+    store.declare(location, "s", epsilon=epsilon, delta=delta, rule=rule)
+    blocks, start = [], time.perf_counter()
+    for i, sigma in enumerate(sigmas, 1):
+        store.book(location, "s", GaussianEvent(sigma), run_id=str(i))
+        if i % BLOCK == 0:
+            now = time.perf_counter()
+            blocks.append((now - start) / BLOCK)
+            start = now
+    return blocks
+
+
+def each_rule(count: int) -> None:
+    sigmas = _sequence(count)
+    print(f"{count} Gaussian bookings per rule; ms per booking in blocks of {BLOCK}")
+    table = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for rule in rules.RULES:
+            table[rule] = run_rule(rule, sigmas, Path(folder))
+    print("block   " + "".join(f"{rule:>10}" for rule in table))
+    for k in range(count // BLOCK):
+        row = "".join(f"{table[rule][k] * 1e3:10.2f}" for rule in table)
+        print(f"{(k + 1) * BLOCK:>6}  {row}")
+
+
 def run_opendp(sigmas: list[float], mu: float, seconds: float) -> tuple[list[float], float, int]:
     import opendp.prelude as dp
 
@@ -84,7 +129,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--opendp-seconds", type=float, default=300.0)
+    parser.add_argument("--each-rule", type=int, default=None, metavar="N")
     args = parser.parse_args()
+    if args.each_rule is not None:
+        each_rule(args.each_rule)
+        return
     sigmas = _sequence(args.count)
     mu = _total_mu(sigmas)
     with tempfile.TemporaryDirectory() as folder:
