@@ -461,7 +461,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.allocation_geometric.geometric_tables",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="9980836ca84873389895f7eedcdfeec8baf12379b04184f0be4fc3b869ffcc18",
+        source_sha256="1c05bfbe730bc7591066b6f104c2bf0b2b70bfe0eff36cadd54dac7163ac09d4",
     ),
 )
 
