@@ -126,6 +126,7 @@ if TYPE_CHECKING:
         per_record,
         query_answer,
         score_vector,
+        unit_rows,
         user_tables,
     )
     from dpledger.runtime.runner import RunResult, run_verified
@@ -205,6 +206,7 @@ __all__ = [
     "selection_epsilon",
     "to_float",
     "torch_device",
+    "unit_rows",
     "user_tables",
     "vote_histogram",
 ]
@@ -223,6 +225,7 @@ _NEIGHBOUR_RULES = frozenset(
         "per_record",
         "query_answer",
         "score_vector",
+        "unit_rows",
         "user_tables",
     }
 )

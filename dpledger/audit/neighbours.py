@@ -32,6 +32,7 @@ from dpledger.runtime.neighbour_rules import (
     per_record,
     query_answer,
     score_vector,
+    unit_rows,
     user_tables,
 )
 
@@ -55,6 +56,7 @@ __all__ = [
     "rule_for",
     "score_vector",
     "scores",
+    "unit_rows",
     "unregister_neighbour_rule",
     "user_tables",
 ]

@@ -20,8 +20,8 @@ Data that is not a set of records, or records in a bounded domain, need another 
 answer of stated sensitivity (:func:`query_answer`), a score vector (:func:`score_vector`), private
 records beside public candidates (:func:`nn_records`), marginals in a public ball
 (:func:`ball_marginals`), angles on the circle (:func:`circle_antipode`), user tables
-(:func:`user_tables`). A rule that cannot build neighbours raises
-:class:`~dpledger.core.errors.InvalidParameterError`.
+(:func:`user_tables`), a table whose method bounds each unit's rows itself (:func:`unit_rows`).
+A rule that cannot build neighbours raises :class:`~dpledger.core.errors.InvalidParameterError`.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ __all__ = [
     "per_record",
     "query_answer",
     "score_vector",
+    "unit_rows",
     "user_tables",
 ]
 
@@ -399,3 +400,30 @@ def user_tables(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPair:
     new = type(old[0])(uid, (tuple(canary),))
     kept = (*old, new) if adjacency.relation == "add_remove" else (new, *old[1:])
     return NeighbourPair(data, type(data)(data.schema, kept), adjacency.relation, text)
+
+
+def unit_rows(params: Any, data: Any, adjacency: Adjacency) -> NeighbourPair:
+    """A table as a mapping of equal-length columns, for a method that bounds each unit's rows
+    itself: ``D`` and ``D`` without every row of the unit (``params.unit_column``) with the most
+    rows; at row level (no unit column) without one row of the largest partition
+    (``params.partition_column``). Add/remove only."""
+    if adjacency.relation != "add_remove":
+        raise InvalidParameterError(
+            "relation", "a table of units is audited under add/remove", "audit add_remove"
+        )
+    if not isinstance(data, Mapping):
+        raise InvalidParameterError(
+            "data", "must be a mapping of columns to audit", "pass the table's columns (.npz)"
+        )
+    unit = getattr(params, "unit_column", None)
+    column = unit or params.partition_column
+    keys = np.asarray(data[column])
+    values, counts = np.unique(keys, return_counts=True)
+    victim = values[int(np.argmax(counts))]
+    keep = keys != victim
+    if unit is None:
+        keep = np.ones(keys.size, dtype=bool)
+        keep[int(np.flatnonzero(keys == victim)[0])] = False
+    removed = {c: np.asarray(v)[keep] for c, v in data.items()}
+    text = f"the rows of {column} = {victim!r} removed"
+    return NeighbourPair(dict(data), removed, "add_remove", text)

@@ -11,7 +11,6 @@ from the parameters alone, before any data is read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -23,13 +22,13 @@ from dpledger.plugin import (
     InvalidParameterError,
     Ledger,
     MethodSpec,
-    NeighbourPair,
     ProofRef,
     ReportSectionSpec,
     aggregate_table,
     aggregation_events,
     aggregation_request,
     hookimpl,
+    unit_rows,
 )
 from dpledger.plugins.aggregate.explain import explain_section
 
@@ -95,29 +94,6 @@ def run(
     return dict(aggregate_table(_request(params), _source(params, data), ledger))
 
 
-def neighbours(params: AggregateParams, data: Any, adjacency: Adjacency) -> NeighbourPair:
-    """``D`` and ``D`` without the unit with the most rows (add/remove only)."""
-    if adjacency.relation != "add_remove":
-        raise InvalidParameterError(
-            "relation", "the aggregation is audited under add/remove", "audit add_remove"
-        )
-    if not isinstance(data, Mapping):
-        raise InvalidParameterError(
-            "data", "must be a mapping of columns to audit", "pass the table's columns (.npz)"
-        )
-    column = params.unit_column or params.partition_column
-    keys = np.asarray(data[column])
-    values, counts = np.unique(keys, return_counts=True)
-    victim = values[int(np.argmax(counts))]
-    keep = keys != victim
-    if params.unit_column is None:  # row level: one row of the largest partition
-        keep = np.ones(keys.size, dtype=bool)
-        keep[int(np.flatnonzero(keys == victim)[0])] = False
-    removed = {c: np.asarray(v)[keep] for c, v in data.items()}
-    text = f"the rows of {column} = {victim!r} removed"
-    return NeighbourPair(dict(data), removed, "add_remove", text)
-
-
 SPEC = MethodSpec(
     name=METHOD_NAME,
     params=AggregateParams,
@@ -133,7 +109,7 @@ SPEC = MethodSpec(
         "(sqrt(L0)·L∞·C in L2, L0·L∞·C in L1; Wilson et al., PoPETs 2020)",
         "docs/methods/aggregate.md",
     ),
-    neighbours=neighbours,
+    neighbours=unit_rows,
 )
 
 REPORT_SECTION = ReportSectionSpec(

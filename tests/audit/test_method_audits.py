@@ -41,6 +41,7 @@ from dpledger.audit.auditor import NO_VIOLATION, accountant_claim
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import stated_for_unit
 from dpledger.core.specs import MethodSpec
+from dpledger.plugins.aggregate import plugin as aggregate_plugin
 from dpledger.plugins.path import baselines_plugin
 from dpledger.plugins.path import plugin as path_plugin
 from dpledger.plugins.path.schema import Column, TableSchema, UserTable, UserTables
@@ -255,6 +256,26 @@ def _shk(values: dict[str, Any], n_search: int, n_test: int, label: str) -> Case
     )
 
 
+# the aggregate method: 10 light units and unit 99 with 2 rows in each of 2 partitions; D' drops 99
+AGGREGATE = aggregate_plugin.AggregateParams(
+    partition_column="day",
+    noise_multiplier=1.0,
+    mechanism="laplace",
+    unit_column="user",
+    public_partitions=("mon", "tue"),
+)
+AGG_D = {
+    "user": np.r_[np.arange(10), [99] * 4].astype(np.int64),
+    "day": np.array(["mon", "tue"] * 5 + ["mon", "mon", "tue", "tue"]),
+}
+AGG_D_PRIME = {c: v[:10] for c, v in AGG_D.items()}
+
+
+def total_count(out: dict[str, Any]) -> np.ndarray:
+    """The released counts summed over the public partitions (unit 99 adds at most 1)."""
+    return np.array([float(np.sum(out["count"]))])
+
+
 def _cases(scale: int) -> tuple[Case, ...]:
     s = scale
     return (
@@ -325,6 +346,18 @@ def _cases(scale: int) -> tuple[Case, ...]:
             positive_rows("tables"),
             100 * s,
             300 * s,
+        ),
+        Case(
+            "aggregate",
+            aggregate_plugin.SPEC,
+            AGGREGATE,
+            ROW,
+            AGG_D,
+            AGG_D_PRIME,
+            total_count,
+            150 * s,
+            450 * s,
+            note="the method bounds units itself (row-level adjacency); D' drops the heavy unit",
         ),
     )
 

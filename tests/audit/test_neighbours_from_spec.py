@@ -45,6 +45,7 @@ BUILTIN_RULES = {
     "path": neighbour_rules.user_tables,
     "direct": neighbour_rules.user_tables,
     "aim": neighbour_rules.user_tables,
+    "aggregate": neighbour_rules.unit_rows,
 }
 
 
