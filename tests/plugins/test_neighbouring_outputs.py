@@ -31,6 +31,7 @@ import pytest
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError
 from dpledger.core.specs import MethodSpec
+from dpledger.plugins.aggregate import plugin as aggregate_plugin
 from dpledger.plugins.path import baselines_plugin
 from dpledger.plugins.path import plugin as path_plugin
 from dpledger.plugins.path.schema import Column, TableSchema, UserTable, UserTables
@@ -123,7 +124,26 @@ SCORES_D, SCORES_D_PRIME = np.array([0.0, 1.0, 1.0]), np.array([1.0, 0.0, 1.0])
 CANDIDATES = np.array([[0.0], [1.0], [5.0]])
 LINES = {"length": 2, "bins": 2, "iters": 2}
 
+#: the aggregate method: unit 99 holds two rows in each of two public partitions; D' drops it
+AGG_D = {
+    "user": np.r_[np.arange(6), [99] * 4].astype(np.int64),
+    "day": np.array(["mon", "tue"] * 3 + ["mon", "mon", "tue", "tue"]),
+    "x": np.r_[np.linspace(0.0, 1.0, 6), [5.0] * 4],
+}
+AGG_D_PRIME = {column: values[:6] for column, values in AGG_D.items()}
+AGGREGATE = aggregate_plugin.AggregateParams(
+    partition_column="day",
+    noise_multiplier=1.0,
+    metrics=("count", "sum"),
+    value_column="x",
+    unit_column="user",
+    max_partitions_per_unit=1,
+    max_rows_per_partition=1,
+    public_partitions=("mon", "tue"),
+)
+
 FAST: tuple[Case, ...] = (
+    Case(aggregate_plugin.SPEC, AGGREGATE, ROW, AGG_D, AGG_D_PRIME),
     Case(gaussian.SPEC, gaussian.GaussianParams(1.0, 1.0), ROW, np.zeros(3), np.ones(3)),
     Case(laplace.SPEC, laplace.LaplaceParams(1.0, 1.0), ROW, np.zeros(3), np.ones(3)),
     Case(
