@@ -8,10 +8,13 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import integrate, special
 
 from dpledger.accountant.allocation_geometric import geometric_tables
-from dpledger.accountant.random_allocation import allocation_tables
+from dpledger.accountant.profiles import lower_pair_profiles
+from dpledger.accountant.random_allocation import allocation_lower_pair, allocation_tables
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import GaussianEvent, RandomAllocationEvent
@@ -116,3 +119,17 @@ def test_ten_steps_sigma_0_6_against_pld_accounting() -> None:
 @pytest.mark.parametrize("delta", [1e-5, 1e-10])
 def test_small_t_against_pld_accounting(t: int, sigma: float, delta: float) -> None:
     _against_pld_accounting(t, sigma, delta)
+
+
+@settings(max_examples=5, deadline=None)
+@given(sigma=st.floats(0.4, 3.0), t=st.integers(2, 30))
+def test_geometric_grid_above_the_certified_lower_curves(sigma: float, t: int) -> None:
+    """Both directions lie between the max-of-steps lower curves (a certified lower bound of the
+    same pair) and 1, and agree at eps = 0 (both are the total variation distance) within the
+    grid's error."""
+    eps = np.linspace(0.0, 3.0 / sigma, 40)
+    tables = geometric_tables(sigma, t, eps)
+    forward, backward = lower_pair_profiles(allocation_lower_pair(sigma, t), "max")
+    assert np.all(tables.remove >= forward(eps)) and np.all(tables.add >= backward(eps))
+    assert np.all(tables.remove <= 1.0) and np.all(tables.add <= 1.0)
+    assert tables.remove[0] == pytest.approx(tables.add[0], rel=1e-6)
