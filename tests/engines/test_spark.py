@@ -13,26 +13,46 @@ import pytest
 
 from dpledger.core.errors import InvalidParameterError
 from dpledger.runtime.engines import aggregate_table, aggregation_request, spark_engine
-from tests.engines.conftest import PARAMS, ledger
+from tests.engines.conftest import PARAMS, ledger, make_table
 from tests.engines.test_engines import run, same_bits
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pandas")
 
 
+#: the smallest local session: one core, one shuffle partition, no UI, the JVM's quick compiler
+TINY = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.default.parallelism": "1",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.driver.memory": "512m",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
+
+
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     with spark_engine.quiet():
-        session = spark_engine.spark_session()
+        session = spark_engine.spark_session("local[1]", TINY)
+    assert session.conf.get("spark.sql.execution.arrow.pyspark.fallback.enabled") == "false"
     yield session
     session.stop()
 
 
+@pytest.fixture(scope="module")
+def small_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A 60-row table as one Parquet file (the default tier's one Spark job reads it)."""
+    pd = pytest.importorskip("pandas")
+    where = tmp_path_factory.mktemp("small")
+    pd.DataFrame(make_table(60)).to_parquet(where / "t.parquet")
+    return {"parquet": where / "t.parquet"}
+
+
 def test_spark_releases_from_parquet_are_bit_identical_to_the_in_memory_ones(
-    spark: Any, table_files: dict[str, Path]
+    spark: Any, small_files: dict[str, Path]
 ) -> None:
-    mem, _ = run(table_files["parquet"], "memory")
-    spk, book = run(table_files["parquet"], "spark")
+    mem, _ = run(small_files["parquet"], "memory")
+    spk, book = run(small_files["parquet"], "spark")
     assert same_bits(mem, spk)
     assert "spark engine" in book.log[0]["note"]
 
@@ -58,9 +78,8 @@ def test_neighbouring_tables_give_identical_public_records_on_spark(
     assert full.to_dict() == less.to_dict()
 
 
-def test_a_refusal_inside_a_spark_worker_is_one_line_and_nothing_is_booked(
-    spark: Any, table: dict[str, Any]
-) -> None:
+def test_a_refusal_inside_a_spark_worker_is_one_line_and_nothing_is_booked(spark: Any) -> None:
+    table = make_table(60)
     bad = dict(table)
     bad["spend"] = np.asarray(table["spend"], dtype=float).copy()
     bad["spend"][5] = np.inf

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 import warnings
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,7 +22,7 @@ from dpledger.runtime.engines.memory import table_path
 from dpledger.runtime.engines.protocol import BoundedAggregates, combine
 from dpledger.runtime.engines.query import AggregationQuery
 
-__all__ = ["SCHEMA", "SparkEngine", "spark_session"]
+__all__ = ["LOCAL_CONF", "SCHEMA", "SparkEngine", "spark_session"]
 
 #: the schema of the bounded aggregates a partition returns
 SCHEMA = "key string, count long, sum long, units long"
@@ -39,22 +39,28 @@ def quiet() -> Iterator[None]:
         yield
 
 
-def spark_session() -> Any:
-    """The active Spark session, else a local one (one line if Spark cannot start)."""
+#: the local session's settings (``conf`` of :func:`spark_session` adds or overrides)
+LOCAL_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
+}
+
+
+def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = None) -> Any:
+    """The active Spark session, else a local one on ``master`` with :data:`LOCAL_CONF` and
+    ``conf`` (one line if Spark cannot start)."""
     sql = import_engine_module("pyspark.sql", "spark")
     active = sql.SparkSession.getActiveSession()
     if active is not None:
         return active
     try:
-        session = (
-            sql.SparkSession.builder.master("local[2]")
-            .appName("dpledger")
-            .config("spark.sql.shuffle.partitions", "4")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-            .getOrCreate()
-        )
+        builder = sql.SparkSession.builder.master(master).appName("dpledger")
+        for key, value in {**LOCAL_CONF, **(conf or {})}.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
         return session
     except Exception as exc:  # Java missing, a port taken, ...: one line, never a traceback

@@ -1,5 +1,5 @@
-"""``dpledger run aggregate``: a Parquet table on the Dask engine in the clean room, its public
-record and report; bad input is one line, exit 2, nothing written."""
+"""``dpledger run aggregate``: a Parquet table on the in-memory (and, slow, the Dask) engine in
+the clean room, its public record and report; bad input is one line, exit 2, nothing written."""
 
 from __future__ import annotations
 
@@ -16,15 +16,20 @@ from dpledger.runtime.engines import aggregation_events, aggregation_request
 from tests.plugins.aggregate.conftest import DAYS, config_text, heavy_table
 
 
-def test_a_run_on_dask_from_parquet_is_recorded_and_reported(
+@pytest.mark.parametrize("engine", ["memory", pytest.param("dask", marks=pytest.mark.slow)])
+def test_a_run_from_parquet_is_recorded_and_reported(
+    engine: str,
     heavy_files: dict[str, Path],
     tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pytest.importorskip("dask.dataframe")
+    if engine == "dask":
+        pytest.importorskip("dask.dataframe")
+    if "parquet" not in heavy_files:
+        pytest.skip("pandas and pyarrow write the Parquet table")
     cfg = tmp_path / "run.toml"
-    cfg.write_text(config_text("t.parquet", None, engine="dask", metrics=["count", "mean"]))
+    cfg.write_text(config_text("t.parquet", None, engine=engine, metrics=["count", "mean"]))
     out = tmp_path / "out"
     monkeypatch.chdir(tmp_path)  # the table is named relative to the working directory
     code = main(["run", "aggregate", "--config", str(cfg), "--out", str(out), "--seed", "3"])
@@ -33,12 +38,12 @@ def test_a_run_on_dask_from_parquet_is_recorded_and_reported(
     outputs = json.loads((out / "outputs.json").read_text())
     assert outputs["partitions"] == sorted(str(d) for d in DAYS)
     plan = outputs["plan"]
-    assert plan["engine"] == "dask" and plan["partitions"]["kind"] == "public"
+    assert plan["engine"] == engine and plan["partitions"]["kind"] == "public"
     assert [r["metric"] for r in plan["releases"]] == ["count", "mean"]
     assert np.load(out / "count.npy").shape == (DAYS.size,)
     record = json.loads((out / "ledger.json").read_text())
     notes = [s.get("note", "") for s in record["steps"]]
-    assert all("L0=1" in n and "dask engine" in n for n in notes) and len(notes) == 2
+    assert all("L0=1" in n and f"{engine} engine" in n for n in notes) and len(notes) == 2
     assert main(["report", str(out)]) == 0
     report = capfd.readouterr().out
     assert "Aggregation: how the computation runs" in report
