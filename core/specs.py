@@ -172,6 +172,9 @@ class MethodSpec:
     ``dpledger audit METHOD`` runs the method on (a
     :class:`~dpledger.core.neighbours.NeighbourPair`); ``None`` means the generic per-record
     canary rule (:func:`~dpledger.runtime.neighbour_rules.per_record`).
+    ``protects(params, adjacency)`` (optional) states the unit a method bounds itself at a
+    row-level adjacency (e.g. every row of one value of a unit column), or ``None``; the run's
+    one line names it instead of the adjacency's unit.
     """
 
     name: str = attrs.field(validator=_name_validator)
@@ -186,6 +189,9 @@ class MethodSpec:
     example: ExampleFn | None = attrs.field(default=None, validator=_optional_callable)
     post_processing: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     neighbours: NeighbourRule | None = attrs.field(default=None, validator=_optional_callable)
+    protects: Callable[[Any, Adjacency], str | None] | None = attrs.field(
+        default=None, validator=_optional_callable
+    )
 
     def make_params(self, values: Mapping[str, Any] | None = None) -> Any:
         """Build validated parameters from a plain mapping (a config file table)."""

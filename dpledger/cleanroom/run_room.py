@@ -49,7 +49,15 @@ def serve(request: Mapping[str, Any]) -> int:
     write_seal(staged)
     record = check.record
     bound = check.selection.bound.to_dict()
-    line = headline(record.method, bound, bound["delta"], record.adjacency, Path(options["out"]))
+    host = check.resolver_host
+    protects = (
+        host.protected_unit(record.method, record.params, record.adjacency)
+        if host is not None and record.method in host.methods()
+        else None
+    )
+    line = headline(
+        record.method, bound, bound["delta"], record.adjacency, Path(options["out"]), protects
+    )
     sys.stdout.write(line + "\n")
     for rest in check.rests_on:
         sys.stdout.write(f"  rests on: {rest}\n")

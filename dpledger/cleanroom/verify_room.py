@@ -91,6 +91,8 @@ class RunCheck:
     selection: Any
     bound_line: str
     rests_on: list[str]
+    #: the plugin host of the builtin methods (the unit a method bounds itself)
+    resolver_host: Any = None
 
 
 def check_run(run_dir: Path, request: Mapping[str, Any], *, sealed: bool) -> RunCheck | int:
@@ -117,7 +119,9 @@ def check_run(run_dir: Path, request: Mapping[str, Any], *, sealed: bool) -> Run
     else:
         selection, bound = _check_bound(record, problems)
     _check_coverage(record, problems, notes)
-    return RunCheck(record, data, problems, notes, selection, bound, resolver.rests_on)
+    return RunCheck(
+        record, data, problems, notes, selection, bound, resolver.rests_on, resolver.host
+    )
 
 
 def verify_run(run_dir: Path, request: Mapping[str, Any]) -> int:

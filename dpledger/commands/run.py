@@ -217,11 +217,17 @@ def clean_room_certifier(
 
 
 def headline(
-    method: str, bound: Mapping[str, Any], delta: float, adjacency: Adjacency, out: Path
+    method: str,
+    bound: Mapping[str, Any],
+    delta: float,
+    adjacency: Adjacency,
+    out: Path,
+    protects: str | None = None,
 ) -> str:
-    """The one line ``dpledger run`` prints: the certified bound, or that there is none."""
+    """The one line ``dpledger run`` prints: the certified bound, or that there is none; the
+    unit is the one the method bounds itself (``protects``), else the adjacency's."""
     eps = bound.get("epsilon")
-    where = f"{bound.get('method')}, {adjacency.describe()}"
+    where = f"{bound.get('method')}, {protects or adjacency.describe()}"
     if not isinstance(eps, int | float) or not math.isfinite(eps):
         return (
             f"{method}: verified; NO privacy guarantee (epsilon unbounded at "

@@ -186,6 +186,16 @@ class PluginHost:
         event = self.lower(declaration.event, adjacency)
         return event, spec.provenance.plugin if spec.provenance else None, declaration.unit
 
+    def protected_unit(
+        self, name: str, values: Mapping[str, Any], adjacency: Adjacency
+    ) -> str | None:
+        """The unit a method states it bounds itself (``MethodSpec.protects``), or ``None``."""
+        spec = self.method(name)
+        if spec.protects is None:
+            return None
+        unit = spec.protects(spec.make_params(values), adjacency)
+        return None if unit is None else str(unit)
+
     def problems(self) -> tuple[PluginProblem, ...]:
         return self._specs.problems()
 

@@ -78,6 +78,18 @@ def declare(params: AggregateParams, adjacency: Adjacency) -> Declaration:
     return Declaration(aggregation_events(_request(params)), "row")
 
 
+def protects(params: AggregateParams, adjacency: Adjacency) -> str | None:
+    """The unit the bounding enforces: every row of one value of the unit column."""
+    if params.unit_column is None:
+        return None
+    relation = "add/remove" if adjacency.relation == "add_remove" else "replace-one"
+    return (
+        f"{relation} of one unit: every row of one value of column {params.unit_column!r} "
+        f"(at most {params.max_partitions_per_unit} partitions and "
+        f"{params.max_rows_per_partition} rows in each kept per unit, enforced by the engine)"
+    )
+
+
 def _source(params: AggregateParams, data: Any) -> Any:
     if data is not None:
         return data
@@ -110,6 +122,7 @@ SPEC = MethodSpec(
         "docs/methods/aggregate.md",
     ),
     neighbours=unit_rows,
+    protects=protects,
 )
 
 REPORT_SECTION = ReportSectionSpec(

@@ -35,6 +35,9 @@ def test_a_run_from_parquet_is_recorded_and_reported(
     code = main(["run", "aggregate", "--config", str(cfg), "--out", str(out), "--seed", "3"])
     captured = capfd.readouterr()
     assert code == 0, captured.err
+    (line,) = [x for x in captured.out.splitlines() if x.startswith("aggregate: verified")]
+    assert "add/remove of one unit: every row of one value of column 'user' (at most 1 " in line
+    assert "one row" not in line
     outputs = json.loads((out / "outputs.json").read_text())
     assert outputs["partitions"] == sorted(str(d) for d in DAYS)
     plan = outputs["plan"]
@@ -131,3 +134,17 @@ def test_the_section_explains_each_release_in_explain_computation_words() -> Non
     assert "Per-partition contribution bounding" in text and "Adding noise" in text
     assert text.count("Gaussian mechanism, noise standard deviation = 2.0") == 2
     assert explain_section({"releases": [{"node": "x", "method": "other"}]}) == ""
+
+
+def test_the_run_line_names_the_unit_column_or_one_row() -> None:
+    from dpledger.core.adjacency import Adjacency
+    from dpledger.plugins.aggregate.plugin import protects
+
+    params = SPEC.make_params({"partition_column": "day", "noise_multiplier": 1.0})
+    assert SPEC.protects is protects and protects(params, Adjacency()) is None  # row level
+    unit = SPEC.make_params(
+        {"partition_column": "day", "noise_multiplier": 1.0, "unit_column": "uid"}
+    )
+    assert protects(unit, Adjacency(relation="replace_one")).startswith(
+        "replace-one of one unit: every row of one value of column 'uid' (at most 1 partitions"
+    )
