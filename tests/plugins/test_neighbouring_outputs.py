@@ -143,7 +143,6 @@ AGGREGATE = aggregate_plugin.AggregateParams(
 )
 
 FAST: tuple[Case, ...] = (
-    Case(aggregate_plugin.SPEC, AGGREGATE, ROW, AGG_D, AGG_D_PRIME),
     Case(gaussian.SPEC, gaussian.GaussianParams(1.0, 1.0), ROW, np.zeros(3), np.ones(3)),
     Case(laplace.SPEC, laplace.LaplaceParams(1.0, 1.0), ROW, np.zeros(3), np.ones(3)),
     Case(
@@ -357,6 +356,7 @@ FAST: tuple[Case, ...] = (
         _tables(4),
         noisy=frozenset({"synthetic", "info.n_valid_candidates", "info.n_selected"}),
     ),
+    Case(aggregate_plugin.SPEC, AGGREGATE, ROW, AGG_D, AGG_D_PRIME),
 )
 
 
