@@ -382,9 +382,9 @@ class OpacusTracker:
             source_loader=source_loader,
             module=module,
         )
-        if budget is not None:  # booked before the first noisy step, or refused here
-            budget.book(tracker)
         tracker._hook()
+        if budget is not None:  # booked before the first noisy step, or refused here; its
+            budget.book(tracker)  # guard wraps the tracker's hook and sees each step's checks
         return tracker
 
     def _hook(self) -> None:

@@ -112,6 +112,7 @@ class OpacusBudget:
         """Book the planned run, then guard the optimizer's steps (call before training)."""
         from dpledger.budget.store import book
 
+        self.refuse_if_not_covered(tracker)  # a departure found at attach: nothing is booked
         event = self.planned_event(tracker)
         ((part, count),) = _parts(event).items()
         self.entry = book(
@@ -164,13 +165,27 @@ class OpacusBudget:
             )
         self.accounted = accounted
 
+    def refuse_if_not_covered(self, tracker: Any) -> None:
+        """Refuse the step once a check has found a departure that voids the bound (the
+        sampler's rate raised after attach, records no sampler drew, too little noise, ...):
+        the booking was made for the run as declared, and no longer bounds what it spends."""
+        voiding = [f for f in tracker.findings if f.voids]
+        if voiding:
+            raise LedgerViolationError(
+                f"{voiding[0].line()}; a booking in {self.store} covers the run as declared, "
+                "not this one: refused before the optimizer applies a step. Fix: remove the "
+                "departure and book the run again"
+            )
+
     def _guard(self, tracker: Any) -> None:
         optimizer = tracker.optimizer
         previous = optimizer.step_hook
 
         def guard(opt: Any) -> None:
-            self.admit(tracker.batching, self._step(opt, self._batches(tracker, opt)))
+            step = self._step(opt, self._batches(tracker, opt))
             if previous is not None:
-                previous(opt)
+                previous(opt)  # the tracker records the step and runs its checks
+            self.refuse_if_not_covered(tracker)
+            self.admit(tracker.batching, step)
 
         optimizer.attach_step_hook(guard)

@@ -155,6 +155,7 @@ def _private() -> tuple[Any, Any, Any, Any]:
         noise_multiplier=SIGMA,
         max_grad_norm=1.0,
     )
+    optimizer.expected_batch_size = B  # a public normaliser (attach with public_normaliser=B)
     return engine, model, optimizer, loader
 
 
@@ -169,7 +170,7 @@ def test_the_planned_run_is_booked_and_a_step_beyond_it_refused(sqlite_store: st
     store.declare(sqlite_store, "digits", epsilon=8.0, delta=1e-5, rule="renyi")
     engine, model, optimizer, loader = _private()
     budget = OpacusBudget(sqlite_store, "digits", steps=3)
-    OpacusTracker.attach(engine, optimizer, loader, budget=budget)
+    OpacusTracker.attach(engine, optimizer, loader, budget=budget, public_normaliser=B)
     (entry,) = status(sqlite_store)["budgets"][0]["runs"]
     assert entry["parameters"] == {"integration": "opacus", "steps": 3, "accumulation": 1}
     batches = iter(loader)
@@ -187,6 +188,39 @@ def test_a_plan_that_does_not_fit_is_refused_before_training(sqlite_store: str) 
     engine, _, optimizer, loader = _private()
     with pytest.raises(rules.BudgetRefused):
         OpacusTracker.attach(
-            engine, optimizer, loader, budget=OpacusBudget(sqlite_store, "digits", steps=1000)
+            engine,
+            optimizer,
+            loader,
+            budget=OpacusBudget(sqlite_store, "digits", steps=1000),
+            public_normaliser=B,
+        )
+    assert status(sqlite_store)["budgets"][0]["bookings"] == 0
+
+
+@pytest.mark.slow  # torch and Opacus
+def test_a_rate_raised_after_attach_is_refused_at_the_step(sqlite_store: str) -> None:
+    """The loader's sampling rate raised after the booking (an ordinary mistake): the tracker
+    flags it at the step, and the guard refuses that step before the parameters change (the
+    store would otherwise hold the booked rate's spend for a run that spent more)."""
+    store.declare(sqlite_store, "digits", epsilon=8.0, delta=1e-5, rule="renyi")
+    engine, model, optimizer, loader = _private()
+    budget = OpacusBudget(sqlite_store, "digits", steps=3)
+    OpacusTracker.attach(engine, optimizer, loader, budget=budget, public_normaliser=B)
+    loader.batch_sampler.sample_rate = 0.9
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(LedgerViolationError, match="sampler_changed"):
+        _step(model, optimizer, *next(iter(loader)))
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+@pytest.mark.slow  # torch and Opacus
+def test_a_departure_found_at_attach_books_nothing(sqlite_store: str) -> None:
+    """A normaliser derived from the private dataset size voids the bound: nothing is booked."""
+    store.declare(sqlite_store, "digits", epsilon=8.0, delta=1e-5, rule="renyi")
+    engine, _, optimizer, loader = _private()
+    optimizer.expected_batch_size = int(loader.sample_rate * N)  # what make_private derives
+    with pytest.raises(LedgerViolationError, match="private_normaliser"):
+        OpacusTracker.attach(
+            engine, optimizer, loader, budget=OpacusBudget(sqlite_store, "digits", steps=3)
         )
     assert status(sqlite_store)["budgets"][0]["bookings"] == 0

@@ -33,7 +33,10 @@ def main(budget: Any, schedule: Sequence[int], seen: dict[str, list[Any]]) -> An
         noise_multiplier=1.0,
         max_grad_norm=1.0,
     )
-    tracker = OpacusTracker.attach(engine, optimizer, loader, budget=budget)
+    optimizer.expected_batch_size = BATCH  # a public normaliser
+    tracker = OpacusTracker.attach(
+        engine, optimizer, loader, budget=budget, public_normaliser=BATCH
+    )
     loss_fn = torch.nn.CrossEntropyLoss()
     batches = iter(loader)
     seen["now"], seen["before"] = list(net.parameters()), []
