@@ -44,6 +44,40 @@ def validate(graph: CompositionGraph) -> None:
                 f"is declared at user level but source {source_of[n]!r} protects rows",
                 "declare it at row level, or make the source's adjacency user level",
             )
+    _check_found_keys(graph, source_of)
+
+
+def _check_found_keys(graph: CompositionGraph, source_of: Mapping[str, str]) -> None:
+    """A partition whose keys are found in the data (``max_cells_per_unit`` without ``cells``)
+    publishes which keys exist: a partition selection on its source must choose them, for
+    units holding at least as many keys as the partition keeps per unit."""
+    chosen: dict[str, list[tuple[str, int]]] = {}
+    for n in graph.nodes_of("release"):
+        for e in graph.g.nodes[n]["event"].walk():
+            if isinstance(e, PartitionSelectionEvent):
+                chosen.setdefault(source_of[n], []).append((n, e.max_partitions))
+    for n in graph.nodes_of("transform"):
+        d = graph.g.nodes[n]
+        per_unit = d.get("max_cells_per_unit")
+        if d["transform"] != "partition" or per_unit is None:
+            continue
+        selections = chosen.get(source_of[n], [])
+        if d["cells"] is None and not selections:
+            raise NodeError(
+                n,
+                "declares max_cells_per_unit without cells: its keys are found in the data, so "
+                "which keys appear is private, and no release accounts for it",
+                "add a partition_selection release on its source, or declare cells = n when "
+                "the keys are known without the data",
+            )
+        for release, k in selections:
+            if k < per_unit:
+                raise NodeError(
+                    release,
+                    f"selects keys for units holding at most max_partitions = {k} keys, but "
+                    f"partition {n!r} keeps up to max_cells_per_unit = {per_unit} per unit",
+                    f"set max_partitions = {per_unit}",
+                )
 
 
 def _validate_node(graph: CompositionGraph, n: str) -> None:

@@ -69,8 +69,9 @@ def _count(doc: dict) -> int:  # type: ignore[type-arg]
         ({"max_cells_per_unit": 4}, "add_remove", "user", 4),
         ({"max_cells_per_unit": 4, "cells": 3}, "add_remove", "user", 3),
         ({"max_cells_per_unit": 4, "cells": 100}, "add_remove", "user", 4),
-        ({"max_cells_per_unit": 4}, "replace_one", "user", 8),  # left cells and entered ones
-        ({"max_cells_per_unit": 4, "public_key": True}, "replace_one", "row", 1),
+        # left cells and entered ones
+        ({"max_cells_per_unit": 4, "cells": 100}, "replace_one", "user", 8),
+        ({"max_cells_per_unit": 4, "cells": 100, "public_key": True}, "replace_one", "row", 1),
         ({"max_cells_per_unit": 4}, "add_remove", "row", 1),  # a row is in one cell
         ({"cells": 6}, "add_remove", "user", 6),  # without the bound: every cell
     ],
@@ -78,7 +79,23 @@ def _count(doc: dict) -> int:  # type: ignore[type-arg]
 def test_a_unit_pays_for_the_cells_it_can_be_in(
     partition: dict[str, object], relation: str, unit: str, cells: int
 ) -> None:
-    assert _count(_doc(partition, relation, unit)) == cells
+    doc = _doc(partition, relation, unit)
+    if "cells" not in partition and "max_cells_per_unit" in partition:  # keys found in the data
+        unit_of = {"declared_unit": "user"} if unit == "user" else {}
+        doc["releases"].append({**_selection(max_partitions=4), **unit_of})
+    assert _count(doc) == cells
+
+
+def test_keys_found_in_the_data_need_a_selection_for_as_many_keys() -> None:
+    """A partition whose keys are found in the data publishes which keys exist: without a
+    partition selection on its source the file is refused, and a selection for fewer keys per
+    unit than the partition keeps would be charged too little."""
+    _fails(_doc({"max_cells_per_unit": 4}), "transforms[0]", "add a partition_selection")
+    doc = _doc({"max_cells_per_unit": 4})
+    doc["releases"].append({**_selection(max_partitions=1), "declared_unit": "user"})
+    _fails(doc, "releases[1]", "set max_partitions = 4")
+    doc["releases"][1]["event"]["max_partitions"] = 4
+    assert _count(doc) == 4
 
 
 def _fails(doc: dict, field: str, fix: str) -> None:  # type: ignore[type-arg]
