@@ -138,7 +138,6 @@ def _bad(table: dict[str, Any], column: str, value: Any) -> dict[str, Any]:
         (lambda t: _bad(t, "spend", float("nan")), "^spend: holds NaN"),
         (lambda t: _bad(t, "spend", float("-inf")), "^spend: holds NaN or infinite"),
         (lambda t: _bad(t, "spend", "twelve"), "^spend: holds text"),
-        (lambda t: {c: v[:0] for c, v in t.items()}, "^table: has no rows"),
     ],
 )
 def test_bad_input_is_one_refusal_and_nothing_is_booked(
@@ -209,3 +208,36 @@ def test_private_selection_is_booked_first_and_identical_on_every_engine() -> No
         aggregation_request({**PARAMS, "partition_selection": SELECTION})
     with pytest.raises(InvalidParameterError, match=r"^partition_selection\.mechanism"):
         aggregation_request({**PARAMS, **changes, "partition_selection": {"mechanism": "x"}})
+
+
+def test_an_empty_table_releases_noise_around_zeros(table: dict[str, Any]) -> None:
+    """Whether a table is empty is private: an empty one is released like any other (zeros
+    plus the declared noise), not refused."""
+    out, book = run({c: v[:0] for c, v in table.items()})
+    assert out["partitions"] == ["fri", "mon", "tue", "wed"]
+    assert len(book.log) == len(run(table)[1].log)
+
+
+def test_sums_beyond_the_exact_range_are_clamped_not_refused() -> None:
+    """A partition's fixed-point sum beyond 2**53 is clamped (a 1-Lipschitz map: the release
+    keeps its sensitivity); refusing would publish that some partition's sum is large."""
+    from dpledger.runtime.engines.aggregate import EXACT_LIMIT, _exact_values
+
+    query = aggregation_request({**PARAMS, "metrics": ["sum"]}).query
+    rows = [(3, EXACT_LIMIT + 5, 3), (4, EXACT_LIMIT + 7, 4), (1, 12, 1)]
+    top = float(EXACT_LIMIT - 1)
+    assert _exact_values("sum", rows, query)[:2] == [
+        np.ldexp(top, -query.scale_bits),
+        np.ldexp(top, -query.scale_bits),
+    ]
+    centred = _exact_values("mean", rows, query)
+    assert all(abs(v) <= np.ldexp(top, -query.scale_bits) for v in centred)
+
+
+def test_a_value_range_that_could_overflow_is_refused_by_its_parameters(
+    table: dict[str, Any],
+) -> None:
+    """The overflow guard depends on the parameters alone: the same refusal for any table."""
+    for source in (table, {c: v[:1] for c, v in table.items()}):
+        with pytest.raises(InvalidParameterError, match=r"^scale_bits: "):
+            run(source, upper=2.0**40, scale_bits=20)

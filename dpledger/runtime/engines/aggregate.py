@@ -227,30 +227,23 @@ def make_engine(name: str) -> Engine:
     return MemoryEngine()
 
 
-def _checked(agg: BoundedAggregates, request: AggregationRequest) -> BoundedAggregates:
-    if agg.rows == 0:
-        raise InvalidParameterError(
-            "table", "has no rows", "aggregate a table with at least one row"
-        )
-    if any(abs(s) >= EXACT_LIMIT for s in agg.sums):
-        raise InvalidParameterError(
-            "scale_bits",
-            "a fixed-point sum does not fit the 53 bits a float holds exactly",
-            "lower scale_bits or narrow [lower, upper]",
-        )
-    return agg
+def _exact(value: int) -> float:
+    """``value`` clamped to the integers a double holds exactly. Clamping moves two values no
+    further apart, so a release keeps its sensitivity; refusing instead would publish, by the
+    refusal, that some partition's aggregate is large."""
+    return float(max(-EXACT_LIMIT + 1, min(EXACT_LIMIT - 1, value)))
 
 
 def _exact_values(
     release: str, rows: Sequence[tuple[int, int, int]], query: AggregationQuery
 ) -> list[float]:
-    """The exact aggregate of each partition (integers scaled, exact in floating point)."""
+    """The aggregate of each partition (integers scaled, exact in floating point)."""
     if release == "count":
-        return [float(c) for c, _, _ in rows]
+        return [_exact(c) for c, _, _ in rows]
     if release == "sum":
-        return [math.ldexp(float(s), -query.scale_bits) for _, s, _ in rows]
+        return [math.ldexp(_exact(s), -query.scale_bits) for _, s, _ in rows]
     mid = query.fixed_middle
-    return [math.ldexp(float(s - c * mid), -query.scale_bits) for c, s, _ in rows]
+    return [math.ldexp(_exact(s - c * mid), -query.scale_bits) for c, s, _ in rows]
 
 
 def _note(release: str, request: AggregationRequest, sensitivity: float) -> str:
@@ -268,7 +261,7 @@ def aggregate_table(request: AggregationRequest, source: Any, ledger: Ledger) ->
     engine = make_engine(request.engine)
     public = request.public_names()
     bounded = engine.bound_contributions(source, request.query, public and frozenset(public))
-    agg = _checked(engine.aggregate_per_key(bounded), request)
+    agg = engine.aggregate_per_key(bounded)  # an empty table releases noise around zeros
     names = list(public) if public is not None else _selected(request, agg, ledger)
     rows = [agg.row(n) for n in names]
     noisy: dict[str, np.ndarray] = {}

@@ -44,6 +44,12 @@ PAIR_SALT = np.uint64(0x2545F4914F6CDD1D)
 ROW_SALT = np.uint64(0x9FB21C651E98DF25)
 
 
+#: rows one chunk may hold: the bound on values below keeps a chunk's 64-bit sums exact
+ROWS_PER_CHUNK_BITS = 31
+#: the largest value magnitude on the fixed-point grid (SUM_LIMIT / 2**ROWS_PER_CHUNK_BITS)
+FIXED_TOP_LIMIT = SUM_LIMIT >> ROWS_PER_CHUNK_BITS
+
+
 def clip_fixed(values: NDArray[np.float64], query: AggregationQuery) -> I64:
     """Values clipped to the query's range, as integers on its fixed-point grid."""
     clipped = np.clip(values, query.lower, query.upper)
@@ -124,7 +130,14 @@ def _fixed_values(columns: Mapping[str, Any], query: AggregationQuery, n: int) -
         return np.zeros(n, dtype=np.int64)
     values = value_column(_column(columns, query.value_column), query.value_column)
     top = max(abs(query.fixed_lower), abs(query.fixed_upper))
-    if top * max(n, 1) >= SUM_LIMIT:
+    if top >= FIXED_TOP_LIMIT:  # decided by the parameters alone, never by the data
+        raise InvalidParameterError(
+            "scale_bits",
+            f"values of up to {top} grid steps could overflow the 64-bit sums of a chunk of "
+            f"up to 2**{ROWS_PER_CHUNK_BITS} rows",
+            "lower scale_bits or narrow [lower, upper]",
+        )
+    if top * max(n, 1) >= SUM_LIMIT:  # only past 2**31 rows in one chunk
         raise InvalidParameterError(
             "scale_bits",
             f"fixed-point sums of {n} rows could overflow 64-bit integers",
