@@ -90,7 +90,10 @@ def format_one_run(result: Any) -> str:
             + " by the f-DP test"
         )
     lines += [
-        f"verdict: {result.verdict}",
+        f"verdict: {result.verdict} (a violation is called when the first estimator exceeds "
+        f"the certified upper bound or the f-DP test rejects the curve: false-alarm "
+        f"probability at most {1.5 * result.alpha:.3g}, the estimator's level plus half of it "
+        "for the curve test)",
         "note: empirical lower bounds can falsify the certificate, never verify it; a one-run "
         "bound cannot exceed what its canaries can show (about ln of the guesses made)",
     ]
