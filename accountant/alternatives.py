@@ -54,6 +54,9 @@ class ReleaseReduction:
             "source": self.source,
             "event": self.event.describe(),
             "lifted_event": self.lifted.describe(),
+            # the same events as structured JSON (kind and parameters, nested)
+            "event_data": self.event.to_dict(),
+            "lifted_event_data": self.lifted.to_dict(),
             "lift_rules": list(self.rules),
             "count": self.count,
             "declared_unit": self.declared_unit,

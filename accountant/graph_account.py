@@ -42,7 +42,7 @@ class SourceAccount:
             "adjacency": red.adjacency.to_dict(),
             "adjacency_description": red.adjacency.describe(),
             "alternatives": [
-                {"event": e.describe(), **b.to_dict()}
+                {"event": e.describe(), "event_data": e.to_dict(), **b.to_dict()}
                 for e, b in zip(red.alternatives, self.alternative_bounds, strict=True)
             ],
             "releases": [r.release_id for r in red.releases],

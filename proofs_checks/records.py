@@ -49,7 +49,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.budget.rules._decide_pld",
         status="contrib",
         proof="proofs_checks/budget_filters/proof.md",
-        source_sha256="e14d51c525249af330c4a2295315f359d084bfdaf7a3fc1f325b2257dcc9df91",
+        source_sha256="5604bb018dd88b690e31d4ef7063194429632c7c8c03c08d96d94c3bad8303e5",
     ),
     ProofRecord(
         target="dpledger.core.events.GaussianEvent",
