@@ -22,7 +22,7 @@ def _script(name: str) -> ModuleType:
 
 def test_digits_summary_and_epsilon_parsing() -> None:
     mod = _script("digits")
-    assert mod.summary([1.0, 3.0], 1) == "2.0 ± 1.0 (1.0–3.0)"
+    assert mod.summary([1.0, 3.0], 1) == "2.0 ± 1.4 (1.0–3.0)"  # sample sd (ddof 1): √2
     assert mod.summary([2.5], 2) == "2.50"
     assert mod.parse_epsilons("inf, 10,5") == [None, 10.0, 5.0]
     with pytest.raises(argparse.ArgumentTypeError):
