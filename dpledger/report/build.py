@@ -150,11 +150,23 @@ def section_context(report: PrivacyReport, graph: CompositionGraph) -> dict[str,
     plain = report.to_dict()
     # sections read events from ``release_events`` (with their counts); the rows' event tables
     # hold one repetition each and would read as releases of their own
-    plain["releases"] = [
-        {k: v for k, v in row.items() if k not in ("event_data", "lifted_event_data")}
-        for row in plain["releases"]
-    ]
+    plain["releases"] = _without_event_tables(plain["releases"])
+    account = plain.get("account")
+    if isinstance(account, dict):  # ``dpledger account --json``'s tables likewise
+        account = {**account, "releases": _without_event_tables(account.get("releases", []))}
+        account["sources"] = [
+            {**s, "alternatives": _without_event_tables(s.get("alternatives", []))}
+            for s in account.get("sources", [])
+        ]
+        plain["account"] = account
     return {**plain, "release_events": json_safe(events)}
+
+
+def _without_event_tables(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {k: v for k, v in row.items() if k not in ("event_data", "lifted_event_data")}
+        for row in rows
+    ]
 
 
 def released_methods(
