@@ -21,7 +21,10 @@ worst case, Kairouz, Oh & Viswanath 2015): the composition is ``P + (1 - P) delt
 Laplace noise counts as pure ``eps0 = s / noise_multiplier``; randomized response, the
 exponential mechanism and report-noisy-max count as pure at their epsilon. Only black-box
 pure-DP events and binary randomized response have binary randomized response as their
-exact worst case, so only they feed KOV *lower* bounds.
+exact worst case, so only they feed KOV *lower* bounds. The exponential mechanism
+(``eps``-bounded range) has its exact curve as both bounds for one release, and for several the
+attained optimal non-adaptive composition of bounded-range pairs as its lower bound
+(:mod:`dpledger.accountant.exp_mech_composition`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ from dpledger.accountant.conversions import (
     laplace_delta_bracket,
     randomized_response_delta_lower,
     solve_epsilon,
+)
+from dpledger.accountant.exp_mech_composition import (
+    br_delta_bracket,
+    br_ledger_delta_lower,
+    br_ledger_epsilon_lower,
 )
 from dpledger.accountant.gaussian_extreme import gaussian_delta_extreme, gaussian_epsilon_extreme
 from dpledger.core.basic_composition import basic_composition_epsilon
@@ -93,7 +101,8 @@ class _Pure:
 
     eps: float
     count: int
-    kind: str  # "rr" (worst case = binary RR), "laplace", "rr_k" (k-ary RR), "opaque"
+    kind: str  # "rr" (worst case = binary RR), "laplace", "rr_k" (k-ary RR), "br" (bounded
+    # range: the exponential mechanism), "opaque"
     buckets: int = 2
 
 
@@ -227,6 +236,13 @@ class ClosedFormAccountant(Accountant):
                 lambda e: laplace_delta_bracket(e, eps0)[0],
                 {"eps0": eps0, "profile": "laplace"},
             )
+        if total == 1 and pure[0].kind == "br":  # its exact curve, attained at every epsilon
+            eps0 = pure[0].eps
+            return (
+                lambda e: br_delta_bracket(e, eps0)[1],
+                lambda e: br_delta_bracket(e, eps0)[0],
+                {"eps0": eps0, "profile": "bounded_range"},
+            )
         eps_max = max(p.eps for p in pure) * (1 + 4 * U)
         basic = basic_composition_epsilon((p.count, p.eps) for p in pure)
         identical = len({p.eps for p in pure}) == 1
@@ -300,6 +316,7 @@ class ClosedFormAccountant(Accountant):
         if math.isinf(eps_lo):
             # the lower crossing lies beyond the root finder's range: keep a verified point only
             eps_lo = LOWER_SEARCH_LIMIT if lower(LOWER_SEARCH_LIMIT) >= delta else 0.0
+        eps_lo = max(eps_lo, br_ledger_epsilon_lower(_bounded_range(summary), delta))
         if "basic_composition" in details:
             eps_hi = min(eps_hi, details["basic_composition"])
             eps_lo = min(eps_lo, eps_hi)
@@ -328,7 +345,14 @@ class ClosedFormAccountant(Accountant):
         upper, lower, details = self._profiles(summary)
         hi = summary.with_failure(upper, True)(epsilon)
         lo = summary.with_failure(lower, False)(epsilon)
+        lo = max(lo, br_ledger_delta_lower(_bounded_range(summary), epsilon))
         return DeltaBound(hi, min(lo, hi), epsilon, self.name, details)
+
+
+def _bounded_range(summary: _Summary) -> list[tuple[float, int]]:
+    """(eps0, count) of the exponential-mechanism releases: their sub-composition's attained
+    lower bound holds for the whole ledger (the other events only add to its curve)."""
+    return [(p.eps, p.count) for p in summary.pure if p.kind == "br"]
 
 
 def _extreme_gaussian(summary: _Summary) -> tuple[float, float] | None:
@@ -370,6 +394,8 @@ def _pure_kind(leaf: Event) -> tuple[str, int]:
         return "rr", 2
     if isinstance(leaf, RandomizedResponseEvent):
         return ("rr", 2) if leaf.num_buckets == 2 else ("rr_k", leaf.num_buckets)
+    if isinstance(leaf, ExponentialMechanismEvent):
+        return "br", 2
     return "opaque", 2
 
 
