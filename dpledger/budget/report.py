@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from dpledger.budget import rules
+from dpledger.budget.odometer import odometer
 from dpledger.budget.store import Declared, declared, entries, open_store
 from dpledger.core.event_parser import event_from_dict
 from dpledger.core.events import Event
@@ -18,18 +19,21 @@ from dpledger.core.events import Event
 __all__ = ["spend_series", "status_lines", "write_report"]
 
 
-def spend_series(location: str) -> dict[str, list[tuple[str, float]]]:
-    """Per ``source/unit``: (booking time, odometer epsilon after it), in booking order."""
+def spend_series(location: str, certified: bool = False) -> dict[str, list[tuple[str, float]]]:
+    """Per ``source/unit``: (booking time, the rule's statistic after it), in booking order;
+    with ``certified``, the odometer's epsilon (:mod:`dpledger.budget.odometer`) instead."""
     conn = open_store(location)
     try:
         budgets = declared(conn)
         history = entries(conn)
     finally:
         conn.close()
-    return {f"{b.source}/{b.unit}": _series(b, history) for b in budgets}
+    return {f"{b.source}/{b.unit}": _series(b, history, certified) for b in budgets}
 
 
-def _series(budget: Declared, history: list[dict[str, Any]]) -> list[tuple[str, float]]:
+def _series(
+    budget: Declared, history: list[dict[str, Any]], certified: bool
+) -> list[tuple[str, float]]:
     state = rules.initial_state(budget.rule, budget.params)
     events: list[Event] = []
     out = []
@@ -49,7 +53,10 @@ def _series(budget: Declared, history: list[dict[str, Any]]) -> list[tuple[str, 
             lambda: list(events),
             budget.relation,
         ).state
-        spent = rules.spent(budget.rule, budget.total, budget.params, state)
+        if certified:
+            spent = odometer(budget.rule, budget.total, budget.params, state)
+        else:
+            spent = rules.spent(budget.rule, budget.total, budget.params, state)
         out.append((str(entry["booked_at"]), float(spent["epsilon"])))
     return out
 
@@ -67,8 +74,8 @@ def status_lines(report: dict[str, Any]) -> list[str]:
     ]
     for b in report["budgets"]:
         spent = b["spent"]
-        label = "certified" if spent["certified"] else "odometer, not certified: the filter "
-        label += "" if spent["certified"] else "certifies the total"
+        label = "certified" if spent["certified"] else "filter statistic, not certified: the "
+        label += "" if spent["certified"] else "filter certifies the total"
         lines.append(
             f"{b['source']} / {b['unit']} ({b['relation']}): total epsilon={b['total']['epsilon']}"
             f" delta={b['total']['delta']}; rule {b['rule']}: {b['theorem']}"
@@ -77,9 +84,18 @@ def status_lines(report: dict[str, Any]) -> list[str]:
             f"  {b['bookings']} bookings; spent epsilon <= {spent['epsilon']:.6g} ({label}); "
             f"remaining >= {b['remaining_epsilon']:.6g}"
         )
+        if not spent["certified"] and "odometer" in b:
+            lines.append(_odometer_line(b["odometer"]))
         for run in b["runs"][-5:]:
             lines.append(f"  entry {run['seq']}: run {run['run_id']} at {run['booked_at']}")
     return lines
+
+
+def _odometer_line(odo: dict[str, Any]) -> str:
+    return (
+        f"  certified spend so far: epsilon <= {odo['epsilon']:.6g} at delta = "
+        f"{odo['delta']:.3g}, at every time at once ({odo['theorem']})"
+    )
 
 
 def write_report(report: dict[str, Any], location: str, out: Path) -> list[Path]:
@@ -90,7 +106,8 @@ def write_report(report: dict[str, Any], location: str, out: Path) -> list[Path]
     text = ["# Privacy budget", "", *(f"    {line}" for line in status_lines(report)), ""]
     text += _runs_tables(report)
     totals = {f"{b['source']}/{b['unit']}": b["total"]["epsilon"] for b in report["budgets"]}
-    plot = _plot(spend_series(location), totals, out / "spend.png")
+    series = spend_series(location), spend_series(location, certified=True)
+    plot = _plot(series, totals, out / "spend.png")
     text.append("![spend over time](spend.png)" if plot else "(no plot: matplotlib missing)")
     written[1].write_text("\n".join(text) + "\n")
     return written + ([plot] if plot else [])
@@ -109,9 +126,11 @@ def _runs_tables(report: dict[str, Any]) -> list[str]:
     return out
 
 
-def _plot(
-    series: dict[str, list[tuple[str, float]]], totals: dict[str, float], path: Path
-) -> Path | None:
+Series = dict[str, list[tuple[str, float]]]
+
+
+def _plot(series: tuple[Series, Series], totals: dict[str, float], path: Path) -> Path | None:
+    """The certified odometer (solid), the rule's statistic (dotted) and the total (dashed)."""
     try:
         import matplotlib
 
@@ -122,17 +141,20 @@ def _plot(
     import datetime as dt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for name, points in series.items():
+    statistic, certified = series
+    for name, points in certified.items():
         times = np.array(  # UTC times, as numpy datetimes matplotlib draws as dates
             [dt.datetime.fromisoformat(p[0]).replace(tzinfo=None) for p in points],
             dtype="datetime64[us]",
         )
         line = ax.step(times, [p[1] for p in points], where="post", label=name, marker=".")
-        ax.axhline(totals[name], color=line[0].get_color(), linestyle="--", linewidth=0.8)
+        color = line[0].get_color()
+        ax.step(times, [p[1] for p in statistic[name]], where="post", color=color, linestyle=":")
+        ax.axhline(totals[name], color=color, linestyle="--", linewidth=0.8)
     ax.set_ylim(bottom=0.0)
     ax.set_xlabel("time of booking (UTC)")
     fig.autofmt_xdate()
-    ax.set_ylabel("epsilon spent (rule's odometer); dashed: total")
+    ax.set_ylabel("epsilon spent (certified odometer); dotted: statistic; dashed: total")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)

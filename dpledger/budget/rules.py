@@ -24,9 +24,11 @@ Each rule is a halting rule from a paper, applied before the booked run draws an
   gives delta(eps) <= delta (Dong, Roth & Su 2022). Only Gaussian steps are booked.
 
 Sums are rounded up and budgets down, so floating point never admits a booking the exact
-rule would refuse. The odometer is the rule's running statistic stated as an epsilon: for
+rule would refuse. :func:`spent` is the rule's running statistic stated as an epsilon: for
 ``pld`` it is the certified bound of the bookings so far; for a filter it is labelled not
-certified (the filter certifies its declared total, not the spend of an adaptive prefix).
+certified (the filter certifies its declared total, not the spend of an adaptive prefix). The
+certified spend so far of a filter is its odometer (:mod:`dpledger.budget.odometer`), whose
+parameters (``odometer_delta``, ``odometer_rho``) a store may declare.
 """
 
 from __future__ import annotations
@@ -75,9 +77,9 @@ THEOREMS: dict[str, str] = {
 #: the parameters a store may set per rule (the others follow from the total)
 SETTABLE: dict[str, tuple[str, ...]] = {
     "pld": (),
-    "renyi": ("orders",),
-    "approx": ("delta_tail", "step_delta"),
-    "gdp": (),
+    "renyi": ("orders", "odometer_delta"),
+    "approx": ("delta_tail", "step_delta", "odometer_delta", "odometer_rho"),
+    "gdp": ("odometer_delta", "odometer_rho"),
 }
 #: orders of the Rényi filter unless the store declares its own
 DEFAULT_ORDERS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0, 256.0)

@@ -1,5 +1,6 @@
 """What a budget store says about itself: per source and unit, the total, the rule and its
-theorem, the spend so far (the odometer), what remains, the runs that spent it, and whether
+theorem, the filter's running statistic, the certified spend so far (the odometer, valid at
+every time at once), what remains, the runs that spent it, and whether
 the history is intact.
 
 The verification walks the whole chain (:func:`dpledger.budget.chain.verify_chain`), checks
@@ -15,6 +16,7 @@ from typing import Any
 
 from dpledger.budget import rules
 from dpledger.budget.chain import describe, verify_chain
+from dpledger.budget.odometer import odometer
 from dpledger.budget.store import Declared, declared, entries, open_store
 from dpledger.core.event_parser import event_from_dict
 from dpledger.core.events import Event
@@ -179,6 +181,7 @@ def _one(
         **budget.to_dict(),
         "bookings": state["count"],
         "spent": spent,
+        "odometer": odometer(budget.rule, budget.total, budget.params, state),
         "remaining_epsilon": max(0.0, budget.epsilon - spent["epsilon"]),
         "state": state,
         "runs": runs,

@@ -22,6 +22,7 @@ from typing import Any
 from dpledger.budget import rules
 from dpledger.budget.backend import Connection, connect, is_url
 from dpledger.budget.chain import FIELDS, canonical_json, entry_hash
+from dpledger.budget.odometer import odometer, odometer_defaults
 from dpledger.budget.schema import apply_migrations, check_version
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.event_parser import event_from_dict
@@ -177,6 +178,19 @@ def _check_params(rule: str, params: Mapping[str, Any], delta: float) -> None:
             )
 
 
+def _check_odometer(params: Mapping[str, Any]) -> None:
+    if "odometer_delta" in params:
+        value = _number("odometer_delta", params["odometer_delta"])
+        if not 0 < value < 1:
+            raise InvalidParameterError(
+                "odometer_delta", f"must lie in (0, 1), got {value}", "omit it for the default"
+            )
+    if "odometer_rho" in params and not _number("odometer_rho", params["odometer_rho"]) > 0:
+        raise InvalidParameterError(
+            "odometer_rho", f"must be > 0, got {params['odometer_rho']}", "omit it for the default"
+        )
+
+
 def check_declaration(
     source: str,
     unit: str,
@@ -200,7 +214,8 @@ def check_declaration(
             )
     full = {**rules.default_params(rule, eps, dlt), **given}
     _check_params(rule, full, dlt)
-    return eps, dlt, full
+    _check_odometer(full)
+    return eps, dlt, odometer_defaults(rule, (eps, dlt), full)
 
 
 def declare(
@@ -383,6 +398,7 @@ def book(
             **entry,
             "state": decision.state,
             "spent": spent,
+            "odometer": odometer(budget.rule, budget.total, budget.params, decision.state),
             "rule": budget.rule,
             "store_id": str(store_id),
         }
@@ -404,6 +420,7 @@ def check(location: str, source: str, event: Event, *, unit: str = "row") -> dic
             "reason": decision.reason,
             "charge": cost,
             "spent_after": rules.spent(budget.rule, budget.total, budget.params, decision.state),
+            "odometer_after": odometer(budget.rule, budget.total, budget.params, decision.state),
         }
     finally:
         conn.close()
