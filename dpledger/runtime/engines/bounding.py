@@ -33,7 +33,14 @@ from dpledger.runtime.engines.columns import (
 )
 from dpledger.runtime.engines.query import SUM_LIMIT, AggregationQuery
 
-__all__ = ["PARTIAL_COLUMNS", "ROWS_KEY", "bound_chunk", "clip_fixed", "kept_rows"]
+__all__ = [
+    "PARTIAL_COLUMNS",
+    "ROWS_KEY",
+    "bound_chunk",
+    "clip_fixed",
+    "kept_rows",
+    "kept_rows_by_sorting",
+]
 
 I64 = NDArray[np.int64]
 #: the columns of a chunk's bounded aggregates: canonical key name and three integers
@@ -73,14 +80,45 @@ def _sorted_by(*keys: NDArray[Any]) -> I64:
     return order.astype(np.int64)
 
 
+def _pair_and_row_hashes(
+    keys: KeyColumn, units: KeyColumn, fixed: I64
+) -> tuple[NDArray[np.uint64], NDArray[np.uint64]]:
+    """Per row: the keyed hash of its (unit, partition) pair and of the row itself."""
+    pair = splitmix64(units.hashes[units.codes] ^ splitmix64(keys.hashes[keys.codes] ^ PAIR_SALT))
+    row = splitmix64(pair ^ splitmix64(fixed.view(np.uint64) ^ ROW_SALT))
+    return pair, row
+
+
 def kept_rows(
     keys: KeyColumn, units: KeyColumn, fixed: I64, query: AggregationQuery
 ) -> NDArray[np.bool_]:
-    """Which rows survive the L∞ and then the L0 bound (see the module docstring)."""
-    k, u = keys.codes, units.codes
-    pair = splitmix64(units.hashes[u] ^ splitmix64(keys.hashes[k] ^ PAIR_SALT))
-    row = splitmix64(pair ^ splitmix64(fixed.view(np.uint64) ^ ROW_SALT))
-    pair_id = u * max(keys.hashes.size, 1) + k  # exact: one id per (unit, partition)
+    """Which rows survive the L∞ and then the L0 bound (see the module docstring): by one
+    sort (:func:`_kept_by_one_sort`), else by the reference rule's stable sorts."""
+    pair, row = _pair_and_row_hashes(keys, units, fixed)
+    width = max(units.hashes.size - 1, 1).bit_length()
+    fast = _kept_by_one_sort(keys.codes, units.codes, pair, row, width, query)
+    if fast is not None:
+        return fast
+    return _kept_by_sorting(keys.codes, units.codes, pair, row, keys.hashes.size, query)
+
+
+def kept_rows_by_sorting(
+    keys: KeyColumn, units: KeyColumn, fixed: I64, query: AggregationQuery
+) -> NDArray[np.bool_]:
+    """The reference rule of :func:`kept_rows`, by stable sorts (the same rows, slower)."""
+    pair, row = _pair_and_row_hashes(keys, units, fixed)
+    return _kept_by_sorting(keys.codes, units.codes, pair, row, keys.hashes.size, query)
+
+
+def _kept_by_sorting(
+    k: I64,
+    u: I64,
+    pair: NDArray[np.uint64],
+    row: NDArray[np.uint64],
+    width: int,
+    query: AggregationQuery,
+) -> NDArray[np.bool_]:
+    pair_id = u * max(width, 1) + k  # exact: one id per (unit, partition)
     order = _sorted_by(row, pair_id)  # each pair's rows together, by row hash
     group, starts = _runs(pair_id[order])
     rank = np.arange(order.size) - starts[group]
@@ -92,6 +130,40 @@ def kept_rows(
     keep = np.zeros(k.size, dtype=bool)
     keep[order[(rank < query.max_rows) & pair_keep[group]]] = True
     return keep
+
+
+def _kept_by_one_sort(
+    k: I64,
+    u: I64,
+    pair: NDArray[np.uint64],
+    row: NDArray[np.uint64],
+    unit_bits: int,
+    query: AggregationQuery,
+) -> NDArray[np.bool_] | None:
+    """The rows :func:`_kept_by_sorting` keeps, by one sort on the unit's code (high bits)
+    and the top bits of the pair hash; None when two partitions of a unit agree in those
+    bits (then only the reference rule's tie-break by partition decides)."""
+    shift = np.uint64(64 - unit_bits)
+    composite = (u.astype(np.uint64) << shift) | (pair >> np.uint64(unit_bits))
+    order = np.argsort(composite).astype(np.int64)
+    ranked = composite[order]
+    if np.any((ranked[1:] == ranked[:-1]) & (k[order[1:]] != k[order[:-1]])):
+        return None
+    group, starts = _runs(ranked)  # runs: one per pair, a unit's pairs by pair hash
+    keep = np.ones(order.size, dtype=bool)
+    lengths = np.diff(np.append(starts, order.size))
+    if np.any(lengths > query.max_rows):  # L∞: the rows of larger pairs by row hash
+        at = np.flatnonzero((lengths > query.max_rows)[group])
+        rows = order[at]
+        at = at[np.lexsort((rows, row[rows], group[at]))]  # ties by row index, as the reference
+        sub_group, sub_starts = _runs(group[at])
+        rank = np.arange(at.size) - sub_starts[sub_group]
+        keep[at[rank >= query.max_rows]] = False
+    unit_group, unit_starts = _runs(u[order[starts]])
+    pair_keep = np.arange(starts.size) - unit_starts[unit_group] < query.max_partitions
+    out = np.zeros(order.size, dtype=bool)
+    out[order[keep & pair_keep[group]]] = True
+    return out
 
 
 def _units_per_key(keys: KeyColumn, units: KeyColumn, keep: NDArray[np.bool_]) -> I64:

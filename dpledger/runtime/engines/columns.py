@@ -98,7 +98,14 @@ def _integers(arr: NDArray[Any], column: str) -> NDArray[np.int64] | None:
 
 
 def _sorted_codes(ints: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """The distinct integers, sorted, and each row's index among them (by one sort)."""
+    """The distinct integers, sorted, and each row's index among them (by one sort, or by a
+    table of the range when it is at most a few times the number of rows)."""
+    if ints.size and int(ints.max()) - int(ints.min()) < 4 * ints.size + 65536:
+        offset = ints - ints.min()
+        present = np.zeros(int(offset.max()) + 1, dtype=bool)
+        present[offset] = True
+        rank = np.cumsum(present, dtype=np.int64) - 1
+        return np.flatnonzero(present).astype(np.int64) + ints.min(), rank[offset]
     order = np.argsort(ints, kind="stable")
     ranked = ints[order]
     new = np.ones(ranked.size, dtype=bool)
