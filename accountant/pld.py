@@ -68,6 +68,7 @@ from dpledger.accountant.pld_epsilon import (
     upper_only,
 )
 from dpledger.accountant.pld_fft import ComposedPLD
+from dpledger.accountant.pld_hits import HitCount, hit_count
 from dpledger.accountant.pld_prepared import (
     COARSE_MAX_POINTS,
     TAIL_MASS,
@@ -89,7 +90,7 @@ from dpledger.accountant.pld_support import (
 from dpledger.accountant.profiles_base import DirectedProfiles
 from dpledger.accountant.representatives import split
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import UnsupportedEventError
+from dpledger.core.errors import BoundUnavailable, UnsupportedEventError
 from dpledger.core.events import Event, NonPrivateEvent, flatten
 
 __all__ = [
@@ -258,6 +259,26 @@ class PLDAccountant(Accountant):
         Upper bounds barely move with the grid (connect-the-dots); the lower bound's gap shrinks
         about in proportion to the spacing, so the points needed are estimated from a coarse
         pass and one finer pass usually suffices."""
+        hits = self._hit_count()
+        found = None if hits is None else hits.epsilon(delta)
+        if found is not None:
+            upper, lower = found
+            bound = EpsilonBound(upper, lower, delta, self.name, {"hit_count": 1.0})
+            if upper - lower <= max(BRACKET_TARGET * upper, BRACKET_ABSOLUTE):
+                return bound
+            try:
+                return _narrower_epsilon(bound, self._grid_epsilon(delta))
+            except BoundUnavailable:
+                return bound
+        return self._grid_epsilon(delta)
+
+    def _hit_count(self) -> HitCount | None:
+        """The hit-count bounds (:mod:`~dpledger.accountant.pld_hits`) when the ledger is one
+        Poisson-subsampled Gaussian composed under add/remove, else None."""
+        return hit_count(self._ledger, self.adjacency)
+
+    def _grid_epsilon(self, delta: float) -> EpsilonBound:
+        """The bracket of the composed loss grid (or of the single release's profile)."""
         single = self._single_leaf_epsilon(delta)
         if single is not None:
             return single
@@ -320,6 +341,20 @@ class PLDAccountant(Accountant):
         return EpsilonBound(upper, lower, delta, self.name, self._details(h))
 
     def _delta(self, epsilon: float) -> DeltaBound:
+        hits = self._hit_count()
+        found = None if hits is None else hits.delta(epsilon)
+        if found is None:
+            return self._grid_delta(epsilon)
+        bound = DeltaBound(found[0], found[1], epsilon, self.name, {"hit_count": 1.0})
+        if found[0] - found[1] <= min((DELTA_BRACKET_GOAL - 1) * found[1], DELTA_ABSOLUTE):
+            return bound
+        try:
+            return _narrower_delta(bound, self._grid_delta(epsilon))
+        except BoundUnavailable:
+            return bound
+
+    def _grid_delta(self, epsilon: float) -> DeltaBound:
+        """The delta bracket of the single release's profile or of the composed loss grid."""
         prep = self._prepared()
         if self._non_private:
             return DeltaBound(1.0, 1.0, epsilon, self.name)
@@ -364,6 +399,20 @@ class PLDAccountant(Accountant):
         if self._step is None:
             return {"grid_spacing": h}
         return {"grid_spacing": h, "representative_step": self._step}
+
+
+def _narrower_epsilon(a: EpsilonBound, b: EpsilonBound) -> EpsilonBound:
+    """The intersection of two certified brackets (the details of the narrower one)."""
+    upper, lower = min(a.epsilon, b.epsilon), max(a.epsilon_lower, b.epsilon_lower)
+    best = a if a.epsilon - a.epsilon_lower <= b.epsilon - b.epsilon_lower else b
+    return EpsilonBound(upper, min(lower, upper), a.delta, a.method, best.details)
+
+
+def _narrower_delta(a: DeltaBound, b: DeltaBound) -> DeltaBound:
+    """The intersection of two certified delta brackets (the details of the narrower one)."""
+    upper, lower = min(a.delta, b.delta), max(a.delta_lower, b.delta_lower)
+    best = a if a.delta - a.delta_lower <= b.delta - b.delta_lower else b
+    return DeltaBound(upper, min(lower, upper), a.epsilon, a.method, best.details)
 
 
 def _finer_points(points: int, full: int, ratio: float, least: float, most: float) -> int:
