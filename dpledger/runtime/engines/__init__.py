@@ -43,6 +43,7 @@ PARAMETERS: dict[str, str] = {
     "lower": "lower",
     "upper": "upper",
     "scale_bits": "scale_bits",
+    "bin_edges": "bin_edges",
 }
 REQUEST_FIELDS = (
     "metrics",

@@ -11,9 +11,13 @@ Releases, in order (each a vector over the partitions, one Gaussian or Laplace e
 * ``count`` (for ``count`` and ``mean``): rows kept per partition, row sensitivity 1;
 * ``sum``: the sum of clipped values, row sensitivity ``max(|lower|, |upper|)``;
 * ``mean.centred_sum``: the sum of clipped values minus the range's middle, row sensitivity
-  half the range; the mean is ``centred_sum / max(count, 1) + middle`` (PipelineDP's rule).
+  half the range; the mean is ``centred_sum / max(count, 1) + middle`` (PipelineDP's rule);
+* ``histogram``: rows kept per partition and public bin of the value column (one vector over
+  every partition's bins), row sensitivity 1: a row adds 1 to one bin of one partition.
 
-One unit's rows move a vector by at most ``L0 * L∞ * C`` (L1) or ``sqrt(L0) * L∞ * C`` (L2).
+One unit's rows move a vector by at most ``L0 * L∞ * C`` (L1) or ``sqrt(L0) * L∞ * C`` (L2); a
+histogram's too, with ``C = 1`` (a unit's at most ``L∞`` rows in a partition move its bins by
+at most ``L∞`` in L1, hence in L2).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dpledger.core.events import ComposedEvent, Event
 from dpledger.core.ledger_protocol import Ledger
 from dpledger.core.partition_events import partitioned_noise_event
 from dpledger.runtime.engines.columns import canonical_name, parse_name
+from dpledger.runtime.engines.histogram import bin_cell
 from dpledger.runtime.engines.noise import noisy_release, release_event
 from dpledger.runtime.engines.protocol import BoundedAggregates, Engine
 from dpledger.runtime.engines.query import METRICS, AggregationQuery
@@ -121,6 +126,15 @@ class AggregationRequest:
             raise InvalidParameterError(
                 "value_column", "is missing for a sum or a mean", "name the column of values"
             )
+        if ("histogram" in self.metrics) != (self.query.bin_edges is not None):
+            raise InvalidParameterError(
+                "bin_edges",
+                "is missing for a histogram"
+                if self.query.bin_edges is None
+                else "needs a histogram",
+                'declare the bins (bin_edges = [0, 10, 20]) with metrics = [..., "histogram"], '
+                "or neither",
+            )
 
     @property
     def norm(self) -> str:
@@ -135,6 +149,8 @@ class AggregationRequest:
             out.append("sum")
         if "mean" in self.metrics:
             out.append("mean")
+        if "histogram" in self.metrics:
+            out.append("histogram")
         return tuple(out)
 
     def public_names(self) -> tuple[str, ...] | None:
@@ -152,7 +168,10 @@ class AggregationRequest:
 def release_cost(request: AggregationRequest, release: str) -> Event:
     """One release's event: Gaussian noise of multiplier ``m`` at ``sqrt(L0)·L∞·C``; Laplace
     noise stated per key, as ``L0`` releases of sensitivity ``L∞·C`` (a unit is absent from
-    every other key), tighter at ``delta > 0`` than one release at ``L0·L∞·C``."""
+    every other key), tighter at ``delta > 0`` than one release at ``L0·L∞·C``. A histogram is
+    stated as a count (``C = 1``): per key its bins move by at most ``L∞`` in L1, and Laplace
+    noise on bins whose shifts sum to ``L∞`` is dominated by one release at ``L∞``
+    (``proofs_checks/contribution_bounds/proof.md``)."""
     if request.mechanism == "gaussian":
         return release_event("gaussian", request.noise_multiplier)
     q = request.query
@@ -169,7 +188,8 @@ def aggregation_events(request: AggregationRequest) -> Event:
 
 
 def _step(release: str) -> str:
-    return {"count": "aggregate.count", "sum": "aggregate.sum"}.get(release, "aggregate.mean")
+    steps = {"count": "aggregate.count", "sum": "aggregate.sum", "histogram": "aggregate.histogram"}
+    return steps.get(release, "aggregate.mean")
 
 
 def aggregation_plan(request: AggregationRequest) -> dict[str, Any]:
@@ -189,6 +209,11 @@ def aggregation_plan(request: AggregationRequest) -> dict[str, Any]:
             f"keep at most {q.max_partitions} partitions per unit (L0)",
         ]
     stages.append("per partition: rows kept, their integer sum, units contributing")
+    if q.bin_edges is not None:
+        stages.append(
+            f"per partition and bin of the edges {list(q.bin_edges)}: rows kept (a value "
+            "outside the edges counted in the nearest end bin)"
+        )
     if not public:
         stages.append("on the driver: select the keys privately by their units (booked first)")
     releases = [
@@ -246,13 +271,30 @@ def _exact_values(
     return [math.ldexp(_exact(s - c * mid), -query.scale_bits) for c, s, _ in rows]
 
 
+def _cells(names: Sequence[str], bins: int) -> list[str]:
+    """The histogram's cells, partition by partition and bin by bin (noise is keyed by them)."""
+    return [bin_cell(j, name) for name in names for j in range(bins)]
+
+
+def _release_values(
+    release: str, agg: BoundedAggregates, names: Sequence[str], query: AggregationQuery
+) -> tuple[list[float], list[str]]:
+    """The exact values of one release and the names of its cells."""
+    if release == "histogram":
+        counts = [c for n in names for c in agg.histogram(n, query.bins)]
+        return [_exact(c) for c in counts], _cells(names, query.bins)
+    return _exact_values(release, [agg.row(n) for n in names], query), list(names)
+
+
 def _note(release: str, request: AggregationRequest, sensitivity: float) -> str:
     q = request.query
+    unit = "one row" if q.unit_column is None else f"all rows of one {q.unit_column!r} value"
+    bins = f" in {q.bins} bins of edges {list(q.bin_edges or ())}" if release == "histogram" else ""
     return (
-        f"{release} per partition on the {request.engine} engine: at most L0={q.max_partitions} "
-        f"partitions and L∞={q.max_rows} rows per unit, values clipped to [{q.lower}, "
-        f"{q.upper}] on the grid 2**-{q.scale_bits}; {request.norm.upper()} sensitivity "
-        f"{sensitivity!r} of one unit"
+        f"{release} per partition{bins} on the {request.engine} engine: at most "
+        f"L0={q.max_partitions} partitions and L∞={q.max_rows} rows per unit ({unit}), values "
+        f"clipped to [{q.lower}, {q.upper}] on the grid 2**-{q.scale_bits}; "
+        f"{request.norm.upper()} sensitivity {sensitivity!r} of one unit"
     )
 
 
@@ -263,14 +305,14 @@ def aggregate_table(request: AggregationRequest, source: Any, ledger: Ledger) ->
     bounded = engine.bound_contributions(source, request.query, public and frozenset(public))
     agg = engine.aggregate_per_key(bounded)  # an empty table releases noise around zeros
     names = list(public) if public is not None else _selected(request, agg, ledger)
-    rows = [agg.row(n) for n in names]
     noisy: dict[str, np.ndarray] = {}
     for release in request.releases():
         sensitivity = request.query.sensitivity(release, request.norm)
+        values, cells = _release_values(release, agg, names, request.query)
         noisy[release] = noisy_release(
             ledger,
-            _exact_values(release, rows, request.query),
-            names,
+            values,
+            cells,
             step=_step(release),
             sensitivity=sensitivity,
             noise_multiplier=request.noise_multiplier,
@@ -298,5 +340,7 @@ def _outputs(
     if "mean" in request.metrics:
         middle = math.ldexp(float(request.query.fixed_middle), -request.query.scale_bits)
         out["mean"] = noisy["mean"] / np.maximum(noisy["count"], 1.0) + middle
+    if "histogram" in request.metrics:
+        out["histogram"] = noisy["histogram"].reshape(len(names), request.query.bins)
     out["plan"] = aggregation_plan(request)
     return out

@@ -8,7 +8,8 @@ partition key, the bounded aggregates of the rows it keeps:
 2. values are clipped to ``[lower, upper]`` and rounded to the fixed-point grid;
 3. L∞: of a unit's rows in one partition, the ``max_rows`` with the smallest row hash are kept;
 4. L0: of a unit's partitions, the ``max_partitions`` with the smallest pair hash are kept;
-5. per key: the number of rows kept, the integer sum of their values and the number of units.
+5. per key: the number of rows kept, the integer sum of their values and the number of units;
+   with a histogram, per key and bin the rows kept (:mod:`~dpledger.runtime.engines.histogram`).
 
 Every choice depends on one unit's own rows only (so removing a unit changes at most
 ``L0`` partitions by at most ``L∞`` rows each), and on the values of its keys, never on
@@ -31,6 +32,7 @@ from dpledger.runtime.engines.columns import (
     splitmix64,
     value_column,
 )
+from dpledger.runtime.engines.histogram import bin_rows, row_bins, tie_break
 from dpledger.runtime.engines.query import SUM_LIMIT, AggregationQuery
 
 __all__ = [
@@ -227,6 +229,7 @@ def bound_chunk(
     keys = key_column(_column(columns, query.partition_column), query.partition_column)
     n = keys.codes.size
     fixed = _fixed_values(columns, query, n)
+    bins = row_bins(columns, query)  # None without a histogram
     keep = _public_rows(keys, public)
     if query.unit_column is not None:
         units = key_column(_column(columns, query.unit_column), query.unit_column)
@@ -235,7 +238,7 @@ def bound_chunk(
         sub = np.flatnonzero(keep)
         sub_units = KeyColumn(units.codes[sub], units.uniques, units.hashes)
         sub_keys = KeyColumn(keys.codes[sub], keys.uniques, keys.hashes)
-        keep[sub[~kept_rows(sub_keys, sub_units, fixed[sub], query)]] = False
+        keep[sub[~kept_rows(sub_keys, sub_units, tie_break(fixed, bins)[sub], query)]] = False
         unit_counts = _units_per_key(keys, units, keep)
     else:
         unit_counts = np.bincount(keys.codes[keep], minlength=len(keys.uniques))
@@ -243,9 +246,12 @@ def bound_chunk(
     sums = _sums(keys.codes[keep], fixed[keep], len(keys.uniques))
     names = [canonical_name(k) for k in keys.uniques]
     live = np.flatnonzero(counts > 0)
+    cells, cell_counts = (
+        ([], []) if bins is None else bin_rows(keys.codes[keep], bins[keep], names, query.bins)
+    )
     return {
-        "key": [ROWS_KEY, *(names[i] for i in live)],
-        "count": [n, *(int(counts[i]) for i in live)],
-        "sum": [0, *(int(sums[i]) for i in live)],
-        "units": [0, *(int(unit_counts[i]) for i in live)],
+        "key": [ROWS_KEY, *(names[i] for i in live), *cells],
+        "count": [n, *(int(counts[i]) for i in live), *cell_counts],
+        "sum": [0, *(int(sums[i]) for i in live), *(0 for _ in cells)],
+        "units": [0, *(int(unit_counts[i]) for i in live), *(0 for _ in cells)],
     }

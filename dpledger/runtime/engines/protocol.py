@@ -16,6 +16,7 @@ import attrs
 
 from dpledger.runtime.engines.bounding import ROWS_KEY
 from dpledger.runtime.engines.columns import parse_name
+from dpledger.runtime.engines.histogram import split_bin_key
 from dpledger.runtime.engines.query import AggregationQuery
 
 __all__ = ["BoundedAggregates", "Engine", "combine"]
@@ -31,6 +32,8 @@ class BoundedAggregates:
     sums: tuple[int, ...]
     units: tuple[int, ...]
     rows: int = 0
+    #: ``(key name, bin, rows kept)`` of every histogram cell a row fell in, sorted
+    bin_counts: tuple[tuple[str, int, int], ...] = ()
 
     def row(self, key: str) -> tuple[int, int, int]:
         """``(count, sum, units)`` of ``key`` (zeros for a key no row kept)."""
@@ -39,6 +42,14 @@ class BoundedAggregates:
         except ValueError:
             return (0, 0, 0)
         return (self.counts[i], self.sums[i], self.units[i])
+
+    def histogram(self, key: str, bins: int) -> tuple[int, ...]:
+        """The rows kept in each of the ``bins`` bins of ``key`` (zeros where none fell)."""
+        out = [0] * bins
+        for name, index, count in self.bin_counts:
+            if name == key:
+                out[index] += count
+        return tuple(out)
 
 
 def _order(name: str) -> tuple[int, int, str]:
@@ -49,6 +60,7 @@ def _order(name: str) -> tuple[int, int, str]:
 def combine(partials: Iterable[Mapping[str, Any]]) -> BoundedAggregates:
     """The chunks' bounded aggregates summed exactly (Python integers), keys sorted."""
     totals: dict[str, list[int]] = {}
+    cells: dict[tuple[str, int], int] = {}
     rows = 0
     for part in partials:
         for key, count, total, units in zip(
@@ -56,6 +68,10 @@ def combine(partials: Iterable[Mapping[str, Any]]) -> BoundedAggregates:
         ):
             if key == ROWS_KEY:
                 rows += int(count)
+                continue
+            cell = split_bin_key(str(key))
+            if cell is not None:
+                cells[(cell[1], cell[0])] = cells.get((cell[1], cell[0]), 0) + int(count)
                 continue
             row = totals.setdefault(str(key), [0, 0, 0])
             row[0] += int(count)
@@ -68,6 +84,10 @@ def combine(partials: Iterable[Mapping[str, Any]]) -> BoundedAggregates:
         tuple(totals[k][1] for k in keys),
         tuple(totals[k][2] for k in keys),
         rows,
+        tuple(
+            (k, b, n)
+            for (k, b), n in sorted(cells.items(), key=lambda c: (_order(c[0][0]), c[0][1]))
+        ),
     )
 
 

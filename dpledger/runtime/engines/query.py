@@ -7,10 +7,17 @@ is read. Values are clipped to ``[lower, upper]`` and then rounded to the fixed-
 library accounts). Rounding is monotone, so a clipped value's integer lies in
 ``[round(lower * 2**s), round(upper * 2**s)]`` and the sensitivity stated here is that of the
 integers, which already holds the rounding (at most ``2**-(s+1)`` per row above the real clip).
+
+A histogram counts the kept rows of each partition in public bins of the value column, given
+by their edges ``bin_edges`` (declared, never derived from the data): bin ``j`` is
+``[e_j, e_{j+1})``, the last bin is closed, and a value outside ``[e_0, e_B]`` is counted in
+the end bin it is nearest (clamped, as a sum clips it). Each row lies in exactly one bin, so
+one row moves a partition's histogram by 1 in L1 and in L2, as it moves its count.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -18,10 +25,12 @@ import attrs
 
 from dpledger.core.errors import InvalidParameterError
 
-__all__ = ["METRICS", "AggregationQuery", "fixed_bound"]
+__all__ = ["MAX_BINS", "METRICS", "AggregationQuery", "fixed_bound"]
 
 #: the metrics an aggregation releases per partition key
-METRICS: tuple[str, ...] = ("count", "sum", "mean")
+METRICS: tuple[str, ...] = ("count", "sum", "mean", "histogram")
+#: the most bins a histogram may declare
+MAX_BINS = 10_000
 #: the largest magnitude of a fixed-point sum: int64 with a factor 2 to spare
 SUM_LIMIT = 2**62
 
@@ -54,6 +63,30 @@ def _scale(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         )
 
 
+def _edges(value: Any) -> tuple[float, ...] | None:
+    """Bin edges as a tuple of floats: finite, strictly increasing, at least two."""
+    if value is None:
+        return None
+    items = list(value) if isinstance(value, list | tuple) else None
+    numbers = items is not None and all(
+        isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in items
+    )
+    if items is None or not numbers or not 2 <= len(items) <= MAX_BINS + 1:
+        raise InvalidParameterError(
+            "bin_edges",
+            f"must be a list of 2 to {MAX_BINS + 1} finite numbers, got {value!r}",
+            "write e.g. bin_edges = [0, 10, 20, 50]",
+        )
+    edges = tuple(float(x) for x in items)
+    if any(b <= a for a, b in itertools.pairwise(edges)):
+        raise InvalidParameterError(
+            "bin_edges",
+            f"must be strictly increasing, got {list(edges)}",
+            "sort the edges and drop repeated ones",
+        )
+    return edges
+
+
 def fixed_bound(value: float, scale_bits: int) -> int:
     """``value`` on the fixed-point grid ``2**-scale_bits`` (round half to even, as numpy)."""
     return round(float(value) * 2.0**scale_bits)
@@ -74,6 +107,7 @@ class AggregationQuery:
     lower: float = attrs.field(default=0.0, validator=_finite)
     upper: float = attrs.field(default=1.0, validator=_finite)
     scale_bits: int = attrs.field(default=20, validator=_scale)
+    bin_edges: tuple[float, ...] | None = attrs.field(default=None, converter=_edges)
 
     def __attrs_post_init__(self) -> None:
         if not self.lower <= self.upper:
@@ -90,12 +124,21 @@ class AggregationQuery:
             raise InvalidParameterError(
                 "unit_column", "is the partition column", "name the column of user ids"
             )
+        if self.bin_edges is not None and self.value_column is None:
+            raise InvalidParameterError(
+                "value_column", "is missing for a histogram", "name the column of values"
+            )
 
     @property
     def columns(self) -> tuple[str, ...]:
         """The columns the engine reads (partition key, then unit, then value)."""
         named = (self.partition_column, self.unit_column, self.value_column)
         return tuple(c for c in named if c is not None)
+
+    @property
+    def bins(self) -> int:
+        """The number of histogram bins (0 without a histogram)."""
+        return 0 if self.bin_edges is None else len(self.bin_edges) - 1
 
     @property
     def fixed_lower(self) -> int:
@@ -122,8 +165,9 @@ class AggregationQuery:
         return math.nextafter(math.sqrt(self.max_partitions), math.inf) * self.max_rows
 
     def row_sensitivity(self, metric: str) -> float:
-        """What one row moves the metric's per-key aggregate by (fixed-point grid, exact)."""
-        if metric == "count":
+        """What one row moves the metric's per-key aggregate by (fixed-point grid, exact); a
+        histogram's in L1 and in L2 (the row adds 1 to one bin)."""
+        if metric in ("count", "histogram"):
             return 1.0
         if metric == "sum":
             top = max(abs(self.fixed_lower), abs(self.fixed_upper))
@@ -140,7 +184,7 @@ class AggregationQuery:
 
     def describe(self) -> dict[str, Any]:
         """The query's public facts, as JSON values."""
-        return {
+        out: dict[str, Any] = {
             "partition_column": self.partition_column,
             "value_column": self.value_column,
             "unit_column": self.unit_column,
@@ -150,3 +194,7 @@ class AggregationQuery:
             "clip": [self.lower, self.upper],
             "fixed_point": f"2**-{self.scale_bits}",
         }
+        if self.bin_edges is not None:
+            out["bin_edges"] = list(self.bin_edges)
+            out["out_of_range_values"] = "counted in the nearest end bin"
+        return out
