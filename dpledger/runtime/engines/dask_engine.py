@@ -1,25 +1,62 @@
-"""The Dask engine (``pip install 'dpledger[dask]'``): bounding runs on the dataframe's chunks.
+"""The Dask engine (``pip install 'dpledger[dask]'``): bounding runs on the table's chunks.
 
-At unit level the table is shuffled on the unit column first, so each chunk holds every row of
-its units; each chunk is then bounded by the framework's
-:func:`~dpledger.runtime.engines.bounding.bound_chunk` (``map_partitions``), and only the
-chunks' bounded aggregates reach the driver.
+On Dask's local schedulers (threads, the default; processes; synchronous) the table is read in
+slices of at most :data:`SLICE_ROWS` rows, one task per Parquet row group (or per Dask
+partition of a CSV file or a frame), so no task holds more than one slice of the file. At
+unit level each slice's rows are spilled to files on local disk by a keyed hash of their unit
+(``bucket = hash(unit) mod B``, ``B`` about one bucket per :data:`BUCKET_ROWS` rows); once every
+slice is spilled, each bucket, which holds every row of its units, is bounded by the framework's
+:func:`~dpledger.runtime.engines.bounding.bound_chunk`. At row level each slice is bounded as it
+is read. Only the buckets' bounded aggregates reach the driver, and the memory the engine uses
+does not grow with the table.
+
+With any other scheduler (a distributed cluster, whose workers share no disk) the table is
+read by ``dask.dataframe``, shuffled on the unit column and bounded per partition
+(``map_partitions``).
+
+Which unit goes to which bucket changes nothing: bounding depends on one unit's rows only, and
+sums are exact integers, so every engine and scheduler releases the same bits.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Collection, Mapping
+import math
+import pickle
+import tempfile
+from collections.abc import Collection, Iterator, Mapping
+from pathlib import Path
 from typing import Any
+
+import attrs
+import numpy as np
 
 from dpledger.core.errors import InvalidParameterError
 from dpledger.runtime.engines.bounding import PARTIAL_COLUMNS, bound_chunk
+from dpledger.runtime.engines.columns import key_column
 from dpledger.runtime.engines.memory import table_path
 from dpledger.runtime.engines.protocol import BoundedAggregates, combine
 from dpledger.runtime.engines.query import AggregationQuery
 
-__all__ = ["DaskEngine", "frame_of", "import_engine_module", "missing_engine", "partial_frame"]
+__all__ = [
+    "BUCKET_ROWS",
+    "SLICE_ROWS",
+    "DaskEngine",
+    "frame_of",
+    "import_engine_module",
+    "missing_engine",
+    "partial_frame",
+]
+
+#: rows a bucket holds on average (each bucket is bounded as one chunk)
+BUCKET_ROWS = 2**17
+#: the most rows of the table one task holds at a time while it reads and spills
+SLICE_ROWS = 2**17
+#: bytes per CSV row assumed when the number of buckets is chosen from the file's size
+CSV_ROW_BYTES = 16
+
+Columns = dict[str, Any]
 
 
 def missing_engine(engine: str, module: str) -> InvalidParameterError:
@@ -58,8 +95,149 @@ def _check_columns(present: Collection[str], query: AggregationQuery, where: str
             )
 
 
+@attrs.frozen
+class _RowGroup:
+    """One row group of a Parquet file, read in slices."""
+
+    path: str
+    row_group: int
+    columns: tuple[str, ...]
+
+    def slices(self) -> Iterator[Columns]:
+        pq = importlib.import_module("pyarrow.parquet")
+        handle = pq.ParquetFile(self.path, buffer_size=1 << 20, pre_buffer=False)
+        for batch in handle.iter_batches(
+            batch_size=SLICE_ROWS, row_groups=[self.row_group], columns=list(self.columns)
+        ):
+            yield {c: batch.column(c).to_numpy(zero_copy_only=False) for c in self.columns}
+
+
+def _slices(piece: Any, columns: tuple[str, ...]) -> Iterator[Columns]:
+    """A piece (a row group, or a computed pandas partition) as columns of at most
+    :data:`SLICE_ROWS` rows."""
+    if isinstance(piece, _RowGroup):
+        yield from piece.slices()
+        return
+    whole = {c: piece[c].to_numpy() for c in columns}
+    rows = len(piece)
+    for start in range(0, max(rows, 1), SLICE_ROWS):
+        yield {c: v[start : start + SLICE_ROWS] for c, v in whole.items()}
+
+
+def _bucket_file(where: str, bucket: int, task: int) -> Path:
+    return Path(where) / f"{bucket}.{task}.pkl"
+
+
+def _spill(piece: Any, task: int, where: str, query: AggregationQuery, buckets: int) -> int:
+    """Append each slice's rows to the file of their unit's bucket; the rows spilled."""
+    assert query.unit_column is not None
+    rows = 0
+    for columns in _slices(piece, query.columns):
+        units = key_column(columns[query.unit_column], query.unit_column)
+        bucket = (units.hashes % np.uint64(buckets)).astype(np.int64)[units.codes]
+        order = np.argsort(
+            bucket.astype(np.uint16 if buckets <= 2**16 else np.int64), kind="stable"
+        )
+        ends = np.cumsum(np.bincount(bucket, minlength=buckets))
+        starts = ends - np.bincount(bucket, minlength=buckets)
+        for b in np.flatnonzero(ends > starts):
+            take = order[starts[b] : ends[b]]
+            with _bucket_file(where, int(b), task).open("ab") as handle:
+                pickle.dump({c: v[take] for c, v in columns.items()}, handle, protocol=5)
+        rows += units.codes.size
+    return rows
+
+
+def _read_bucket(where: str, bucket: int, columns: tuple[str, ...]) -> Columns:
+    parts: list[Columns] = []
+    for path in sorted(Path(where).glob(f"{bucket}.*.pkl")):
+        with path.open("rb") as handle:
+            while True:
+                try:
+                    parts.append(pickle.load(handle))
+                except EOFError:
+                    break
+    if not parts:
+        return {c: np.zeros(0, dtype=np.int64) for c in columns}
+    return {c: np.concatenate([p[c] for p in parts]) for c in columns}
+
+
+def _bound_bucket(
+    bucket: int,
+    where: str,
+    query: AggregationQuery,
+    public: Collection[str] | None,
+    spilled: list[int],
+) -> dict[str, list[Any]]:
+    """One bucket's bounded aggregates (``spilled``: the spill tasks it waits for)."""
+    del spilled
+    return bound_chunk(_read_bucket(where, bucket, query.columns), query, public)
+
+
+def _bound_piece(
+    piece: Any, query: AggregationQuery, public: Collection[str] | None
+) -> list[dict[str, list[Any]]]:
+    """Row level: each slice bounded as it is read (any chunk will do)."""
+    return [bound_chunk(columns, query, public) for columns in _slices(piece, query.columns)]
+
+
+@attrs.frozen
+class _Plan:
+    """The bounding on a local scheduler, built when it runs (it needs a spill directory)."""
+
+    pieces: list[Any]
+    rows: int
+    query: AggregationQuery
+    public: Collection[str] | None
+
+    @property
+    def buckets(self) -> int:
+        return max(1, math.ceil(self.rows / BUCKET_ROWS))
+
+    def compute(self) -> list[dict[str, list[Any]]]:
+        dask = import_engine_module("dask", "dask")
+        task = functools.partial(dask.delayed, pure=False)
+        if self.query.unit_column is None:
+            pieces = [task(_bound_piece)(p, self.query, self.public) for p in self.pieces]
+            return [part for parts in dask.compute(*pieces) for part in parts]
+        where = tempfile.mkdtemp(prefix="dpledger-buckets-", dir=_spill_dir(dask))
+        try:
+            spills = [
+                task(_spill)(p, i, where, self.query, self.buckets)
+                for i, p in enumerate(self.pieces)
+            ]
+            bounded = [
+                task(_bound_bucket)(b, where, self.query, self.public, spills)
+                for b in range(self.buckets)
+            ]  # every row is in one bucket: the buckets' row counts add up to the table's
+            return list(dask.compute(*bounded))
+        finally:
+            _remove(where)
+
+
+def _spill_dir(dask: Any) -> str | None:
+    where = dask.config.get("temporary_directory", None)
+    return str(where) if where else None
+
+
+def _remove(where: str) -> None:
+    for path in Path(where).glob("*.pkl"):
+        path.unlink(missing_ok=True)
+    Path(where).rmdir()
+
+
+def _local(dask: Any) -> bool:
+    """Whether the configured scheduler runs on this machine (threads, processes, sync)."""
+    get = dask.base.get_scheduler()
+    local = importlib.import_module("dask.local")
+    threaded = importlib.import_module("dask.threaded")
+    multi = importlib.import_module("dask.multiprocessing")
+    return get is None or get in (threaded.get, local.get_sync, multi.get)
+
+
 class DaskEngine:
-    """Bounding on a Dask dataframe's chunks (threads scheduler unless one is configured)."""
+    """Bounding on Dask (see the module docstring): spilled buckets on a local scheduler,
+    a shuffle on the unit column on a cluster."""
 
     name = "dask"
 
@@ -80,10 +258,28 @@ class DaskEngine:
         _check_columns(list(ddf.columns), query, path.name)
         return ddf[list(query.columns)]
 
+    def _plan(self, source: Any, query: AggregationQuery, public: Collection[str] | None) -> _Plan:
+        path = table_path(source)
+        if path is not None and path.suffix.lower() == ".parquet":
+            pq = import_engine_module("pyarrow.parquet", "dask")
+            meta = pq.ParquetFile(str(path)).metadata
+            _check_columns(meta.schema.names, query, path.name)
+            groups = [_RowGroup(str(path), g, query.columns) for g in range(meta.num_row_groups)]
+            return _Plan(groups, meta.num_rows, query, public)
+        ddf = self._frame(source, query)
+        if path is None:
+            rows = len(next(iter(source.values())) if isinstance(source, Mapping) else source)
+        else:
+            rows = path.stat().st_size // CSV_ROW_BYTES
+        return _Plan(list(ddf.to_delayed()), rows, query, public)
+
     def bound_contributions(
         self, source: Any, query: AggregationQuery, public: Collection[str] | None
     ) -> Any:
         pd = import_engine_module("pandas", "dask")
+        dask = import_engine_module("dask", "dask")
+        if _local(dask):
+            return self._plan(source, query, public)
         ddf = self._frame(source, query)
         if query.unit_column is not None:
             ddf = ddf.shuffle(on=query.unit_column)
@@ -95,6 +291,8 @@ class DaskEngine:
 
     def aggregate_per_key(self, bounded: Any) -> BoundedAggregates:
         try:
+            if isinstance(bounded, _Plan):
+                return combine(bounded.compute())
             frame = bounded.compute()
         except (ValueError, TypeError) as exc:  # a reader's type error, not the framework's
             if isinstance(exc, InvalidParameterError):
