@@ -1,7 +1,8 @@
 """The report section of an aggregation, in the words of PipelineDP's ``explain_computation``.
 
 It reads the report's data only: each release of ``aggregate`` and its declared event (one
-Gaussian or Laplace release per metric vector, in the order count, sum, centred sum). The
+Gaussian or Laplace release per metric vector, in the order count, sum, centred sum,
+histogram). The
 bounds, the engine and the partitions are the run's plan, published in its outputs
 (``outputs.json``, key ``plan``) and in the notes of its ledger steps.
 """
@@ -38,6 +39,13 @@ def _mechanism(leaf: Mapping[str, Any]) -> str:
     return f"{name} mechanism, noise {scale} = {m} × the sensitivity of one unit"
 
 
+def _has_histogram(context: Mapping[str, Any]) -> bool:
+    """Whether the run released a histogram (its outputs, in a run directory's report)."""
+    runtime = context.get("runtime")
+    outputs = runtime.get("outputs") if isinstance(runtime, Mapping) else None
+    return isinstance(outputs, list) and "histogram" in outputs
+
+
 def explain_section(context: Mapping[str, Any]) -> str:
     """Markdown: the computation's stages and each release's noise (empty if no release)."""
     releases = [
@@ -62,6 +70,12 @@ def explain_section(context: Mapping[str, Any]) -> str:
         "units passes a noisy threshold (private partition selection, booked first).",
         "4. Adding noise (on the driver, after the ledger booked the release):",
     ]
+    if _has_histogram(context):
+        lines[4:4] = [
+            "   A histogram counts the kept rows of each partition in the public bins of the "
+            "value column (values outside the declared edges in the end bins): one vector over "
+            "every partition's bins, moved by one unit as a count is (C = 1).",
+        ]
     for release in releases:
         node = str(release.get("node"))
         for i, leaf in enumerate(_leaves(events.get(node, {})), start=1):
@@ -69,7 +83,7 @@ def explain_section(context: Mapping[str, Any]) -> str:
     lines += [
         "",
         "The sensitivity of one unit is sqrt(L0)·L∞·C for Gaussian noise and L0·L∞·C for "
-        "Laplace noise (C: what one row moves the aggregate; 1 for a count). The plan with "
-        "its numbers is in the run's outputs (`plan`).",
+        "Laplace noise (C: what one row moves the aggregate; 1 for a count and a histogram). The "
+        "plan with its numbers is in the run's outputs (`plan`).",
     ]
     return "\n".join(lines)

@@ -1,12 +1,14 @@
-"""``aggregate``: DP count, sum and mean per partition key of a table, on any engine.
+"""``aggregate``: DP count, sum, mean and histogram per partition key of a table, on any engine.
 
 The table is a Parquet or CSV file (``table``, or the run's data as a mapping of columns). At
 unit level (``unit_column``) each unit keeps at most ``max_partitions_per_unit`` partitions
 (L0) and ``max_rows_per_partition`` rows in each (L∞); values are clipped to ``[lower,
-upper]``. The bounding runs as dpledger's own code inside the engine (in memory, Dask or
-Spark); the engine returns bounded aggregates and the ledger books each release before its
-noise is drawn. The declaration (one Gaussian or Laplace release per metric vector) is known
-from the parameters alone, before any data is read.
+upper]``; a histogram counts each partition's kept rows in the public bins ``bin_edges`` of
+the value column (values outside them in the end bins). The bounding runs as dpledger's own
+code inside the engine (in memory, Dask or Spark); the engine returns bounded aggregates and
+the ledger books each release before its noise is drawn. The declaration (one Gaussian or
+Laplace release per metric vector) is known from the parameters alone, before any data is
+read.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class AggregateParams:
     public_partitions: Any = attrs.field(default=None, converter=_listed)
     partition_selection: Any = None
     table: str | None = None
+    bin_edges: Any = attrs.field(default=None, converter=_listed)
 
 
 def _request(params: AggregateParams) -> Any:
@@ -112,13 +115,14 @@ SPEC = MethodSpec(
     declare=declare,
     run=run,
     description=(
-        "DP count, sum and mean per partition key of a Parquet or CSV table, with L0 and L∞ "
-        "contribution bounds, on the in-memory, Dask or Spark engine"
+        "DP count, sum, mean and histogram per partition key of a Parquet or CSV table, with L0 "
+        "and L∞ contribution bounds, on the in-memory, Dask or Spark engine"
     ),
     proof=ProofRef(
         "Gaussian and Laplace mechanisms (Dwork & Roth 2014, Theorem A.1 and Theorem 3.6) on "
         "per-partition aggregates whose sensitivity the L0/L∞ bound fixes "
-        "(sqrt(L0)·L∞·C in L2, L0·L∞·C in L1; Wilson et al., PoPETs 2020)",
+        "(sqrt(L0)·L∞·C in L2, L0·L∞·C in L1, a histogram's with C = 1; Wilson et al., "
+        "PoPETs 2020; proofs_checks/contribution_bounds/proof.md)",
         "docs/methods/aggregate.md",
     ),
     neighbours=unit_rows,
