@@ -463,6 +463,19 @@ RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/random_allocation/proof.md",
         source_sha256="1c05bfbe730bc7591066b6f104c2bf0b2b70bfe0eff36cadd54dac7163ac09d4",
     ),
+    ProofRecord(
+        target="dpledger.accountant.pld_hits.HitCount",
+        status="verified",
+        proof="proofs_checks/pld_hit_count/proof.md",
+        source_sha256="5745f36844dc2068ef05d50a1d9596aac7284b6c7baf0116dbff5ced2f2aa2a1",
+        cross_check="check_pld_hit_count.py::test_heavy_compositions_bracket_the_60_digit_sum",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_hits.hit_count",
+        status="contrib",
+        proof="proofs_checks/pld_hit_count/proof.md",
+        source_sha256="e4208b845e25e3decb3d6526cff8482d42851efbe098ab468d108b2d1c960374",
+    ),
 )
 
 #: proofs whose code objects are still changing: (proof folder, intended target, reason).
