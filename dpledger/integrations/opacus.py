@@ -37,7 +37,6 @@ Private are DP-SGD Implementations?", ICML 2024 (arXiv 2403.17673).
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -50,8 +49,6 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import (
     Event,
-    GaussianEvent,
-    PoissonSampledEvent,
 )
 from dpledger.integrations.opacus_accumulation import BatchCounter, gradients_pending
 from dpledger.integrations.opacus_checks import (
@@ -73,12 +70,20 @@ from dpledger.integrations.opacus_events import (
     Batching,
     Step,
     adaptive_noise,
-    compose_counts,
     detect_batching,
     epoch_notes,
     rate_disagreements,
     run_events,
 )
+from dpledger.integrations.opacus_figures import (
+    AGREEMENT,
+    OpacusFigure,
+    difference,
+    explain,
+    opacus_figures,
+)
+from dpledger.integrations.opacus_figures import bracket as _bracket
+from dpledger.integrations.opacus_figures import same_relation as _same_relation
 from dpledger.integrations.opacus_noise import NoiseWatch
 from dpledger.integrations.opacus_run import METHOD, check_out, read_result, run_record, write_run
 from dpledger.integrations.opacus_updates import UpdateWatch, rows_not_drawn, sampler_changed
@@ -93,6 +98,7 @@ __all__ = [
     "REPLACE_ONE",
     "SHUFFLED",
     "Batching",
+    "OpacusFigure",
     "OpacusResult",
     "OpacusTracker",
     "Step",
@@ -104,9 +110,6 @@ __all__ = [
     "run_record",
     "write_run",
 ]
-
-#: relative gap under which Opacus's figure is said to agree with the certified upper bound
-AGREEMENT = 0.02
 
 
 @attrs.frozen
@@ -141,6 +144,10 @@ class OpacusResult:
     poisson_same_relation: float | None = None
     #: departures from what the accounting assumes (:mod:`.opacus_checks`)
     findings: tuple[Finding, ...] = ()
+    #: Opacus's prv and rdp figures on ``opacus_history`` (:mod:`.opacus_figures`)
+    opacus_figures: tuple[OpacusFigure, ...] = ()
+    #: why those two figures differ ('' unless both were computed)
+    opacus_difference: str = ""
 
     @property
     def covered(self) -> bool:
@@ -166,6 +173,8 @@ class OpacusResult:
             "opacus_accountant": self.opacus_accountant,
             "opacus_history": [list(h) for h in self.opacus_history],
             "opacus_status": self.opacus_status,
+            "opacus_figures": [f.to_dict() for f in self.opacus_figures],
+            "opacus_difference": self.opacus_difference,
             "poisson_same_relation": self.poisson_same_relation,
             "explanation": self.explanation,
             "notes": list(self.notes),
@@ -196,6 +205,14 @@ class OpacusResult:
             f"  Opacus ({self.opacus_accountant})".ljust(26)
             + f"epsilon  = {opacus}   {self.opacus_status}"
         )
+        for f in self.opacus_figures:
+            value = "n/a" if f.epsilon is None else f"{f.epsilon:.6g}"
+            lines.append(
+                f"  Opacus {f.accountant} (history)".ljust(26)
+                + f"epsilon  = {value}   {f.comparison}"
+            )
+        if self.opacus_difference:
+            lines.append(f"  {self.opacus_difference}")
         if self.poisson_same_relation is not None:
             lines.append(
                 "  Poisson at Opacus's rate under replace-one (did not run): epsilon <= "
@@ -210,93 +227,6 @@ class OpacusResult:
             )
         lines.extend(finding_lines(self.findings))
         return "\n".join(lines)
-
-
-def _bracket(selection: select.Selection) -> tuple[float, float, str]:
-    bound = selection.bound
-    eps = getattr(bound, "epsilon", math.inf)
-    low = getattr(bound, "epsilon_lower", 0.0)
-    return float(eps), float(low), str(bound.method)
-
-
-def _weighted_status(rate: str, bracket: str) -> tuple[str, str]:
-    status = (
-        f"accounts Poisson sampling at {rate}, not the sampler's per-record rates: no "
-        "theorem covers this run as Opacus accounts it"
-    )
-    return status, (
-        "Opacus accounts Poisson sampling, but batches were drawn by a weighted sampler: "
-        f"the certified bound for what ran is {bracket}."
-    )
-
-
-def explain(
-    batching: Batching,
-    upper: float,
-    lower: float,
-    opacus: float | None,
-    accountant: str,
-    opacus_rate: float | None,
-) -> tuple[str, str]:
-    """(what Opacus's figure is, the one-line explanation of any mismatch)."""
-    bracket = f"[{fmt_down(lower)}, {fmt_up(upper)}]"
-    rate = f"q={opacus_rate:.4g}" if opacus_rate is not None else "its rate"
-    if batching.kind in SAMPLED and batching.kind != POISSON:
-        return _weighted_status(rate, bracket)
-    if batching.kind != POISSON:
-        status = (
-            f"accounts Poisson sampling at {rate}, which did not run: no theorem covers this run"
-        )
-        how = "shuffled" if batching.kind == SHUFFLED else "taken in a fixed order"
-        line = (
-            f"Opacus accounts Poisson sampling, but batches were {how}: the certified bound "
-            f"for what ran is {bracket}."
-        )
-        if opacus is not None and opacus < lower:
-            line += (
-                f" Opacus's {opacus:.6g} is below the certified lower bound: it "
-                "under-states this run's privacy loss."
-            )
-        return status, line
-    kinds = {
-        "rdp": "an RDP upper bound for Poisson sampling",
-        "prv": "a PRV numerical bound for Poisson sampling",
-        "gdp": "a central-limit approximation, not a bound",
-    }
-    status = kinds.get(accountant, f"Opacus's {accountant} figure for Poisson sampling")
-    status += " (as ran; not certified by dpledger)"
-    if opacus is None:
-        return status, f"Poisson sampling ran; the certified bound is {bracket}."
-    if opacus < lower:
-        line = (
-            f"Opacus's {opacus:.6g} is below the certified lower bound {fmt_down(lower)}: "
-            "it under-states this run's privacy loss"
-        )
-    elif abs(opacus - upper) <= AGREEMENT * upper:
-        line = (
-            f"Poisson sampling ran, as Opacus accounts it: Opacus's figure agrees with the "
-            f"certified upper bound within {100 * abs(opacus - upper) / upper:.1f}%"
-        )
-    elif opacus > upper:
-        line = (
-            f"Poisson sampling ran, as Opacus accounts it: Opacus's figure is "
-            f"{100 * (opacus / upper - 1):.1f}% above the certified upper bound (looser)"
-        )
-    else:
-        line = (
-            "Poisson sampling ran, as Opacus accounts it: Opacus's figure lies inside the "
-            "certified bracket"
-        )
-    return status, f"{line}; certified bracket {bracket}."
-
-
-def _same_relation(
-    steps: tuple[Step, ...], rate: float, adjacency: Adjacency, delta: float
-) -> float:
-    """Poisson sampling at Opacus's rate under the run's relation (a reference, did not run)."""
-    sigmas = [s.noise_multiplier for s in steps]
-    reference = compose_counts([(PoissonSampledEvent(rate, GaussianEvent(s)), 1) for s in sigmas])
-    return _bracket(select.account(reference, adjacency, delta=delta))[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -527,12 +457,8 @@ class OpacusTracker:
         if b.kind not in SAMPLED and opacus_rate is not None:
             same_relation = _same_relation(steps, opacus_rate, adjacency, delta)
         status, line = explain(b, upper, lower, opacus, accountant, opacus_rate)
-        if b.kind == SHUFFLED and lower > 0:
-            notes.append(
-                "the lower bound is the max-of-batch-sums attack of Chua et al. (ICML 2024), "
-                "with its likelihood ratio, on DP-SGD with these parameters: a guarantee for "
-                "them cannot be smaller"
-            )
+        figures = opacus_figures(history, delta, b, lower, upper, opacus_rate)
+        notes += _lower_note(b, lower)
         return OpacusResult(
             delta=delta,
             batching=b,
@@ -556,6 +482,8 @@ class OpacusTracker:
             notes=tuple(notes),
             poisson_same_relation=same_relation,
             findings=findings,
+            opacus_figures=figures,
+            opacus_difference=difference(figures),
         )
 
     def summary(self, delta: float) -> str:
@@ -567,6 +495,16 @@ class OpacusTracker:
         ``dpledger report OUT`` reads; returns its path."""
         check_out(Path(out))
         return write_run(out, self.result(delta), secure=bool(self.privacy_engine.secure_mode))
+
+
+def _lower_note(batching: Batching, lower: float) -> list[str]:
+    if batching.kind != SHUFFLED or lower <= 0:
+        return []
+    return [
+        "the lower bound is the max-of-batch-sums attack of Chua et al. (ICML 2024), with its "
+        "likelihood ratio, on DP-SGD with these parameters: a guarantee for them cannot be "
+        "smaller"
+    ]
 
 
 def make_private(privacy_engine: Any, **kwargs: Any) -> tuple[Any, ...]:

@@ -57,6 +57,9 @@ def run_record(result: OpacusResult, *, secure: bool = False) -> RunRecord:
             "epsilon": result.opacus_epsilon,
             "history": [list(h) for h in result.opacus_history],
             "status": result.opacus_status,
+            # Opacus's prv and rdp accountants on the same history, whichever the engine used
+            "accountants": [f.to_dict() for f in result.opacus_figures],
+            "difference": result.opacus_difference,
         },
         "poisson_same_relation": result.poisson_same_relation,
         "lower_event": None if result.lower_event is None else result.lower_event.to_dict(),

@@ -266,6 +266,39 @@ def framework_accountants(framework: str, accountant: str) -> str:
     )
 
 
+def _epsilon_is(epsilon: float) -> str:
+    """'ε = x', or 'ε ≈ x' (six significant digits) when x is longer."""
+    short = f"{epsilon:.6g}"
+    return f"ε = {short}" if float(short) == epsilon else f"ε ≈ {short}"
+
+
+def framework_accountants_held(
+    framework: str, accountant: str, figures: Sequence[Mapping[str, Any]], difference: str
+) -> str:
+    """The record holds a figure of each of the framework's accountants: which, from what, and
+    why they differ (``difference``, from the record)."""
+    names = " and ".join(str(f.get("accountant")) for f in figures)
+    text = (
+        f"the record holds {framework}'s {names} figures, each computed by {framework}'s own "
+        f"accountant from the history its engine recorded (noise multiplier, sample rate, "
+        f"steps); the engine itself used its {accountant} accountant"
+    )
+    return f"{text}; {difference}" if difference else text
+
+
+def framework_figures(
+    framework: str, figures: Sequence[Mapping[str, Any]], delta: float | None
+) -> str:
+    """Each of the framework's own figures and how it relates to the certified bracket."""
+    at = f" at δ = {fmt_exact(delta)}" if delta is not None else ""
+    parts = []
+    for f in figures:
+        eps = f.get("epsilon")
+        value = _epsilon_is(float(eps)) if isinstance(eps, int | float) else "not computed"
+        parts.append(f"{f.get('accountant')} {value}: {f.get('comparison')}")
+    return f"{framework}'s own figures (not certified by dpledger){at}: " + "; ".join(parts) + "."
+
+
 def framework_figure(
     framework: str, accountant: str, epsilon: float | None, delta: float | None
 ) -> str:

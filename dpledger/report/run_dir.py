@@ -110,6 +110,7 @@ def observed_section(record: RunRecord, framework: str) -> dict[str, Any]:
             framework, accountant, None if epsilon is None else float(epsilon), delta
         ),
         "accountants": prose.framework_accountants(framework, accountant),
+        **_framework_figures(own, framework, accountant, delta),
         "explanation": params.get("explanation"),
         "notes": list(params.get("notes") or []),
         "poisson_same_relation": params.get("poisson_same_relation"),
@@ -125,6 +126,24 @@ def observed_section(record: RunRecord, framework: str) -> dict[str, Any]:
         "recorded_bound": recorded or None,
         "executed": executed,
         "outputs": _outputs(record),
+    }
+
+
+def _framework_figures(
+    own: Mapping[str, Any], framework: str, accountant: str, delta: Any
+) -> dict[str, Any]:
+    """The figure and accountants texts of a record that holds each of the framework's
+    accountants' figures (none for an older record, which holds the engine's one only)."""
+    raw = own.get("accountants")
+    figures = [_mapping(f) for f in raw] if isinstance(raw, list) else []
+    if not figures:
+        return {}
+    difference = str(own.get("difference") or "")
+    return {
+        "figures": figures,
+        "difference": difference,
+        "figure": prose.framework_figures(framework, figures, delta),
+        "accountants": prose.framework_accountants_held(framework, accountant, figures, difference),
     }
 
 

@@ -353,3 +353,69 @@ def test_example_numbers_in_the_docs(tmp_path: Path, capfd: pytest.CaptureFixtur
     for name in ("poisson", "shuffled"):
         record = json.loads((tmp_path / "runs" / name / RECORD_FILE).read_text())
         assert record["method"] == "opacus_dp_sgd"
+
+
+# -- both of Opacus's accountants -----------------------------------------------------------------
+def _opacus_accountants(history: list[Any]) -> dict[str, float]:
+    from opacus.accountants import PRVAccountant, RDPAccountant
+
+    out = {}
+    for name, cls in (("prv", PRVAccountant), ("rdp", RDPAccountant)):
+        accountant = cls()
+        accountant.history = list(history)
+        out[name] = accountant.get_epsilon(DELTA)
+    return out
+
+
+@pytest.mark.parametrize("run", ["poisson_run", "shuffled_run"])
+def test_both_opacus_accountants_on_the_observed_history(
+    run: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    engine, tracker = request.getfixturevalue(run)
+    result = tracker.result(DELTA)
+    expected = _opacus_accountants(engine.accountant.history)
+    assert {f.accountant: f.epsilon for f in result.opacus_figures} == expected
+    assert expected["prv"] == result.opacus_epsilon  # the engine's own accountant is prv
+    # each comparison states what holds of its figure and the bracket
+    for f in result.opacus_figures:
+        assert f.epsilon is not None and not f.error
+        below = f.epsilon < result.epsilon_lower
+        assert ("below the certified lower bound" in f.comparison) == below
+        if run == "shuffled_run":
+            assert f.comparison.startswith("for Poisson sampling at q=0.1, which did not run")
+        elif "agrees with the certified upper bound" in f.comparison:
+            assert abs(f.epsilon - result.epsilon) <= 0.02 * result.epsilon
+        elif "above the certified upper bound (looser)" in f.comparison:
+            assert f.epsilon > result.epsilon
+    # rdp converts Renyi bounds to (eps, delta) with a loss: above prv on this history
+    assert expected["rdp"] > expected["prv"]
+    assert result.opacus_difference.startswith("Opacus's rdp figure is ")
+    assert "above its prv figure" in result.opacus_difference
+    record = RunRecord.from_json(
+        json.loads((tracker.write_run(tmp_path / "run", DELTA) / RECORD_FILE).read_text())
+    )
+    held = record.params["opacus"]
+    assert {f["accountant"]: f["epsilon"] for f in held["accountants"]} == expected
+    assert held["difference"] == result.opacus_difference
+    assert "Opacus rdp (history)" in result.summary()
+
+
+def test_the_report_shows_both_figures_beside_the_bracket(
+    shuffled_run: tuple[Any, OpacusTracker], tmp_path: Path
+) -> None:
+    from dpledger.report import render_markdown, report_input
+    from dpledger.report.prose import framework_figures
+
+    engine, tracker = shuffled_run
+    result = tracker.result(DELTA)
+    run = tracker.write_run(tmp_path / "run", DELTA)
+    md = render_markdown(report_input(run, backends=["rdp"], brackets=False).report)
+    expected = _opacus_accountants(engine.accountant.history)
+    figures = framework_figures("Opacus", [f.to_dict() for f in result.opacus_figures], DELTA)
+    for f in result.opacus_figures:
+        eps = f"{expected[f.accountant]:.6g}"
+        assert f"{f.accountant} ε ≈ {eps}: {f.comparison}" in figures
+    assert md.index("Certified bracket:") < md.index(figures) < md.index("## DP setting")
+    assert "the record holds Opacus's prv and rdp figures" in md
+    assert result.opacus_difference in md
+    assert "figure was not computed" not in md

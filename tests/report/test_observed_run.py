@@ -8,6 +8,7 @@ import html
 import json
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 
@@ -23,6 +24,7 @@ from dpledger.integrations.opacus import (
     explain,
     write_run,
 )
+from dpledger.integrations.opacus_figures import OpacusFigure, comparison, difference
 from dpledger.report import render_html, render_json, render_markdown, report_input
 from dpledger.report.model import PrivacyReport
 from dpledger.report.numbers import fmt_down
@@ -209,3 +211,64 @@ def test_a_dpledger_run_still_says_verified(tmp_path: Path) -> None:
     assert "- seed: not published (private diagnostics)" in md
     assert "numpy generator" in md
     assert "observed" not in md
+
+
+# -- a record holding both of Opacus's accountants' figures ----------------------------------------
+#: Opacus's prv and rdp figures on the shuffled run's history (as Opacus's accountants give them)
+BOTH = {"prv": OPACUS, "rdp": 1.83}
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[OpacusResult, dict[str, str]]:
+    base = _result(epochs=1, complete=1)
+    figures = tuple(
+        OpacusFigure(
+            name,
+            eps,
+            comparison(base.batching, base.epsilon_lower, base.epsilon, eps, B / N),
+        )
+        for name, eps in BOTH.items()
+    )
+    result = attrs.evolve(base, opacus_figures=figures, opacus_difference=difference(figures))
+    run = write_run(tmp_path_factory.mktemp("opacus") / "run", result)
+    return result, _texts(report_input(run).report)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_both_figures_stand_beside_the_bracket_with_their_conditions(
+    both: tuple[OpacusResult, dict[str, str]], fmt: str
+) -> None:
+    result, texts = both
+    for f in result.opacus_figures:
+        sentence = f"{f.accountant} ε = {f.epsilon:g}: {f.comparison}"
+        assert _in(texts[fmt], fmt, sentence)
+        # what each sentence claims holds of the record's numbers
+        assert f.epsilon is not None
+        assert ("did not run" in f.comparison) == (result.batching.kind != "poisson")
+        below = "below the certified lower bound" in f.comparison
+        assert below == (f.epsilon < result.epsilon_lower)
+    assert _in(texts[fmt], fmt, "the record holds Opacus's prv and rdp figures")
+    assert _in(texts[fmt], fmt, result.opacus_difference)
+    assert "not computed for this run" not in texts[fmt]
+
+
+def test_the_difference_sentence_follows_the_figures() -> None:
+    def figs(prv: float, rdp: float) -> tuple[OpacusFigure, ...]:
+        return (OpacusFigure("prv", prv, ""), OpacusFigure("rdp", rdp, ""))
+
+    assert difference(figs(1.0, 1.2)).startswith("Opacus's rdp figure is 20.0% above")
+    assert difference(figs(1.2, 1.0)).startswith("Opacus's rdp figure is 16.7% below")
+    assert "agree within 0.1%" in difference(figs(1.0, 1.0005))
+    assert difference((OpacusFigure("prv", 1.0, ""), OpacusFigure("rdp", None, "x"))) == ""
+
+
+def test_each_comparison_states_its_condition() -> None:
+    poisson = Batching("poisson", N, 1, sample_rate=0.5)
+    lower, upper = 1.0, 2.0
+    assert "below the certified lower bound" in comparison(poisson, lower, upper, 0.9, 0.5)
+    assert "within 1.0%" in comparison(poisson, lower, upper, 1.98, 0.5)
+    assert "5.0% above the certified upper bound" in comparison(poisson, lower, upper, 2.1, 0.5)
+    assert comparison(poisson, lower, upper, 1.5, 0.5) == "inside the certified bracket"
+    shuffled = Batching(SHUFFLED, N, N // B, batch_size=B)
+    text = comparison(shuffled, lower, upper, 1.5, 0.5)
+    assert text == "for Poisson sampling at q=0.5, which did not run"
