@@ -71,7 +71,9 @@ def _runs(sorted_values: NDArray[Any]) -> tuple[I64, I64]:
     new = np.ones(sorted_values.size, dtype=bool)
     if sorted_values.size:
         new[1:] = sorted_values[1:] != sorted_values[:-1]
-    return (np.cumsum(new) - 1).astype(np.int64), np.flatnonzero(new).astype(np.int64)
+    index = np.cumsum(new, dtype=np.int64)
+    index -= 1
+    return index, np.flatnonzero(new).astype(np.int64, copy=False)
 
 
 def _sorted_by(*keys: NDArray[Any]) -> I64:
@@ -82,13 +84,14 @@ def _sorted_by(*keys: NDArray[Any]) -> I64:
     return order.astype(np.int64)
 
 
-def _pair_and_row_hashes(
-    keys: KeyColumn, units: KeyColumn, fixed: I64
-) -> tuple[NDArray[np.uint64], NDArray[np.uint64]]:
-    """Per row: the keyed hash of its (unit, partition) pair and of the row itself."""
-    pair = splitmix64(units.hashes[units.codes] ^ splitmix64(keys.hashes[keys.codes] ^ PAIR_SALT))
-    row = splitmix64(pair ^ splitmix64(fixed.view(np.uint64) ^ ROW_SALT))
-    return pair, row
+def _pair_hashes(keys: KeyColumn, units: KeyColumn) -> NDArray[np.uint64]:
+    """Per row: the keyed hash of its (unit, partition) pair."""
+    return splitmix64(units.hashes[units.codes] ^ splitmix64(keys.hashes[keys.codes] ^ PAIR_SALT))
+
+
+def _row_hashes(pair: NDArray[np.uint64], fixed: I64) -> NDArray[np.uint64]:
+    """Per row: the keyed hash of the row (its pair's hash and its value)."""
+    return splitmix64(pair ^ splitmix64(fixed.view(np.uint64) ^ ROW_SALT))
 
 
 def kept_rows(
@@ -96,11 +99,12 @@ def kept_rows(
 ) -> NDArray[np.bool_]:
     """Which rows survive the L∞ and then the L0 bound (see the module docstring): by one
     sort (:func:`_kept_by_one_sort`), else by the reference rule's stable sorts."""
-    pair, row = _pair_and_row_hashes(keys, units, fixed)
+    pair = _pair_hashes(keys, units)
     width = max(units.hashes.size - 1, 1).bit_length()
-    fast = _kept_by_one_sort(keys.codes, units.codes, pair, row, width, query)
+    fast = _kept_by_one_sort(keys.codes, units.codes, pair, fixed, width, query)
     if fast is not None:
         return fast
+    row = _row_hashes(pair, fixed)
     return _kept_by_sorting(keys.codes, units.codes, pair, row, keys.hashes.size, query)
 
 
@@ -108,7 +112,8 @@ def kept_rows_by_sorting(
     keys: KeyColumn, units: KeyColumn, fixed: I64, query: AggregationQuery
 ) -> NDArray[np.bool_]:
     """The reference rule of :func:`kept_rows`, by stable sorts (the same rows, slower)."""
-    pair, row = _pair_and_row_hashes(keys, units, fixed)
+    pair = _pair_hashes(keys, units)
+    row = _row_hashes(pair, fixed)
     return _kept_by_sorting(keys.codes, units.codes, pair, row, keys.hashes.size, query)
 
 
@@ -138,7 +143,7 @@ def _kept_by_one_sort(
     k: I64,
     u: I64,
     pair: NDArray[np.uint64],
-    row: NDArray[np.uint64],
+    fixed: I64,
     unit_bits: int,
     query: AggregationQuery,
 ) -> NDArray[np.bool_] | None:
@@ -147,7 +152,7 @@ def _kept_by_one_sort(
     bits (then only the reference rule's tie-break by partition decides)."""
     shift = np.uint64(64 - unit_bits)
     composite = (u.astype(np.uint64) << shift) | (pair >> np.uint64(unit_bits))
-    order = np.argsort(composite).astype(np.int64)
+    order = np.argsort(composite).astype(np.int64, copy=False)
     ranked = composite[order]
     if np.any((ranked[1:] == ranked[:-1]) & (k[order[1:]] != k[order[:-1]])):
         return None
@@ -157,7 +162,8 @@ def _kept_by_one_sort(
     if np.any(lengths > query.max_rows):  # L∞: the rows of larger pairs by row hash
         at = np.flatnonzero((lengths > query.max_rows)[group])
         rows = order[at]
-        at = at[np.lexsort((rows, row[rows], group[at]))]  # ties by row index, as the reference
+        row = _row_hashes(pair[rows], fixed[rows])
+        at = at[np.lexsort((rows, row, group[at]))]  # ties by row index, as the reference
         sub_group, sub_starts = _runs(group[at])
         rank = np.arange(at.size) - sub_starts[sub_group]
         keep[at[rank >= query.max_rows]] = False
@@ -235,10 +241,13 @@ def bound_chunk(
         units = key_column(_column(columns, query.unit_column), query.unit_column)
         if units.codes.size != n:
             raise InvalidParameterError(query.unit_column, "has another length", "one id a row")
-        sub = np.flatnonzero(keep)
-        sub_units = KeyColumn(units.codes[sub], units.uniques, units.hashes)
-        sub_keys = KeyColumn(keys.codes[sub], keys.uniques, keys.hashes)
-        keep[sub[~kept_rows(sub_keys, sub_units, tie_break(fixed, bins)[sub], query)]] = False
+        if keep.all():  # every key public (or no list): no subset to take
+            keep = kept_rows(keys, units, tie_break(fixed, bins), query)
+        else:
+            sub = np.flatnonzero(keep)
+            sub_units = KeyColumn(units.codes[sub], units.uniques, units.hashes)
+            sub_keys = KeyColumn(keys.codes[sub], keys.uniques, keys.hashes)
+            keep[sub[~kept_rows(sub_keys, sub_units, tie_break(fixed, bins)[sub], query)]] = False
         unit_counts = _units_per_key(keys, units, keep)
     else:
         unit_counts = np.bincount(keys.codes[keep], minlength=len(keys.uniques))
