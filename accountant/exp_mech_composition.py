@@ -25,6 +25,7 @@ Every mass is rounded towards the smaller lower bound (``P`` masses down, ``Q`` 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -44,10 +45,12 @@ U = 2.0**-53
 #: subnormal floor of one ``exp`` that underflowed (charged to every Q mass)
 TINY = 5e-324
 #: the composed lower bound uses at most this many releases (a sub-composition: O(count))
-MAX_BR_COUNT = 20_000
+MAX_BR_COUNT = 5_000
 #: coarse grid of ``t / eps0`` before the golden-section refinement, and its steps
 T_GRID = 48
 GOLDEN_STEPS = 40
+#: the number of thresholds m (of the composed loss) whose own maximum over t is refined
+REFINED = 3
 #: at most this many thresholds of distinct epsilons (heterogeneous ledgers)
 MAX_THRESHOLDS = 4
 
@@ -61,11 +64,27 @@ def br_delta_bracket(eps: float, eps0: float) -> tuple[float, float]:
     if eps <= -eps0:
         exact = -math.expm1(eps)
         return exact * (1 - 4 * U), min(1.0, exact * (1 + 4 * U))
-    log_mid = (
-        (eps - eps0) - math.log(-math.expm1(-eps0)) + 2.0 * math.log(math.expm1((eps0 - eps) / 2))
-    )
+    log_mid = (eps - eps0) - math.log(-math.expm1(-eps0)) + 2.0 * _log_expm1((eps0 - eps) / 2)
     err = 8 * U * (abs(eps) + abs(eps0) + abs(log_mid) + 4.0)
     return math.exp(log_mid - err) * (1 - 2 * U), min(1.0, math.exp(log_mid + err) * (1 + 2 * U))
+
+
+def _log_expm1(x: float) -> float:
+    """log(e^x - 1) for x > 0, without overflow."""
+    return x + math.log(-math.expm1(-x)) if x > 1.0 else math.log(math.expm1(x))
+
+
+@functools.lru_cache(maxsize=8)
+def _binomials(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(j, log C(k, j), a bound on its absolute error) for j = 0..k."""
+    j = np.arange(k + 1, dtype=np.float64)
+    lg_k = float(special.gammaln(k + 1.0))
+    lg_j, lg_r = special.gammaln(j + 1.0), special.gammaln(k - j + 1.0)
+    log_c = lg_k - lg_j - lg_r
+    err_c = 64 * U * (abs(lg_k) + np.abs(lg_j) + np.abs(lg_r) + 4.0)
+    for a in (j, log_c, err_c):
+        a.flags.writeable = False
+    return j, log_c, err_c
 
 
 def _cumulative(t: float, eps0: float, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -83,11 +102,7 @@ def _cumulative(t: float, eps0: float, k: int) -> tuple[np.ndarray, np.ndarray]:
     e_ql = 8 * U * (abs(a_l) + abs(log_norm) + 2.0)
     e_qh = 8 * U * (abs(a_h) + t + abs(log_norm) + 2.0)
     e_ph, e_pl = e_qh + 8 * U * (t + abs(log_ph)), e_ql + 8 * U * (t + eps0 + abs(log_pl))
-    j = np.arange(k + 1, dtype=np.float64)
-    lg_k = float(special.gammaln(k + 1.0))
-    lg_j, lg_r = special.gammaln(j + 1.0), special.gammaln(k - j + 1.0)
-    log_c = lg_k - lg_j - lg_r
-    err_c = 64 * U * (abs(lg_k) + np.abs(lg_j) + np.abs(lg_r) + 4.0)
+    j, log_c, err_c = _binomials(k)
     log_p = log_c + (k - j) * log_ph + j * log_pl
     log_q = log_c + (k - j) * log_qh + j * log_ql
     err_p = err_c + (k - j) * e_ph + j * e_pl + 8 * U * ((k - j) * abs(log_ph) + j * abs(log_pl))
@@ -100,38 +115,41 @@ def _cumulative(t: float, eps0: float, k: int) -> tuple[np.ndarray, np.ndarray]:
     return p_cum, np.log(q_cum) * (1 - 4 * U) + 4 * U  # log rounded up (q_cum <= 1 + slack)
 
 
-def _grr_epsilon(t: float, eps0: float, k: int, delta: float) -> float:
-    """A certified lower bound of epsilon(delta) of ``k`` releases of ``GRR(t)``: the largest
-    of ``log((P[J < m] - delta) / Q[J < m])`` over m, rounded down (-inf if none)."""
+def _grr_epsilons(t: float, eps0: float, k: int, delta: float) -> np.ndarray:
+    """Certified lower bounds of epsilon(delta) of ``k`` releases of ``GRR(t)``, one per m:
+    ``log((P[J < m] - delta) / Q[J < m])`` rounded down (-inf where ``P[J < m] <= delta``);
+    the exact epsilon(delta) is their maximum."""
     p_cum, log_q = _cumulative(t, eps0, k)
+    out = np.full(k + 1, -math.inf)
     ok = p_cum > delta
-    if not ok.any():
-        return -math.inf
     a = np.log((p_cum[ok] - delta) * (1 - 2 * U))
-    vals = a - log_q[ok]
-    vals -= 8 * U * (np.abs(a) + np.abs(log_q[ok]) + 1.0)
-    return float(vals.max())
+    out[ok] = a - log_q[ok] - 8 * U * (np.abs(a) + np.abs(log_q[ok]) + 1.0)
+    return out
 
 
-def _grr_delta(t: float, eps0: float, k: int, eps: float) -> float:
-    """A certified lower bound of delta(eps) of ``k`` releases of ``GRR(t)``: the largest of
-    ``P[J < m] - e^eps Q[J < m]`` over m, rounded down."""
+def _grr_deltas(t: float, eps0: float, k: int, eps: float) -> np.ndarray:
+    """Certified lower bounds of delta(eps) of ``k`` releases of ``GRR(t)``, one per m:
+    ``P[J < m] - e^eps Q[J < m]`` rounded down; the exact delta(eps) is their maximum."""
     p_cum, log_q = _cumulative(t, eps0, k)
     x = eps + log_q
     with np.errstate(over="ignore"):
         e_q = np.exp(x + 8 * U * (np.abs(x) + 1.0)) * (1 + 2 * U)
-    return max(0.0, float(np.max(p_cum - e_q)) * (1 - 2 * U))
+    d = p_cum - e_q
+    return np.where(d > 0, d * (1 - 2 * U), d)
 
 
-def _maximise(f: Callable[[float], float], eps0: float) -> float:
-    """The largest value of ``f(t)`` found on ``(0, eps0)``: a grid, then a golden-section
-    search around its best point. Every value is itself a certified bound, so the search
-    needs no accuracy guarantee."""
-    ts = [eps0 * (i + 0.5) / T_GRID for i in range(T_GRID)]
-    vals = [f(t) for t in ts]
-    i = int(np.argmax(vals))
-    best = vals[i]
-    lo, hi = eps0 * i / T_GRID, eps0 * (i + 1) / T_GRID
+def _grr_epsilon(t: float, eps0: float, k: int, delta: float) -> float:
+    """A certified lower bound of epsilon(delta) of ``k`` releases of ``GRR(t)``."""
+    return float(_grr_epsilons(t, eps0, k, delta).max())
+
+
+def _grr_delta(t: float, eps0: float, k: int, eps: float) -> float:
+    """A certified lower bound of delta(eps) of ``k`` releases of ``GRR(t)``."""
+    return max(0.0, float(_grr_deltas(t, eps0, k, eps).max()))
+
+
+def _golden(f: Callable[[float], float], lo: float, hi: float) -> float:
+    """The best value of ``f`` a golden-section search on ``[lo, hi]`` finds."""
     g = (math.sqrt(5.0) - 1) / 2
     a, b = hi - g * (hi - lo), lo + g * (hi - lo)
     fa, fb = f(a), f(b)
@@ -144,7 +162,25 @@ def _maximise(f: Callable[[float], float], eps0: float) -> float:
             lo, a, fa = a, b, fb
             b = lo + g * (hi - lo)
             fb = f(b)
-    return float(max(best, fa, fb))
+    return max(fa, fb)
+
+
+def _maximise(f: Callable[[float], np.ndarray], eps0: float) -> float:
+    """The largest value of ``f(t)[m]`` found over ``t`` in ``(0, eps0)`` and m: a grid of t,
+    then, for the REFINED best m, a golden-section search of ``f(t)[m]`` around its best grid
+    point (each ``f(t)[m]`` is smooth in t; their maximum has kinks). Every value is itself a
+    certified bound, so the search needs no accuracy guarantee."""
+    ts = eps0 * (np.arange(T_GRID) + 0.5) / T_GRID
+    table = np.array([f(float(t)) for t in ts])  # (t, m)
+    per_m = table.max(axis=0)
+    best = float(per_m.max())
+    for m in np.argsort(per_m)[::-1][:REFINED]:
+        if not np.isfinite(per_m[m]):
+            break
+        i = int(np.argmax(table[:, m]))
+        lo, hi = eps0 * max(i - 1, 0) / T_GRID, eps0 * min(i + 2, T_GRID) / T_GRID
+        best = max(best, _golden(lambda t, m=m: float(f(t)[m]), lo, hi))
+    return best
 
 
 def br_composed_epsilon_lower(delta: float, eps0: float, count: int) -> float:
@@ -155,7 +191,7 @@ def br_composed_epsilon_lower(delta: float, eps0: float, count: int) -> float:
         return 0.0
     if k == 1:
         return _single_epsilon_lower(delta, eps0)
-    return max(0.0, _maximise(lambda t: _grr_epsilon(t, eps0, k, delta), eps0))
+    return max(0.0, _maximise(lambda t: _grr_epsilons(t, eps0, k, delta), eps0))
 
 
 def br_composed_delta_lower(eps: float, eps0: float, count: int) -> float:
@@ -165,7 +201,7 @@ def br_composed_delta_lower(eps: float, eps0: float, count: int) -> float:
         return 0.0
     if k == 1:
         return br_delta_bracket(eps, eps0)[0]
-    return _maximise(lambda t: _grr_delta(t, eps0, k, eps), eps0)
+    return max(0.0, _maximise(lambda t: _grr_deltas(t, eps0, k, eps), eps0))
 
 
 def _single_epsilon_lower(delta: float, eps0: float) -> float:
@@ -174,8 +210,9 @@ def _single_epsilon_lower(delta: float, eps0: float) -> float:
     root = math.sqrt(delta * -math.expm1(-eps0)) * (1 + 2 * U)
     if root >= 1.0:
         return 0.0
-    eps = eps0 + 2.0 * math.log1p(-root)
-    eps -= 8 * U * (eps0 + abs(eps) + 1.0)
+    log_term = math.log1p(-root)
+    eps = eps0 + 2.0 * log_term
+    eps -= 8 * U * (eps0 + 2.0 * abs(log_term) + abs(eps))
     return max(0.0, eps)
 
 

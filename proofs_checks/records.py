@@ -476,6 +476,46 @@ RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/pld_hit_count/proof.md",
         source_sha256="e4208b845e25e3decb3d6526cff8482d42851efbe098ab468d108b2d1c960374",
     ),
+    ProofRecord(
+        target="dpledger.accountant.exp_mech_composition.br_delta_bracket",
+        status="verified",
+        proof="proofs_checks/exp_mech_composition/proof.md",
+        source_sha256="fe0ebbf20a91820417f7b5dacef8f577db47fe411ea6477b8a63e2c023ab1a89",
+        cross_check="check_exp_mech_composition.py::test_single_release_bracket_contains_the_exact_curve",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.exp_mech_composition.br_composed_epsilon_lower",
+        status="verified",
+        proof="proofs_checks/exp_mech_composition/proof.md",
+        source_sha256="ead87308b60dceec2ba5d963681d5a04bab8dba232a9f0a9511744cdbab7a6e4",
+        cross_check="check_exp_mech_composition.py::test_epsilon_lower_is_the_maximum_over_t_at_40_digits",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.exp_mech_composition.br_composed_delta_lower",
+        status="verified",
+        proof="proofs_checks/exp_mech_composition/proof.md",
+        source_sha256="d0c1b829e2fc0fc5e3448254f584452f621f1c46f76b1dcf64e14fafe2a2ce6d",
+        cross_check="check_exp_mech_composition.py::test_delta_lower_is_the_maximum_over_t_at_40_digits",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.exp_mech_composition._cumulative",
+        status="verified",
+        proof="proofs_checks/exp_mech_composition/proof.md",
+        source_sha256="373b89dd79c1208a144fe0c491e4c2bc18c192bfcbaa392bf39fd36162d6b83c",
+        cross_check="check_exp_mech_composition.py::test_every_t_gives_a_certified_lower_bound",
+    ),
+    ProofRecord(
+        target="dpledger.runtime.engines.aggregate.release_cost",
+        status="contrib",
+        proof="proofs_checks/contribution_bounds/proof.md",
+        source_sha256="424f1e4a5965bb59defbacb812c0eb91cdeca0ede90b6b28aa9531967df8afc2",
+    ),
+    ProofRecord(
+        target="dpledger.runtime.engines.query.AggregationQuery.row_sensitivity",
+        status="contrib",
+        proof="proofs_checks/contribution_bounds/proof.md",
+        source_sha256="41d3a352608f5d321cb373e7a777c06088a26a1fbd7a7f19858b142b00c22e53",
+    ),
 )
 
 #: proofs whose code objects are still changing: (proof folder, intended target, reason).
