@@ -275,7 +275,8 @@ class PLDAccountant(Accountant):
     def _hit_count(self) -> HitCount | None:
         """The hit-count bounds (:mod:`~dpledger.accountant.pld_hits`) when the ledger is one
         Poisson-subsampled Gaussian composed under add/remove, else None."""
-        return hit_count(self._ledger, self.adjacency)
+        found = hit_count(self._ledger, self.adjacency)
+        return found if found is not None and found.useful else None
 
     def _grid_epsilon(self, delta: float) -> EpsilonBound:
         """The bracket of the composed loss grid (or of the single release's profile)."""

@@ -105,7 +105,7 @@ def _binomial_tail(q: float, steps: int, top: int) -> float:
     if n > steps:
         return 0.0
     log_bound = n * math.log(steps * q) - math.lgamma(n + 1.0)
-    return math.exp(log_bound + 1e-9 * (1.0 + abs(log_bound)))
+    return math.exp(min(log_bound + 1e-9 * (1.0 + abs(log_bound)), 0.0))
 
 
 def _top_hits(q: float, steps: int, budget: float) -> int | None:
@@ -131,11 +131,19 @@ class HitCount:
     the number of hits (module docstring)."""
 
     def __init__(self, q: float, eta: float, steps: int) -> None:
+        if not (0.0 < q < 1.0 and eta > 0.0 and steps >= 1) or steps * math.log1p(-q) < -600.0:
+            raise ValueError("need 0 < q < 1, eta > 0, steps >= 1 and (1 - q)^steps >= e^-600")
         self.q = q
         self.eta = eta
         self.steps = steps
         #: the add direction's epsilon is at most this (its loss is at most -log(1 - q) a step)
         self.add_cap = math.nextafter(-steps * math.log1p(-q) * (1 + 4 * U), math.inf)
+
+    @property
+    def useful(self) -> bool:
+        """Whether a hit's loss ``log q + Z`` is mostly above zero (``eta^2/2 >= |log q| + 5``):
+        otherwise the lower bound is far below the grid's and the upper far above it."""
+        return 0.5 * self.eta * self.eta >= -math.log(self.q) + 5.0
 
     # -- the remove direction's delta at one epsilon --------------------------------------
     def _lower_shifts(self, k: Array) -> Array:

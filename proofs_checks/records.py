@@ -467,7 +467,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_hits.HitCount",
         status="verified",
         proof="proofs_checks/pld_hit_count/proof.md",
-        source_sha256="5745f36844dc2068ef05d50a1d9596aac7284b6c7baf0116dbff5ced2f2aa2a1",
+        source_sha256="23ded9e01000d63d49144dd70405f79844ee9d4c35977af38df4714503409822",
         cross_check="check_pld_hit_count.py::test_heavy_compositions_bracket_the_60_digit_sum",
     ),
     ProofRecord(

@@ -155,3 +155,13 @@ def test_add_direction_cap_bounds_the_upper() -> None:
     found = hits.epsilon(0.9)
     assert found is not None
     assert found[0] >= -4 * math.log1p(-0.5)
+
+
+def test_route_skipped_where_hits_are_light() -> None:
+    """DP-SGD noise (sigma = 1): a hit's loss is mostly below zero, the route is not run."""
+    leaf = PoissonSampledEvent(1e-4, GaussianEvent(1.0))
+    found = hit_count([(leaf, 10**5)], Adjacency())
+    assert found is not None and not found.useful
+    assert PLDAccountant()._hit_count() is None
+    acc = _accountant(SelfComposedEvent(leaf, 10**5))
+    assert acc._hit_count() is None
