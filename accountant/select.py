@@ -56,6 +56,10 @@ DEFAULT_BUDGET = Budget(seconds=0.5, memory_bytes=1 << 30)
 #: TIGHT_BRACKET: where PLD declines, or leaves the closed form alone, or is looser, they run
 CHEAP_DISTINCT_LEAVES = 64
 TIGHT_BRACKET = 1.01
+#: a certified bracket this narrow (relative) is exact: the backends after it in default mode
+#: certify their upper bound only (a lower bound of theirs could raise the reported one by no
+#: more than this, and refining it is what costs them time)
+EXACT_BRACKET = 1e-9
 
 _CROSSCHECK: contextvars.ContextVar[bool] = contextvars.ContextVar("crosscheck", default=False)
 
@@ -189,7 +193,8 @@ def _run_backends(
             deferred.append((name, factory))
             continue
         # requested in full (named, or crosscheck): in-process and unbounded, as a report asks
-        _run(name, factory, event, adjacency, delta, epsilon, None, candidates, unavailable)
+        with _upper_only_after_exact(candidates, backends is None and not crosscheck):
+            _run(name, factory, event, adjacency, delta, epsilon, None, candidates, unavailable)
     for name, factory in deferred:
         why = _expensive(name, event, candidates)
         if why is not None:
@@ -198,6 +203,29 @@ def _run_backends(
         budget = DEFAULT_BUDGET
         _run(name, factory, event, adjacency, delta, epsilon, budget, candidates, unavailable)
     return candidates, unavailable
+
+
+@contextlib.contextmanager
+def _upper_only_after_exact(
+    candidates: Sequence[EpsilonBound | DeltaBound], default_mode: bool
+) -> Iterator[None]:
+    """In default mode, once a backend's bracket is exact (within EXACT_BRACKET), the next ones
+    run in upper-only mode: their upper bounds stay a cross-check of it, and their lower
+    bounds, which could not narrow the bracket, are not refined (a single exponential mechanism
+    at delta = 1e-15 took seconds of PLD passes for a bracket the closed form gives exactly)."""
+    if not (default_mode and any(_exact(c) for c in candidates)):
+        yield
+        return
+    from dpledger.accountant.pld import upper_only
+
+    with upper_only():
+        yield
+
+
+def _exact(bound: EpsilonBound | DeltaBound) -> bool:
+    """Whether a bound's certified bracket is exact: relative width at most EXACT_BRACKET."""
+    top, bottom = _upper(bound), _lower(bound)
+    return math.isfinite(top) and bottom > 0 and top - bottom <= EXACT_BRACKET * top
 
 
 def _bracket(candidates: Sequence[EpsilonBound | DeltaBound]) -> EpsilonBound | DeltaBound:
