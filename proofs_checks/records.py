@@ -516,6 +516,26 @@ RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/contribution_bounds/proof.md",
         source_sha256="41d3a352608f5d321cb373e7a777c06088a26a1fbd7a7f19858b142b00c22e53",
     ),
+    ProofRecord(
+        target="dpledger.budget.odometer.renyi_odometer",
+        status="verified",
+        proof="proofs_checks/budget_odometer/proof.md",
+        source_sha256="443c8472e76031c85742643f49fc8c3fb2ad3b498fa6519ce91ecc3786cd9a71",
+        cross_check="check_budget_odometer.py::test_renyi_odometer_is_the_root_of_the_mean_of_the_orders",
+    ),
+    ProofRecord(
+        target="dpledger.budget.odometer.mixture_boundary",
+        status="verified",
+        proof="proofs_checks/budget_odometer/proof.md",
+        source_sha256="844e840dfc7c1f01db060bc386308dbffcbe90427283b36f8a6ef0c4216ba9c8",
+        cross_check="check_budget_odometer.py::test_mixture_boundary_is_the_root_of_the_mixture_integral",
+    ),
+    ProofRecord(
+        target="dpledger.budget.odometer.odometer",
+        status="contrib",
+        proof="proofs_checks/budget_odometer/proof.md",
+        source_sha256="52b21598f88d3018a86500bcc88b0a5f4989a428c7795bc5fd930ae372dc6473",
+    ),
 )
 
 #: proofs whose code objects are still changing: (proof folder, intended target, reason).
