@@ -33,6 +33,10 @@ class RoomHost:
     def methods(self) -> Any:
         return self.resolver.host.methods()
 
+    def protected_unit(self, name: str, values: Any, adjacency: Any) -> Any:
+        """The unit a builtin method bounds itself (``MethodSpec.protects``), or None."""
+        return self.resolver.host.protected_unit(name, values, adjacency)
+
     def report_sections(self) -> Any:
         return self.resolver.host.report_sections()
 

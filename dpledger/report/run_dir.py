@@ -34,6 +34,7 @@ from dpledger.report.build import (
     report_pipeline_file,
     resolve_query,
 )
+from dpledger.report.method_unit import method_unit, with_method_unit
 from dpledger.report.numbers import fmt_down, fmt_exact, fmt_up
 from dpledger.runtime.graph import CompositionGraph
 from dpledger.runtime.run_record import RECORD_FILE, RunRecord, private_dir
@@ -246,6 +247,9 @@ def report_run_dir(
         )
     else:
         built = _report_ledger(run, record, runtime, delta, epsilon, audit, **kwargs)
+        protects = method_unit(record, kwargs.get("host"))
+        if protects is not None:  # the unit the method bounds itself, as the run line names it
+            built = with_method_unit(built, protects)
     warnings = (
         *built.report.warnings,
         *_recorded_mismatch(runtime, built.report.bound),
