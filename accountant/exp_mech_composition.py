@@ -45,12 +45,12 @@ U = 2.0**-53
 #: subnormal floor of one ``exp`` that underflowed (charged to every Q mass)
 TINY = 5e-324
 #: the composed lower bound uses at most this many releases (a sub-composition: O(count))
-MAX_BR_COUNT = 5_000
+MAX_BR_COUNT = 2_000
 #: coarse grid of ``t / eps0`` before the golden-section refinement, and its steps
-T_GRID = 48
+T_GRID = 96
 GOLDEN_STEPS = 40
 #: the number of thresholds m (of the composed loss) whose own maximum over t is refined
-REFINED = 3
+REFINED = 6
 #: at most this many thresholds of distinct epsilons (heterogeneous ledgers)
 MAX_THRESHOLDS = 4
 
