@@ -8,6 +8,10 @@ each run did and writes a run directory per run, readable by ``dpledger report D
 
     python examples/opacus_digits.py --out runs/digits
     dpledger report runs/digits/shuffled
+    dpledger audit --opacus examples/opacus_digits.py --one-run --delta 1e-5
+
+The last line audits the Poisson run in one run with 1000 gradient canaries
+(:func:`opacus_training` is the form the audit reads).
 
 Needs torch, opacus and scikit-learn; runs on CPU in a few seconds, without network access.
 """
@@ -33,8 +37,8 @@ warnings.filterwarnings("ignore", message=".*[Ss]ecure RNG turned off.*")
 warnings.filterwarnings("ignore", message="Full backward hook is firing")
 
 
-def train(args: argparse.Namespace, *, poisson: bool) -> OpacusTracker:
-    """One DP-SGD run; returns its tracker."""
+def make_private(args: argparse.Namespace, *, poisson: bool) -> tuple[Any, Any, Any, Any]:
+    """The model, optimizer and data loader of one DP-SGD run, and its privacy engine."""
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)  # a tiny model: threads cost more than they save
     features, labels = load_digits(return_X_y=True)
@@ -55,20 +59,44 @@ def train(args: argparse.Namespace, *, poisson: bool) -> OpacusTracker:
     # the gradient is averaged over the public batch size, not over Opacus's default
     # int(q * len(dataset)), which depends on the dataset size (private under add/remove)
     optimizer.expected_batch_size = args.batch_size
+    return model, optimizer, loader, engine
+
+
+def train_epochs(epochs: int) -> Any:
+    """The training loop: ``epochs`` passes over the data loader."""
+
+    def loop(model: Any, optimizer: Any, loader: Any) -> None:
+        loss_fn = nn.CrossEntropyLoss()
+        for _ in range(epochs):
+            for xb, yb in loader:
+                optimizer.zero_grad()
+                loss_fn(model(xb), yb).backward()
+                optimizer.step()
+
+    return loop
+
+
+def train(args: argparse.Namespace, *, poisson: bool) -> OpacusTracker:
+    """One DP-SGD run; returns its tracker."""
+    model, optimizer, loader, engine = make_private(args, poisson=poisson)
     tracker = OpacusTracker.attach(engine, optimizer, loader, public_normaliser=args.batch_size)
-    loss_fn = nn.CrossEntropyLoss()
-    for _ in range(args.epochs):
-        for xb, yb in loader:
-            optimizer.zero_grad()
-            loss_fn(model(xb), yb).backward()
-            optimizer.step()
+    train_epochs(args.epochs)(model, optimizer, loader)
+    x, y = loader.dataset.tensors
     with torch.no_grad():
         accuracy = (model(x).argmax(dim=1) == y).float().mean().item()
     print(f"training accuracy ({'Poisson' if poisson else 'shuffled'}): {accuracy:.3f}")
     return tracker
 
 
-def main(argv: Any = None) -> int:
+def opacus_training() -> tuple[Any, Any, Any, Any]:
+    """The Poisson run with the default settings, in the form ``dpledger audit --opacus
+    examples/opacus_digits.py --one-run`` audits: what make_private returned, and the loop."""
+    args = _parser().parse_args([])
+    model, optimizer, loader, _ = make_private(args, poisson=True)
+    return model, optimizer, loader, train_epochs(args.epochs)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("opacus-digits-runs"))
     parser.add_argument("--epochs", type=int, default=3)
@@ -79,7 +107,11 @@ def main(argv: Any = None) -> int:
     parser.add_argument("--delta", type=float, default=1e-5)
     parser.add_argument("--accountant", default="prv", choices=["prv", "rdp"])
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Any = None) -> int:
+    args = _parser().parse_args(argv)
     for name, poisson in (("poisson", True), ("shuffled", False)):
         tracker = train(args, poisson=poisson)
         result = tracker.result(args.delta)

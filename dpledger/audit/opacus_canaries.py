@@ -131,11 +131,14 @@ class OpacusCanaries:
         scale = self.noise_multiplier * self.clip  # as declared at attach time
         self.steps.append(NoisyStep("gaussian", scale, self.clip, self.rate, values.copy()))
 
-    def audit(self, deltas: Sequence[float] = (1e-5,), alpha: float = 0.05) -> OneRunResult:
-        """The estimators at each delta beside the certified bracket of what was declared."""
+    def audit(
+        self, deltas: Sequence[float] = (1e-5,), alpha: float = 0.05, *, score: str = "llr"
+    ) -> OneRunResult:
+        """The estimators at each delta beside the certified bracket of what was declared
+        (``score``: the per-step likelihood ratio ``llr`` or the ``sum`` of coordinates)."""
         if not 0 < alpha < 1:
             raise InvalidParameterError("alpha", f"must lie in (0, 1), got {alpha!r}", "0.05")
-        scores = canary_scores(self.steps, self.m, "llr")
+        scores = canary_scores(self.steps, self.m, score)
         step = PoissonSampledEvent(self.rate, GaussianEvent(self.noise_multiplier))
         event = SelfComposedEvent(step, len(self.steps))
         level = float(alpha) / len(deltas)
@@ -143,4 +146,4 @@ class OpacusCanaries:
             delta_row(event, Adjacency(), scores, self.included, float(d), level) for d in deltas
         )
         n_in = int(self.included.sum())
-        return OneRunResult("opacus", "white-box", "llr", self.m, n_in, None, float(alpha), rows)
+        return OneRunResult("opacus", "white-box", score, self.m, n_in, None, float(alpha), rows)

@@ -90,6 +90,14 @@ def _add_method_audit_options(p: Any) -> None:
     )
     o.add_argument("--canaries", default=None, metavar="M", help="number of canaries (1000)")
     o.add_argument(
+        "--opacus",
+        default=None,
+        metavar="SCRIPT.py[:FUNCTION]",
+        help="audit an Opacus training run: the script's FUNCTION (default opacus_training) "
+        "returns (model, optimizer, data_loader, train) after PrivacyEngine.make_private "
+        "(docs/auditing.md)",
+    )
+    o.add_argument(
         "--mode",
         choices=("white-box", "black-box"),
         default=None,
@@ -253,6 +261,10 @@ def _check_mode(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.opacus is not None:
+        from dpledger.commands._audit_opacus import run_opacus
+
+        return run_opacus(args, _confirm_claims)
     _check_mode(args)
     if args.method is not None:
         return run_method(args)
