@@ -1,14 +1,23 @@
 """Side-by-side benchmark of the aggregate method: dpledger on Dask, PipelineDP's local backend
 and plain pandas, on the same Parquet table.
 
-Run:  python benchmarks/aggregate_engines.py [--rows 100000 1000000 10000000] [--skip-pipeline-dp]
+Run:  python benchmarks/aggregate_engines.py [--rows 100000 1000000 10000000]
+          [--skip-pipeline-dp] [--pipeline-dp-max-rows N] [--row-group-rows N]
 
-The table has ``rows`` rows, ``rows / 10`` users and 1,000 partitions; each contender computes a
-user-level count and mean per partition with L0 = 5 and L∞ = 2 (plain pandas: the exact count
-and mean, no bounding, no noise). Each (size, contender) runs in a fresh process, which reports
-its wall time and its peak resident memory (the driver's; Dask runs its threads in it). It
-prints rows per second, the ratios to PipelineDP and to pandas, and memory per size.
-Machines are noisy: read the ratios.
+The table has ``rows`` rows, ``rows / 10`` users and 1,000 partitions, written in row groups of
+``--row-group-rows`` rows (the same at every size, so that only the number of rows changes);
+each contender computes a user-level count and mean per partition with L0 = 5 and L∞ = 2
+(plain pandas: the exact count and mean, no bounding, no noise). Each (size, contender) runs in
+a fresh process, which reports the time its imports took, the time of the work itself and its
+peak resident memory. dpledger runs on Dask's threaded scheduler, the default of
+``pip install 'dpledger[dask]'``: its threads run in the driver's process, so the driver's peak
+memory is the whole process's. The script prints rows per second of the work (imports
+excluded; end to end beside it), the ratios to pandas and to PipelineDP, the driver's peak
+memory against the smallest size, and seconds per million rows (is the cost linear in rows?).
+Machines are noisy: read the ratios, measured in the same run.
+
+Measured on the shared 2-core development machine under load (load average 3 to 6 from other
+work; one run each, indicative only): see ``docs/methods/aggregate.md``, section Benchmark.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +37,12 @@ import numpy as np
 
 PARTITIONS = 1000
 L0, LINF = 5, 2
+#: rows per Parquet row group of the generated table (pyarrow writes 1,048,576 by default)
+ROW_GROUP_ROWS = 2**17
+SCHEDULER = "threads"
 
 
-def make_table(path: Path, rows: int, seed: int = 0) -> None:
+def make_table(path: Path, rows: int, seed: int = 0, row_group_rows: int = ROW_GROUP_ROWS) -> None:
     import pandas as pd
 
     rng = np.random.default_rng(seed)
@@ -40,7 +53,19 @@ def make_table(path: Path, rows: int, seed: int = 0) -> None:
             "partition": rng.integers(0, PARTITIONS, rows),
             "value": rng.uniform(0.0, 100.0, rows),
         }
-    ).to_parquet(path, row_group_size=1_000_000)
+    ).to_parquet(path, row_group_size=row_group_rows)
+
+
+def import_dpledger() -> None:
+    import dask
+    import pandas  # noqa: F401  (pyarrow imports it when it converts to numpy)
+    import pyarrow.parquet  # noqa: F401
+
+    import dpledger.runtime.engines
+    import dpledger.runtime.engines.dask_engine
+    import dpledger.runtime.ledger  # noqa: F401
+
+    dask.config.set(scheduler=SCHEDULER)
 
 
 def run_dpledger(path: Path) -> None:
@@ -64,6 +89,11 @@ def run_dpledger(path: Path) -> None:
     ledger = PrivacyLedger(aggregation_events(request), rng=0)
     aggregate_table(request, str(path), ledger)
     ledger.verify()
+
+
+def import_pipeline_dp() -> None:
+    import pandas  # noqa: F401
+    import pipeline_dp  # noqa: F401
 
 
 def run_pipeline_dp(path: Path) -> None:
@@ -93,6 +123,11 @@ def run_pipeline_dp(path: Path) -> None:
     list(result)
 
 
+def import_pandas() -> None:
+    import pandas  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+
 def run_pandas(path: Path) -> None:
     import pandas as pd
 
@@ -100,20 +135,23 @@ def run_pandas(path: Path) -> None:
     frame.groupby("partition")["value"].agg(["count", "mean"])
 
 
-CONTENDERS = {
-    "dpledger-dask": run_dpledger,
-    "pipeline-dp-local": run_pipeline_dp,
-    "pandas": run_pandas,
+CONTENDERS: dict[str, tuple[Callable[[], None], Callable[[Path], None]]] = {
+    "dpledger-dask": (import_dpledger, run_dpledger),
+    "pipeline-dp-local": (import_pipeline_dp, run_pipeline_dp),
+    "pandas": (import_pandas, run_pandas),
 }
 
 
 def child(name: str, path: str) -> None:
-    """Run one contender in this (fresh) process; print its time and peak memory as JSON."""
+    """Run one contender in this (fresh) process; print its times and peak memory as JSON."""
+    load, run = CONTENDERS[name]
     start = time.perf_counter()
-    CONTENDERS[name](Path(path))
-    seconds = time.perf_counter() - start
+    load()
+    loaded = time.perf_counter()
+    run(Path(path))
+    done = time.perf_counter()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "peak_mb": peak_mb}))
+    print(json.dumps({"imports": loaded - start, "seconds": done - loaded, "peak_mb": peak_mb}))
 
 
 def measure(name: str, path: Path) -> dict[str, Any]:
@@ -127,31 +165,66 @@ def measure(name: str, path: Path) -> dict[str, Any]:
     return result
 
 
+def _report(rows: int, results: dict[str, dict[str, Any]]) -> None:
+    for name, r in results.items():
+        rate, total = rows / r["seconds"], rows / (r["seconds"] + r["imports"])
+        print(
+            f"{rows:>10} {name:>18} {r['imports']:>8.2f} {r['seconds']:>9.2f} {rate:>12,.0f} "
+            f"{total:>12,.0f} {r['peak_mb']:>9.0f}"
+        )
+    ours = results["dpledger-dask"]
+    for name, r in results.items():
+        if name != "dpledger-dask":
+            work = r["seconds"] / ours["seconds"]
+            whole = (r["seconds"] + r["imports"]) / (ours["seconds"] + ours["imports"])
+            print(
+                f"{rows:>10}   dpledger / {name}: {work:.2f}x the rows per second "
+                f"(end to end {whole:.2f}x)"
+            )
+
+
+def _summary(ours: dict[int, dict[str, Any]]) -> None:
+    smallest = min(ours)
+    print(f"\ndpledger-dask on Dask's {SCHEDULER!r} scheduler (driver process = whole process):")
+    for rows, r in sorted(ours.items()):
+        memory = r["peak_mb"] / ours[smallest]["peak_mb"]
+        per_million = r["seconds"] / rows * 1e6
+        print(
+            f"{rows:>10} rows: peak {r['peak_mb']:.0f} MB ({memory:.2f}x the {smallest}-row "
+            f"run), {per_million:.2f} s per million rows"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--skip-pipeline-dp", action="store_true")
+    parser.add_argument("--pipeline-dp-max-rows", type=int, default=None)
+    parser.add_argument("--row-group-rows", type=int, default=ROW_GROUP_ROWS)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(*args.child)
         return
-    names = [n for n in CONTENDERS if not (args.skip_pipeline_dp and n == "pipeline-dp-local")]
-    print(f"{'rows':>10} {'contender':>18} {'seconds':>9} {'rows/s':>12} {'peak MB':>9}")
+    print(f"row groups of {args.row_group_rows} rows; Dask scheduler: {SCHEDULER}")
+    print(
+        f"{'rows':>10} {'contender':>18} {'import s':>8} {'work s':>9} {'rows/s':>12} "
+        f"{'end-to-end':>12} {'peak MB':>9}"
+    )
+    ours: dict[int, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for rows in args.rows:
             path = Path(tmp) / f"t{rows}.parquet"
-            make_table(path, rows)
+            make_table(path, rows, row_group_rows=args.row_group_rows)
+            skip = args.skip_pipeline_dp or (
+                args.pipeline_dp_max_rows is not None and rows > args.pipeline_dp_max_rows
+            )
+            names = [n for n in CONTENDERS if not (skip and n == "pipeline-dp-local")]
             results = {name: measure(name, path) for name in names}
-            for name, r in results.items():
-                rate = rows / r["seconds"]
-                print(
-                    f"{rows:>10} {name:>18} {r['seconds']:>9.2f} {rate:>12.0f} {r['peak_mb']:>9.0f}"
-                )
-            ours = results["dpledger-dask"]["seconds"]
-            for name in names[1:]:
-                ratio = results[name]["seconds"] / ours
-                print(f"{rows:>10} {'dpledger / ' + name:>30}: {ratio:.2f}x the rows per second")
+            ours[rows] = results["dpledger-dask"]
+            _report(rows, results)
+            path.unlink()
+    _summary(ours)
 
 
 if __name__ == "__main__":

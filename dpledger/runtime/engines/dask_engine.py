@@ -104,12 +104,16 @@ class _RowGroup:
     columns: tuple[str, ...]
 
     def slices(self) -> Iterator[Columns]:
+        pa = importlib.import_module("pyarrow")
         pq = importlib.import_module("pyarrow.parquet")
         handle = pq.ParquetFile(self.path, buffer_size=1 << 20, pre_buffer=False)
         for batch in handle.iter_batches(
             batch_size=SLICE_ROWS, row_groups=[self.row_group], columns=list(self.columns)
         ):
             yield {c: batch.column(c).to_numpy(zero_copy_only=False) for c in self.columns}
+            del batch
+            pa.default_memory_pool().release_unused()  # Arrow's pool keeps what it freed
+        handle.close()
 
 
 def _slices(piece: Any, columns: tuple[str, ...]) -> Iterator[Columns]:
@@ -124,39 +128,45 @@ def _slices(piece: Any, columns: tuple[str, ...]) -> Iterator[Columns]:
         yield {c: v[start : start + SLICE_ROWS] for c, v in whole.items()}
 
 
-def _bucket_file(where: str, bucket: int, task: int) -> Path:
-    return Path(where) / f"{bucket}.{task}.pkl"
+#: where a spill task wrote each bucket's rows: bucket -> [(offset, size)] in its file
+SpillIndex = dict[int, list[tuple[int, int]]]
 
 
-def _spill(piece: Any, task: int, where: str, query: AggregationQuery, buckets: int) -> int:
-    """Append each slice's rows to the file of their unit's bucket; the rows spilled."""
+def _spill_file(where: str, task: int) -> Path:
+    return Path(where) / f"spill-{task}.bin"
+
+
+def _spill(piece: Any, task: int, where: str, query: AggregationQuery, buckets: int) -> SpillIndex:
+    """Write each slice's rows, grouped by a keyed hash of their unit, to this task's file."""
     assert query.unit_column is not None
-    rows = 0
-    for columns in _slices(piece, query.columns):
-        units = key_column(columns[query.unit_column], query.unit_column)
-        bucket = (units.hashes % np.uint64(buckets)).astype(np.int64)[units.codes]
-        order = np.argsort(
-            bucket.astype(np.uint16 if buckets <= 2**16 else np.int64), kind="stable"
-        )
-        ends = np.cumsum(np.bincount(bucket, minlength=buckets))
-        starts = ends - np.bincount(bucket, minlength=buckets)
-        for b in np.flatnonzero(ends > starts):
-            take = order[starts[b] : ends[b]]
-            with _bucket_file(where, int(b), task).open("ab") as handle:
-                pickle.dump({c: v[take] for c, v in columns.items()}, handle, protocol=5)
-        rows += units.codes.size
-    return rows
+    index: SpillIndex = {}
+    with _spill_file(where, task).open("wb") as handle:
+        for columns in _slices(piece, query.columns):
+            units = key_column(columns[query.unit_column], query.unit_column)
+            bucket = (units.hashes % np.uint64(buckets)).astype(np.int64)[units.codes]
+            kind = np.uint16 if buckets <= 2**16 else np.int64
+            order = np.argsort(bucket.astype(kind), kind="stable")
+            ends = np.cumsum(np.bincount(bucket, minlength=buckets))
+            starts = ends - np.bincount(bucket, minlength=buckets)
+            for b in np.flatnonzero(ends > starts):
+                take = order[starts[b] : ends[b]]
+                data = pickle.dumps({c: v[take] for c, v in columns.items()}, protocol=5)
+                index.setdefault(int(b), []).append((handle.tell(), len(data)))
+                handle.write(data)
+    return index
 
 
-def _read_bucket(where: str, bucket: int, columns: tuple[str, ...]) -> Columns:
+def _read_bucket(
+    where: str, bucket: int, columns: tuple[str, ...], spilled: list[SpillIndex]
+) -> Columns:
     parts: list[Columns] = []
-    for path in sorted(Path(where).glob(f"{bucket}.*.pkl")):
-        with path.open("rb") as handle:
-            while True:
-                try:
-                    parts.append(pickle.load(handle))
-                except EOFError:
-                    break
+    for task, index in enumerate(spilled):
+        if bucket not in index:
+            continue
+        with _spill_file(where, task).open("rb") as handle:
+            for offset, size in index[bucket]:
+                handle.seek(offset)
+                parts.append(pickle.loads(handle.read(size)))
     if not parts:
         return {c: np.zeros(0, dtype=np.int64) for c in columns}
     return {c: np.concatenate([p[c] for p in parts]) for c in columns}
@@ -167,11 +177,10 @@ def _bound_bucket(
     where: str,
     query: AggregationQuery,
     public: Collection[str] | None,
-    spilled: list[int],
+    spilled: list[SpillIndex],
 ) -> dict[str, list[Any]]:
-    """One bucket's bounded aggregates (``spilled``: the spill tasks it waits for)."""
-    del spilled
-    return bound_chunk(_read_bucket(where, bucket, query.columns), query, public)
+    """One bucket's bounded aggregates (``spilled``: where the spill tasks wrote its rows)."""
+    return bound_chunk(_read_bucket(where, bucket, query.columns, spilled), query, public)
 
 
 def _bound_piece(
@@ -221,18 +230,19 @@ def _spill_dir(dask: Any) -> str | None:
 
 
 def _remove(where: str) -> None:
-    for path in Path(where).glob("*.pkl"):
+    for path in Path(where).glob("spill-*.bin"):
         path.unlink(missing_ok=True)
     Path(where).rmdir()
 
 
+#: the modules of Dask's schedulers that run on this machine (threads, sync, processes)
+LOCAL_SCHEDULERS = ("dask.threaded", "dask.local", "dask.multiprocessing")
+
+
 def _local(dask: Any) -> bool:
-    """Whether the configured scheduler runs on this machine (threads, processes, sync)."""
+    """Whether the configured scheduler runs on this machine (no scheduler: threads)."""
     get = dask.base.get_scheduler()
-    local = importlib.import_module("dask.local")
-    threaded = importlib.import_module("dask.threaded")
-    multi = importlib.import_module("dask.multiprocessing")
-    return get is None or get in (threaded.get, local.get_sync, multi.get)
+    return get is None or getattr(get, "__module__", None) in LOCAL_SCHEDULERS
 
 
 class DaskEngine:
@@ -276,10 +286,10 @@ class DaskEngine:
     def bound_contributions(
         self, source: Any, query: AggregationQuery, public: Collection[str] | None
     ) -> Any:
-        pd = import_engine_module("pandas", "dask")
         dask = import_engine_module("dask", "dask")
         if _local(dask):
             return self._plan(source, query, public)
+        pd = import_engine_module("pandas", "dask")
         ddf = self._frame(source, query)
         if query.unit_column is not None:
             ddf = ddf.shuffle(on=query.unit_column)
