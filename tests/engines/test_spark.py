@@ -48,12 +48,18 @@ def small_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"parquet": where / "t.parquet"}
 
 
+#: every metric in the default tier's one Spark job (the histogram's bins included)
+EVERY_METRIC = {"metrics": ["count", "sum", "mean", "histogram"], "bin_edges": [0.0, 2.0, 5.0]}
+
+
 def test_spark_releases_from_parquet_are_bit_identical_to_the_in_memory_ones(
     spark: Any, small_files: dict[str, Path]
 ) -> None:
-    mem, _ = run(small_files["parquet"], "memory")
-    spk, book = run(small_files["parquet"], "spark")
+    mem, _ = run(small_files["parquet"], "memory", **EVERY_METRIC)
+    spk, book = run(small_files["parquet"], "spark", **EVERY_METRIC)
     assert same_bits(mem, spk)
+    assert mem["histogram"].tobytes() == spk["histogram"].tobytes()
+    assert mem["histogram"].shape == (4, 2)
     assert "spark engine" in book.log[0]["note"]
 
 
@@ -61,7 +67,7 @@ def test_spark_releases_from_parquet_are_bit_identical_to_the_in_memory_ones(
 def test_spark_releases_from_columns_csv_and_at_row_level_are_bit_identical(
     spark: Any, table: dict[str, Any], table_files: dict[str, Path]
 ) -> None:
-    for source in (table, table_files["csv"]):
+    for source in (table, table_files["csv"], table_files["parquet"]):
         assert same_bits(run(source, "memory")[0], run(source, "spark")[0]), source
     # row level (no unit column: every row is its own unit)
     row = {"unit_column": None, "max_partitions_per_unit": 1, "max_rows_per_partition": 1}
@@ -75,6 +81,9 @@ def test_neighbouring_tables_give_identical_public_records_on_spark(
     keep = table["user"] != table["user"][0]
     _, full = run(table, "spark")
     _, less = run({c: v[keep] for c, v in table.items()}, "spark")
+    assert full.to_dict() == less.to_dict()
+    _, full = run(table, "spark", **EVERY_METRIC)
+    _, less = run({c: v[keep] for c, v in table.items()}, "spark", **EVERY_METRIC)
     assert full.to_dict() == less.to_dict()
 
 
