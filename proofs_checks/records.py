@@ -520,14 +520,14 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.budget.odometer.renyi_odometer",
         status="verified",
         proof="proofs_checks/budget_odometer/proof.md",
-        source_sha256="443c8472e76031c85742643f49fc8c3fb2ad3b498fa6519ce91ecc3786cd9a71",
+        source_sha256="7e5a230aa03ade8c9c2107dc91a6e84471dbbbbdc1076e56555600f2df3cee69",
         cross_check="check_budget_odometer.py::test_renyi_odometer_is_the_root_of_the_mean_of_the_orders",
     ),
     ProofRecord(
         target="dpledger.budget.odometer.mixture_boundary",
         status="verified",
         proof="proofs_checks/budget_odometer/proof.md",
-        source_sha256="844e840dfc7c1f01db060bc386308dbffcbe90427283b36f8a6ef0c4216ba9c8",
+        source_sha256="415b7dc65648345760cc921eae7264da8004f42e4e72cc3f7897f01d8669e2fd",
         cross_check="check_budget_odometer.py::test_mixture_boundary_is_the_root_of_the_mixture_integral",
     ),
     ProofRecord(
@@ -535,6 +535,12 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/budget_odometer/proof.md",
         source_sha256="52b21598f88d3018a86500bcc88b0a5f4989a428c7795bc5fd930ae372dc6473",
+    ),
+    ProofRecord(
+        target="dpledger.budget.odometer._threshold",
+        status="contrib",
+        proof="proofs_checks/budget_odometer/proof.md",
+        source_sha256="eb74742d664858c7424d4808d0154f50666bbea56baa96ff18d4be32ac63042b",
     ),
 )
 

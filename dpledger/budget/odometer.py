@@ -39,7 +39,7 @@ than the filter's statistic at the same delta (the price of holding at every tim
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scipy.special import log_ndtr
@@ -126,16 +126,13 @@ def renyi_odometer(orders: Sequence[float], rdp: Sequence[float], delta_o: float
     pairs = [(c, r) for c, r in pairs if math.isfinite(r)]
     if not pairs:
         return math.inf
-    k, log_target = len(orders), math.log(1.0 / delta_o)
+    shift = math.log(len(orders) / delta_o)
 
-    def excess(level: float) -> float:
-        exps = [c * (level - r) for c, r in pairs]
-        top = max(exps)
-        return top + math.log(sum(math.exp(e - top) for e in exps)) - math.log(k) - log_target
+    def reached(level: float) -> bool:  # sum_a exp((a-1)(L - R(a))) >= k / delta_o
+        return sum(math.exp(min(c * (level - r) - shift, 700.0)) for c, r in pairs) >= 1.0
 
-    lo = min(r + log_target / c for c, r in pairs)  # the mean is at most 1 / delta_o here
-    hi = min(r + (log_target + math.log(k)) / c for c, r in pairs)  # at least 1 / delta_o
-    return _bisect(excess, lo, hi)
+    union = min(r + shift / c for c, r in pairs)  # the filter's statistic: reached there
+    return _threshold(reached, union)
 
 
 def mixture_boundary(variance: float, rho: float, delta_o: float) -> float:
@@ -143,27 +140,34 @@ def mixture_boundary(variance: float, rho: float, delta_o: float) -> float:
     rounded up (the one-sided normal mixture's boundary for a centred sum of variance V)."""
     c = variance + rho
     log_target = math.log(1.0 / delta_o)
+    base = math.log(2.0) + 0.5 * math.log(rho / c)
 
-    def excess(x: float) -> float:
+    def reached(x: float) -> bool:
         z = x / math.sqrt(c)
-        return (
-            math.log(2.0) + 0.5 * math.log(rho / c) + 0.5 * z * z + float(log_ndtr(z)) - log_target
-        )
+        return base + 0.5 * z * z + float(log_ndtr(z)) >= log_target
 
     # the two-sided boundary: there Phi >= 1/2 makes the mixture at least 1 / delta_o
-    hi = math.sqrt(2.0 * c * (log_target + 0.5 * math.log(c / rho)))
-    return _bisect(excess, 0.0, hi)
+    return _threshold(reached, math.sqrt(2.0 * c * (log_target + 0.5 * math.log(c / rho))))
 
 
-def _bisect(excess: Any, lo: float, hi: float) -> float:
-    """The upper end of a bisection of the increasing ``excess`` (excess(hi) >= 0 kept),
-    raised by a slack that covers its floating-point evaluation."""
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if not lo < mid < hi or hi - lo <= 1e-14 * abs(hi):
+def _threshold(reached: Callable[[float], bool], guess: float) -> float:
+    """The smallest float x >= 0 where the increasing test ``reached`` holds (it fails at 0),
+    by bisection down to adjacent floats (so the result does not depend on ``guess``, and a
+    test that holds less often gives a larger x), raised by a slack that covers the test's
+    floating-point error and rounded up."""
+    lo, hi = 0.0, guess * (1 + 1e-9) + 1e-300
+    for _ in range(2100):
+        if reached(hi):
             break
-        lo, hi = (lo, mid) if excess(mid) >= 0.0 else (mid, hi)
-    return _up(hi + _SLACK * (1.0 + abs(hi)))
+        lo, hi = hi, hi * 2.0 + 1e-300
+    else:
+        return math.inf
+    for _ in range(2100):
+        mid = lo + 0.5 * (hi - lo)
+        if not lo < mid < hi:
+            break
+        lo, hi = (lo, mid) if reached(mid) else (mid, hi)
+    return _up(hi + _SLACK * (1.0 + hi))
 
 
 def odometer(
