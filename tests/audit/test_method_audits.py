@@ -269,11 +269,23 @@ AGG_D = {
     "day": np.array(["mon", "tue"] * 5 + ["mon", "mon", "tue", "tue"]),
 }
 AGG_D_PRIME = {c: v[:10] for c, v in AGG_D.items()}
+# the histogram: light units' values in bin 0, unit 99's in bin 1 (public bins of "spend")
+AGG_HIST = attrs.evolve(
+    AGGREGATE, metrics=("histogram",), value_column="spend", bin_edges=(0.0, 1.0, 2.0)
+)
+AGG_HIST_D = {**AGG_D, "spend": np.r_[np.full(10, 0.5), np.full(4, 1.5)]}
+AGG_HIST_D_PRIME = {c: v[:10] for c, v in AGG_HIST_D.items()}
 
 
 def total_count(out: dict[str, Any]) -> np.ndarray:
     """The released counts summed over the public partitions (unit 99 adds at most 1)."""
     return np.array([float(np.sum(out["count"]))])
+
+
+def upper_bin_total(out: dict[str, Any]) -> np.ndarray:
+    """The released counts of the upper bin summed over the partitions (unit 99 adds at most
+    1)."""
+    return np.array([float(np.sum(np.asarray(out["histogram"])[:, 1]))])
 
 
 def _cases(scale: int) -> tuple[Case, ...]:
@@ -358,6 +370,18 @@ def _cases(scale: int) -> tuple[Case, ...]:
             150 * s,
             450 * s,
             note="the method bounds units itself (row-level adjacency); D' drops the heavy unit",
+        ),
+        Case(
+            "aggregate_histogram",
+            aggregate_plugin.SPEC,
+            AGG_HIST,
+            ROW,
+            AGG_HIST_D,
+            AGG_HIST_D_PRIME,
+            upper_bin_total,
+            150 * s if s > 1 else 50,  # a smoke in the default tier (the count case is larger)
+            450 * s if s > 1 else 150,
+            note="a histogram over public bins; D' drops the heavy unit, whose rows lie in bin 1",
         ),
     )
 
