@@ -114,14 +114,13 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
     # for every epsilon, which would dominate queries at delta ~ 1e-15)
     d = np.minimum(1.0, d * (1 + CHORD_RAISE))
     if eps[-1] <= EXTENDED_ABOVE:
-        p_mass, q_mass = _chord_masses(profile, eps, d)
+        p_mass, _ = _chord_masses(profile, eps, d)
     else:
-        # x = e^eps in extended precision; the check reads the Q-masses of the stored P-masses
+        # x = e^eps in extended precision; the check reads the stored P-masses
         p_ext, _ = _chord_masses(profile, eps, d, np.longdouble)
         p_mass = np.asarray(p_ext, dtype=np.float64)
-        q_mass = p_mass.astype(np.longdouble) * np.exp(-eps.astype(np.longdouble))
     inf_mass = float(d[-1])
-    deficit = _chord_deficit(eps, checked, p_mass, q_mass, inf_mass)
+    deficit = _chord_deficit(eps, checked, p_mass, h, inf_mass)
     if deficit > 0:
         inf_mass += deficit
     return DiscretePLD(j_lo, p_mass, min(inf_mass, 1.0), h)
@@ -157,28 +156,54 @@ def _chord_masses(
     return x * q_mass, q_mass
 
 
-def _chord_deficit(
-    eps: Array, checked: Array, p_mass: Array, q_mass: Array, inf_mass: float
-) -> float:
+def _chord_deficit(eps: Array, checked: Array, p_mass: Array, h: float, inf_mass: float) -> float:
     """How far the chord falls below the curve it must dominate, on the grid points eps >= 0.
 
-    The chord's value at eps_i is inf + sum_{j>i} p_j (1 - e^{eps_i - eps_j}), evaluated in
-    extended precision (below zero both sides are ~1 - e^eps and the comparison is round-off).
+    The chord is the curve of the stored pair (P-masses ``p_j`` at the grid losses ``j h``, and
+    the mass at infinity): ``inf + S_i`` with ``S_i = sum_{j > i} p_j (1 - e^{-(j - i) h})``. It
+    is summed without cancellation, as ``S_i = (1 - e^{-h}) sum_{l >= i} e^{-(l - i) h} P_l``
+    with ``P_l = sum_{j > l} p_j`` (all terms non-negative), in extended precision, so its
+    round-off is relative to ``S_i`` itself.
     """
     nonneg = eps >= 0
     if not nonneg.any():
         return 0.0
     k0 = int(np.argmax(nonneg))
     pl = p_mass[k0:].astype(np.longdouble)
-    ql = q_mass[k0:].astype(np.longdouble)
     tail_p, terms = _blocked_suffix(pl)
-    tail_q, _ = _blocked_suffix(ql)
-    chord = inf_mass + tail_p - np.exp(eps[k0:].astype(np.longdouble)) * tail_q
+    chord_s, more = _discounted_suffix(tail_p, h)
+    chord = inf_mass + chord_s
     gap = checked[k0:].astype(np.longdouble) - chord
-    # the extended-precision evaluation itself errs by at most `terms` u_ext times
-    # (tail_p + x tail_q), and x tail_q <= tail_p + inf_mass
-    slack = 4 * (terms + 4) * np.finfo(np.longdouble).eps * (tail_p + inf_mass)
+    # each S_i is a sum of non-negative rounded terms: its error is at most (terms + more + 8)
+    # u_ext S_i, and adding the mass at infinity rounds once more
+    slack = (terms + more + 8) * np.finfo(np.longdouble).eps * (chord_s + inf_mass)
     return max(float(np.max(gap + 2 * slack)), 0.0)
+
+
+def _discounted_suffix(
+    tail: NDArray[np.longdouble], h: float
+) -> tuple[NDArray[np.longdouble], float]:
+    """(S_i = (1 - e^{-h}) sum_{l >= i} e^{-(l - i) h} tail_l, error count) in blocks short
+    enough that e^{-h} to the block length stays far from underflow; every term is
+    non-negative, so each S_i errs by at most ``count`` u_ext S_i."""
+    n = tail.size
+    step = np.longdouble(h)
+    block = max(1, min(math.isqrt(n) + 1, int(600.0 / max(h, 1e-300))))
+    pad = (-n) % block
+    rows = np.concatenate([tail, np.zeros(pad, dtype=tail.dtype)]).reshape(-1, block)
+    offsets = np.arange(block, dtype=np.longdouble) * step
+    down = np.exp(-offsets)  # e^{-(l - s) h} within a block starting at s
+    # W_i = sum_{l >= i, in the block} e^{-(l - i) h} t_l, as e^{(i - s) h} times a suffix sum
+    within = np.cumsum((rows * down)[:, ::-1], axis=1)[:, ::-1] * np.exp(offsets)
+    # the sum from each block's start onwards, carried back block by block
+    carry = np.zeros(rows.shape[0] + 1, dtype=tail.dtype)
+    jump = np.exp(-np.longdouble(block) * step)
+    for r in range(rows.shape[0] - 1, -1, -1):
+        carry[r] = within[r, 0] + jump * carry[r + 1]
+    # e^{-(block - (i - s)) h} times the next block's sum
+    after = np.exp(-(np.longdouble(block) * step - offsets))[None, :] * carry[1:, None]
+    total = (within + after).reshape(-1)[:n] * (-np.expm1(-step))
+    return total, float(2 * block + 3 * rows.shape[0] + 16)
 
 
 def _blocked_suffix(values: NDArray[np.longdouble]) -> tuple[NDArray[np.longdouble], float]:
