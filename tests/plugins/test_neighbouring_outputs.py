@@ -357,6 +357,14 @@ FAST: tuple[Case, ...] = (
         noisy=frozenset({"synthetic", "info.n_valid_candidates", "info.n_selected"}),
     ),
     Case(aggregate_plugin.SPEC, AGGREGATE, ROW, AGG_D, AGG_D_PRIME),
+    Case(
+        aggregate_plugin.SPEC,
+        attrs.evolve(AGGREGATE, metrics=("count", "histogram"), bin_edges=(0.0, 0.5, 2.0)),
+        ROW,
+        AGG_D,
+        AGG_D_PRIME,
+        label="aggregate_histogram",
+    ),
 )
 
 
@@ -498,6 +506,7 @@ USER_REFUSED = {
     "dpswflow": "it publishes one noisy row per record",
     "dpswgen": "it publishes one noisy row per record",
     "aggregate": "it bounds its unit column itself (its case above drops a whole unit)",
+    "aggregate_histogram": "it bounds its unit column itself (its case above drops a whole unit)",
 }
 
 
