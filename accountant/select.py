@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 import attrs
 
 from dpledger.accountant.base import Accountant, Budget, DeltaBound, EpsilonBound
+from dpledger.accountant.exact_lower import raise_lower
 from dpledger.accountant.threads import one_blas_thread
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import (
@@ -169,7 +170,9 @@ def account(
         )
     if not candidates:
         raise UnsupportedEventError(_nothing_bounds(event, unavailable))
-    return Selection(_bracket(candidates), tuple(candidates), tuple(unavailable))
+    # a loose bracket's lower end is also read by exact conditioning (exact_lower.py)
+    bound = raise_lower(_bracket(candidates), event, adjacency)
+    return Selection(bound, tuple(candidates), tuple(unavailable))
 
 
 def _run_backends(
