@@ -3,6 +3,7 @@ and plain pandas, on the same Parquet table.
 
 Run:  python benchmarks/aggregate_engines.py [--rows 100000 1000000 10000000]
           [--skip-pipeline-dp] [--pipeline-dp-max-rows N] [--row-group-rows N]
+          [--schedulers threads processes]
 
 The table has ``rows`` rows, ``rows / 10`` users and 1,000 partitions, written in row groups of
 ``--row-group-rows`` rows (the same at every size, so that only the number of rows changes);
@@ -23,6 +24,7 @@ work; one run each, indicative only): see ``docs/methods/aggregate.md``, section
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import resource
 import subprocess
@@ -39,7 +41,8 @@ PARTITIONS = 1000
 L0, LINF = 5, 2
 #: rows per Parquet row group of the generated table (pyarrow writes 1,048,576 by default)
 ROW_GROUP_ROWS = 2**17
-SCHEDULER = "threads"
+#: Dask's schedulers the benchmark runs dpledger on (``--schedulers``)
+SCHEDULERS = ("threads", "processes")
 
 
 def make_table(path: Path, rows: int, seed: int = 0, row_group_rows: int = ROW_GROUP_ROWS) -> None:
@@ -56,7 +59,7 @@ def make_table(path: Path, rows: int, seed: int = 0, row_group_rows: int = ROW_G
     ).to_parquet(path, row_group_size=row_group_rows)
 
 
-def import_dpledger() -> None:
+def import_dpledger(scheduler: str) -> None:
     import dask
     import pandas  # noqa: F401  (pyarrow imports it when it converts to numpy)
     import pyarrow.parquet  # noqa: F401
@@ -65,7 +68,7 @@ def import_dpledger() -> None:
     import dpledger.runtime.engines.dask_engine
     import dpledger.runtime.ledger  # noqa: F401
 
-    dask.config.set(scheduler=SCHEDULER)
+    dask.config.set(scheduler=scheduler)
 
 
 def run_dpledger(path: Path) -> None:
@@ -136,7 +139,8 @@ def run_pandas(path: Path) -> None:
 
 
 CONTENDERS: dict[str, tuple[Callable[[], None], Callable[[Path], None]]] = {
-    "dpledger-dask": (import_dpledger, run_dpledger),
+    "dpledger-dask": (functools.partial(import_dpledger, "threads"), run_dpledger),
+    "dpledger-dask-processes": (functools.partial(import_dpledger, "processes"), run_dpledger),
     "pipeline-dp-local": (import_pipeline_dp, run_pipeline_dp),
     "pandas": (import_pandas, run_pandas),
 }
@@ -151,7 +155,17 @@ def child(name: str, path: str) -> None:
     run(Path(path))
     done = time.perf_counter()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"imports": loaded - start, "seconds": done - loaded, "peak_mb": peak_mb}))
+    workers_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(
+        json.dumps(
+            {
+                "imports": loaded - start,
+                "seconds": done - loaded,
+                "peak_mb": peak_mb,
+                "workers_mb": workers_mb,
+            }
+        )
+    )
 
 
 def measure(name: str, path: Path) -> dict[str, Any]:
@@ -168,31 +182,36 @@ def measure(name: str, path: Path) -> dict[str, Any]:
 def _report(rows: int, results: dict[str, dict[str, Any]]) -> None:
     for name, r in results.items():
         rate, total = rows / r["seconds"], rows / (r["seconds"] + r["imports"])
+        workers = f"{r['workers_mb']:>10.0f}" if name.endswith("processes") else f"{'-':>10}"
         print(
-            f"{rows:>10} {name:>18} {r['imports']:>8.2f} {r['seconds']:>9.2f} {rate:>12,.0f} "
-            f"{total:>12,.0f} {r['peak_mb']:>9.0f}"
+            f"{rows:>10} {name:>23} {r['imports']:>8.2f} {r['seconds']:>9.2f} {rate:>12,.0f} "
+            f"{total:>12,.0f} {r['peak_mb']:>9.0f} {workers}"
         )
-    ours = results["dpledger-dask"]
-    for name, r in results.items():
-        if name != "dpledger-dask":
-            work = r["seconds"] / ours["seconds"]
-            whole = (r["seconds"] + r["imports"]) / (ours["seconds"] + ours["imports"])
+    for ours in (n for n in results if n.startswith("dpledger")):
+        for name, r in results.items():
+            if name.startswith("dpledger"):
+                continue
+            work = r["seconds"] / results[ours]["seconds"]
+            whole = (r["seconds"] + r["imports"]) / (
+                results[ours]["seconds"] + results[ours]["imports"]
+            )
             print(
-                f"{rows:>10}   dpledger / {name}: {work:.2f}x the rows per second "
+                f"{rows:>10}   {ours} / {name}: {work:.2f}x the rows per second "
                 f"(end to end {whole:.2f}x)"
             )
 
 
-def _summary(ours: dict[int, dict[str, Any]]) -> None:
-    smallest = min(ours)
-    print(f"\ndpledger-dask on Dask's {SCHEDULER!r} scheduler (driver process = whole process):")
-    for rows, r in sorted(ours.items()):
-        memory = r["peak_mb"] / ours[smallest]["peak_mb"]
-        per_million = r["seconds"] / rows * 1e6
-        print(
-            f"{rows:>10} rows: peak {r['peak_mb']:.0f} MB ({memory:.2f}x the {smallest}-row "
-            f"run), {per_million:.2f} s per million rows"
-        )
+def _summary(ours: dict[str, dict[int, dict[str, Any]]]) -> None:
+    for name, runs in ours.items():
+        smallest = min(runs)
+        print(f"\n{name} (driver peak memory against the {smallest}-row run; work per rows):")
+        for rows, r in sorted(runs.items()):
+            memory = r["peak_mb"] / runs[smallest]["peak_mb"]
+            per_million = r["seconds"] / rows * 1e6
+            print(
+                f"{rows:>10} rows: driver peak {r['peak_mb']:.0f} MB ({memory:.2f}x), "
+                f"{per_million:.2f} s per million rows"
+            )
 
 
 def main() -> None:
@@ -201,17 +220,24 @@ def main() -> None:
     parser.add_argument("--skip-pipeline-dp", action="store_true")
     parser.add_argument("--pipeline-dp-max-rows", type=int, default=None)
     parser.add_argument("--row-group-rows", type=int, default=ROW_GROUP_ROWS)
+    parser.add_argument("--schedulers", nargs="+", choices=SCHEDULERS, default=["threads"])
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(*args.child)
         return
-    print(f"row groups of {args.row_group_rows} rows; Dask scheduler: {SCHEDULER}")
     print(
-        f"{'rows':>10} {'contender':>18} {'import s':>8} {'work s':>9} {'rows/s':>12} "
-        f"{'end-to-end':>12} {'peak MB':>9}"
+        f"row groups of {args.row_group_rows} rows; dpledger-dask: Dask's threaded scheduler "
+        "(threads in the driver's process: its peak is the whole process's); "
+        "dpledger-dask-processes: Dask's processes scheduler (2 worker processes; driver peak "
+        "and the largest worker's peak apart)"
     )
-    ours: dict[int, dict[str, Any]] = {}
+    print(
+        f"{'rows':>10} {'contender':>23} {'import s':>8} {'work s':>9} {'rows/s':>12} "
+        f"{'end-to-end':>12} {'peak MB':>9} {'worker MB':>10}"
+    )
+    wanted = {"dpledger-dask": "threads", "dpledger-dask-processes": "processes"}
+    ours: dict[str, dict[int, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for rows in args.rows:
             path = Path(tmp) / f"t{rows}.parquet"
@@ -219,9 +245,16 @@ def main() -> None:
             skip = args.skip_pipeline_dp or (
                 args.pipeline_dp_max_rows is not None and rows > args.pipeline_dp_max_rows
             )
-            names = [n for n in CONTENDERS if not (skip and n == "pipeline-dp-local")]
+            names = [
+                n
+                for n in CONTENDERS
+                if not (skip and n == "pipeline-dp-local")
+                and (n not in wanted or wanted[n] in args.schedulers)
+            ]
             results = {name: measure(name, path) for name in names}
-            ours[rows] = results["dpledger-dask"]
+            for name in wanted:
+                if name in results:
+                    ours.setdefault(name, {})[rows] = results[name]
             _report(rows, results)
             path.unlink()
     _summary(ours)

@@ -53,6 +53,8 @@ __all__ = [
 BUCKET_ROWS = 2**17
 #: the most rows of the table one task holds at a time while it reads and spills
 SLICE_ROWS = 2**17
+#: how many buckets' partial aggregates one task merges
+MERGE_FAN_IN = 8
 #: bytes per CSV row assumed when the number of buckets is chosen from the file's size
 CSV_ROW_BYTES = 16
 
@@ -183,6 +185,25 @@ def _bound_bucket(
     return bound_chunk(_read_bucket(where, bucket, query.columns, spilled), query, public)
 
 
+def _merge(*parts: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """Partial aggregates summed per key, exactly (Python integers)."""
+    totals: dict[str, list[int]] = {}
+    for part in parts:
+        for key, count, total, units in zip(
+            part["key"], part["count"], part["sum"], part["units"], strict=True
+        ):
+            row = totals.setdefault(str(key), [0, 0, 0])
+            row[0] += int(count)
+            row[1] += int(total)
+            row[2] += int(units)
+    return {
+        "key": list(totals),
+        "count": [r[0] for r in totals.values()],
+        "sum": [r[1] for r in totals.values()],
+        "units": [r[2] for r in totals.values()],
+    }
+
+
 def _bound_piece(
     piece: Any, query: AggregationQuery, public: Collection[str] | None
 ) -> list[dict[str, list[Any]]]:
@@ -219,6 +240,11 @@ class _Plan:
                 task(_bound_bucket)(b, where, self.query, self.public, spills)
                 for b in range(self.buckets)
             ]  # every row is in one bucket: the buckets' row counts add up to the table's
+            while len(bounded) > 1:  # merged as they come, so few partials are held at once
+                bounded = [
+                    task(_merge)(*bounded[i : i + MERGE_FAN_IN])
+                    for i in range(0, len(bounded), MERGE_FAN_IN)
+                ]
             return list(dask.compute(*bounded))
         finally:
             _remove(where)
