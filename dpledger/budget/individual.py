@@ -93,7 +93,8 @@ class IndividualRenyiFilter:
         """Which records may take part in a step of these per-record charges (nothing booked)."""
         c = self._check(costs)
         sums = self._add(c)
-        return ~self.halted & np.any(sums <= self.budgets, axis=1)
+        fits: NDArray[np.bool_] = ~self.halted & np.any(sums <= self.budgets, axis=1)
+        return fits
 
     def step(self, costs: ArrayLike) -> NDArray[np.bool_]:
         """Book a step: the records admitted are charged, the others are halted for good (they

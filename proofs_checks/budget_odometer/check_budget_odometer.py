@@ -63,6 +63,6 @@ def test_odometer_of_each_rule_is_its_formula() -> None:
     assert got["epsilon"] == pytest.approx(0.01 + mixture_boundary(0.02, 0.001, 5e-7), rel=1e-12)
     assert got["delta"] >= 1e-6
     orders = list(rules.DEFAULT_ORDERS)
-    state = {"count": 2, "rdp": [0.01 * a for a in orders]}
-    got = odometer("renyi", total, {"orders": orders}, state)
-    assert got["epsilon"] == renyi_odometer(orders, state["rdp"], 1e-6)
+    rdp = [0.01 * a for a in orders]
+    got = odometer("renyi", total, {"orders": orders}, {"count": 2, "rdp": rdp})
+    assert got["epsilon"] == renyi_odometer(orders, rdp, 1e-6)
