@@ -136,3 +136,14 @@ def test_paper_c_composes_training_and_selection(capfd: pytest.CaptureFixture[st
     assert {r["declared_unit"] for r in out["releases"]} == {"user"}
     # the selection alone at (1, 1e-10) by the classical calibration it was built with
     assert eps(select, 1e-10) <= 1.0
+
+
+def test_partitioned_histogram_costs_one_gaussian_release_per_metric_vector(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The histogram over every day's bins is one Gaussian release at the count's sensitivity
+    sqrt(L0)·L∞ (the aggregate method's own declaration, read from the file alone)."""
+    out = run("partitioned_histogram.toml", capfd)
+    both = ComposedEvent((GaussianEvent(6.0), GaussianEvent(6.0)))
+    assert out["epsilon"] == pytest.approx(eps(both, 1e-6), rel=1e-9)
+    assert out["releases"][0]["method"] == "aggregate"
