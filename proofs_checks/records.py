@@ -542,6 +542,34 @@ RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/budget_odometer/proof.md",
         source_sha256="eb74742d664858c7424d4808d0154f50666bbea56baa96ff18d4be32ac63042b",
     ),
+    ProofRecord(
+        target="dpledger.accountant.exact_lower.pure_plus_one_delta_lower",
+        status="verified",
+        proof="proofs_checks/exact_lower/proof.md",
+        source_sha256="4bbc77e986b58e19ce9375a71dbaabef991104a5185080fc4e0a0b82ca20258e",
+        cross_check="check_exact_lower.py::test_delta_lower_is_certified_and_tight",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.exact_lower.pure_plus_one_epsilon_lower",
+        status="verified",
+        proof="proofs_checks/exact_lower/proof.md",
+        source_sha256="4846dc918c217bcdc64fb60c6f4c81190d6d49e774ed147960dc7a6480b7f263",
+        cross_check="check_exact_lower.py::test_epsilon_lower_is_certified_and_tight",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.exact_lower._binomial",
+        status="verified",
+        proof="proofs_checks/exact_lower/proof.md",
+        source_sha256="e6ece3ac991f6ad4dab76c010202a550e557c15c000d619da9deed0de8669f03",
+        cross_check="check_exact_lower.py::test_binomial_masses_are_rounded_down",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.exact_lower.raise_lower",
+        status="verified",
+        proof="proofs_checks/exact_lower/proof.md",
+        source_sha256="49b7550c300b2e3b9b52784dcb98c166d788366fda08f1c26b585be20ab804fb",
+        cross_check="check_exact_lower.py::test_raise_lower_refuses_an_upper_bound_below_the_truth",
+    ),
 )
 
 #: proofs whose code objects are still changing: (proof folder, intended target, reason).
