@@ -13,7 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpledger.core.errors import InvalidParameterError
-from dpledger.runtime.engines.bounding import ROWS_KEY, bound_chunk, clip_fixed, kept_rows
+from dpledger.runtime.engines import bounding
+from dpledger.runtime.engines.bounding import (
+    ROWS_KEY,
+    bound_chunk,
+    clip_fixed,
+    kept_rows,
+    kept_rows_by_sorting,
+)
 from dpledger.runtime.engines.columns import key_column
 from dpledger.runtime.engines.protocol import combine
 from dpledger.runtime.engines.query import AggregationQuery
@@ -180,3 +187,54 @@ def test_a_chunk_counts_its_rows() -> None:
     part = bound_chunk({"u": [1, 2], "k": ["a", "a"], "v": [0.5, 0.5]}, _query(), None)
     assert part["key"][0] == ROWS_KEY and part["count"][0] == 2
     assert combine([part]).counts == (2,)
+
+
+wide = st.integers(1, 80).flatmap(
+    lambda n: st.fixed_dictionaries(
+        {
+            "u": st.lists(st.integers(0, 9), min_size=n, max_size=n),
+            "k": st.lists(st.integers(-3, 5), min_size=n, max_size=n),
+            "v": st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=n, max_size=n),
+        }
+    )
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(wide, st.integers(1, 3), st.integers(1, 3), st.integers(1, 63))
+def test_one_sort_keeps_the_rows_the_reference_stable_sorts_keep(
+    table: dict[str, list[object]], l0: int, linf: int, unit_bits: int
+) -> None:
+    """The one-sort rule keeps exactly the reference's rows (ties of equal rows broken by row
+    index alike); with few pair-hash bits left (many collisions) it defers to the reference
+    or still agrees."""
+    q = _query(l0, linf, lower=0.0, upper=1.0)
+    keys, units = key_column(table["k"], "k"), key_column(table["u"], "u")
+    fixed = clip_fixed(np.asarray(table["v"], dtype=float), q)
+    reference = kept_rows_by_sorting(keys, units, fixed, q)
+    assert kept_rows(keys, units, fixed, q).tolist() == reference.tolist()
+    pair = bounding._pair_hashes(keys, units)
+    bits = max(unit_bits, max(units.hashes.size - 1, 1).bit_length())
+    few = bounding._kept_by_one_sort(keys.codes, units.codes, pair, fixed, bits, q)
+    assert few is None or few.tolist() == reference.tolist()
+
+
+def test_pair_hashes_agreeing_in_their_top_bits_fall_back_to_the_reference() -> None:
+    q = _query(1, 1)
+    keys, units = key_column([0, 1, 2, 3], "k"), key_column([7, 7, 7, 7], "u")
+    fixed = np.zeros(4, dtype=np.int64)
+    pair = bounding._pair_hashes(keys, units)
+    # 63 bits for the unit leave one bit of pair hash: four partitions of one unit collide
+    assert bounding._kept_by_one_sort(keys.codes, units.codes, pair, fixed, 63, q) is None
+    assert kept_rows(keys, units, fixed, q).sum() == 1
+
+
+def test_integer_keys_in_a_narrow_or_wide_range_get_the_same_codes() -> None:
+    """Coded by a table of the range (narrow) or by a sort (wide): sorted distinct keys."""
+    rng = np.random.default_rng(4)
+    for span in (5, 10**4, 2**62):
+        ints = rng.integers(-span, span, 300)
+        column = key_column(ints, "k")
+        uniques = np.unique(ints)
+        assert column.uniques == uniques.tolist()
+        assert column.codes.tolist() == np.searchsorted(uniques, ints).tolist()
