@@ -9,7 +9,8 @@ post-processing), and the composition of two independent pairs has the curve
 pair is discrete this is a finite sum, with no loss grid and no Hoeffding shift. Here the first
 pair is ``k`` releases of binary randomized response at ``v`` (the exact worst case of every
 ``v``-DP release: :class:`PureDPEvent` and binary :class:`RandomizedResponseEvent` at
-``eps >= v`` count at ``v``, with their losses ``(k - 2j) v`` of binomial P-masses), and the
+``eps >= v`` count at ``v``, an :class:`ExponentialMechanismEvent` at ``eps >= 2 v``, with
+their losses ``(k - 2j) v`` of binomial P-masses), and the
 second one release of any other leaf, read from the curve it attains
 (:func:`~dpledger.accountant.leaves.leaf_profiles`, its lower curves, deflated as the PLD
 accountant deflates a single release's). Pure releases are symmetric, so both directions of
@@ -36,7 +37,13 @@ from dpledger.accountant.pld_discrete import LOWER_DEFLATION
 from dpledger.accountant.profiles_base import Profile
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import BackendInconsistencyError, UnsupportedEventError
-from dpledger.core.events import Event, PureDPEvent, RandomizedResponseEvent, flatten
+from dpledger.core.events import (
+    Event,
+    ExponentialMechanismEvent,
+    PureDPEvent,
+    RandomizedResponseEvent,
+    flatten,
+)
 
 __all__ = [
     "MAX_OTHER_LEAVES",
@@ -64,7 +71,11 @@ _Curve = Callable[[np.ndarray], np.ndarray]
 
 
 def _pure_eps(leaf: Event) -> float | None:
-    """The epsilon at which binary randomized response is the leaf's exact worst case."""
+    """The epsilon of a binary randomized response the leaf attains: its exact worst case for
+    pure DP and binary randomized response; at epsilon / 2 for the exponential mechanism (two
+    candidates whose scores move in opposite directions, :func:`attained_base`)."""
+    if isinstance(leaf, ExponentialMechanismEvent):
+        return float(leaf.epsilon) / 2.0
     if isinstance(leaf, PureDPEvent):
         return float(leaf.epsilon)
     if isinstance(leaf, RandomizedResponseEvent) and leaf.num_buckets == 2:

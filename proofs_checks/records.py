@@ -570,6 +570,12 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="49b7550c300b2e3b9b52784dcb98c166d788366fda08f1c26b585be20ab804fb",
         cross_check="check_exact_lower.py::test_raise_lower_refuses_an_upper_bound_below_the_truth",
     ),
+    ProofRecord(
+        target="dpledger.accountant.exact_lower._pure_eps",
+        status="contrib",
+        proof="proofs_checks/exact_lower/proof.md",
+        source_sha256="255dca246b504a865da8100856cc45ff76f9336418ae38e9cff035e4a0192b8e",
+    ),
 )
 
 #: proofs whose code objects are still changing: (proof folder, intended target, reason).

@@ -21,6 +21,7 @@ from dpledger.core.errors import BackendInconsistencyError
 from dpledger.core.events import (
     ComposedEvent,
     Event,
+    ExponentialMechanismEvent,
     GaussianEvent,
     PoissonSampledEvent,
     PureDPEvent,
@@ -138,3 +139,11 @@ def test_pure_steps_beside_an_unsampled_gaussian() -> None:
     assert bound.epsilon_lower == low and "pure_plus_one" in bound.details["lower"]
     assert 0.842691 < low <= bound.epsilon <= 0.845194 and math.isfinite(bound.epsilon)
     assert bound.epsilon <= low * (1 + 1e-5)
+
+
+def test_exponential_mechanisms_count_as_randomized_response_at_half_epsilon() -> None:
+    gauss = PoissonSampledEvent(0.01, GaussianEvent(2.0))
+    em = ComposedEvent((SelfComposedEvent(ExponentialMechanismEvent(0.004), 17), gauss))
+    pure = _event(17, 0.002, 0.01, 2.0)
+    got = pure_plus_one_epsilon_lower(em, Adjacency(), 1e-7, 1.0)
+    assert got == pure_plus_one_epsilon_lower(pure, Adjacency(), 1e-7, 1.0) > 0.0
