@@ -229,20 +229,9 @@ class ClosedFormAccountant(Accountant):
             )
         pure = summary.pure
         total = sum(p.count for p in pure)
-        if total == 1 and pure[0].kind == "laplace":
-            eps0 = pure[0].eps
-            return (
-                lambda e: laplace_delta_bracket(e, eps0)[1],
-                lambda e: laplace_delta_bracket(e, eps0)[0],
-                {"eps0": eps0, "profile": "laplace"},
-            )
-        if total == 1 and pure[0].kind == "br":  # its exact curve, attained at every epsilon
-            eps0 = pure[0].eps
-            return (
-                lambda e: br_delta_bracket(e, eps0)[1],
-                lambda e: br_delta_bracket(e, eps0)[0],
-                {"eps0": eps0, "profile": "bounded_range"},
-            )
+        single = _single_release(pure) if total == 1 else None
+        if single is not None:
+            return single
         eps_max = max(p.eps for p in pure) * (1 + 4 * U)
         basic = basic_composition_epsilon((p.count, p.eps) for p in pure)
         identical = len({p.eps for p in pure}) == 1
@@ -347,6 +336,27 @@ class ClosedFormAccountant(Accountant):
         lo = summary.with_failure(lower, False)(epsilon)
         lo = max(lo, br_ledger_delta_lower(_bounded_range(summary), epsilon))
         return DeltaBound(hi, min(lo, hi), epsilon, self.name, details)
+
+
+def _single_release(
+    pure: tuple[_Pure, ...],
+) -> tuple[Callable[[float], float], Callable[[float], float], dict[str, Any]] | None:
+    """(upper, lower, details) of one Laplace or exponential-mechanism release: its exact
+    curve, rounded both ways (the bounded-range curve is attained at every epsilon)."""
+    eps0 = pure[0].eps
+    if pure[0].kind == "laplace":
+        return (
+            lambda e: laplace_delta_bracket(e, eps0)[1],
+            lambda e: laplace_delta_bracket(e, eps0)[0],
+            {"eps0": eps0, "profile": "laplace"},
+        )
+    if pure[0].kind == "br":
+        return (
+            lambda e: br_delta_bracket(e, eps0)[1],
+            lambda e: br_delta_bracket(e, eps0)[0],
+            {"eps0": eps0, "profile": "bounded_range"},
+        )
+    return None
 
 
 def _bounded_range(summary: _Summary) -> list[tuple[float, int]]:
