@@ -576,6 +576,18 @@ RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/exact_lower/proof.md",
         source_sha256="255dca246b504a865da8100856cc45ff76f9336418ae38e9cff035e4a0192b8e",
     ),
+    ProofRecord(
+        target="dpledger.budget.individual.IndividualRenyiFilter",
+        status="contrib",
+        proof="proofs_checks/budget_odometer/proof.md",
+        source_sha256="7787933fa3480303db634f2552b9b4ac2a9840370a2d805a67dd242f603c1620",
+    ),
+    ProofRecord(
+        target="dpledger.budget.individual.gaussian_costs",
+        status="contrib",
+        proof="proofs_checks/budget_odometer/proof.md",
+        source_sha256="ab2802d189ae03fa8c106de445eee3ba4dc0961244872ff2ed80ac5dc2a6ba6c",
+    ),
 )
 
 #: proofs whose code objects are still changing: (proof folder, intended target, reason).

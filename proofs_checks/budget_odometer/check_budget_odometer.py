@@ -9,6 +9,7 @@ import mpmath
 import pytest
 
 from dpledger.budget import rules
+from dpledger.budget.individual import IndividualRenyiFilter, gaussian_costs
 from dpledger.budget.odometer import mixture_boundary, odometer, renyi_odometer
 
 
@@ -66,3 +67,19 @@ def test_odometer_of_each_rule_is_its_formula() -> None:
     rdp = [0.01 * a for a in orders]
     got = odometer("renyi", total, {"orders": orders}, {"count": 2, "rdp": rdp})
     assert got["epsilon"] == renyi_odometer(orders, rdp, 1e-6)
+
+
+def test_individual_filter_admits_each_record_what_its_own_condition_allows() -> None:
+    orders, eps, delta, s = [2.0, 8.0, 32.0], 1.0, 1e-6, 20.0
+    norms = [1.0, 0.3]
+    filt = IndividualRenyiFilter(2, eps, delta, orders)
+    while filt.step(gaussian_costs(norms, s, orders)).any():
+        pass
+    for i, g in enumerate(norms):
+        budgets = [eps - mpmath.log(len(orders) / mpmath.mpf(delta)) / (a - 1) for a in orders]
+        expected = max(
+            int(mpmath.floor(b / (a * g * g / (2 * s * s))))
+            for a, b in zip(orders, budgets, strict=True)
+        )
+        assert filt.steps[i] == expected
+        assert filt.spent(i) <= eps
