@@ -19,21 +19,33 @@ from dpledger.core.events import Event
 __all__ = ["spend_series", "status_lines", "write_report"]
 
 
-def spend_series(location: str, certified: bool = False) -> dict[str, list[tuple[str, float]]]:
+Series = dict[str, list[tuple[str, float]]]
+
+
+def spend_series(location: str, certified: bool = False) -> Series:
     """Per ``source/unit``: (booking time, the rule's statistic after it), in booking order;
     with ``certified``, the odometer's epsilon (:mod:`dpledger.budget.odometer`) instead."""
+    return _both_series(location)[1 if certified else 0]
+
+
+def _both_series(location: str) -> tuple[Series, Series]:
+    """The statistic's and the odometer's series, from one replay of the entries."""
     conn = open_store(location)
     try:
         budgets = declared(conn)
         history = entries(conn)
     finally:
         conn.close()
-    return {f"{b.source}/{b.unit}": _series(b, history, certified) for b in budgets}
+    statistic: Series = {}
+    certified: Series = {}
+    for b in budgets:
+        points = _series(b, history)
+        statistic[f"{b.source}/{b.unit}"] = [(t, s) for t, s, _ in points]
+        certified[f"{b.source}/{b.unit}"] = [(t, c) for t, _, c in points]
+    return statistic, certified
 
 
-def _series(
-    budget: Declared, history: list[dict[str, Any]], certified: bool
-) -> list[tuple[str, float]]:
+def _series(budget: Declared, history: list[dict[str, Any]]) -> list[tuple[str, float, float]]:
     state = rules.initial_state(budget.rule, budget.params)
     events: list[Event] = []
     out = []
@@ -53,11 +65,9 @@ def _series(
             lambda: list(events),
             budget.relation,
         ).state
-        if certified:
-            spent = odometer(budget.rule, budget.total, budget.params, state)
-        else:
-            spent = rules.spent(budget.rule, budget.total, budget.params, state)
-        out.append((str(entry["booked_at"]), float(spent["epsilon"])))
+        spent = rules.spent(budget.rule, budget.total, budget.params, state)["epsilon"]
+        certified = odometer(budget.rule, budget.total, budget.params, state)["epsilon"]
+        out.append((str(entry["booked_at"]), float(spent), float(certified)))
     return out
 
 
@@ -106,8 +116,7 @@ def write_report(report: dict[str, Any], location: str, out: Path) -> list[Path]
     text = ["# Privacy budget", "", *(f"    {line}" for line in status_lines(report)), ""]
     text += _runs_tables(report)
     totals = {f"{b['source']}/{b['unit']}": b["total"]["epsilon"] for b in report["budgets"]}
-    series = spend_series(location), spend_series(location, certified=True)
-    plot = _plot(series, totals, out / "spend.png")
+    plot = _plot(_both_series(location), totals, out / "spend.png")
     text.append("![spend over time](spend.png)" if plot else "(no plot: matplotlib missing)")
     written[1].write_text("\n".join(text) + "\n")
     return written + ([plot] if plot else [])
@@ -124,9 +133,6 @@ def _runs_tables(report: dict[str, Any]) -> list[str]:
             out.append(f"| {run['seq']} | {run['run_id']} | {run['booked_at']} | {method} |")
         out.append("")
     return out
-
-
-Series = dict[str, list[tuple[str, float]]]
 
 
 def _plot(series: tuple[Series, Series], totals: dict[str, float], path: Path) -> Path | None:

@@ -311,3 +311,20 @@ def test_a_bad_odometer_parameter_is_one_line(params: dict[str, Any]) -> None:
         check_declaration("s", "row", 1.0, 1e-6, "gdp", "add_remove", params)
     with pytest.raises(InvalidParameterError, match="not a parameter"):
         check_declaration("s", "row", 1.0, 1e-6, "pld", "add_remove", {"odometer_delta": 1e-7})
+
+
+def test_the_spend_series_has_the_odometer_beside_the_statistic(tmp_path: Path) -> None:
+    from dpledger.budget.report import spend_series
+    from dpledger.budget.store import init
+
+    location = str(tmp_path / "b.db")
+    init(location)
+    declare(location, "s", epsilon=1.0, delta=1e-6, rule="gdp")
+    answers = [book(location, "s", GaussianEvent(sigma)) for sigma in (20.0, 10.0, 30.0)]
+    statistic = [v for _, v in spend_series(location)["s/row"]]
+    certified = [v for _, v in spend_series(location, certified=True)["s/row"]]
+    assert certified == [a["odometer"]["epsilon"] for a in answers]
+    assert statistic == [a["spent"]["epsilon"] for a in answers]
+    assert certified == sorted(certified) and all(
+        c > s for c, s in zip(certified, statistic, strict=True)
+    )
