@@ -46,7 +46,9 @@ def _total_mu(sigmas: list[float]) -> float:
     return math.sqrt(math.fsum(1 / s**2 for s in sigmas)) * 1.02
 
 
-def run_dpledger(sigmas: list[float], mu: float, folder: Path) -> tuple[list[float], float]:
+def run_dpledger(sigmas: list[float], mu: float, folder: Path) -> tuple[list[float], float, float]:
+    """Seconds per booking per block, the filter's statistic and the certified odometer at
+    the end."""
     location = str(folder / "bench.db")
     store.init(location)
     epsilon = rules.gdp_epsilon(mu, DELTA)  # the total whose Gaussian-DP mu is about mu
@@ -59,7 +61,8 @@ def run_dpledger(sigmas: list[float], mu: float, folder: Path) -> tuple[list[flo
             blocks.append((now - start) / BLOCK)
             start = now
     assert entry is not None
-    return blocks, rules.gdp_epsilon(math.sqrt(entry["state"]["sum_mu2"]), DELTA)
+    statistic = rules.gdp_epsilon(math.sqrt(entry["state"]["sum_mu2"]), DELTA)
+    return blocks, statistic, float(entry["odometer"]["epsilon"])
 
 
 #: per rule: a total (epsilon, delta) that the whole sequence fits
@@ -137,7 +140,7 @@ def main() -> None:
     sigmas = _sequence(args.count)
     mu = _total_mu(sigmas)
     with tempfile.TemporaryDirectory() as folder:
-        ours, our_eps = run_dpledger(sigmas, mu, Path(folder))
+        ours, our_eps, our_odometer = run_dpledger(sigmas, mu, Path(folder))
     theirs, their_eps, done = run_opendp(sigmas, mu, args.opendp_seconds)
     print(
         f"{args.count} Gaussian bookings, total mu={mu:.6g} (rho={mu * mu / 2:.6g}), delta={DELTA}"
@@ -147,6 +150,7 @@ def main() -> None:
         other = f"{theirs[k] * 1e3:10.3f}" if k < len(theirs) else "  (stopped)"
         print(f"{(k + 1) * BLOCK:>6}     {ours[k] * 1e3:10.3f}            {other}")
     print(f"dpledger: {args.count} bookings, spent epsilon {our_eps:.6g} (Gaussian-DP filter)")
+    print(f"          certified spend so far (odometer, every time at once): {our_odometer:.6g}")
     ours_then = rules.gdp_epsilon(math.sqrt(math.fsum(1 / s**2 for s in sigmas[:done])), DELTA)
     print(
         f"OpenDP:   {done} bookings, spent epsilon {their_eps:.6g} (zCDP filter); dpledger "
