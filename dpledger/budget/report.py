@@ -104,7 +104,7 @@ def status_lines(report: dict[str, Any]) -> list[str]:
 def _odometer_line(odo: dict[str, Any]) -> str:
     return (
         f"  certified spend so far: epsilon <= {odo['epsilon']:.6g} at delta = "
-        f"{odo['delta']:.3g}, at every time at once ({odo['theorem']})"
+        f"{odo['delta']:.3g} ({odo['theorem']})"
     )
 
 

@@ -328,3 +328,14 @@ def test_the_spend_series_has_the_odometer_beside_the_statistic(tmp_path: Path) 
     assert certified == sorted(certified) and all(
         c > s for c, s in zip(certified, statistic, strict=True)
     )
+
+
+@pytest.mark.parametrize("mu", [0.001, 0.1, 0.5])
+def test_gdp_odometer_is_above_the_loss_quantile_and_near_it_where_tuned(mu: float) -> None:
+    """Any bound on the loss at delta is at least the quantile V/2 + z sqrt(V) of the loss
+    N(V/2, V) of one Gaussian step; tuned at V = mu^2 the mixture is within 25% of it."""
+    total = (rules.gdp_epsilon(mu, DELTA), DELTA)
+    params = odo.odometer_defaults("gdp", total, rules.default_params("gdp", *total))
+    got = odo.odometer("gdp", total, params, {"count": 1, "sum_mu2": mu * mu})["epsilon"]
+    quantile = mu * mu / 2 + float(norm.isf(DELTA)) * mu
+    assert quantile <= got <= 1.25 * quantile
