@@ -1,277 +1,357 @@
-"""Default ``select.account`` against dp-accounting's PLD, battery limits, calibration time.
+"""The default ``select.account`` beside dp-accounting, prv-accountant and Opacus, in one run.
 
-Run:  python benchmarks/accountant_default.py [--quick] [--distinct] [--distinct-dpa]
+Run:  python benchmarks/accountant_default.py [--table] [--only TEXT] [--no-anchors]
+                                              [--anchor-timeout S]
 
-Prints, side by side in one run: the default ``account`` time and dp-accounting's PLD time on
-DP-SGD-size cases (target ratio <= 1/3; each the median of three warm calls in this process),
-the time and peak memory (RSS of a fresh child per case)
-of battery cases (target <= 2 s, <= 2 GB), and the calibration time of the classic DP-SGD target
-(target < 1 s). Machines are noisy: read the ratios.
-
-``--distinct`` adds compositions of many distinct leaves (rounded to representatives): the
-reproductions of 10,000 randomized responses, 1000 approximate-DP releases, 1000 exponential
-mechanisms, 257 samplings without replacement, 2000 and 10,000 Poisson-sampled Gaussians, and
-heterogeneous compositions of 1e4 and 1e5 components, each with its time, bracket, relative
-width and the representatives' step; ``--distinct-dpa`` also times dp-accounting's PLD
-composing the same leaves one by one where it can (h = 1e-4).
+Every case of ``benchmarks/accountant_cases.py`` (DP-SGD sizes, many distinct leaves, heavy
+single hits, random allocation, exact-lower cases, heterogeneous compositions of 1e4 and 1e5
+components) is accounted by the default call in a fresh forked child (time of the call, peak
+RSS of the child, which includes the resident set it was forked with), then by each anchor
+that can express it, each in a child of its own stopped after ``--anchor-timeout`` seconds:
+dp-accounting's PLD at h = 1e-4 and h = 1e-3, prv-accountant (Poisson-subsampled Gaussian
+compositions) and Opacus's RDP (the same). It prints a Markdown table, the median time ratio to
+dp-accounting at h = 1e-4, the cases slower than it, the longest query, the largest peak
+memory, the brackets wider than 1 %, and the calibration time of DP-SGD at delta = 1e-10.
+``--table`` also writes the table into ``docs/accountants.md`` (between its benchmark markers).
+Timings depend on the machine's load: the table states the load average it ran under.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import math
 import multiprocessing as mp
+import os
+import pathlib
 import resource
 import statistics
+import sys
 import time
+from collections.abc import Callable
 from typing import Any
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from accountant_cases import CALIBRATION, Case, cases, dp_sgd
 
 from dpledger.accountant.base import EpsilonBound
 from dpledger.accountant.calibrate import calibrate_noise_multiplier
 from dpledger.accountant.select import account
-from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import (
     ApproxDPEvent,
     ComposedEvent,
     Event,
-    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    PureDPEvent,
     RandomizedResponseEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
 
-CASES = [
-    # (sigma, q, steps, delta)
-    (1.1, 256 / 60000, 500, 1e-5),
-    (1.1, 256 / 60000, 14040, 1e-5),
-    (1.0, 0.01, 1000, 1e-15),
-    (1.0, 1e-4, 100_000, 1e-10),
-    (1.0, 1e-4, 10_000_000, 1e-5),
-]
-
-#: battery cases beyond DP-SGD size: one heavy step carries delta (limits 2 s and 2 GB; printed
-#: beside dp-accounting, not in the median)
-EXTREME_CASES = [
-    (1.0, 1e-4, 100, 1e-15),
-    (1.0, 1e-4, 10_000, 1e-15),
-]
+DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "accountants.md"
+START = "<!-- benchmark table: python benchmarks/accountant_default.py --table -->"
+END = "<!-- end of benchmark table -->"
+#: the default call of one case is stopped after this many seconds
+OURS_TIMEOUT = 600.0
+ANCHORS = ("dpa h=1e-4", "dpa h=1e-3", "prv", "Opacus RDP")
 
 
-def heterogeneous(n: int, seed: int = 0) -> ComposedEvent:
-    """``n`` distinct leaves: half DP-SGD steps of a sweep (rates 1e-4..3e-4, noise 0.9..1.1),
-    a quarter Laplace counts (scales 500..1000 times sqrt(n / 1e4)), a quarter binary
-    randomized responses (epsilons 1e-4..2e-4)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    half, quarter = n // 2, n // 4
-    scale = (n / 1e4) ** 0.5
-    leaves: list[Event] = [
-        PoissonSampledEvent(float(q), GaussianEvent(float(s)))
-        for q, s in zip(rng.uniform(1e-4, 3e-4, half), rng.uniform(0.9, 1.1, half), strict=True)
-    ]
-    leaves += [LaplaceEvent(float(b) * scale) for b in rng.uniform(500, 1000, quarter)]
-    leaves += [
-        RandomizedResponseEvent(float(e)) for e in rng.uniform(1e-4, 2e-4, n - half - quarter)
-    ]
-    return ComposedEvent(leaves)
+# -- running in a child ----------------------------------------------------------------------
 
 
-def distinct_cases() -> list[tuple[str, Event, Adjacency]]:
-    """The compositions of many distinct leaves (name, event, adjacency)."""
-    add, replace = Adjacency(), Adjacency(relation="replace_one")
-    return [
-        (
-            "10000 RR",
-            ComposedEvent([RandomizedResponseEvent(1e-3 * (1 + i * 1e-4)) for i in range(10_000)]),
-            add,
-        ),
-        (
-            "1000 ApproxDP",
-            ComposedEvent([ApproxDPEvent(0.01 * (1 + i / 1000), 1e-9) for i in range(1000)]),
-            add,
-        ),
-        (
-            "1000 EM",
-            ComposedEvent([ExponentialMechanismEvent(0.01 * (1 + i / 1000)) for i in range(1000)]),
-            add,
-        ),
-        (
-            "257 WOR",
-            ComposedEvent(
-                [
-                    SampledWithoutReplacementEvent(60_000 + i, 600, GaussianEvent(1.0))
-                    for i in range(257)
-                ]
-            ),
-            replace,
-        ),
-        (
-            "2000 Poisson",
-            ComposedEvent(
-                [
-                    PoissonSampledEvent(1e-3 * (1 + i * 1e-4), GaussianEvent(1.0))
-                    for i in range(2000)
-                ]
-            ),
-            add,
-        ),
-        (
-            "10000 Poisson",
-            ComposedEvent(
-                [
-                    PoissonSampledEvent(1e-3 * (1 + i * 1e-4), GaussianEvent(1.0))
-                    for i in range(10_000)
-                ]
-            ),
-            add,
-        ),
-        ("1e4 heterogeneous", heterogeneous(10_000), add),
-        ("1e5 heterogeneous", heterogeneous(100_000), add),
-    ]
-
-
-#: dp-accounting composes at most this many distinct leaves in the benchmark
-DPA_MAX_LEAVES = 2000
-
-
-def dpa_distinct(event: ComposedEvent, delta: float) -> float | None:
-    """dp-accounting's PLD (h = 1e-4) composing the leaves one by one; None where it has no
-    event for a leaf (the exponential mechanism, sampling without replacement) or for more than
-    DPA_MAX_LEAVES leaves (it composes each in turn)."""
-    import dp_accounting
-    from dp_accounting.pld import pld_privacy_accountant
-
-    from dpledger.integrations.dp_accounting import to_dp_event
-
-    if len(event.events) > DPA_MAX_LEAVES:
-        return None
-    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+def _child(fn: Callable[[], Any], out: Any) -> None:
     try:
-        acc.compose(dp_accounting.ComposedDpEvent([to_dp_event(leaf) for leaf in event.events]))
-    except Exception:  # a leaf dp-accounting has no event or no PLD for
-        return None
-    return float(acc.get_epsilon(delta))
-
-
-def distinct_rows(with_dpa: bool) -> None:
-    """Print each many-distinct-leaf case: time, bracket, width, step (and dp-accounting)."""
-    print(
-        f"{'distinct leaves':>18} | {'bracket':>22} | {'width':>7} | {'t (s)':>7} | step     | dpa"
-    )
-    for name, event, adjacency in distinct_cases():
         start = time.perf_counter()
-        sel = account(event, adjacency, delta=1e-5)
+        value = fn()
         elapsed = time.perf_counter() - start
-        b = sel.bound
-        assert isinstance(b, EpsilonBound)
-        width = (b.epsilon - b.epsilon_lower) / b.epsilon
-        step = b.details.get("representative_step", "-")
-        dpa_text = "-"
-        if with_dpa and isinstance(event, ComposedEvent):
-            start = time.perf_counter()
-            value = dpa_distinct(event, 1e-5)
-            if value is not None:
-                dpa_text = f"{value:.5f} in {time.perf_counter() - start:.2f} s"
-        print(
-            f"{name:>18} | [{b.epsilon_lower:9.5f}, {b.epsilon:9.5f}] | {width:7.2%} | "
-            f"{elapsed:7.2f} | {step!s:>8.6} ({b.method}) | {dpa_text}"
-        )
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        out.send(("ok", value, elapsed, peak))
+    except BaseException as exc:  # report any failure of the child as a row
+        out.send(("error", f"{type(exc).__name__}: {str(exc)[:80]}", 0.0, 0))
 
 
-def dp_sgd(sigma: float, q: float, steps: int) -> SelfComposedEvent:
-    return SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(sigma)), steps)
-
-
-def dpa(sigma: float, q: float, steps: int, delta: float) -> float:
-    import dp_accounting
-    from dp_accounting.pld import pld_privacy_accountant
-
-    acc = pld_privacy_accountant.PLDAccountant()
-    acc.compose(
-        dp_accounting.SelfComposedDpEvent(
-            dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
-        )
-    )
-    return float(acc.get_epsilon(delta))
-
-
-def _child(case: tuple[float, float, int, float], out: Any) -> None:
-    start = time.perf_counter()
-    sel = account(dp_sgd(*case[:3]), delta=case[3])
-    elapsed = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    out.send((sel.bound.epsilon_lower, sel.bound.epsilon, elapsed, peak))  # type: ignore[union-attr]
-
-
-def measured(case: tuple[float, float, int, float]) -> tuple[float, float, float, float]:
+def in_child(fn: Callable[[], Any], timeout: float) -> tuple[str, Any, float, int]:
+    """(status, value, seconds, peak RSS bytes) of ``fn()`` in a forked child; status is "ok",
+    "error" (value: the message) or "timeout"."""
     ctx = mp.get_context("fork")
     reader, writer = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(case, writer))
+    proc = ctx.Process(target=_child, args=(fn, writer), daemon=True)
     proc.start()
-    result = reader.recv()
+    writer.close()
+    if not reader.poll(timeout):
+        proc.kill()
+        proc.join()
+        return ("timeout", None, timeout, 0)
+    try:
+        result = reader.recv()
+    except EOFError:
+        result = ("error", "the child stopped without a result", 0.0, 0)
     proc.join()
     return result  # type: ignore[no-any-return]
 
 
-def _timed(fn: Any) -> tuple[Any, float]:
-    """(result, median wall time of REPEATS calls)."""
-    times, result = [], None
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return result, statistics.median(times)
+# -- the anchors -----------------------------------------------------------------------------
 
 
-#: each side is timed this many times in this process, alternating, and the median is kept
-REPEATS = 3
+def dp_accounting_event(event: Event) -> Any:
+    """The dp-accounting event of ``event``, or None where it has none (the exponential
+    mechanism, random allocation, ...)."""
+    import dp_accounting
+
+    from dpledger.integrations.dp_accounting import to_dp_event
+
+    if isinstance(event, GaussianEvent):
+        return dp_accounting.GaussianDpEvent(event.noise_multiplier)
+    if isinstance(event, LaplaceEvent):
+        return dp_accounting.LaplaceDpEvent(event.noise_multiplier)
+    if isinstance(event, RandomizedResponseEvent):
+        return to_dp_event(event)
+    if isinstance(event, PureDPEvent | ApproxDPEvent):
+        delta = event.delta if isinstance(event, ApproxDPEvent) else 0.0
+        return dp_accounting.EpsilonDeltaDpEvent(event.epsilon, delta)
+    if isinstance(event, PoissonSampledEvent | SampledWithoutReplacementEvent | SelfComposedEvent):
+        inner = dp_accounting_event(event.event)
+        if inner is None:
+            return None
+        if isinstance(event, PoissonSampledEvent):
+            return dp_accounting.PoissonSampledDpEvent(event.sampling_probability, inner)
+        if isinstance(event, SampledWithoutReplacementEvent):
+            return dp_accounting.SampledWithoutReplacementDpEvent(
+                event.source_size, event.sample_size, inner
+            )
+        return dp_accounting.SelfComposedDpEvent(inner, event.count)
+    if isinstance(event, ComposedEvent):
+        parts = [dp_accounting_event(e) for e in event.events]
+        return None if any(p is None for p in parts) else dp_accounting.ComposedDpEvent(parts)
+    return None
 
 
-def _row(case: tuple[float, float, int, float]) -> float:
-    """Print one case beside dp-accounting; return the time ratio. Both sides are timed in
-    this process (warm); the peak memory of ours is measured in a fresh child."""
-    lo, up, _, peak = measured(case)
-    _, t_ours = _timed(lambda: account(dp_sgd(*case[:3]), delta=case[3]))
-    ref, t_ref = _timed(lambda: dpa(*case))
-    print(
-        f"{case!s:>34} | [{lo:9.5f}, {up:9.5f}] ({ref:8.5f}) | {t_ours:9.3f} {t_ref:7.3f} "
-        f"{t_ours / t_ref:6.2f} | {peak / 2**30:6.2f}"
+def dp_accounting_pld(case: Case, h: float) -> float | None:
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    dp_event = dp_accounting_event(case.make())
+    if dp_event is None:
+        return None
+    relation = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+    if case.adjacency.relation == "replace_one":
+        relation = dp_accounting.NeighboringRelation.REPLACE_ONE
+    acc = pld_privacy_accountant.PLDAccountant(relation, value_discretization_interval=h)
+    acc.compose(dp_event)
+    return float(acc.get_epsilon(case.delta))
+
+
+def _sampled_gaussian(case: Case) -> tuple[float, float, int] | None:
+    """(q, sigma, steps) of a case that is T steps of one Poisson-subsampled Gaussian under
+    add/remove, else None (what prv-accountant and Opacus are given)."""
+    event, steps = case.make(), 1
+    if isinstance(event, SelfComposedEvent):
+        event, steps = event.event, event.count
+    if case.adjacency.relation != "add_remove" or not isinstance(event, PoissonSampledEvent):
+        return None
+    if not isinstance(event.event, GaussianEvent) or steps > 10**12:
+        return None
+    return event.sampling_probability, event.event.noise_multiplier, steps
+
+
+def prv_epsilon(case: Case) -> float | None:
+    from prv_accountant import PoissonSubsampledGaussianMechanism, PRVAccountant
+
+    found = _sampled_gaussian(case)
+    if found is None:
+        return None
+    q, sigma, steps = found
+    prv = PoissonSubsampledGaussianMechanism(sampling_probability=q, noise_multiplier=sigma)
+    acc = PRVAccountant(
+        prvs=[prv], max_self_compositions=[steps], eps_error=0.01, delta_error=case.delta / 1000
     )
-    return t_ours / t_ref
+    return float(acc.compute_epsilon(delta=case.delta, num_self_compositions=[steps])[2])
+
+
+def opacus_rdp(case: Case) -> float | None:
+    from opacus.accountants import RDPAccountant
+    from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+    found = _sampled_gaussian(case)
+    if found is None:
+        return None
+    q, sigma, steps = found
+    orders = RDPAccountant.DEFAULT_ALPHAS
+    rdp = compute_rdp(q=q, noise_multiplier=sigma, steps=steps, orders=orders)
+    return float(get_privacy_spent(orders=orders, rdp=rdp, delta=case.delta)[0])
+
+
+def _anchor(name: str, case: Case) -> Callable[[], float | None]:
+    if name == "dpa h=1e-4":
+        return lambda: dp_accounting_pld(case, 1e-4)
+    if name == "dpa h=1e-3":
+        return lambda: dp_accounting_pld(case, 1e-3)
+    if name == "prv":
+        return lambda: prv_epsilon(case)
+    return lambda: opacus_rdp(case)
+
+
+# -- ours ------------------------------------------------------------------------------------
+
+
+def _ours(case: Case) -> tuple[float, float, str]:
+    bound = account(case.make(), case.adjacency, delta=case.delta).bound
+    assert isinstance(bound, EpsilonBound)
+    return bound.epsilon_lower, bound.epsilon, bound.method
+
+
+def _calibrate() -> float:
+    q, steps, target, delta = CALIBRATION
+    made = calibrate_noise_multiplier(lambda s: dp_sgd(s, q, steps), None, target, delta)
+    return made.noise_multiplier
+
+
+# -- rows ------------------------------------------------------------------------------------
+
+
+def _cell(result: tuple[str, Any, float, int]) -> str:
+    status, value, seconds, _ = result
+    if status == "timeout":
+        return f"> {seconds:.0f} s"
+    if status == "error":
+        return "error"
+    if value is None:
+        return "-"
+    return f"{value:.6g} ({seconds:.2f} s)"
+
+
+def _width(lower: float, upper: float) -> float:
+    return (upper - lower) / upper if upper > 0 and math.isfinite(upper) else math.inf
+
+
+def run_case(case: Case, anchors: bool, anchor_timeout: float) -> dict[str, Any]:
+    """The default call and the anchors of one case (each in a child)."""
+    row: dict[str, Any] = {"case": case, "ours": in_child(lambda: _ours(case), OURS_TIMEOUT)}
+    for name in ANCHORS:
+        row[name] = in_child(_anchor(name, case), anchor_timeout) if anchors else None
+    return row
+
+
+def markdown(rows: list[dict[str, Any]], anchors: bool) -> list[str]:
+    head = "| case | δ | dpledger bracket | width | time (s) | peak (MB) |"
+    rule = "|---|---|---|---|---|---|"
+    if anchors:
+        head += "".join(f" {name}: ε (time) |" for name in ANCHORS)
+        rule += "---|" * len(ANCHORS)
+    lines = [head + " stated reference |", rule + "---|"]
+    for row in rows:
+        case: Case = row["case"]
+        status, value, seconds, peak = row["ours"]
+        if status == "ok":
+            lower, upper, method = value
+            bracket = f"[{lower:.6g}, {upper:.6g}] ({method})"
+            width = f"{_width(lower, upper):.2%}"
+            cells = f"{bracket} | {width} | {seconds:.2f} | {peak / 2**20:.0f} |"
+        else:
+            cells = f"{_cell(row['ours'])} | - | - | - |"
+        line = f"| {case.name} | {case.delta:g} | {cells}"
+        if anchors:
+            line += "".join(f" {_cell(row[name])} |" for name in ANCHORS)
+        lines.append(line + f" {case.reference or '-'} |")
+    return lines
+
+
+def summary(rows: list[dict[str, Any]], anchors: bool) -> list[str]:
+    """The Must-show figures: median ratio to dp-accounting (h = 1e-4), the cases slower than
+    it, the longest query, the largest peak, the brackets wider than 1 %."""
+    ok = [r for r in rows if r["ours"][0] == "ok"]
+    out = []
+    if anchors:
+        pairs = [
+            (r["case"], r["ours"][2], r["dpa h=1e-4"][2])
+            for r in ok
+            if r["dpa h=1e-4"][0] == "ok" and r["dpa h=1e-4"][1] is not None
+        ]
+        if pairs:
+            ratios = [ours / max(theirs, 1e-9) for _, ours, theirs in pairs]
+            slower = [f"{c.name} (δ={c.delta:g})" for c, a, b in pairs if a > b]
+            out.append(
+                f"- median time ratio to dp-accounting (h = 1e-4), over the {len(pairs)} cases "
+                f"it expresses: {statistics.median(ratios):.2f}; slower than it: "
+                f"{', '.join(slower) or 'none'}"
+            )
+    failed = [r["case"].name for r in rows if r["ours"][0] != "ok"]
+    if ok:
+        longest = max(ok, key=lambda r: r["ours"][2])
+        peak = max(r["ours"][3] for r in ok)
+        wide = [
+            f"{r['case'].name} (δ={r['case'].delta:g})"
+            for r in ok
+            if _width(r["ours"][1][0], r["ours"][1][1]) > 0.01
+        ]
+        out.append(
+            f"- longest query: {longest['ours'][2]:.2f} s ({longest['case'].name}, "
+            f"δ={longest['case'].delta:g}); largest peak RSS: {peak / 2**30:.2f} GB"
+        )
+        out.append(f"- brackets wider than 1 %: {', '.join(wide) or 'none'}")
+    if failed:
+        out.append(f"- no bracket (error or timeout): {', '.join(failed)}")
+    return out
+
+
+def calibration_line() -> str:
+    q, steps, target, delta = CALIBRATION
+    status, sigma, seconds, _ = in_child(_calibrate, OURS_TIMEOUT)
+    found = f"sigma {sigma:.6g}" if status == "ok" else status
+    return (
+        f"- calibration (q = {q:g}, {steps} steps, ε = {target:g}, δ = {delta:g}): {found} in "
+        f"{seconds:.2f} s"
+    )
+
+
+def write_table(lines: list[str]) -> None:
+    """Replace the text between the benchmark markers of docs/accountants.md by ``lines``."""
+    text = DOCS.read_text(encoding="utf-8")
+    if START not in text or END not in text:
+        raise SystemExit(f"{DOCS.name} has no benchmark markers ({START!r} ... {END!r})")
+    before, rest = text.split(START, 1)
+    _, after = rest.split(END, 1)
+    DOCS.write_text(before + START + "\n" + "\n".join(lines) + "\n" + END + after, "utf-8")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="first two cases only")
-    parser.add_argument("--distinct", action="store_true", help="only many distinct leaves")
-    parser.add_argument("--distinct-dpa", action="store_true", help="... beside dp-accounting")
+    parser.add_argument("--table", action="store_true", help="write the table into the docs")
+    parser.add_argument("--only", default="", help="only the cases whose name contains this")
+    parser.add_argument("--no-anchors", action="store_true", help="dpledger alone")
+    parser.add_argument("--anchor-timeout", type=float, default=120.0, help="seconds per anchor")
     args = parser.parse_args()
-    if args.distinct or args.distinct_dpa:
-        distinct_rows(args.distinct_dpa)
-        return
-    cases = CASES[:2] if args.quick else CASES
-    # both sides measured warm: lazy imports and first-call set-up happen here, once (the forked
-    # children inherit them), not inside the first timed case
+    anchors = not args.no_anchors
+    # lazy imports and first-call set-up happen here, once; the forked children inherit them
     account(dp_sgd(1.0, 0.01, 10), delta=1e-5)
-    dpa(1.0, 0.01, 10, 1e-5)
-    print(f"{'case':>34} | {'bracket':>24} | {'t default':>9} {'t dpa':>7} {'ratio':>6} | peak GB")
-    ratios = [_row(case) for case in cases]
-    print(f"median time ratio default account / dp-accounting PLD: {statistics.median(ratios):.2f}")
-    if not args.quick:
-        print("one heavy step at tiny delta (limits 2 s, 2 GB; not in the median):")
-        for case in EXTREME_CASES:
-            _row(case)
-    start = time.perf_counter()
-    result = calibrate_noise_multiplier(
-        lambda s: dp_sgd(s, 256 / 60000, 500), None, 1.0, 1e-5, rtol=1e-3
-    )
-    print(
-        "calibration (eps 1, delta 1e-5, q 256/60000, 500 steps): "
-        f"sigma {result.noise_multiplier:.5f} in {time.perf_counter() - start:.2f} s"
-    )
+    if anchors:
+        import dp_accounting  # noqa: F401
+        import opacus.accountants  # noqa: F401
+        import prv_accountant  # noqa: F401
+    chosen = [c for c in cases() if args.only in c.name]
+    rows = []
+    for case in chosen:
+        rows.append(run_case(case, anchors, args.anchor_timeout))
+        print(markdown(rows[-1:], anchors)[-1], flush=True)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    lines = [
+        f"Measured {when} on {os.cpu_count()} cores, load average at the end {load} (timings "
+        "under load are slower than idle; each call in a fresh child, one thread). "
+        "Anchors: dp-accounting's PLD, prv-accountant (upper estimate) and Opacus's RDP, "
+        "where they express the case.",
+        "",
+        *markdown(rows, anchors),
+        "",
+        *summary(rows, anchors),
+        calibration_line(),
+    ]
+    print("\n".join(lines[2:]))
+    if args.table:
+        write_table(lines)
 
 
 if __name__ == "__main__":
