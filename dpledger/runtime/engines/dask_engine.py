@@ -50,9 +50,9 @@ __all__ = [
 ]
 
 #: rows a bucket holds on average (each bucket is bounded as one chunk)
-BUCKET_ROWS = 2**17
+BUCKET_ROWS = 2**16
 #: the most rows of the table one task holds at a time while it reads and spills
-SLICE_ROWS = 2**17
+SLICE_ROWS = 2**16
 #: how many buckets' partial aggregates one task merges
 MERGE_FAN_IN = 8
 #: bytes per CSV row assumed when the number of buckets is chosen from the file's size
