@@ -14,7 +14,6 @@ from dpledger.budget.odometer import mixture_boundary, odometer, renyi_odometer
 
 
 def _mixture(x: float, v: float, rho: float) -> mpmath.mpf:
-    mpmath.mp.dps = 25
     dens = 2 * mpmath.sqrt(rho / (2 * mpmath.pi))
 
     def f(lam: mpmath.mpf) -> mpmath.mpf:
@@ -30,7 +29,8 @@ def test_mixture_boundary_is_the_root_of_the_mixture_integral(
     v: float, rho: float, delta: float
 ) -> None:
     x = mixture_boundary(v, rho, delta)
-    root = mpmath.findroot(lambda z: mpmath.log(_mixture(z, v, rho)) - math.log(1 / delta), x)
+    with mpmath.workdps(25):
+        root = mpmath.findroot(lambda z: mpmath.log(_mixture(z, v, rho)) - math.log(1 / delta), x)
     assert float(root) <= x <= float(root) * (1 + 1e-9) + 1e-12
 
 
@@ -39,17 +39,19 @@ def test_renyi_odometer_is_the_root_of_the_mean_of_the_orders(n: int) -> None:
     orders = [1.5, 2.0, 4.0, 8.0, 16.0, 64.0]
     rdp = [n * a / (2 * 8.0**2) for a in orders]  # n Gaussian steps of sigma 8
     delta = 1e-6
-    mpmath.mp.dps = 30
-    k = len(orders)
-    u = renyi_odometer(orders, rdp, delta)
+    with mpmath.workdps(30):
+        k = len(orders)
+        u = renyi_odometer(orders, rdp, delta)
 
-    def mean(level: float) -> mpmath.mpf:
-        return sum(mpmath.exp((a - 1) * (level - r)) for a, r in zip(orders, rdp, strict=True)) / k
+        def mean(level: float) -> mpmath.mpf:
+            return (
+                sum(mpmath.exp((a - 1) * (level - r)) for a, r in zip(orders, rdp, strict=True)) / k
+            )
 
-    assert mean(u) >= 1 / delta * (1 - 1e-12)
-    assert mean(u * (1 - 1e-8)) < 1 / delta
-    union = min(r + math.log(k / delta) / (a - 1) for a, r in zip(orders, rdp, strict=True))
-    assert u <= union
+        assert mean(u) >= 1 / delta * (1 - 1e-12)
+        assert mean(u * (1 - 1e-8)) < 1 / delta
+        union = min(r + math.log(k / delta) / (a - 1) for a, r in zip(orders, rdp, strict=True))
+        assert u <= union
 
 
 def test_odometer_of_each_rule_is_its_formula() -> None:

@@ -54,7 +54,7 @@ def test_records_at_the_clipping_bound_halt_with_the_stores_renyi_filter() -> No
     assert list(filt.steps) == [state["count"]] * 3
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(data=st.data())
 def test_no_record_ever_passes_its_budget_whatever_the_norms(data: st.DataObject) -> None:
     """Norms chosen adaptively (larger for records that spent little): every record's charged

@@ -41,28 +41,31 @@ def _params(rule: str) -> dict[str, Any]:
 
 def mixture_integral(x: float, v: float, rho: float) -> float:
     """The half-normal mixture of exp(lam x - lam^2 v / 2), by mpmath quadrature."""
-    mpmath.mp.dps = 20
-    dens = 2 * mpmath.sqrt(rho / (2 * mpmath.pi))
-    f = lambda lam: mpmath.exp(lam * x - lam**2 * v / 2) * dens * mpmath.exp(-rho * lam**2 / 2)  # noqa: E731
-    return float(mpmath.quad(f, [0, 1 / mpmath.sqrt(v + rho), mpmath.inf]))
+    with mpmath.workdps(15):
+        dens = 2 * mpmath.sqrt(rho / (2 * mpmath.pi))
+
+        def f(lam: Any) -> Any:
+            return mpmath.exp(lam * x - lam**2 * (v + rho) / 2) * dens
+
+        return float(mpmath.quad(f, [0, 1 / mpmath.sqrt(v + rho), mpmath.inf]))
 
 
 def renyi_exact(orders: list[float], rdp: list[float], delta: float) -> float:
     """L with mean_a exp((a-1)(L - R(a))) = 1/delta, by mpmath's root finder."""
-    mpmath.mp.dps = 30
-    k = len(orders)
+    with mpmath.workdps(30):
+        k = len(orders)
 
-    def g(level: Any) -> Any:
-        return (
-            sum(mpmath.exp((a - 1) * (level - r)) for a, r in zip(orders, rdp, strict=True)) / k
-            - 1 / delta
+        def g(level: Any) -> Any:
+            return (
+                sum(mpmath.exp((a - 1) * (level - r)) for a, r in zip(orders, rdp, strict=True)) / k
+                - 1 / delta
+            )
+
+        lo = min(r + math.log(1 / delta) / (a - 1) for a, r in zip(orders, rdp, strict=True))
+        hi = min(r + math.log(k / delta) / (a - 1) for a, r in zip(orders, rdp, strict=True))
+        return float(
+            mpmath.findroot(g, (mpmath.mpf(lo) - 1e-9, mpmath.mpf(hi) + 1e-9), solver="anderson")
         )
-
-    lo = min(r + math.log(1 / delta) / (a - 1) for a, r in zip(orders, rdp, strict=True))
-    hi = min(r + math.log(k / delta) / (a - 1) for a, r in zip(orders, rdp, strict=True))
-    return float(
-        mpmath.findroot(g, (mpmath.mpf(lo) - 1e-9, mpmath.mpf(hi) + 1e-9), solver="anderson")
-    )
 
 
 def gaussian_exact_epsilon(mu: float, delta: float) -> float:
@@ -115,7 +118,7 @@ def test_nothing_booked_spends_nothing_and_an_unbounded_order_is_skipped() -> No
 # --- adaptive sequences ------------------------------------------------------------------
 
 
-SIGMAS = (1.5, 3.0, 6.0, 12.0, 24.0, 48.0, 96.0)
+SIGMAS = (1.5, 3.0, 12.0, 48.0, 96.0)
 
 
 @functools.cache
@@ -131,7 +134,7 @@ def _adaptive_run(rule: str, data: st.DataObject, steps: int) -> list[tuple[floa
     for _ in range(steps):
         so_far = odo.odometer(rule, TOTAL, params, state)["epsilon"]
         # spend fast early, slowly once the odometer is up
-        choices = SIGMAS[:4] if so_far < 0.5 else SIGMAS[3:]
+        choices = SIGMAS[:3] if so_far < 0.5 else SIGMAS[2:]
         sigma = data.draw(st.sampled_from(choices), label="sigma")
         decision = rules.decide(rule, TOTAL, params, state, _charge(rule, sigma))
         state = decision.state  # the odometer keeps counting past the filter's total
@@ -140,7 +143,7 @@ def _adaptive_run(rule: str, data: st.DataObject, steps: int) -> list[tuple[floa
 
 
 @pytest.mark.parametrize("rule", ["renyi", "gdp", "approx"])
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(data=st.data())
 def test_odometer_grows_bounds_the_composition_and_equals_its_formula(
     rule: str, data: st.DataObject
