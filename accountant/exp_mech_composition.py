@@ -165,6 +165,10 @@ def _golden(f: Callable[[float], float], lo: float, hi: float) -> float:
     return max(fa, fb)
 
 
+def _entry(f: Callable[[float], np.ndarray], m: int, t: float) -> float:
+    return float(f(t)[m])
+
+
 def _maximise(f: Callable[[float], np.ndarray], eps0: float) -> float:
     """The largest value of ``f(t)[m]`` found over ``t`` in ``(0, eps0)`` and m: a grid of t,
     then, for the REFINED best m, a golden-section search of ``f(t)[m]`` around its best grid
@@ -179,7 +183,7 @@ def _maximise(f: Callable[[float], np.ndarray], eps0: float) -> float:
             break
         i = int(np.argmax(table[:, m]))
         lo, hi = eps0 * max(i - 1, 0) / T_GRID, eps0 * min(i + 2, T_GRID) / T_GRID
-        best = max(best, _golden(lambda t, m=m: float(f(t)[m]), lo, hi))
+        best = max(best, _golden(functools.partial(_entry, f, int(m)), lo, hi))
     return best
 
 
