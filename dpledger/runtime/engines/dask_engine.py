@@ -206,9 +206,11 @@ def _merge(*parts: dict[str, list[Any]]) -> dict[str, list[Any]]:
 
 def _bound_piece(
     piece: Any, query: AggregationQuery, public: Collection[str] | None
-) -> list[dict[str, list[Any]]]:
-    """Row level: each slice bounded as it is read (any chunk will do)."""
-    return [bound_chunk(columns, query, public) for columns in _slices(piece, query.columns)]
+) -> dict[str, list[Any]]:
+    """Row level: each slice bounded as it is read (any chunk will do), merged."""
+    return _merge(
+        *(bound_chunk(columns, query, public) for columns in _slices(piece, query.columns))
+    )
 
 
 @attrs.frozen
@@ -229,7 +231,7 @@ class _Plan:
         task = functools.partial(dask.delayed, pure=False)
         if self.query.unit_column is None:
             pieces = [task(_bound_piece)(p, self.query, self.public) for p in self.pieces]
-            return [part for parts in dask.compute(*pieces) for part in parts]
+            return _merged(dask, task, pieces)
         where = tempfile.mkdtemp(prefix="dpledger-buckets-", dir=_spill_dir(dask))
         try:
             spills = [
@@ -240,14 +242,18 @@ class _Plan:
                 task(_bound_bucket)(b, where, self.query, self.public, spills)
                 for b in range(self.buckets)
             ]  # every row is in one bucket: the buckets' row counts add up to the table's
-            while len(bounded) > 1:  # merged as they come, so few partials are held at once
-                bounded = [
-                    task(_merge)(*bounded[i : i + MERGE_FAN_IN])
-                    for i in range(0, len(bounded), MERGE_FAN_IN)
-                ]
-            return list(dask.compute(*bounded))
+            return _merged(dask, task, bounded)
         finally:
             _remove(where)
+
+
+def _merged(dask: Any, task: Any, parts: list[Any]) -> list[dict[str, list[Any]]]:
+    """The tasks' partial aggregates, merged in a tree as they come (few held at once)."""
+    while len(parts) > 1:
+        parts = [
+            task(_merge)(*parts[i : i + MERGE_FAN_IN]) for i in range(0, len(parts), MERGE_FAN_IN)
+        ]
+    return list(dask.compute(*parts))
 
 
 def _spill_dir(dask: Any) -> str | None:
@@ -298,7 +304,13 @@ class DaskEngine:
         path = table_path(source)
         if path is not None and path.suffix.lower() == ".parquet":
             pq = import_engine_module("pyarrow.parquet", "dask")
-            meta = pq.ParquetFile(str(path)).metadata
+            try:
+                meta = pq.ParquetFile(str(path)).metadata
+            except (OSError, ValueError) as exc:  # not Parquet, truncated, ...
+                first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else "unreadable"
+                raise InvalidParameterError(
+                    "table", f"could not be read as Parquet ({first})", "name a Parquet file"
+                ) from None
             _check_columns(meta.schema.names, query, path.name)
             groups = [_RowGroup(str(path), g, query.columns) for g in range(meta.num_row_groups)]
             return _Plan(groups, meta.num_rows, query, public)
