@@ -131,3 +131,13 @@ def test_a_refusal_inside_a_task_is_one_line_and_leaves_no_spill_file(
     with pytest.raises(InvalidParameterError, match=r"^user: holds missing values"):
         aggregate_table(aggregation_request(params), bad, book)
     assert book.log == [] and list(small_buckets.iterdir()) == []
+
+
+def test_a_file_that_is_not_parquet_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    path.write_text("user,day,spend\n1,mon,2.0\n")
+    params = {**PARAMS, "engine": "dask"}
+    book = ledger(7, params)
+    with pytest.raises(InvalidParameterError, match=r"^table: could not be read as Parquet"):
+        aggregate_table(aggregation_request(params), path, book)
+    assert book.log == []
