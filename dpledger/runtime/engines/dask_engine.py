@@ -8,7 +8,9 @@ unit level each slice's rows are spilled to files on local disk by a keyed hash 
 slice is spilled, each bucket, which holds every row of its units, is bounded by the framework's
 :func:`~dpledger.runtime.engines.bounding.bound_chunk`. At row level each slice is bounded as it
 is read. Only the buckets' bounded aggregates reach the driver, and the memory the engine uses
-does not grow with the table.
+does not grow with the table. The spill files hold raw rows: they live in a directory only this
+user can read (under Dask's ``temporary_directory``, else the system's) and are removed when
+the run ends, whether it succeeded or was refused.
 
 With any other scheduler (a distributed cluster, whose workers share no disk) the table is
 read by ``dask.dataframe``, shuffled on the unit column and bounded per partition
