@@ -73,18 +73,18 @@ def _product_delta(eps: float, a: float, c: float) -> float:
         return max(0.0, -math.expm1(eps - s + 2 * t))
 
     def one(d: float) -> float:  # E phi(min(E, d)), E ~ Exp(1)
-        body = integrate.quad(lambda x: phi(x) * math.exp(-x), 0, d, limit=200)[0]
+        body = float(integrate.quad(lambda x: phi(x) * math.exp(-x), 0, d, limit=200)[0])
         return body + phi(d) * math.exp(-d)
 
     def width(t: float) -> float:  # the length of {x + y = t} in [0, a] x [0, c]
         return max(0.0, min(a, t) - max(0.0, t - c))
 
     cuts = sorted({min(a, c), max(a, c)})
-    both = integrate.quad(lambda t: phi(t) * math.exp(-t) * width(t), 0, s, points=cuts)[0]
+    both = float(integrate.quad(lambda t: phi(t) * math.exp(-t) * width(t), 0, s, points=cuts)[0])
     both += math.exp(-c) * integrate.quad(lambda x: phi(x + c) * math.exp(-x), 0, a)[0]
     both += math.exp(-a) * integrate.quad(lambda y: phi(a + y) * math.exp(-y), 0, c)[0]
     both += math.exp(-s) * phi(s)
-    return (phi(0.0) + one(a) + one(c) + both) / 4
+    return float(phi(0.0) + one(a) + one(c) + both) / 4
 
 
 @pytest.mark.parametrize(("a", "c"), [(1.0, 1.0), (1.5, 0.5), (0.2, 1.8), (0.05, 0.3)])
