@@ -141,3 +141,28 @@ def test_a_file_that_is_not_parquet_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(InvalidParameterError, match=r"^table: could not be read as Parquet"):
         aggregate_table(aggregation_request(params), path, book)
     assert book.log == []
+
+
+@pytest.mark.parametrize("unit", [1, np.int64(1), True])
+def test_a_unit_written_as_an_integer_in_one_chunk_and_as_text_in_another_is_one_unit(
+    unit: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A column of Python objects mixing integers and text is text throughout, as the
+    in-memory engine reads it whole: the chunk holding only ``1`` and the one holding
+    ``"1"`` must not make two units of one (each would keep its own L0 · L∞ rows)."""
+    monkeypatch.setattr(dask_module, "BUCKET_ROWS", 4)
+    n = 40
+    users = np.empty(n, dtype=object)
+    users[:20] = [unit] * 20  # the first Dask partition: the unit as an integer only
+    users[20:] = [str(unit)] * 10 + ["x"] * 10
+    table = {
+        "user": users,
+        "day": np.array(["mon", "tue", "wed", "fri"] * 10, dtype=object),
+        "spend": np.ones(n),
+    }
+    changes = {"max_partitions_per_unit": 1, "max_rows_per_partition": 1}
+    mem, dsk = run(table, "memory", **changes), run(table, "dask", **changes)
+    assert same_bits(mem, dsk)
+    query = aggregation_request({**PARAMS, **changes, "engine": "dask"}).query
+    engine = dask_module.DaskEngine()
+    assert sum(engine.aggregate_per_key(engine.bound_contributions(table, query, None)).counts) == 2

@@ -91,6 +91,10 @@ def partial_frame(
     return out
 
 
+def _key_columns(query: AggregationQuery) -> tuple[str, ...]:
+    return tuple(c for c in (query.partition_column, query.unit_column) if c is not None)
+
+
 def _check_columns(present: Collection[str], query: AggregationQuery, where: str) -> None:
     for column in query.columns:
         if column not in present:
@@ -293,7 +297,7 @@ class DaskEngine:
         pd = import_engine_module("pandas", "dask")
         path = table_path(source)
         if path is None:
-            frame = frame_of(source, query.columns, pd)
+            frame = frame_of(source, query.columns, pd, _key_columns(query))
             dask = import_engine_module("dask", "dask")
             with dask.config.set({"dataframe.convert-string": False}):  # keep the columns' types
                 return dd.from_pandas(frame, npartitions=self.npartitions)
@@ -358,11 +362,35 @@ class DaskEngine:
         return dict(zip(agg.keys, agg.units, strict=True))
 
 
-def frame_of(source: Mapping[str, Any], columns: tuple[str, ...], pandas: Any) -> Any:
-    """A pandas DataFrame of the named columns of a mapping of columns."""
+def frame_of(
+    source: Mapping[str, Any], columns: tuple[str, ...], pandas: Any, keys: Collection[str] = ()
+) -> Any:
+    """A pandas DataFrame of the named columns of a mapping of columns; the ``keys`` columns
+    read as the in-memory engine reads them whole (:func:`_one_key_type`)."""
     missing = [c for c in columns if c not in source]
     if missing:
         raise InvalidParameterError(
             missing[0], "is not a column of the table", f"name one of {sorted(source)}"
         )
-    return pandas.DataFrame({c: source[c] for c in columns})
+    frame = pandas.DataFrame({c: source[c] for c in columns})
+    for column in keys:
+        if frame[column].dtype == object:
+            frame[column] = pandas.Series(_one_key_type(frame[column].tolist()), dtype=object)
+    return frame
+
+
+def _missing(x: Any) -> bool:
+    try:
+        return x is None or bool(x != x)
+    except (TypeError, ValueError):
+        return True
+
+
+def _one_key_type(items: list[Any]) -> list[Any]:
+    """A key column of Python objects that does not hold integers only is text throughout, as
+    the in-memory engine reads the whole column: chunks read apart would otherwise read one
+    unit as the integer 1 in one chunk and as the text "1" in another (two units). Missing
+    values stay missing (each chunk refuses them)."""
+    if all(isinstance(x, int | np.integer) for x in items if not _missing(x)):
+        return items
+    return [x if _missing(x) else str(x) for x in items]

@@ -99,7 +99,8 @@ class SparkEngine:
         path = table_path(source)
         if path is None:
             pd = import_engine_module("pandas", "spark")
-            return spark.createDataFrame(frame_of(source, query.columns, pd))
+            keys = tuple(c for c in (query.partition_column, query.unit_column) if c is not None)
+            return spark.createDataFrame(frame_of(source, query.columns, pd, keys))
         if path.suffix.lower() == ".csv":
             df = spark.read.csv(str(path), header=True, inferSchema=True)
         else:
