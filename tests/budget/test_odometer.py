@@ -27,7 +27,7 @@ from dpledger.budget import odometer as odo
 from dpledger.budget import rules
 from dpledger.budget.report import status_lines
 from dpledger.budget.status import status
-from dpledger.budget.store import book, check_declaration, declare
+from dpledger.budget.store import book, check, check_declaration, declare
 from dpledger.core.errors import InvalidParameterError
 from dpledger.core.events import GaussianEvent, LaplaceEvent
 
@@ -286,6 +286,8 @@ def test_status_json_and_text_carry_the_certified_odometer(tmp_path: Path) -> No
     assert by_source["s"]["odometer"] == booked["odometer"]
     assert by_source["t"]["params"]["odometer_delta"] == 1e-7
     assert by_source["t"]["odometer"]["delta"] == pytest.approx(1e-7 + 5e-7)
+    after = check(location, "s", GaussianEvent(10.0))["odometer_after"]
+    assert after["certified"] and after["epsilon"] > booked["odometer"]["epsilon"]
     text = "\n".join(status_lines(report))
     assert "certified spend so far: epsilon <= " in text and "Smith & Thakurta" in text
     assert "filter statistic, not certified" in text
