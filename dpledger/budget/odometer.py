@@ -67,13 +67,6 @@ ODOMETER_THEOREMS: dict[str, str] = {
     "sub-Gaussian privacy-loss martingale, one-sided normal mixture boundary, plus sum "
     "delta_t); valid at every time at once",
 }
-#: the odometer's parameters a store may declare, per rule
-ODOMETER_SETTABLE: dict[str, tuple[str, ...]] = {
-    "pld": (),
-    "renyi": ("odometer_delta",),
-    "approx": ("odometer_delta", "odometer_rho"),
-    "gdp": ("odometer_delta", "odometer_rho"),
-}
 #: relative and absolute slack by which a solved boundary is raised (floating point)
 _SLACK = 1e-10
 
