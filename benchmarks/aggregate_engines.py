@@ -12,13 +12,17 @@ each contender computes a user-level count and mean per partition with L0 = 5 an
 a fresh process, which reports the time its imports took, the time of the work itself and its
 peak resident memory. dpledger runs on Dask's threaded scheduler, the default of
 ``pip install 'dpledger[dask]'``: its threads run in the driver's process, so the driver's peak
-memory is the whole process's. The script prints rows per second of the work (imports
-excluded; end to end beside it), the ratios to pandas and to PipelineDP, the driver's peak
-memory against the smallest size, and seconds per million rows (is the cost linear in rows?).
+memory is the whole process's (``--schedulers processes`` adds a run on Dask's processes
+scheduler: the driver's peak and the largest worker's apart; a worker's is its ``ru_maxrss``,
+which counts the driver's memory when the worker started). A peak is the process's own
+``VmHWM`` (``ru_maxrss`` would count the parent's memory at the fork: :func:`peak_mb`). The
+script prints rows per second of the work (imports excluded; end to end beside it), the
+ratios to pandas and to PipelineDP, the driver's peak memory against the smallest size, and
+seconds per million rows (is the cost linear in rows?).
 Machines are noisy: read the ratios, measured in the same run.
 
-Measured on the shared 2-core development machine under load (load average 3 to 6 from other
-work; one run each, indicative only): see ``docs/methods/aggregate.md``, section Benchmark.
+Measured on the shared 2-core development machine under heavy load from other work (one run
+each, indicative only): see ``docs/methods/aggregate.md``, section Benchmark.
 """
 
 from __future__ import annotations
@@ -146,6 +150,18 @@ CONTENDERS: dict[str, tuple[Callable[[], None], Callable[[Path], None]]] = {
 }
 
 
+def peak_mb() -> float:
+    """This process's peak resident memory: ``VmHWM`` (Linux). ``ru_maxrss`` is no measure of
+    a child: it keeps the peak of the parent's memory the child was forked from, through
+    ``exec`` (a parent that wrote a 1e7-row table makes every child look 600 MB large)."""
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def child(name: str, path: str) -> None:
     """Run one contender in this (fresh) process; print its times and peak memory as JSON."""
     load, run = CONTENDERS[name]
@@ -154,14 +170,13 @@ def child(name: str, path: str) -> None:
     loaded = time.perf_counter()
     run(Path(path))
     done = time.perf_counter()
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     workers_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(
         json.dumps(
             {
                 "imports": loaded - start,
                 "seconds": done - loaded,
-                "peak_mb": peak_mb,
+                "peak_mb": peak_mb(),
                 "workers_mb": workers_mb,
             }
         )
