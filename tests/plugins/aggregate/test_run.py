@@ -51,6 +51,11 @@ def test_a_run_from_parquet_is_recorded_and_reported(
     report = capfd.readouterr().out
     assert "Aggregation: how the computation runs" in report
     assert "Laplace mechanism" in report
+    # the clean room's report states the unit the run protected, as the run line does
+    assert (
+        "differentially private with respect to add/remove of one unit: every row of one "
+        "value of column 'user' (at most 1 " in report
+    )
 
 
 def test_a_table_with_nan_is_one_line_exit_2_and_nothing_is_written(
