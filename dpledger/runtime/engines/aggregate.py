@@ -281,7 +281,7 @@ def _release_values(
 ) -> tuple[list[float], list[str]]:
     """The exact values of one release and the names of its cells."""
     if release == "histogram":
-        counts = [c for n in names for c in agg.histogram(n, query.bins)]
+        counts = [c for row in agg.histograms(names, query.bins) for c in row]
         return [_exact(c) for c in counts], _cells(names, query.bins)
     return _exact_values(release, [agg.row(n) for n in names], query), list(names)
 

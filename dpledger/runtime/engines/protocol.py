@@ -9,7 +9,7 @@ noise (:mod:`dpledger.runtime.engines.aggregate`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -45,11 +45,16 @@ class BoundedAggregates:
 
     def histogram(self, key: str, bins: int) -> tuple[int, ...]:
         """The rows kept in each of the ``bins`` bins of ``key`` (zeros where none fell)."""
-        out = [0] * bins
+        return self.histograms([key], bins)[0]
+
+    def histograms(self, keys: Sequence[str], bins: int) -> list[tuple[int, ...]]:
+        """:meth:`histogram` of each of ``keys`` (one pass over the cells)."""
+        where = {key: i for i, key in enumerate(keys)}
+        out = [[0] * bins for _ in keys]
         for name, index, count in self.bin_counts:
-            if name == key:
-                out[index] += count
-        return tuple(out)
+            if name in where:
+                out[where[name]][index] += count
+        return [tuple(row) for row in out]
 
 
 def _order(name: str) -> tuple[int, int, str]:
