@@ -101,6 +101,43 @@ def test_one_unit_moves_the_histogram_within_its_bounds(table: dict[str, Any]) -
         assert sum(int(m.sum() > 0) for m in moves) <= 2  # L0 = 2 keys
 
 
+def _largest_move(table: dict[str, Any]) -> int:
+    """The most rows one unit moves one key's bins by (L1), over the table's units."""
+    full = aggregates(table)
+    worst = 0
+    for victim in np.unique(table["user"])[:15]:
+        keep = table["user"] != victim
+        less = aggregates({c: v[keep] for c, v in table.items()})
+        for k in full.keys:
+            worst = max(worst, int(np.subtract(full.histogram(k, 4), less.histogram(k, 4)).sum()))
+    return worst
+
+
+def test_a_planted_bug_counting_every_row_in_the_bins_is_caught(
+    table: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bins counted before the L∞ bound: a unit moves a key's bins by more than L∞ = 2."""
+    from dpledger.runtime.engines import bounding
+
+    assert _largest_move(table) <= 2
+    real = bounding.bin_rows
+    everything: dict[str, Any] = {}
+
+    def unbounded(codes: Any, bins: Any, names: Any, nbins: int) -> Any:
+        return real(everything["codes"], everything["bins"], names, nbins)
+
+    def spy(columns: Any, query: Any) -> Any:
+        bins = real_row_bins(columns, query)
+        codes = bounding.key_column(columns["day"], "day").codes
+        everything.update(codes=codes, bins=bins)
+        return bins
+
+    real_row_bins = bounding.row_bins
+    monkeypatch.setattr(bounding, "row_bins", spy)
+    monkeypatch.setattr(bounding, "bin_rows", unbounded)
+    assert _largest_move(table) > 2
+
+
 @pytest.mark.parametrize("engine", ["memory", "dask"])
 def test_neighbouring_tables_give_identical_public_records_with_a_histogram(
     engine: str, table: dict[str, Any]
