@@ -27,7 +27,6 @@ from numpy.typing import NDArray
 from dpledger.core.errors import InvalidParameterError
 from dpledger.runtime.engines.columns import (
     KeyColumn,
-    canonical_name,
     key_column,
     splitmix64,
     value_column,
@@ -86,7 +85,8 @@ def _sorted_by(*keys: NDArray[Any]) -> I64:
 
 def _pair_hashes(keys: KeyColumn, units: KeyColumn) -> NDArray[np.uint64]:
     """Per row: the keyed hash of its (unit, partition) pair."""
-    return splitmix64(units.hashes[units.codes] ^ splitmix64(keys.hashes[keys.codes] ^ PAIR_SALT))
+    per_key = splitmix64(keys.hashes ^ PAIR_SALT)  # once per distinct key, then per row
+    return splitmix64(units.hashes[units.codes] ^ per_key[keys.codes])
 
 
 def _row_hashes(pair: NDArray[np.uint64], fixed: I64) -> NDArray[np.uint64]:
@@ -183,10 +183,12 @@ def _units_per_key(keys: KeyColumn, units: KeyColumn, keep: NDArray[np.bool_]) -
     return counts
 
 
-def _public_rows(keys: KeyColumn, public: Collection[str] | None) -> NDArray[np.bool_]:
+def _public_rows(
+    keys: KeyColumn, names: list[str], public: Collection[str] | None
+) -> NDArray[np.bool_]:
     if public is None:
         return np.ones(keys.codes.size, dtype=bool)
-    known = np.asarray([name in public for name in keys.names()], dtype=bool)
+    known = np.asarray([name in public for name in names], dtype=bool)
     return known[keys.codes] if known.size else np.zeros(0, dtype=bool)
 
 
@@ -236,7 +238,8 @@ def bound_chunk(
     n = keys.codes.size
     fixed = _fixed_values(columns, query, n)
     bins = row_bins(columns, query)  # None without a histogram
-    keep = _public_rows(keys, public)
+    names = keys.names()
+    keep = _public_rows(keys, names, public)
     if query.unit_column is not None:
         units = key_column(_column(columns, query.unit_column), query.unit_column)
         if units.codes.size != n:
@@ -253,7 +256,6 @@ def bound_chunk(
         unit_counts = np.bincount(keys.codes[keep], minlength=len(keys.uniques))
     counts = np.bincount(keys.codes[keep], minlength=len(keys.uniques))
     sums = _sums(keys.codes[keep], fixed[keep], len(keys.uniques))
-    names = [canonical_name(k) for k in keys.uniques]
     live = np.flatnonzero(counts > 0)
     cells, cell_counts = (
         ([], []) if bins is None else bin_rows(keys.codes[keep], bins[keep], names, query.bins)
