@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from dpledger.accountant.base import EpsilonBound
+from dpledger.accountant.calibrate_search import GAP_CAP, Search, gap
 from dpledger.accountant.conversions import U, gaussian_delta_bracket
 from dpledger.accountant.pld import upper_only
 from dpledger.accountant.select import account
@@ -112,46 +113,32 @@ def calibrate_noise_multiplier(
     """
     eps_t, delta = _check_targets(target_epsilon, target_delta)
     lo, hi = _check_bracket(bracket, rtol)
-    best = _certified(make_event(hi), adjacency, delta, backends)
-    if not best.epsilon <= eps_t:
-        raise InvalidParameterError(
-            "bracket",
-            f"even noise_multiplier={hi:g} gives certified epsilon {best.epsilon:.6g} > target "
-            f"{eps_t:g}",
-            "raise the upper end of the bracket, or relax the target",
-        )
-    # invariant: hi meets the target (certified); lo fails or is the unevaluated bracket end.
-    # Secant steps on (log sigma, log epsilon) find the crossing in a few evaluations, then
-    # the bracket is closed around it; bisection in log space is the fallback.
+    search = Search(lo, hi, rtol)
     bottom = lo
-    lo_known = False
-    points: list[tuple[float, float]] = [(math.log(hi), _gap(best.epsilon, eps_t))]
+
+    def evaluate(sigma: float) -> EpsilonBound:
+        bound = _certified(make_event(sigma), adjacency, delta, backends)
+        search.add(sigma, gap(bound.epsilon, eps_t))
+        return bound
+
+    # the first evaluation mid-bracket (in log space); the top end only when that fails
+    if search.done() or evaluate(math.sqrt(lo * hi)).epsilon > eps_t:
+        at_hi = evaluate(hi)
+        if not at_hi.epsilon <= eps_t:
+            raise InvalidParameterError(
+                "bracket",
+                f"even noise_multiplier={hi:g} gives certified epsilon {at_hi.epsilon:.6g} > "
+                f"target {eps_t:g}",
+                "raise the upper end of the bracket, or relax the target",
+            )
     for _ in range(MAX_CALIBRATION_STEPS):
-        if hi / lo - 1 <= rtol:
+        if search.done():
             break
-        cand = _next_candidate(points, lo, hi, rtol)
-        if cand is None:
-            if not lo_known and lo == bottom:
-                at_lo = _certified(make_event(lo), adjacency, delta, backends)
-                if at_lo.epsilon <= eps_t:
-                    return _confirmed(make_event, adjacency, eps_t, delta, backends, lo, rtol)
-                lo_known = True
-                points.append((math.log(lo), _gap(at_lo.epsilon, eps_t)))
-                continue
-            cand = math.sqrt(lo * hi)
-        if not lo < cand < hi:
-            break
-        bound = _certified(make_event(cand), adjacency, delta, backends)
-        points.append((math.log(cand), _gap(bound.epsilon, eps_t)))
-        if bound.epsilon <= eps_t:
-            hi, best = cand, bound
-        else:
-            lo, lo_known = cand, True
-    if not lo_known and lo == bottom:
-        at_lo = _certified(make_event(lo), adjacency, delta, backends)
-        if at_lo.epsilon <= eps_t:
-            return _confirmed(make_event, adjacency, eps_t, delta, backends, lo, rtol)
-    return _confirmed(make_event, adjacency, eps_t, delta, backends, hi, rtol)
+        evaluate(search.candidate())
+    sigma = search.hi
+    if not search.lo_known and search.lo == bottom and evaluate(bottom).epsilon <= eps_t:
+        sigma = bottom
+    return _confirmed(make_event, adjacency, eps_t, delta, backends, sigma, search)
 
 
 def _confirmed(
@@ -161,20 +148,33 @@ def _confirmed(
     delta: float,
     backends: Sequence[str] | None,
     sigma: float,
-    rtol: float,
+    search: Search,
 ) -> CalibrationResult:
-    """``sigma``, raised by ``rtol`` steps until the full query (as ``account`` makes it) meets
-    the target too: the search's coarse upper bounds and the full one may differ slightly."""
+    """``sigma``, raised until the full query (as ``account`` makes it) meets the target too:
+    the search's upper bounds and the full one may differ slightly. Each raise is at least one
+    ``rtol`` step, and as far as the search's slope says the full query's excess needs."""
+    rtol = search.rtol
+    slope = _slope(search.points)
     for _ in range(MAX_CONFIRM_STEPS):
         bound = _account(make_event(sigma), adjacency, delta, backends)
         if bound.epsilon <= eps_t:
             return CalibrationResult(sigma, bound.epsilon, delta, bound.method)
-        sigma *= 1.0 + rtol
+        needed = gap(bound.epsilon, eps_t) / -slope if slope < 0 else 0.0
+        sigma *= max(1.0 + rtol, math.exp(min(needed, 1.0)) * (1.0 + rtol / 4))
     raise InvalidParameterError(
         "target_epsilon",
         f"no noise multiplier near {sigma:g} is certified at {eps_t:g}",
         "relax the target or widen the bracket",
     )
+
+
+def _slope(points: Sequence[tuple[float, float]]) -> float:
+    """d gap / d log sigma between the two evaluations nearest the crossing (0 if unknown)."""
+    near = sorted((p for p in points if abs(p[1]) < GAP_CAP), key=lambda p: abs(p[1]))[:2]
+    if len(near) < 2 or near[0][0] == near[1][0]:
+        return 0.0
+    (x1, g1), (x2, g2) = near
+    return (g2 - g1) / (x2 - x1)
 
 
 #: most full-resolution confirmations of a calibrated noise multiplier
@@ -183,38 +183,6 @@ MAX_CONFIRM_STEPS = 20
 
 #: most accountant evaluations of one noise calibration
 MAX_CALIBRATION_STEPS = 80
-
-
-def _gap(epsilon: float, target: float) -> float:
-    """log(epsilon / target) (finite stand-ins for 0 and inf)."""
-    if epsilon <= 0:
-        return -50.0
-    if not math.isfinite(epsilon):
-        return 50.0
-    return math.log(epsilon / target)
-
-
-def _next_candidate(
-    points: list[tuple[float, float]], lo: float, hi: float, rtol: float
-) -> float | None:
-    """The next noise multiplier: the secant root of the last two evaluations, nudged to close
-    the bracket; None when no usable secant exists."""
-    if len(points) < 2:
-        return None
-    (x1, g1), (x2, g2) = points[-2], points[-1]
-    if g1 == g2 or abs(g1) >= 50 or abs(g2) >= 50:
-        return None
-    root = x2 - g2 * (x2 - x1) / (g2 - g1)
-    cand = math.exp(root)
-    # aim just beside the root, on the side that shrinks the bracket most
-    nudge = 1 + rtol / 4
-    cand = cand * nudge if g2 <= 0 else cand / nudge
-    if not lo < cand < hi:
-        return None
-    # never spend an evaluation on a sliver: fall back to bisection when progress stalls
-    if len(points) > 8 and min(cand / lo, hi / cand) < 1 + rtol / 8:
-        return None
-    return cand
 
 
 #: significant digits of a noise multiplier calibrated on the grid (:func:`calibrate_on_grid`)
