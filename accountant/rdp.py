@@ -69,6 +69,8 @@ def effective_gaussian_mu(event: Event, sensitivity_factor: float = 1.0) -> floa
 
     Gaussians on the same (sub)sample compose into one Gaussian query with post-processing.
     """
+    if isinstance(event, GaussianEvent):  # the common leaf, without a walk of its tree
+        return sensitivity_factor / event.noise_multiplier
     parts: list[tuple[float, int]] = []
     for leaf, count in flatten(event):
         if not isinstance(leaf, GaussianEvent):
@@ -107,10 +109,15 @@ class RDPAccountant(Accountant):
         self._cache: dict[Event, FloatArray] = {}
         self._total: FloatArray | None = None
         self._representative_step: float | None = None
+        self._merged_leaves: dict[Event, int] | None = None
+        #: the last event whose support was checked, and its leaves
+        self._walked: tuple[Event | None, list[tuple[Event, int]]] = (None, [])
 
     # -- support ---------------------------------------------------------------------------
     def _unsupported_reason(self, event: Event) -> str | None:
-        for leaf, _ in flatten(event):
+        flat = flatten(event)
+        self._walked = (event, flat)  # compose checks the event it then adds: walk it once
+        for leaf in dict(flat):
             reason = self._leaf_reason(leaf)
             if reason is not None:
                 return reason
@@ -209,43 +216,37 @@ class RDPAccountant(Accountant):
     def _invalidate(self) -> None:
         self._total = None
         self._representative_step = None
+        self._merged_leaves = None
+
+    def _merged(self) -> dict[Event, int]:
+        """Every distinct leaf of the ledger and its total count (the tree walked once)."""
+        if self._merged_leaves is None:
+            merged: dict[Event, int] = {}
+            walked, flat = self._walked
+            for event, mult in self._ledger:
+                for leaf, count in flat if event is walked else flatten(event):
+                    merged[leaf] = merged.get(leaf, 0) + count * mult
+            self._merged_leaves = merged
+        return self._merged_leaves
 
     def _leaves(self) -> dict[Event, int]:
         """Distinct leaves of the ledger and their total counts; many distinct Poisson-sampled
         Gaussians, and many distinct other leaves, are replaced by dominating representatives
         (see MAX_DISTINCT_SAMPLED)."""
-        merged: dict[Event, int] = {}
-        for event, mult in self._ledger:
-            for leaf, count in flatten(event):
-                merged[leaf] = merged.get(leaf, 0) + count * mult
-        sampled = [
-            e
-            for e in merged
-            if isinstance(e, PoissonSampledEvent) and _groupable(effective_gaussian_mu(e.event))
-        ]
+        merged = dict(self._merged())
+        sampled: dict[Event, float] = {}
+        for e in merged:
+            if isinstance(e, PoissonSampledEvent):
+                mu = effective_gaussian_mu(e.event)
+                if isinstance(mu, float) and _groupable(mu):
+                    sampled[e] = mu
         merged = self._grouped_others(merged, set(sampled))
         if len(sampled) <= MAX_DISTINCT_SAMPLED:
             return merged
-        step = REPRESENTATIVE_STEP
-        while True:
-            cells: dict[tuple[int, int], tuple[float, float]] = {}
-            params: dict[Event, tuple[int, int]] = {}
-            for e in sampled:
-                assert isinstance(e, PoissonSampledEvent)
-                mu = effective_gaussian_mu(e.event)
-                assert isinstance(mu, float)
-                key = (_grid(e.sampling_probability, step), _grid(mu, step))
-                params[e] = key
-                cells[key] = (min(1.0, _cell_value(key[0], step)), _cell_value(key[1], step))
-            if len(cells) <= MAX_DISTINCT_SAMPLED:
-                break
-            step *= 2.0
-        grouped = set(sampled)
-        out = {e: k for e, k in merged.items() if e not in grouped}
-        for e in sampled:
-            q, mu = cells[params[e]]
-            rep = PoissonSampledEvent(q, GaussianEvent(_noise_for(mu)))
-            out[rep] = out.get(rep, 0) + merged[e]
+        out = {e: k for e, k in merged.items() if e not in sampled}
+        step, cells = _sampled_cells(sampled)
+        for rep, total in _sampled_representatives(sampled, merged, cells, step):
+            out[rep] = out.get(rep, 0) + total
         self._representative_step = step
         return out
 
@@ -275,22 +276,19 @@ class RDPAccountant(Accountant):
         return self._total.copy()
 
     def _non_private(self) -> bool:
-        return any(
-            isinstance(leaf, NonPrivateEvent) for e, _ in self._ledger for leaf, _ in flatten(e)
-        )
+        return any(isinstance(leaf, NonPrivateEvent) for leaf in self._merged())
 
     def _basic_pure(self) -> float | None:
         """Basic-composition epsilon when every leaf is pure, else None."""
         terms: list[tuple[int, float | Fraction]] = []
         s = Fraction(self.adjacency.sensitivity_factor)
-        for event, mult in self._ledger:
-            for leaf, count in flatten(event):
-                if isinstance(leaf, LaplaceEvent):
-                    terms.append((count * mult, s / Fraction(leaf.noise_multiplier)))
-                elif isinstance(leaf, _PURE | ApproxDPEvent):
-                    terms.append((count * mult, float(leaf.epsilon)))
-                else:
-                    return None
+        for leaf, count in self._merged().items():
+            if isinstance(leaf, LaplaceEvent):
+                terms.append((count, s / Fraction(leaf.noise_multiplier)))
+            elif isinstance(leaf, _PURE | ApproxDPEvent):
+                terms.append((count, float(leaf.epsilon)))
+            else:
+                return None
         return basic_composition_epsilon(terms)
 
     def _details(self, order: float | None, curve: FloatArray) -> dict[str, Any]:
@@ -350,6 +348,53 @@ def tabulated_rdp(orders: FloatArray, event: TabulatedRDPEvent) -> FloatArray:
     table = np.asarray(event.orders, dtype=float)
     values = np.append(np.asarray(event.rdp, dtype=float), np.inf)
     return np.asarray(values[np.searchsorted(table, orders, side="left")], dtype=float)
+
+
+def _sampled_cells(sampled: dict[Event, float]) -> tuple[float, np.ndarray]:
+    """(step, each leaf's cell as a row of its (q, mu) grid indices): the step doubles from
+    REPRESENTATIVE_STEP until at most MAX_DISTINCT_SAMPLED cells remain."""
+    rates = np.array([e.sampling_probability for e in sampled])  # type: ignore[attr-defined]
+    mus = np.array(list(sampled.values()))
+    step = REPRESENTATIVE_STEP
+    while True:
+        cells = np.stack([_grid_array(rates, step), _grid_array(mus, step)], axis=1)
+        # one integer per cell (grid indices are far below 2^31 in size)
+        keys = cells[:, 0] * (1 << 32) + cells[:, 1]
+        if len(np.unique(keys)) <= MAX_DISTINCT_SAMPLED:
+            return step, cells
+        step *= 2.0
+
+
+def _sampled_representatives(
+    sampled: dict[Event, float], merged: dict[Event, int], cells: np.ndarray, step: float
+) -> list[tuple[Event, int]]:
+    """Per cell: the sampled Gaussian at its top corner (rate up, noise down; never below a
+    member's own parameters) and its members' total count."""
+    groups: dict[tuple[int, int], list[Any]] = {}
+    for (e, mu), (iq, imu) in zip(sampled.items(), cells.tolist(), strict=True):
+        q = e.sampling_probability  # type: ignore[attr-defined]
+        found = groups.get((iq, imu))
+        if found is None:
+            groups[(iq, imu)] = [q, mu, merged[e]]
+        else:
+            found[0], found[1], found[2] = max(found[0], q), max(found[1], mu), found[2] + merged[e]
+    out: list[tuple[Event, int]] = []
+    for (iq, imu), (q_top, mu_top, total) in groups.items():
+        q = min(1.0, max(_cell_value(iq, step), q_top))
+        mu = max(_cell_value(imu, step), mu_top)
+        out.append((PoissonSampledEvent(q, GaussianEvent(_noise_for(mu))), total))
+    return out
+
+
+def _grid_array(x: np.ndarray, step: float) -> np.ndarray:
+    """:func:`_grid` of every entry of ``x`` (> 0)."""
+    rate = math.log1p(step)
+    index = np.ceil(np.log(x) / rate)
+    while True:
+        low = np.exp(index * rate) < x
+        if not low.any():
+            return index.astype(np.int64)
+        index = index + low
 
 
 def _grid(x: float, step: float) -> int:
