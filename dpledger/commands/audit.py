@@ -2,7 +2,9 @@
 
 Two modes: ``dpledger audit --mechanism ...`` audits a core mechanism on its canonical
 worst-case pair; ``dpledger audit METHOD --config FILE`` runs an installed method on
-neighbouring datasets built from the config's data (:mod:`dpledger.audit.method_audit`).
+neighbouring datasets built from the config's data (:mod:`dpledger.audit.method_audit`);
+``dpledger audit --opacus SCRIPT.py --one-run`` audits an Opacus training run in one run
+(:mod:`dpledger.commands._audit_opacus`).
 
 Exit status: 0 when no violation is found, 1 when the empirical lower bound exceeds the claimed
 epsilon at some delta, 2 on bad input (including "no accountant can bound this event").
