@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+import os
 import pickle
 import tempfile
 from collections.abc import Collection, Iterator, Mapping
@@ -171,10 +172,11 @@ def _read_bucket(
     for task, index in enumerate(spilled):
         if bucket not in index:
             continue
-        with _spill_file(where, task).open("rb") as handle:
-            for offset, size in index[bucket]:
-                handle.seek(offset)
-                parts.append(pickle.loads(handle.read(size)))
+        handle = os.open(_spill_file(where, task), os.O_RDONLY)
+        try:
+            parts.extend(pickle.loads(os.pread(handle, size, at)) for at, size in index[bucket])
+        finally:
+            os.close(handle)
     if not parts:
         return {c: np.zeros(0, dtype=np.int64) for c in columns}
     return {c: np.concatenate([p[c] for p in parts]) for c in columns}
