@@ -1,8 +1,9 @@
 """The Dask engine (``pip install 'dpledger[dask]'``): bounding runs on the table's chunks.
 
 On Dask's local schedulers (threads, the default; processes; synchronous) the table is read in
-slices of at most :data:`SLICE_ROWS` rows, one task per Parquet row group (or per Dask
-partition of a CSV file or a frame), so no task holds more than one slice of the file. At
+slices of at most :data:`SLICE_ROWS` rows, one task per Parquet row group (a task holds one
+slice of the file at a time) or per Dask partition of a CSV file or a frame (a task holds its
+partition, ``dask.dataframe``'s block of the file). At
 unit level each slice's rows are spilled to files on local disk by a keyed hash of their unit
 (``bucket = hash(unit) mod B``, ``B`` about one bucket per :data:`BUCKET_ROWS` rows); once every
 slice is spilled, each bucket, which holds every row of its units, is bounded by the framework's
