@@ -15,6 +15,7 @@ from dpledger.budget.odometer import odometer
 from dpledger.budget.store import Declared, declared, entries, open_store
 from dpledger.core.event_parser import event_from_dict
 from dpledger.core.events import Event
+from dpledger.core.printed_numbers import fmt_down, fmt_up
 
 __all__ = ["spend_series", "status_lines", "write_report"]
 
@@ -91,8 +92,8 @@ def status_lines(report: dict[str, Any]) -> list[str]:
             f" delta={b['total']['delta']}; rule {b['rule']}: {b['theorem']}"
         )
         lines.append(
-            f"  {b['bookings']} bookings; spent epsilon <= {spent['epsilon']:.6g} ({label}); "
-            f"remaining >= {b['remaining_epsilon']:.6g}"
+            f"  {b['bookings']} bookings; spent epsilon <= {fmt_up(spent['epsilon'])} ({label}); "
+            f"remaining >= {fmt_down(b['remaining_epsilon'])}"
         )
         if not spent["certified"] and "odometer" in b:
             lines.append(_odometer_line(b["odometer"]))
@@ -103,7 +104,7 @@ def status_lines(report: dict[str, Any]) -> list[str]:
 
 def _odometer_line(odo: dict[str, Any]) -> str:
     return (
-        f"  certified spend so far: epsilon <= {odo['epsilon']:.6g} at delta = "
+        f"  certified spend so far: epsilon <= {fmt_up(odo['epsilon'])} at delta = "
         f"{odo['delta']:.3g} ({odo['theorem']})"
     )
 

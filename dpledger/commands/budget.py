@@ -15,6 +15,7 @@ from typing import Any
 
 from dpledger.commands._shared import one_line_errors, parse_number
 from dpledger.core.errors import InvalidParameterError
+from dpledger.core.printed_numbers import fmt_up
 
 HELP = "a persistent privacy budget: declare totals, book runs, check the history"
 
@@ -80,6 +81,16 @@ def _init_parser(sub: Any) -> None:
     p.add_argument("--orders", default=None, help="renyi: comma-separated orders > 1")
     p.add_argument("--delta-tail", default=None, help="approx: the delta of the tail bound")
     p.add_argument("--step-delta", default=None, help="approx: each booking's delta")
+    p.add_argument(
+        "--odometer-delta",
+        default=None,
+        help="renyi, approx, gdp: the delta the certified spend so far is stated at",
+    )
+    p.add_argument(
+        "--odometer-rho",
+        default=None,
+        help="approx, gdp: the variance the odometer's boundary is tuned for",
+    )
     one_line_errors(p)
 
 
@@ -98,6 +109,12 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
         out["delta_tail"] = parse_number(args.delta_tail, "--delta-tail", "--delta-tail 5e-7")
     if args.step_delta is not None:
         out["step_delta"] = parse_number(args.step_delta, "--step-delta", "--step-delta 1e-12")
+    if args.odometer_delta is not None:
+        out["odometer_delta"] = parse_number(
+            args.odometer_delta, "--odometer-delta", "--odometer-delta 1e-6"
+        )
+    if args.odometer_rho is not None:
+        out["odometer_rho"] = parse_number(args.odometer_rho, "--odometer-rho", "--odometer-rho 1")
     return out
 
 
@@ -220,6 +237,20 @@ def _event(text: str) -> Any:
     return event_from_dict(data, path="--event")
 
 
+def spent_text(spent: dict[str, Any], odometer: dict[str, Any] | None) -> str:
+    """The spend after a booking: certified, or the filter's statistic labelled as not
+    certified beside the odometer's certified spend so far."""
+    if spent["certified"]:
+        return f"epsilon <= {fmt_up(spent['epsilon'])} (certified)"
+    text = f"epsilon {fmt_up(spent['epsilon'])} (filter statistic, not certified)"
+    if odometer is not None:
+        text += (
+            f"; certified spend so far epsilon <= {fmt_up(odometer['epsilon'])} at delta = "
+            f"{odometer['delta']:.3g}"
+        )
+    return text
+
+
 def _check(args: argparse.Namespace) -> int:
     from dpledger.budget.store import check
 
@@ -230,7 +261,7 @@ def _check(args: argparse.Namespace) -> int:
         verdict = "fits" if result["fits"] else f"does NOT fit ({result['reason']})"
         print(
             f"{args.source}/{args.unit}: the event {verdict} under {result['rule']}; "
-            f"spent after it: epsilon {result['spent_after']['epsilon']:.6g}"
+            f"spent after it: {spent_text(result['spent_after'], result.get('odometer_after'))}"
         )
     return 0 if result["fits"] else 1
 
@@ -244,7 +275,7 @@ def _book(args: argparse.Namespace) -> int:
     else:
         print(
             f"booked entry {entry['seq']} (run {entry['run_id']}) for {args.source}/"
-            f"{args.unit}; spent epsilon {entry['spent']['epsilon']:.6g}",
+            f"{args.unit}; spent {spent_text(entry['spent'], entry.get('odometer'))}",
             file=sys.stdout,
         )
     return 0

@@ -306,3 +306,29 @@ def test_a_pld_store_keeps_its_bookings_grouped_and_their_exact_composition(
     assert budget["state"]["groups"][2][1] == 4 and budget["bookings"] == 12
     assert exact <= budget["spent"]["epsilon"] <= exact * (1 + 1e-6)
     assert verify(sqlite_store)["ok"]
+
+
+def test_the_cli_declares_the_odometer_and_labels_the_filter_statistic(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    location = str(tmp_path / "s.db")
+    total = ["--source", "s", "--epsilon", "1", "--delta", "1e-6"]
+    gdp = ["--rule", "gdp", "--odometer-delta", "1e-7"]
+    assert main(["budget", "init", location, *total, *gdp]) == 0
+    event = '{"kind": "gaussian", "noise_multiplier": 5}'
+    capsys.readouterr()
+    assert main(["budget", "book", location, "--source", "s", "--event", event]) == 0
+    line = capsys.readouterr().out
+    # sum mu^2 = 0.04: the statistic is the mu = 0.2 GDP epsilon at 1e-6 (rounded up), labelled
+    assert "spent epsilon 0.834118 (filter statistic, not certified)" in line
+    assert "certified spend so far epsilon <=" in line and "at delta = 1e-07" in line
+    status = json.loads(_status_json(location, capsys))
+    assert status["budgets"][0]["params"]["odometer_delta"] == 1e-7
+    pld = str(tmp_path / "p.db")
+    assert main(["budget", "init", pld, *total, "--rule", "pld", "--odometer-delta", "1e-7"]) == 2
+    assert "odometer_delta: is not a parameter a pld store takes" in capsys.readouterr().err
+
+
+def _status_json(location: str, capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(["budget", "status", location, "--json"]) == 0
+    return capsys.readouterr().out
