@@ -457,7 +457,9 @@ class OpacusTracker:
         if b.kind not in SAMPLED and opacus_rate is not None:
             same_relation = _same_relation(steps, opacus_rate, adjacency, delta)
         status, line = explain(b, upper, lower, opacus, accountant, opacus_rate)
-        figures = opacus_figures(history, delta, b, lower, upper, opacus_rate)
+        figures = opacus_figures(
+            history, delta, b, lower, upper, opacus_rate, known=(accountant, opacus)
+        )
         notes += _lower_note(b, lower)
         return OpacusResult(
             delta=delta,

@@ -24,10 +24,17 @@ from dpledger.integrations.opacus import (
     explain,
     write_run,
 )
-from dpledger.integrations.opacus_figures import OpacusFigure, comparison, difference
+from dpledger.integrations.opacus_figures import (
+    OpacusFigure,
+    comparison,
+    difference,
+    grouped,
+    opacus_figures,
+)
 from dpledger.report import render_html, render_json, render_markdown, report_input
 from dpledger.report.model import PrivacyReport
 from dpledger.report.numbers import fmt_down
+from dpledger.report.prose import framework_figures
 from dpledger.report.render_md import sentence
 from dpledger.report.run_dir import OBSERVED_METHODS
 from dpledger.runtime import session
@@ -272,3 +279,21 @@ def test_each_comparison_states_its_condition() -> None:
     shuffled = Batching(SHUFFLED, N, N // B, batch_size=B)
     text = comparison(shuffled, lower, upper, 1.5, 0.5)
     assert text == "for Poisson sampling at q=0.5, which did not run"
+
+
+def test_a_figure_opacus_is_not_asked_for_says_why() -> None:
+    # 65 distinct noise multipliers: beyond what the tracker asks Opacus's accountants for
+    history = [(1.0 + i / 100, 0.5, 1) for i in range(65)]
+    shuffled = Batching(SHUFFLED, N, N // B, batch_size=B)
+    figures = opacus_figures(history, DELTA, shuffled, 1.0, 2.0, None, known=("prv", 3.0))
+    prv, rdp = figures
+    assert (prv.epsilon, prv.error) == (3.0, "")  # the engine's own figure, as the engine gave it
+    assert rdp.epsilon is None and "65 distinct" in rdp.error and rdp.comparison == rdp.error
+    assert difference(figures) == ""
+    text = framework_figures("Opacus", [f.to_dict() for f in figures], DELTA)
+    assert f"rdp not computed: {rdp.error}" in text
+
+
+def test_steps_of_equal_parameters_are_counted_together() -> None:
+    history = [(1.0, 0.1, 3), (0.5, 0.1, 1), (1.0, 0.1, 2), (1.0, 0.2, 1)]
+    assert grouped(history) == [(1.0, 0.1, 5), (0.5, 0.1, 1), (1.0, 0.2, 1)]
