@@ -194,7 +194,16 @@ PLANTED = (
 )
 
 
-@pytest.mark.parametrize("case", PLANTED, ids=lambda c: c.name)
+#: the planted bugs caught in the default tier; the others run in the slow tier (each costs
+#: thousands of runs of its method)
+PLANTED_DEFAULT = frozenset({"planted_no_clip"})
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c if c.name in PLANTED_DEFAULT else pytest.param(c, marks=pytest.mark.slow) for c in PLANTED],
+    ids=lambda c: c.name,
+)
 def test_planted_dishonest_method_is_caught(case: Planted, planted: PluginHost) -> None:
     spec = planted.method(case.name)
     params = spec.make_params(case.params)
@@ -348,7 +357,16 @@ def _audit_json(capfd: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dic
     return code, json.loads(captured.out)
 
 
-@pytest.mark.parametrize("method", sorted(SMOKE))
+#: every primitive is audited through the Python API in the default tier
+#: (``test_builtin_plugins.py``); through the CLI, a noise primitive and a selection here, every
+#: primitive in the slow tier
+CLI_DEFAULT = frozenset({"gaussian_mechanism", "exponential_mechanism"})
+
+
+@pytest.mark.parametrize(
+    "method",
+    [m if m in CLI_DEFAULT else pytest.param(m, marks=pytest.mark.slow) for m in sorted(SMOKE)],
+)
 def test_builtin_primitive_shows_no_violation(
     method: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -386,7 +404,9 @@ def test_builtin_primitive_shows_no_violation(
     )
 
 
-@pytest.mark.parametrize("method", ["exponential_mechanism", "report_noisy_max"])
+@pytest.mark.parametrize(
+    "method", ["exponential_mechanism", pytest.param("report_noisy_max", marks=pytest.mark.slow)]
+)
 def test_selection_under_replace_one_is_claimed_at_twice_epsilon(
     method: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

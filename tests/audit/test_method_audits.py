@@ -460,8 +460,10 @@ def check(case: Case, seed: int, record_property: Callable[[str, Any], None]) ->
     assert row.verdict == NO_VIOLATION, f"{case.label}: {row.to_dict()}"
 
 
-#: the smoke audits that take several seconds each run in the slow tier (with SLOW's larger ones)
-HEAVY = frozenset({"aim", "direct", "dpswgen"})
+#: the smoke audits that take several seconds each run in the slow tier (with SLOW's larger ones);
+#: the research methods' torch flows among them (their ledger primitives are audited in the
+#: default tier by the primitive audits)
+HEAVY = frozenset({"aim", "direct", "dpswgen", "dpswflow", "dpswflow-r", "shk_grid"})
 
 
 @pytest.mark.parametrize(
