@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -23,6 +25,8 @@ def test_the_clean_room_account_benchmark_runs() -> None:
     assert re.search(r"added by the clean room: [+-][0-9.]+ s \(target <= 0.4 s\)", out), out
 
 
+@pytest.mark.slow  # four CLI runs; the same weights in and out of process are checked in the
+# default tier by ``test_run_out_of_process.py::test_dp_sgd_out_of_process_matches_in_process``
 def test_the_out_of_process_run_benchmark_runs() -> None:
     out = _run("benchmarks/run_out_of_process.py", "--quick")
     assert "same weights: True" in out
