@@ -95,11 +95,12 @@ class Search:
         elif len(finite) == 1:
             # epsilon falling as 1 / sigma (a Gaussian's at large noise; it falls faster at
             # less noise): the guess lies at or below the crossing
-            x, g = finite[0]
-            guesses.append(x + max(-math.log(MAX_EXTRAPOLATION), min(math.log(100.0), g)))
-        for x in guesses:
-            if x is not None and self.lo < math.exp(x) < self.hi:
-                return math.exp(x)
+            x0, g0 = finite[0]
+            limit = math.log(MAX_EXTRAPOLATION)
+            guesses.append(x0 + max(-limit, min(limit, g0)))
+        for guess in guesses:
+            if guess is not None and self.lo < math.exp(guess) < self.hi:
+                return math.exp(guess)
         return None
 
     def _bracketing_secant(self, finite: list[tuple[float, float]]) -> float | None:

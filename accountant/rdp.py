@@ -393,7 +393,7 @@ def _grid_array(x: np.ndarray, step: float) -> np.ndarray:
     while True:
         low = np.exp(index * rate) < x
         if not low.any():
-            return index.astype(np.int64)
+            return np.asarray(index, dtype=np.int64)
         index = index + low
 
 
