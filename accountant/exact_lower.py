@@ -125,8 +125,8 @@ def _lower_curve(profile: Profile) -> _Curve:
 def _other_curves(leaf: Event, adjacency: Adjacency) -> list[_Curve]:
     try:
         prof = leaf_profiles(leaf, adjacency)
-    except UnsupportedEventError:
-        return []
+    except (UnsupportedEventError, ArithmeticError, ValueError):
+        return []  # no attained curve (or none at these extreme parameters)
     if not (prof.lower_remove.exact and prof.lower_add.exact):
         return []  # a lower curve that is not one attained pair's cannot be conditioned on
     return [_lower_curve(prof.lower_remove), _lower_curve(prof.lower_add)]
@@ -196,23 +196,30 @@ def pure_plus_one_epsilon_lower(
     return best
 
 
+def _ends(bound: EpsilonBound | DeltaBound) -> tuple[float, float]:
+    if isinstance(bound, EpsilonBound):
+        return bound.epsilon, bound.epsilon_lower
+    return bound.delta, bound.delta_lower
+
+
 def raise_lower(
     bound: EpsilonBound | DeltaBound, event: Event, adjacency: Adjacency
 ) -> EpsilonBound | DeltaBound:
     """``bound`` with its lower end raised to the pure-plus-one lower bound where that is
     higher and the bracket is wider than TIGHT_BRACKET (unchanged otherwise)."""
-    if isinstance(bound, EpsilonBound):
-        hi, lo = bound.epsilon, bound.epsilon_lower
-        if not (hi > TIGHT_BRACKET * lo and hi > 0.0) or math.isinf(lo):
-            return bound
-        # searched beyond the upper bound, so that an inconsistent pair is seen
-        new = pure_plus_one_epsilon_lower(event, adjacency, bound.delta, 2.0 * hi + 1.0)
-    else:
-        hi, lo = bound.delta, bound.delta_lower
-        if not (hi > TIGHT_BRACKET * lo and hi > 0.0):
-            return bound
-        new = pure_plus_one_delta_lower(event, adjacency, bound.epsilon)
-    if new <= lo:
+    hi, lo = _ends(bound)
+    if not (hi > TIGHT_BRACKET * lo and hi > 0.0) or math.isinf(lo):
+        return bound
+    try:
+        with np.errstate(all="ignore"):
+            if isinstance(bound, EpsilonBound):
+                # searched beyond the upper bound, so that an inconsistent pair is seen
+                new = pure_plus_one_epsilon_lower(event, adjacency, bound.delta, 2.0 * hi + 1.0)
+            else:
+                new = pure_plus_one_delta_lower(event, adjacency, bound.epsilon)
+    except (ArithmeticError, ValueError):
+        return bound  # a curve that cannot be evaluated (extreme parameters) gives no lower bound
+    if not new > lo:  # also NaN
         return bound
     if new > hi * (1 + 1e-9) + (1e-9 if isinstance(bound, EpsilonBound) else 1e-300):
         raise BackendInconsistencyError(

@@ -567,7 +567,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.exact_lower.raise_lower",
         status="verified",
         proof="proofs_checks/exact_lower/proof.md",
-        source_sha256="49b7550c300b2e3b9b52784dcb98c166d788366fda08f1c26b585be20ab804fb",
+        source_sha256="33f455b9ceffed894415b1e6aa152de78cc5af037baecb0d188fe46ca38bea82",
         cross_check="check_exact_lower.py::test_raise_lower_refuses_an_upper_bound_below_the_truth",
     ),
     ProofRecord(
