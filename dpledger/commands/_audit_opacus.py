@@ -53,6 +53,10 @@ OTHER_OPTIONS = {
     "sampling_rate": None,
     "search_samples": None,
     "black_box": False,
+    "buckets": 2,
+    "adjacency": "add_remove",
+    "count": 1,
+    "samples": 1_000_000,
 }
 #: the builtin method whose declaration, at the run's hyper-parameters, is the audited event
 CONFIRMED_BY = "dp_sgd_logistic"
@@ -76,6 +80,12 @@ def _check_options(args: argparse.Namespace) -> None:
             "black-box is not available for an Opacus training run (its canaries are "
             "gradients seen at every noisy step)",
             "drop --mode, or use --mode white-box",
+        )
+    if not 0 < args.alpha < 1:
+        raise InvalidParameterError("alpha", f"must lie in (0, 1), got {args.alpha!r}", "0.05")
+    if any(not 0 < d < 1 for d in args.delta):
+        raise InvalidParameterError(
+            "--delta", f"must lie in (0, 1), got {args.delta!r}", "pass e.g. --delta 1e-5"
         )
     if args.seed is not None and args.seed < 0:
         raise InvalidParameterError(

@@ -56,6 +56,10 @@ def test_a_training_script_is_audited_in_one_run(capsys: pytest.CaptureFixture[s
         (str(SCRIPTS / "absent.py"), [], "is not a Python file"),
         (str(TINY), ["--mode", "black-box"], "use --mode white-box"),
         (str(TINY), ["--runs", "10"], "--runs: does not apply"),
+        (str(TINY), ["--samples", "10"], "--samples: does not apply"),
+        (str(TINY), ["--delta", "0"], "--delta: must lie in (0, 1)"),
+        (str(TINY), ["--alpha", "1.5"], "alpha: must lie in (0, 1)"),
+        (str(TINY), ["--seed", "-1"], "seed: must be an integer >= 0"),
     ],
 )
 def test_bad_input_is_one_line(
