@@ -79,6 +79,9 @@ LOWER_SEARCH_LIMIT = 1e11
 #: above this GDP parameter epsilon(delta) exceeds 1e11 and the Gaussian profile is not
 #: evaluated (its floating-point error terms would overflow): the bound is infinite
 MAX_GAUSSIAN_MU = 1e6
+#: one exponential mechanism up to this epsilon is read off its exact curve (above it, e^eps0
+#: overflows and the pure-DP bounds apply)
+MAX_BR_EPS0 = 700.0
 #: absolute slack of the joint failure mass of approximate-DP events (covers subnormal values)
 TINY = 1e-320
 
@@ -350,7 +353,7 @@ def _single_release(
             lambda e: laplace_delta_bracket(e, eps0)[0],
             {"eps0": eps0, "profile": "laplace"},
         )
-    if pure[0].kind == "br":
+    if pure[0].kind == "br" and eps0 <= MAX_BR_EPS0:
         return (
             lambda e: br_delta_bracket(e, eps0)[1],
             lambda e: br_delta_bracket(e, eps0)[0],

@@ -44,6 +44,9 @@ __all__ = [
 U = 2.0**-53
 #: subnormal floor of one ``exp`` that underflowed (charged to every Q mass)
 TINY = 5e-324
+#: below this epsilon a single release's curve is bounded by eps0 (its logarithms would lose
+#: their relative accuracy) and its lower bound is 0
+TINY_EPS0 = 1e-200
 #: the composed lower bound uses at most this many releases (a sub-composition: O(count))
 MAX_BR_COUNT = 2_000
 #: coarse grid of ``t / eps0`` before the golden-section refinement, and its steps
@@ -64,9 +67,14 @@ def br_delta_bracket(eps: float, eps0: float) -> tuple[float, float]:
     if eps <= -eps0:
         exact = -math.expm1(eps)
         return exact * (1 - 4 * U), min(1.0, exact * (1 + 4 * U))
+    if eps0 < TINY_EPS0:  # the curve is below 1 - e^{-eps0} <= eps0 on (-eps0, eps0)
+        return 0.0, min(1.0, eps0 * (1 + 4 * U))
     log_mid = (eps - eps0) - math.log(-math.expm1(-eps0)) + 2.0 * _log_expm1((eps0 - eps) / 2)
     err = 8 * U * (abs(eps) + abs(eps0) + abs(log_mid) + 4.0)
-    return math.exp(log_mid - err) * (1 - 2 * U), min(1.0, math.exp(log_mid + err) * (1 + 2 * U))
+    if log_mid + err >= 0.0:
+        return math.exp(min(log_mid - err, 0.0)) * (1 - 2 * U), 1.0
+    # an upper value that underflowed is charged as the smallest subnormal
+    return math.exp(log_mid - err) * (1 - 2 * U), max(math.exp(log_mid + err) * (1 + 2 * U), TINY)
 
 
 def _log_expm1(x: float) -> float:
@@ -191,7 +199,7 @@ def br_composed_epsilon_lower(delta: float, eps0: float, count: int) -> float:
     """Certified lower bound of epsilon(delta) of ``count`` ``eps0``-bounded-range releases:
     the optimal non-adaptive composition (over ``GRR(t)``), on at most MAX_BR_COUNT of them."""
     k = min(count, MAX_BR_COUNT)
-    if k <= 0 or eps0 <= 0.0 or not 0.0 < delta < 1.0:
+    if k <= 0 or eps0 < TINY_EPS0 or not 0.0 < delta < 1.0:
         return 0.0
     if k == 1:
         return _single_epsilon_lower(delta, eps0)
@@ -201,7 +209,7 @@ def br_composed_epsilon_lower(delta: float, eps0: float, count: int) -> float:
 def br_composed_delta_lower(eps: float, eps0: float, count: int) -> float:
     """Certified lower bound of delta(eps) of ``count`` ``eps0``-bounded-range releases."""
     k = min(count, MAX_BR_COUNT)
-    if k <= 0 or eps0 <= 0.0:
+    if k <= 0 or eps0 < TINY_EPS0:
         return 0.0
     if k == 1:
         return br_delta_bracket(eps, eps0)[0]
@@ -211,7 +219,11 @@ def br_composed_delta_lower(eps: float, eps0: float, count: int) -> float:
 def _single_epsilon_lower(delta: float, eps0: float) -> float:
     """The exact curve of one release inverted in closed form, rounded down:
     ``eps = eps0 + 2 log(1 - sqrt(delta (1 - e^{-eps0})))`` (0 if negative)."""
-    root = math.sqrt(delta * -math.expm1(-eps0)) * (1 + 2 * U)
+    if eps0 < TINY_EPS0:
+        return 0.0
+    # sqrt(delta (1 - e^{-eps0})) in logs (the product may underflow), rounded up
+    log_root = 0.5 * (math.log(delta) + math.log(-math.expm1(-eps0)))
+    root = math.exp(log_root + 8 * U * (abs(log_root) + 1.0)) * (1 + 2 * U)
     if root >= 1.0:
         return 0.0
     log_term = math.log1p(-root)

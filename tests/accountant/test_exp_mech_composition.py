@@ -141,3 +141,15 @@ def test_mixed_ledger_against_pld() -> None:
 def test_many_releases_use_a_sub_composition_quickly() -> None:
     bound = _closed_form(SelfComposedEvent(EM(1e-3), 10**9), 1e-6)
     assert 0.0 < bound.epsilon_lower <= bound.epsilon
+
+
+@pytest.mark.parametrize("eps0", [1e-320, 1e-150, 699.0, 710.0, 1e300])
+def test_extreme_epsilons_stay_consistent(eps0: float) -> None:
+    """Tiny epsilons (whose products underflow) and huge ones (whose e^eps0 overflows)."""
+    for count in (1, 7):
+        for delta in (1e-300, 1e-7, 0.999999):
+            bound = _closed_form(SelfComposedEvent(EM(eps0), count), delta)
+            assert 0.0 <= bound.epsilon_lower <= bound.epsilon
+        if count == 1 and eps0 < 1e-100:
+            # the exact value: eps0 + 2 log(1 - sqrt(delta (1 - e^-eps0))) < 0 at delta = 1e-7
+            assert _closed_form(EM(eps0), 1e-7).epsilon_lower == 0.0
