@@ -33,12 +33,12 @@ __all__ = ["DEFAULT_FUNCTION", "load_training", "run_opacus"]
 
 #: the function a training script exposes for ``--opacus SCRIPT.py``
 DEFAULT_FUNCTION = "opacus_training"
-#: the script's form, named in every refusal about it
-FORM = (
-    f"define {DEFAULT_FUNCTION}() returning (model, optimizer, data_loader, train): what "
-    "PrivacyEngine.make_private returned, and train(model, optimizer, data_loader) running the "
-    "training loop"
+#: what the script's function returns, named in every refusal about it
+RETURNS = (
+    "returning (model, optimizer, data_loader, train): what PrivacyEngine.make_private "
+    "returned, and train(model, optimizer, data_loader) running the training loop"
 )
+FORM = f"define {DEFAULT_FUNCTION}() {RETURNS}"
 #: options of other audits (their defaults): given with --opacus, each is refused
 OTHER_OPTIONS = {
     "method": None,
@@ -111,20 +111,23 @@ def load_training(spec: str) -> Callable[[], Any]:
     if module_spec is None or module_spec.loader is None:
         raise InvalidParameterError("--opacus", f"cannot import {path}", "pass a .py file")
     module = importlib.util.module_from_spec(module_spec)
-    sys.path.insert(0, str(path.resolve().parent))  # its own imports of sibling modules
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)  # its own imports of sibling modules
     try:
         module_spec.loader.exec_module(module)
     except Exception as exc:
+        first = (str(exc).splitlines() or [""])[0]
         raise InvalidParameterError(
             "--opacus",
-            f"importing {path.name} raised {type(exc).__name__}: {exc}",
+            f"importing {path.name} raised {type(exc).__name__}: {first}",
             f"run `python {path}` to see where",
         ) from None
     finally:
-        sys.path.remove(str(path.resolve().parent))
+        if folder in sys.path:
+            sys.path.remove(folder)
     function = getattr(module, name, None)
     if not callable(function):
-        fix = FORM if name == DEFAULT_FUNCTION else f"define {name}() as {FORM[7:]}"
+        fix = f"define {name}() {RETURNS}"
         raise InvalidParameterError("--opacus", f"{path.name} has no function {name}()", fix)
     return function  # type: ignore[no-any-return]
 

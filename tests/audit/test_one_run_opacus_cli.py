@@ -110,3 +110,13 @@ def test_the_digits_example_from_the_command_line(
         record_property(
             e["estimator"], (e["epsilon_lower"], e["epsilon_lower"] / row["certified_upper"])
         )
+
+
+def test_a_script_that_fails_to_import_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "broken.py"
+    script.write_text("raise RuntimeError('no data here\\nsecond line')\n")
+    assert main(_audit(f"{script}:train")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "importing broken.py raised RuntimeError: no data here" in err[0]
