@@ -114,7 +114,9 @@ def test_composed_delta_lower_is_the_non_adaptive_optimum(
         ComposedEvent((SelfComposedEvent(EM(0.5), 5), SelfComposedEvent(EM(0.3), 7))),
         ComposedEvent((SelfComposedEvent(EM(0.5), 5), SelfComposedEvent(PureDPEvent(0.3), 3))),
         ComposedEvent((SelfComposedEvent(EM(0.5), 5), ApproxDPEvent(0.2, 1e-7))),
-        ComposedEvent(tuple(EM(0.05 * (1 + i / 20)) for i in range(20))),
+        pytest.param(
+            ComposedEvent(tuple(EM(0.05 * (1 + i / 20)) for i in range(20))), marks=pytest.mark.slow
+        ),
     ],
 )
 def test_mixed_ledgers_stay_consistent(event: Event) -> None:
