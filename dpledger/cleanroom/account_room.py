@@ -32,6 +32,6 @@ def serve(request: Mapping[str, Any]) -> int:
         return write_needs(request, resolver.needs)
     result_file = request["options"].get("result_file")
     if result_file is None:
-        return certify(args, pipeline, resolver.rests_on)
+        return certify(args, pipeline, resolver.rests_on, resolver.host)
     with open(result_file, "w", encoding="utf-8") as out, contextlib.redirect_stdout(out):
-        return certify(args, pipeline, resolver.rests_on)
+        return certify(args, pipeline, resolver.rests_on, resolver.host)

@@ -6,9 +6,16 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dpledger.commands._account_units import (
+    adjacency_lines,
+    method_units,
+    source_units,
+    unit_text,
+    with_method_units,
+)
 from dpledger.commands._shared import (
     add_backends_option,
     add_plugin_options,
@@ -133,8 +140,11 @@ def run(args: argparse.Namespace) -> int:
     return run_for(args, "account", {k: getattr(args, k) for k in ROOM_OPTIONS})
 
 
-def certify(args: argparse.Namespace, pipeline: Pipeline, rests_on: list[str]) -> int:
-    """Account a loaded pipeline and print the bound (run inside the clean room)."""
+def certify(
+    args: argparse.Namespace, pipeline: Pipeline, rests_on: list[str], host: Any = None
+) -> int:
+    """Account a loaded pipeline and print the bound (run inside the clean room); ``host``
+    (the builtin plugins) states the unit a method bounds itself."""
     from dpledger.accountant.graph_account import account_graph
     from dpledger.accountant.select import crosscheck_mode
 
@@ -152,10 +162,11 @@ def certify(args: argparse.Namespace, pipeline: Pipeline, rests_on: list[str]) -
             backends=args.backends,
             per_release=args.per_release,
         )
+    units = method_units(pipeline, result, host)
     if args.json:
         from dpledger.runtime.jsonform import json_safe
 
-        out = result.to_dict()
+        out = with_method_units(result.to_dict(), result, units)
         out["pipeline"] = pipeline.name
         out["file"] = pipeline.origin
         if rests_on:
@@ -163,7 +174,8 @@ def certify(args: argparse.Namespace, pipeline: Pipeline, rests_on: list[str]) -
         json.dump(json_safe(out), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(format_account(result, pipeline.name or pipeline.origin, rests_on))
+        name = pipeline.name or pipeline.origin
+        sys.stdout.write(format_account(result, name, rests_on, units))
     return 0
 
 
@@ -202,14 +214,22 @@ def _bound_line(b: Any) -> str:
     )
 
 
-def format_account(result: GraphAccount, name: str, rests_on: Sequence[str] = ()) -> str:
+def format_account(
+    result: GraphAccount,
+    name: str,
+    rests_on: Sequence[str] = (),
+    units: Mapping[str, str] | None = None,
+) -> str:
     """A readable summary: overall bound (and the third-party declarations it rests on), per
-    source, per release with lifting rules."""
+    source, per release with lifting rules; ``units``: per release, the unit its method bounds
+    itself (:func:`method_units`)."""
     from dpledger.core.lifting import RULE_TEXT
 
+    units = units or {}
+    covered = source_units(result, units)
     lines = [f"pipeline: {name}", _bound_line(result.bound)]
     lines.extend(f"rests on: {line}" for line in rests_on)
-    lines.append(f"adjacency: {result.adjacency_description()}")
+    lines.extend(adjacency_lines(result, covered))
     if len(result.sources) > 1:
         lines.append(f"sources combined: {result.combined}")
     lines.append("sources:")
@@ -217,7 +237,7 @@ def format_account(result: GraphAccount, name: str, rests_on: Sequence[str] = ()
         red = s.reduction
         if len(result.sources) > 1:
             lines.append(f"  {red.source}: {_bound_line(s.bound)}")
-            lines.append(f"    adjacency: {red.adjacency.describe()}")
+            lines.append(f"    adjacency: {covered.get(red.source, red.adjacency.describe())}")
         else:
             lines.append(f"  {red.source}: the only source (its bound is the pipeline's)")
         if len(red.alternatives) > 1:
@@ -235,6 +255,8 @@ def format_account(result: GraphAccount, name: str, rests_on: Sequence[str] = ()
         if r.plugin:
             meta.append(f"plugin {r.plugin}")
         lines.append(f"  {r.release_id} [{', '.join(meta)}]")
+        if r.release_id in units:
+            lines.append(f"    unit: {unit_text(r, units, covered)}")
         lines.append(f"    event: {r.event.describe()}")
         if r.lifted != r.event:
             lines.append(f"    lifted: {r.lifted.describe()}")
