@@ -49,14 +49,16 @@ def _method_releases(origin: str) -> dict[str, tuple[str, Mapping[str, Any]]]:
 def method_units(pipeline: Pipeline, result: GraphAccount, host: Any) -> dict[str, str]:
     """Per release id: the unit its method states it bounds itself under its source's
     adjacency (``PluginHost.protected_unit``); releases whose method states none are left
-    out, and so is everything without the plugin host."""
+    out, and so are releases behind a transform and everything without the plugin host."""
     if host is None:
         return {}
     adjacency = {s.reduction.source: s.reduction.adjacency for s in result.sources}
     methods = _method_releases(pipeline.origin)
     out: dict[str, str] = {}
     for r in result.releases:
-        if r.release_id not in methods or r.source not in adjacency:
+        # a transform between (a partition's cells, a subsample) changes what one unit can
+        # reach: the unit's statement is the method's for the source's rows as read
+        if r.path or r.release_id not in methods or r.source not in adjacency:
             continue
         method, params = methods[r.release_id]
         if method != r.method or method not in host.methods():

@@ -34,12 +34,20 @@ def _account(capsys: pytest.CaptureFixture[str], host: Any, path: Path, *extra: 
     return capsys.readouterr().out
 
 
-def _pipeline(tmp_path: Path, unit_column: str | None, other_release: bool = False) -> Path:
+def _pipeline(
+    tmp_path: Path, unit_column: str | None, other_release: bool = False, cells: bool = False
+) -> Path:
     unit = f'unit_column = "{unit_column}"\nmax_partitions_per_unit = 2\n' if unit_column else ""
     text = (
         'name = "p"\ndelta = 1e-6\n[[sources]]\nname = "s"\n'
         'adjacency = { relation = "add_remove", unit = "row" }\n'
-        '[[releases]]\nid = "agg"\ninput = "s"\nmethod = "aggregate"\n[releases.params]\n'
+        + (
+            '[[transforms]]\nid = "c"\nkind = "partition"\ninput = "s"\nkey = "k"\ncells = 3\n'
+            if cells
+            else ""
+        )
+        + f'[[releases]]\nid = "agg"\ninput = "{"c" if cells else "s"}"\nmethod = "aggregate"\n'
+        "[releases.params]\n"
         f'partition_column = "day"\n{unit}noise_multiplier = 4.0\n'
         'public_partitions = ["mon", "tue"]\n'
     )
@@ -107,3 +115,15 @@ def test_a_source_with_a_release_that_bounds_no_unit_is_stated_for_one_row(
     assert "accounted_adjacency_description" not in out["sources"][0]
     assert out["releases"][0]["protects"].startswith(UNIT)
     assert "protects" not in out["releases"][1]
+
+
+def test_an_aggregation_in_partition_cells_is_stated_for_one_row(
+    capsys: pytest.CaptureFixture[str], host: Any, tmp_path: Path
+) -> None:
+    """A row is in one cell and pays once; a unit's rows can be in every cell: the method's
+    unit is not what the parallel composition certifies, so it is not named."""
+    path = _pipeline(tmp_path, "user", cells=True)
+    text = _account(capsys, host, path)
+    assert f"adjacency: {ROW}" in text.splitlines() and "unit:" not in text
+    out = json.loads(_account(capsys, host, path, "--json"))
+    assert out["adjacency_description"] == ROW and "protects" not in out["releases"][0]
