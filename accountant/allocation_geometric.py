@@ -26,7 +26,7 @@ import math
 import attrs
 import numpy as np
 from numpy.typing import NDArray
-from scipy import signal, special
+from scipy import special
 
 from dpledger.accountant.conversions import NDTR_REL
 
@@ -152,6 +152,8 @@ def _far(x: Array, y: Array, big_d: int, log_r: float, up: bool, out: Array) -> 
     mass = np.cumsum(x)[: n - big_d - 1]  # sum_{i <= j - D - 1} x_i, for j = D + 1 .. n - 1
     # first[j] = sum_{i <= j - D - 1} x_i r^(i - j): first[j + 1] = first[j] / r + x_{j-D} r^-(D+1)
     # (a contracting recurrence: no overflow, relative error below 3 u per step)
+    from scipy import signal  # imported here: scipy.signal pulls in scipy.stats and more
+
     first = signal.lfilter([math.exp(-(big_d + 1) * log_r)], [1.0, -math.exp(-log_r)], x)
     first = np.asarray(first, dtype=float)[: n - big_d - 1]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

@@ -85,6 +85,21 @@ def test_accounting_an_event_needs_neither_scipy_stats_nor_networkx() -> None:
     assert out.stdout.strip().endswith("[]"), out.stdout
 
 
+def test_the_accountant_imports_no_heavy_scipy_module() -> None:
+    """Every clean room imports the accountant: scipy.signal would pull in scipy.stats,
+    interpolate and ndimage (seconds of start-up per certified number)."""
+    code = (
+        "import sys\n"
+        "import dpledger.accountant.select\n"
+        "print(sorted(m for m in ('scipy.signal', 'scipy.stats', 'scipy.interpolate',\n"
+        "             'scipy.optimize', 'networkx', 'torch') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600
+    )
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def test_command_table_matches_the_modules() -> None:
     parser = argparse.ArgumentParser(prog="dpledger")
     sub = parser.add_subparsers(dest="command")
