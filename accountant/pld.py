@@ -117,6 +117,7 @@ __all__ = [
     "MIN_NOISE",
     "MIN_POINTS",
     "MIN_SCREEN_POINTS",
+    "PASS_TARGET",
     "REPRESENTATIVE_STEP",
     "ROOT_STEPS",
     "SCREEN_FACTORS",
@@ -144,6 +145,9 @@ TARGET_POINTS = 1 << 18
 ADAPTIVE_START_POINTS = 1 << 14
 #: refinement stops when a finer pass left at least this fraction of the bracket's width
 STALLED_GAP = 0.9
+#: ... and once a pass's bracket is narrower than PASS_TARGET (relative): a little wider than
+#: BRACKET_TARGET, inside the 1 % goal, where a finer pass would cost about twice all before it
+PASS_TARGET = 0.0085
 BRACKET_ABSOLUTE = 1e-4
 #: a delta query stops refining its grid once its bracket is also this narrow in absolute terms
 DELTA_ABSOLUTE = 1e-6
@@ -253,8 +257,9 @@ class PLDAccountant(Accountant):
 
     # -- queries -----------------------------------------------------------------------
     def _epsilon(self, delta: float) -> EpsilonBound:
-        """The bracket at the coarsest grid that makes it narrower than BRACKET_TARGET
-        (relative, or BRACKET_ABSOLUTE), never finer than ``target_points``.
+        """The bracket at the coarsest grid that makes it narrower than PASS_TARGET (relative,
+        or BRACKET_ABSOLUTE), never finer than ``target_points``; a finer pass aims at
+        BRACKET_TARGET.
 
         Upper bounds barely move with the grid (connect-the-dots); the lower bound's gap shrinks
         about in proportion to the spacing, so the points needed are estimated from a coarse
@@ -264,7 +269,7 @@ class PLDAccountant(Accountant):
         if found is not None:
             upper, lower = found
             bound = EpsilonBound(upper, lower, delta, self.name, {"hit_count": 1.0})
-            if upper - lower <= max(BRACKET_TARGET * upper, BRACKET_ABSOLUTE):
+            if upper - lower <= max(PASS_TARGET * upper, BRACKET_ABSOLUTE):
                 return bound
             try:
                 return _narrower_epsilon(bound, self._grid_epsilon(delta))
@@ -291,10 +296,14 @@ class PLDAccountant(Accountant):
             while True:
                 self._cache.points = points
                 self._cache.floored = False
+                # a pass that may end the query spends on its lower bound only until the
+                # bracket is within PASS_TARGET; the passes after it aim at BRACKET_GOAL
+                first = points == min(full, ADAPTIVE_START_POINTS) and points < full
+                self._epsilons.goal = 1.0 + PASS_TARGET if first else BRACKET_GOAL
                 bound = self._epsilon_at(delta, uppers)
                 gap = bound.epsilon - bound.epsilon_lower
                 narrow = _UPPER_ONLY.get() or gap <= max(
-                    BRACKET_TARGET * bound.epsilon, BRACKET_ABSOLUTE
+                    PASS_TARGET * bound.epsilon, BRACKET_ABSOLUTE
                 )
                 # a finer grid that barely narrowed the bracket will not: what is left is not
                 # the grid's (tails, tilts, the lower bound's construction)
@@ -312,6 +321,7 @@ class PLDAccountant(Accountant):
                 points = _finer_points(points, full, ratio, least=2.0, most=math.inf)
         finally:
             self._cache.points = full
+            self._epsilons.goal = BRACKET_GOAL
 
     def _single_leaf_epsilon(self, delta: float) -> EpsilonBound | None:
         """One leaf released once: epsilon(delta) is the root of its profile

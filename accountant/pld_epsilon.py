@@ -30,7 +30,8 @@ __all__ = [
 
 #: adaptive epsilon queries refine until the bracket is narrower than BRACKET_TARGET (relative)
 BRACKET_TARGET = 0.008
-#: gentler tilts (and dominated pairs) are tried while upper > lower * BRACKET_GOAL
+#: gentler tilts (and dominated pairs) are tried while upper > lower * BRACKET_GOAL (a coarse
+#: pass that may end the query stops at its own goal, :attr:`EpsilonSearch.goal`)
 BRACKET_GOAL = 1.005
 #: a direction is screened on grids this many times coarser than the current one (at least
 #: MIN_SCREEN_POINTS points) before it is composed in full; the finer screen only when the
@@ -59,6 +60,9 @@ class EpsilonSearch:
 
     def __init__(self, cache: Compositions) -> None:
         self.cache = cache
+        #: gentler tilts, dominated pairs and split compositions are made while the upper bound
+        #: exceeds the lower one times this goal
+        self.goal = BRACKET_GOAL
 
     def bracket(
         self, prep: Prepared, delta: float, known: dict[str, float]
@@ -129,7 +133,7 @@ class EpsilonSearch:
         they leave the bracket wider than the goal."""
         if ("epsilon", name, delta) in self.cache.split_first:
             split = self._split_bracket(prep, name, delta, math.inf, 0.0)
-            if split[0] <= split[1] * BRACKET_GOAL:
+            if split[0] <= split[1] * self.goal:
                 return split
         want_lower = prep.keep_lower and not _UPPER_ONLY.get()
         tilts = self.cache.tilts(prep, name, tilt_for_delta(prep.coarse[name], delta), delta)
@@ -143,33 +147,50 @@ class EpsilonSearch:
             settled = best_up <= ceiling and best_up <= floor * (1 + BRACKET_TARGET)
             want_lower = want_lower and best_up > floor and not settled
             if want_lower:
-                goal = best_up / BRACKET_GOAL
+                goal = best_up / self.goal
                 best_lo = max(best_lo, self._lower_epsilon(prep, name, tilt, delta, goal))
             # a finite answer inside the tilted window needs no fallback
             if math.isfinite(eps_up) and eps_up > float(up.losses[0]) + up.h:
                 break
-        # a heavy tilted tail can wrap around onto the lower bound's range: gentler tilts
-        # (less wrap, more round-off) are tried for the lower bound while the bracket is
-        # wider than the goal and they still raise it
+        # when the plain tilted lower bound is vacuous, the split compositions come before the
+        # gentler tilts (which then run only if the split leaves the bracket wide)
+        early = want_lower and best_lo <= 0.0
+        if early and self._wants_split(tilts[0], best_up, best_lo, floor, ceiling):
+            best_up, best_lo, _ = self._split_bracket(prep, name, delta, best_up, best_lo)
+            self.cache.split_first.add(("epsilon", name, delta))
+        else:
+            early = False
+        if want_lower:
+            best_lo = self._gentler_lower(prep, name, delta, tilts[0], best_up, best_lo)
+        if not early and self._wants_split(tilts[0], best_up, best_lo, floor, ceiling):
+            best_up, best_lo, _ = self._split_bracket(prep, name, delta, best_up, best_lo)
+            self.cache.split_first.add(("epsilon", name, delta))
+        return best_up, best_lo, h
+
+    def _wants_split(
+        self, tilt: float, best_up: float, best_lo: float, floor: float, ceiling: float
+    ) -> bool:
+        """Whether the split compositions are made: tilted, not settled by another direction
+        (see :meth:`_direction`) and the bracket wider than the goal."""
+        settled = best_up <= ceiling and best_up <= floor * (1 + BRACKET_TARGET)
+        return tilt > 0 and best_up > floor and not settled and not best_up <= best_lo * self.goal
+
+    def _gentler_lower(
+        self, prep: Prepared, name: str, delta: float, tilt: float, best_up: float, best_lo: float
+    ) -> float:
+        """The lower bound raised by gentler tilts than ``tilt``: a heavy tilted tail can wrap
+        around onto the lower bound's range, so gentler tilts (less wrap, more round-off) are
+        tried while the bracket is wider than the goal and they still raise it."""
         previous = -math.inf
-        for gentler in _gentler(tilts[0]):
-            if not want_lower or best_up <= best_lo * BRACKET_GOAL:
+        for gentler in _gentler(tilt):
+            if best_up <= best_lo * self.goal:
                 break
             eps_lo = self._lower_epsilon(prep, name, gentler, delta, None)
             if eps_lo <= previous:
                 break
             previous = eps_lo
             best_lo = max(best_lo, eps_lo)
-        settled = best_up <= ceiling and best_up <= floor * (1 + BRACKET_TARGET)
-        if (
-            tilts[0] > 0
-            and best_up > floor
-            and not settled
-            and not best_up <= best_lo * BRACKET_GOAL
-        ):
-            best_up, best_lo, _ = self._split_bracket(prep, name, delta, best_up, best_lo)
-            self.cache.split_first.add(("epsilon", name, delta))
-        return best_up, best_lo, h
+        return best_lo
 
     def _lower_epsilon(
         self, prep: Prepared, name: str, tilt: float, delta: float, goal: float | None
@@ -210,11 +231,11 @@ class EpsilonSearch:
         self, prep: Prepared, name: str, tilt: float, delta: float, goal: float
     ) -> float:
         """About the most the chord's lower bound can reach: the upper bound (``goal`` times
-        BRACKET_GOAL) less the chord's Hoeffding shift, which grows like h sqrt(steps). Only
+        the search's goal) less the chord's Hoeffding shift, which grows like h sqrt(steps). Only
         which lower-bound compositions are made depends on it."""
         up = self.cache.composed(prep, name, tilt, delta)
         assert up is not None
-        return goal * BRACKET_GOAL - lower_shift(up, delta * 1e-3)
+        return goal * self.goal - lower_shift(up, delta * 1e-3)
 
     def _split_bracket(
         self, prep: Prepared, name: str, delta: float, best_up: float, best_lo: float
@@ -226,7 +247,8 @@ class EpsilonSearch:
         if up is not None:
             h = up.h
             best_up = min(best_up, epsilon_for(up, delta, upper=True))
-        if prep.keep_lower and not _UPPER_ONLY.get() and not best_up <= best_lo * BRACKET_GOAL:
+        want = prep.keep_lower and not _UPPER_ONLY.get()
+        if want and not best_up <= best_lo * self.goal:
             low = self.cache.split(prep, name, delta, "dominated")
             if low is not None:
                 best_lo = max(best_lo, epsilon_for(low, delta, upper=False))
