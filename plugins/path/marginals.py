@@ -22,8 +22,8 @@ def mbi() -> Any:
     """Import ``mbi`` after configuring JAX (64-bit, no compilation cache: no import warnings)."""
     import jax
 
-    jax.config.update("jax_enable_x64", True)  # type: ignore[no-untyped-call]
-    jax.config.update("jax_enable_compilation_cache", False)  # type: ignore[no-untyped-call]
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_enable_compilation_cache", False)
     import mbi as _mbi
 
     return _mbi

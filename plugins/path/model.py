@@ -98,9 +98,7 @@ def byte_tokenizer() -> Any:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([EOS_TOKEN, PAD_TOKEN])
-    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
-        tokenizer_object=tok, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN
-    )
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN)
 
 
 def default_model(
@@ -174,7 +172,7 @@ def load(
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    hf_logging.disable_progress_bar()
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
     _no_dropout(model)
@@ -203,7 +201,7 @@ def save(model: Any, codec: Codec, out_dir: str | Path) -> Path:
         model = model.merge_and_unload()
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    hf_logging.disable_progress_bar()
     model.save_pretrained(out)
     codec.tokenizer.save_pretrained(out)
     return out
@@ -236,7 +234,7 @@ def with_lora(model: Any, rank: int, alpha: float | None = None, *, seed: int = 
 
     config = LoraConfig(
         r=rank,
-        lora_alpha=alpha if alpha is not None else 2 * rank,  # type: ignore[arg-type]
+        lora_alpha=alpha if alpha is not None else 2 * rank,
         lora_dropout=0.0,
         target_modules=lora_targets(model),
         fan_in_fan_out=getattr(model.config, "model_type", "") == "gpt2",
