@@ -21,6 +21,7 @@ from dpledger.accountant.pld_tilt import chernoff_epsilon, tilt_for_delta
 __all__ = [
     "BRACKET_GOAL",
     "BRACKET_TARGET",
+    "EARLY_SPLIT_RATIO",
     "MIN_SCREEN_POINTS",
     "SCREEN_FACTORS",
     "SCREEN_RETRY",
@@ -33,6 +34,9 @@ BRACKET_TARGET = 0.008
 #: gentler tilts (and dominated pairs) are tried while upper > lower * BRACKET_GOAL (a coarse
 #: pass that may end the query stops at its own goal, :attr:`EpsilonSearch.goal`)
 BRACKET_GOAL = 1.005
+#: a plain tilted bracket wider than this ratio makes the split compositions before gentler
+#: tilts (they move the lower bound by a few percent at most)
+EARLY_SPLIT_RATIO = 1.05
 #: a direction is screened on grids this many times coarser than the current one (at least
 #: MIN_SCREEN_POINTS points) before it is composed in full; the finer screen only when the
 #: coarser one came within a factor SCREEN_RETRY of the lower bound
@@ -152,16 +156,19 @@ class EpsilonSearch:
             # a finite answer inside the tilted window needs no fallback
             if math.isfinite(eps_up) and eps_up > float(up.losses[0]) + up.h:
                 break
-        # when the plain tilted lower bound is vacuous, the split compositions come before the
-        # gentler tilts (which then run only if the split leaves the bracket wide)
-        early = want_lower and best_lo <= 0.0
+        # when the plain tilted lower bound is far below (a heavy step's tail), the split
+        # compositions come before the gentler tilts (which then run only if the split leaves
+        # the bracket wider than the goal)
+        early = want_lower and not best_up <= best_lo * EARLY_SPLIT_RATIO
         if early and self._wants_split(tilts[0], best_up, best_lo, floor, ceiling):
             best_up, best_lo, _ = self._split_bracket(prep, name, delta, best_up, best_lo)
             self.cache.split_first.add(("epsilon", name, delta))
         else:
             early = False
         if want_lower:
-            best_lo = self._gentler_lower(prep, name, delta, tilts[0], best_up, best_lo)
+            # after the split, a gentler tilt that does not raise its lower bound ends the try
+            start = best_lo if early else -math.inf
+            best_lo = self._gentler_lower(prep, name, delta, tilts[0], (best_up, best_lo), start)
         if not early and self._wants_split(tilts[0], best_up, best_lo, floor, ceiling):
             best_up, best_lo, _ = self._split_bracket(prep, name, delta, best_up, best_lo)
             self.cache.split_first.add(("epsilon", name, delta))
@@ -176,12 +183,19 @@ class EpsilonSearch:
         return tilt > 0 and best_up > floor and not settled and not best_up <= best_lo * self.goal
 
     def _gentler_lower(
-        self, prep: Prepared, name: str, delta: float, tilt: float, best_up: float, best_lo: float
+        self,
+        prep: Prepared,
+        name: str,
+        delta: float,
+        tilt: float,
+        bracket: tuple[float, float],
+        previous: float,
     ) -> float:
-        """The lower bound raised by gentler tilts than ``tilt``: a heavy tilted tail can wrap
-        around onto the lower bound's range, so gentler tilts (less wrap, more round-off) are
-        tried while the bracket is wider than the goal and they still raise it."""
-        previous = -math.inf
+        """The lower bound of ``bracket`` raised by gentler tilts than ``tilt``: a heavy tilted
+        tail can wrap around onto the lower bound's range, so gentler tilts (less wrap, more
+        round-off) are tried while the bracket is wider than the goal and each raises the lower
+        bound above the one before (above ``previous`` for the first)."""
+        best_up, best_lo = bracket
         for gentler in _gentler(tilt):
             if best_up <= best_lo * self.goal:
                 break
