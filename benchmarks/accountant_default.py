@@ -98,7 +98,7 @@ def in_child(fn: Callable[[], Any], timeout: float) -> tuple[str, Any, float, in
 
 def dp_accounting_event(event: Event) -> Any:
     """The dp-accounting event of ``event``, or None where it has none (the exponential
-    mechanism, random allocation, ...)."""
+    mechanism, random allocation, pure and approximate DP pairs, ...)."""
     import dp_accounting
 
     from dpledger.integrations.dp_accounting import to_dp_event
@@ -110,8 +110,7 @@ def dp_accounting_event(event: Event) -> Any:
     if isinstance(event, RandomizedResponseEvent):
         return to_dp_event(event)
     if isinstance(event, PureDPEvent | ApproxDPEvent):
-        delta = event.delta if isinstance(event, ApproxDPEvent) else 0.0
-        return dp_accounting.EpsilonDeltaDpEvent(event.epsilon, delta)
+        return None  # dp-accounting has no event for a pure or approximate DP pair
     if isinstance(event, PoissonSampledEvent | SampledWithoutReplacementEvent | SelfComposedEvent):
         inner = dp_accounting_event(event.event)
         if inner is None:
