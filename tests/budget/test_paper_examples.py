@@ -1,15 +1,43 @@
 """The filters' halting rules on worked numbers printed in papers, where one was found.
 
-Searched for a worked number (a count of Gaussian steps a stated budget admits, a tabulated
-or plotted value): Feldman & Zrnic 2021, Whitehouse, Ramdas, Rogers & Wu 2023, Smith &
-Thakurta 2022 and Lécuyer 2021. The parts of those papers consulted (abstracts and
-introductions; their full texts were not available to read here) state no such number, so
-for them the theorem-derived counts of ``test_rules.py`` stay (each rule's count solved from
-its theorem's condition, independently of dpledger). The one printed number reproduced here
-is from the Gaussian-DP line of work the ``gdp`` rule converts with: Bu, Dong, Long & Su
-("Deep learning with Gaussian differential privacy", Harvard Data Science Review 2020,
-Figure 4's caption) state that mu = 0.35 gives (1.34, 1e-5)-DP and mu = 1.78 gives
-(8.68, 1e-5)-DP (Dong, Roth & Su's conversion).
+Searched for a worked number (a count of Gaussian steps a stated budget admits, a table of
+admitted counts, a closed-form example, the value of a filter's bound for stated parameters,
+a numeric comparison in the text) in the five papers behind the budget rules. What could be
+read of each (the stored copies reachable from here hold each page's first ~2,000
+characters; no stored repository holds the papers' full text, and none of Feldman & Zrnic's,
+Whitehouse et al.'s or Lecuyer's experiment code was found):
+
+* Feldman & Zrnic, "Individual privacy accounting via a Renyi filter" (arXiv 2008.11193,
+  NeurIPS 2021; arxiv-vanity, OpenReview and NeurIPS pages): the abstract and the first two
+  paragraphs of Section 1. Sections 2-5 (the filter's theorem, the individual filter, the
+  noisy gradient descent experiments) and the appendices were not readable.
+* Whitehouse, Ramdas, Rogers & Wu, "Fully-adaptive composition in differential privacy"
+  (arXiv 2203.05481, ICML 2023; PMLR page, an ICML text copy): the abstract only (the copy
+  stops at the heading of Section 1). The filter theorems of Section 3, the odometers and
+  the comparison figures were not readable.
+* Smith & Thakurta, "Fully adaptive composition for Gaussian differential privacy" (arXiv
+  2210.17520; ar5iv): the abstract, the definition of mu-GDP and the opening statement that
+  the filter "sums the squares of privacy budgets and compares them to a threshold", with
+  parameters as for nonadaptive composition (tested below, no number), and the start of the
+  interaction model; the theorem's proof was not readable.
+* Lecuyer, "Practical privacy filters and odometers with Renyi differential privacy" (arXiv
+  2103.01379; ar5iv): the abstract and the first paragraph of Section 1.
+* Koskela, Tobaben & Honkela, "Individual privacy accounting with Gaussian differential
+  privacy" (arXiv 2209.15596, ICLR 2023; ar5iv, an ICLR text copy, the SPIQA TeX copy): the
+  abstract and the first two paragraphs of Section 1; and their experiment code
+  (DPBayes/individual-accounting-gdp: README, fig1_fig3_experiments/plot_fig1a.py,
+  mimic_experiments/compute_eps/eps.py), which sets parameters (sigma = 2.0, clipping 5.0,
+  q = 300/60000, delta = 1e-5) but prints no number in the code.
+
+None of those parts states a worked number that a filter's halting rule or bound
+determines; whether the unread sections do is open (the issue's must-show "worked examples
+from the papers" is not met for these papers). The theorem-derived counts of
+``test_rules.py`` stay (each rule's count solved from its theorem's condition, independently
+of dpledger). The one printed number reproduced here is from the Gaussian-DP line of work the
+``gdp`` rule converts with: Bu, Dong, Long & Su ("Deep learning with Gaussian differential
+privacy", Harvard Data Science Review 2020, Figure 4's caption, read in full) state that
+mu = 0.35 gives (1.34, 1e-5)-DP and mu = 1.78 gives (8.68, 1e-5)-DP (Dong, Roth & Su's
+conversion).
 """
 
 from __future__ import annotations
