@@ -41,6 +41,7 @@ from dpledger.core.events import Event, GaussianEvent, PoissonSampledEvent, flat
 __all__ = [
     "CHARGE_SHARE",
     "MAX_HITS",
+    "SUBNORMAL_SLACK",
     "HitCount",
     "hit_count",
 ]
@@ -57,6 +58,10 @@ MAX_HITS = 4000
 SPECIAL_REL = 1e-12
 #: relative slack on the shifts m_k and on t (covers their rounding many times over)
 SHIFT_REL = 1e-12
+#: absolute allowance per term: below the smallest normal double each operation rounds by up
+#: to half of 2^-1074, which relative allowances do not cover (a term takes a few such
+#: operations; nothing at normal values moves)
+SUBNORMAL_SLACK = 64 * 2.0**-1074
 #: the Gaussian term is 0 to double precision beyond this t
 T_MAX = 40.0
 _SQRT2 = math.sqrt(2.0)
@@ -202,9 +207,13 @@ class HitCount:
         zero_hits = w_up[0] if eps < m_up[0] else 0.0  # (1 - e^{eps - m_0})_+ <= 1
         tail = _binomial_tail(self.q, self.steps, top)
         n = top + 4
+        # below the smallest normal double, products and sums round by up to half of 2^-1074
+        # each, which the relative allowances do not cover: SUBNORMAL_SLACK per term
+        slack = n * SUBNORMAL_SLACK
         upper = (math.fsum(upper_terms.tolist()) + zero_hits + charge + tail) * (1 + n * U)
+        upper += slack
         lower_terms = w_low[1:] * self._gauss(eps, k, self._lower_shifts(k), upper=False)
-        lower = math.fsum(lower_terms.tolist()) * (1 - n * U)
+        lower = math.fsum(lower_terms.tolist()) * (1 - n * U) - slack
         return min(upper, 1.0), max(min(lower, upper), 0.0)
 
     # -- queries --------------------------------------------------------------------------

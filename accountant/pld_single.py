@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from dpledger.accountant.pld_discrete import LOWER_DEFLATION, MAX_CERTIFIED_EPSILON
+from dpledger.accountant.pld_hits import SUBNORMAL_SLACK
 from dpledger.accountant.pld_prepared import Prepared, _next_up
 from dpledger.accountant.profiles_base import DirectedProfiles, Profile
 from dpledger.core.events import Event, GaussianEvent
@@ -47,7 +48,7 @@ def single_delta(
     single = _single_leaf(prep, events)
     if single is not None and epsilon <= _root_limit(single, prep.names):
         at = np.array([float(epsilon)])
-        top = max(float(getattr(single, n)(at)[0]) for n in prep.names)
+        top = max(float(getattr(single, n)(at)[0]) for n in prep.names) + SUBNORMAL_SLACK
         bottom = 0.0
         if prep.keep_lower:
             bottom = max(
@@ -84,7 +85,7 @@ def _upper_root(profile: Profile, delta: float) -> float:
     MAX_CERTIFIED_EPSILON)."""
 
     def value(e: float) -> float:
-        return float(profile(np.array([e]))[0])
+        return float(profile(np.array([e]))[0]) + SUBNORMAL_SLACK
 
     if value(0.0) <= delta:
         return 0.0
@@ -108,7 +109,8 @@ def _upper_root(profile: Profile, delta: float) -> float:
 
 def _lower_value(profile: Profile, epsilon: float) -> float:
     """A certified lower bound of an exact curve at ``epsilon``."""
-    return float(profile(np.array([epsilon]))[0]) / (1 + LOWER_DEFLATION) * (1 - 1e-15)
+    value = float(profile(np.array([epsilon]))[0]) / (1 + LOWER_DEFLATION) * (1 - 1e-15)
+    return max(value - SUBNORMAL_SLACK, 0.0)
 
 
 def _lower_root(profile: Profile, delta: float) -> float:

@@ -467,7 +467,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_hits.HitCount",
         status="verified",
         proof="proofs_checks/pld_hit_count/proof.md",
-        source_sha256="23ded9e01000d63d49144dd70405f79844ee9d4c35977af38df4714503409822",
+        source_sha256="95807b26e1201657b0583b32ccc11f858395c7c9e3871ed13353925f9fb0d958",
         cross_check="check_pld_hit_count.py::test_heavy_compositions_bracket_the_60_digit_sum",
     ),
     ProofRecord(
