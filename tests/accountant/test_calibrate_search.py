@@ -46,7 +46,7 @@ def test_the_search_brackets_the_crossing_to_the_tolerance(
 ) -> None:
     # epsilon falls as a power of sigma, faster at little noise (as a sampled Gaussian's)
     def epsilon(sigma: float) -> float:
-        return scale * sigma**-power * math.exp(bend / sigma**2 if sigma > 0.05 else 400.0)
+        return scale * sigma**-power * math.exp(min(bend / sigma**2, 400.0))  # monotone, finite
 
     assume(epsilon(1e3) <= target)  # some noise in the bracket meets the target
     search, calls = _search(epsilon, target, 1e-4)
