@@ -145,9 +145,9 @@ TARGET_POINTS = 1 << 18
 ADAPTIVE_START_POINTS = 1 << 14
 #: refinement stops when a finer pass left at least this fraction of the bracket's width
 STALLED_GAP = 0.9
-#: ... and once a pass's bracket is narrower than PASS_TARGET (relative): a little wider than
-#: BRACKET_TARGET, inside the 1 % goal, where a finer pass would cost about twice all before it
-PASS_TARGET = 0.0085
+#: ... and once a pass's bracket is narrower than PASS_TARGET (relative; a coarse pass spends
+#: on its lower bound only until then)
+PASS_TARGET = BRACKET_TARGET
 BRACKET_ABSOLUTE = 1e-4
 #: a delta query stops refining its grid once its bracket is also this narrow in absolute terms
 DELTA_ABSOLUTE = 1e-6

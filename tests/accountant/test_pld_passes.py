@@ -1,11 +1,11 @@
-"""Which compositions an epsilon query makes: the coarse pass's target and the split's order."""
+"""Which compositions an epsilon query makes: the passes' goals and the split's order."""
 
 from __future__ import annotations
 
 import pytest
 
 from dpledger.accountant.pld import ADAPTIVE_START_POINTS, PASS_TARGET, PLDAccountant
-from dpledger.accountant.pld_epsilon import BRACKET_TARGET
+from dpledger.accountant.pld_epsilon import BRACKET_GOAL
 from dpledger.core.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 
 
@@ -15,20 +15,20 @@ def _dp_sgd(q: float, steps: int) -> PLDAccountant:
     return acc
 
 
-def test_a_coarse_bracket_within_the_pass_target_ends_the_query() -> None:
-    # q = 1e-4, 1e5 steps, delta = 1e-10: the coarse pass brackets within 0.83 %, above the
-    # 0.8 % target, below PASS_TARGET; a finer pass (twice the work) is not made
-    assert BRACKET_TARGET < PASS_TARGET < 0.01
+def test_a_coarse_pass_aims_at_the_pass_target_and_a_finer_one_at_the_goal() -> None:
+    # q = 1e-4, 1e5 steps, delta = 1e-10: the coarse pass brackets within 0.82 %, so a finer
+    # pass is made, which aims at BRACKET_GOAL; the search's goal is restored afterwards
     acc = _dp_sgd(1e-4, 100_000)
     bound = acc.get_epsilon(1e-10)
-    made = [(points, kind) for (name, _tilt, points, kind) in acc._states if name == "remove"]
-    assert {points for points, _ in made} == {ADAPTIVE_START_POINTS}
-    # the plain tilted pair settles the bracket: no gentler tilt, no split composition
-    assert sorted(kind for _, kind in made) == ["dominated", "upper"]
+    points = {points for (name, _tilt, points, _kind) in acc._states if name == "remove"}
+    assert points == {ADAPTIVE_START_POINTS, 2 * ADAPTIVE_START_POINTS}
+    assert acc._epsilons.goal == BRACKET_GOAL
     assert bound.epsilon - bound.epsilon_lower <= PASS_TARGET * bound.epsilon
-    # sound against the finer grid's certified bracket [0.234957, 0.235514], and tighter
-    # than dp-accounting's PLD at h = 1e-4 (0.246894)
-    assert bound.epsilon_lower <= 0.235514 and bound.epsilon >= 0.234957
+    assert bound.epsilon <= bound.epsilon_lower * BRACKET_GOAL
+    # the bracket made before the coarse pass had a goal of its own; tighter than
+    # dp-accounting's PLD at h = 1e-4 (0.246894)
+    assert bound.epsilon_lower == pytest.approx(0.23495672523676553, rel=1e-9)
+    assert bound.epsilon == pytest.approx(0.23551425823211777, rel=1e-9)
     assert bound.epsilon <= 0.246894
 
 
