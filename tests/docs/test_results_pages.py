@@ -745,7 +745,10 @@ def test_swflow_toy_table_equals_stored_output() -> None:
         c = [x.strip() for x in ln.strip("|").split("|")]
         if c[0] in ("absolute", "sensitivity", "fixed-release"):
             stored[(c[0], c[1])] = c
-    assert "mean ± std over 3 seeds" in (ROOT / "experiments/swflow/results/toy.md").read_text()
+    assert (
+        "mean ± sample sd (ddof = 1) over 3 seeds"
+        in (ROOT / "experiments/swflow/results/toy.md").read_text()
+    )
     rows: dict[str, list[list[str]]] = {}
     reading = ""
     for ln in _table_lines(SWFLOW.read_text()):
