@@ -279,9 +279,10 @@ class PLDAccountant(Accountant):
 
     def _hit_count(self) -> HitCount | None:
         """The hit-count bounds (:mod:`~dpledger.accountant.pld_hits`) when the ledger is one
-        Poisson-subsampled Gaussian composed under add/remove, else None."""
+        Poisson-subsampled Gaussian composed under add/remove at least twice, else None (one
+        release has its exact profile, which these bounds would only widen)."""
         found = hit_count(self._ledger, self.adjacency)
-        return found if found is not None and found.useful else None
+        return found if found is not None and found.useful and found.steps > 1 else None
 
     def _grid_epsilon(self, delta: float) -> EpsilonBound:
         """The bracket of the composed loss grid (or of the single release's profile)."""
