@@ -192,7 +192,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.calibrate.calibrate_noise_multiplier",
         status="verified",
         proof="proofs_checks/analytic_gaussian_calibration/proof.md",
-        source_sha256="23b4bf402ce6750e4900fb9a7367365457b785619248d4434616d6f3a1cbd4e3",
+        source_sha256="034051e2a1f7092a020d93374a9c6c776a82694bfc473915ce3e95c26799f3d4",
         cross_check="check_analytic_gaussian_calibration.py::test_dpledger_calibration_meets_target_and_is_near_optimal",
     ),
     ProofRecord(
