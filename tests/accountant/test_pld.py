@@ -225,6 +225,8 @@ def test_zero_sampling_rate_and_extreme_noise_do_not_overflow():
     assert b.epsilon >= exact_gaussian_epsilon(100.0, 1e-5) - 1e-9
 
 
+@pytest.mark.slow  # many distinct leaves: the rounding's bounds are property-tested in the default
+# tier (test_representatives_kinds.py)
 def test_many_distinct_components_keep_both_bounds_certified(monkeypatch):
     """Rounded representatives: the upper stays above, the lower below, the exact composition."""
     import dpledger.accountant.pld as pld_module

@@ -129,7 +129,11 @@ SMALL_DELTA = [
 ]
 
 
-@pytest.mark.parametrize(("sigma", "q", "steps", "delta"), SMALL_DELTA)
+@pytest.mark.parametrize(
+    ("sigma", "q", "steps", "delta"),
+    # the first case in the default tier, the others (seconds each) in the slow tier
+    [SMALL_DELTA[0], *(pytest.param(*c, marks=pytest.mark.slow) for c in SMALL_DELTA[1:])],
+)
 def test_small_delta_against_tilted_reference(sigma, q, steps, delta):
     ref = tilted_reference_epsilon(sigma, q, steps, delta)
     lo, up = _bracket(SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(sigma)), steps), delta)

@@ -153,6 +153,7 @@ def test_k_of_t_is_k_epochs_of_one_of_t_over_k() -> None:
     assert kt < 0.6 * releases
 
 
+@pytest.mark.slow  # a sweep of k and t (seconds); one k-of-t case is checked in the default tier
 def test_k_of_t_grows_with_k_falls_with_t_and_stays_above_its_lower_bound() -> None:
     g = GaussianEvent(1.0)
     by_k = [_eps(RandomAllocationEvent(40, g, k)) for k in (1, 2, 4, 8)]
