@@ -11,10 +11,7 @@ unit. The accounted graph itself is unchanged.
 
 from __future__ import annotations
 
-import json
-import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dpledger.core.errors import DPLedgerError
@@ -26,26 +23,6 @@ if TYPE_CHECKING:
 __all__ = ["adjacency_lines", "method_units", "source_units", "unit_text", "with_method_units"]
 
 
-def _method_releases(origin: str) -> dict[str, tuple[str, Mapping[str, Any]]]:
-    """Per release id of the pipeline file: its method and parameters (none when the file is
-    not a pipeline file, e.g. a dp-accounting event)."""
-    path = Path(origin)
-    try:
-        raw = path.read_text(encoding="utf-8")
-        data = json.loads(raw) if path.suffix.lower() == ".json" else tomllib.loads(raw)
-    except (OSError, ValueError, RecursionError):
-        return {}
-    releases = data.get("releases") if isinstance(data, Mapping) else None
-    out: dict[str, tuple[str, Mapping[str, Any]]] = {}
-    for table in releases if isinstance(releases, list) else []:
-        if not isinstance(table, Mapping):
-            continue
-        method, params = table.get("method"), table.get("params", {})
-        if isinstance(method, str) and isinstance(params, Mapping):
-            out[str(table.get("id"))] = (method, params)
-    return out
-
-
 def method_units(pipeline: Pipeline, result: GraphAccount, host: Any) -> dict[str, str]:
     """Per release id: the unit its method states it bounds itself under its source's
     adjacency (``PluginHost.protected_unit``); releases whose method states none are left
@@ -53,18 +30,17 @@ def method_units(pipeline: Pipeline, result: GraphAccount, host: Any) -> dict[st
     if host is None:
         return {}
     adjacency = {s.reduction.source: s.reduction.adjacency for s in result.sources}
-    methods = _method_releases(pipeline.origin)
     out: dict[str, str] = {}
     for r in result.releases:
         # a transform between (a partition's cells, a subsample) changes what one unit can
         # reach: the unit's statement is the method's for the source's rows as read
-        if r.path or r.release_id not in methods or r.source not in adjacency:
+        params = pipeline.method_params.get(r.release_id)
+        if r.path or params is None or r.source not in adjacency:
             continue
-        method, params = methods[r.release_id]
-        if method != r.method or method not in host.methods():
+        if r.method is None or r.method not in host.methods():
             continue
         try:
-            unit = host.protected_unit(method, params, adjacency[r.source])
+            unit = host.protected_unit(r.method, params, adjacency[r.source])
         except DPLedgerError:
             continue
         if unit is not None:

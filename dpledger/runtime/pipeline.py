@@ -96,11 +96,15 @@ class Pipeline:
     epsilon: float | None = None
     origin: str = "<pipeline>"
     node_fields: Mapping[str, str] = attrs.field(factory=dict)
+    #: per release that names a registered method: the ``params`` it was declared with
+    method_params: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
 
 
 class _Ctx:
     def __init__(self, origin: str) -> None:
         self.origin = origin
+        #: per method release: the params it was declared with (``Pipeline.method_params``)
+        self.method_params: dict[str, Mapping[str, Any]] = {}
 
     def fail(self, field: str, problem: str, fix: str) -> PipelineFileError:
         return PipelineFileError(f"{self.origin}: {field}: {problem}. Fix: {fix}")
@@ -287,7 +291,7 @@ def parse_pipeline(
         register(node, path)
         graph.add_postprocess(node, _id_list(ctx, table, "inputs", path, fields))
     _validate(ctx, graph, fields)
-    return Pipeline(graph, name, delta, epsilon, origin, fields)
+    return Pipeline(graph, name, delta, epsilon, origin, fields, ctx.method_params)
 
 
 def _id_list(
@@ -451,6 +455,7 @@ def _release(
             ctx, graph, table, path, str(source), resolve_method
         )
         plugin = plugin or resolved_plugin
+        ctx.method_params[node] = dict(table.get("params", {}))
         # the method's declaration names the unit its event protects; a row-level event is
         # lifted to the source's unit by the graph, exactly as a release written as an event
         if "declared_unit" in table and table["declared_unit"] != declared_unit:

@@ -317,3 +317,22 @@ def test_file_level_errors(tmp_path: Path) -> None:
     bad_json.write_text("{", encoding="utf-8")
     with pytest.raises(PipelineFileError, match="not valid JSON"):
         load_pipeline(bad_json)
+
+
+def test_a_method_release_keeps_the_params_it_was_declared_with() -> None:
+    """What ``account`` states about a method's unit reads these, not the file a second time."""
+    seen: list[dict[str, Any]] = []
+
+    def resolve(method: str, params: Any, adjacency: Any) -> tuple[Any, str | None, str]:
+        seen.append(dict(params))
+        return GaussianEvent(2.0), None, "row"
+
+    data = {
+        "sources": [{"name": "d", "adjacency": {"relation": "add_remove"}}],
+        "releases": [
+            {"id": "m", "input": "d", "method": "some_method", "params": {"k": 3}},
+            {"id": "e", "input": "d", "event": {"kind": "gaussian", "noise_multiplier": 1.0}},
+        ],
+    }
+    pipeline = parse_pipeline(data, "<test>", resolve)
+    assert pipeline.method_params == {"m": {"k": 3}} and seen == [{"k": 3}]
