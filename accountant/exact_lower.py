@@ -29,9 +29,9 @@ from collections.abc import Callable
 
 import attrs
 import numpy as np
-from scipy import special
 
 from dpledger.accountant.base import DeltaBound, EpsilonBound
+from dpledger.accountant.exp_mech_composition import log_binomials
 from dpledger.accountant.leaves import leaf_profiles
 from dpledger.accountant.pld_discrete import LOWER_DEFLATION
 from dpledger.accountant.profiles_base import Profile
@@ -99,13 +99,11 @@ def _split(event: Event) -> tuple[list[tuple[float, int]], list[Event]]:
 
 def _binomial(v: float, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(losses (k - 2j) v, P-masses rounded down) of k releases of randomized response at v."""
-    j = np.arange(k + 1, dtype=np.float64)
+    j, log_c, err_c = log_binomials(k)
     log_p = -math.log1p(math.exp(-v))  # log e^v / (1 + e^v)
     log_q = -v + log_p
-    lg_k = float(special.gammaln(k + 1.0))
-    lg_j, lg_r = special.gammaln(j + 1.0), special.gammaln(k - j + 1.0)
-    log_m = lg_k - lg_j - lg_r + (k - j) * log_p + j * log_q
-    err = 64 * U * (abs(lg_k) + np.abs(lg_j) + np.abs(lg_r) + np.abs(log_m) + 4.0)
+    log_m = log_c + (k - j) * log_p + j * log_q
+    err = err_c + 64 * U * np.abs(log_m)
     err += 8 * U * ((k - j) * (abs(log_p) + v + 2.0) + j * (abs(log_q) + v + 2.0))
     masses = np.exp(log_m - err) * (1 - 4 * U)
     return (k - 2 * j) * v, masses

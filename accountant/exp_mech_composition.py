@@ -39,6 +39,7 @@ __all__ = [
     "br_delta_bracket",
     "br_ledger_delta_lower",
     "br_ledger_epsilon_lower",
+    "log_binomials",
 ]
 
 U = 2.0**-53
@@ -83,7 +84,7 @@ def _log_expm1(x: float) -> float:
 
 
 @functools.lru_cache(maxsize=8)
-def _binomials(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def log_binomials(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(j, log C(k, j), a bound on its absolute error) for j = 0..k."""
     j = np.arange(k + 1, dtype=np.float64)
     lg_k = float(special.gammaln(k + 1.0))
@@ -110,7 +111,7 @@ def _cumulative(t: float, eps0: float, k: int) -> tuple[np.ndarray, np.ndarray]:
     e_ql = 8 * U * (abs(a_l) + abs(log_norm) + 2.0)
     e_qh = 8 * U * (abs(a_h) + t + abs(log_norm) + 2.0)
     e_ph, e_pl = e_qh + 8 * U * (t + abs(log_ph)), e_ql + 8 * U * (t + eps0 + abs(log_pl))
-    j, log_c, err_c = _binomials(k)
+    j, log_c, err_c = log_binomials(k)
     log_p = log_c + (k - j) * log_ph + j * log_pl
     log_q = log_c + (k - j) * log_qh + j * log_ql
     err_p = err_c + (k - j) * e_ph + j * e_pl + 8 * U * ((k - j) * abs(log_ph) + j * abs(log_pl))

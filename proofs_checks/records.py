@@ -501,7 +501,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.exp_mech_composition._cumulative",
         status="verified",
         proof="proofs_checks/exp_mech_composition/proof.md",
-        source_sha256="373b89dd79c1208a144fe0c491e4c2bc18c192bfcbaa392bf39fd36162d6b83c",
+        source_sha256="e6bb75b46f9e7c717c16e292e555041227325d087ca9a40f0e115dea5ef82acd",
         cross_check="check_exp_mech_composition.py::test_every_t_gives_a_certified_lower_bound",
     ),
     ProofRecord(
@@ -560,7 +560,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.exact_lower._binomial",
         status="verified",
         proof="proofs_checks/exact_lower/proof.md",
-        source_sha256="e6ece3ac991f6ad4dab76c010202a550e557c15c000d619da9deed0de8669f03",
+        source_sha256="1a22b7fe2ec3c38a76da589c0fd7a40167e8ae1d91201604518590d8310ce06e",
         cross_check="check_exact_lower.py::test_binomial_masses_are_rounded_down",
     ),
     ProofRecord(
