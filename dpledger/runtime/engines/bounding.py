@@ -27,8 +27,10 @@ from numpy.typing import NDArray
 from dpledger.core.errors import InvalidParameterError
 from dpledger.runtime.engines.columns import (
     KeyColumn,
+    UnitIds,
     key_column,
     splitmix64,
+    unit_column,
     value_column,
 )
 from dpledger.runtime.engines.histogram import bin_rows, row_bins, tie_break
@@ -44,6 +46,7 @@ __all__ = [
 ]
 
 I64 = NDArray[np.int64]
+Units = KeyColumn | UnitIds
 #: the columns of a chunk's bounded aggregates: canonical key name and three integers
 PARTIAL_COLUMNS: tuple[str, ...] = ("key", "count", "sum", "units")
 #: the name of the partial row that counts the rows a chunk read (no key is named so)
@@ -83,10 +86,10 @@ def _sorted_by(*keys: NDArray[Any]) -> I64:
     return order.astype(np.int64)
 
 
-def _pair_hashes(keys: KeyColumn, units: KeyColumn) -> NDArray[np.uint64]:
+def _pair_hashes(keys: KeyColumn, units: Units) -> NDArray[np.uint64]:
     """Per row: the keyed hash of its (unit, partition) pair."""
     per_key = splitmix64(keys.hashes ^ PAIR_SALT)  # once per distinct key, then per row
-    return splitmix64(units.hashes[units.codes] ^ per_key[keys.codes])
+    return splitmix64(units.row_hashes() ^ per_key[keys.codes])
 
 
 def _row_hashes(pair: NDArray[np.uint64], fixed: I64) -> NDArray[np.uint64]:
@@ -95,13 +98,12 @@ def _row_hashes(pair: NDArray[np.uint64], fixed: I64) -> NDArray[np.uint64]:
 
 
 def kept_rows(
-    keys: KeyColumn, units: KeyColumn, fixed: I64, query: AggregationQuery
+    keys: KeyColumn, units: Units, fixed: I64, query: AggregationQuery
 ) -> NDArray[np.bool_]:
     """Which rows survive the L∞ and then the L0 bound (see the module docstring): by one
     sort (:func:`_kept_by_one_sort`), else by the reference rule's stable sorts."""
     pair = _pair_hashes(keys, units)
-    width = max(units.hashes.size - 1, 1).bit_length()
-    fast = _kept_by_one_sort(keys.codes, units.codes, pair, fixed, width, query)
+    fast = _kept_by_one_sort(keys.codes, units.codes, pair, fixed, units.code_bits, query)
     if fast is not None:
         return fast
     row = _row_hashes(pair, fixed)
@@ -109,7 +111,7 @@ def kept_rows(
 
 
 def kept_rows_by_sorting(
-    keys: KeyColumn, units: KeyColumn, fixed: I64, query: AggregationQuery
+    keys: KeyColumn, units: Units, fixed: I64, query: AggregationQuery
 ) -> NDArray[np.bool_]:
     """The reference rule of :func:`kept_rows`, by stable sorts (the same rows, slower)."""
     pair = _pair_hashes(keys, units)
@@ -174,7 +176,7 @@ def _kept_by_one_sort(
     return out
 
 
-def _units_per_key(keys: KeyColumn, units: KeyColumn, keep: NDArray[np.bool_]) -> I64:
+def _units_per_key(keys: KeyColumn, units: Units, keep: NDArray[np.bool_]) -> I64:
     """How many distinct units keep a row in each key."""
     width = max(len(keys.uniques), 1)
     pairs = np.sort(units.codes[keep] * width + keys.codes[keep])
@@ -241,16 +243,15 @@ def bound_chunk(
     names = keys.names()
     keep = _public_rows(keys, names, public)
     if query.unit_column is not None:
-        units = key_column(_column(columns, query.unit_column), query.unit_column)
+        units = unit_column(_column(columns, query.unit_column), query.unit_column)
         if units.codes.size != n:
             raise InvalidParameterError(query.unit_column, "has another length", "one id a row")
         if keep.all():  # every key public (or no list): no subset to take
             keep = kept_rows(keys, units, tie_break(fixed, bins), query)
         else:
             sub = np.flatnonzero(keep)
-            sub_units = KeyColumn(units.codes[sub], units.uniques, units.hashes)
-            sub_keys = KeyColumn(keys.codes[sub], keys.uniques, keys.hashes)
-            keep[sub[~kept_rows(sub_keys, sub_units, tie_break(fixed, bins)[sub], query)]] = False
+            tie = tie_break(fixed, bins)[sub]
+            keep[sub[~kept_rows(keys.take(sub), units.take(sub), tie, query)]] = False
         unit_counts = _units_per_key(keys, units, keep)
     else:
         unit_counts = np.bincount(keys.codes[keep], minlength=len(keys.uniques))

@@ -17,11 +17,22 @@ from numpy.typing import NDArray
 
 from dpledger.core.errors import InvalidParameterError
 
-__all__ = ["KeyColumn", "canonical_name", "key_column", "parse_name", "splitmix64", "value_column"]
+__all__ = [
+    "KeyColumn",
+    "UnitIds",
+    "canonical_name",
+    "key_column",
+    "parse_name",
+    "splitmix64",
+    "unit_column",
+    "value_column",
+]
 
 U64 = NDArray[np.uint64]
 #: separate the hashes of integer keys from those of text keys
 INT_TAG = np.uint64(0x5BD1E9955BD1E995)
+#: integer unit ids spanning fewer values than this are coded by their offset (no sort)
+OFFSET_SPAN = 2**31
 
 
 def splitmix64(x: U64) -> U64:
@@ -48,6 +59,41 @@ class KeyColumn:
     def names(self) -> list[str]:
         """The canonical names of the distinct keys (``i:12``, ``s:text``)."""
         return [canonical_name(k) for k in self.uniques]
+
+    @property
+    def code_bits(self) -> int:
+        """Bits that hold every code (at least 1)."""
+        return max(self.hashes.size - 1, 1).bit_length()
+
+    def row_hashes(self) -> U64:
+        """Per row: the hash of its key."""
+        out: U64 = self.hashes[self.codes]
+        return out
+
+    def take(self, rows: NDArray[np.int64]) -> KeyColumn:
+        """The column of the rows ``rows`` (the same keys, codes and hashes)."""
+        return KeyColumn(self.codes[rows], self.uniques, self.hashes)
+
+
+class UnitIds:
+    """A unit column of integer ids coded by their offset from the smallest (no sort): per row
+    its code and the hash of its id, which :func:`key_column` gives the same id. Codes only
+    group rows by unit; which number a unit gets changes no bounding decision."""
+
+    def __init__(self, codes: NDArray[np.int64], bits: int, hashes: U64) -> None:
+        self.codes = codes
+        self.code_bits = bits
+        self._hashes = hashes
+
+    def row_hashes(self) -> U64:
+        return self._hashes
+
+    def take(self, rows: NDArray[np.int64]) -> UnitIds:
+        return UnitIds(self.codes[rows], self.code_bits, self._hashes[rows])
+
+
+def _int_hashes(ints: NDArray[np.int64]) -> U64:
+    return splitmix64(ints.view(np.uint64) ^ INT_TAG)
 
 
 def canonical_name(key: Any) -> str:
@@ -123,13 +169,26 @@ def key_column(values: Any, column: str) -> KeyColumn:
     ints = _integers(arr, column) if arr.size else np.zeros(0, dtype=np.int64)
     if ints is not None:
         uniq, codes = _sorted_codes(ints)
-        hashes = splitmix64(uniq.view(np.uint64) ^ INT_TAG)
-        return KeyColumn(codes, uniq.tolist(), hashes)
+        return KeyColumn(codes, uniq.tolist(), _int_hashes(uniq))
     texts = np.asarray([str(x) for x in arr.tolist()], dtype=object)
     uniq_t, codes = np.unique(texts, return_inverse=True)
     keys = [str(k) for k in uniq_t]
     hashes = np.asarray([_text_hash(k) for k in keys], dtype=np.uint64)
     return KeyColumn(codes.astype(np.int64).reshape(-1), keys, hashes)
+
+
+def unit_column(values: Any, column: str) -> KeyColumn | UnitIds:
+    """A unit column: integer ids spanning fewer than :data:`OFFSET_SPAN` values coded by
+    their offset (:class:`UnitIds`), any other column by :func:`key_column`; the row hashes
+    are the same either way."""
+    arr = np.asarray(values)
+    ints = _integers(arr, column) if arr.ndim == 1 and arr.size else None
+    if ints is None:
+        return key_column(values, column)
+    low, span = int(ints.min()), int(ints.max()) - int(ints.min())
+    if span >= OFFSET_SPAN:
+        return key_column(ints, column)
+    return UnitIds(ints - low, max(span, 1).bit_length(), _int_hashes(ints))
 
 
 def value_column(values: Any, column: str) -> NDArray[np.float64]:

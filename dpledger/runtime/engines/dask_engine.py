@@ -26,8 +26,6 @@ from __future__ import annotations
 import functools
 import importlib
 import math
-import os
-import pickle
 import tempfile
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
@@ -38,10 +36,10 @@ import numpy as np
 
 from dpledger.core.errors import InvalidParameterError
 from dpledger.runtime.engines.bounding import PARTIAL_COLUMNS, bound_chunk
-from dpledger.runtime.engines.columns import key_column
 from dpledger.runtime.engines.memory import table_path
 from dpledger.runtime.engines.protocol import BoundedAggregates, combine
 from dpledger.runtime.engines.query import AggregationQuery
+from dpledger.runtime.engines.spill import Block, read_bucket, spill_file, write_blocks
 
 __all__ = [
     "BUCKET_ROWS",
@@ -138,49 +136,16 @@ def _slices(piece: Any, columns: tuple[str, ...]) -> Iterator[Columns]:
         yield {c: v[start : start + SLICE_ROWS] for c, v in whole.items()}
 
 
-#: where a spill task wrote each bucket's rows: bucket -> [(offset, size)] in its file
-SpillIndex = dict[int, list[tuple[int, int]]]
-
-
-def _spill_file(where: str, task: int) -> Path:
-    return Path(where) / f"spill-{task}.bin"
-
-
-def _spill(piece: Any, task: int, where: str, query: AggregationQuery, buckets: int) -> SpillIndex:
+def _spill(piece: Any, task: int, where: str, query: AggregationQuery, buckets: int) -> list[Block]:
     """Write each slice's rows, grouped by a keyed hash of their unit, to this task's file."""
     assert query.unit_column is not None
-    index: SpillIndex = {}
-    with _spill_file(where, task).open("wb") as handle:
-        for columns in _slices(piece, query.columns):
-            units = key_column(columns[query.unit_column], query.unit_column)
-            bucket = (units.hashes % np.uint64(buckets)).astype(np.int64)[units.codes]
-            kind = np.uint16 if buckets <= 2**16 else np.int64
-            order = np.argsort(bucket.astype(kind), kind="stable")
-            ends = np.cumsum(np.bincount(bucket, minlength=buckets))
-            starts = ends - np.bincount(bucket, minlength=buckets)
-            for b in np.flatnonzero(ends > starts):
-                take = order[starts[b] : ends[b]]
-                data = pickle.dumps({c: v[take] for c, v in columns.items()}, protocol=5)
-                index.setdefault(int(b), []).append((handle.tell(), len(data)))
-                handle.write(data)
-    return index
+    slices = _slices(piece, query.columns)
+    return write_blocks(slices, spill_file(where, task), query.unit_column, buckets)
 
 
-def _read_bucket(
-    where: str, bucket: int, columns: tuple[str, ...], spilled: list[SpillIndex]
-) -> Columns:
-    parts: list[Columns] = []
-    for task, index in enumerate(spilled):
-        if bucket not in index:
-            continue
-        handle = os.open(_spill_file(where, task), os.O_RDONLY)
-        try:
-            parts.extend(pickle.loads(os.pread(handle, size, at)) for at, size in index[bucket])
-        finally:
-            os.close(handle)
-    if not parts:
-        return {c: np.zeros(0, dtype=np.int64) for c in columns}
-    return {c: np.concatenate([p[c] for p in parts]) for c in columns}
+def _gather(*spilled: list[Block]) -> list[list[Block]]:
+    """The spill tasks' blocks, one list per task (one dependency of every bucket task)."""
+    return list(spilled)
 
 
 def _bound_bucket(
@@ -188,10 +153,10 @@ def _bound_bucket(
     where: str,
     query: AggregationQuery,
     public: Collection[str] | None,
-    spilled: list[SpillIndex],
+    spilled: list[list[Block]],
 ) -> dict[str, list[Any]]:
     """One bucket's bounded aggregates (``spilled``: where the spill tasks wrote its rows)."""
-    return bound_chunk(_read_bucket(where, bucket, query.columns, spilled), query, public)
+    return bound_chunk(read_bucket(where, bucket, query.columns, spilled), query, public)
 
 
 def _merge(*parts: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -243,10 +208,8 @@ class _Plan:
             return _merged(dask, task, pieces)
         where = tempfile.mkdtemp(prefix="dpledger-buckets-", dir=_spill_dir(dask))
         try:
-            spills = [
-                task(_spill)(p, i, where, self.query, self.buckets)
-                for i, p in enumerate(self.pieces)
-            ]
+            spill = functools.partial(_spill, where=where, query=self.query, buckets=self.buckets)
+            spills = task(_gather)(*(task(spill)(p, i) for i, p in enumerate(self.pieces)))
             bounded = [
                 task(_bound_bucket)(b, where, self.query, self.public, spills)
                 for b in range(self.buckets)
