@@ -68,6 +68,14 @@ def clip_fixed(values: NDArray[np.float64], query: AggregationQuery) -> I64:
     return fixed
 
 
+def _starts(sorted_values: NDArray[Any]) -> NDArray[np.bool_]:
+    """For sorted values: whether each starts a run of equal values."""
+    new = np.empty(sorted_values.size, dtype=bool)
+    new[:1] = True
+    np.not_equal(sorted_values[1:], sorted_values[:-1], out=new[1:])
+    return new
+
+
 def _runs(sorted_values: NDArray[Any]) -> tuple[I64, I64]:
     """For sorted values: the index of each value's run, and where each run starts."""
     new = np.ones(sorted_values.size, dtype=bool)
@@ -154,14 +162,17 @@ def _kept_by_one_sort(
     bits (then only the reference rule's tie-break by partition decides)."""
     shift = np.uint64(64 - unit_bits)
     composite = (u.astype(np.uint64) << shift) | (pair >> np.uint64(unit_bits))
-    order = np.argsort(composite).astype(np.int64, copy=False)
+    order = np.argsort(composite)
     ranked = composite[order]
-    if np.any((ranked[1:] == ranked[:-1]) & (k[order[1:]] != k[order[:-1]])):
+    new = _starts(ranked)  # runs: one per pair, a unit's pairs by pair hash
+    same = np.flatnonzero(~new[1:])  # rows whose composite repeats the one before
+    if same.size and np.any(k[order[same + 1]] != k[order[same]]):
         return None
-    group, starts = _runs(ranked)  # runs: one per pair, a unit's pairs by pair hash
+    starts = np.flatnonzero(new)
+    lengths = np.diff(starts, append=order.size)
     keep = np.ones(order.size, dtype=bool)
-    lengths = np.diff(np.append(starts, order.size))
     if np.any(lengths > query.max_rows):  # L∞: the rows of larger pairs by row hash
+        group = np.cumsum(new, dtype=np.int64) - 1
         at = np.flatnonzero((lengths > query.max_rows)[group])
         rows = order[at]
         row = _row_hashes(pair[rows], fixed[rows])
@@ -169,10 +180,12 @@ def _kept_by_one_sort(
         sub_group, sub_starts = _runs(group[at])
         rank = np.arange(at.size) - sub_starts[sub_group]
         keep[at[rank >= query.max_rows]] = False
-    unit_group, unit_starts = _runs(u[order[starts]])
-    pair_keep = np.arange(starts.size) - unit_starts[unit_group] < query.max_partitions
+    unit_new = _starts(ranked[starts] >> shift)  # each pair's unit code, in order
+    unit_starts = np.flatnonzero(unit_new)
+    first = np.repeat(unit_starts, np.diff(unit_starts, append=starts.size))
+    pair_keep = np.arange(starts.size) - first < query.max_partitions
     out = np.zeros(order.size, dtype=bool)
-    out[order[keep & pair_keep[group]]] = True
+    out[order[keep & np.repeat(pair_keep, lengths)]] = True
     return out
 
 

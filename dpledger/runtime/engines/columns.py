@@ -37,11 +37,13 @@ OFFSET_SPAN = 2**31
 
 def splitmix64(x: U64) -> U64:
     """The splitmix64 finaliser, element-wise (wrapping uint64 arithmetic)."""
-    z = (x + np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    out: U64 = z ^ (z >> np.uint64(31))
-    return out
+    z: U64 = np.add(x, np.uint64(0x9E3779B97F4A7C15), dtype=np.uint64)
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return z
 
 
 def _text_hash(text: str) -> int:
