@@ -21,6 +21,7 @@ Proof record: ``proofs_checks/random_allocation/proof.md`` ("The geometric grid"
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 import attrs
@@ -152,10 +153,7 @@ def _far(x: Array, y: Array, big_d: int, log_r: float, up: bool, out: Array) -> 
     mass = np.cumsum(x)[: n - big_d - 1]  # sum_{i <= j - D - 1} x_i, for j = D + 1 .. n - 1
     # first[j] = sum_{i <= j - D - 1} x_i r^(i - j): first[j + 1] = first[j] / r + x_{j-D} r^-(D+1)
     # (a contracting recurrence: no overflow, relative error below 3 u per step)
-    from scipy import signal  # imported here: scipy.signal pulls in scipy.stats and more
-
-    first = signal.lfilter([math.exp(-(big_d + 1) * log_r)], [1.0, -math.exp(-log_r)], x)
-    first = np.asarray(first, dtype=float)[: n - big_d - 1]
+    first = _recurrence(x, math.exp(-(big_d + 1) * log_r), math.exp(-log_r))[: n - big_d - 1]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         q = first / (math.expm1(log_r) * mass)
     # fmin / fmax also send a 0/0 of underflowed masses to the safe end
@@ -164,6 +162,13 @@ def _far(x: Array, y: Array, big_d: int, log_r: float, up: bool, out: Array) -> 
     part = y[big_d + 1 :] * mass
     out[big_d + 1 : n] += part * (1.0 - q)
     out[big_d + 2 : n + 1] += part * q
+
+
+def _recurrence(x: Array, scale: float, decay: float) -> Array:
+    """y with y_0 = scale x_0 and y_k = decay y_(k-1) + scale x_k (each step rounded as
+    written: a product, a product and a sum), in one pass without a filter library."""
+    steps = itertools.accumulate((scale * x).tolist(), lambda y, v: decay * y + v)
+    return np.fromiter(steps, dtype=float, count=x.size)
 
 
 def _power(law: _Law, count: int, log_r: float, up: bool) -> tuple[_Law, float]:
