@@ -283,7 +283,7 @@ def _release_values(
     if release == "histogram":
         counts = [c for row in agg.histograms(names, query.bins) for c in row]
         return [_exact(c) for c in counts], _cells(names, query.bins)
-    return _exact_values(release, [agg.row(n) for n in names], query), list(names)
+    return _exact_values(release, agg.per_key(names), query), list(names)
 
 
 def _note(release: str, request: AggregationRequest, sensitivity: float) -> str:

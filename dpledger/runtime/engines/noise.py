@@ -40,16 +40,19 @@ def cell_noise(
     key: NDArray[np.uint64], step: str, names: Sequence[str], mechanism: str
 ) -> NDArray[np.float64]:
     """Standard noise of each named cell: unit normal (``gaussian``), unit-scale Laplace
-    (``laplace``) or uniform on [0, 1) (``uniform``)."""
+    (``laplace``) or uniform on [0, 1) (``uniform``). Each cell's draw is the first of a
+    ``Philox`` generator with the release's key and the cell's counter: one generator is
+    reset to that state for each cell (the state a new ``Philox(key, counter)`` starts in:
+    empty buffer, no spare word), which draws the same numbers as a new generator would."""
+    bits = np.random.Philox(key=key)
+    gen = np.random.Generator(bits)
+    draw = {"gaussian": gen.standard_normal, "laplace": gen.laplace}.get(mechanism, gen.random)
+    fresh = bits.state
     out = np.empty(len(names), dtype=np.float64)
     for i, name in enumerate(names):
-        gen = np.random.Generator(np.random.Philox(key=key, counter=_counter(step, name)))
-        if mechanism == "gaussian":
-            out[i] = gen.standard_normal()
-        elif mechanism == "laplace":
-            out[i] = gen.laplace()
-        else:
-            out[i] = gen.random()
+        fresh["state"]["counter"] = _counter(step, name)
+        bits.state = fresh
+        out[i] = draw()
     return out
 
 

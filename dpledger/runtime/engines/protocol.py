@@ -37,11 +37,16 @@ class BoundedAggregates:
 
     def row(self, key: str) -> tuple[int, int, int]:
         """``(count, sum, units)`` of ``key`` (zeros for a key no row kept)."""
-        try:
-            i = self.keys.index(key)
-        except ValueError:
-            return (0, 0, 0)
-        return (self.counts[i], self.sums[i], self.units[i])
+        return self.per_key([key])[0]
+
+    def per_key(self, keys: Sequence[str]) -> list[tuple[int, int, int]]:
+        """:meth:`row` of each of ``keys`` (one pass over the keys)."""
+        where = {key: i for i, key in enumerate(self.keys)}
+        out = []
+        for key in keys:
+            i = where.get(key)
+            out.append((0, 0, 0) if i is None else (self.counts[i], self.sums[i], self.units[i]))
+        return out
 
     def histogram(self, key: str, bins: int) -> tuple[int, ...]:
         """The rows kept in each of the ``bins`` bins of ``key`` (zeros where none fell)."""
