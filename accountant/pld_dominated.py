@@ -269,12 +269,15 @@ def _certified_lower(
     ``sum_{i < j} p_i (e^{eps_j - eps_i} - 1) <= z_c[j]`` below; None when that costs more than
     MAX_LOWER_SCALE_LOSS. The laws are completed to probability one by a lossless mass at 0
     and the imbalance at +h or -h, which needs ``e^{-h} <= R_Q / R_P <= e^h`` for the
-    remainders R_P = 1 - sum p and R_Q = 1 - sum p e^{-eps}."""
+    remainders R_P = 1 - sum p and R_Q = 1 - sum p e^{-eps}; lower bounds of the completing
+    atoms are part of the masses returned (:func:`_add_completion`)."""
     p = _drop_beyond_zeros(p, z_c, z_h, k)
-    s_p = math.fsum(p.tolist())  # correctly rounded sums; each q_i errs by a few u
-    s_q = math.fsum((p * np.exp(-eps)).tolist())
+    s_p = math.fsum(p.tolist())  # correctly rounded sums; each q_i errs by a few u ...
+    q_terms = p * np.exp(-eps)
+    s_q = math.fsum(q_terms.tolist())
     err_p = 8 * U * s_p + 1e-300
-    err_q = 16 * U * s_q + 1e-300
+    # ... and by |eps_i| u more for the rounding of eps_i = fl(i h) inside the exponential
+    err_q = 16 * U * s_q + 1.01 * U * math.fsum((q_terms * np.abs(eps)).tolist()) + 1e-300
     f_val, c_val = _curve_at_points(p, h, k)
     big = max(s_p + err_p, s_q + err_q)
     gap = abs(s_p - s_q) + err_p + err_q
@@ -304,6 +307,47 @@ def _certified_lower(
                 float(np.max(np.where(cs > 0, cs / z_c, 0.0))),
             )
         if worst <= 1.0:
-            return DiscretePLD(offset, p * scale * (1 - 4 * U), 0.0, h, dominated=True)
+            masses = p * scale * (1 - 4 * U)
+            _add_completion(masses, p, eps, k, h, scale, r_p_lo)
+            return DiscretePLD(offset, masses, 0.0, h, dominated=True)
         gamma = 1.0 - (1.0 - gamma) / (worst * (1 + 1e-9))
     return None
+
+
+def _add_completion(
+    masses: Array, p: Array, eps: Array, k: int, h: float, scale: float, r_p_lo: float
+) -> None:
+    """Add to ``masses`` (in place) lower bounds of the atoms that complete the pair of the
+    masses ``scale p`` to probability one: ``(a, a)`` at loss 0 (index ``k``) and the imbalance
+    ``b`` at loss ``+h`` (``R_P > R_Q``: ``b (1 - e^{-h}) = R_P - R_Q``) or ``-h`` (``b (e^h - 1) =
+    R_Q - R_P``), ``a = R_P - b``. Without them each composed step would lose the mass ``R_P``
+    (the scale's shortfall, about ``1/h`` times the rounding of the sums), which adds up over
+    many steps.
+
+    ``R_P - R_Q = scale sum_i p_i (e^{-eps_i} - 1)`` is summed directly (``fsum`` of terms with
+    relative error at most ``(|eps_i| + 4) u``: ``expm1``, the product, and ``eps_i = fl(i h)``),
+    not as the difference of two sums near one; ``r_p_lo`` is a lower bound of ``R_P``. When the
+    sign of the imbalance is not certain, only ``a`` is added, below ``R_P`` less the larger
+    of the two possible ``b``."""
+    terms = p * np.expm1(-eps)
+    s_d = math.fsum(terms.tolist())
+    err = U * abs(s_d) + 1.01 * U * math.fsum((np.abs(terms) * (np.abs(eps) + 4.0)).tolist())
+    d_lo = scale * (s_d - err)
+    d_hi = scale * (s_d + err)
+    d_lo -= 2 * U * abs(d_lo) + 1e-300
+    d_hi += 2 * U * abs(d_hi) + 1e-300
+    up, down = -math.expm1(-h), math.expm1(h)  # 1 - e^{-h}, e^h - 1
+    side, b_lo = 0, 0.0
+    if d_lo > 0:
+        side, b_lo, b_hi = 1, d_lo / up, d_hi / up
+    elif d_hi < 0:
+        side, b_lo, b_hi = -1, -d_hi / down, -d_lo / down
+    else:
+        b_hi = max(d_hi / up, -d_lo / down)
+    b_lo *= 1 - 4 * U
+    b_hi *= 1 + 4 * U
+    a_lo = (r_p_lo - b_hi) - 4 * U * (abs(r_p_lo) + b_hi)
+    if a_lo > 0:
+        masses[k] = (masses[k] + a_lo) * (1 - 4 * U)
+    if side and b_lo > 0:
+        masses[k + side] = (masses[k + side] + b_lo) * (1 - 4 * U)
