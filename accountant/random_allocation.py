@@ -455,8 +455,17 @@ def allocation_table_event(event: RandomAllocationEvent, adjacency: Adjacency) -
 
 def allocation_lower_pair(sigma: float, num_steps: int, num_selected: int = 1):  # type: ignore[no-untyped-def]
     """The binned max of the t step outputs under P (the differing record's k steps at 1) and
-    Q (all at 0): a post-processing of the remove pair, hence a certified lower bound."""
-    return max_of_batches_pair(num_steps, sigma, 1.0, 0.0, "gaussian", shifted=num_selected)
+    Q (all at 0): a post-processing of the remove pair, hence a certified lower bound (made
+    once per parameters: a query asks for an epoch's curves several times)."""
+    return _lower_pair(float(sigma), int(num_steps), int(num_selected))
+
+
+@functools.lru_cache(maxsize=32)
+def _lower_pair(sigma: float, num_steps: int, num_selected: int):  # type: ignore[no-untyped-def]
+    pair = max_of_batches_pair(num_steps, sigma, 1.0, 0.0, "gaussian", shifted=num_selected)
+    for masses in (pair.p_lower, pair.p_upper, pair.q_lower, pair.q_upper):
+        masses.setflags(write=False)  # shared by every caller
+    return pair
 
 
 def allocation_profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # type: ignore[no-untyped-def]
