@@ -1,0 +1,177 @@
+"""The lattice bracket of the optimal adaptive composition of exponential-mechanism releases
+against multi-precision optima, exactly enumerated adaptive strategies and the symmetry
+identity."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+from dpledger.accountant.br_adaptive import (
+    adaptive_br_curves,
+    adaptive_br_delta,
+    adaptive_br_epsilon,
+)
+from dpledger.accountant.exp_mech_composition import br_composed_epsilon_lower
+
+mp.mp.dps = 30
+
+
+def _one(x: mp.mpf, eps0: mp.mpf) -> mp.mpf:
+    """The exact curve of one eps0-bounded-range release (the supremum over the class)."""
+    if x >= eps0:
+        return mp.mpf(0)
+    if x <= -eps0:
+        return 1 - mp.e**x
+    return (mp.e ** (eps0 / 2) - mp.e ** (x / 2)) ** 2 / (mp.e**eps0 - 1)
+
+
+def _p_high(t: mp.mpf, eps0: mp.mpf) -> mp.mpf:
+    return (1 - mp.e ** (t - eps0)) / (1 - mp.e ** (-eps0))
+
+
+def _two(x: float, eps0: float) -> mp.mpf:
+    """sup over t of the two-release programme: a grid of t, then golden section."""
+    e, xm = mp.mpf(eps0), mp.mpf(x)
+
+    def value(t: mp.mpf) -> mp.mpf:
+        p = _p_high(t, e)
+        return p * _one(xm - t, e) + (1 - p) * _one(xm - t + e, e)
+
+    grid = [e * i / 400 for i in range(401)]
+    vals = [value(t) for t in grid]
+    i = max(range(401), key=lambda n: vals[n])
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, 400)]
+    g = (mp.sqrt(5) - 1) / 2
+    for _ in range(80):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        lo, hi = (lo, b) if value(a) >= value(b) else (a, hi)
+    return max(vals[i], value((lo + hi) / 2))
+
+
+@pytest.mark.parametrize("eps0", [0.3, 1.0, 4.0])
+def test_one_release_lattice_bracket_contains_the_exact_curve(eps0: float) -> None:
+    low, up, _ = adaptive_br_curves(eps0, 1, 2 * eps0, 16)
+    for i in range(low.size):
+        exact = _one(mp.mpf(i) * mp.mpf(eps0) / 16, mp.mpf(eps0))
+        assert low[i] <= exact <= up[i], (i, low[i], exact, up[i])
+
+
+@pytest.mark.parametrize(("eps0", "x"), [(0.5, 0.15), (0.5, 0.65), (2.0, 1.8), (2.0, 2.6)])
+def test_two_releases_bracket_the_30_digit_optimum(eps0: float, x: float) -> None:
+    lo, hi = adaptive_br_delta(x, eps0, 2)  # type: ignore[misc]
+    truth = _two(x, eps0)
+    assert lo <= truth * (1 + mp.mpf(1e-20)) and truth <= hi, (lo, truth, hi)
+    assert hi - lo <= 0.02 * truth
+
+
+def _strategy_delta(eps0: float, k: int, x: float, rule: dict[tuple[int, ...], float]) -> mp.mpf:
+    """delta(x) of an adaptive GRR strategy (t chosen per history), enumerated exactly."""
+    e, total = mp.mpf(eps0), mp.mpf(0)
+    for outs in itertools.product((0, 1), repeat=k):
+        p, loss = mp.mpf(1), mp.mpf(0)
+        for step in range(k):
+            t = mp.mpf(rule[outs[:step]])
+            ph = _p_high(t, e)
+            p *= ph if outs[step] == 0 else 1 - ph
+            loss += t if outs[step] == 0 else t - e
+        if loss > x:
+            total += p * (1 - mp.e ** (mp.mpf(x) - loss))
+    return total
+
+
+def _random_rule(eps0: float, k: int, rng: random.Random) -> dict[tuple[int, ...], float]:
+    return {
+        h: rng.uniform(0.0, eps0) for n in range(k) for h in itertools.product((0, 1), repeat=n)
+    }
+
+
+@pytest.mark.parametrize(("eps0", "k"), [(1.0, 3), (0.4, 4)])
+def test_random_adaptive_strategies_stay_under_the_upper_bound(eps0: float, k: int) -> None:
+    rng = random.Random(7)
+    xs = [0.0, 0.3 * eps0 * k, 0.6 * eps0 * k]
+    brackets = [adaptive_br_delta(x, eps0, k) for x in xs]
+    for _ in range(40):
+        rule = _random_rule(eps0, k, rng)
+        for x, found in zip(xs, brackets, strict=True):
+            assert found is not None
+            assert _strategy_delta(eps0, k, x, rule) <= found[1]
+
+
+def test_swapping_the_datasets_gives_the_symmetry_identity() -> None:
+    """F(-y) = 1 - e^-y + e^-y F_swapped(y) on an enumerated adaptive composition."""
+    eps0, k = 0.7, 3
+    rule = _random_rule(eps0, k, random.Random(3))
+    e = mp.mpf(eps0)
+    outcomes = []
+    for outs in itertools.product((0, 1), repeat=k):
+        p, q = mp.mpf(1), mp.mpf(1)
+        for step in range(k):
+            t = mp.mpf(rule[outs[:step]])
+            ph = _p_high(t, e)
+            qh = ph * mp.e ** (-t)
+            p *= ph if outs[step] == 0 else 1 - ph
+            q *= qh if outs[step] == 0 else 1 - qh
+        outcomes.append((p, q))
+    for y in (0.2, 0.9, 1.7):
+        yy = mp.mpf(y)
+        direct = mp.fsum(max(p - mp.e ** (-yy) * q, 0) for p, q in outcomes)
+        swapped = mp.fsum(max(q - mp.e**yy * p, 0) for p, q in outcomes)
+        assert abs(direct - (1 - mp.e ** (-yy) + mp.e ** (-yy) * swapped)) < mp.mpf(1e-25)
+
+
+@pytest.mark.parametrize(
+    ("eps0", "k", "delta"), [(0.1, 100, 1e-5), (1.0, 10, 1e-5), (2.0, 5, 1e-3)]
+)
+def test_upper_is_above_the_non_adaptive_optimum(eps0: float, k: int, delta: float) -> None:
+    found = adaptive_br_epsilon(delta, eps0, k)
+    assert found is not None
+    assert br_composed_epsilon_lower(delta, eps0, k) <= found[1]
+    assert found[0] <= found[1] <= found[0] * 1.01
+
+
+def test_the_order_of_distinct_epsilons_changes_the_optimum() -> None:
+    """Why releases at several epsilons are not sent to the programme: 0.1 then 0.5 (in time)
+    and 0.5 then 0.1 give different curves on the same lattice."""
+    small_first = _fixed_order([0.5] * 4 + [0.1] * 4)  # applied last-release first
+    large_first = _fixed_order([0.1] * 4 + [0.5] * 4)
+    assert abs(small_first - large_first) > 1e-4 * max(small_first, large_first)
+
+
+def _fixed_order(backwards: list[float]) -> float:
+    """The lower programme with a fixed order of epsilons, on the lattice h = 0.05, at x = 1."""
+    h = 0.05
+    values = np.zeros(200)
+    x = np.arange(200) * h
+    for eps0 in backwards:
+        n = round(eps0 / h)
+        y = x[n + 1 : 0 : -1]
+        mirrored = -np.expm1(-y) + np.exp(-y) * values[n + 1 : 0 : -1]
+        ext = np.concatenate([mirrored, values, np.zeros(n + 1)])
+        best = np.zeros(200)
+        for j in range(n + 1):
+            p = -np.expm1(-(n - j) * h) / -np.expm1(-n * h)
+            i = np.arange(200) + n + 1
+            best = np.maximum(best, p * ext[i - j] + (1 - p) * ext[i - j + n])
+        values = best
+    return float(values[20])
+
+
+@pytest.mark.slow
+def test_three_releases_optimum_on_a_grid_of_t_is_under_the_upper_bound() -> None:
+    """The best of 120 values of t for the first release, each followed by the 30-digit
+    two-release optimum: a lower estimate of the three-release optimum, under the bound."""
+    eps0, x = 1.0, 1.4
+    found = adaptive_br_delta(x, eps0, 3)
+    assert found is not None
+    e = mp.mpf(eps0)
+    best = mp.mpf(0)
+    for i in range(121):
+        t = e * i / 120
+        p = _p_high(t, e)
+        best = max(best, p * _two(float(x - t), eps0) + (1 - p) * _two(float(x - t + e), eps0))
+    assert found[0] <= best * (1 + mp.mpf(1e-6)) and best <= found[1], (found, best)

@@ -1,0 +1,73 @@
+"""Exponential-mechanism releases at one epsilon in the default call: the bracket of their
+optimal adaptive composition (``accountant/br_adaptive.py``) narrows the Rényi upper bound and
+the non-adaptive lower bound, and stays between them."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpledger.accountant.base import DeltaBound, EpsilonBound
+from dpledger.accountant.br_adaptive import adaptive_br_delta, adaptive_br_epsilon
+from dpledger.accountant.closed_form import ClosedFormAccountant
+from dpledger.accountant.select import account
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.events import (
+    ComposedEvent,
+    ExponentialMechanismEvent,
+    PureDPEvent,
+    SelfComposedEvent,
+)
+
+EM = ExponentialMechanismEvent
+
+
+@pytest.mark.parametrize(
+    ("eps0", "count", "old_lower", "old_upper"),
+    # the default call's bracket before (non-adaptive optimum below, Rényi curve above)
+    [(0.1, 100, 1.98863, 2.15173), (1.0, 10, 7.10497, 7.24473)],
+)
+def test_one_epsilon_bracket_within_one_percent_inside_the_old_one(
+    eps0: float, count: int, old_lower: float, old_upper: float
+) -> None:
+    bound = account(SelfComposedEvent(EM(eps0), count), delta=1e-5).bound
+    assert isinstance(bound, EpsilonBound)
+    assert bound.method == "closed_form"
+    assert old_lower <= bound.epsilon_lower <= bound.epsilon <= old_upper
+    assert bound.epsilon <= 1.01 * bound.epsilon_lower
+
+
+def test_delta_bracket_agrees_with_the_epsilon_bracket() -> None:
+    lo, hi = adaptive_br_epsilon(1e-5, 0.1, 100)  # type: ignore[misc]
+    at_hi = adaptive_br_delta(hi, 0.1, 100)
+    at_lo = adaptive_br_delta(lo * 0.999, 0.1, 100)
+    assert at_hi is not None and at_lo is not None
+    assert at_hi[0] <= 1e-5 * (1 + 1e-9)  # the curve is at most delta at the upper epsilon
+    assert at_lo[1] >= 1e-5  # and above it just below the lower one
+    bound = account(SelfComposedEvent(EM(0.1), 100), epsilon=2.0).bound
+    assert isinstance(bound, DeltaBound)
+    assert bound.delta <= 1.1 * bound.delta_lower
+
+
+def test_distinct_epsilons_and_other_events_keep_the_other_bounds() -> None:
+    for event in (
+        ComposedEvent([EM(0.1), EM(0.2)]),
+        ComposedEvent([SelfComposedEvent(EM(0.1), 5), PureDPEvent(0.1)]),
+        EM(0.1),
+    ):
+        acc = ClosedFormAccountant(Adjacency())
+        acc.compose(event)
+        assert "adaptive_bounded_range" not in acc.get_epsilon(1e-5).details
+
+
+def test_out_of_range_and_over_budget_give_no_bracket() -> None:
+    assert adaptive_br_epsilon(1e-5, 0.1, 1) is None
+    assert adaptive_br_epsilon(1e-5, 50.0, 3) is None
+    assert adaptive_br_epsilon(1e-5, 3.0, 5000) is None  # beyond the work budget
+    assert adaptive_br_delta(-0.1, 0.1, 10) is None
+    assert adaptive_br_delta(1.0, 0.1, 10) is None  # at count * eps0 the curve is 0
+
+
+def test_tiny_and_large_deltas() -> None:
+    lo, hi = adaptive_br_epsilon(1e-300, 0.1, 100)  # type: ignore[misc]
+    assert 0.0 < lo <= hi <= 10.0 * (1 + 1e-12)
+    assert adaptive_br_epsilon(0.5, 0.1, 100) == (0.0, 0.0)
