@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from dpledger.accountant.base import EpsilonBound
+from dpledger.accountant.calibrate_estimate import estimate_crossing
 from dpledger.accountant.calibrate_search import GAP_CAP, Search, gap
 from dpledger.accountant.conversions import U, gaussian_delta_bracket
 from dpledger.accountant.pld import upper_only
@@ -110,19 +111,27 @@ def calibrate_noise_multiplier(
     ``make_event(noise_multiplier)`` builds the event; epsilon must be non-increasing in the
     noise multiplier. Raises :class:`InvalidParameterError` if even ``bracket[1]`` is too little
     noise. Returns ``bracket[0]`` if that already meets the target.
+
+    Every evaluation is the full query (``account`` as it prints the bound, so the result is
+    certified by it); where the PLD accountant makes it, the search starts at the crossing
+    of cheaper bounds (:mod:`~dpledger.accountant.calibrate_estimate`) with their slope.
     """
     eps_t, delta = _check_targets(target_epsilon, target_delta)
     lo, hi = _check_bracket(bracket, rtol)
-    search = Search(lo, hi, rtol)
-    bottom = lo
+    estimate = None
+    if backends is None or "pld" in backends:
+        estimate = estimate_crossing(make_event, adjacency, eps_t, delta, (lo, hi))
+    search = Search(lo, hi, rtol, slope=None if estimate is None else estimate.slope)
+    known: dict[float, EpsilonBound] = {}
 
     def evaluate(sigma: float) -> EpsilonBound:
-        bound = _certified(make_event(sigma), adjacency, delta, backends)
-        search.add(sigma, gap(bound.epsilon, eps_t))
-        return bound
+        if sigma not in known:
+            known[sigma] = _account(make_event(sigma), adjacency, delta, backends)
+        search.add(sigma, gap(known[sigma].epsilon, eps_t))
+        return known[sigma]
 
-    # the first evaluation mid-bracket (in log space); the top end only when that fails
-    if search.done() or evaluate(math.sqrt(lo * hi)).epsilon > eps_t:
+    _first_evaluations(search, evaluate, math.sqrt(lo * hi) if estimate is None else estimate.sigma)
+    if not any(b.epsilon <= eps_t for b in known.values()):
         at_hi = evaluate(hi)
         if not at_hi.epsilon <= eps_t:
             raise InvalidParameterError(
@@ -136,9 +145,21 @@ def calibrate_noise_multiplier(
             break
         evaluate(search.candidate())
     sigma = search.hi
-    if not search.lo_known and search.lo == bottom and evaluate(bottom).epsilon <= eps_t:
-        sigma = bottom
-    return _confirmed(make_event, adjacency, eps_t, delta, backends, sigma, search)
+    if not search.lo_known and search.lo == lo and evaluate(lo).epsilon <= eps_t:
+        sigma = lo
+    return _confirmed(make_event, adjacency, eps_t, delta, backends, sigma, search, known)
+
+
+def _first_evaluations(
+    search: Search, evaluate: Callable[[float], EpsilonBound], first: float
+) -> None:
+    """The first evaluation at ``first`` (kept inside the bracket); from an estimate, one more
+    at the search's next candidate when the first did not meet the target."""
+    if search.done():
+        return
+    evaluate(min(search.hi, max(search.lo, first)))
+    if search.slope is not None and search.points[-1][1] > 0 and not search.done():
+        evaluate(search.candidate())
 
 
 def _confirmed(
@@ -149,14 +170,16 @@ def _confirmed(
     backends: Sequence[str] | None,
     sigma: float,
     search: Search,
+    known: dict[float, EpsilonBound] | None = None,
 ) -> CalibrationResult:
-    """``sigma``, raised until the full query (as ``account`` makes it) meets the target too:
-    the search's upper bounds and the full one may differ slightly. Each raise is at least one
-    ``rtol`` step, and as far as the search's slope says the full query's excess needs."""
+    """``sigma``, raised until the full query (as ``account`` makes it) meets the target too
+    (``known``: the full queries made already). Each raise is at least one ``rtol`` step, and
+    as far as the search's slope says the full query's excess needs."""
     rtol = search.rtol
     slope = _slope(search.points)
+    known = {} if known is None else known
     for _ in range(MAX_CONFIRM_STEPS):
-        bound = _account(make_event(sigma), adjacency, delta, backends)
+        bound = known.get(sigma) or _account(make_event(sigma), adjacency, delta, backends)
         if bound.epsilon <= eps_t:
             return CalibrationResult(sigma, bound.epsilon, delta, bound.method)
         needed = gap(bound.epsilon, eps_t) / -slope if slope < 0 else 0.0

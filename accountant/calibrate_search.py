@@ -49,6 +49,9 @@ class Search:
     rtol: float
     lo_known: bool = False
     points: list[tuple[float, float]] = attrs.field(factory=list)
+    #: d gap / d log sigma expected near the crossing (negative), from a cheaper bound; it
+    #: sets the step from a single evaluation (without it, epsilon falling as 1 / sigma)
+    slope: float | None = None
 
     def add(self, sigma: float, found_gap: float) -> None:
         """Record one evaluation and shrink the bracket by it."""
@@ -92,12 +95,16 @@ class Search:
             guesses.append(self._bracketing_secant(finite))
         elif len(finite) >= 2:
             guesses.append(_secant(finite[-2], finite[-1], MAX_EXTRAPOLATION))
-        elif len(finite) == 1:
+        elif len(finite) == 1 and self.slope is None:
             # epsilon falling as 1 / sigma (a Gaussian's at large noise; it falls faster at
             # less noise): the guess lies at or below the crossing
             x0, g0 = finite[0]
             limit = math.log(MAX_EXTRAPOLATION)
             guesses.append(x0 + max(-limit, min(limit, g0)))
+        if len(finite) == 1 and self.slope is not None and self.slope < 0:
+            x0, g0 = finite[0]
+            limit = math.log(MAX_EXTRAPOLATION)
+            guesses.append(x0 + max(-limit, min(limit, -g0 / self.slope)))
         for guess in guesses:
             if guess is not None and self.lo < math.exp(guess) < self.hi:
                 return math.exp(guess)

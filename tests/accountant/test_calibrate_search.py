@@ -76,13 +76,13 @@ def test_calibration_of_a_gaussian_composition_takes_few_accountant_calls(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls = []
-    original = calibrate._certified
+    original = calibrate._account
 
     def counted(*args: object) -> object:
         calls.append(args)
         return original(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(calibrate, "_certified", counted)
+    monkeypatch.setattr(calibrate, "_account", counted)
     found = calibrate.calibrate_noise_multiplier(
         lambda s: SelfComposedEvent(GaussianEvent(s), 10), None, 1.0, 1e-5
     )
