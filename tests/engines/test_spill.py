@@ -96,21 +96,26 @@ def _slice(seed: int, n: int, text: bool) -> dict[str, Any]:
     }
 
 
-def test_records_and_pickled_blocks_read_back_every_row_of_each_bucket(tmp_path: Path) -> None:
-    """Blocks of numbers (records) and of text (pickled) in one spill, and an empty slice:
-    each bucket reads back exactly the rows whose unit hashes to it."""
-    slices = [_slice(0, 40, False), _slice(1, 0, False), _slice(2, 30, True)]
+@pytest.mark.parametrize("text", [False, True])
+def test_spilled_blocks_read_back_every_row_of_each_bucket(tmp_path: Path, text: bool) -> None:
+    """Blocks of numbers (records, read straight into one array) in two spill files, and with
+    a block of text (pickled) among them, and an empty slice: each bucket reads back exactly
+    the rows whose unit hashes to it."""
+    tasks = [[_slice(0, 40, False), _slice(1, 0, False)], [_slice(2, 30, text)]]
     buckets = 5
-    blocks = write_blocks(iter(slices), spill_file(str(tmp_path), 0), "u", buckets)
-    assert [b.dtype is None for b in blocks] == [False, False, True]
+    spilled = [
+        write_blocks(iter(slices), spill_file(str(tmp_path), i), "u", buckets)
+        for i, slices in enumerate(tasks)
+    ]
+    assert [b.dtype is None for blocks in spilled for b in blocks] == [False, False, text]
     expected = []
-    for columns in slices:
+    for columns in (s for slices in tasks for s in slices):
         hashes = unit_column(columns["u"], "u").row_hashes() if columns["u"].size else []
         rows = zip(hashes, *columns.values(), strict=True)
         expected += [(int(h % np.uint64(buckets)), str(u), int(k), float(v)) for h, k, u, v in rows]
     seen = []
     for bucket in range(buckets):
-        rows = read_bucket(str(tmp_path), bucket, ("k", "u", "v"), [blocks, []])
+        rows = read_bucket(str(tmp_path), bucket, ("k", "u", "v"), spilled)
         seen += [(bucket, str(u), int(k), float(v)) for k, u, v in zip(*rows.values(), strict=True)]
     assert sorted(seen) == sorted(expected)
 

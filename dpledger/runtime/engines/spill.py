@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import pickle
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -41,8 +40,8 @@ class Block:
     pickled: Mapping[int, tuple[int, int]] = attrs.field(factory=dict)
 
 
-def spill_file(where: str, task: int) -> Path:
-    return Path(where) / f"spill-{task}.bin"
+def spill_file(where: str, task: int) -> str:
+    return os.path.join(where, f"spill-{task}.bin")
 
 
 def _buckets_of(columns: Columns, unit: str, buckets: int) -> NDArray[np.int64]:
@@ -82,15 +81,14 @@ def _block(handle: Any, columns: Columns, unit: str, buckets: int) -> Block:
     return Block(tuple(columns), offset, ends, None, pickled)
 
 
-def write_blocks(slices: Iterable[Columns], path: Path, unit: str, buckets: int) -> list[Block]:
+def write_blocks(slices: Iterable[Columns], path: str, unit: str, buckets: int) -> list[Block]:
     """Write every slice to the file ``path`` as a block (see the module docstring)."""
-    with path.open("wb") as handle:
+    with open(path, "wb") as handle:
         return [_block(handle, columns, unit, buckets) for columns in slices]
 
 
 def _bucket_part(handle: int, block: Block, bucket: int) -> Columns | None:
-    start = int(block.ends[bucket - 1]) if bucket else 0
-    end = int(block.ends[bucket])
+    start, end = _span(block, bucket)
     if end == start:
         return None
     if block.dtype is None:
@@ -103,10 +101,52 @@ def _bucket_part(handle: int, block: Block, bucket: int) -> Columns | None:
     return {c: records[f"f{i}"] for i, c in enumerate(block.names)}
 
 
+def _span(block: Block, bucket: int) -> tuple[int, int]:
+    """The rows of ``bucket`` in ``block``: ``(first, end)``."""
+    return (int(block.ends[bucket - 1]) if bucket else 0), int(block.ends[bucket])
+
+
+def _read_into(handle: int, view: memoryview, at: int) -> None:
+    """Fill ``view`` from the file at offset ``at``."""
+    while view.nbytes:
+        done = os.preadv(handle, [view], at)
+        if done <= 0:
+            raise OSError(f"spill file ended {view.nbytes} bytes early")
+        view, at = view[done:], at + done
+
+
+def _read_records(
+    where: str, bucket: int, spilled: Sequence[Sequence[Block]], dtype: np.dtype[Any]
+) -> NDArray[Any]:
+    """Bucket ``bucket`` of spill files whose blocks all hold records of ``dtype``: each
+    block's rows read straight into one array."""
+    spans = [[_span(block, bucket) for block in blocks] for blocks in spilled]
+    records = np.empty(sum(end - first for task in spans for first, end in task), dtype=dtype)
+    buffer, size, filled = memoryview(records.view(np.uint8)), dtype.itemsize, 0
+    for task, blocks in enumerate(spilled):
+        if not any(end > first for first, end in spans[task]):
+            continue
+        handle = os.open(spill_file(where, task), os.O_RDONLY)
+        try:
+            for block, (first, end) in zip(blocks, spans[task], strict=True):
+                rows = (end - first) * size
+                _read_into(handle, buffer[filled : filled + rows], block.offset + first * size)
+                filled += rows
+        finally:
+            os.close(handle)
+    return records
+
+
 def read_bucket(
     where: str, bucket: int, columns: tuple[str, ...], spilled: Sequence[Sequence[Block]]
 ) -> Columns:
     """Every row of bucket ``bucket`` (``spilled[task]``: the blocks task ``task`` wrote)."""
+    kinds = {(block.dtype, block.names) for blocks in spilled for block in blocks}
+    if len(kinds) == 1:
+        ((dtype, names),) = kinds
+        if dtype is not None and names == columns:
+            records = _read_records(where, bucket, spilled, dtype)
+            return {c: records[f"f{i}"] for i, c in enumerate(columns)}
     parts: list[Columns] = []
     for task, blocks in enumerate(spilled):
         if not blocks:
