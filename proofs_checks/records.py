@@ -192,7 +192,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.calibrate.calibrate_noise_multiplier",
         status="verified",
         proof="proofs_checks/analytic_gaussian_calibration/proof.md",
-        source_sha256="034051e2a1f7092a020d93374a9c6c776a82694bfc473915ce3e95c26799f3d4",
+        source_sha256="f26e60fd2987c150a3d796b772a3132a59d7319645482ce06cdbfc26b91d41a7",
         cross_check="check_analytic_gaussian_calibration.py::test_dpledger_calibration_meets_target_and_is_near_optimal",
     ),
     ProofRecord(
