@@ -20,7 +20,7 @@ from dpledger.proofs_checks.registry import (
     stale_records,
 )
 
-__all__ = ["add_record", "main", "update_hash"]
+__all__ = ["RECORD_FILES", "add_record", "main", "update_hash"]
 
 _RECORD_RE = (
     r'(target="{target}",\s*status="[a-z]+",\s*proof="[^"]*",\s*source_sha256=")'
@@ -28,8 +28,16 @@ _RECORD_RE = (
 )
 
 
-def update_hash(target: str, path: Path = REGISTRY_FILE) -> str:
-    """Rewrite the record of ``target`` in this file with the current source hash."""
+#: the files that hold records: the registry's, then the exponential mechanism's
+RECORD_FILES = (REGISTRY_FILE, REGISTRY_FILE.with_name("records_exp_mech.py"))
+
+
+def update_hash(target: str, path: Path | None = None) -> str:
+    """Rewrite the record of ``target`` in ``path`` (default: the record file that holds it)
+    with the current source hash."""
+    if path is None:
+        held = [f for f in RECORD_FILES if f'target="{target}",' in f.read_text(encoding="utf-8")]
+        path = held[0] if held else REGISTRY_FILE
     text = path.read_text(encoding="utf-8")
     pattern = re.compile(_RECORD_RE.format(target=re.escape(target)))
     if not pattern.search(text):
