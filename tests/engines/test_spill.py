@@ -1,10 +1,11 @@
 """The Dask engine's fast paths give what the plain ones give: integer unit ids coded by their
 offset (no sort) keep the rows sorted codes keep, spill blocks written as records or pickled
 read back the same rows per bucket, and one reset Philox generator draws what a fresh one per
-cell draws."""
+cell draws (the counter a hash of the step and the cell's name)."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from dpledger.runtime.engines.columns import (
     key_column,
     unit_column,
 )
-from dpledger.runtime.engines.noise import _counter, cell_noise
+from dpledger.runtime.engines.noise import cell_noise
 from dpledger.runtime.engines.query import AggregationQuery
 from dpledger.runtime.engines.spill import read_bucket, spill_file, write_blocks
 
@@ -126,7 +127,9 @@ def test_one_reset_generator_draws_what_a_fresh_generator_per_cell_draws(mechani
     names = [f"i:{i}" for i in range(300)] + ["s:", "s:ü", "b:3:i:7"]
     fresh = []
     for name in names:
-        bits = np.random.Philox(key=key, counter=_counter("aggregate.count", name))
+        digest = hashlib.blake2b(f"aggregate.count\x00{name}".encode(), digest_size=24).digest()
+        counter = np.frombuffer(digest + bytes(8), dtype="<u8").astype(np.uint64)
+        bits = np.random.Philox(key=key, counter=counter)
         gen = np.random.Generator(bits)
         draw = {"gaussian": gen.standard_normal, "laplace": gen.laplace}.get(mechanism, gen.random)
         fresh.append(draw())

@@ -31,9 +31,19 @@ def release_event(mechanism: str, noise_multiplier: float) -> Event:
     return LaplaceEvent(noise_multiplier)
 
 
+def _counters(step: str, names: Sequence[str]) -> NDArray[np.uint64]:
+    """Each cell's Philox counter (a row of four words): a 192-bit hash of the step and the
+    cell's name, and a zero word."""
+    digests = b"".join(
+        hashlib.blake2b(f"{step}\x00{name}".encode(), digest_size=24).digest() + bytes(8)
+        for name in names
+    )
+    return np.frombuffer(digests, dtype="<u8").astype(np.uint64).reshape(len(names), 4)
+
+
 def _counter(step: str, name: str) -> NDArray[np.uint64]:
-    digest = hashlib.blake2b(f"{step}\x00{name}".encode(), digest_size=24).digest()
-    return np.frombuffer(digest + bytes(8), dtype="<u8").astype(np.uint64)
+    out: NDArray[np.uint64] = _counters(step, [name])[0]
+    return out
 
 
 def cell_noise(
@@ -49,8 +59,8 @@ def cell_noise(
     draw = {"gaussian": gen.standard_normal, "laplace": gen.laplace}.get(mechanism, gen.random)
     fresh = bits.state
     out = np.empty(len(names), dtype=np.float64)
-    for i, name in enumerate(names):
-        fresh["state"]["counter"] = _counter(step, name)
+    for i, counter in enumerate(_counters(step, names)):
+        fresh["state"]["counter"] = counter
         bits.state = fresh
         out[i] = draw()
     return out
