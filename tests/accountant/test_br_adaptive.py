@@ -4,6 +4,8 @@ the non-adaptive lower bound, and stays between them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dpledger.accountant.base import DeltaBound, EpsilonBound
@@ -21,19 +23,28 @@ from dpledger.core.events import (
 EM = ExponentialMechanismEvent
 
 
+DOC = Path(__file__).resolve().parents[2] / "docs" / "accountants.md"
+
+
 @pytest.mark.parametrize(
-    ("eps0", "count", "old_lower", "old_upper"),
-    # the default call's bracket before (non-adaptive optimum below, Rényi curve above)
-    [(0.1, 100, 1.98863, 2.15173), (1.0, 10, 7.10497, 7.24473)],
+    ("eps0", "count", "old_lower", "old_upper", "shown"),
+    # the default call's bracket before (non-adaptive optimum below, Rényi curve above), and
+    # the one docs/accountants.md shows
+    [
+        (0.1, 100, 1.98863, 2.15173, "[1.99061, 1.99737]"),
+        (1.0, 10, 7.10497, 7.24473, "[7.12798, 7.13180]"),
+    ],
 )
 def test_one_epsilon_bracket_within_one_percent_inside_the_old_one(
-    eps0: float, count: int, old_lower: float, old_upper: float
+    eps0: float, count: int, old_lower: float, old_upper: float, shown: str
 ) -> None:
     bound = account(SelfComposedEvent(EM(eps0), count), delta=1e-5).bound
     assert isinstance(bound, EpsilonBound)
     assert bound.method == "closed_form"
     assert old_lower <= bound.epsilon_lower <= bound.epsilon <= old_upper
     assert bound.epsilon <= 1.01 * bound.epsilon_lower
+    assert f"[{bound.epsilon_lower:.5f}, {bound.epsilon:.5f}]" == shown
+    assert shown in DOC.read_text(encoding="utf-8")
 
 
 def test_delta_bracket_agrees_with_the_epsilon_bracket() -> None:
