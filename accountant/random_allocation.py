@@ -470,7 +470,13 @@ def _lower_pair(sigma: float, num_steps: int, num_selected: int):  # type: ignor
 
 def allocation_profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # type: ignore[no-untyped-def]
     """Directed profiles of one epoch: the certified tables above, and the max-of-step-outputs
-    lower curves (the record's k steps shifted)."""
+    lower curves (the record's k steps shifted); one BLAS thread for all of it, also when an
+    accountant is called without :func:`~dpledger.accountant.select.account`."""
+    with one_blas_thread():
+        return _profiles(event, adjacency)
+
+
+def _profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # type: ignore[no-untyped-def]
     table = allocation_table_event(event, adjacency)
     assert isinstance(table, TabulatedProfileEvent)
     up = tabulated_profiles(table, adjacency)

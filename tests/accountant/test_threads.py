@@ -51,3 +51,27 @@ def test_account_runs_its_backends_on_one_thread(monkeypatch: pytest.MonkeyPatch
         lambda e: stats.norm.cdf(0.5 - e) - math.exp(e) * stats.norm.cdf(-0.5 - e) - 1e-5, 0, 20
     )
     assert bound.epsilon_lower <= exact <= bound.epsilon <= exact * (1 + 1e-9)
+
+
+def test_random_allocation_runs_on_one_thread_without_account(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The allocation's tables and lower pairs pin one thread themselves: an accountant used
+    directly (not through ``account``) gets them too."""
+    from dpledger.accountant import random_allocation
+    from dpledger.accountant.pld import PLDAccountant
+    from dpledger.core.events import RandomAllocationEvent
+
+    seen: list[list[int]] = []
+    real = random_allocation.allocation_table_event
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(_blas_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(random_allocation, "allocation_table_event", spy)
+    with threadpool_limits(limits=2, user_api="blas"):
+        acc = PLDAccountant(Adjacency()).compose(RandomAllocationEvent(4, GaussianEvent(2.0)))
+        assert acc.get_epsilon(1e-5).epsilon > 0
+        assert set(_blas_threads()) == {2}
+    assert seen and all(set(s) == {1} for s in seen)
