@@ -52,7 +52,7 @@ TINY = 5e-324
 MIN_POINTS, MAX_POINTS = 8, 64
 WORK = 3e6
 #: the lattice's top is where the Rényi bound of the composition is this factor below delta
-TOP_FACTOR = 1e-9
+TOP_FACTOR = 1e-4
 #: releases above this epsilon are left to the other bounds (e^eps0 nears the double range)
 MAX_EPS0 = 40.0
 
@@ -89,9 +89,10 @@ def _mirror(values: np.ndarray, eps0: float, n: int, up: bool) -> np.ndarray:
     err_a, err_b = 8 * U, 8 * U * (1.0 + y)
     own = values[n + 1 : 0 : -1]
     if up:
-        out = (a * (1 + err_a) + b * (1 + err_b) * own) * (1 + 4 * U)
-        return np.minimum(out, 1.0)
-    return np.maximum((a * (1 - err_a) + b * (1 - err_b) * own) * (1 - 4 * U), 0.0)
+        high: np.ndarray = np.minimum((a * (1 + err_a) + b * (1 + err_b) * own) * (1 + 4 * U), 1.0)
+        return high
+    low: np.ndarray = np.maximum((a * (1 - err_a) + b * (1 - err_b) * own) * (1 - 4 * U), 0.0)
+    return low
 
 
 def _windows(values: np.ndarray, neg: np.ndarray, above: float, n: int) -> np.ndarray:
@@ -106,8 +107,8 @@ def _step_lower(low: np.ndarray, eps0: float, n: int, p: np.ndarray, r: np.ndarr
     off = n + 1
     js = np.arange(n + 1)
     cand = p[:, None] * win[off - js] + r[:, None] * win[off + n - js]
-    best = cand.max(axis=0) * (1 - 4 * U) - 4 * TINY
-    return np.maximum(best, 0.0)
+    best: np.ndarray = np.maximum(cand.max(axis=0) * (1 - 4 * U) - 4 * TINY, 0.0)
+    return best
 
 
 def _step_upper(
@@ -124,8 +125,8 @@ def _step_upper(
     fall_b = np.maximum(b0[:-1] - win[off + n - js[:-1] - 1], 0.0)  # U[i-j+n] - U[i-j-1+n]
     excess = kappa * (alpha * rise_a + (alpha - 1.0) * fall_b)
     cell = np.maximum(g[:-1], g[1:]) + excess
-    best = cell.max(axis=0) * (1 + 16 * U) + 8 * TINY
-    return np.minimum(best, 1.0)
+    best: np.ndarray = np.minimum(cell.max(axis=0) * (1 + 16 * U) + 8 * TINY, 1.0)
+    return best
 
 
 def adaptive_br_curves(

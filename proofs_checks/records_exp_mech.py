@@ -49,19 +49,19 @@ EXP_MECH_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.br_adaptive._step_lower",
         status="contrib",
         proof="proofs_checks/br_adaptive/proof.md",
-        source_sha256="5128d6a25a121332c47a00f2ade0393e2d775547193c81da263ff5a272005184",
+        source_sha256="eb50586118b76cfe86dc888f57aa0d22eef6e387475bc74269c8f1e1b40006b3",
     ),
     ProofRecord(
         target="dpledger.accountant.br_adaptive._step_upper",
         status="contrib",
         proof="proofs_checks/br_adaptive/proof.md",
-        source_sha256="db135cfef430e8fe4532d2f84531fb0a2f10d1ede955973f843d44d09b30beb6",
+        source_sha256="6696cd0ff6c56a3c1d64787646abb050be557a494722116e925f2e5617a0c15b",
     ),
     ProofRecord(
         target="dpledger.accountant.br_adaptive._mirror",
         status="contrib",
         proof="proofs_checks/br_adaptive/proof.md",
-        source_sha256="04b353378d3db3cbd3d44ec5984cf6754385ecb7fe52e7853f26d2050253ba58",
+        source_sha256="e99886c753c3df43990fe07c3d58d1a99abd979808685faf7e1eec17a70743ac",
     ),
     ProofRecord(
         target="dpledger.accountant.br_adaptive._masses",

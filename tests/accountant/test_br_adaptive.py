@@ -31,7 +31,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "accountants.md"
     # the default call's bracket before (non-adaptive optimum below, Rényi curve above), and
     # the one docs/accountants.md shows
     [
-        (0.1, 100, 1.98863, 2.15173, "[1.99061, 1.99737]"),
+        (0.1, 100, 1.98863, 2.15173, "[1.99127, 1.99642]"),
         (1.0, 10, 7.10497, 7.24473, "[7.12798, 7.13180]"),
     ],
 )
