@@ -4,8 +4,8 @@ releases, bracketed on a lattice.
 Every ``eps0``-bounded-range pair is dominated, for the hockey-stick functionals that compose,
 by a generalised randomized response ``GRR(t)``, ``0 <= t <= eps0`` (losses ``t`` and
 ``t - eps0``), and each ``GRR(t)`` is a two-candidate exponential mechanism. So the worst
-adaptive composition (each release chosen from the outputs so far) has the curve ``F_k`` of the
-dynamic programme (Dong, Durfee & Rogers 2020, Section 6)::
+adaptive composition (each release chosen from the outputs so far; Dong, Durfee & Rogers 2020
+formulate its optimum in their Section 6) has the curve ``F_k`` of the dynamic programme::
 
     F_0(x) = (1 - e^x)_+,   F_m(x) = sup_t  p(t) F_{m-1}(x - t) + (1 - p(t)) F_{m-1}(x - t + eps0)
 
