@@ -3,23 +3,24 @@
 :func:`run_in_clean_room` builds the clean room's path (:mod:`dpledger.cleanroom.tree`),
 starts ``python -I -S`` on :func:`dpledger.cleanroom.room.main` with the request on stdin, and
 lets it write to this process's standard output and error file descriptors directly. When the
-room needs third-party declarations it says so (exit code
-:data:`~dpledger.cleanroom.room.NEEDS_DECLARATIONS`); each is computed in a worker process
-(:func:`~dpledger.cleanroom.worker.declare_in_worker`) and the room is run once more with them.
+room needs third-party declarations it says so on a pipe and waits; each is computed in a
+worker process (:func:`~dpledger.cleanroom.worker.declare_in_worker`) and the room's command
+runs once more, in the same interpreter, on a request that carries them (the room checks them
+as any: an answer is evidence it weighs, never a number it takes).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dpledger.cleanroom.declarations import DeclarationRequest
-from dpledger.cleanroom.room import NEEDS_DECLARATIONS
 from dpledger.cleanroom.tree import CleanRoomError, clean_path
 from dpledger.cleanroom.worker import declare_in_worker
 
@@ -28,6 +29,10 @@ BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
     "from dpledger.cleanroom.room import main; raise SystemExit(main())"
 )
+
+
+#: gives the request that answers the room's question, or None
+NextRequest = Callable[[], "dict[str, Any] | None"]
 
 
 def clean_room_command(tree: Path) -> list[str]:
@@ -45,16 +50,49 @@ def _fd_or_none(stream: Any) -> int | None:
         return None
 
 
-def _launch(tree: Path, request: Mapping[str, Any]) -> int:
-    done = subprocess.run(
-        clean_room_command(tree),
-        input=json.dumps(request),
-        text=True,
-        stdout=_fd_or_none(sys.stdout),
-        stderr=_fd_or_none(sys.stderr),
-        check=False,
-    )
-    return done.returncode
+def _launch(tree: Path, request: Mapping[str, Any], next_request: NextRequest) -> int:
+    """Run the room on ``request`` and answer its questions in the same interpreter: each time
+    it asks for declarations, ``next_request()`` gives the request that carries them (None: no
+    answer, the room then exits asking). Its exit code."""
+    asks_read, asks_write = os.pipe()
+    answers_read, answers_write = os.pipe()
+    fds = (asks_write, answers_read)
+    try:
+        room = subprocess.Popen(
+            clean_room_command(tree),
+            stdin=subprocess.PIPE,
+            text=True,
+            stdout=_fd_or_none(sys.stdout),
+            stderr=_fd_or_none(sys.stderr),
+            pass_fds=fds,
+        )
+    finally:
+        for fd in fds:
+            os.close(fd)
+    with (
+        os.fdopen(asks_read, encoding="utf-8") as asks,
+        os.fdopen(answers_write, "w", encoding="utf-8") as answers,
+    ):
+        try:
+            _send(room, {**request, "conversation_fds": list(fds)})
+            for _question in asks:
+                following = next_request()
+                if following is None:
+                    break
+                answers.write(json.dumps(following) + "\n")
+                answers.flush()
+        except BaseException:
+            room.kill()
+            room.wait()
+            raise
+    return room.wait()
+
+
+def _send(room: subprocess.Popen[str], request: Mapping[str, Any]) -> None:
+    """Write the first request on the room's standard input and close it."""
+    assert room.stdin is not None
+    with room.stdin as stdin:
+        stdin.write(json.dumps(request))
 
 
 def run_in_clean_room(
@@ -79,8 +117,9 @@ def run_in_clean_room(
     sections: dict[str, Any] | None = None
     with clean_path(extra) as tree, tempfile.TemporaryDirectory(prefix="dpledger-room-") as tmp:
         needs_file = Path(tmp) / "needs.json"
-        while True:
-            request = {
+
+        def request() -> dict[str, Any]:
+            return {
                 "command": command,
                 "options": dict(options),
                 "declarations": replies,
@@ -88,21 +127,24 @@ def run_in_clean_room(
                 "extra_packages": list(extra),
                 **({} if sections is None else {"sections": sections}),
             }
-            code = _launch(tree, request)
-            if code != NEEDS_DECLARATIONS:
-                return code
+
+        def answer() -> dict[str, Any]:
+            nonlocal sections
             needs = json.loads(needs_file.read_text(encoding="utf-8"))
             if not needs or any(need in answered for need in needs):
                 raise CleanRoomError(
                     "the clean room asked again for declarations it was given. Fix: rerun "
                     "with DPLEDGER_TRACEBACK=1 and report the input"
                 )
-            answered += needs
+            answered.extend(needs)
             plugins = (names(allow), names(block), timeout)
-            replies += _answer([n for n in needs if "sections" not in n], *plugins)
+            replies.extend(_answer([n for n in needs if "sections" not in n], *plugins))
             for need in needs:
                 if "sections" in need:
                     sections = _sections(need["sections"], *plugins)
+            return request()
+
+        return _launch(tree, request(), answer)
 
 
 def _sections(

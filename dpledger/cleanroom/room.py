@@ -10,6 +10,7 @@ outside the standard library and its path was imported.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -72,6 +73,10 @@ def _calibrate(request: Mapping[str, Any]) -> int:
     return certify(argparse.Namespace(**request["options"]))
 
 
+def _serve(command: str, request: Mapping[str, Any]) -> int:
+    return _handlers()[command](request)
+
+
 def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], int]]:
     from dpledger.cleanroom import (
         account_room,
@@ -101,13 +106,23 @@ def main() -> int:
     if problem:
         sys.stderr.write(f"dpledger: error: the clean room is not clean ({problem})\n")
         return NOT_ISOLATED
-    request = json.loads(sys.stdin.read())
-    command = str(request["command"])
+    first: dict[str, Any] = json.loads(sys.stdin.read())
+    command = str(first["command"])
     from dpledger.cli import guarded
 
     shown = COMMAND_NAMES.get(command, command)
-    code = guarded(shown, lambda: _handlers()[command](request))
-    problem = foreign_modules(frozenset(request.get("extra_packages", ())))
+    conversation = _Conversation.of(first)
+    request: dict[str, Any] | None = first
+    current = first
+    while request is not None:
+        current = request
+        code = guarded(shown, functools.partial(_serve, command, current))
+        request = None
+        if code == NEEDS_DECLARATIONS and conversation is not None:
+            request = conversation.ask()
+        if request is not None and request.get("command") != command:
+            request = None
+    problem = foreign_modules(frozenset(current.get("extra_packages", ())))
     if problem:
         sys.stderr.write(f"dpledger {shown}: error: the clean room is not clean ({problem})\n")
         return NOT_ISOLATED
@@ -115,7 +130,41 @@ def main() -> int:
     return code
 
 
+class _Conversation:
+    """The room's side of a launch that answers its questions without starting it again: the
+    parent passes two pipe descriptors; when a command needs declarations the room says so on
+    the first and reads the request that carries them (one JSON line) from the second."""
+
+    def __init__(self, asks: int, answers: int) -> None:
+        self._asks = os.fdopen(asks, "w", encoding="utf-8")
+        self._answers = os.fdopen(answers, encoding="utf-8")
+
+    @classmethod
+    def of(cls, request: Mapping[str, Any]) -> _Conversation | None:
+        fds = request.get("conversation_fds")
+        if not (isinstance(fds, list) and len(fds) == 2 and all(type(f) is int for f in fds)):
+            return None
+        return cls(fds[0], fds[1])
+
+    def ask(self) -> dict[str, Any] | None:
+        """Tell the parent that the needs file is written; the next request, or None when the
+        parent has no answer (the room then exits asking, as a room without a conversation)."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            self._asks.write("needs\n")
+            self._asks.flush()
+            line = self._answers.readline()
+        except OSError:
+            return None
+        if not line:
+            return None
+        answer = json.loads(line)
+        return answer if isinstance(answer, dict) else None
+
+
 def write_needs(request: Mapping[str, Any], needs: list[dict[str, Any]]) -> int:
-    """Ask the parent for third-party declarations; the room will be run again with them."""
+    """Ask the parent for third-party declarations; the room is run again with them (in the
+    same interpreter when it was launched with a conversation, else started anew)."""
     Path(request["needs_file"]).write_text(json.dumps(needs), encoding="utf-8")
     return NEEDS_DECLARATIONS
