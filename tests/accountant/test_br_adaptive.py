@@ -4,6 +4,7 @@ the non-adaptive lower bound, and stays between them."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ import pytest
 from dpledger.accountant.base import DeltaBound, EpsilonBound
 from dpledger.accountant.br_adaptive import adaptive_br_delta, adaptive_br_epsilon
 from dpledger.accountant.closed_form import ClosedFormAccountant
+from dpledger.accountant.exp_mech_composition import br_composed_epsilon_lower
+from dpledger.accountant.rdp import RDPAccountant
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import (
@@ -82,3 +85,25 @@ def test_tiny_and_large_deltas() -> None:
     lo, hi = adaptive_br_epsilon(1e-300, 0.1, 100)  # type: ignore[misc]
     assert 0.0 < lo <= hi <= 10.0 * (1 + 1e-12)
     assert adaptive_br_epsilon(0.5, 0.1, 100) == (0.0, 0.0)
+
+
+def test_random_settings_are_consistent_with_the_independent_bounds() -> None:
+    """Adversarial consistency over random settings: the bracket lies between the attained
+    non-adaptive optimum and the Rényi upper bound, and its delta bracket agrees with it."""
+    rng = random.Random(11)
+    for _ in range(8):
+        eps0, count = rng.uniform(0.05, 3.0), rng.randint(2, 40)
+        delta = 10 ** rng.uniform(-12, -2)
+        found = adaptive_br_epsilon(delta, eps0, count)
+        if found is None:
+            continue
+        lo, hi = found
+        rdp = RDPAccountant(Adjacency())
+        rdp.compose(SelfComposedEvent(EM(eps0), count))
+        assert lo <= rdp.get_epsilon(delta).epsilon * (1 + 1e-12)
+        assert br_composed_epsilon_lower(delta, eps0, count) <= hi * (1 + 1e-12)
+        at_hi, at_lo = adaptive_br_delta(hi, eps0, count), adaptive_br_delta(lo, eps0, count)
+        if at_hi is not None:
+            assert at_hi[0] <= delta  # the curve is at most delta at the upper epsilon
+        if at_lo is not None and lo > 0.0:
+            assert at_lo[1] >= delta  # and at least delta at the lower one
