@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import attrs
 
+from dpledger.accountant.base import EpsilonBound
 from dpledger.accountant.calibrate_search import GAP_CAP, gap
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError
@@ -42,7 +43,9 @@ class Estimate:
 def _rdp(event: Event, adjacency: Adjacency | None, delta: float) -> float:
     from dpledger.accountant.select import account
 
-    return account(event, adjacency, delta=delta, backends=("rdp",)).bound.epsilon  # type: ignore[union-attr]
+    bound = account(event, adjacency, delta=delta, backends=("rdp",)).bound
+    assert isinstance(bound, EpsilonBound)
+    return bound.epsilon
 
 
 def _coarse(event: Event, adjacency: Adjacency | None, delta: float) -> float:
