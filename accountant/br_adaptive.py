@@ -49,7 +49,7 @@ U = 2.0**-53
 #: smallest subnormal double: charged to every value that may have been rounded below it
 TINY = 5e-324
 #: lattice points per eps0: at least, at most, and the work budget (k * N * points) between
-MIN_POINTS, MAX_POINTS = 8, 64
+MIN_POINTS, MAX_POINTS = 8, 512
 WORK = 3e6
 #: the lattice's top is where the Rényi bound of the composition is this factor below delta
 TOP_FACTOR = 1e-4
