@@ -12,7 +12,7 @@ key only: not on the engine, the order in which keys arrive, or a retried task.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,7 +56,13 @@ def cell_noise(
     empty buffer, no spare word), which draws the same numbers as a new generator would."""
     bits = np.random.Philox(key=key)
     gen = np.random.Generator(bits)
-    draw = {"gaussian": gen.standard_normal, "laplace": gen.laplace}.get(mechanism, gen.random)
+    draw: Callable[[], float] = (
+        gen.standard_normal
+        if mechanism == "gaussian"
+        else gen.laplace
+        if mechanism == "laplace"
+        else gen.random
+    )
     fresh = bits.state
     out = np.empty(len(names), dtype=np.float64)
     for i, counter in enumerate(_counters(step, names)):

@@ -122,7 +122,7 @@ def _read_records(
     block's rows read straight into one array."""
     spans = [[_span(block, bucket) for block in blocks] for blocks in spilled]
     records = np.empty(sum(end - first for task in spans for first, end in task), dtype=dtype)
-    buffer, size, filled = memoryview(records.view(np.uint8)), dtype.itemsize, 0
+    buffer, size, filled = records.view(np.uint8).data, dtype.itemsize, 0
     for task, blocks in enumerate(spilled):
         if not any(end > first for first, end in spans[task]):
             continue
