@@ -16,7 +16,6 @@ from dpledger.accountant.base import EpsilonBound
 from dpledger.accountant.calibrate_estimate import estimate_crossing
 from dpledger.accountant.calibrate_search import GAP_CAP, Search, gap
 from dpledger.accountant.conversions import U, gaussian_delta_bracket
-from dpledger.accountant.pld import upper_only
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
@@ -61,13 +60,6 @@ def _check_targets(target_epsilon: float, target_delta: float) -> tuple[float, f
 #: backends tried first when the caller names none: they give the smallest certified bounds;
 #: the slower cross-checks are used only for events these cannot bound
 SEARCH_BACKENDS: tuple[str, ...] = ("closed_form", "pld")
-
-
-def _certified(
-    event: Event, adjacency: Adjacency | None, delta: float, backends: Sequence[str] | None
-) -> EpsilonBound:
-    with upper_only():  # the search reads certified upper bounds only
-        return _account(event, adjacency, delta, backends)
 
 
 def _account(
@@ -291,7 +283,8 @@ def calibrate_steps(
         )
 
     def meets(count: int) -> EpsilonBound | None:
-        bound = _certified(make_event(count), adjacency, delta, backends)
+        # the full query: the count returned is one whose printed bound meets the target
+        bound = _account(make_event(count), adjacency, delta, backends)
         return bound if bound.epsilon <= eps_t else None
 
     first = meets(1)

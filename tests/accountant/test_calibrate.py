@@ -226,3 +226,17 @@ def test_grid_calibration_refuses_bad_digits(digits: object) -> None:
     with pytest.raises(InvalidParameterError) as err:
         calibrate_on_grid(GaussianEvent, None, 1.0, 1e-5, digits=digits)  # type: ignore[arg-type]
     assert err.value.field == "digits"
+
+
+def test_steps_calibration_is_certified_by_the_full_query() -> None:
+    """The count is one whose printed bound (``account`` as it runs by default, PLD with its
+    adaptive passes) meets the target, and one more step's does not."""
+    make = _dpsgd(0.1, 1)
+
+    def steps(n: int) -> SelfComposedEvent:
+        return SelfComposedEvent(make(1.0).event, n)
+
+    res = calibrate_steps(steps, None, 2.0, 1e-5)
+    assert res.count > 1 and res.method == "pld"
+    assert account(steps(res.count), delta=1e-5).bound.epsilon <= 2.0
+    assert account(steps(res.count + 1), delta=1e-5).bound.epsilon > 2.0
