@@ -5,7 +5,8 @@ slices of at most :data:`SLICE_ROWS` rows, one task per Parquet row group (a tas
 slice of the file at a time) or per Dask partition of a CSV file or a frame (a task holds its
 partition, ``dask.dataframe``'s block of the file). At
 unit level each slice's rows are spilled to files on local disk by a keyed hash of their unit
-(``bucket = hash(unit) mod B``, ``B`` about one bucket per :data:`BUCKET_ROWS` rows); once every
+(``bucket = hash(unit) mod B``, ``B`` about one bucket per :data:`BUCKET_ROWS` rows;
+:mod:`~dpledger.runtime.engines.spill`); once every
 slice is spilled, each bucket, which holds every row of its units, is bounded by the framework's
 :func:`~dpledger.runtime.engines.bounding.bound_chunk`. At row level each slice is bounded as it
 is read. Only the buckets' bounded aggregates reach the driver, and the memory the engine uses
