@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from dpledger.accountant.conversions import merged_gaussian_multiplier
 from dpledger.accountant.random_allocation import allocation_parts
+from dpledger.accountant.representative_steps import weighted_steps
 from dpledger.accountant.representatives import REPRESENTATIVE_STEP, Table
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.basic_composition import basic_composition_epsilon
@@ -50,6 +53,10 @@ def representative_components(
     step = table.step(limit)
     if step > MAX_REPRESENTATIVE_STEP:
         step = max(table.step(MAX_COMPONENTS), table.step_at_most(MAX_REPRESENTATIVE_STEP))
+    steps = weighted_steps(table, step)
+    if steps is not None:
+        widest = max(float(np.max(s)) for s in steps.values())
+        return table.grouped(steps, up=True), table.grouped(steps, up=False), widest
     return table.grouped(step, up=True), table.grouped(step, up=False), step
 
 

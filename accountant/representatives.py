@@ -41,7 +41,7 @@ from dpledger.core.events import (
     SampledWithoutReplacementEvent,
 )
 
-__all__ = ["REPRESENTATIVE_STEP", "STEP_GROWTH", "Table", "build", "split"]
+__all__ = ["REPRESENTATIVE_STEP", "STEP_GROWTH", "Steps", "Table", "build", "split"]
 
 #: relative step of the finest representative grid: a parameter moves by less than 0.1 %
 REPRESENTATIVE_STEP = 1e-3
@@ -53,6 +53,9 @@ Rate = tuple[Fraction, int, int]
 Value = float | Rate
 #: (shape, values, cost grows with each value): the shape is the kind and its discrete fields
 Split = tuple[Hashable, tuple[Value, ...], tuple[bool, ...]]
+
+#: a step for every shape and parameter: one step for all, or per shape one per parameter
+Steps = float | dict[Hashable, np.ndarray]
 
 _EPSILON_KINDS = PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent
 
@@ -136,24 +139,30 @@ class Table:
                 mags = np.array([[_magnitude(v) for v in m[0]] for m in members], dtype=float)
                 self.logs[shape] = np.log(mags)  # -inf for a zero parameter: a cell of its own
 
-    def cells(self, shape: Hashable, step: float) -> np.ndarray:
-        """Each member's cell index per parameter on the grid ``(1 + step)^i``."""
+    def cells(self, shape: Hashable, step: Steps) -> np.ndarray:
+        """Each member's cell index per parameter on the grid ``(1 + step)^i`` (``step`` one
+        for all parameters, or taken per shape and parameter from a mapping)."""
         logs = self.logs[shape]
+        width = np.log1p(step[shape]) if isinstance(step, dict) else math.log1p(step)
         with np.errstate(invalid="ignore"):
-            index = np.floor(logs / math.log1p(step))
+            index = np.floor(logs / width)
         return np.where(np.isfinite(index), index, np.iinfo(np.int32).min).astype(np.int64)
 
-    def count(self, step: float) -> int:
-        """How many components remain at ``step`` (cells told apart by a mixed 64-bit key: a
-        rare collision only miscounts, it never merges cells)."""
+    def cell_keys(self, shape: Hashable, step: Steps) -> np.ndarray:
+        """Each member's cell as a mixed 64-bit key (a rare collision only miscounts in
+        :meth:`count`; :meth:`grouped` tells cells apart by their full index)."""
+        index = self.cells(shape, step)
+        key = np.zeros(len(index), dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for column in index.T:
+                key = key * np.uint64(0x9E3779B97F4A7C15) + column.astype(np.uint64)
+        return key
+
+    def count(self, step: Steps) -> int:
+        """How many components remain at ``step``."""
         total = len(self.fixed)
         for shape in self.rows:
-            index = self.cells(shape, step)
-            key = np.zeros(len(index), dtype=np.uint64)
-            with np.errstate(over="ignore"):
-                for column in index.T:
-                    key = key * np.uint64(0x9E3779B97F4A7C15) + column.astype(np.uint64)
-            total += len(np.unique(key))
+            total += len(np.unique(self.cell_keys(shape, step)))
         return total
 
     def step(self, limit: int) -> float:
@@ -185,7 +194,7 @@ class Table:
             j -= 1
         return REPRESENTATIVE_STEP * STEP_GROWTH**j
 
-    def grouped(self, step: float, *, up: bool) -> dict[Event, int]:
+    def grouped(self, step: Steps, *, up: bool) -> dict[Event, int]:
         """The leaves grouped in cells of ``step``: each cell one event at its members'
         costliest parameters (``up``) or cheapest, counted as all its members."""
         out = dict(self.fixed)

@@ -388,7 +388,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_components.representative_components",
         status="contrib",
         proof="proofs_checks/representatives/proof.md",
-        source_sha256="a18947a6d72c625eabaa13ba144362cfe800ad3a7196a0e17589719fa56462d5",
+        source_sha256="3ded3083b893444b143123c13bf3b5e81dc2cedc69763a2a1d71cb2d303d5f8b",
     ),
     ProofRecord(
         target="dpledger.accountant.rdp.RDPAccountant._grouped_others",
