@@ -76,6 +76,14 @@ def _starts(sorted_values: NDArray[Any]) -> NDArray[np.bool_]:
     return new
 
 
+def _lengths(starts: NDArray[np.intp], size: int) -> NDArray[np.intp]:
+    """The length of each run, from where the runs start (the last ends at ``size``)."""
+    out = np.empty_like(starts)
+    np.subtract(starts[1:], starts[:-1], out=out[:-1])
+    out[-1:] = size - starts[-1:]
+    return out
+
+
 def _runs(sorted_values: NDArray[Any]) -> tuple[I64, I64]:
     """For sorted values: the index of each value's run, and where each run starts."""
     new = np.ones(sorted_values.size, dtype=bool)
@@ -169,7 +177,7 @@ def _kept_by_one_sort(
     if same.size and np.any(k[order[same + 1]] != k[order[same]]):
         return None
     starts = np.flatnonzero(new)
-    lengths = np.diff(starts, append=order.size)
+    lengths = _lengths(starts, order.size)
     keep = np.ones(order.size, dtype=bool)
     if np.any(lengths > query.max_rows):  # L∞: the rows of larger pairs by row hash
         group = np.cumsum(new, dtype=np.int64) - 1
@@ -182,7 +190,7 @@ def _kept_by_one_sort(
         keep[at[rank >= query.max_rows]] = False
     unit_new = _starts(ranked[starts] >> shift)  # each pair's unit code, in order
     unit_starts = np.flatnonzero(unit_new)
-    first = np.repeat(unit_starts, np.diff(unit_starts, append=starts.size))
+    first = np.repeat(unit_starts, _lengths(unit_starts, starts.size))
     pair_keep = np.arange(starts.size) - first < query.max_partitions
     out = np.zeros(order.size, dtype=bool)
     out[order[keep & np.repeat(pair_keep, lengths)]] = True
@@ -192,7 +200,10 @@ def _kept_by_one_sort(
 def _units_per_key(keys: KeyColumn, units: Units, keep: NDArray[np.bool_]) -> I64:
     """How many distinct units keep a row in each key."""
     width = max(len(keys.uniques), 1)
-    pairs = np.sort(units.codes[keep] * width + keys.codes[keep])
+    pairs: NDArray[np.integer[Any]] = units.codes[keep] * width + keys.codes[keep]
+    if pairs.size and int(pairs.max()) < 2**32:  # the same values, sorted faster
+        pairs = pairs.astype(np.uint32)
+    pairs.sort()
     _, starts = _runs(pairs)
     counts: I64 = np.bincount(pairs[starts] % width, minlength=len(keys.uniques))
     return counts
