@@ -21,6 +21,7 @@ from dpledger.runtime.engines.columns import (
     UnitIds,
     key_column,
     unit_column,
+    unit_hashes,
 )
 from dpledger.runtime.engines.noise import cell_noise
 from dpledger.runtime.engines.query import AggregationQuery
@@ -48,6 +49,7 @@ def test_offset_codes_group_and_hash_the_rows_as_sorted_codes(ids: np.ndarray) -
     offsets, sorted_codes = unit_column(ids, "u"), key_column(ids, "u")
     assert isinstance(offsets, UnitIds)
     assert offsets.row_hashes().tolist() == sorted_codes.row_hashes().tolist()
+    assert unit_hashes(ids, "u").tolist() == sorted_codes.row_hashes().tolist()
     assert _groups(offsets.codes) == _groups(sorted_codes.codes)
     assert int(offsets.codes.max()) < 2**offsets.code_bits
 
@@ -59,6 +61,7 @@ def test_wide_ranges_text_and_empty_columns_keep_sorted_codes(ids: np.ndarray) -
     column = unit_column(ids, "u")
     assert isinstance(column, KeyColumn)
     assert column.codes.tolist() == key_column(ids, "u").codes.tolist()
+    assert unit_hashes(ids, "u").tolist() == column.row_hashes().tolist()
 
 
 wide_units = st.integers(1, 80).flatmap(

@@ -25,6 +25,7 @@ __all__ = [
     "parse_name",
     "splitmix64",
     "unit_column",
+    "unit_hashes",
     "value_column",
 ]
 
@@ -177,6 +178,14 @@ def key_column(values: Any, column: str) -> KeyColumn:
     keys = [str(k) for k in uniq_t]
     hashes = np.asarray([_text_hash(k) for k in keys], dtype=np.uint64)
     return KeyColumn(codes.astype(np.int64).reshape(-1), keys, hashes)
+
+
+def unit_hashes(values: Any, column: str) -> U64:
+    """Per row: the hash of its unit id (the row hashes of :func:`unit_column`, without its
+    codes)."""
+    arr = np.asarray(values)
+    ints = _integers(arr, column) if arr.ndim == 1 and arr.size else None
+    return key_column(values, column).row_hashes() if ints is None else _int_hashes(ints)
 
 
 def unit_column(values: Any, column: str) -> KeyColumn | UnitIds:

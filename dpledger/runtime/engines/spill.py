@@ -3,7 +3,7 @@ unit, so that each bucket, read back, holds every row of its units.
 
 A spill task writes each slice it reads as one *block* of its file: the slice's rows sorted by
 bucket (``bucket = hash(unit) mod B``, the hash :func:`~dpledger.runtime.engines.columns.
-unit_column` gives the unit), as fixed-size records when every column has a fixed-size type
+unit_hashes` gives the unit), as fixed-size records when every column has a fixed-size type
 (one write a slice, one read a bucket and block), else pickled bucket by bucket (text read as
 Python objects). Which rows share a bucket, and in which order a bucket holds them, changes no
 bounding decision.
@@ -20,7 +20,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
-from dpledger.runtime.engines.columns import unit_column
+from dpledger.runtime.engines.columns import unit_hashes
 
 __all__ = ["Block", "read_bucket", "spill_file", "write_blocks"]
 
@@ -45,7 +45,7 @@ def spill_file(where: str, task: int) -> str:
 
 
 def _buckets_of(columns: Columns, unit: str, buckets: int) -> NDArray[np.int64]:
-    hashes = unit_column(columns[unit], unit).row_hashes()
+    hashes = unit_hashes(columns[unit], unit)
     out: NDArray[np.int64] = (hashes % np.uint64(buckets)).astype(np.int64)
     return out
 
@@ -69,8 +69,8 @@ def _block(handle: Any, columns: Columns, unit: str, buckets: int) -> Block:
     if dtype is not None:
         records = np.empty(order.size, dtype=dtype)
         for i, values in enumerate(columns.values()):
-            records[f"f{i}"] = np.asarray(values)[order]
-        handle.write(records.view(np.uint8).data)
+            records[f"f{i}"] = values
+        handle.write(records[order].view(np.uint8).data)
         return Block(tuple(columns), offset, ends, dtype)
     pickled: dict[int, tuple[int, int]] = {}
     for b in np.flatnonzero(counts):
