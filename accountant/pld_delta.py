@@ -9,6 +9,7 @@ composition certifies its own bound, so the best over all of them is read.
 from __future__ import annotations
 
 from dpledger.accountant.pld_compositions import UNTILTED_DELTA, Compositions
+from dpledger.accountant.pld_epsilon import tilt_level
 from dpledger.accountant.pld_prepared import Prepared
 from dpledger.accountant.pld_read import delta_at
 from dpledger.accountant.pld_tilt import chernoff_level, tilt_for_epsilon
@@ -69,9 +70,10 @@ class DeltaSearch:
         # for the level found
         found = min(level, self.cache.known_deltas(name, epsilon)[0])
         self.cache.levels[(name, epsilon)] = found
-        if tilts[0] == 0 and found < UNTILTED_DELTA:
+        # (also above UNTILTED_DELTA where the plain FFT's round-off is a share of it)
+        if tilts[0] == 0 and tilt_level(prep, found) < UNTILTED_DELTA:
             retilt = self.cache.tilts(
-                prep, name, tilt_for_epsilon(prep.coarse[name], epsilon), found
+                prep, name, tilt_for_epsilon(prep.coarse[name], epsilon), tilt_level(prep, found)
             )
             if retilt[0] > 0:
                 self.cache.composed(prep, name, retilt[0], found)
@@ -107,7 +109,9 @@ class DeltaSearch:
         # a coarser pass may have found delta far below the Chernoff estimate
         level = min(chernoff_level(coarse, epsilon), self.cache.levels.get((name, epsilon), 1.0))
         tilt, h = 0.0, 0.0
-        tilts = self.cache.tilts(prep, name, tilt_for_epsilon(coarse, epsilon), level)
+        tilts = self.cache.tilts(
+            prep, name, tilt_for_epsilon(coarse, epsilon), tilt_level(prep, level)
+        )
         for tilt in tilts:
             up = self.cache.composed(prep, name, tilt, level)
             assert up is not None

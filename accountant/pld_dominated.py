@@ -40,30 +40,41 @@ def _secant_floor(lo: Array, hi: Array, ratio: float) -> Array:
     the curve at the points, spaced so that ``(x_j - x_{j-1}) / (x_{j-1} - x_{j-2}) = ratio``.
     Entries 0 and 1 are -infinity (no such secant)."""
     out = np.full(lo.size, -np.inf)
-    diff = lo[1:-1] - hi[:-2]  # at most the true increment
-    # a larger factor on a negative increment (a smaller one on a positive) stays below
-    factor = np.where(diff < 0, ratio * (1 + 4 * U), ratio * (1 - 4 * U))
-    ext = lo[1:-1] + diff * factor
-    out[2:] = ext - 4 * U * (np.abs(lo[1:-1]) + np.abs(diff * factor))
+    out[2:] = _extension_floor(lo[1:-1], hi[:-2], ratio)
     return out
 
 
+def _extension_floor(near_lo: Array, far_hi: Array, ratio: float) -> Array:
+    """Values below the secants through a far and a near point of a convex curve, extended
+    past the near point by ``ratio`` times their distance (:func:`_secant_floor`, per pair)."""
+    diff = near_lo - far_hi  # at most the true increment
+    # a larger factor on a negative increment (a smaller one on a positive) stays below
+    factor = np.where(diff < 0, ratio * (1 + 4 * U), ratio * (1 - 4 * U))
+    step = diff * factor
+    return np.asarray(near_lo + step - 4 * U * (np.abs(near_lo) + np.abs(step)), dtype=np.float64)
+
+
 def _segment_limits(
-    lo: Array, left_ext: Array, right_ext: Array, *, increasing: bool
+    lo: Array, left_ext: Array, right_ext: Array, mid: tuple[Array, Array], *, increasing: bool
 ) -> tuple[Array, Array]:
     """Per segment ``[j, j+1]``, limits (on ``z_j``, on ``z_{j+1}``) under which the chord of
     the points stays below a convex curve bracketed below by ``lo``, monotone as stated. Of
-    the three rules the one that lowers the points least is used:
+    the four rules the one that lowers the points least is used:
 
     - left: ``z_j <= lo_j`` and ``z_{j+1}`` under the secant through j-1, j extended
       (``left_ext[j+1]``): the chord is then under that extension, which is under the curve;
     - right: the mirror image (``right_ext[j]`` from the secant through j+1, j+2);
+    - mid: ``z_j`` under the secant through the segment's midpoint m and j+1 extended back,
+      ``z_{j+1}`` under the secant through j and m extended on (``mid``): the first secant's
+      slope is at least the curve's at m, the second's at most, so both limits are under the
+      curve's tangent at m, and so is the chord; each point is lowered about a quarter as much
+      as by the left or right rule;
     - flat: both under the curve's value at the end where it is lower (monotonicity).
 
     A rule with a negative limit is not used (the pair's curve is nonnegative)."""
     a_lo, b_lo = lo[:-1], lo[1:]
     flat = a_lo if increasing else b_lo
-    rules = [(a_lo, left_ext[1:]), (right_ext[:-1], b_lo), (flat, flat)]
+    rules = [(a_lo, left_ext[1:]), (right_ext[:-1], b_lo), mid, (flat, flat)]
     best_a, best_b = rules[-1]
     best_cost = (a_lo - best_a) + (b_lo - best_b)
     for lim_a, lim_b in rules[:-1]:
@@ -147,13 +158,15 @@ def discretise_lower(profile: Profile, h: float) -> DiscretePLD | None:
     return _certified_lower(p, eps, z_c[:k], z_h, k, h, j_lo)
 
 
-def _brackets(profile: Profile, eps: Array, k: int) -> tuple[Array, Array, Array, Array]:
+def _brackets(
+    profile: Profile, eps: Array, k: int, after: int = 3
+) -> tuple[Array, Array, Array, Array]:
     """(lo_c, hi_c, lo_h, hi_h): the curve bracketed at the points, as its excess c in the
-    points below zero and the three after (near zero there is no cancellation either way), and
-    as delta itself everywhere."""
+    points below zero and the ``after`` after (near zero there is no cancellation either way),
+    and as delta itself everywhere."""
     shrink = 1.0 / (1.0 + LOWER_DEFLATION) * (1 - 8 * U)
     hi_h = np.array(profile(eps), dtype=np.float64)
-    kc = k + 3
+    kc = k + after
     one_minus_x = -np.expm1(eps[:kc])
     if profile.dual is not None:
         hi_c = np.asarray(profile.excess(eps[:kc]), dtype=np.float64) * (1 + 4 * U)
@@ -167,21 +180,51 @@ def _brackets(profile: Profile, eps: Array, k: int) -> tuple[Array, Array, Array
     return lo_c, hi_c, lo_h, hi_h
 
 
+def _secant_floors(lo: Array, hi: Array, h: float, *, from_origin: bool) -> tuple[Array, Array]:
+    """(left, right) extensions of the secants through the two points before, resp. after,
+    every point of a grid of spacing ``h`` (:func:`_secant_floor`); with ``from_origin`` the
+    second point's left extension is the secant through (0, 0) (where c(0) = 0) and the first
+    point, extended: c_0 e^h."""
+    left = _secant_floor(lo, hi, math.exp(h))
+    if from_origin:
+        left[1] = float(lo[0]) * math.exp(h) * (1 - 8 * U)
+    right = _secant_floor(lo[::-1], hi[::-1], math.exp(-h))[::-1]
+    return left, right
+
+
+def _mid_limits(lo: Array, hi: Array, half: float) -> tuple[Array, Array]:
+    """The mid rule's limits of every segment of a grid bracketed at its points and midpoints
+    (``lo``/``hi`` on the grid of spacing ``half``, from a point to a point): on the segment's
+    first point, the secant through its midpoint and last point extended back; on its last,
+    the secant through its first point and midpoint extended on."""
+    mid = lo[1::2]
+    first = _extension_floor(mid, hi[2::2], math.exp(-half))
+    last = _extension_floor(mid, hi[:-1:2], math.exp(half))
+    return first, last
+
+
 def _points_below(profile: Profile, eps: Array, k: int, h: float) -> tuple[Array, Array]:
     """(z_c at points 0..k, z_h at every point): values whose chords stay under the curve;
-    z_c is 0 at the first point (the pair's curve is 1 - x before it), z_h is 0 at the last."""
-    lo_c, hi_c, lo_h, hi_h = _brackets(profile, eps, k)
-    ratio, inverse = math.exp(h), math.exp(-h)
-    left_c = _secant_floor(lo_c, hi_c, ratio)
-    # c(0) = 0 at x = 0: the secant through (0, 0) and the first point, extended, is c_0 e^h
-    left_c[1] = float(lo_c[0]) * ratio * (1 - 8 * U)
-    right_c = _secant_floor(lo_c[::-1], hi_c[::-1], inverse)[::-1]
-    left_h = _secant_floor(lo_h, hi_h, ratio)
-    right_h = _secant_floor(lo_h[::-1], hi_h[::-1], inverse)[::-1]
+    z_c is 0 at the first point (the pair's curve is 1 - x before it), z_h is 0 at the last.
+
+    The curve is bracketed on the grid of spacing ``h / 2`` (the points and the segments'
+    midpoints, for the mid rule of :func:`_segment_limits`); ``(2 j) (h / 2)`` rounds to the
+    same double as ``j h``, so the points are read at the same losses."""
+    half = h / 2
+    fine = np.asarray(np.arange(2 * round(eps[0] / h), 2 * round(eps[-1] / h) + 1) * half)
+    lo_cf, hi_cf, lo_hf, hi_hf = _brackets(profile, fine, 2 * k, after=6)
+    lo_c, hi_c, lo_h, hi_h = lo_cf[::2], hi_cf[::2], lo_hf[::2], hi_hf[::2]
+    left_c, right_c = _secant_floors(lo_c, hi_c, h, from_origin=True)
+    left_h, right_h = _secant_floors(lo_h, hi_h, h, from_origin=False)
+    # the mid rule: each segment's midpoint with its far end, extended to the near end
+    mid_c = _mid_limits(lo_cf[: 2 * k + 1], hi_cf[: 2 * k + 1], half)
+    mid_h = _mid_limits(lo_hf[2 * k :], hi_hf[2 * k :], half)
     # segments up to point k (x = 1, where c = delta) in c-space, where c increases; from
     # point k on in H-space, where the curve decreases
-    ca, cb = _segment_limits(lo_c[: k + 1], left_c[: k + 1], right_c[: k + 1], increasing=True)
-    ha, hb = _segment_limits(lo_h[k:], left_h[k:], right_h[k:], increasing=False)
+    ca, cb = _segment_limits(
+        lo_c[: k + 1], left_c[: k + 1], right_c[: k + 1], mid_c, increasing=True
+    )
+    ha, hb = _segment_limits(lo_h[k:], left_h[k:], right_h[k:], mid_h, increasing=False)
     z_c = np.array(lo_c[: k + 1])
     z_c[:-1] = np.minimum(z_c[:-1], ca)
     z_c[1:] = np.minimum(z_c[1:], cb)
@@ -277,7 +320,8 @@ def _certified_lower(
     s_q = math.fsum(q_terms.tolist())
     err_p = 8 * U * s_p + 1e-300
     # ... and by |eps_i| u more for the rounding of eps_i = fl(i h) inside the exponential
-    err_q = 16 * U * s_q + 1.01 * U * math.fsum((q_terms * np.abs(eps)).tolist()) + 1e-300
+    spread = float(np.sum(q_terms * np.abs(eps))) * (1 + 2 * U * q_terms.size)
+    err_q = 16 * U * s_q + 1.01 * U * spread + 1e-300
     f_val, c_val = _curve_at_points(p, h, k)
     big = max(s_p + err_p, s_q + err_q)
     gap = abs(s_p - s_q) + err_p + err_q
@@ -324,14 +368,18 @@ def _add_completion(
     (the scale's shortfall, about ``1/h`` times the rounding of the sums), which adds up over
     many steps.
 
-    ``R_P - R_Q = scale sum_i p_i (e^{-eps_i} - 1)`` is summed directly (``fsum`` of terms with
-    relative error at most ``(|eps_i| + 4) u``: ``expm1``, the product, and ``eps_i = fl(i h)``),
-    not as the difference of two sums near one; ``r_p_lo`` is a lower bound of ``R_P``. When the
-    sign of the imbalance is not certain, only ``a`` is added, below ``R_P`` less the larger
-    of the two possible ``b``."""
+    ``R_P - R_Q = scale sum_i p_i (e^{-eps_i} - 1)`` is summed directly (terms with relative
+    error at most ``(|eps_i| + 4) u``: ``expm1``, the product, and ``eps_i = fl(i h)``; the
+    sum's own rounding bounded for any order), not as the difference of two sums near one;
+    ``r_p_lo`` is a lower bound of ``R_P``. When the sign of the imbalance is not certain, only
+    ``a`` is added, below ``R_P`` less the larger of the two possible ``b``."""
     terms = p * np.expm1(-eps)
-    s_d = math.fsum(terms.tolist())
-    err = U * abs(s_d) + 1.01 * U * math.fsum((np.abs(terms) * (np.abs(eps) + 4.0)).tolist())
+    n = terms.size
+    s_d = float(np.sum(terms))
+    # any order of summation errs by at most (n - 1) u sum |t| (with the sum of |t| itself
+    # rounded by as much again); each term by (|eps_i| + 4) u |t_i|
+    spread = float(np.sum(np.abs(terms) * (np.abs(eps) + 4.0 + n)))
+    err = 1.01 * U * spread * (1 + 2 * n * U) + 1e-300
     d_lo = scale * (s_d - err)
     d_hi = scale * (s_d + err)
     d_lo -= 2 * U * abs(d_lo) + 1e-300

@@ -13,19 +13,24 @@ import contextvars
 import math
 from collections.abc import Iterator
 
-from dpledger.accountant.pld_compositions import Compositions
+import numpy as np
+
+from dpledger.accountant.pld_compositions import UNTILTED_DELTA, Compositions
 from dpledger.accountant.pld_prepared import Prepared
 from dpledger.accountant.pld_read import epsilon_for, lower_shift
-from dpledger.accountant.pld_tilt import chernoff_epsilon, tilt_for_delta
+from dpledger.accountant.pld_tilt import THETAS, chernoff_epsilon, log_mgf_total, tilt_for_delta
 
 __all__ = [
     "BRACKET_GOAL",
     "BRACKET_TARGET",
     "EARLY_SPLIT_RATIO",
+    "FFT_NOISE_PER_STEP",
     "MIN_SCREEN_POINTS",
     "SCREEN_FACTORS",
     "SCREEN_RETRY",
+    "SHORT_WRAP_SHARE",
     "EpsilonSearch",
+    "tilt_level",
     "upper_only",
 ]
 
@@ -43,6 +48,15 @@ EARLY_SPLIT_RATIO = 1.05
 SCREEN_FACTORS = (16, 4)
 MIN_SCREEN_POINTS = 1 << 10
 SCREEN_RETRY = 1.1
+#: the plain FFT's round-off adds about 7e-14 per composed step to delta (it is bounded
+#: relative to the whole mass, and grows with the power); a delta of interest below this many
+#: times the number of steps is read off a composition tilted for it even above
+#: UNTILTED_DELTA, whose round-off is relative to the tilted mass
+FFT_NOISE_PER_STEP = 1e-11
+#: a tilted lower bound is first composed on the upper composition's window (not extended
+#: over the heavy tilted tail), at the steepest tilt up to the upper's whose wrap-around onto
+#: the losses read is at most this share of delta by the coarse grid's Chernoff estimate
+SHORT_WRAP_SHARE = 1e-4
 #: within :func:`upper_only`, epsilon queries stop at the first (coarse) certified bracket
 _UPPER_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("pld_upper_only", default=False)
 
@@ -109,9 +123,7 @@ class EpsilonSearch:
         try:
             for factor in SCREEN_FACTORS:
                 self.cache.points = max(MIN_SCREEN_POINTS, points // factor)
-                tilt = self.cache.tilts(
-                    prep, name, tilt_for_delta(prep.coarse[name], delta), delta
-                )[0]
+                tilt = self._tilts(prep, name, delta)[0]
                 up = self.cache.composed(prep, name, tilt, delta)
                 assert up is not None
                 value = epsilon_for(up, delta, upper=True)
@@ -140,7 +152,7 @@ class EpsilonSearch:
             if split[0] <= split[1] * self.goal:
                 return split
         want_lower = prep.keep_lower and not _UPPER_ONLY.get()
-        tilts = self.cache.tilts(prep, name, tilt_for_delta(prep.coarse[name], delta), delta)
+        tilts = self._tilts(prep, name, delta)
         best_up, best_lo, h = math.inf, 0.0, 0.0
         for tilt in tilts:
             up = self.cache.composed(prep, name, tilt, delta)
@@ -173,6 +185,13 @@ class EpsilonSearch:
             best_up, best_lo, _ = self._split_bracket(prep, name, delta, best_up, best_lo)
             self.cache.split_first.add(("epsilon", name, delta))
         return best_up, best_lo, h
+
+    def _tilts(self, prep: Prepared, name: str, delta: float) -> list[float]:
+        """The tilts to compose one direction at for ``delta`` (:meth:`Compositions.tilts`):
+        tilted below UNTILTED_DELTA, and above it too where the plain FFT's round-off would be
+        a noticeable share of delta (FFT_NOISE_PER_STEP)."""
+        level = tilt_level(prep, delta)
+        return self.cache.tilts(prep, name, tilt_for_delta(prep.coarse[name], delta), level)
 
     def _wants_split(
         self, tilt: float, best_up: float, best_lo: float, floor: float, ceiling: float
@@ -219,6 +238,10 @@ class EpsilonSearch:
             best = self._chord_epsilon(prep, name, tilt, delta)
             if goal is not None and best >= goal:
                 return best
+        if goal is not None and tilt > 0:
+            best = max(best, self._short_dominated(prep, name, tilt, delta, goal))
+            if best >= goal:
+                return best
         dominated = self.cache.composed(prep, name, tilt, delta, "dominated")
         if dominated is not None:
             best = max(best, epsilon_for(dominated, delta, upper=False))
@@ -229,6 +252,25 @@ class EpsilonSearch:
         ):
             return best
         return max(best, self._chord_epsilon(prep, name, tilt, delta))
+
+    def _short_dominated(
+        self, prep: Prepared, name: str, tilt: float, delta: float, goal: float
+    ) -> float:
+        """The dominated pairs' lower bound from a composition on the unextended window of a
+        tilt up to ``tilt`` (the steepest whose wrap-around is negligible,
+        :func:`_short_tilt`), or 0 when none is: a window extended over the heavy tilted tail
+        is several times longer, and a gentler tilt's round-off still vanishes at the level
+        of delta."""
+        key = (name, tilt, self.cache.points, "dominated-short")
+        if key not in self.cache.states:
+            found = _short_tilt(self.cache, prep, name, tilt, delta, goal)
+            composed = None
+            if found is not None:
+                gentler, h, win = found
+                composed = self.cache.compose_at(prep, name, gentler, h, win, "dominated")
+            self.cache.states[key] = composed
+        composed = self.cache.states[key]
+        return 0.0 if composed is None else epsilon_for(composed, delta, upper=False)
 
     def _chord_epsilon(self, prep: Prepared, name: str, tilt: float, delta: float) -> float:
         chord = self.cache.composed(prep, name, tilt, delta, "chord")
@@ -267,6 +309,39 @@ class EpsilonSearch:
             if low is not None:
                 best_lo = max(best_lo, epsilon_for(low, delta, upper=False))
         return best_up, best_lo, h
+
+
+def tilt_level(prep: Prepared, level: float) -> float:
+    """The level to pass :meth:`Compositions.tilts` for a delta of interest ``level``: itself,
+    or one below UNTILTED_DELTA where the plain FFT's round-off would be a noticeable share of
+    it (FFT_NOISE_PER_STEP times the number of composed steps), so that the composition is
+    tilted."""
+    steps = sum(k for _, k in prep.comps)
+    if UNTILTED_DELTA <= level < FFT_NOISE_PER_STEP * steps:
+        return 0.5 * UNTILTED_DELTA
+    return level
+
+
+def _short_tilt(
+    cache: Compositions, prep: Prepared, name: str, tilt: float, delta: float, x: float
+) -> tuple[float, float, tuple[float, float]] | None:
+    """(tilt, grid spacing, window) for a lower bound read at losses above about ``x``: the
+    steepest tilt of the snapping grid from ``tilt`` down to a quarter of it whose window
+    without extension keeps the wrap-around onto the losses above ``x`` (a Chernoff bound on
+    the coarse grid, as :func:`~dpledger.accountant.pld_read.wrap_above` bounds it on the
+    composition itself) below SHORT_WRAP_SHARE of delta; None when none does. Only which
+    composition is made depends on it."""
+    coarse = prep.coarse[name]
+    j = round(4 * math.log2(tilt))
+    for s in range(9):
+        gentler = float(2.0 ** ((j - s) / 4))
+        h, (a, b) = cache.window(prep, name, gentler, delta, 0)
+        width = b - a + 2 * h
+        y = max(x + width, b)
+        exponent = log_mgf_total(coarse, gentler + THETAS) - gentler * x - THETAS * y
+        if float(np.min(exponent)) <= math.log(SHORT_WRAP_SHARE * delta):
+            return gentler, h, (a, b)
+    return None
 
 
 def _gentler(tilt: float) -> list[float]:

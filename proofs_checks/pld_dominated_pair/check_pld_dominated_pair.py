@@ -57,8 +57,10 @@ def test_pair_is_below_the_exact_curve_and_a_subprobability(name: str, h: float)
 
 
 def test_error_is_second_order_in_the_spacing() -> None:
+    # at a point of every grid (0.52 = 13 * 0.04): at a segment's midpoint the mid rule's
+    # chords touch the tangent there, which would hide the order
     profile = gaussian_profile(1.0)
-    eps = np.array([0.5])
+    eps = np.array([0.52])
     exact = float(profile(eps)[0])
     gaps = []
     for h in (0.04, 0.02, 0.01):
@@ -67,7 +69,8 @@ def test_error_is_second_order_in_the_spacing() -> None:
         gaps.append(exact - float(_curve(pair.masses, pair.losses, eps)[0]))
     # halving h divides the gap by about 4 (second order), never by less than 3
     assert gaps[0] / gaps[1] > 3.0 and gaps[1] / gaps[2] > 3.0
-    assert gaps[2] / exact < 1e-3
+    # about a quarter of the left and right rules' alone (1.66e-4 relative at h = 0.01)
+    assert gaps[2] / exact < 6e-5
 
 
 def test_a_grid_coarser_than_the_curvature_is_declined() -> None:

@@ -15,20 +15,22 @@ def _dp_sgd(q: float, steps: int) -> PLDAccountant:
     return acc
 
 
-def test_a_coarse_pass_aims_at_the_pass_target_and_a_finer_one_at_the_goal() -> None:
-    # q = 1e-4, 1e5 steps, delta = 1e-10: the coarse pass brackets within 0.82 %, so a finer
-    # pass is made, which aims at BRACKET_GOAL; the search's goal is restored afterwards
+def test_a_coarse_pass_within_the_pass_target_ends_the_query() -> None:
+    # q = 1e-4, 1e5 steps, delta = 1e-10: the coarse pass brackets within 0.42 % (below
+    # PASS_TARGET), so no finer pass is made; its lower bound is composed on the upper
+    # composition's window at a gentler tilt (no window extended over the heavy tail); the
+    # search's goal is restored afterwards
     acc = _dp_sgd(1e-4, 100_000)
     bound = acc.get_epsilon(1e-10)
-    points = {points for (name, _tilt, points, _kind) in acc._states if name == "remove"}
-    assert points == {ADAPTIVE_START_POINTS, 2 * ADAPTIVE_START_POINTS}
+    remove = {(points, kind) for (name, _tilt, points, kind) in acc._states if name == "remove"}
+    assert remove == {(ADAPTIVE_START_POINTS, "upper"), (ADAPTIVE_START_POINTS, "dominated-short")}
     assert acc._epsilons.goal == BRACKET_GOAL
     assert bound.epsilon - bound.epsilon_lower <= PASS_TARGET * bound.epsilon
-    assert bound.epsilon <= bound.epsilon_lower * BRACKET_GOAL
-    # the bracket made before the coarse pass had a goal of its own; tighter than
+    # inside the bracket of the finer pass made before (0.234957, 0.235514), and tighter than
     # dp-accounting's PLD at h = 1e-4 (0.246894)
-    assert bound.epsilon_lower == pytest.approx(0.2349578473813532, rel=1e-9)
-    assert bound.epsilon == pytest.approx(0.23551425823211777, rel=1e-9)
+    assert bound.epsilon_lower == pytest.approx(0.23470296887758124, rel=1e-9)
+    assert bound.epsilon == pytest.approx(0.23568677306915056, rel=1e-9)
+    assert bound.epsilon_lower <= 0.234957 and bound.epsilon >= 0.235514
     assert bound.epsilon <= 0.246894
 
 
@@ -48,5 +50,20 @@ def test_a_far_plain_lower_bound_makes_the_split_before_gentler_tilts() -> None:
     gentler = [i for i, (tilt, kind) in enumerate(coarse) if kind == "dominated" and tilt < main]
     assert gentler and min(gentler) > first_split and len(gentler) == 1
     # the bracket is the one made before the reordering
-    assert bound.epsilon_lower == pytest.approx(0.026060033434236993, rel=1e-9)
+    assert bound.epsilon_lower == pytest.approx(0.026065406496372612, rel=1e-9)
     assert bound.epsilon == pytest.approx(0.026092254739366966, rel=1e-9)
+
+
+def test_many_steps_at_a_moderate_delta_are_composed_tilted() -> None:
+    # q = 1e-3, 1e5 steps, delta = 5e-7 (above UNTILTED_DELTA): the plain FFT's round-off grows
+    # with the number of steps (about 7e-14 each in delta), so the composition is tilted for
+    # delta; the bracket is within the pass target and the plain composition is not made
+    acc = _dp_sgd(1e-3, 100_000)
+    bound = acc.get_epsilon(5e-7)
+    tilts = {tilt for (name, tilt, _points, kind) in acc._states if name == "remove"}
+    assert tilts and min(tilts) > 0
+    assert bound.epsilon - bound.epsilon_lower <= PASS_TARGET * bound.epsilon
+    # a few steps at the same delta stay untilted
+    few = _dp_sgd(1e-3, 1000)
+    few.get_epsilon(5e-7)
+    assert {tilt for (_n, tilt, _p, _k) in few._states} == {0.0}
