@@ -44,7 +44,7 @@ def _proxy(shape: Hashable, values: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         if kind in ("poisson_sampled", "sampled_without_replacement"):
             inner = _proxy(shape[1], values[:, 1:])
-            return values[:, 0] ** 2 * np.expm1(np.minimum(inner, 700.0))
+            return np.asarray(values[:, 0] ** 2 * np.expm1(np.minimum(inner, 700.0)), dtype=float)
         if kind in ("gaussian", "laplace"):
             return np.asarray(1.0 / values[:, 0] ** 2)
         if kind in _EPSILON_KINDS:
@@ -97,9 +97,9 @@ class _Shape:
             found = self.memo[depths] = self.cost_at(self.steps(depths))
         return found
 
-    def cost_at(self, steps: Steps) -> tuple[float, float, int]:
+    def cost_at(self, steps: float | np.ndarray) -> tuple[float, float, int]:
         """(proxy added by rounding up, proxy removed by rounding down, cells) at ``steps``."""
-        layout = steps if isinstance(steps, float) else {self.shape: steps}
+        layout: Steps = steps if isinstance(steps, float) else {self.shape: steps}
         keys = self.table.cell_keys(self.shape, layout)
         order = np.argsort(keys, kind="stable")
         logs, counts, proxy = self.logs[order], self.counts[order], self.proxy[order]
