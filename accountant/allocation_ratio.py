@@ -32,6 +32,7 @@ from scipy import special
 
 from dpledger.accountant.conversions import NDTR_REL
 from dpledger.accountant.discrete_pair import DiscretePair
+from dpledger.accountant.nonnegative_convolution import nonnegative_convolve
 
 Array = NDArray[np.float64]
 
@@ -226,9 +227,8 @@ def _windowed_sum(law: Array, t: int, big: float, h: float) -> tuple[int, Array,
         return off + a, arr[a:b].copy()
 
     def conv(x: tuple[int, Array], y: tuple[int, Array]) -> tuple[int, Array, float]:
-        full = np.convolve(x[1], y[1])
-        terms = min(x[1].size, y[1].size)
-        return x[0] + y[0], full, math.log1p(terms * _U * 1.01 + 2 * _U)
+        full, rel = nonnegative_convolve(x[1], y[1])
+        return x[0] + y[0], full, math.log1p(rel)
 
     base, n_base, base_err = cut(0, law, 1), 1, 0.0
     result: tuple[int, Array] | None = None

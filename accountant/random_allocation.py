@@ -56,6 +56,7 @@ from scipy import special
 from dpledger.accountant.allocation_geometric import geometric_tables
 from dpledger.accountant.allocation_ratio import allocation_sum_pair
 from dpledger.accountant.conversions import NDTR_REL
+from dpledger.accountant.nonnegative_convolution import nonnegative_convolve
 from dpledger.accountant.profiles import (
     DirectedProfiles,
     gaussian_attack_profiles,
@@ -182,10 +183,9 @@ def _grid_law(mu: float, big: float, h: float, direction: str) -> tuple[Array, f
 
 def _convolve(a: Array, b: Array, width: int) -> tuple[Array, float, float]:
     """(a * b on indices < width, the mass beyond, the relative error bound of each entry)."""
-    full = np.convolve(a, b)
+    full, rel = nonnegative_convolve(a, b)
     over = float(full[width:].sum()) * (1 + _U * full.size) if full.size > width else 0.0
-    terms = min(a.size, b.size)
-    return full[:width].copy(), over, terms * _U * 1.01 + 2 * _U
+    return full[:width].copy(), over, rel
 
 
 def _sum_law(law: Array, count: int, reach: Callable[[int], int]) -> tuple[Array, float, float]:
@@ -473,29 +473,25 @@ def allocation_profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # 
     lower curves (the record's k steps shifted); one BLAS thread for all of it, also when an
     accountant is called without :func:`~dpledger.accountant.select.account`."""
     with one_blas_thread():
-        return _profiles(event, adjacency)
-
-
-def _profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # type: ignore[no-untyped-def]
-    table = allocation_table_event(event, adjacency)
-    assert isinstance(table, TabulatedProfileEvent)
-    up = tabulated_profiles(table, adjacency)
-    # the lower curve uses the merged multiplier rounded up (the upper one rounds it down)
-    sigma = math.nextafter(allocation_base(event) * (1 + 3e-12), math.inf)
-    k = event.num_selected
-    if k == event.num_steps:  # every step holds the record: k Gaussian releases
-        low = gaussian_profile(math.nextafter(math.sqrt(k) / sigma * (1 - 1e-15), 0.0))
-        return DirectedProfiles(up.remove, up.add, low, low)
-    pair = allocation_lower_pair(sigma, event.num_steps, k)
-    name = f"allocation_max(k={k} of t={event.num_steps}, gaussian scale={sigma:g})"
-    mu = math.nextafter(1.0 / sigma, 0.0)  # of the remove pair, 1 / sigma rounded down
-    if k == 1:  # and the likelihood ratio of the remove pair
-        forward, backward = gaussian_attack_profiles(pair, mu, event.num_steps, name)
-    else:  # and the lattice sums of the step outputs' likelihood ratios (to SUM_POWERS)
-        forward, backward = lower_pair_profiles(pair, name)
-        for power in SUM_POWERS if k * SUM_POWER_SHARE >= event.num_steps else (1.0,):
-            sum_pair = allocation_sum_pair(mu, event.num_steps, k, power)
-            sum_f, sum_b = lower_pair_profiles(sum_pair, name)
-            forward = larger_profile(forward, sum_f, f"lower({name}, max and sums)")
-            backward = larger_profile(backward, sum_b, f"lower_swapped({name}, max and sums)")
-    return DirectedProfiles(up.remove, up.add, forward, backward)
+        table = allocation_table_event(event, adjacency)
+        assert isinstance(table, TabulatedProfileEvent)
+        up = tabulated_profiles(table, adjacency)
+        # the lower curve uses the merged multiplier rounded up (the upper one rounds it down)
+        sigma = math.nextafter(allocation_base(event) * (1 + 3e-12), math.inf)
+        k = event.num_selected
+        if k == event.num_steps:  # every step holds the record: k Gaussian releases
+            low = gaussian_profile(math.nextafter(math.sqrt(k) / sigma * (1 - 1e-15), 0.0))
+            return DirectedProfiles(up.remove, up.add, low, low)
+        pair = allocation_lower_pair(sigma, event.num_steps, k)
+        name = f"allocation_max(k={k} of t={event.num_steps}, gaussian scale={sigma:g})"
+        mu = math.nextafter(1.0 / sigma, 0.0)  # of the remove pair, 1 / sigma rounded down
+        if k == 1:  # and the likelihood ratio of the remove pair
+            forward, backward = gaussian_attack_profiles(pair, mu, event.num_steps, name)
+        else:  # and the lattice sums of the step outputs' likelihood ratios (to SUM_POWERS)
+            forward, backward = lower_pair_profiles(pair, name)
+            for power in SUM_POWERS if k * SUM_POWER_SHARE >= event.num_steps else (1.0,):
+                sum_pair = allocation_sum_pair(mu, event.num_steps, k, power)
+                sum_f, sum_b = lower_pair_profiles(sum_pair, name)
+                forward = larger_profile(forward, sum_f, f"lower({name}, max and sums)")
+                backward = larger_profile(backward, sum_b, f"lower_swapped({name}, max and sums)")
+        return DirectedProfiles(up.remove, up.add, forward, backward)

@@ -266,7 +266,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.random_allocation.allocation_profiles",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="5f3531bca3456c18e48d72777dce790297424a02312c4b5560771a93640f2e6d",
+        source_sha256="ef6fb4eed2690ae6c09fa1ebede145f2d9cd290fbe9340f7f7aa37b9b69ed0fe",
     ),
     ProofRecord(
         target="dpledger.runtime.ledger_sampling.allocate",
