@@ -369,17 +369,15 @@ def _add_completion(
     many steps.
 
     ``R_P - R_Q = scale sum_i p_i (e^{-eps_i} - 1)`` is summed directly (terms with relative
-    error at most ``(|eps_i| + 4) u``: ``expm1``, the product, and ``eps_i = fl(i h)``; the
-    sum's own rounding bounded for any order), not as the difference of two sums near one;
+    error at most ``(|eps_i| + 4) u``: ``expm1``, the product, and ``eps_i = fl(i h)``;
+    ``fsum`` rounds once), not as the difference of two sums near one;
     ``r_p_lo`` is a lower bound of ``R_P``. When the sign of the imbalance is not certain, only
     ``a`` is added, below ``R_P`` less the larger of the two possible ``b``."""
     terms = p * np.expm1(-eps)
-    n = terms.size
-    s_d = float(np.sum(terms))
-    # any order of summation errs by at most (n - 1) u sum |t| (with the sum of |t| itself
-    # rounded by as much again); each term by (|eps_i| + 4) u |t_i|
-    spread = float(np.sum(np.abs(terms) * (np.abs(eps) + 4.0 + n)))
-    err = 1.01 * U * spread * (1 + 2 * n * U) + 1e-300
+    s_d = math.fsum(terms.tolist())  # correctly rounded: errs by u |s_d|
+    # each term errs by (|eps_i| + 4) u |t_i|; their sum is bounded in any order of summation
+    spread = float(np.sum(np.abs(terms) * (np.abs(eps) + 4.0))) * (1 + 2 * U * terms.size)
+    err = U * abs(s_d) + 1.01 * U * spread + 1e-300
     d_lo = scale * (s_d - err)
     d_hi = scale * (s_d + err)
     d_lo -= 2 * U * abs(d_lo) + 1e-300
