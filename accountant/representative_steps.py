@@ -148,6 +148,9 @@ def weighted_steps(
     total = sum(s.total for s in shapes)
     if not (math.isfinite(total) and total > 0):
         return None
+    spread = [d for s in shapes for d, w in zip(s.deepest, s.weighted, strict=True) if w and d]
+    if len(spread) <= 1:
+        return None  # one parameter varies: equal widths on the finer grid are as good
     limit = table.count(uniform)
     depths = {s.shape: tuple(0 for _ in s.weighted) for s in shapes}
     for _ in range(MAX_REFINEMENTS):
