@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -82,15 +83,26 @@ def test_every_builtin_method_is_certified_and_verified(tmp_path: Path, capfd: A
     _certify_and_verify(FAST, tmp_path, capfd)
 
 
-@pytest.fixture
-def run_dir(tmp_path: Path, capfd: Any) -> Path:
-    np.save(tmp_path / "data.npy", np.linspace(0.0, 1.0, 11))
-    (tmp_path / "g.toml").write_text(CONFIG)
-    out = tmp_path / "out"
-    args = ["run", "gaussian_mechanism", "--config", str(tmp_path / "g.toml")]
+@pytest.fixture(scope="module")
+def honest_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One honest run of the builtin Gaussian mechanism, made once for the module."""
+    where = tmp_path_factory.mktemp("honest")
+    np.save(where / "data.npy", np.linspace(0.0, 1.0, 11))
+    (where / "g.toml").write_text(CONFIG)
+    out = where / "out"
+    args = ["run", "gaussian_mechanism", "--config", str(where / "g.toml")]
     assert main([*args, "--out", str(out), "--seed", "3"]) == 0
     honest = gaussian_epsilon(2.0, 1e-5)
-    assert honest <= _epsilon(capfd.readouterr().out) <= honest * (1 + 1e-4)
+    written = json.loads((out / "ledger.json").read_text())["privacy"]["epsilon"]
+    assert honest <= written <= honest * (1 + 1e-4)
+    return out
+
+
+@pytest.fixture
+def run_dir(honest_run: Path, tmp_path: Path) -> Path:
+    """A copy of the honest run that a test may edit."""
+    out = tmp_path / "out"
+    shutil.copytree(honest_run, out)
     return out
 
 
