@@ -161,21 +161,24 @@ def _bound_bucket(
 
 
 def _merge(*parts: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    """Partial aggregates summed per key, exactly (Python integers)."""
-    totals: dict[str, list[int]] = {}
+    """Partial aggregates summed per key, exactly (Python integers; one dict per column, so
+    that no container is made per key for the garbage collector to walk)."""
+    counts: dict[str, int] = {}
+    sums: dict[str, int] = {}
+    units: dict[str, int] = {}
     for part in parts:
-        for key, count, total, units in zip(
+        for key, count, total, held in zip(
             part["key"], part["count"], part["sum"], part["units"], strict=True
         ):
-            row = totals.setdefault(str(key), [0, 0, 0])
-            row[0] += int(count)
-            row[1] += int(total)
-            row[2] += int(units)
+            name = str(key)
+            counts[name] = counts.get(name, 0) + int(count)
+            sums[name] = sums.get(name, 0) + int(total)
+            units[name] = units.get(name, 0) + int(held)
     return {
-        "key": list(totals),
-        "count": [r[0] for r in totals.values()],
-        "sum": [r[1] for r in totals.values()],
-        "units": [r[2] for r in totals.values()],
+        "key": list(counts),
+        "count": list(counts.values()),
+        "sum": list(sums.values()),
+        "units": list(units.values()),
     }
 
 
