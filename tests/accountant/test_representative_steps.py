@@ -108,3 +108,39 @@ def test_weighted_rounding_never_crosses_the_unrounded_bounds(leaves: list[Event
     rounded = _pld(event, 6)
     assert rounded.epsilon >= exact.epsilon_lower * (1 - 1e-9)
     assert rounded.epsilon_lower <= exact.epsilon * (1 + 1e-9)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(leaves=st.lists(_LEAVES, min_size=10, max_size=40, unique=True))
+def test_weighted_rounding_never_crosses_the_unrounded_bounds_wide(leaves: list[Event]) -> None:
+    test_weighted_rounding_never_crosses_the_unrounded_bounds.hypothesis.inner_test(leaves)  # type: ignore[attr-defined]
+
+
+def test_a_weighted_layout_brackets_the_unrounded_composition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dpledger.accountant.pld_components as components
+
+    rng = np.random.default_rng(0)  # a draw where the weighted layout rounds less
+    leaves: list[Event] = [RandomizedResponseEvent(float(e)) for e in rng.uniform(0.05, 0.5, 4)]
+    leaves += [LaplaceEvent(float(b)) for b in rng.uniform(2, 8, 4)]
+    leaves += [
+        PoissonSampledEvent(float(q), GaussianEvent(float(s)))
+        for q, s in zip(rng.uniform(0.01, 0.1, 5), rng.uniform(0.8, 2, 5), strict=True)
+    ]
+    used = []
+    weighted = components.weighted_steps
+
+    def spy(table: Table, uniform: float) -> object:
+        found = weighted(table, uniform)
+        used.append(found is not None)
+        return found
+
+    monkeypatch.setattr(components, "weighted_steps", spy)
+    event = ComposedEvent(leaves)
+    exact = _pld(event, 1000)
+    rounded = _pld(event, 6)
+    assert used == [True]
+    assert rounded.epsilon >= exact.epsilon_lower * (1 - 1e-9)
+    assert rounded.epsilon_lower <= exact.epsilon * (1 + 1e-9)
