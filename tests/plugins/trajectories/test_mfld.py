@@ -175,7 +175,7 @@ def test_run_rejects_bad_input() -> None:
 
 
 def test_run_refuses_a_diverging_step() -> None:
-    d = make_multimodal(N=40, T=8, seed=0)
+    d = make_multimodal(N=20, T=3, seed=0)
     p = TrajectoryParams(m=6, K=40, eta=0.5, radius=d.radius, center=d.center)
     with pytest.raises(InvalidParameterError) as err:
         mfld.run(d.marginals, p, noise=RecordingNoise(0))
