@@ -18,6 +18,7 @@ import numpy as np
 from dpledger.accountant.pld_compositions import UNTILTED_DELTA, Compositions
 from dpledger.accountant.pld_prepared import Prepared
 from dpledger.accountant.pld_read import epsilon_for, lower_shift
+from dpledger.accountant.pld_split import cuts_tails
 from dpledger.accountant.pld_tilt import THETAS, chernoff_epsilon, log_mgf_total, tilt_for_delta
 
 __all__ = [
@@ -241,6 +242,12 @@ class EpsilonSearch:
         if goal is not None and tilt > 0:
             best = max(best, self._short_dominated(prep, name, tilt, delta, goal))
             if best >= goal:
+                return best
+            # far below, where the split compositions apply, they come next: this tilt's
+            # plain lower bounds are far below too (a heavy step's tail), and gentler tilts
+            # follow if the split leaves the bracket wide
+            far = best * EARLY_SPLIT_RATIO < goal * self.goal
+            if far and cuts_tails(prep.coarse[name], delta):
                 return best
         dominated = self.cache.composed(prep, name, tilt, delta, "dominated")
         if dominated is not None:

@@ -75,6 +75,14 @@ def _loss_cut(pld: DiscretePLD, loss: float) -> int:
     return min(max(math.ceil(loss / pld.h - 1e-9) - pld.offset, 0), pld.masses.size)
 
 
+def cuts_tails(plds: Components, delta: float) -> bool:
+    """Whether :func:`compose_split` would cut ``plds`` for ``delta`` (some component, and at
+    most MAX_SPLIT_COMPONENTS, has a tail to cut); on a coarse grid, an estimate of it."""
+    per_component = split_budget(delta) / MAX_SPLIT_COMPONENTS
+    cut = [pld for pld, count in plds if _cuttable(pld, _tail_start(pld, per_component / count))]
+    return 0 < len(cut) <= MAX_SPLIT_COMPONENTS
+
+
 def compose_split(
     plds: Components,
     window: tuple[float, float],

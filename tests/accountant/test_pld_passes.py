@@ -57,10 +57,15 @@ def test_a_far_plain_lower_bound_makes_the_split_before_gentler_tilts() -> None:
 def test_many_steps_at_a_moderate_delta_are_composed_tilted() -> None:
     # q = 1e-3, 1e5 steps, delta = 5e-7 (above UNTILTED_DELTA): the plain FFT's round-off grows
     # with the number of steps (about 7e-14 each in delta), so the composition is tilted for
-    # delta; the bracket is within the pass target and the plain composition is not made
+    # delta (and split by heavy-tail steps where its lower bound is far below); the bracket
+    # is within the pass target and no untilted composition is made
     acc = _dp_sgd(1e-3, 100_000)
     bound = acc.get_epsilon(5e-7)
-    tilts = {tilt for (name, tilt, _points, kind) in acc._states if name == "remove"}
+    tilts = {
+        tilt
+        for (name, tilt, _points, kind) in acc._states
+        if name == "remove" and not kind.startswith("split")
+    }
     assert tilts and min(tilts) > 0
     assert bound.epsilon - bound.epsilon_lower <= PASS_TARGET * bound.epsilon
     # a few steps at the same delta stay untilted
