@@ -72,3 +72,17 @@ def test_many_steps_at_a_moderate_delta_are_composed_tilted() -> None:
     few = _dp_sgd(1e-3, 1000)
     few.get_epsilon(5e-7)
     assert {tilt for (_n, tilt, _p, _k) in few._states} == {0.0}
+
+
+def test_a_pass_whose_dominated_pairs_fail_only_doubles_the_points() -> None:
+    # q = 1e-4, 100 steps, delta = 1e-15: on the first grid (h ~ 1e-4, about the curve's bend
+    # at log(1 - q)) the dominated pairs cannot be certified and the chord's lower bound is 26 %
+    # below; its gap says nothing of the pairs', so the next pass doubles the points (instead
+    # of 10x), where the split compositions bracket within 0.01 %
+    acc = _dp_sgd(1e-4, 100)
+    bound = acc.get_epsilon(1e-15)
+    remove = {points for (name, _tilt, points, _kind) in acc._states if name == "remove"}
+    assert remove == {ADAPTIVE_START_POINTS, 2 * ADAPTIVE_START_POINTS}
+    assert bound.epsilon - bound.epsilon_lower <= 1e-4 * bound.epsilon
+    # the former 10x finer pass's bracket [0.175611, 0.175613] overlaps it
+    assert bound.epsilon_lower <= 0.175613 and bound.epsilon >= 0.175611
