@@ -115,8 +115,10 @@ class RDPAccountant(Accountant):
 
     # -- support ---------------------------------------------------------------------------
     def _unsupported_reason(self, event: Event) -> str | None:
-        flat = flatten(event)
-        self._walked = (event, flat)  # compose checks the event it then adds: walk it once
+        walked, flat = self._walked
+        if event is not walked:  # compose checks again the event just checked: walk it once
+            flat = flatten(event)
+            self._walked = (event, flat)
         for leaf in dict(flat):
             reason = self._leaf_reason(leaf)
             if reason is not None:

@@ -286,8 +286,10 @@ def _expensive(
             "skipped: PRV cross-check runs on request only (crosscheck=True, "
             "dpledger account --crosscheck); it never gave the reported bound"
         )
+    if not _tight(candidates):
+        return None  # PLD declined or left a loose bracket: the cross-check may narrow it
     distinct = len({leaf for leaf, _ in flatten(event)})
-    if distinct > CHEAP_DISTINCT_LEAVES and _tight(candidates):
+    if distinct > CHEAP_DISTINCT_LEAVES:
         return (
             f"skipped: {distinct} distinct releases exceed the default cross-check size "
             f"({CHEAP_DISTINCT_LEAVES}) and the PLD bracket is within "
