@@ -59,16 +59,20 @@ def _log_ndtr_diff_delta(a: Array, eps: Array, mu: float) -> Array:
     e^{-z^2/2} / 2 their Gaussian parts cancel exactly against eps, leaving
     diff = [eps - mu (mu/2 - a)] + log(erfcx((mu - a)/sqrt 2) / erfcx(-a/sqrt 2)).
     """
+    a, eps = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(eps, dtype=float))
     la = special.log_ndtr(a)
-    lb = special.log_ndtr(a - mu)
+    deep = a < -1.0
+    # each point's diff by one of the two forms (the other is not computed there)
+    diff = np.empty(a.shape)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        diff = eps + lb - la
-        deep = a < -1.0
+        near = ~deep
+        diff[near] = eps[near] + special.log_ndtr(a[near] - mu) - la[near]
         if np.any(deep):
-            e_near = special.erfcx(-a / math.sqrt(2))
-            e_far = special.erfcx((mu - a) / math.sqrt(2))
+            ad = a[deep]
+            e_near = special.erfcx(-ad / math.sqrt(2))
+            e_far = special.erfcx((mu - ad) / math.sqrt(2))
             ratio = np.log1p((e_far - e_near) / e_near)
-            diff = np.where(deep, (eps - mu * (mu / 2 - a)) + ratio, diff)
+            diff[deep] = (eps[deep] - mu * (mu / 2 - ad)) + ratio
         out = np.exp(la) * -np.expm1(np.minimum(diff, 0.0))
     return np.where(diff >= 0, 0.0, out)
 
