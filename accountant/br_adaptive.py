@@ -220,11 +220,14 @@ def _epsilon_lower(low: np.ndarray, up: np.ndarray, h: float, delta: float) -> f
 def _delta_upper(up: np.ndarray, h: float, eps: float) -> float:
     """The chord (in e^x) of the upper values at ``eps``, rounded up (F is convex in e^x)."""
     a = min(int(eps / h), up.size - 2)
-    while a > 0 and a * h * (1 - 4 * U) > eps:
+    while a > 0 and a * h * (1 + 4 * U) > eps:
         a -= 1
     ua, ub = float(up[a]), float(up[a + 1])
-    frac = math.expm1(eps - a * h) / math.expm1(h) if eps > a * h else 0.0
-    ends = (max(0.0, frac * (1 - 16 * U) - 8 * U), min(1.0, frac * (1 + 16 * U) + 8 * U))
+    # the lattice position a * eps0 / N lies within a * h * (1 +- 4u), whatever a is
+    near, far = a * h * (1 + 4 * U), a * h * (1 - 4 * U)
+    low = math.expm1(max(eps - near, 0.0)) / math.expm1(h * (1 + 4 * U))
+    high = math.expm1(max(eps - far, 0.0)) / math.expm1(h * (1 - 4 * U))
+    ends = (max(0.0, low * (1 - 16 * U) - 8 * U), min(1.0, high * (1 + 16 * U) + 8 * U))
     value = max(ua + f * (ub - ua) for f in ends)
     return min(1.0, (value + 4 * U * max(ua, ub)) * (1 + 4 * U) + TINY)
 

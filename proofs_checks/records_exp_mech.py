@@ -99,7 +99,7 @@ EXP_MECH_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.br_adaptive._delta_upper",
         status="contrib",
         proof="proofs_checks/br_adaptive/proof.md",
-        source_sha256="762be8e59c4a2d9641d5f5c09dc3922589ef50faae51c88fbb9c5e4b711e75d0",
+        source_sha256="dd65c7b6593f37574308dc7c5ba54714e0fcf5f279db97b09f3845bcdf52eb46",
     ),
     ProofRecord(
         target="dpledger.accountant.br_adaptive._delta_lower",
