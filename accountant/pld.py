@@ -49,6 +49,7 @@ from dpledger.accountant.pld_compositions import (
     UPPER_WINDOW_POINTS,
     WINDOW_TAIL_REL,
     Compositions,
+    _resolution,
 )
 from dpledger.accountant.pld_delta import (
     DELTA_BRACKET_GOAL,
@@ -102,6 +103,7 @@ __all__ = [
     "DELTA_ABSOLUTE",
     "DELTA_BRACKET_GOAL",
     "EXTENDED_WINDOW_POINTS",
+    "FIRST_PASS_WINDOW",
     "FULL_RESOLUTION_COMPONENTS",
     "GROWTH_POWER",
     "MAX_BUCKETS",
@@ -117,6 +119,7 @@ __all__ = [
     "MIN_NOISE",
     "MIN_POINTS",
     "MIN_SCREEN_POINTS",
+    "MIN_START_POINTS",
     "PASS_TARGET",
     "REPRESENTATIVE_STEP",
     "ROOT_STEPS",
@@ -143,6 +146,12 @@ TARGET_POINTS = 1 << 18
 #: adaptive epsilon queries start at this many grid points and refine until the bracket is
 #: narrower than BRACKET_TARGET (relative) or BRACKET_ABSOLUTE
 ADAPTIVE_START_POINTS = 1 << 14
+#: at a delta of interest of at least UNTILTED_DELTA the first pass's windows hold at most
+#: this many points (its grid points are lowered by quarter octaves, down to
+#: MIN_START_POINTS, until they do): with dominated pairs a coarser first pass of a long run
+#: usually brackets within PASS_TARGET already
+FIRST_PASS_WINDOW = 1 << 19
+MIN_START_POINTS = 1 << 10
 #: refinement stops when a finer pass left at least this fraction of the bracket's width
 STALLED_GAP = 0.9
 #: ... and once a pass's bracket is narrower than PASS_TARGET (relative; a coarse pass spends
@@ -290,7 +299,7 @@ class PLDAccountant(Accountant):
         if single is not None:
             return single
         full = self.target_points
-        points = min(full, ADAPTIVE_START_POINTS)
+        points = start = self._start_points(min(full, ADAPTIVE_START_POINTS), delta)
         uppers: dict[str, float] = {}  # certified upper bound per direction, coarsest pass
         previous = math.inf
         try:
@@ -299,7 +308,7 @@ class PLDAccountant(Accountant):
                 self._cache.floored = False
                 # a pass that may end the query spends on its lower bound only until the
                 # bracket is within PASS_TARGET; the passes after it aim at BRACKET_GOAL
-                first = points == min(full, ADAPTIVE_START_POINTS) and points < full
+                first = points == start and points < full
                 self._epsilons.goal = 1.0 + PASS_TARGET if first else BRACKET_GOAL
                 bound = self._epsilon_at(delta, uppers)
                 gap = bound.epsilon - bound.epsilon_lower
@@ -326,6 +335,21 @@ class PLDAccountant(Accountant):
         finally:
             self._cache.points = full
             self._epsilons.goal = BRACKET_GOAL
+
+    def _start_points(self, points: int, delta: float) -> int:
+        """The first pass's grid points: ``points``; at a delta of interest of at least
+        UNTILTED_DELTA, lowered by quarter octaves while its windows (grown with the number of
+        steps, :func:`~dpledger.accountant.pld_compositions._resolution`) would exceed
+        FIRST_PASS_WINDOW points (at smaller deltas a heavy step's tilt needs them)."""
+        prep = self._prepared()
+        if prep is None or delta < UNTILTED_DELTA:
+            return points
+        total = sum(k for _, k in prep.comps)
+        while points > MIN_START_POINTS and (
+            _resolution(points, len(prep.comps), total) > FIRST_PASS_WINDOW
+        ):
+            points = int(points / 2**0.25)
+        return points
 
     def _undominated(self, points: int) -> bool:
         """Whether a dominated-pair composition of the pass at ``points`` could not be

@@ -86,3 +86,13 @@ def test_a_pass_whose_dominated_pairs_fail_only_doubles_the_points() -> None:
     assert bound.epsilon - bound.epsilon_lower <= 1e-4 * bound.epsilon
     # the former 10x finer pass's bracket [0.175611, 0.175613] overlaps it
     assert bound.epsilon_lower <= 0.175613 and bound.epsilon >= 0.175611
+
+
+def test_a_long_run_at_a_moderate_delta_starts_on_a_coarser_grid() -> None:
+    # the first pass's windows hold at most FIRST_PASS_WINDOW points at delta >= UNTILTED_DELTA
+    # (1e7 steps would otherwise get 2^20): one pass brackets within PASS_TARGET
+    acc = _dp_sgd(1e-4, 10_000_000)
+    assert acc._start_points(ADAPTIVE_START_POINTS, 1e-5) < ADAPTIVE_START_POINTS
+    assert acc._start_points(ADAPTIVE_START_POINTS, 1e-15) == ADAPTIVE_START_POINTS
+    short = _dp_sgd(1e-4, 100_000)
+    assert short._start_points(ADAPTIVE_START_POINTS, 1e-5) == ADAPTIVE_START_POINTS
