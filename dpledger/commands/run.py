@@ -14,11 +14,10 @@ import argparse
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from dpledger.accountant import select
 from dpledger.commands._budget_run import add_budget_options, book_run
 from dpledger.commands._inputs import (
     data_path_of,
@@ -33,10 +32,10 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import Declaration, stated_for_unit, unit_adjacency
 from dpledger.core.events import Event
 from dpledger.core.validation import DEFAULT_DELTA
-from dpledger.report.numbers import fmt_up
-from dpledger.runtime import session
-from dpledger.runtime.run_dir import write_run_dir
 from dpledger.runtime.run_record import RunRecord, check_run_dirs_free, private_dir
+
+if TYPE_CHECKING:  # the accountant and the run session load where a run is made, not to parse
+    from dpledger.accountant.select import Selection
 
 __all__ = [
     "RunRefused",
@@ -128,6 +127,8 @@ def run_here(
     delta = query_delta(args, config, getattr(params, "delta", None))
     data_path = data_path_of(args, config)
     data = load_data(data_path) if data_path is not None else None
+    from dpledger.runtime import session
+
     # one frozen declaration, accounted before any noise is drawn, enforced by the ledger and
     # written to the run record: declare() is called exactly once
     plan = session.plan(spec, params, adjacency, host.lower, delta=delta)
@@ -138,9 +139,11 @@ def run_here(
 
 def account_declaration(
     host: Any, declaration: Declaration, adjacency: Adjacency, *, method: str, delta: float
-) -> tuple[Event, tuple[str, ...], select.Selection]:
+) -> tuple[Event, tuple[str, ...], Selection]:
     """A declaration made elsewhere (a third-party method's, by a worker) stated per privacy
     unit, the lifting rules used, and its certified bound."""
+    from dpledger.accountant import select
+
     core_event = host.lower(declaration.event, adjacency)
     per_unit, rules = stated_for_unit(core_event, declaration.unit, adjacency, release=method)
     return per_unit, rules, select.account(per_unit, unit_adjacency(adjacency), delta=delta)
@@ -152,7 +155,7 @@ def publish(
     result: Any,
     per_unit: Event | None = None,
     rules: tuple[str, ...] = (),
-    selection: select.Selection | None = None,
+    selection: Selection | None = None,
     *,
     replies: Sequence[Mapping[str, Any]] = (),
     certify: Callable[[Path], None] | None = None,
@@ -161,6 +164,9 @@ def publish(
     (``per_unit``, ``rules``, ``selection``: the accounting of a record built without it;
     ``replies``: third-party declarations already made by a worker, handed to the room;
     ``certify``: the confirmation, by default a clean room's)."""
+    from dpledger.runtime import session
+    from dpledger.runtime.run_dir import write_run_dir
+
     if per_unit is not None and selection is not None:
         record = attrs.evolve(
             record,
@@ -226,6 +232,8 @@ def headline(
 ) -> str:
     """The one line ``dpledger run`` prints: the certified bound, or that there is none; the
     unit is the one the method bounds itself (``protects``), else the adjacency's."""
+    from dpledger.core.printed_numbers import fmt_up
+
     eps = bound.get("epsilon")
     where = f"{bound.get('method')}, {protects or adjacency.describe()}"
     if not isinstance(eps, int | float) or not math.isfinite(eps):
