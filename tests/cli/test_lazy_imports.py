@@ -65,6 +65,8 @@ def test_command_help_loads_only_its_module(command: str) -> None:
     assert f"dpledger.commands.{command}" in names
     if command not in ("run", "audit"):  # running a method or an audit needs numpy anyway
         assert "scipy.stats" not in names and "networkx" not in names
+    if command == "run":  # the accountant and the run session load where a run is made
+        assert not names & {"dpledger.accountant.select", "dpledger.runtime.session"}
     others = {f"dpledger.commands.{c}" for c in cli.COMMANDS if c != command}
     # commands share helpers through dpledger.commands._shared and ._inputs, never each other
     assert not names & others
