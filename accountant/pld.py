@@ -328,10 +328,7 @@ class PLDAccountant(Accountant):
                     return bound
                 previous = gap
                 ratio = gap / max(0.8 * BRACKET_TARGET * bound.epsilon, BRACKET_ABSOLUTE)
-                # a grid too coarse for the dominated pairs leaves the chord's lower bound,
-                # whose gap says nothing of theirs: the next pass only doubles the points
-                most = 2.0 if self._undominated(points) else math.inf
-                points = _finer_points(points, full, ratio, least=2.0, most=most)
+                points = _finer_points(points, full, ratio, least=2.0, most=math.inf)
         finally:
             self._cache.points = full
             self._epsilons.goal = BRACKET_GOAL
@@ -350,14 +347,6 @@ class PLDAccountant(Accountant):
         ):
             points = int(points / 2**0.25)
         return points
-
-    def _undominated(self, points: int) -> bool:
-        """Whether a dominated-pair composition of the pass at ``points`` could not be
-        certified (the grid is too coarse for the curves' bends)."""
-        return any(
-            value is None and key[2] == points and key[3] == "dominated"
-            for key, value in self._cache.states.items()
-        )
 
     def _single_leaf_epsilon(self, delta: float) -> EpsilonBound | None:
         """One leaf released once: epsilon(delta) is the root of its profile
