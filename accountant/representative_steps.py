@@ -86,7 +86,8 @@ class _Shape:
 
     def steps(self, depths: tuple[int, ...]) -> np.ndarray:
         """The step per parameter (unweighted parameters: the finest weighted one's)."""
-        widths = self.top / 2.0 ** np.array(depths, dtype=float)
+        # a width beyond e^700 rounds nothing more finely, and its step would overflow
+        widths = np.minimum(self.top / 2.0 ** np.array(depths, dtype=float), 700.0)
         finest = float(np.min(widths[self.weighted]))
         return np.asarray(np.expm1(np.where(self.weighted, widths, finest)), dtype=float)
 

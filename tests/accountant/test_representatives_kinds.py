@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import dpledger.accountant.pld as pld_module
@@ -97,7 +97,8 @@ def _compare(leaves: list[Event], adjacency: Adjacency) -> None:
     event = ComposedEvent(leaves)
     exact = _pld(event, adjacency, 1000)
     rounded = _pld(event, adjacency, 3)
-    assert rounded.details.get("representative_step") is not None
+    # unsampled Gaussians merge into one first: a draw may leave no more than 3 leaves to round
+    assume(rounded.details.get("representative_step") is not None)
     assert rounded.epsilon >= exact.epsilon_lower * (1 - SLACK)
     assert rounded.epsilon_lower <= exact.epsilon * (1 + SLACK)
     if adjacency is ADD:
