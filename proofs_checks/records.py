@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dpledger.proofs_checks.proof_record import ProofRecord
 from dpledger.proofs_checks.records_exp_mech import EXP_MECH_RECORDS
+from dpledger.proofs_checks.records_pld import PLD_DOMINATED_RECORDS
 
 __all__ = ["PENDING", "RECORDS"]
 
@@ -569,3 +570,5 @@ PENDING: tuple[tuple[str, str, str], ...] = ()
 
 #: the exponential mechanism's records live in a module of their own (this one is full)
 RECORDS += EXP_MECH_RECORDS
+#: the dominated pair's helpers: each carries a rule of its proof
+RECORDS += PLD_DOMINATED_RECORDS

@@ -29,7 +29,11 @@ _RECORD_RE = (
 
 
 #: the files that hold records: the registry's, then the exponential mechanism's
-RECORD_FILES = (REGISTRY_FILE, REGISTRY_FILE.with_name("records_exp_mech.py"))
+RECORD_FILES = (
+    REGISTRY_FILE,
+    REGISTRY_FILE.with_name("records_exp_mech.py"),
+    REGISTRY_FILE.with_name("records_pld.py"),
+)
 
 
 def update_hash(target: str, path: Path | None = None) -> str:

@@ -68,6 +68,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dpledger.proofs_checks.registry_cli",
             "dpledger.proofs_checks.records",
             "dpledger.proofs_checks.records_exp_mech",
+            "dpledger.proofs_checks.records_pld",
             "dpledger.proofs_checks.proof_record",
             "dpledger.proofs_checks.check_registry",
         ),

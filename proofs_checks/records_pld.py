@@ -1,0 +1,50 @@
+"""The proof records of the PLD dominated pair's helpers (data of
+:mod:`dpledger.proofs_checks.registry`, appended to its records): the rules of
+``discretise_lower`` live in these functions, so a change to any of them makes the pair's
+proof stale. ``python -m dpledger.proofs_checks.registry --update TARGET`` refreshes a hash
+here too; a new record of this proof is added here by hand, in the same form."""
+
+from __future__ import annotations
+
+from dpledger.proofs_checks.proof_record import ProofRecord
+
+__all__ = ["PLD_DOMINATED_RECORDS"]
+
+PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._segment_limits",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="373c0b25cba170431e4bef384147fb5da6e2d2c1126f0db80a9c77a911208dcb",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._mid_limits",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="da6b9b2a09a0116533da97d2ed3b5be94642a0b3f67dc24818f9afee1c53ff4c",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._points_below",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="2617f939d3602cd1379e3322bd7856cb24bf6162e0540348bf07ec9e043ab420",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._minorant_masses",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="4e4c9ba81cea8157dae0ceb380b9375aa771a658737b560f23309b1e4fa9582e",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._certified_lower",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="caf7dfea123260efc4e0efba24517757d89c5b3e02e04113108492d379ac9007",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._add_completion",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="e3918e92fc23b236d47e82ed4e5f1df98a7bb245f27477c903fed4a1e016ba33",
+    ),
+)
