@@ -9,12 +9,14 @@ mismatch is named; the exit code is 1 when there is any.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import attrs
 
@@ -32,15 +34,60 @@ CLEAN = "recomputed in a clean room (an isolated interpreter that loads no third
 
 
 def serve(request: Mapping[str, Any]) -> int:
-    """Check every target; the worst exit code (a mismatch anywhere is 1)."""
+    """Check every target; the worst exit code (a mismatch anywhere is 1). What the targets
+    print is held until every one could be checked: a target that needs third-party
+    declarations makes the command run again once they are given, and the targets before it
+    must not be printed twice."""
     codes = []
-    for target in request["options"]["targets"]:
-        path = Path(target)
-        code = verify_run(path, request) if path.is_dir() else _verify_file(target, request)
-        if code == NEEDS_DECLARATIONS:
-            return code
-        codes.append(code)
+    held = _HeldOutput()
+    try:
+        with held:
+            for target in request["options"]["targets"]:
+                path = Path(target)
+                code = verify_run(path, request) if path.is_dir() else _verify_file(target, request)
+                if code == NEEDS_DECLARATIONS:
+                    held.discard()
+                    return code
+                codes.append(code)
+    finally:
+        held.replay()
     return max(codes)
+
+
+class _HeldOutput(contextlib.AbstractContextManager["_HeldOutput"]):
+    """Standard output and error written inside it, kept in their order to be replayed."""
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[TextIO, str]] = []
+        self._redirects = contextlib.ExitStack()
+
+    def __enter__(self) -> _HeldOutput:
+        out, err = sys.stdout, sys.stderr
+        self._redirects.enter_context(contextlib.redirect_stdout(_Recorder(self._parts, out)))
+        self._redirects.enter_context(contextlib.redirect_stderr(_Recorder(self._parts, err)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._redirects.close()
+
+    def discard(self) -> None:
+        self._parts.clear()
+
+    def replay(self) -> None:
+        for stream, text in self._parts:
+            stream.write(text)
+        self._parts.clear()
+
+
+class _Recorder(io.TextIOBase):
+    """A text stream that records each write for ``stream``."""
+
+    def __init__(self, parts: list[tuple[TextIO, str]], stream: TextIO) -> None:
+        self._parts, self._stream = parts, stream
+
+    def write(self, text: str) -> int:
+        self._parts.append((self._stream, text))
+        return len(text)
 
 
 def _verify_file(target: str, request: Mapping[str, Any]) -> int:

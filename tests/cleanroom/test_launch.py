@@ -88,3 +88,59 @@ def test_a_room_whose_question_is_not_answered_exits_asking(tmp_path: Path) -> N
         code = launch._launch(tree, request, lambda: None)
     assert code == NEEDS_DECLARATIONS
     assert "clipped_sum" in (tmp_path / "needs.json").read_text()
+
+
+def test_verify_prints_each_target_once_when_a_later_one_needs_a_declaration(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The first target is checked before the room learns that the second needs the
+    template's declaration; the room then runs the command again, and the first target's
+    result is printed once."""
+    pytest.importorskip("dpledger_plugin_template")
+    import numpy as np
+
+    np.save(tmp_path / "column.npy", np.linspace(0.0, 1.0, 11))
+    np.save(tmp_path / "rows.npy", np.linspace(0.0, 1.0, 22).reshape(11, 2))
+    (tmp_path / "g.toml").write_text(
+        'data = "column.npy"\ndelta = 1e-5\n[params]\nsensitivity = 1.0\nnoise_multiplier = 2.0\n'
+    )
+    (tmp_path / "t.toml").write_text(
+        'data = "rows.npy"\ndelta = 1e-5\n[params]\nclip = 1.0\nnoise_multiplier = 2.0\n'
+    )
+    first, second = tmp_path / "builtin", tmp_path / "template"
+    assert (
+        main(
+            [
+                "run",
+                "gaussian_mechanism",
+                "--config",
+                str(tmp_path / "g.toml"),
+                "--out",
+                str(first),
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "run",
+                "clipped_sum",
+                "--config",
+                str(tmp_path / "t.toml"),
+                "--out",
+                str(second),
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
+    )
+    capfd.readouterr()
+    assert main(["verify", str(first), str(second)]) == 0
+    out = capfd.readouterr().out
+    assert out.count(f"verified: {first}: ") == 1, out
+    assert out.count(f"verified: {second}: ") == 1, out
+    assert out.index(f"verified: {first}: ") < out.index(f"verified: {second}: ")
