@@ -11,6 +11,7 @@ as any: an answer is evidence it weighs, never a number it takes).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -79,8 +80,11 @@ def _launch(tree: Path, request: Mapping[str, Any], next_request: NextRequest) -
                 following = next_request()
                 if following is None:
                     break
-                answers.write(json.dumps(following) + "\n")
-                answers.flush()
+                try:
+                    answers.write(json.dumps(following) + "\n")
+                    answers.flush()
+                except BrokenPipeError:  # the room has gone: its exit code says why
+                    break
         except BaseException:
             room.kill()
             room.wait()
@@ -91,7 +95,8 @@ def _launch(tree: Path, request: Mapping[str, Any], next_request: NextRequest) -
 def _send(room: subprocess.Popen[str], request: Mapping[str, Any]) -> None:
     """Write the first request on the room's standard input and close it."""
     assert room.stdin is not None
-    with room.stdin as stdin:
+    # a room that refuses before it reads (not isolated) has said why: its exit code stands
+    with contextlib.suppress(BrokenPipeError), room.stdin as stdin:
         stdin.write(json.dumps(request))
 
 

@@ -164,7 +164,9 @@ class _Conversation:
 
 
 def write_needs(request: Mapping[str, Any], needs: list[dict[str, Any]]) -> int:
-    """Ask the parent for third-party declarations; the room is run again with them (in the
-    same interpreter when it was launched with a conversation, else started anew)."""
+    """Ask the parent for third-party declarations; the command is run again, in the same
+    interpreter, on a request that carries them. A command asks before it prints anything
+    (what it printed would be printed again): one that checks several targets holds their
+    output until each could be checked (``verify_room``)."""
     Path(request["needs_file"]).write_text(json.dumps(needs), encoding="utf-8")
     return NEEDS_DECLARATIONS
