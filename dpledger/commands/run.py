@@ -31,6 +31,7 @@ from dpledger.commands._shared import add_plugin_options, host_from_args
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.declaration import Declaration, stated_for_unit, unit_adjacency
 from dpledger.core.events import Event
+from dpledger.core.printed_numbers import fmt_up
 from dpledger.core.validation import DEFAULT_DELTA
 from dpledger.runtime.run_record import RunRecord, check_run_dirs_free, private_dir
 
@@ -121,14 +122,14 @@ def run_here(
 ) -> int:
     """Plan, execute and publish a run of ``args.method`` in this process through the run
     session; ``certify`` confirms the staged run directory before it is moved into place."""
+    from dpledger.runtime import session
+
     spec = host.method(args.method)
     params = spec.make_params(params_table(config))
     adjacency = parse_adjacency(config)
     delta = query_delta(args, config, getattr(params, "delta", None))
     data_path = data_path_of(args, config)
     data = load_data(data_path) if data_path is not None else None
-    from dpledger.runtime import session
-
     # one frozen declaration, accounted before any noise is drawn, enforced by the ledger and
     # written to the run record: declare() is called exactly once
     plan = session.plan(spec, params, adjacency, host.lower, delta=delta)
@@ -232,8 +233,6 @@ def headline(
 ) -> str:
     """The one line ``dpledger run`` prints: the certified bound, or that there is none; the
     unit is the one the method bounds itself (``protects``), else the adjacency's."""
-    from dpledger.core.printed_numbers import fmt_up
-
     eps = bound.get("epsilon")
     where = f"{bound.get('method')}, {protects or adjacency.describe()}"
     if not isinstance(eps, int | float) or not math.isfinite(eps):
