@@ -34,7 +34,9 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from dpledger.accountant.conversions import rdp_to_delta, rdp_to_epsilon
+# U (unit roundoff) and TINY (the smallest subnormal double, charged to every value that
+# may have been rounded below it)
+from dpledger.accountant.conversions import TINY, U, rdp_to_delta, rdp_to_epsilon
 from dpledger.accountant.rdp_orders import bounded_range_rdp, default_orders
 
 __all__ = [
@@ -45,9 +47,6 @@ __all__ = [
     "adaptive_br_epsilon",
 ]
 
-U = 2.0**-53
-#: smallest subnormal double: charged to every value that may have been rounded below it
-TINY = 5e-324
 #: lattice points per eps0: at least, at most, and the work budget (k * N * points) between
 MIN_POINTS, MAX_POINTS = 8, 512
 WORK = 3e6
