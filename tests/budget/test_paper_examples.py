@@ -41,7 +41,11 @@ first ~2,000 characters only, and no public repository found holds a filter pape
   general and states conditions for its validity; what those conditions say of Smith &
   Thakurta's filter on exact Gaussian steps (the only steps the ``gdp`` rule books) is in the
   part that could not be read; the approximate Gaussian-DP filter they build is for
-  subsampled Gaussians, which the ``gdp`` rule refuses.
+  subsampled Gaussians, which the ``gdp`` rule refuses. A second 2026 paper, "Natural privacy
+  filters are not always free" (arXiv 2602.15815; its arXiv HTML page's abstract and opening),
+  states that only families of mechanisms well-ordered when composed admit a natural filter
+  without loss; exact Gaussian steps (composed: Gaussian, ordered by mu) are such a family,
+  and ``test_gdp_books_exact_gaussian_steps_only`` below pins that the rule stays inside it.
 
 No paper's worked number for a filter's halting rule was found, so the rules of Feldman &
 Zrnic, Whitehouse et al. and Smith & Thakurta are not checked on a paper's worked example.
@@ -63,7 +67,16 @@ from scipy import optimize
 from scipy.stats import norm
 
 from dpledger.budget import rules
-from dpledger.core.events import GaussianEvent, LaplaceEvent
+from dpledger.core.errors import InvalidParameterError
+from dpledger.core.events import (
+    ComposedEvent,
+    Event,
+    GaussianEvent,
+    LaplaceEvent,
+    PoissonSampledEvent,
+    SampledWithoutReplacementEvent,
+    SelfComposedEvent,
+)
 
 
 def _gdp_delta(eps: float, mu: float) -> float:
@@ -104,6 +117,28 @@ def test_gdp_filter_admits_what_the_nonadaptive_composition_allows(sigma: float)
     assert k == math.floor(exact_mu**2 * sigma**2)
     assert _gdp_delta(1.34, math.sqrt(k) / sigma) <= 1e-5 * (1 + 1e-9)
     assert _gdp_delta(1.34, math.sqrt(k + 1) / sigma) > 1e-5
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        PoissonSampledEvent(0.01, GaussianEvent(1.0)),
+        SampledWithoutReplacementEvent(1000, 10, GaussianEvent(1.0)),
+        ComposedEvent([GaussianEvent(2.0), LaplaceEvent(1.0)]),
+    ],
+)
+def test_gdp_books_exact_gaussian_steps_only(event: Event) -> None:
+    """The natural-filter results of 2026 (module docstring) leave a curve-based adaptive filter
+    valid for a family well-ordered under composition; ``gdp`` stays inside the Gaussian one:
+    a sampled Gaussian or a mixed step is refused, and a composition of Gaussians is charged
+    the squared mu of the one Gaussian it equals (sum of 1 / sigma_i^2)."""
+    params = rules.default_params("gdp", 1.0, 1e-6)
+    with pytest.raises(InvalidParameterError, match="only Gaussian"):
+        rules.charge("gdp", params, event, "add_remove")
+    steps = ComposedEvent([GaussianEvent(2.0), SelfComposedEvent(GaussianEvent(4.0), 3)])
+    mu2 = rules.charge("gdp", params, steps, "add_remove")["mu2"]
+    assert mu2 == pytest.approx(1 / 4 + 3 / 16, rel=1e-9)
+    assert mu2 >= 1 / 4 + 3 / 16
 
 
 def _advanced_composition(sum_eps2: float, delta_tail: float) -> mpmath.mpf:
