@@ -27,9 +27,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
-import tempfile
 from collections.abc import Collection, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -41,6 +39,7 @@ from dpledger.runtime.engines.memory import table_path
 from dpledger.runtime.engines.protocol import BoundedAggregates, combine
 from dpledger.runtime.engines.query import AggregationQuery
 from dpledger.runtime.engines.spill import Block, read_bucket, spill_file, write_blocks
+from dpledger.runtime.engines.spill_dirs import make_spill_dir, remove_spill_dir
 
 __all__ = [
     "BUCKET_ROWS",
@@ -210,7 +209,7 @@ class _Plan:
         if self.query.unit_column is None:
             pieces = [task(_bound_piece)(p, self.query, self.public) for p in self.pieces]
             return _merged(dask, task, pieces)
-        where = tempfile.mkdtemp(prefix="dpledger-buckets-", dir=_spill_dir(dask))
+        where = make_spill_dir(_spill_dir(dask))
         try:
             spill = functools.partial(_spill, where=where, query=self.query, buckets=self.buckets)
             spills = task(_gather)(*(task(spill)(p, i) for i, p in enumerate(self.pieces)))
@@ -220,7 +219,7 @@ class _Plan:
             ]  # every row is in one bucket: the buckets' row counts add up to the table's
             return _merged(dask, task, bounded)
         finally:
-            _remove(where)
+            remove_spill_dir(where)
 
 
 def _merged(dask: Any, task: Any, parts: list[Any]) -> list[dict[str, list[Any]]]:
@@ -235,12 +234,6 @@ def _merged(dask: Any, task: Any, parts: list[Any]) -> list[dict[str, list[Any]]
 def _spill_dir(dask: Any) -> str | None:
     where = dask.config.get("temporary_directory", None)
     return str(where) if where else None
-
-
-def _remove(where: str) -> None:
-    for path in Path(where).glob("spill-*.bin"):
-        path.unlink(missing_ok=True)
-    Path(where).rmdir()
 
 
 #: the modules of Dask's schedulers that run on this machine (threads, sync, processes)
