@@ -12,7 +12,10 @@ dp-accounting's PLD at h = 1e-4 and h = 1e-3, prv-accountant (Poisson-subsampled
 compositions) and Opacus's RDP (the same). It prints a Markdown table, the median time ratio to
 dp-accounting at h = 1e-4, the cases slower than it, the longest query, the largest peak
 memory, the brackets wider than 1 %, and the calibration time of DP-SGD at delta = 1e-10.
-``--table`` also writes the table into ``docs/accountants.md`` (between its benchmark markers).
+Each case whose epsilon bracket is finite is then queried the other way, delta at epsilon =
+its epsilon upper bound rounded up to three significant digits (a second table: time and
+delta bracket). ``--table`` writes all of it into ``docs/accountants.md`` (between its
+benchmark markers).
 Timings depend on the machine's load: the table states the load average it ran under.
 """
 
@@ -35,7 +38,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from accountant_cases import CALIBRATION, Case, cases, dp_sgd
 
-from dpledger.accountant.base import EpsilonBound
+from dpledger.accountant.base import DeltaBound, EpsilonBound
 from dpledger.accountant.calibrate import calibrate_noise_multiplier
 from dpledger.accountant.select import account
 from dpledger.core.events import (
@@ -202,10 +205,26 @@ def _ours(case: Case) -> tuple[float, float, str]:
     return bound.epsilon_lower, bound.epsilon, bound.method
 
 
-def _calibrate() -> float:
+def _ours_delta(case: Case, epsilon: float) -> tuple[float, float, str]:
+    bound = account(case.make(), case.adjacency, epsilon=epsilon).bound
+    assert isinstance(bound, DeltaBound)
+    return bound.delta_lower, bound.delta, bound.method
+
+
+def delta_epsilon(upper: float) -> float | None:
+    """The epsilon a case's delta query is made at: its epsilon upper bound rounded up to
+    three significant digits, never below it (None when the bound is 0 or infinite)."""
+    if not (upper > 0 and math.isfinite(upper)):
+        return None
+    step = 10.0 ** (math.floor(math.log10(upper)) - 2)
+    rounded = float(f"{math.ceil(upper / step) * step:.3g}")
+    return rounded if rounded >= upper else float(f"{(math.ceil(upper / step) + 1) * step:.3g}")
+
+
+def _calibrate() -> tuple[float, float]:
     q, steps, target, delta = CALIBRATION
     made = calibrate_noise_multiplier(lambda s: dp_sgd(s, q, steps), None, target, delta)
-    return made.noise_multiplier
+    return made.noise_multiplier, made.epsilon
 
 
 # -- rows ------------------------------------------------------------------------------------
@@ -231,6 +250,11 @@ def run_case(case: Case, anchors: bool, anchor_timeout: float) -> dict[str, Any]
     row: dict[str, Any] = {"case": case, "ours": in_child(lambda: _ours(case), OURS_TIMEOUT)}
     for name in ANCHORS:
         row[name] = in_child(_anchor(name, case), anchor_timeout) if anchors else None
+    status, value, _, _ = row["ours"]
+    epsilon = delta_epsilon(value[1]) if status == "ok" else None
+    row["delta query"] = None
+    if epsilon is not None:
+        row["delta query"] = (epsilon, in_child(lambda: _ours_delta(case, epsilon), OURS_TIMEOUT))
     return row
 
 
@@ -256,6 +280,52 @@ def markdown(rows: list[dict[str, Any]], anchors: bool) -> list[str]:
             line += "".join(f" {_cell(row[name])} |" for name in ANCHORS)
         lines.append(line + f" {case.reference or '-'} |")
     return lines
+
+
+def delta_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The delta queries' table: delta at the epsilon each case's row states."""
+    lines = [
+        "| case | δ of the ε row | ε queried | dpledger δ bracket | width | time (s) | peak (MB) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        case: Case = row["case"]
+        if row["delta query"] is None:
+            continue
+        epsilon, result = row["delta query"]
+        status, value, seconds, peak = result
+        if status == "ok":
+            lower, upper, method = value
+            width = f"{_width(lower, upper):.2%}" if upper > 0 else "-"
+            cells = f"[{lower:.6g}, {upper:.6g}] ({method}) | {width} | {seconds:.2f} | "
+            cells += f"{peak / 2**20:.0f} |"
+        else:
+            cells = f"{_cell(result)} | - | - | - |"
+        lines.append(f"| {case.name} | {case.delta:g} | {epsilon:g} | {cells}")
+    return lines
+
+
+def delta_summary(rows: list[dict[str, Any]]) -> list[str]:
+    """The longest delta query, the delta brackets wider than 1 %, the failed ones."""
+    made = [r for r in rows if r["delta query"] is not None]
+    ok = [r for r in made if r["delta query"][1][0] == "ok"]
+    out = []
+    if ok:
+        longest = max(ok, key=lambda r: r["delta query"][1][2])
+        wide = [
+            f"{r['case'].name} (ε={r['delta query'][0]:g})"
+            for r in ok
+            if _width(*r["delta query"][1][1][:2]) > 0.01 and r["delta query"][1][1][1] > 0
+        ]
+        out.append(
+            f"- longest delta query: {longest['delta query'][1][2]:.2f} s "
+            f"({longest['case'].name}, ε={longest['delta query'][0]:g}); delta brackets wider "
+            f"than 1 %: {', '.join(wide) or 'none'}"
+        )
+    failed = [r["case"].name for r in made if r["delta query"][1][0] != "ok"]
+    if failed:
+        out.append(f"- no delta bracket (error or timeout): {', '.join(failed)}")
+    return out
 
 
 def summary(rows: list[dict[str, Any]], anchors: bool) -> list[str]:
@@ -298,8 +368,10 @@ def summary(rows: list[dict[str, Any]], anchors: bool) -> list[str]:
 
 def calibration_line() -> str:
     q, steps, target, delta = CALIBRATION
-    status, sigma, seconds, _ = in_child(_calibrate, OURS_TIMEOUT)
-    found = f"sigma {sigma:.6g}" if status == "ok" else status
+    status, value, seconds, _ = in_child(_calibrate, OURS_TIMEOUT)
+    found = status
+    if status == "ok":
+        found = f"sigma {value[0]:.6g} (certified ε {value[1]:.6g})"
     return (
         f"- calibration (q = {q:g}, {steps} steps, ε = {target:g}, δ = {delta:g}): {found} in "
         f"{seconds:.2f} s"
@@ -335,6 +407,7 @@ def main() -> None:
     for case in chosen:
         rows.append(run_case(case, anchors, args.anchor_timeout))
         print(markdown(rows[-1:], anchors)[-1], flush=True)
+        print("  delta query:", *delta_markdown(rows[-1:])[2:], flush=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     lines = [
@@ -347,6 +420,13 @@ def main() -> None:
         "",
         *summary(rows, anchors),
         calibration_line(),
+        "",
+        "Delta at epsilon: each case's epsilon upper bound above, rounded up to three "
+        "significant digits, queried the other way (same run).",
+        "",
+        *delta_markdown(rows),
+        "",
+        *delta_summary(rows),
     ]
     print("\n".join(lines[2:]))
     if args.table:
