@@ -23,7 +23,11 @@ datasets) twice:
 
 Above the lattice's top ``x_T`` the upper values are ``U[T]`` (``F`` is non-increasing) and the
 lower ones 0; ``x_T`` is where the Rényi bound of the composition is far below the queried delta.
-Every mass is rounded the safe way and every step's arithmetic is charged. The proof is
+Every mass is rounded the safe way and every step's arithmetic is charged.
+
+Releases at several epsilons within a factor :data:`MAX_SPREAD` are bracketed by the
+programme at the smallest (lower: every release admits each mechanism of that class) and at the
+largest (upper: every release is bounded range at it), whatever their order. The proof is
 ``proofs_checks/br_adaptive/proof.md``.
 """
 
@@ -41,10 +45,13 @@ from dpledger.accountant.rdp_orders import bounded_range_rdp, default_orders
 
 __all__ = [
     "MAX_EPS0",
+    "MAX_SPREAD",
     "Bracket",
     "adaptive_br_curves",
     "adaptive_br_delta",
     "adaptive_br_epsilon",
+    "spread_br_delta",
+    "spread_br_epsilon",
 ]
 
 #: lattice points per eps0: at least, at most, and the work budget (k * N * points) between
@@ -54,6 +61,9 @@ WORK = 3e6
 TOP_FACTOR = 1e-4
 #: releases above this epsilon are left to the other bounds (e^eps0 nears the double range)
 MAX_EPS0 = 40.0
+#: releases at several epsilons are bracketed when the largest is at most this factor above
+#: the smallest (beyond it the upper at the largest is above the Rényi bound)
+MAX_SPREAD = 1.05
 
 #: (lower, upper) of a bound
 Bracket = tuple[float, float]
@@ -180,6 +190,36 @@ def adaptive_br_delta(eps: float, eps0: float, count: int) -> Bracket | None:
         return None
     low, up, h = adaptive_br_curves(eps0, count, x_top, n)
     return _delta_lower(low, up, h, eps), _delta_upper(up, h, eps)
+
+
+def spread_br_epsilon(delta: float, eps_lo: float, eps_hi: float, count: int) -> Bracket | None:
+    """(lower, upper) of epsilon(delta) of ``count`` adaptively chosen releases, each bounded
+    range at an epsilon in ``[eps_lo, eps_hi]``, in any order (chosen adaptively too): the
+    programme's lower at ``eps_lo`` and its upper at ``eps_hi`` (None: a spread above
+    MAX_SPREAD, or no upper)."""
+    if eps_lo == eps_hi:
+        return adaptive_br_epsilon(delta, eps_hi, count)
+    if not 0.0 < eps_lo < eps_hi <= eps_lo * MAX_SPREAD:
+        return None
+    high = adaptive_br_epsilon(delta, eps_hi, count)
+    if high is None:
+        return None
+    low = adaptive_br_epsilon(delta, eps_lo, count)
+    return (0.0 if low is None else low[0]), high[1]
+
+
+def spread_br_delta(eps: float, eps_lo: float, eps_hi: float, count: int) -> Bracket | None:
+    """(lower, upper) of delta(eps) of ``count`` adaptively chosen releases, each bounded range
+    at an epsilon in ``[eps_lo, eps_hi]``, in any order: as :func:`spread_br_epsilon`."""
+    if eps_lo == eps_hi:
+        return adaptive_br_delta(eps, eps_hi, count)
+    if not 0.0 < eps_lo < eps_hi <= eps_lo * MAX_SPREAD:
+        return None
+    high = adaptive_br_delta(eps, eps_hi, count)
+    if high is None:
+        return None
+    low = adaptive_br_delta(eps, eps_lo, count)
+    return (0.0 if low is None else low[0]), high[1]
 
 
 def _epsilon_upper(up: np.ndarray, h: float, delta: float) -> float:

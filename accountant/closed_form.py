@@ -25,8 +25,9 @@ exact worst case, so only they feed KOV *lower* bounds. The exponential mechanis
 (``eps``-bounded range) has its exact curve as both bounds for one release, and for several the
 attained optimal non-adaptive composition of bounded-range pairs as its lower bound
 (:mod:`dpledger.accountant.exp_mech_composition`); several at one epsilon, and nothing else,
-have their optimal adaptive composition bracketed on a lattice, both bounds
-(:mod:`dpledger.accountant.br_adaptive`).
+have their optimal adaptive composition bracketed on a lattice, both bounds, and several at
+epsilons within a factor ``MAX_SPREAD`` the programme at the smallest below and at the largest
+above (:mod:`dpledger.accountant.br_adaptive`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import attrs
 import numpy as np
 
 from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infinite_epsilon
-from dpledger.accountant.br_adaptive import adaptive_br_delta, adaptive_br_epsilon
+from dpledger.accountant.br_adaptive import MAX_SPREAD, spread_br_delta, spread_br_epsilon
 from dpledger.accountant.conversions import (
     REL_SLACK,
     U,
@@ -313,7 +314,7 @@ class ClosedFormAccountant(Accountant):
             eps_lo = LOWER_SEARCH_LIMIT if lower(LOWER_SEARCH_LIMIT) >= delta else 0.0
         eps_lo = max(eps_lo, br_ledger_epsilon_lower(_bounded_range(summary), delta))
         adaptive = _adaptive_releases(summary)
-        found = None if adaptive is None else adaptive_br_epsilon(delta, *adaptive)
+        found = None if adaptive is None else spread_br_epsilon(delta, *adaptive)
         if found is not None:
             eps_lo, eps_hi = max(eps_lo, found[0]), min(eps_hi, found[1])
             details = {**details, "adaptive_bounded_range": found}
@@ -347,7 +348,7 @@ class ClosedFormAccountant(Accountant):
         lo = summary.with_failure(lower, False)(epsilon)
         lo = max(lo, br_ledger_delta_lower(_bounded_range(summary), epsilon))
         adaptive = _adaptive_releases(summary)
-        found = None if adaptive is None else adaptive_br_delta(epsilon, *adaptive)
+        found = None if adaptive is None else spread_br_delta(epsilon, *adaptive)
         if found is not None:
             lo, hi = max(lo, found[0]), min(hi, found[1])
             details = {**details, "adaptive_bounded_range": found}
@@ -381,18 +382,23 @@ def _bounded_range(summary: _Summary) -> list[tuple[float, int]]:
     return [(p.eps, p.count) for p in summary.pure if p.kind == "br"]
 
 
-def _adaptive_releases(summary: _Summary) -> tuple[float, int] | None:
-    """(eps0, count) when the ledger is ``count >= 2`` exponential-mechanism releases at one
-    epsilon and nothing else: their optimal adaptive composition is bracketed
-    (:mod:`~dpledger.accountant.br_adaptive`). Releases at several epsilons are not: their
-    order may itself be adaptive, and the order changes the optimum."""
+def _adaptive_releases(summary: _Summary) -> tuple[float, float, int] | None:
+    """(smallest eps0, largest eps0, count) when the ledger is ``count >= 2``
+    exponential-mechanism releases and nothing else, their epsilons within a factor
+    MAX_SPREAD: their optimal adaptive composition is bracketed
+    (:mod:`~dpledger.accountant.br_adaptive`), at one epsilon by its programme, at several by
+    the programme at the smallest (lower) and at the largest (upper), as their order may itself
+    be adaptive and the order changes the optimum."""
     pure = summary.pure
     if summary.gauss_terms or summary.fail[1] > 0.0 or not pure:
         return None
-    if any(p.kind != "br" for p in pure) or len({p.eps for p in pure}) != 1:
+    if any(p.kind != "br" for p in pure):
+        return None
+    low, high = min(p.eps for p in pure), max(p.eps for p in pure)
+    if high > low * MAX_SPREAD:
         return None
     count = sum(p.count for p in pure)
-    return (pure[0].eps, count) if count >= 2 else None
+    return (low, high, count) if count >= 2 else None
 
 
 def _extreme_gaussian(summary: _Summary) -> tuple[float, float] | None:

@@ -108,9 +108,22 @@ EXP_MECH_RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="0975ba784c47c5ee0e5c99b49804c80cc78cf82c52dbc41b75c25067a282b7d9",
     ),
     ProofRecord(
+        target="dpledger.accountant.br_adaptive.spread_br_epsilon",
+        status="contrib",
+        proof="proofs_checks/br_adaptive/proof.md",
+        source_sha256="58c2dd8fa7d6b0f7227fed138c73f8d7d891520ed5047038a4acf0d26f9f005b",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.br_adaptive.spread_br_delta",
+        status="verified",
+        proof="proofs_checks/br_adaptive/proof.md",
+        source_sha256="db0ecd9809361fe3066e57655cae70ff54701a25ccff509d5a7326359ec63ca5",
+        cross_check="check_br_adaptive.py::test_two_releases_at_two_epsilons_in_either_order_lie_in_the_spread_bracket",
+    ),
+    ProofRecord(
         target="dpledger.accountant.closed_form._adaptive_releases",
         status="contrib",
         proof="proofs_checks/br_adaptive/proof.md",
-        source_sha256="3c628b3660ece3e655dcd4699d023850efe3344bfc7056c95eba222d9743174f",
+        source_sha256="e8a9176f0d12b78ac81aa9c21c29efba5a2f713e68f9b2669c85db32ea5676b7",
     ),
 )

@@ -1,6 +1,6 @@
 """The lattice bracket of the optimal adaptive composition of exponential-mechanism releases
-against multi-precision optima, exactly enumerated adaptive strategies and the symmetry
-identity."""
+against multi-precision optima, exactly enumerated adaptive strategies (their order chosen
+adaptively too, at several epsilons) and the symmetry identity."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from dpledger.accountant.br_adaptive import (
     adaptive_br_curves,
     adaptive_br_delta,
     adaptive_br_epsilon,
+    spread_br_delta,
 )
 from dpledger.accountant.exp_mech_composition import br_composed_epsilon_lower
 
@@ -175,3 +176,75 @@ def test_three_releases_optimum_on_a_grid_of_t_is_under_the_upper_bound() -> Non
         p = _p_high(t, e)
         best = max(best, p * _two(float(x - t), eps0) + (1 - p) * _two(float(x - t + e), eps0))
     assert found[0] <= best * (1 + mp.mpf(1e-6)) and best <= found[1], (found, best)
+
+
+def _two_ordered(x: float, first: float, second: float) -> mp.mpf:
+    """sup over t of a release at ``first`` followed by one at ``second`` (the exact
+    one-release curve after each outcome): a grid of t, then golden section."""
+    a, b, xm = mp.mpf(first), mp.mpf(second), mp.mpf(x)
+
+    def value(t: mp.mpf) -> mp.mpf:
+        p = _p_high(t, a)
+        return p * _one(xm - t, b) + (1 - p) * _one(xm - t + a, b)
+
+    grid = [a * i / 400 for i in range(401)]
+    vals = [value(t) for t in grid]
+    i = max(range(401), key=lambda n: vals[n])
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, 400)]
+    g = (mp.sqrt(5) - 1) / 2
+    for _ in range(80):
+        u, v = hi - g * (hi - lo), lo + g * (hi - lo)
+        lo, hi = (lo, v) if value(u) >= value(v) else (u, hi)
+    return max(vals[i], value((lo + hi) / 2))
+
+
+@pytest.mark.parametrize(("a", "b", "x"), [(0.5, 0.52, 0.2), (0.5, 0.52, 0.7), (2.0, 2.09, 2.5)])
+def test_two_releases_at_two_epsilons_in_either_order_lie_in_the_spread_bracket(
+    a: float, b: float, x: float
+) -> None:
+    """Two releases at distinct epsilons: the adaptive optimum is the larger of the two
+    orders' optima (nothing is observed before the first), each exact at 30 digits."""
+    found = spread_br_delta(x, a, b, 2)
+    assert found is not None
+    truth = max(_two_ordered(x, a, b), _two_ordered(x, b, a))
+    assert found[0] <= truth * (1 + mp.mpf(1e-20)) and truth <= found[1], (found, truth)
+
+
+def _ordered_strategy_delta(
+    eps: list[float], x: float, rule: dict[tuple[int, ...], tuple[int, float]]
+) -> mp.mpf:
+    """delta(x) of an adaptive strategy that picks, after each history, which of the
+    remaining releases comes next and its GRR position, enumerated exactly."""
+    target = mp.mpf(x)
+
+    def walk(history: tuple[int, ...], left: tuple[int, ...], loss: mp.mpf) -> mp.mpf:
+        if not left:
+            return 1 - mp.e ** (target - loss) if loss > target else mp.mpf(0)
+        pick, frac = rule[history]
+        e = mp.mpf(eps[left[pick % len(left)]])
+        rest = left[: pick % len(left)] + left[pick % len(left) + 1 :]
+        t = e * mp.mpf(frac)
+        p = _p_high(t, e)
+        return p * walk((*history, 0), rest, loss + t) + (1 - p) * walk(
+            (*history, 1), rest, loss + t - e
+        )
+
+    return walk((), tuple(range(len(eps))), mp.mpf(0))
+
+
+def test_random_orders_and_positions_stay_under_the_spread_upper_bound() -> None:
+    """Four releases at four epsilons: strategies that choose the next release and its position
+    from the outcomes so far stay under the upper bound at the largest epsilon."""
+    rng = random.Random(5)
+    eps = [0.6, 0.61, 0.615, 0.625]
+    xs = [0.0, 0.8, 1.6]
+    brackets = [spread_br_delta(x, min(eps), max(eps), len(eps)) for x in xs]
+    for _ in range(30):
+        rule = {
+            h: (rng.randrange(24), rng.random())
+            for n in range(len(eps))
+            for h in itertools.product((0, 1), repeat=n)
+        }
+        for x, found in zip(xs, brackets, strict=True):
+            assert found is not None
+            assert _ordered_strategy_delta(eps, x, rule) <= found[1]

@@ -8,9 +8,17 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpledger.accountant.base import DeltaBound, EpsilonBound
-from dpledger.accountant.br_adaptive import adaptive_br_delta, adaptive_br_epsilon
+from dpledger.accountant.br_adaptive import (
+    MAX_SPREAD,
+    adaptive_br_delta,
+    adaptive_br_epsilon,
+    spread_br_delta,
+    spread_br_epsilon,
+)
 from dpledger.accountant.closed_form import ClosedFormAccountant
 from dpledger.accountant.exp_mech_composition import br_composed_epsilon_lower
 from dpledger.accountant.rdp import RDPAccountant
@@ -107,3 +115,62 @@ def test_random_settings_are_consistent_with_the_independent_bounds() -> None:
             assert at_hi[0] <= delta  # the curve is at most delta at the upper epsilon
         if at_lo is not None and lo > 0.0:
             assert at_lo[1] >= delta  # and at least delta at the lower one
+
+
+def test_distinct_epsilons_within_the_spread_are_bracketed_within_one_percent() -> None:
+    """Releases at distinct epsilons within MAX_SPREAD, in any order: the programme at the
+    smallest below and at the largest above, inside the Rényi upper and the non-adaptive
+    optimum at the smallest epsilon."""
+    event = ComposedEvent([EM(0.5 * (1 + i * 1e-4)) for i in range(20)])
+    bound = account(event, delta=1e-5).bound
+    assert isinstance(bound, EpsilonBound)
+    assert bound.method == "closed_form"
+    assert bound.epsilon <= 1.01 * bound.epsilon_lower
+    rdp = RDPAccountant(Adjacency())
+    rdp.compose(event)
+    assert bound.epsilon <= rdp.get_epsilon(1e-5).epsilon
+    assert br_composed_epsilon_lower(1e-5, 0.5, 20) <= bound.epsilon_lower
+    lo_min, _ = adaptive_br_epsilon(1e-5, 0.5, 20)  # type: ignore[misc]
+    _, hi_max = adaptive_br_epsilon(1e-5, 0.5 * (1 + 19e-4), 20)  # type: ignore[misc]
+    assert (bound.epsilon_lower, bound.epsilon) == (lo_min, hi_max)
+    at = account(event, epsilon=bound.epsilon).bound
+    assert isinstance(at, DeltaBound)
+    assert at.delta_lower <= 1e-5  # the curve is at most delta at the upper epsilon
+
+
+def test_spread_beyond_the_limit_or_one_release_is_not_bracketed() -> None:
+    assert spread_br_epsilon(1e-5, 0.1, 0.1 * MAX_SPREAD * 1.001, 10) is None
+    assert spread_br_delta(0.5, 0.1, 0.1 * MAX_SPREAD * 1.001, 10) is None
+    assert spread_br_epsilon(1e-5, 0.1, 0.101, 1) is None
+    assert spread_br_epsilon(1e-5, 0.1, 0.1, 10) == adaptive_br_epsilon(1e-5, 0.1, 10)
+
+
+@settings(max_examples=5, deadline=None)
+@given(
+    eps0=st.floats(0.05, 2.0),
+    spread=st.floats(0.0, 0.05),
+    count=st.integers(2, 8),
+    log_delta=st.floats(-12.0, -2.0),
+)
+def test_spread_bracket_lies_between_the_one_epsilon_brackets(
+    eps0: float, spread: float, count: int, log_delta: float
+) -> None:
+    """Adversarial: at distinct epsilons in [eps0, eps0 (1 + spread)] the default call's upper
+    is never below the one-epsilon lower at the smallest nor above the one-epsilon upper at the
+    largest, its lower never above the Rényi upper bound."""
+    delta = 10.0**log_delta
+    top = eps0 * (1 + spread)
+    rng = random.Random(count)
+    epsilons = [eps0, top] + [rng.uniform(eps0, top) for _ in range(count - 2)]
+    event = ComposedEvent([EM(e) for e in epsilons])
+    acc = ClosedFormAccountant(Adjacency())
+    acc.compose(event)
+    bound = acc.get_epsilon(delta)
+    at_min, at_max = adaptive_br_epsilon(delta, eps0, count), adaptive_br_epsilon(delta, top, count)
+    if at_min is None or at_max is None:
+        return
+    assert at_min[0] <= bound.epsilon <= at_max[1]
+    assert at_min[0] <= bound.epsilon_lower <= bound.epsilon
+    rdp = RDPAccountant(Adjacency())
+    rdp.compose(event)
+    assert bound.epsilon_lower <= rdp.get_epsilon(delta).epsilon * (1 + 1e-12)
