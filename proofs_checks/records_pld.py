@@ -1,7 +1,9 @@
-"""The proof records of the PLD dominated pair's helpers (data of
-:mod:`dpledger.proofs_checks.registry`, appended to its records): the rules of
+"""The proof records of the PLD dominated pair's helpers and of the lower reading's charges
+(data of :mod:`dpledger.proofs_checks.registry`, appended to its records): the rules of
 ``discretise_lower`` live in these functions, so a change to any of them makes the pair's
-proof stale. ``python -m dpledger.proofs_checks.registry --update TARGET`` refreshes a hash
+proof stale; what a lower reading of a composition subtracts (``pld_read``) rests on that
+pair and on the tilted FFT's brackets (proofs_checks/pld_tilted_fft, "Reading lower bounds").
+``python -m dpledger.proofs_checks.registry --update TARGET`` refreshes a hash
 here too; a new record of this proof is added here by hand, in the same form."""
 
 from __future__ import annotations
@@ -46,5 +48,23 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
         source_sha256="e3918e92fc23b236d47e82ed4e5f1df98a7bb245f27477c903fed4a1e016ba33",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_read.excess_mass",
+        status="contrib",
+        proof="proofs_checks/pld_tilted_fft/proof.md",
+        source_sha256="ad54f961fd0ffd22f7f9fce04160230f4e1454f57f9a909666ddc00f244ecb8c",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_read._lower_extra",
+        status="contrib",
+        proof="proofs_checks/pld_tilted_fft/proof.md",
+        source_sha256="81081d7a324d1ae9a7338a66229d3de2e4213135a7f60eb5f8fe17c2322dda07",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_read.wrap_above",
+        status="contrib",
+        proof="proofs_checks/pld_tilted_fft/proof.md",
+        source_sha256="e7e67e75f5c0af98af36d30b4505fbcf4dd5b8407b126070517e1d20ff444e30",
     ),
 )
