@@ -27,6 +27,7 @@ from dpledger.accountant.base import (
     identical_delta,
     infinite_epsilon,
 )
+from dpledger.accountant.epsilon_cells import cell_components
 from dpledger.accountant.leaves import leaf_profiles
 from dpledger.accountant.pld_components import (
     MAX_DISTINCT_COMPONENTS,
@@ -130,6 +131,7 @@ __all__ = [
     "STALLED_GAP",
     "TAIL_MASS",
     "TARGET_POINTS",
+    "UNDOMINATED_GROWTH",
     "UNTILTED_DELTA",
     "UPPER_KINDS",
     "UPPER_WINDOW_POINTS",
@@ -154,6 +156,9 @@ FIRST_PASS_WINDOW = 1 << 19
 MIN_START_POINTS = 1 << 10
 #: refinement stops when a finer pass left at least this fraction of the bracket's width
 STALLED_GAP = 0.9
+#: a pass whose dominated pairs could not be certified is followed by one with at most this
+#: many times its points (its gap is the chord's, which says nothing of theirs)
+UNDOMINATED_GROWTH = 2.0
 #: ... and once a pass's bracket is narrower than PASS_TARGET (relative; a coarse pass spends
 #: on its lower bound only until then)
 PASS_TARGET = BRACKET_TARGET
@@ -244,6 +249,8 @@ class PLDAccountant(Accountant):
             )
         upper_events = _allocation_reduced(upper_events)
         self._upper_events = upper_events
+        if self._step is not None:
+            return cell_components(upper_events, lower_events, self.adjacency)
         upper = [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in upper_events.items()]
         if lower_events is upper_events:
             return upper, upper
@@ -326,9 +333,14 @@ class PLDAccountant(Accountant):
                     or not math.isfinite(bound.epsilon)
                 ):
                     return bound
-                previous = gap
+                # a grid too coarse for the dominated pairs leaves the chord's lower bound,
+                # whose gap says nothing of theirs: the next pass doubles the points (where
+                # they usually certify) and is not held to have stalled against this gap
+                undominated = self._undominated(points)
+                previous = math.inf if undominated else gap
                 ratio = gap / max(0.8 * BRACKET_TARGET * bound.epsilon, BRACKET_ABSOLUTE)
-                points = _finer_points(points, full, ratio, least=2.0, most=math.inf)
+                most = UNDOMINATED_GROWTH if undominated else math.inf
+                points = _finer_points(points, full, ratio, least=2.0, most=most)
         finally:
             self._cache.points = full
             self._epsilons.goal = BRACKET_GOAL
@@ -347,6 +359,14 @@ class PLDAccountant(Accountant):
         ):
             points = int(points / 2**0.25)
         return points
+
+    def _undominated(self, points: int) -> bool:
+        """Whether a dominated-pair composition of the pass at ``points`` could not be
+        certified (the grid is too coarse for the curves' bends)."""
+        return any(
+            value is None and key[2] == points and key[3] == "dominated"
+            for key, value in self._cache.states.items()
+        )
 
     def _single_leaf_epsilon(self, delta: float) -> EpsilonBound | None:
         """One leaf released once: epsilon(delta) is the root of its profile
