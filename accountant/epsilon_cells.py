@@ -1,0 +1,271 @@
+"""Equal epsilon-type leaves composed exactly, as one PLD component per block.
+
+Pure DP, randomized response and approximate DP have privacy losses on the lattice
+``eps * {-1, 0, 1}`` (plus an atom at +infinity of mass ``delta`` for approximate DP), so ``m``
+equal leaves compose exactly into a pair with losses ``j * eps``, ``|j| <= m``: the P-masses are
+the coefficients of ``(a x + b + c / x)^m``, times ``(1 - delta)^m``, and the rest of the P-mass
+is at +infinity. The PLD backend then discretises each block once instead of every leaf: the
+grid's rounding (most harmful to the lower bound, whose shift grows with the number of
+discretised compositions) is paid per block, not per leaf. Used where many distinct leaves were
+rounded to representatives (:mod:`~dpledger.accountant.pld_components`).
+
+Soundness (``proofs_checks/epsilon_cells/proof.md``): the upper curve is that of the exact
+composition with every atom's loss rounded up and its mass inflated by a bound on the
+floating-point error, the tail atoms moved to a larger loss; the lower curve is that of the
+exact composition with tail atoms merged (a post-processing), losses rounded down and masses
+deflated. The curve ``sum_j p_j (1 - e^{eps - l_j})_+ + p_inf`` grows with every ``p_j`` and
+every ``l_j``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpledger.accountant.leaves import leaf_profiles
+from dpledger.accountant.profiles_base import Array, DirectedProfiles, Profile
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.events import (
+    ApproxDPEvent,
+    Event,
+    PureDPEvent,
+    RandomizedResponseEvent,
+)
+
+__all__ = [
+    "BLOCK",
+    "CELL_TAIL",
+    "MAX_CELL_EPSILON",
+    "NEAR_GAP",
+    "block_masses",
+    "cell_components",
+    "cell_profiles",
+]
+
+#: the most equal leaves composed exactly into one component (larger cells: several blocks)
+BLOCK = 128
+#: atoms of a block below this P-mass are moved (upper) or merged (lower) into the kept range
+CELL_TAIL = 1e-40
+#: leaves above this epsilon keep their own curves (e^eps must not overflow)
+MAX_CELL_EPSILON = 300.0
+#: unit roundoff of IEEE double
+_U = 2.0**-53
+#: atoms less than this above a point are summed term by term (the others by suffix sums)
+NEAR_GAP = 0.01
+#: curve values per chunk of evaluation points (bounds the memory of one evaluation)
+_CHUNK = 1 << 20
+
+_CELL_KINDS = PureDPEvent | RandomizedResponseEvent | ApproxDPEvent
+
+
+def _leaf_masses(event: Event) -> tuple[float, np.ndarray, float] | None:
+    """(eps, P-masses at losses eps, 0, -eps of the finite part normalised to 1, delta) of a
+    leaf composed exactly here; None for any other leaf."""
+    if not isinstance(event, _CELL_KINDS):
+        return None
+    eps = float(event.epsilon)
+    if not (0.0 < eps <= MAX_CELL_EPSILON):
+        return None
+    k = event.num_buckets if isinstance(event, RandomizedResponseEvent) else 2
+    ex = math.exp(eps)
+    z = ex + (k - 1)
+    masses = np.array([ex / z, (k - 2) / z, 1.0 / z])
+    delta = float(event.delta) if isinstance(event, ApproxDPEvent) else 0.0
+    return eps, masses, delta
+
+
+def block_masses(masses: np.ndarray, m: int) -> tuple[np.ndarray, float]:
+    """(P-masses at losses ``j * eps`` for j = -m..m, a bound on their relative error): the
+    coefficients of ``(a x + b + c / x)^m`` for ``masses = (a, b, c)``, by squaring.
+
+    Every product and sum is of non-negative numbers: each convolution adds a relative error of
+    at most (terms + 1) units of roundoff; the inputs carry a few units each."""
+    base = masses[::-1].astype(float)  # index i <-> loss (i - 1) eps
+    out = np.array([1.0])
+    error = 8.0 * m * _U
+    power = m
+    while power:
+        if power & 1:
+            error += (min(out.size, base.size) + 1) * _U
+            out = np.convolve(out, base)
+        power >>= 1
+        if power:
+            error += (base.size + 1) * _U
+            base = np.convolve(base, base)
+    # the error of a product of two approximations: the sum of theirs, to first order
+    return out, 2.0 * error + 1e-15
+
+
+def _kept(p: np.ndarray) -> tuple[int, int]:
+    """First and last index whose P-mass is at least CELL_TAIL (the whole array when none)."""
+    big = np.flatnonzero(p >= CELL_TAIL)
+    if big.size == 0:
+        return 0, p.size - 1
+    return int(big[0]), int(big[-1])
+
+
+def _curve(losses: Array, masses: Array, inf_mass: float, *, up: bool) -> Profile:
+    """The curve ``inf_mass + sum p_j (1 - e^{eps - l_j})_+`` of atoms sorted by loss."""
+    keep = masses > 0
+    losses, masses = losses[keep], masses[keep]
+    evaluate = _Evaluator(losses, masses, inf_mass, up=up)
+    lo = float(losses[0]) if losses.size else 0.0
+    hi = float(losses[-1]) if losses.size else 0.0
+    name = f"epsilon_block({losses.size} atoms, {'upper' if up else 'lower'})"
+    return Profile(evaluate, lo, hi, True, name, evaluate)
+
+
+class _Evaluator:
+    """The curve of atoms sorted by loss, in O(points * window): at each point the atoms less
+    than NEAR_GAP above it are summed term by term, the others through suffix sums
+    ``S_k = sum_{j >= k} p_j`` and ``R_k = sum_{j >= k} p_j e^{l_k - l_j}`` (the recursion
+    ``R_k = p_k + e^{l_k - l_{k+1}} R_{k+1}`` of non-negative terms), whose difference
+    ``S_k - e^{eps - l_k} R_k >= S_k (1 - e^{-NEAR_GAP})`` loses at most a factor
+    ``1 / (1 - e^{-NEAR_GAP})`` of their relative error; that error, bounded, is charged to the
+    safe side (``up``)."""
+
+    def __init__(self, losses: Array, masses: Array, inf_mass: float, *, up: bool) -> None:
+        self.losses, self.masses, self.inf_mass, self.up = losses, masses, inf_mass, up
+        n = losses.size
+        self.suffix = np.append(np.cumsum(masses[::-1])[::-1], 0.0)
+        ratio = np.exp(losses[:-1] - losses[1:]) if n > 1 else np.empty(0)
+        r = np.zeros(n + 1)
+        for k in range(n - 1, -1, -1):  # n is at most 2 BLOCK + 3
+            r[k] = masses[k] + (ratio[k] * r[k + 1] if k + 1 < n else 0.0)
+        self.r = r
+        # relative error of a suffix difference, and of a near sum, each rounded generously
+        self.far_error = 16.0 * (n + 4) * _U / -math.expm1(-NEAR_GAP)
+        self.near_error = 8.0 * (n + 4) * _U
+
+    def __call__(self, eps: Array) -> Array:
+        flat = np.asarray(eps, dtype=float).ravel()
+        out = np.empty(flat.size)
+        step = max(1, _CHUNK // max(1, self.losses.size))
+        for start in range(0, flat.size, step):
+            out[start : start + step] = self._values(flat[start : start + step])
+        return out.reshape(np.shape(eps))
+
+    def _values(self, eps: Array) -> Array:
+        loss, p = self.losses, self.masses
+        first = np.searchsorted(loss, eps, side="right")  # first atom above eps
+        far = np.searchsorted(loss, eps + NEAR_GAP, side="left")
+        # atoms in [eps + NEAR_GAP, ...) through the suffix sums
+        at = np.minimum(far, loss.size - 1) if loss.size else far
+        with np.errstate(over="ignore", invalid="ignore"):
+            scale = np.exp(eps - loss[at]) if loss.size else np.zeros(eps.size)
+            tail = self.suffix[far] - np.where(far < loss.size, scale * self.r[far], 0.0)
+        tail = np.maximum(tail, 0.0)
+        # atoms in (eps, eps + NEAR_GAP) term by term
+        width = int(np.max(far - first, initial=0))
+        near = np.zeros(eps.size)
+        if width:
+            j = first[:, None] + np.arange(width)
+            jj = np.minimum(j, loss.size - 1)
+            with np.errstate(over="ignore"):
+                terms = p[jj] * -np.expm1(eps[:, None] - loss[jj])
+            near = np.sum(np.where(j < far[:, None], np.maximum(terms, 0.0), 0.0), axis=1)
+        sign = 1.0 if self.up else -1.0
+        total = tail * (1 + sign * self.far_error) + near * (1 + sign * self.near_error)
+        return np.asarray(self.inf_mass + np.maximum(total, 0.0), dtype=float)
+
+
+def _upper(eps: float, p: np.ndarray, error: float, scale: float, inf_mass: float) -> Profile:
+    """The block's upper curve: losses rounded up, masses inflated, tails moved up (the low
+    tail to the first kept atom, the high tail to the top atom)."""
+    m = (p.size - 1) // 2
+    lo, hi = _kept(p)
+    mass = p * (scale * (1 + error))
+    kept = np.array(mass[lo : hi + 1])
+    kept[0] += float(np.sum(mass[:lo]))
+    losses = np.nextafter((np.arange(lo, hi + 1) - m) * eps, math.inf)
+    top = float(np.sum(mass[hi + 1 :]))
+    if top > 0:
+        losses = np.append(losses, np.nextafter(m * eps, math.inf))
+        kept = np.append(kept, top)
+    return _curve(losses, kept, inf_mass * (1 + error), up=True)
+
+
+def _merged(eps: float, p: np.ndarray, m: int, part: slice) -> tuple[float, float]:
+    """(P-mass, a loss at most that of) the atoms in ``part`` merged into one outcome."""
+    j = np.arange(p.size)[part] - m
+    w = p[part]
+    if w.size == 0 or float(np.sum(w)) == 0.0:
+        return 0.0, 0.0
+    # log(sum p / sum p e^{-l}) computed relative to the largest term of each sum
+    lp = float(np.log(np.sum(w)))
+    lq_terms = np.log(np.maximum(w, np.finfo(float).tiny)) - j * eps
+    top = float(np.max(lq_terms))
+    lq = top + float(np.log(np.sum(np.exp(lq_terms - top))))
+    loss = lp - lq
+    return float(np.sum(w)), loss - 64 * _U * (abs(lp) + abs(lq) + abs(loss) + 1)
+
+
+def _lower(eps: float, p: np.ndarray, error: float, scale: float, inf_mass: float) -> Profile:
+    """The block's lower curve: tails merged into one outcome each, losses rounded down,
+    masses deflated."""
+    m = (p.size - 1) // 2
+    lo, hi = _kept(p)
+    shrink = scale * (1 - error)
+    losses = list(np.nextafter((np.arange(lo, hi + 1) - m) * eps, -math.inf))
+    masses = list(p[lo : hi + 1] * shrink)
+    below = _merged(eps, p, m, slice(0, lo))
+    above = _merged(eps, p, m, slice(hi + 1, p.size))
+    if below[0] > 0:
+        losses.insert(0, below[1])
+        masses.insert(0, below[0] * shrink)
+    if above[0] > 0:
+        losses.append(above[1])
+        masses.append(above[0] * shrink)
+    order = np.argsort(losses, kind="stable")
+    arr_l = np.asarray(losses, dtype=float)[order]
+    arr_p = np.asarray(masses, dtype=float)[order]
+    return _curve(arr_l, arr_p, inf_mass * (1 - error), up=False)
+
+
+def cell_profiles(event: Event, m: int) -> DirectedProfiles | None:
+    """Curves of ``m`` copies of ``event`` composed exactly (the same both directions: the
+    pairs are symmetric); None when ``event`` is not composed here."""
+    found = _leaf_masses(event)
+    if found is None:
+        return None
+    eps, masses, delta = found
+    p, error = block_masses(masses, m)
+    if delta > 0:
+        log_keep = m * math.log1p(-delta)
+        scale, inf_mass = math.exp(log_keep), -math.expm1(log_keep)
+        error += 8 * m * _U
+    else:
+        scale, inf_mass = 1.0, 0.0
+    upper = _upper(eps, p, error, scale, inf_mass)
+    lower = _lower(eps, p, error, scale, inf_mass)
+    return DirectedProfiles(upper, upper, lower, lower)
+
+
+def _components(
+    events: dict[Event, int], adjacency: Adjacency
+) -> list[tuple[DirectedProfiles, int]]:
+    """Each leaf's curves with its count; equal epsilon-type leaves as blocks of at most BLOCK
+    composed exactly (a cell of ``m = n * BLOCK + r`` leaves: n blocks of BLOCK and one of r)."""
+    out: list[tuple[DirectedProfiles, int]] = []
+    for leaf, count in events.items():
+        if count > 1 and _leaf_masses(leaf) is not None:
+            full, rest = divmod(count, BLOCK)
+            for size, times in ((BLOCK, full), (rest, 1)):
+                cell = cell_profiles(leaf, size) if times and size else None
+                if cell is not None:
+                    out.append((cell, times))
+            continue
+        out.append((leaf_profiles(leaf, adjacency), count))
+    return out
+
+
+def cell_components(
+    upper: dict[Event, int], lower: dict[Event, int], adjacency: Adjacency
+) -> tuple[list[tuple[DirectedProfiles, int]], list[tuple[DirectedProfiles, int]]]:
+    """(upper components, lower components) of the rounded leaves, equal epsilon-type leaves
+    composed exactly in blocks."""
+    up = _components(upper, adjacency)
+    if lower is upper:
+        return up, up
+    return up, _components(lower, adjacency)
