@@ -28,7 +28,6 @@ from dpledger.accountant.base import (
     infinite_epsilon,
 )
 from dpledger.accountant.epsilon_cells import cell_components
-from dpledger.accountant.epsilon_cells import cell_components
 from dpledger.accountant.leaves import leaf_profiles
 from dpledger.accountant.pld_components import (
     MAX_DISTINCT_COMPONENTS,
@@ -250,8 +249,6 @@ class PLDAccountant(Accountant):
             )
         upper_events = _allocation_reduced(upper_events)
         self._upper_events = upper_events
-        if self._step is not None:
-            return cell_components(upper_events, lower_events, self.adjacency)
         if self._step is not None:
             return cell_components(upper_events, lower_events, self.adjacency)
         upper = [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in upper_events.items()]
