@@ -22,7 +22,9 @@ from dpledger.core.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    PureDPEvent,
     RandomizedResponseEvent,
+    SelfComposedEvent,
 )
 
 
@@ -115,6 +117,44 @@ def test_weighted_rounding_never_crosses_the_unrounded_bounds(leaves: list[Event
 @given(leaves=st.lists(_LEAVES, min_size=10, max_size=40, unique=True))
 def test_weighted_rounding_never_crosses_the_unrounded_bounds_wide(leaves: list[Event]) -> None:
     test_weighted_rounding_never_crosses_the_unrounded_bounds.hypothesis.inner_test(leaves)  # type: ignore[attr-defined]
+
+
+_EPSILON_LEAVES = st.tuples(
+    st.one_of(
+        st.floats(0.02, 0.3).map(RandomizedResponseEvent),
+        st.tuples(st.floats(0.02, 0.3), st.integers(3, 5)).map(
+            lambda t: RandomizedResponseEvent(*t)
+        ),
+        st.floats(0.02, 0.3).map(PureDPEvent),
+        st.floats(0.02, 0.3).map(lambda e: ApproxDPEvent(e, 1e-8)),
+        st.floats(2.0, 8.0).map(LaplaceEvent),
+    ),
+    st.integers(1, 40),
+)
+
+
+@settings(max_examples=4, deadline=None)
+@given(leaves=st.lists(_EPSILON_LEAVES, min_size=8, max_size=14, unique_by=lambda t: t[0]))
+def test_blocks_of_epsilon_leaves_never_cross_the_unrounded_bounds(
+    leaves: list[tuple[Event, int]],
+) -> None:
+    """Rounded leaves whose equal copies are composed exactly in blocks
+    (:mod:`~dpledger.accountant.epsilon_cells`) against the same leaves composed unrounded,
+    copy by copy."""
+    event = ComposedEvent([SelfComposedEvent(e, k) if k > 1 else e for e, k in leaves])
+    exact = _pld(event, 1000)
+    rounded = _pld(event, 5)
+    assert rounded.epsilon >= exact.epsilon_lower * (1 - 1e-9)
+    assert rounded.epsilon_lower <= exact.epsilon * (1 + 1e-9)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(leaves=st.lists(_EPSILON_LEAVES, min_size=8, max_size=30, unique_by=lambda t: t[0]))
+def test_blocks_of_epsilon_leaves_never_cross_the_unrounded_bounds_wide(
+    leaves: list[tuple[Event, int]],
+) -> None:
+    test_blocks_of_epsilon_leaves_never_cross_the_unrounded_bounds.hypothesis.inner_test(leaves)  # type: ignore[attr-defined]
 
 
 def test_a_weighted_layout_brackets_the_unrounded_composition(
