@@ -42,7 +42,10 @@ def wrap_above(pld: ComposedPLD, x: float) -> float:
     A loss L >= top lands at L - mW (W the window width) with weight e^{tilt (L - landing)};
     landing above x needs L > x + W, so with y = max(x + W, top) the total is at most
     e^{-tilt x} E[e^{tilt S}; S >= y] <= e^{K(tilt + theta) - tilt x - theta y}. The bound is
-    not capped at one: untilted by up to e^{tilt W}, the wrapped mass can exceed one.
+    not capped at one: untilted by up to e^{tilt W}, the wrapped mass can exceed one. Untilted,
+    every wrapped loss keeps its mass, so the total is also at most P(S >= top), the mass above
+    the window charged to upper bounds (the thetas, chosen for thresholds near the window's
+    middle, can leave the Chernoff bound at one for thresholds near its top).
     """
     if pld.parts:
         return math.fsum(wrap_above(part, x) for part in pld.parts) * (1 + 8 * U)
@@ -51,7 +54,10 @@ def wrap_above(pld: ComposedPLD, x: float) -> float:
     y = max(x + w, top - 8 * U * abs(top))
     best = min(k - pld.tilt * x - th * y for th, k in pld.wrap_thetas)
     exponent = best + 1e-9 * (1.0 + abs(best))
-    return math.inf if exponent > 700.0 else math.exp(exponent)
+    bound = math.inf if exponent > 700.0 else math.exp(exponent)
+    if pld.tilt == 0.0:
+        return min(bound, pld.upper_tail)
+    return bound
 
 
 def _below_wrap(pld: ComposedPLD) -> float:

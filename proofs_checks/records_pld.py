@@ -65,6 +65,6 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_read.wrap_above",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="e7e67e75f5c0af98af36d30b4505fbcf4dd5b8407b126070517e1d20ff444e30",
+        source_sha256="8e2c3e1edcf36cd3b3ac3a1d0526e7382224006c5df2ed906bc853a3e3bd07b6",
     ),
 )

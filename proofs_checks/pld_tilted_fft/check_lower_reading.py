@@ -93,3 +93,19 @@ def test_chord_reading_keeps_its_charge() -> None:
     # the charge swamps every reading: the lower bound is 0
     assert math.isfinite(excess)
     assert delta_at(comp, 35.0, upper=False) == 0.0
+
+
+def test_untilted_wrap_is_at_most_the_mass_above_the_window() -> None:
+    """Untilted, the wrapped mass landing anywhere is at most the mass at or above the window's
+    top (``upper_tail``): the lower reading stays below the exact delta, and is close to it."""
+    law = _law(dominated=True)
+    comp = compose([(law, COUNT)], (-3.6, 30.0), tilt=0.0)
+    for eps in (0.5, 2.0, 9.0, 20.0):
+        exact = _exact_delta(law, eps)
+        wrapped = R.wrap_above(comp, eps)
+        assert wrapped <= comp.upper_tail
+        read = delta_at(comp, eps, upper=False)
+        assert read <= exact * (1 + 1e-9)
+        # short of exact by the mass above the window and the round-off on the masses read
+        slack = comp.upper_tail + comp.lower_tail + comp.upper.size * comp.tilted_error
+        assert read >= exact - slack

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.rdp import RDPAccountant
-from dpledger.core.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
+from dpledger.core.events import (
+    ComposedEvent,
+    GaussianEvent,
+    PoissonSampledEvent,
+    PureDPEvent,
+    SelfComposedEvent,
+)
 
 #: sigma = 0.5, q = 1e-4, 10^6 steps (remove direction decides)
 EVENT = SelfComposedEvent(PoissonSampledEvent(1e-4, GaussianEvent(0.5)), 10**6)
@@ -42,3 +48,24 @@ def test_the_same_run_at_1e_8_against_dp_accounting():
     assert upper <= lower * 1.01
     assert lower <= reference
     assert abs(upper - reference) <= 1e-3 * reference
+
+
+def test_untilted_wrap_is_bounded_by_the_mass_above_the_window():
+    """17 pure 0.001-DP steps and one sampled Gaussian at delta = 1e-7 (untilted): the
+    wrap-around bound's thetas, chosen for the window's middle, left it at one near the top,
+    and the PLD lower bound was 0.0215 (the default call's bracket came from exact
+    conditioning, after a second pass on 2^18 points). Reference: that certified bracket,
+    [0.5801482, 0.5802559]."""
+    acc = PLDAccountant()
+    acc.compose(
+        ComposedEvent(
+            [
+                SelfComposedEvent(PureDPEvent(1e-3), 17),
+                PoissonSampledEvent(0.01, GaussianEvent(1.0)),
+            ]
+        )
+    )
+    bound = acc.get_epsilon(1e-7)
+    assert bound.epsilon <= bound.epsilon_lower * 1.01
+    assert bound.epsilon_lower <= 0.5802559 and bound.epsilon >= 0.5801482
+    assert max(key[2] for key in acc._states) <= 1 << 14  # one coarse pass
