@@ -9,7 +9,7 @@ composition certifies its own bound, so the best over all of them is read.
 from __future__ import annotations
 
 from dpledger.accountant.pld_compositions import UNTILTED_DELTA, Compositions
-from dpledger.accountant.pld_epsilon import tilt_level
+from dpledger.accountant.pld_epsilon import _UPPER_ONLY, tilt_level
 from dpledger.accountant.pld_prepared import Prepared
 from dpledger.accountant.pld_read import delta_at
 from dpledger.accountant.pld_tilt import chernoff_level, tilt_for_epsilon
@@ -33,6 +33,8 @@ class DeltaSearch:
     def bracket(self, prep: Prepared, epsilon: float) -> tuple[float, float, float]:
         """(upper, lower, grid spacing) of delta(epsilon) at the current grid."""
         upper, lower, h = 0.0, 0.0, 0.0
+        if _UPPER_ONLY.get():
+            return self._upper_bracket(prep, epsilon)
         # a direction whose upper bound (from a coarser pass, or else this grid's plain
         # composition) is below another's lower bound cannot decide the bracket; the coarser
         # passes' bounds also order the directions
@@ -49,6 +51,19 @@ class DeltaSearch:
             best_up, best_lo, h = self._delta_direction(prep, name, epsilon, lower)
             upper = max(upper, best_up)
             lower = max(lower, best_lo)
+        return upper, lower, h
+
+    def _upper_bracket(self, prep: Prepared, epsilon: float) -> tuple[float, float, float]:
+        """Within :func:`~dpledger.accountant.pld_epsilon.upper_only` (the caller reads upper
+        bounds only, or another backend's bracket is exact): each direction's plain
+        compositions, one pass (the cache is marked so that no finer pass follows), and the
+        lower bounds already known."""
+        self.cache.floored = True
+        upper, lower, h = 0.0, 0.0, 0.0
+        for name in prep.names:
+            up, _, _, _, h = self._delta_upper(prep, name, epsilon)
+            upper = max(upper, up)
+            lower = max(lower, self.cache.known_deltas(name, epsilon)[1])
         return upper, lower, h
 
     def _delta_direction(

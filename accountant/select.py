@@ -226,8 +226,11 @@ def _upper_only_after_exact(
 
 
 def _exact(bound: EpsilonBound | DeltaBound) -> bool:
-    """Whether a bound's certified bracket is exact: relative width at most EXACT_BRACKET."""
+    """Whether a bound's certified bracket is exact: relative width at most EXACT_BRACKET, or
+    an upper bound of 0."""
     top, bottom = _upper(bound), _lower(bound)
+    if top == 0.0:
+        return True  # [0, 0]: e.g. delta 0 at or above a pure epsilon
     return math.isfinite(top) and bottom > 0 and top - bottom <= EXACT_BRACKET * top
 
 

@@ -1,0 +1,56 @@
+"""Delta queries of the PLD accountant (:mod:`dpledger.accountant.pld_delta`): upper-only mode
+and the default call's delta queries where the closed form is exact."""
+
+from __future__ import annotations
+
+import time
+
+from dpledger.accountant.pld import PLDAccountant, upper_only
+from dpledger.accountant.select import account
+from dpledger.core.events import (
+    ExponentialMechanismEvent,
+    GaussianEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+)
+
+
+def _dp_sgd(sigma: float, q: float, steps: int) -> SelfComposedEvent:
+    return SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(sigma)), steps)
+
+
+def test_upper_only_delta_is_one_pass_and_sound() -> None:
+    event = _dp_sgd(1.0, 0.01, 200)
+    full = PLDAccountant()
+    full.compose(event)
+    both = full.get_delta(1.0)
+    quick = PLDAccountant()
+    quick.compose(event)
+    with upper_only():
+        top = quick.get_delta(1.0)
+    # certified: never below the full query's certified lower bound
+    assert top.delta >= both.delta_lower
+    assert top.delta_lower <= top.delta
+    # one pass at the start grid, plain compositions only
+    kinds = {key[3] for key in quick._states}
+    assert kinds <= {"upper"}
+    assert len({key[2] for key in quick._states}) == 1
+
+
+def test_exact_zero_delta_runs_the_others_upper_only() -> None:
+    # the closed form certifies delta 0 at the mechanism's epsilon: the PLD cross-check makes
+    # its upper bound only (it took seconds of passes for a bound that cannot narrow [0, 0])
+    start = time.perf_counter()
+    chosen = account(ExponentialMechanismEvent(300.0), epsilon=300.0)
+    assert time.perf_counter() - start < 5.0
+    assert chosen.bound.delta == 0.0 and chosen.bound.delta_lower == 0.0
+    pld = [c for c in chosen.candidates if c.method == "pld"]
+    assert pld and pld[0].delta_lower == 0.0 and pld[0].delta >= 0.0
+
+
+def test_exact_delta_bracket_keeps_the_closed_form() -> None:
+    event = SelfComposedEvent(GaussianEvent(2.0), 1000)
+    chosen = account(event, epsilon=130.0)
+    assert chosen.bound.method == "closed_form"
+    for c in chosen.candidates:
+        assert c.delta >= chosen.bound.delta_lower
