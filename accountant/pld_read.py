@@ -8,7 +8,9 @@ its Hoeffding shift) gives a dominated pair; mass below the window is subtracted
 
 from __future__ import annotations
 
+import functools
 import math
+import weakref
 
 import numpy as np
 from scipy import (
@@ -72,13 +74,22 @@ def _suffix(arr: Array) -> Array:
     return np.concatenate([np.cumsum(arr[::-1])[::-1][1:], [0.0]])
 
 
+@functools.lru_cache(maxsize=4)
+def _factors(size: int, h: float) -> tuple[Array, Array]:
+    """(e^{-jh}, e^{jh}) for j < size, read-only (the compositions of one pass share them)."""
+    j = np.arange(size)
+    down, up = np.exp(-j * h), np.exp(j * h)
+    down.flags.writeable = False
+    up.flags.writeable = False
+    return down, up
+
+
 def _discounted_suffix(arr: Array, h: float) -> Array:
     """B_i = sum_{k > i} arr_k e^{-(k - i) h}, in blocks short enough that no factor overflows."""
     n = arr.size
     out = np.empty(n)
     block = max(1, int(DISCOUNT_SPAN / h))
-    j = np.arange(min(n, block))
-    down, up = np.exp(-j * h), np.exp(j * h)  # e^{-jh}, e^{jh} (shared by every block)
+    down, up = _factors(min(n, block), h)  # e^{-jh}, e^{jh} (shared by every block)
     carry = 0.0  # B at the last index of the block being processed
     for start in range(((n - 1) // block) * block, -1, -block):
         m = min(n, start + block) - start
@@ -181,11 +192,29 @@ def delta_at(pld: ComposedPLD, eps: float, *, upper: bool, eta: float = 1e-12) -
     return max(0.0, extra + finite - slack)
 
 
+#: the suffix sums of the last arrays read (a lower bound reads one array up to three times)
+_SUMS: list[tuple[weakref.ref[Array], float, Array, Array]] = []
+
+
+def _sums(masses: Array, h: float) -> tuple[Array, Array]:
+    """(:func:`_suffix`, :func:`_discounted_suffix`) of ``masses``, kept for the last two
+    arrays read (by identity: the arrays of a composition are not changed once made)."""
+    for ref, spacing, a, b in _SUMS:
+        if ref() is masses and spacing == h:
+            return a, b
+    a = _suffix(masses)
+    b = _discounted_suffix(masses, h)
+    a.flags.writeable = False
+    b.flags.writeable = False
+    _SUMS.insert(0, (weakref.ref(masses), h, a, b))
+    del _SUMS[2:]
+    return a, b
+
+
 def _crossing(
     masses: Array, losses: Array, h: float, extra: float, delta: float, upper: bool
 ) -> tuple[int, Array, Array]:
-    a = _suffix(masses)
-    b = _discounted_suffix(masses, h)
+    a, b = _sums(masses, h)
     slack = SUM_SLACK * masses.size * a
     on_grid = extra + (a - b) + (slack if upper else -slack)
     ok = np.nonzero(on_grid <= delta)[0]
