@@ -21,7 +21,7 @@ mpmath.mp.dps = 60
 
 def _exact(event: Event, m: int, eps: np.ndarray) -> list[mpmath.mpf]:
     """delta(eps) of ``m`` copies of ``event`` composed, at 60 digits."""
-    e = mpmath.mpf(event.epsilon)  # type: ignore[attr-defined]
+    e = mpmath.mpf(event.epsilon)
     k = event.num_buckets if isinstance(event, RandomizedResponseEvent) else 2
     z = mpmath.exp(e) + (k - 1)
     base = [1 / z, mpmath.mpf(k - 2) / z, mpmath.exp(e) / z]  # losses -e, 0, e
@@ -60,7 +60,7 @@ def test_block_curves_bracket_the_exact_composition(
         monkeypatch.setattr(cells, "CELL_TAIL", 1e-6)
     d = cell_profiles(event, m)
     assert d is not None
-    top = m * event.epsilon  # type: ignore[attr-defined]
+    top = m * event.epsilon
     eps = np.linspace(-top - 0.01, top + 0.01, 61)
     eps = np.concatenate([eps, np.array([0.0, 0.5 * top, top * (1 - 1e-12)])])
     exact = _exact(event, m, eps)
