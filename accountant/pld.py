@@ -428,9 +428,11 @@ class PLDAccountant(Accountant):
     def _adaptive_delta(self, prep: Prepared, epsilon: float) -> DeltaBound:
         """The delta bracket at the coarsest grid that makes it narrower than
         DELTA_BRACKET_GOAL, never finer than ``target_points`` (every pass's compositions stay
-        cached and each certifies its own bound, so the best of them all is read)."""
+        cached and each certifies its own bound, so the best of them all is read); one pass
+        within :func:`upper_only`, and none after a finer grid barely narrowed the bracket."""
         full = self.target_points
         points = min(full, ADAPTIVE_START_POINTS)
+        previous = math.inf
         try:
             while True:
                 self._cache.points = points
@@ -438,8 +440,18 @@ class PLDAccountant(Accountant):
                 bound = self._delta_at(prep, epsilon)
                 gap = bound.delta - bound.delta_lower
                 goal = min((DELTA_BRACKET_GOAL - 1) * bound.delta_lower, DELTA_ABSOLUTE)
-                if gap <= goal or points >= full or self._cache.floored or bound.delta <= 0.0:
+                # as for epsilon queries: what a finer grid left is not the grid's
+                stalled = gap > STALLED_GAP * previous
+                if (
+                    gap <= goal
+                    or points >= full
+                    or self._cache.floored
+                    or bound.delta <= 0.0
+                    or stalled
+                    or _UPPER_ONLY.get()
+                ):
                     return bound
+                previous = gap
                 ratio = gap / max(0.8 * goal, 1e-300)
                 points = _finer_points(points, full, ratio, least=4.0, most=16.0)
         finally:

@@ -56,9 +56,7 @@ class DeltaSearch:
     def _upper_bracket(self, prep: Prepared, epsilon: float) -> tuple[float, float, float]:
         """Within :func:`~dpledger.accountant.pld_epsilon.upper_only` (the caller reads upper
         bounds only, or another backend's bracket is exact): each direction's plain
-        compositions, one pass (the cache is marked so that no finer pass follows), and the
-        lower bounds already known."""
-        self.cache.floored = True
+        compositions, and the lower bounds already known."""
         upper, lower, h = 0.0, 0.0, 0.0
         for name in prep.names:
             up, _, _, _, h = self._delta_upper(prep, name, epsilon)
