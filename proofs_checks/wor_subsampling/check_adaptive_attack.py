@@ -144,7 +144,8 @@ def adaptive_curve(
             outs.append(got - fft_slack(value, m))
         value = np.maximum(np.maximum.reduce(outs), 0.0)
     neg = grid <= 0
-    return -grid[neg][::-1] * h, value[neg][::-1]
+    epsilons = np.asarray(-grid[neg][::-1] * h, dtype=np.float64)
+    return epsilons, np.asarray(value[neg][::-1], dtype=np.float64)
 
 
 def accountant_delta(epsilon: float, sigma: float, n: int, m: int, steps: int) -> float:
