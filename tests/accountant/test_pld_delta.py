@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from dpledger.accountant.base import DeltaBound
 from dpledger.accountant.pld import PLDAccountant, upper_only
 from dpledger.accountant.select import account
 from dpledger.core.events import (
@@ -54,3 +55,31 @@ def test_exact_delta_bracket_keeps_the_closed_form() -> None:
     assert chosen.bound.method == "closed_form"
     for c in chosen.candidates:
         assert c.delta >= chosen.bound.delta_lower
+
+
+def test_delta_passes_stop_once_a_finer_grid_barely_narrows() -> None:
+    # a bracket set by something other than the grid (representatives, tails): the second
+    # pass narrowed it by under 10 %, so no third pass is made
+    acc = PLDAccountant()
+    passes: list[int] = []
+
+    def at(prep: object, epsilon: float) -> DeltaBound:
+        passes.append(acc._cache.points)
+        lower = 5.5e-6 if len(passes) == 1 else 5.6e-6
+        return DeltaBound(1e-5, lower, epsilon, "pld")
+
+    acc._delta_at = at  # type: ignore[method-assign,assignment]
+    bound = acc._adaptive_delta(object(), 8.0)  # type: ignore[arg-type]
+    assert len(passes) == 2 and passes[1] > passes[0]
+    assert bound.delta_lower == 5.6e-6
+    # a pass that narrowed it well is followed by a finer one
+    passes.clear()
+    widths = iter([4e-6, 1e-6, 5e-8])
+
+    def narrowing(prep: object, epsilon: float) -> DeltaBound:
+        passes.append(acc._cache.points)
+        return DeltaBound(1e-5, 1e-5 - next(widths), epsilon, "pld")
+
+    acc._delta_at = narrowing  # type: ignore[method-assign,assignment]
+    acc._adaptive_delta(object(), 8.0)  # type: ignore[arg-type]
+    assert len(passes) == 3
