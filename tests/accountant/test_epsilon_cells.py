@@ -69,12 +69,6 @@ def test_distinct_randomized_responses_within_one_percent() -> None:
     _assert_tight(lower, upper, truth)
 
 
-def test_distinct_pure_dp_within_one_percent() -> None:
-    truth = _lattice_epsilon(KS, 1e-5)
-    lower, upper = _bracket([PureDPEvent(float(k * UNIT)) for k in KS])
-    _assert_tight(lower, upper, truth)
-
-
 def test_distinct_approximate_dp_sound() -> None:
     """The lower bound does not read the +infinity mass (the backend's lower reading drops
     it), so only soundness and the upper bound's distance are held here."""
