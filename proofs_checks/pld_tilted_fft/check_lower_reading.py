@@ -16,7 +16,13 @@ import numpy as np
 import pytest
 
 from dpledger.accountant import pld_read as R
-from dpledger.accountant.pld_engine import DiscretePLD, compose, delta_at, epsilon_for
+from dpledger.accountant.pld_engine import (
+    ComposedPLD,
+    DiscretePLD,
+    compose,
+    delta_at,
+    epsilon_for,
+)
 
 __all__: list[str] = []
 
@@ -54,21 +60,23 @@ def _exact_delta(pld: DiscretePLD, eps: float) -> float:
 
 
 @pytest.fixture(scope="module")
-def composed() -> tuple[DiscretePLD, object]:
+def composed() -> tuple[DiscretePLD, ComposedPLD]:
     law = _law(dominated=True)
     # the window stops below the top loss COUNT * 38 h = 114: sums of tail steps wrap around
     # onto losses below 30, untilted by up to e^{1.5 * 85}
     return law, compose([(law, COUNT)], WINDOW, tilt=1.5)
 
 
-def test_the_brackets_sum_far_above_one(composed) -> None:
+def test_the_brackets_sum_far_above_one(composed: tuple[DiscretePLD, ComposedPLD]) -> None:
     _, comp = composed
     assert float(comp.lower.sum()) > 5.0
     assert R.excess_mass(comp) == 0.0
 
 
 @pytest.mark.parametrize("eps", [0.5, 9.0, 20.0, 30.0, 35.0, 45.0, 60.0])
-def test_dominated_reading_is_below_the_exact_delta(composed, eps: float) -> None:
+def test_dominated_reading_is_below_the_exact_delta(
+    composed: tuple[DiscretePLD, ComposedPLD], eps: float
+) -> None:
     law, comp = composed
     exact = _exact_delta(law, eps)
     read = delta_at(comp, eps, upper=False)
@@ -77,7 +85,9 @@ def test_dominated_reading_is_below_the_exact_delta(composed, eps: float) -> Non
         assert read >= exact * (1 - 1e-3)
 
 
-def test_dominated_epsilon_is_below_the_exact_root(composed) -> None:
+def test_dominated_epsilon_is_below_the_exact_root(
+    composed: tuple[DiscretePLD, ComposedPLD],
+) -> None:
     law, comp = composed
     delta = 1e-20
     lower = epsilon_for(comp, delta, upper=False)
