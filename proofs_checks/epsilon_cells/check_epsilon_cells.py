@@ -3,6 +3,8 @@ the lower curve below it, both close to it."""
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import mpmath
 import numpy as np
 import pytest
@@ -11,15 +13,16 @@ import dpledger.accountant.epsilon_cells as cells
 from dpledger.accountant.epsilon_cells import cell_profiles
 from dpledger.core.events import (
     ApproxDPEvent,
-    Event,
     PureDPEvent,
     RandomizedResponseEvent,
 )
 
+Leaf: TypeAlias = PureDPEvent | RandomizedResponseEvent | ApproxDPEvent
+
 mpmath.mp.dps = 60
 
 
-def _exact(event: Event, m: int, eps: np.ndarray) -> list[mpmath.mpf]:
+def _exact(event: Leaf, m: int, eps: np.ndarray) -> list[mpmath.mpf]:
     """delta(eps) of ``m`` copies of ``event`` composed, at 60 digits."""
     e = mpmath.mpf(event.epsilon)
     k = event.num_buckets if isinstance(event, RandomizedResponseEvent) else 2
@@ -54,7 +57,7 @@ CASES = [
 @pytest.mark.parametrize("cut", [False, True])
 @pytest.mark.parametrize(("event", "m"), CASES)
 def test_block_curves_bracket_the_exact_composition(
-    event: Event, m: int, cut: bool, monkeypatch: pytest.MonkeyPatch
+    event: Leaf, m: int, cut: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if cut:  # a tail cut inside the support: moved up (upper), merged (lower)
         monkeypatch.setattr(cells, "CELL_TAIL", 1e-6)
