@@ -1,7 +1,9 @@
 """The compositions an accountant makes of one prepared ledger (:class:`Compositions`): each
 direction at a tilt, a grid size and a kind (connect-the-dots upper bound, shifted-chord or
 dominated-pair lower bound, or split by heavy-tail steps), cached, with the window and grid
-spacing each is made on and the delta brackets read off them."""
+spacing each is made on and the delta brackets read off them. Many components queried at a
+known delta are composed with their far tails cut (:func:`~dpledger.accountant.pld_prepared.
+cut_tails`) at a budget far below that delta."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 from dpledger.accountant.pld_discrete import MAX_FFT_LEN, DiscretePLD, discretise
 from dpledger.accountant.pld_dominated import discretise_lower
 from dpledger.accountant.pld_fft import ComposedPLD, compose
-from dpledger.accountant.pld_prepared import TAIL_MASS, Prepared
+from dpledger.accountant.pld_prepared import TAIL_MASS, Prepared, cut_tails
 from dpledger.accountant.pld_read import delta_at
 from dpledger.accountant.pld_split import compose_split
 from dpledger.accountant.pld_tilt import (
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from dpledger.accountant.pld import PLDAccountant
 
 __all__ = [
+    "CUT_SHARE",
     "EXTENDED_WINDOW_POINTS",
     "FULL_RESOLUTION_COMPONENTS",
     "GROWTH_POWER",
@@ -73,6 +76,9 @@ PROFILE_RECUTS = 3
 PROFILE_DROPPED_SHARE = 1e-2
 #: kinds of compositions that certify upper bounds (the others certify lower bounds)
 UPPER_KINDS = frozenset({"upper"})
+#: components' tails are cut at a budget of at most this share of the delta of interest (the
+#: budget a power of 100, so that nearby levels share their cut components)
+CUT_SHARE = 1e-3
 
 
 def _resolution(target_points: int, components: int, total: int = 1) -> int:
@@ -110,6 +116,8 @@ class Compositions:
         self.split_first: set[tuple[str, str, float]] = set()
         #: delta(epsilon) read from each composition made (compositions never change)
         self.read: dict[tuple[tuple[str, float, int, str], float], float] = {}
+        #: whether many components are composed with their tails cut (:meth:`cut`)
+        self.cutting = True
 
     def clear(self) -> None:
         """Forget every composition and what was learned from them (the ledger changed)."""
@@ -154,8 +162,10 @@ class Compositions:
         ``"chord"`` (the lower pairs' chords, read with a shift; the upper composition itself
         when the lower pairs are the upper ones) or ``"dominated"`` (dominated pairs; None when
         one cannot be certified). A window the FFT cannot hold is retried at twice the
-        spacing."""
-        key = (name, tilt, self.points, kind)
+        spacing. Many components are composed with their tails cut for ``delta``
+        (:meth:`cut`)."""
+        tag, prep = self.cut(prep, delta)
+        key = (name + tag, tilt, self.points, kind)
         if key in self.states:
             return self.states[key]
         if kind == "chord" and self.same_lower(prep, name):
@@ -172,6 +182,21 @@ class Compositions:
                         raise
         self.states[key] = result
         return result
+
+    def cut(self, prep: Prepared, delta: float) -> tuple[str, Prepared]:
+        """(tag of the cache key, preparation) to compose at the level ``delta``: the
+        components cut at the power of 100 at most CUT_SHARE times ``delta``
+        (:func:`~dpledger.accountant.pld_prepared.cut_tails`) where that cuts any, else
+        ``prep`` itself (tag "")."""
+        if prep.cut > 0.0:
+            return f"|cut={prep.cut:.0e}", prep
+        if not (self.cutting and delta > 0.0 and math.isfinite(delta)):
+            return "", prep
+        budget = 10.0 ** (2 * math.floor(math.log10(CUT_SHARE * delta) / 2))
+        found = cut_tails(prep, budget)
+        if found is None:
+            return "", prep
+        return f"|cut={budget:.0e}", found
 
     def extend(self, prep: Prepared, name: str, kind: str) -> int:
         """Grid points up to which a composition's window extends over the heavy tilted tail:
@@ -222,8 +247,10 @@ class Compositions:
     ) -> ComposedPLD | None:
         """One direction's composition split by heavy-tail steps (cached): ``"upper"``
         (connect-the-dots) or ``"dominated"`` (dominated pairs), cut for the level ``delta``
-        and tilted for it (or for the tail above ``epsilon``); None where no split applies."""
-        key = (name, -1.0, self.points, f"split-{kind}@{delta!r}/{epsilon!r}")
+        and tilted for it (or for the tail above ``epsilon``); None where no split applies.
+        Many components are composed with their tails cut for ``delta`` (:meth:`cut`)."""
+        tag, prep = self.cut(prep, delta)
+        key = (name + tag, -1.0, self.points, f"split-{kind}@{delta!r}/{epsilon!r}")
         if key in self.states:
             return self.states[key]
 
@@ -264,6 +291,8 @@ class Compositions:
         top = max(epsilons, default=0.0)
         kept = self.points
         self.points = points
+        # every reading of the curve is made of the whole components (no cut tails)
+        self.cutting = False
         try:
             for name in prep.names:
                 plain = self.composed(prep, name, 0.0, UNTILTED_DELTA)
@@ -276,6 +305,7 @@ class Compositions:
                     out[i] = max(out[i], read)
         finally:
             self.points = kept
+            self.cutting = True
         return out
 
     def _deepest(self, prep: Prepared, name: str, epsilon: float) -> ComposedPLD | None:
@@ -320,7 +350,7 @@ class Compositions:
         best_up, best_lo = 1.0, 0.0
         for key, composed in self.states.items():
             state_name, _tilt, _points, of = key
-            if state_name != name or composed is None:
+            if state_name.partition("|")[0] != name or composed is None:
                 continue
             upper = of in UPPER_KINDS or of.startswith("split-upper")
             value = self.read.get((key, epsilon))

@@ -1,6 +1,7 @@
 """A ledger's PLD components prepared for composition (:class:`Prepared`): the directions to
 compose, the coarse grid that guides windows and tilts, the untilted window widths, the lower
-pairs' own coarse grid and the pure-DP cap."""
+pairs' own coarse grid and the pure-DP cap; and the same components with their far tails cut
+(:func:`cut_tails`), for many components queried at a known level of delta."""
 
 from __future__ import annotations
 
@@ -10,19 +11,36 @@ import attrs
 import numpy as np
 
 from dpledger.accountant.pld_components import _exact_pure_cap, _unbounded_loss
-from dpledger.accountant.pld_discrete import MAX_LOSS, DiscretePLD, discretise
+from dpledger.accountant.pld_discrete import MAX_LOSS, MAX_UPPER_LOSS, DiscretePLD, discretise
 from dpledger.accountant.pld_tilt import tilted_window
-from dpledger.accountant.profiles_base import DirectedProfiles
+from dpledger.accountant.profiles_base import DirectedProfiles, Profile
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import BoundUnavailable
 from dpledger.core.events import Event
 
-__all__ = ["COARSE_MAX_POINTS", "TAIL_MASS", "Prepared", "prepare", "pure_cap"]
+__all__ = [
+    "COARSE_MAX_POINTS",
+    "CUT_COMPONENTS",
+    "CUT_MIN_SAVING",
+    "CUT_POINTS",
+    "TAIL_MASS",
+    "Prepared",
+    "cut_tails",
+    "prepare",
+    "pure_cap",
+]
 
 #: most grid points per component on the coarse grid that guides windows and tilts
 COARSE_MAX_POINTS = 1 << 16
 #: truncation mass of the composed window (charged to delta)
 TAIL_MASS = 1e-18
+#: above this many distinct components, compositions queried at a known delta may use the
+#: components cut at their far tails (:func:`cut_tails`)
+CUT_COMPONENTS = 16
+#: points at which a curve is read to find where its tail falls below the cut level
+CUT_POINTS = 256
+#: a curve is cut only where that shortens its loss range by at least this fraction
+CUT_MIN_SAVING = 0.1
 
 
 @attrs.frozen
@@ -40,6 +58,10 @@ class Prepared:
     keep_lower: bool
     span: float
     width0: dict[str, float]  # width of the untilted window per direction
+    #: the budget of P-mass the components' cut tails hold at most (0: nothing cut)
+    cut: float = 0.0
+    #: the preparations of the same components cut for a budget (:func:`cut_tails`)
+    cuts: dict[float, Prepared | None] = attrs.field(factory=dict, eq=False, repr=False)
 
 
 def prepare(
@@ -50,6 +72,16 @@ def prepare(
 ) -> Prepared:
     """The upper and lower components (not empty) prepared; ``upper_events`` are the leaves the
     upper components come from (they decide the pure-DP cap)."""
+    return _build(comps, lower_comps, pure_cap(comps, upper_events, adjacency))
+
+
+def _build(
+    comps: list[tuple[DirectedProfiles, int]],
+    lower_comps: list[tuple[DirectedProfiles, int]],
+    cap: float,
+    cut: float = 0.0,
+) -> Prepared:
+    """The components prepared, with the pure-DP cap ``cap`` (of the uncut components)."""
     span = max(p.loss_hi - p.loss_lo for d, _ in comps for p in (d.remove, d.add))
     symmetric = all(d.remove is d.add for d, _ in comps) and all(
         d.lower_remove is d.lower_add for d, _ in lower_comps
@@ -76,7 +108,6 @@ def prepare(
         if distinct and lower_exact
         else None
     )
-    cap = pure_cap(comps, upper_events, adjacency)
     return Prepared(
         comps,
         lower_comps,
@@ -88,6 +119,78 @@ def prepare(
         lower_exact,
         span,
         width0,
+        cut,
+    )
+
+
+def cut_tails(prep: Prepared, budget: float) -> Prepared | None:
+    """The preparation with every curve cut at the first loss where it is at most ``budget``
+    over the total count (cached in ``prep``); None when no curve would be cut.
+
+    A cut curve ends its loss range there: the connect-the-dots discretisation lumps the
+    curve's value at its top grid point at +infinity (charged to every delta read, at most
+    ``budget`` for the whole composition), and a dominated pair's curve is 0 beyond its last
+    point, below the mechanism's, so both bounds stay certified whatever the cut; the budget
+    only keeps the charge negligible at the delta queried. Cut ranges shorten the window of
+    many components with long, thin tails (Poisson-sampled Gaussians), and so refine its
+    grid at the same number of points."""
+    if prep.cut > 0.0 or len(prep.comps) <= CUT_COMPONENTS:
+        return None
+    if budget in prep.cuts:
+        return prep.cuts[budget]
+    total = max(sum(k for _, k in prep.comps), sum(k for _, k in prep.lower_comps))
+    level = budget / total
+    made: dict[int, Profile] = {}
+
+    def cut(profile: Profile) -> Profile:
+        found = made.get(id(profile))
+        if found is None:
+            found = made[id(profile)] = _cut_profile(profile, level)
+        return found
+
+    def cut_all(comps: list[tuple[DirectedProfiles, int]]) -> list[tuple[DirectedProfiles, int]]:
+        return [
+            (DirectedProfiles(cut(d.remove), cut(d.add), cut(d.lower_remove), cut(d.lower_add)), k)
+            for d, k in comps
+        ]
+
+    comps = cut_all(prep.comps)
+    lower = comps if prep.lower_comps is prep.comps else cut_all(prep.lower_comps)
+    changed = any(made[key] is not p for key, p in _profiles(prep))
+    result = _build(comps, lower, prep.pure_cap, budget) if changed else None
+    prep.cuts[budget] = result
+    return result
+
+
+def _profiles(prep: Prepared) -> list[tuple[int, Profile]]:
+    """(id, profile) of every curve of the components, upper and lower."""
+    return [
+        (id(p), p)
+        for d, _ in [*prep.comps, *prep.lower_comps]
+        for p in (d.remove, d.add, d.lower_remove, d.lower_add)
+    ]
+
+
+def _cut_profile(profile: Profile, level: float) -> Profile:
+    """The curve with its loss range ended at the first of CUT_POINTS evenly spaced losses
+    from max(0, loss_lo) to its top where it is at most ``level``; the curve itself when that
+    would shorten the range by less than CUT_MIN_SAVING."""
+    top = min(profile.loss_hi, profile.accurate_hi, MAX_UPPER_LOSS)
+    bottom = max(profile.loss_lo, 0.0)
+    if not (math.isfinite(top) and top > bottom):
+        return profile
+    losses = np.linspace(bottom, top, CUT_POINTS + 1)
+    below = np.flatnonzero(profile(losses) <= level)
+    if below.size == 0:
+        return profile
+    end = float(losses[below[0]])
+    if top - end < CUT_MIN_SAVING * (top - profile.loss_lo):
+        return profile
+    return attrs.evolve(
+        profile,
+        loss_hi=end,
+        accurate_hi=min(profile.accurate_hi, end),
+        name=f"{profile.name} cut at {end:.6g}",
     )
 
 
