@@ -67,9 +67,10 @@ def _discrete_delta(losses: Sequence[mp.mpf], masses: Sequence[mp.mpf], eps: mp.
     return total
 
 
-def rr_composition_delta(eps0: float, k: int, eps: float) -> mp.mpf:
-    """Exact curve of ``k`` binary randomized responses at ``eps0`` (a binomial)."""
-    with mp.workdps(DPS):
+def rr_composition_delta(eps0: float, k: int, eps: float, dps: int = DPS) -> mp.mpf:
+    """Exact curve of ``k`` binary randomized responses at ``eps0`` (a binomial), at ``dps``
+    digits (an ``eps0`` of 1e-300 needs more than 300)."""
+    with mp.workdps(dps):
         e0 = mp.mpf(eps0)
         p = mp.exp(e0) / (1 + mp.exp(e0))
         losses = [(2 * j - k) * e0 for j in range(k + 1)]
