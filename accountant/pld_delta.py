@@ -9,10 +9,16 @@ composition certifies its own bound, so the best over all of them is read.
 from __future__ import annotations
 
 from dpledger.accountant.pld_compositions import UNTILTED_DELTA, Compositions
-from dpledger.accountant.pld_epsilon import _UPPER_ONLY, tilt_level
+from dpledger.accountant.pld_epsilon import (
+    _UPPER_ONLY,
+    FFT_NOISE_PER_STEP,
+    MIN_SCREEN_POINTS,
+    tilt_level,
+)
 from dpledger.accountant.pld_prepared import Prepared
 from dpledger.accountant.pld_read import delta_at
 from dpledger.accountant.pld_tilt import chernoff_level, tilt_for_epsilon
+from dpledger.core.errors import BoundUnavailable
 
 __all__ = ["DELTA_BRACKET_GOAL", "SPLIT_DROPPED_SHARE", "SPLIT_LEVEL_PASSES", "DeltaSearch"]
 
@@ -29,6 +35,9 @@ class DeltaSearch:
 
     def __init__(self, cache: Compositions) -> None:
         self.cache = cache
+        #: (direction, epsilon, grid points) of the passes whose level a screen found, with
+        #: the levels it went into (the cache's, until the ledger changes)
+        self.screened: dict[tuple[str, float, int], dict[tuple[str, float], float]] = {}
 
     def bracket(self, prep: Prepared, epsilon: float) -> tuple[float, float, float]:
         """(upper, lower, grid spacing) of delta(epsilon) at the current grid."""
@@ -96,7 +105,11 @@ class DeltaSearch:
             return (*self.cache.known_deltas(name, epsilon), h)
         best_up, best_lo = self.cache.known_deltas(name, epsilon)
         found = min(found, best_up)
-        if tilts[0] > 0 or found < UNTILTED_DELTA:
+        # tilted from the start (not for the level this pass's screen found, where the plain
+        # compositions were skipped and not a heavy tail, but the untilted round-off, asked
+        # for the tilt), or delta found below the untilted range: a heavy step's tail
+        screened = self.screened.get((name, epsilon, self.cache.points)) is self.cache.levels
+        if (tilts[0] > 0 and not screened) or found < UNTILTED_DELTA:
             self._split_delta(prep, name, epsilon, found)
             self.cache.split_first.add(("delta", name, epsilon))
         return (*self.cache.known_deltas(name, epsilon), h)
@@ -121,6 +134,7 @@ class DeltaSearch:
         coarse = prep.coarse[name]
         # a coarser pass may have found delta far below the Chernoff estimate
         level = min(chernoff_level(coarse, epsilon), self.cache.levels.get((name, epsilon), 1.0))
+        level = self._screened_level(prep, name, epsilon, level)
         tilt, h = 0.0, 0.0
         tilts = self.cache.tilts(
             prep, name, tilt_for_epsilon(coarse, epsilon), tilt_level(prep, level)
@@ -132,6 +146,44 @@ class DeltaSearch:
             if epsilon >= float(up.losses[0]):
                 break
         return self.cache.known_deltas(name, epsilon)[0], level, tilts, tilt, h
+
+    def _screened_level(self, prep: Prepared, name: str, epsilon: float, level: float) -> float:
+        """``level``, or the delta read off a tilted composition on a coarse grid
+        (MIN_SCREEN_POINTS) where the plain FFT's round-off would swamp it: a long run (over
+        UNTILTED_DELTA / FFT_NOISE_PER_STEP steps) whose Chernoff level is too high to be
+        tilted for while the delta found is at least UNTILTED_DELTA, but low enough to be read
+        tilted (:func:`~dpledger.accountant.pld_epsilon.tilt_level`). The plain untilted
+        compositions, which could not resolve it, are then not made; below UNTILTED_DELTA
+        (a heavy step's tail) the plain ones guide the windows as before. Once per direction
+        and epsilon; the screen only chooses the level (it is not kept)."""
+        key = (name, epsilon)
+        steps = sum(k for _, k in prep.comps)
+        if (
+            key in self.cache.levels
+            or FFT_NOISE_PER_STEP * steps <= UNTILTED_DELTA
+            or tilt_level(prep, level) < UNTILTED_DELTA
+        ):
+            return level
+        forced = 0.5 * UNTILTED_DELTA  # a level at which the composition is tilted
+        tilt = self.cache.tilts(prep, name, tilt_for_epsilon(prep.coarse[name], epsilon), forced)
+        if tilt[0] <= 0:
+            return level
+        points, floored = self.cache.points, self.cache.floored
+        try:
+            self.cache.points = min(points, MIN_SCREEN_POINTS)
+            extend = self.cache.extend(prep, name, "upper")
+            h, win = self.cache.window(prep, name, tilt[0], forced, extend)
+            screen = self.cache.compose_at(prep, name, tilt[0], h, win, "upper")
+        except BoundUnavailable:
+            return level
+        finally:
+            self.cache.points, self.cache.floored = points, floored
+        found = 1.0 if screen is None else delta_at(screen, epsilon, upper=True)
+        if not UNTILTED_DELTA <= found < level or tilt_level(prep, found) >= UNTILTED_DELTA:
+            return level
+        self.cache.levels[key] = found
+        self.screened[(name, epsilon, self.cache.points)] = self.cache.levels
+        return found
 
     def _split_delta(self, prep: Prepared, name: str, epsilon: float, level: float) -> float:
         """Split compositions for delta(epsilon); their spacing (0 when none applies). Their

@@ -83,3 +83,21 @@ def test_delta_passes_stop_once_a_finer_grid_barely_narrows() -> None:
     acc._delta_at = narrowing  # type: ignore[method-assign,assignment]
     acc._adaptive_delta(object(), 8.0)  # type: ignore[arg-type]
     assert len(passes) == 3
+
+
+def test_long_run_level_screened_instead_of_untilted_compositions() -> None:
+    # 1e7 steps at delta ~ 9e-6: the Chernoff level (~1e-3) says untilted, but the plain
+    # FFT's round-off (~1e-11 per step) would swamp delta; a coarse tilted screen finds the
+    # level, and the certified bound it leads to is a certified upper bound of the same delta
+    acc = PLDAccountant()
+    acc.compose(_dp_sgd(1.0, 1e-4, 10_000_000))
+    prep = acc._prepared()
+    assert prep is not None
+    search = acc._deltas
+    level = search._screened_level(prep, "remove", 1.63, 1e-3)
+    assert 1e-7 <= level < 1e-4
+    assert level >= 8.9e-6  # an upper bound: the certified delta is about 9.05e-6
+    assert not acc._states  # the screen is not kept
+    # kept as the level found, which finer passes start from (no second screen)
+    assert acc._cache.levels[("remove", 1.63)] == level
+    assert search._screened_level(prep, "remove", 1.63, level) == level
