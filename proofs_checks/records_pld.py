@@ -2,7 +2,9 @@
 (data of :mod:`dpledger.proofs_checks.registry`, appended to its records): the rules of
 ``discretise_lower`` live in these functions, so a change to any of them makes the pair's
 proof stale; what a lower reading of a composition subtracts (``pld_read``) rests on that
-pair and on the tilted FFT's brackets (proofs_checks/pld_tilted_fft, "Reading lower bounds").
+pair and on the tilted FFT's brackets (proofs_checks/pld_tilted_fft, "Reading lower bounds");
+components cut at their far tails (``pld_prepared``) rest on both discretisations
+(proofs_checks/pld_cut_tails).
 ``python -m dpledger.proofs_checks.registry --update TARGET`` refreshes a hash
 here too; a new record of this proof is added here by hand, in the same form."""
 
@@ -66,5 +68,17 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
         source_sha256="8e2c3e1edcf36cd3b3ac3a1d0526e7382224006c5df2ed906bc853a3e3bd07b6",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_prepared._cut_profile",
+        status="contrib",
+        proof="proofs_checks/pld_cut_tails/proof.md",
+        source_sha256="4ed116ab1bb93fd99c8badc116ed2d9c6f451eb96faa5e3785d0f33487b3e99b",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_prepared.cut_tails",
+        status="contrib",
+        proof="proofs_checks/pld_cut_tails/proof.md",
+        source_sha256="c00099336159ff67db69cfdae8e0befb62a8699f5de37920bfc7827d5c24670c",
     ),
 )
