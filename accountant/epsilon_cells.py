@@ -36,6 +36,7 @@ from dpledger.core.events import (
 __all__ = [
     "BLOCK",
     "CELL_TAIL",
+    "MAX_BLOCK_LOSS",
     "MAX_CELL_EPSILON",
     "NEAR_GAP",
     "block_masses",
@@ -49,6 +50,9 @@ BLOCK = 128
 CELL_TAIL = 1e-40
 #: leaves above this epsilon keep their own curves (e^eps must not overflow)
 MAX_CELL_EPSILON = 300.0
+#: a block's losses span at most twice this (its leaves at most this / eps): the loss grid's
+#: coarse spacing follows the widest component
+MAX_BLOCK_LOSS = 10.0
 #: unit roundoff of IEEE double
 _U = 2.0**-53
 #: atoms less than this above a point are summed term by term (the others by suffix sums)
@@ -179,8 +183,10 @@ def _upper(eps: float, p: np.ndarray, error: float, scale: float, inf_mass: floa
     kept = np.array(mass[lo : hi + 1])
     kept[0] += float(np.sum(mass[:lo]))
     losses = np.nextafter((np.arange(lo, hi + 1) - m) * eps, math.inf)
-    top = float(np.sum(mass[hi + 1 :]))
-    if top > 0:
+    if hi < p.size - 1:
+        # the top loss stays the block's largest (the pure cap reads it), its mass at least the
+        # smallest positive double (a mass that underflowed is not lost)
+        top = max(float(np.sum(mass[hi + 1 :])), 5e-324)
         losses = np.append(losses, np.nextafter(m * eps, math.inf))
         kept = np.append(kept, top)
     return _curve(losses, kept, inf_mass * (1 + error), up=True)
@@ -245,13 +251,16 @@ def cell_profiles(event: Event, m: int) -> DirectedProfiles | None:
 def _components(
     events: dict[Event, int], adjacency: Adjacency
 ) -> list[tuple[DirectedProfiles, int]]:
-    """Each leaf's curves with its count; equal epsilon-type leaves as blocks of at most BLOCK
-    composed exactly (a cell of ``m = n * BLOCK + r`` leaves: n blocks of BLOCK and one of r)."""
+    """Each leaf's curves with its count; equal epsilon-type leaves as blocks of at most
+    ``b = min(BLOCK, MAX_BLOCK_LOSS / eps)`` composed exactly (a cell of ``m = n b + r``
+    leaves: n blocks of b and one of r)."""
     out: list[tuple[DirectedProfiles, int]] = []
     for leaf, count in events.items():
-        if count > 1 and _leaf_masses(leaf) is not None:
-            full, rest = divmod(count, BLOCK)
-            for size, times in ((BLOCK, full), (rest, 1)):
+        found = _leaf_masses(leaf)
+        block = min(BLOCK, math.floor(MAX_BLOCK_LOSS / found[0])) if found else 0
+        if count > 1 and block > 1:
+            full, rest = divmod(count, block)
+            for size, times in ((block, full), (rest, 1)):
                 cell = cell_profiles(leaf, size) if times and size else None
                 if cell is not None:
                     out.append((cell, times))

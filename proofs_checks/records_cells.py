@@ -26,7 +26,7 @@ EPSILON_CELL_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.epsilon_cells._upper",
         status="contrib",
         proof="proofs_checks/epsilon_cells/proof.md",
-        source_sha256="36825b2349c73b98e2e33af7a18cec154bbdeeb73eb3d95f98669dc1d35430ca",
+        source_sha256="cd32b7d52ef67da896f9b82e4b9640893a3dcf8f3c7cfd62dfee9dc6044ea680",
     ),
     ProofRecord(
         target="dpledger.accountant.epsilon_cells._lower",

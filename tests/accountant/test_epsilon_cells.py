@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
+import dpledger.accountant.epsilon_cells as cells
 from dpledger.accountant.epsilon_cells import BLOCK, cell_components, cell_profiles
 from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.select import account
@@ -85,11 +86,14 @@ def test_blocks_only_for_epsilon_type_leaves() -> None:
         LaplaceEvent(2.0): 4,
         GaussianEvent(1.0): 1,
         PureDPEvent(0.3): 1,
+        PureDPEvent(4.0): 7,  # blocks of 2 (MAX_BLOCK_LOSS / 4)
+        PureDPEvent(30.0): 5,  # beyond MAX_BLOCK_LOSS: its own curve, 5 times
     }
     upper, lower = cell_components(events, events, Adjacency())
     assert upper is lower
     counts = sorted(k for _, k in upper)
-    assert counts == [1, 1, 1, 1, 2, 4]  # RR: 2 blocks of BLOCK + one of 5; ADP one block
+    # RR: 2 blocks of BLOCK and one of 5; ADP: one block; pure DP at 4: 3 blocks of 2, one of 1
+    assert counts == [1, 1, 1, 1, 1, 2, 3, 4, 5]
     assert cell_profiles(LaplaceEvent(2.0), 3) is None
     assert cell_profiles(PureDPEvent(0.0), 3) is None
     assert cell_profiles(PureDPEvent(400.0), 3) is None
@@ -104,6 +108,17 @@ def test_a_block_brackets_its_composition_closely() -> None:
     assert np.all(d.remove.delta(eps) >= d.lower_remove.delta(eps))
     gap = d.remove.delta(eps) - d.lower_remove.delta(eps)
     assert np.all(gap <= 1e-9 * d.remove.delta(eps) + 1e-300)
+
+
+def test_a_cut_block_keeps_its_top_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tails cut inside the support: the upper curve still reaches the top loss ``m eps``
+    (the pure cap reads it) and is 0 there; the lower curve's atoms stay inside the support."""
+    monkeypatch.setattr(cells, "CELL_TAIL", 1e-3)
+    d = cell_profiles(RandomizedResponseEvent(0.05), 60)
+    assert d is not None
+    assert d.remove.loss_hi >= 60 * 0.05 and d.remove.delta(np.array([d.remove.loss_hi]))[0] == 0
+    assert d.lower_remove.loss_lo >= -3.0 and d.lower_remove.loss_hi <= 3.0
+    assert d.lower_remove.loss_hi < 2.0  # the merged top tail sits near the cut
 
 
 @pytest.mark.slow
