@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import mpmath as mp
+import numpy as np
 
 __all__ = [
     "DPS",
@@ -27,6 +28,7 @@ __all__ = [
     "gaussian_with_rr_delta",
     "grr_composition_delta",
     "laplace_delta",
+    "lattice_adaptive_br_delta",
     "rr_composition_delta",
     "sampled_gaussian_two_steps_delta",
     "zcdp_epsilon",
@@ -113,7 +115,7 @@ def brr_composition_delta(eps0: float, k: int, eps: float, points: int = 400) ->
         )
 
 
-def br_single_delta(eps0: float, eps: float, points: int = 2000) -> mp.mpf:
+def br_single_delta(eps0: float, eps: float, points: int = 400) -> mp.mpf:
     """One eps0-bounded-range release: the largest GRR(t) curve, by a scan over ``t`` and a
     golden-section refinement (an attained value, so a lower bound of the supremum)."""
     with mp.workdps(DPS):
@@ -151,6 +153,30 @@ def adaptive_br_policy_delta(
             return walk(j + 1, loss + t, mass * p) + walk(j + 1, loss + t - e0, mass * r)
 
         return walk(0, mp.mpf(0), mp.mpf(1))
+
+
+def lattice_adaptive_br_delta(eps0: float, k: int, eps: float, m: int) -> float:
+    """The optimal adaptive composition of ``k`` eps0-bounded-range releases whose positions
+    ``t`` are restricted to multiples of ``eps0 / m``: a backward recursion over the loss
+    spent so far, which stays on the lattice of step ``eps0 / m``. Every choice is an
+    attained strategy, so the value is a lower bound on the adaptive optimum (double
+    precision: a relative error near k * 1e-16)."""
+    h = eps0 / m
+    n = k * m
+    losses = np.arange(-n, n + 1) * h
+    value = np.where(losses > eps, -np.expm1(eps - losses), 0.0)
+    ts = np.arange(1, m)
+    p = (math.exp(eps0) - np.exp(ts * h)) / math.expm1(eps0)
+    padded = np.zeros(2 * n + 1 + 2 * m)
+    for _ in range(k):
+        padded[m : m + 2 * n + 1] = value
+        best = np.zeros(2 * n + 1)
+        for i, pi in zip(ts, p, strict=True):
+            up = padded[m + i : m + i + 2 * n + 1]
+            down = padded[i : i + 2 * n + 1]
+            np.maximum(best, pi * up + (1 - pi) * down, out=best)
+        value = best
+    return float(value[n])
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
