@@ -252,12 +252,6 @@ def test_tiny_pure_steps_fewer_times_stay_sound() -> None:
     assert upper >= 0.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeWarning,
-    reason="the small-t geometric grid overflows np.exp (a RuntimeWarning on the user's "
-    "terminal) before the epoch is refused",
-)
 def test_extreme_allocation_is_refused_without_warnings() -> None:
     """An epoch the accountant cannot bound (losses near 1e6) is refused with its own error;
     the test configuration turns warnings into errors."""
