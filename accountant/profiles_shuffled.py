@@ -298,7 +298,7 @@ def gaussian_attack_profiles(
     the larger of its binned max statistic's and of its likelihood-ratio statistic's
     (:func:`~dpledger.accountant.allocation_ratio.allocation_ratio_pair`)."""
     forward, backward = lower_pair_profiles(max_pair, name)
-    if num_steps < 2:
+    if num_steps < 2 or mu * mu > 700.0:  # e^(mu^2), the ratio's variance, would overflow
         return forward, backward
     ratio_f, ratio_b = lower_pair_profiles(allocation_ratio_pair(mu, num_steps), name)
     return (

@@ -35,7 +35,9 @@ above (proofs_checks/random_allocation/proof.md):
   certified values is kept.
 
 The tables are taken pointwise no larger than the Gaussian profile of one release (the record
-is in one step: no amplification is a valid bound), and composed by the PLD accountant as a
+is in one step: no amplification is a valid bound), continued by that profile's points down to
+``TAIL_FLOOR``, replaced by it where they cannot be computed (a nearly noiseless step, an epoch
+of about 1e12 steps or more), and composed by the PLD accountant as a
 :class:`~dpledger.core.events.TabulatedProfileEvent` (connect-the-dots). A certified *lower*
 curve comes from the max-of-step-outputs statistic of the same pair (the remove pair is
 achieved by a query that is 1 on the differing record and 0 elsewhere), as for shuffled
@@ -92,6 +94,16 @@ MAX_POINTS = 1 << 14
 TABLE_POINTS = 600
 #: the table stops where the one-release Gaussian profile is below this
 TABLE_FLOOR = 1e-16
+#: past TABLE_FLOOR the table goes on with the one-release Gaussian's points (the record is in
+#: one step: they bound an epoch too), every TAIL_STRIDE-th table step, down to TAIL_FLOOR
+TAIL_FLOOR = 1e-30
+TAIL_STRIDE = 1
+#: a table reaching epsilons beyond this (e^eps would overflow), or whose computation
+#: overflows, is the one-release Gaussian's (no amplification claimed)
+EXP_LIMIT = 700.0
+#: epochs of more steps than this are not tabulated (their computation loses its range near
+#: 1e12): the one-release Gaussian's table
+MAX_TABLE_STEPS = 10**9
 #: for k of t steps with k / t at least 1 / SUM_POWER_SHARE, the lower bound also sums the
 #: step outputs' likelihood ratios raised to these powers (each a valid statistic, the larger
 #: curve is kept); otherwise to the power 1 only
@@ -249,13 +261,20 @@ def _tables(sigma: float, t: int) -> AllocationTables:
     mu = 1.0 / sigma
     eps = _epsilons(mu)
     gauss = np.asarray(gaussian_profile(mu)(eps), dtype=float)
-    if t == 1:
-        return AllocationTables(eps, gauss, gauss, gauss, gauss, math.inf, 0.0, 0, {})
+    one_release = AllocationTables(eps, gauss, gauss, gauss, gauss, math.inf, 0.0, 0, {})
+    if t == 1 or t > MAX_TABLE_STEPS or eps[-1] > EXP_LIMIT:
+        return one_release
     # two certified grids, the smaller value kept: the uniform one is the tighter where the
     # body of L matters (large t, large sigma), the geometric one where its tails do
-    geo = geometric_tables(sigma, t, eps)
-    uni = _uniform(mu, t, eps)
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            geo = geometric_tables(sigma, t, eps)
+            uni = _uniform(mu, t, eps)
+    except OverflowError:  # a range the grids were not made for
+        return one_release
     raw_r, raw_a = np.minimum(geo.remove, uni.remove), np.minimum(geo.add, uni.add)
+    if not (np.all(np.isfinite(raw_r)) and np.all(np.isfinite(raw_a))):
+        return one_release  # a computation that lost its range certifies nothing
     charges = uni.charges | {f"geometric_{k}": v for k, v in geo.charges.items()}
     remove = np.minimum.accumulate(np.minimum(raw_r, gauss))
     add = np.minimum.accumulate(np.minimum(raw_a, gauss))
@@ -431,11 +450,8 @@ def allocation_table_event(event: RandomAllocationEvent, adjacency: Adjacency) -
     """The certified curve of one epoch as a tabulated profile (add/remove only). For ``k > 1``
     steps per record it is the curve of ``k`` Gaussian releases (no amplification); the PLD
     accountant composes the tighter :func:`allocation_parts` instead, which is never above it."""
-    if adjacency.relation != "add_remove":
-        raise UnsupportedEventError(ALLOCATION_NEEDS_ADD_REMOVE)
-    sigma = allocation_base(event)
+    sigma = _table_sigma(event, adjacency)
     if event.num_selected > 1:
-        sigma = math.nextafter(sigma / math.sqrt(event.num_selected) * (1 - 1e-12), 0.0)
         tables = allocation_tables(sigma, 1)
         name = f"random_allocation(k={event.num_selected} of t={event.num_steps}, no amplification)"
     else:
@@ -444,12 +460,55 @@ def allocation_table_event(event: RandomAllocationEvent, adjacency: Adjacency) -
             f"random_allocation(t={event.num_steps}, sigma={sigma:.6g}): balls-in-bins pair "
             "(Chua et al. 2025; Feldman & Shenfeld 2025), certified grid"
         )
+    eps, remove, add = _gaussian_tail(tables, sigma)
     return TabulatedProfileEvent(
-        tuple(float(e) for e in tables.epsilons),
-        tuple(float(d) for d in tables.remove),
-        tuple(float(d) for d in tables.add),
+        tuple(float(e) for e in eps),
+        tuple(float(d) for d in remove),
+        tuple(float(d) for d in add),
         relation="add_remove",
         name=name,
+    )
+
+
+def _table_sigma(event: RandomAllocationEvent, adjacency: Adjacency) -> float:
+    """The noise multiplier the epoch's table is made for: the step's merged multiplier, and
+    for ``k > 1`` steps per record that of ``k`` such releases (rounded down)."""
+    if adjacency.relation != "add_remove":
+        raise UnsupportedEventError(ALLOCATION_NEEDS_ADD_REMOVE)
+    sigma = allocation_base(event)
+    if event.num_selected > 1:
+        sigma = math.nextafter(sigma / math.sqrt(event.num_selected) * (1 - 1e-12), 0.0)
+    return sigma
+
+
+def _upper_profiles(event: RandomAllocationEvent, adjacency: Adjacency) -> DirectedProfiles:
+    """The epoch's certified upper curves: its table, or, where a table would reach beyond
+    EXP_LIMIT (a nearly noiseless step), the one-release Gaussian profile itself."""
+    mu = 1.0 / _table_sigma(event, adjacency)
+    if _epsilons(mu)[-1] > EXP_LIMIT:
+        one = gaussian_profile(mu)
+        return DirectedProfiles(one, one, one, one)
+    table = allocation_table_event(event, adjacency)
+    assert isinstance(table, TabulatedProfileEvent)
+    return tabulated_profiles(table, adjacency)
+
+
+def _gaussian_tail(tables: AllocationTables, sigma: float) -> tuple[Array, Array, Array]:
+    """The tables continued past their last epsilon by the one-release Gaussian profile down to
+    TAIL_FLOOR (each point no larger than the table's last value, which it implies), so a small
+    delta reads a finite epsilon."""
+    mu = 1.0 / sigma
+    eps = tables.epsilons
+    step = float(eps[1] - eps[0]) * TAIL_STRIDE
+    end = mu * (mu / 2 + float(-special.ndtri(TAIL_FLOOR)))
+    if end > EXP_LIMIT or end <= eps[-1]:
+        return eps, tables.remove, tables.add
+    tail = eps[-1] + step * np.arange(1, math.ceil((end - eps[-1]) / step) + 1)
+    gauss = np.asarray(gaussian_profile(mu)(tail), dtype=float)
+    return (
+        np.concatenate([eps, tail]),
+        np.concatenate([tables.remove, np.minimum(gauss, tables.remove[-1])]),
+        np.concatenate([tables.add, np.minimum(gauss, tables.add[-1])]),
     )
 
 
@@ -473,9 +532,7 @@ def allocation_profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # 
     lower curves (the record's k steps shifted); one BLAS thread for all of it, also when an
     accountant is called without :func:`~dpledger.accountant.select.account`."""
     with one_blas_thread():
-        table = allocation_table_event(event, adjacency)
-        assert isinstance(table, TabulatedProfileEvent)
-        up = tabulated_profiles(table, adjacency)
+        up = _upper_profiles(event, adjacency)
         # the lower curve uses the merged multiplier rounded up (the upper one rounds it down)
         sigma = math.nextafter(allocation_base(event) * (1 + 3e-12), math.inf)
         k = event.num_selected

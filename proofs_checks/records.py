@@ -262,13 +262,13 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.random_allocation._tables",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="dec45d72e8d8f4e0721af006ddd5e895bbb4ab0bf961809083dd326c645e347a",
+        source_sha256="0c970f7df300ab9b80499ea44bc819affed523bbf7b866816b27d92d68dee671",
     ),
     ProofRecord(
         target="dpledger.accountant.random_allocation.allocation_profiles",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="ef6fb4eed2690ae6c09fa1ebede145f2d9cd290fbe9340f7f7aa37b9b69ed0fe",
+        source_sha256="60821b473608ad6fbd1781544a2990af5c8de6adbcd50059ba2c9d8e2af5bb0c",
     ),
     ProofRecord(
         target="dpledger.runtime.ledger_sampling.allocate",
@@ -310,7 +310,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles_shuffled.gaussian_attack_profiles",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="dc843bb947c760cc81e380416c16516607f1e65016c5c136213d8efc1ad7ac27",
+        source_sha256="38759d22e4394b6669b8c3590e6b31237f591c6ab56af4feeb377bebe41e1d60",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_fft._SpectrumProduct.add",
@@ -562,6 +562,18 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/budget_odometer/proof.md",
         source_sha256="ab2802d189ae03fa8c106de445eee3ba4dc0961244872ff2ed80ac5dc2a6ba6c",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.random_allocation._upper_profiles",
+        status="contrib",
+        proof="proofs_checks/random_allocation/proof.md",
+        source_sha256="42ecbb0976dce497bf5295909a4ac32ecaa31aa5cd0202384892b8ded692cfa3",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.random_allocation._gaussian_tail",
+        status="contrib",
+        proof="proofs_checks/random_allocation/proof.md",
+        source_sha256="80b9038717e11f6bd18ee92062f757741e9669876d2eb7af498182a63ea54af0",
     ),
 )
 

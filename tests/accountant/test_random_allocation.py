@@ -247,3 +247,26 @@ def test_one_of_t_is_left_as_it_was() -> None:
     assert _eps(SelfComposedEvent(event, 3))[1] == pytest.approx(
         _eps(SelfComposedEvent(table, 3))[1], rel=1e-6
     )
+
+
+@pytest.mark.parametrize("delta", [1e-20, 1e-30])
+def test_a_small_delta_reads_a_finite_epsilon_no_larger_than_one_release(delta: float) -> None:
+    """Past the table the one-release Gaussian's points carry on: at delta = 1e-20 the epoch of
+    two steps used to read infinity; now a finite bound, at most a hair (the connect-the-dots
+    reading of a table) above one release's, and above the certified lower bound."""
+    low, up = _eps(RandomAllocationEvent(2, GaussianEvent(1.0)), delta)
+    single = account(GaussianEvent(1.0), Adjacency(), delta=delta).bound
+    assert math.isfinite(up)
+    assert single.epsilon_lower * (1 - 1e-12) <= up <= single.epsilon * (1 + 1e-4)
+    assert 0 < low <= up
+
+
+@pytest.mark.parametrize(("steps", "sigma"), [(2, 0.01), (2, 0.03), (10**30, 1.0), (10**12, 1.0)])
+def test_epochs_beyond_the_tables_are_bounded_by_one_release(steps: int, sigma: float) -> None:
+    """A nearly noiseless step (the table would reach e^eps beyond the float range) or an epoch
+    too long to tabulate used to overflow; it is bounded by one Gaussian release, which
+    dominates any epoch (joint convexity), and its lower bound stays below."""
+    low, up = _eps(RandomAllocationEvent(steps, GaussianEvent(sigma)), 1e-5)
+    single = account(GaussianEvent(sigma), Adjacency(), delta=1e-5).bound
+    assert single.epsilon_lower * (1 - 1e-9) <= up <= single.epsilon * (1 + 1e-4)
+    assert 0 <= low <= up
