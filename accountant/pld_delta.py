@@ -13,6 +13,7 @@ from dpledger.accountant.pld_epsilon import (
     _UPPER_ONLY,
     FFT_NOISE_PER_STEP,
     MIN_SCREEN_POINTS,
+    SCREEN_FACTORS,
     tilt_level,
 )
 from dpledger.accountant.pld_prepared import Prepared
@@ -20,7 +21,13 @@ from dpledger.accountant.pld_read import delta_at
 from dpledger.accountant.pld_tilt import chernoff_level, tilt_for_epsilon
 from dpledger.core.errors import BoundUnavailable
 
-__all__ = ["DELTA_BRACKET_GOAL", "SPLIT_DROPPED_SHARE", "SPLIT_LEVEL_PASSES", "DeltaSearch"]
+__all__ = [
+    "DELTA_BRACKET_GOAL",
+    "DELTA_SCREEN_RETRY",
+    "SPLIT_DROPPED_SHARE",
+    "SPLIT_LEVEL_PASSES",
+    "DeltaSearch",
+]
 
 #: delta queries compose dominated pairs while upper > lower * DELTA_BRACKET_GOAL
 DELTA_BRACKET_GOAL = 1.01
@@ -28,6 +35,9 @@ DELTA_BRACKET_GOAL = 1.01
 #: SPLIT_DROPPED_SHARE of the bound
 SPLIT_LEVEL_PASSES = 3
 SPLIT_DROPPED_SHARE = 1e-2
+#: a direction screened on a coarse grid is screened again on the finer one only when its
+#: upper bound came within this factor of the other direction's lower bound
+DELTA_SCREEN_RETRY = 4.0
 
 
 class DeltaSearch:
@@ -38,29 +48,62 @@ class DeltaSearch:
         #: (direction, epsilon, grid points) of the passes whose level a screen found, with
         #: the levels it went into (the cache's, until the ledger changes)
         self.screened: dict[tuple[str, float, int], dict[tuple[str, float], float]] = {}
+        #: (direction, epsilon) whose level was screened, with the levels of that time
+        self.tried: dict[tuple[str, float], dict[tuple[str, float], float]] = {}
 
     def bracket(self, prep: Prepared, epsilon: float) -> tuple[float, float, float]:
         """(upper, lower, grid spacing) of delta(epsilon) at the current grid."""
         upper, lower, h = 0.0, 0.0, 0.0
         if _UPPER_ONLY.get():
             return self._upper_bracket(prep, epsilon)
-        # a direction whose upper bound (from a coarser pass, or else this grid's plain
-        # composition) is below another's lower bound cannot decide the bracket; the coarser
-        # passes' bounds also order the directions
+        # a direction whose upper bound (from a coarser pass, a screen on coarser grids, or
+        # else this grid's plain composition) is below another's lower bound cannot decide
+        # the bracket; the coarser passes' bounds (else the Chernoff levels) order the
+        # directions, the one likely to decide it first
         known = {name: self.cache.known_deltas(name, epsilon) for name in prep.names}
         lower = max(lo for _, lo in known.values())
-        first = {
-            name: up if up < 1.0 else self._delta_upper(prep, name, epsilon)[0]
-            for name, (up, _) in known.items()
-        }
-        for name in sorted(prep.names, key=lambda n: -first[n]):
-            if first[name] <= lower:
-                upper = max(upper, first[name])
+        order = {name: up for name, (up, _) in known.items()}
+        if any(up >= 1.0 for up in order.values()):
+            order = {n: chernoff_level(prep.coarse[n], epsilon) for n in prep.names}
+        for name in sorted(prep.names, key=lambda n: -order[n]):
+            first = known[name][0]
+            if first >= 1.0:
+                screened = self._screen(prep, name, epsilon, lower) if lower > 0.0 else 1.0
+                first = screened if screened <= lower else self._delta_upper(prep, name, epsilon)[0]
+            if first <= lower:
+                upper = max(upper, first)
                 continue
             best_up, best_lo, h = self._delta_direction(prep, name, epsilon, lower)
             upper = max(upper, best_up)
             lower = max(lower, best_lo)
         return upper, lower, h
+
+    def _screen(self, prep: Prepared, name: str, epsilon: float, lower: float) -> float:
+        """A certified upper bound of one direction's delta(epsilon) from its plain tilted
+        compositions on grids SCREEN_FACTORS times coarser than the current one (at least
+        MIN_SCREEN_POINTS), stopping at the first at most ``lower`` (another direction's lower
+        bound: this one cannot decide the bracket); the finer screen only when the coarser
+        came within DELTA_SCREEN_RETRY of it. 1.0 when no screen was made. A coarser grid can
+        certify less here: a fine grid lumps a long tail of one step's losses at infinity."""
+        points, floored = self.cache.points, self.cache.floored
+        best = 1.0
+        try:
+            for factor in SCREEN_FACTORS:
+                self.cache.points = max(MIN_SCREEN_POINTS, points // factor)
+                if self.cache.points >= points:
+                    break
+                # tilted: a coarse untilted composition cannot resolve a small delta
+                level = min(
+                    chernoff_level(prep.coarse[name], epsilon),
+                    self.cache.levels.get((name, epsilon), 1.0),
+                    0.5 * UNTILTED_DELTA,
+                )
+                best = min(best, self._plain_upper(prep, name, epsilon, level)[0])
+                if best <= lower or not best <= lower * DELTA_SCREEN_RETRY:
+                    break
+        finally:
+            self.cache.points, self.cache.floored = points, floored
+        return best
 
     def _upper_bracket(self, prep: Prepared, epsilon: float) -> tuple[float, float, float]:
         """Within :func:`~dpledger.accountant.pld_epsilon.upper_only` (the caller reads upper
@@ -135,9 +178,17 @@ class DeltaSearch:
         # a coarser pass may have found delta far below the Chernoff estimate
         level = min(chernoff_level(coarse, epsilon), self.cache.levels.get((name, epsilon), 1.0))
         level = self._screened_level(prep, name, epsilon, level)
+        up, tilts, tilt, h = self._plain_upper(prep, name, epsilon, level)
+        return up, level, tilts, tilt, h
+
+    def _plain_upper(
+        self, prep: Prepared, name: str, epsilon: float, level: float
+    ) -> tuple[float, list[float], float, float]:
+        """(upper bound, tilts, tilt used, grid spacing) of delta(epsilon) in one direction
+        from the plain compositions for ``level`` at the current grid (cached)."""
         tilt, h = 0.0, 0.0
         tilts = self.cache.tilts(
-            prep, name, tilt_for_epsilon(coarse, epsilon), tilt_level(prep, level)
+            prep, name, tilt_for_epsilon(prep.coarse[name], epsilon), tilt_level(prep, level)
         )
         for tilt in tilts:
             up = self.cache.composed(prep, name, tilt, level)
@@ -145,7 +196,7 @@ class DeltaSearch:
             h = up.h
             if epsilon >= float(up.losses[0]):
                 break
-        return self.cache.known_deltas(name, epsilon)[0], level, tilts, tilt, h
+        return self.cache.known_deltas(name, epsilon)[0], tilts, tilt, h
 
     def _screened_level(self, prep: Prepared, name: str, epsilon: float, level: float) -> float:
         """``level``, or the delta read off a tilted composition on a coarse grid
@@ -160,6 +211,7 @@ class DeltaSearch:
         steps = sum(k for _, k in prep.comps)
         if (
             key in self.cache.levels
+            or self.tried.get(key) is self.cache.levels
             or FFT_NOISE_PER_STEP * steps <= UNTILTED_DELTA
             or tilt_level(prep, level) < UNTILTED_DELTA
         ):
@@ -168,6 +220,7 @@ class DeltaSearch:
         tilt = self.cache.tilts(prep, name, tilt_for_epsilon(prep.coarse[name], epsilon), forced)
         if tilt[0] <= 0:
             return level
+        self.tried[key] = self.cache.levels
         points, floored = self.cache.points, self.cache.floored
         try:
             self.cache.points = min(points, MIN_SCREEN_POINTS)

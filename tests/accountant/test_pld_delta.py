@@ -101,3 +101,22 @@ def test_long_run_level_screened_instead_of_untilted_compositions() -> None:
     # kept as the level found, which finer passes start from (no second screen)
     assert acc._cache.levels[("remove", 1.63)] == level
     assert search._screened_level(prep, "remove", 1.63, level) == level
+
+
+def test_direction_settled_on_a_coarse_grid() -> None:
+    # the add direction's upper bound on a coarse screen is below the remove direction's lower
+    # bound: it cannot decide the bracket, and is not composed on the pass's grid
+    event = _dp_sgd(1.0, 0.01, 200)
+    acc = PLDAccountant()
+    acc.compose(event)
+    bound = acc.get_delta(1.0)
+    adds = [key for key in acc._states if key[0] == "add"]
+    assert adds and all(key[2] < 16384 for key in adds)
+    add_upper = acc._cache.known_deltas("add", 1.0)[0]
+    assert add_upper <= bound.delta_lower <= bound.delta
+    # the bracket is the remove direction's, as when both are composed in full
+    full = PLDAccountant()
+    full.compose(event)
+    full._deltas._screen = lambda *args: 1.0  # type: ignore[method-assign]
+    both = full.get_delta(1.0)
+    assert (both.delta_lower, both.delta) == (bound.delta_lower, bound.delta)
