@@ -30,7 +30,9 @@ __all__ = [
     "laplace_delta",
     "lattice_adaptive_br_delta",
     "rr_composition_delta",
+    "sampled_gaussian_delta",
     "sampled_gaussian_two_steps_delta",
+    "sampled_gaussian_with_rr_delta",
     "zcdp_epsilon",
 ]
 
@@ -205,6 +207,46 @@ def gaussian_with_rr_delta(mu: float, eps0: float, k: int, eps: float) -> mp.mpf
             loss = (2 * j - k) * e0
             total += mp.binomial(k, j) * p**j * (1 - p) ** (k - j) * gaussian_delta(mu, eps - loss)
         return total
+
+
+def sampled_gaussian_delta(q: float, sigma: float, eps: mp.mpf, direction: str) -> mp.mpf:
+    """Exact curve of one Poisson-subsampled Gaussian step (add/remove relation): remove is
+    P = (1-q) N(0,1) + q N(mu,1) against Q = N(0,1), add the pair swapped. The loss is
+    increasing in the output, so each curve is a difference of normal tails."""
+    with mp.workdps(DPS):
+        qm, mu, e = mp.mpf(q), 1 / mp.mpf(sigma), mp.mpf(eps)
+        floor = mp.log1p(-qm)
+
+        def cut(v: mp.mpf) -> mp.mpf:  # the output whose loss is v > floor
+            return (mp.log((mp.expm1(v) + qm) / qm) + mu * mu / 2) / mu
+
+        if direction == "remove":
+            if e <= floor:
+                return -mp.expm1(e)
+            x = cut(e)
+            return (1 - qm) * _ncdf(-x) + qm * _ncdf(mu - x) - mp.exp(e) * _ncdf(-x)
+        if -e <= floor:
+            return mp.mpf(0)
+        x = cut(-e)
+        return _ncdf(x) - mp.exp(e) * ((1 - qm) * _ncdf(x) + qm * _ncdf(x - mu))
+
+
+def sampled_gaussian_with_rr_delta(
+    q: float, sigma: float, eps0: float, k: int, eps: float
+) -> mp.mpf:
+    """Exact curve of one Poisson-subsampled Gaussian step beside ``k`` binary randomized
+    responses at ``eps0``: the worse direction of the binomial mixture of shifted curves."""
+    with mp.workdps(DPS):
+        e0 = mp.mpf(eps0)
+        p = mp.exp(e0) / (1 + mp.exp(e0))
+        out = []
+        for direction in ("remove", "add"):
+            total = mp.mpf(0)
+            for j in range(k + 1):
+                mass = mp.binomial(k, j) * p**j * (1 - p) ** (k - j)
+                total += mass * sampled_gaussian_delta(q, sigma, eps - (2 * j - k) * e0, direction)
+            out.append(total)
+        return max(out)
 
 
 def epsilon_from_delta(curve: Callable[[mp.mpf], mp.mpf], delta: float, hi: float) -> mp.mpf:

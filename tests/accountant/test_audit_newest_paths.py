@@ -136,6 +136,32 @@ def test_exact_conditioning_gaussian_beside_pure_steps() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("count", "eps0", "q", "sigma", "delta"),
+    [
+        (5, 0.05, 0.1, 1.5, 1e-9),
+        (3, 0.5, 0.3, 0.5, 1e-12),
+        pytest.param(30, 0.01, 0.02, 0.7, 1e-6, marks=pytest.mark.slow),
+        pytest.param(60, 0.003, 0.001, 1.0, 1e-8, marks=pytest.mark.slow),
+    ],
+)
+def test_exact_conditioning_sampled_gaussian_beside_pure_steps(
+    count: int, eps0: float, q: float, sigma: float, delta: float
+) -> None:
+    """A Poisson-subsampled Gaussian step beside k pure-DP steps (the lower bound by exact
+    conditioning): the worse direction of the exact binomial mixture, each direction's
+    sampled-Gaussian curve in closed form."""
+    event = ComposedEvent(
+        (SelfComposedEvent(PureDPEvent(eps0), count), PoissonSampledEvent(q, GaussianEvent(sigma)))
+    )
+    _assert_sound_against_exact(
+        event,
+        ADD_REMOVE,
+        delta,
+        lambda e: ref.sampled_gaussian_with_rr_delta(q, sigma, eps0, count, e),
+    )
+
+
 # --- the exponential mechanism: one release and the adaptive bounded-range bracket ----------
 
 
