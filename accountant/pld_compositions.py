@@ -77,8 +77,9 @@ PROFILE_DROPPED_SHARE = 1e-2
 #: kinds of compositions that certify upper bounds (the others certify lower bounds)
 UPPER_KINDS = frozenset({"upper"})
 #: components' tails are cut at a budget of at most this share of the delta of interest (the
-#: budget a power of 100, so that nearby levels share their cut components)
-CUT_SHARE = 1e-3
+#: budget a power of 100, so that nearby levels share their cut components): a delta query's
+#: level of interest is a Chernoff estimate, which may be far above the delta it finds
+CUT_SHARE = 1e-5
 
 
 def _resolution(target_points: int, components: int, total: int = 1) -> int:
