@@ -119,11 +119,16 @@ class EpsilonSearch:
         grids SCREEN_FACTORS times coarser than the current one, when it settles the direction:
         at most ``lower``, or at most ``upper`` and within BRACKET_TARGET of ``lower`` (the
         bracket found so far); None otherwise. A finer screen is made only when the coarser
-        one came within SCREEN_RETRY of settling."""
+        one came within SCREEN_RETRY of settling, and only on at least twice its points (both
+        held at MIN_SCREEN_POINTS or near it, the two grids nearly coincide)."""
         points = self.cache.points
+        made = 0
         try:
             for factor in SCREEN_FACTORS:
-                self.cache.points = max(MIN_SCREEN_POINTS, points // factor)
+                screen = max(MIN_SCREEN_POINTS, points // factor)
+                if screen < 2 * made:
+                    continue
+                made = self.cache.points = screen
                 tilt = self._tilts(prep, name, delta)[0]
                 up = self.cache.composed(prep, name, tilt, delta)
                 assert up is not None
