@@ -433,6 +433,8 @@ class PLDAccountant(Accountant):
         full = self.target_points
         points = min(full, ADAPTIVE_START_POINTS)
         previous = math.inf
+        # its levels of interest are estimates: no component is cut for them
+        self._cache.cutting = False
         try:
             while True:
                 self._cache.points = points
@@ -456,6 +458,7 @@ class PLDAccountant(Accountant):
                 points = _finer_points(points, full, ratio, least=4.0, most=16.0)
         finally:
             self._cache.points = full
+            self._cache.cutting = True
 
     def _delta_at(self, prep: Prepared, epsilon: float) -> DeltaBound:
         """The delta bracket at the current grid (:meth:`DeltaSearch.bracket`)."""
