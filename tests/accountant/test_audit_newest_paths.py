@@ -626,3 +626,28 @@ def test_pure_blocks_beside_sampled_gaussians_against_dp_accounting(
         sampled: Any = _dpa_sampled(sigma, q, steps)(pessimistic)
         refs.append(sampled.compose(rr).get_epsilon_for_delta(delta))
     assert upper >= refs[0] * (1 - SLACK) and lower <= refs[1] * (1 + SLACK)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("eps0", "count", "epsilon", "points"),
+    [
+        (1.0, 10, 5.0, 200),
+        (0.1, 100, 2.0, 60),
+        (0.5, 30, 8.0, 200),
+        (2.0, 20, 15.0, 200),
+        (0.01, 200, 0.2, 60),
+        (3.0, 5, 0.0, 200),
+        (0.1, 50, 1e-9, 60),
+    ],
+)
+def test_adaptive_bounded_range_delta_queries(
+    eps0: float, count: int, epsilon: float, points: int
+) -> None:
+    """Delta queries: the upper is at least an attained lattice strategy's delta, the lower at
+    most randomized response's (every release is eps0-DP)."""
+    event = SelfComposedEvent(ExponentialMechanismEvent(eps0), count)
+    d_lower, d_upper = _delta_bracket(event, ADD_REMOVE, epsilon)
+    attained = ref.lattice_adaptive_br_delta(eps0, count, epsilon, points)
+    assert d_upper >= attained * (1 - SLACK)
+    assert d_lower <= ref.rr_composition_delta(eps0, count, epsilon) * (1 + SLACK)
