@@ -188,7 +188,8 @@ class Compositions:
         """(tag of the cache key, preparation) to compose at the level ``delta``: the
         components cut at the power of 100 at most CUT_SHARE times ``delta``
         (:func:`~dpledger.accountant.pld_prepared.cut_tails`) where that cuts any, else
-        ``prep`` itself (tag "")."""
+        ``prep`` itself (tag ""); whole components while ``cutting`` is off (delta queries,
+        whose levels are estimates, and whole profiles)."""
         if prep.cut > 0.0:
             return f"|cut={prep.cut:.0e}", prep
         if not (self.cutting and delta > 0.0 and math.isfinite(delta)):

@@ -131,3 +131,13 @@ def test_distinct_leaves_against_dp_accounting(delta: float):
     assert bound.epsilon <= bound.epsilon_lower * 1.01
     assert bound.epsilon >= optimistic
     assert bound.epsilon_lower <= pessimistic
+
+
+def test_delta_queries_compose_whole_components():
+    """A delta query's levels of interest are estimates (a Chernoff level can be far above the
+    delta it finds): none of its compositions is of cut components."""
+    acc = PLDAccountant()
+    acc.compose(_distinct())
+    acc.get_delta(1.0)
+    assert acc._cache.states and all("|" not in name for name, *_ in acc._cache.states)
+    assert acc._cache.cutting
