@@ -473,10 +473,20 @@ def _hoeffding_terms(pure: tuple[_Pure, ...]) -> tuple[float, float]:
 
 
 def hoeffding_epsilon(pure: tuple[_Pure, ...], delta: float) -> float:
-    """The epsilon at which the Hoeffding profile equals ``delta``: m + sqrt(2 v log(1/delta))."""
-    m, v = _hoeffding_terms(pure)
-    eps = m + math.sqrt(2.0 * v * -math.log(delta))
-    return eps * (1 + 16 * U) if math.isfinite(eps) else math.inf
+    """The epsilon at which the Hoeffding profile equals ``delta``: m + sqrt(2 v log(1/delta)).
+
+    ``sqrt(v)`` is taken as ``top * sqrt(v / top^2)``, ``top`` the largest epsilon, so that a
+    variance proxy below the float range (10^6 steps of 1e-300) is not read as 0; the mean's
+    terms that underflow are charged a subnormal unit each, and the result one more."""
+    m, _ = _hoeffding_terms(pure)
+    top = max(p.eps for p in pure)
+    if top == 0.0:
+        return 0.0
+    ratio = math.fsum(_times(p.count, p.eps / top) * (p.eps / top) for p in pure)
+    ratio = ratio * (1 + 8 * U * (len(pure) + 4)) + len(pure) * 1e-300  # each term's underflow
+    root = top * math.sqrt(2.0 * ratio * -math.log(delta)) * (1 + 4 * U)
+    eps = (m + len(pure) * TINY + root) * (1 + 16 * U) + TINY
+    return eps if math.isfinite(eps) else math.inf
 
 
 def _thresholds(values: list[float]) -> list[float]:

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from dpledger.accountant.closed_form import ClosedFormAccountant
+from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import UnsupportedEventError
 from dpledger.core.events import (
@@ -20,6 +21,7 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     PureDPEvent,
     RandomizedResponseEvent,
+    SelfComposedEvent,
 )
 
 mp = pytest.importorskip("mpmath")
@@ -272,3 +274,13 @@ def test_tiny_failure_masses_answer_below_one_ulp_of_one() -> None:
     acc = ClosedFormAccountant().compose(ApproxDPEvent(0.0, 1e-300), 2)
     assert acc.get_epsilon(1e-30).epsilon == 0.0
     assert acc.get_delta(0.0).delta == pytest.approx(2e-300, rel=1e-12)
+
+
+def test_hoeffding_route_keeps_a_variance_below_the_float_range() -> None:
+    """10^6 pure-DP steps of 1e-300 at delta = 1e-300: count * eps^2 underflows to 0, which
+    read epsilon 0 although delta(0) is far above delta (about 1e-297). The root of the
+    variance proxy is taken scaled by the largest epsilon: the Hoeffding value
+    sqrt(2 k log(1/delta)) eps, within a relative 1e-9 and not below it."""
+    bound = account(SelfComposedEvent(PureDPEvent(1e-300), 10**6), Adjacency(), delta=1e-300).bound
+    expected = math.sqrt(2 * 10**6 * 300 * math.log(10)) * 1e-300
+    assert expected <= bound.epsilon <= expected * (1 + 1e-9)
