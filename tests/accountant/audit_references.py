@@ -22,6 +22,7 @@ __all__ = [
     "br_single_delta",
     "brr_composition_delta",
     "dpa_poisson_gaussian_bracket",
+    "dpa_randomized_response",
     "dpa_rr_composition_epsilon",
     "epsilon_from_delta",
     "gaussian_delta",
@@ -381,3 +382,23 @@ def dpa_rr_composition_epsilon(
         total = one if total is None else total.compose(one)
     assert total is not None
     return float(total.get_epsilon_for_delta(delta))
+
+
+def dpa_randomized_response(
+    eps0: float, buckets: int, count: int, fail: float, pessimistic: bool, interval: float = 1e-4
+) -> object:
+    """dp-accounting's composition of ``count`` k-ary randomized responses at ``eps0`` after a
+    failure of probability ``fail``, ``eps0`` moved onto the loss grid (down for a lower
+    reference: a smaller epsilon is a post-processing; up for an upper one)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    cells = math.ceil(eps0 / interval) if pessimistic else math.floor(eps0 / interval)
+    x = cells * interval
+    z = math.exp(x) + buckets - 1
+    masses = {cells: (1 - fail) * math.exp(x) / z, -cells: (1 - fail) / z}
+    if buckets > 2:
+        masses[0] = (1 - fail) * (buckets - 2) / z
+    one = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
+        masses, fail, interval, pessimistic_estimate=pessimistic
+    )
+    return one.self_compose(count)

@@ -646,3 +646,55 @@ def test_adaptive_bounded_range_delta_queries(
     attained = ref.lattice_adaptive_br_delta(eps0, count, epsilon, points)
     assert d_upper >= attained * (1 - SLACK)
     assert d_lower <= ref.rr_composition_delta(eps0, count, epsilon) * (1 + SLACK)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["rr5_sampled", "approx_sampled", "rr3_pure_gauss"])
+def test_atoms_at_zero_and_infinity_against_dp_accounting(case: str) -> None:
+    """Components with an atom at loss 0 (k-ary randomized response) or at infinity
+    (approximate DP) on the PLD grid beside Gaussians: dp-accounting's composition."""
+    pytest.importorskip("dp_accounting")
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    def gauss(pessimistic: bool) -> Any:
+        return pld_lib.from_gaussian_mechanism(
+            3.0,
+            value_discretization_interval=1e-4,
+            pessimistic_estimate=pessimistic,
+            use_connect_dots=pessimistic,
+        )
+
+    def make(pessimistic: bool) -> Any:
+        if case == "rr5_sampled":
+            rr: Any = ref.dpa_randomized_response(0.5, 5, 20, 0.0, pessimistic)
+            return rr.compose(_dpa_sampled(1.0, 0.02, 100)(pessimistic))
+        if case == "approx_sampled":
+            rr = ref.dpa_randomized_response(0.1, 2, 10, 1e-10, pessimistic)
+            return rr.compose(_dpa_sampled(1.2, 0.05, 200)(pessimistic))
+        rr = ref.dpa_randomized_response(0.2, 3, 40, 0.0, pessimistic)
+        pure: Any = ref.dpa_randomized_response(0.05, 2, 25, 0.0, pessimistic)
+        return rr.compose(pure).compose(gauss(pessimistic))
+
+    leaves: tuple[Event, ...]
+    if case == "rr5_sampled":
+        leaves = (
+            SelfComposedEvent(RandomizedResponseEvent(0.5, 5), 20),
+            SelfComposedEvent(PoissonSampledEvent(0.02, GaussianEvent(1.0)), 100),
+        )
+        delta = 1e-8
+    elif case == "approx_sampled":
+        leaves = (
+            SelfComposedEvent(ApproxDPEvent(0.1, 1e-10), 10),
+            SelfComposedEvent(PoissonSampledEvent(0.05, GaussianEvent(1.2)), 200),
+        )
+        delta = 1e-7
+    else:
+        leaves = (
+            SelfComposedEvent(RandomizedResponseEvent(0.2, 3), 40),
+            SelfComposedEvent(PureDPEvent(0.05), 25),
+            GaussianEvent(3.0),
+        )
+        delta = 1e-9
+    lower, upper = _epsilon_bracket(ComposedEvent(leaves), ADD_REMOVE, delta)
+    assert upper >= make(False).get_epsilon_for_delta(delta) * (1 - SLACK)
+    assert lower <= make(True).get_epsilon_for_delta(delta) * (1 + SLACK)
