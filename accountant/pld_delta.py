@@ -2,8 +2,11 @@
 
 Each direction is composed plainly (tilted for the Chernoff level of delta), composed again
 tilted for the delta found when that is far lower, then its lower-bound compositions are made
-and, while the bracket stays wide, the compositions split by heavy-tail steps. Every
-composition certifies its own bound, so the best over all of them is read.
+and, while the bracket stays wide, the compositions split by heavy-tail steps. A direction
+after the first is screened on coarser grids and skipped when it cannot decide the bracket;
+a long run's level is screened on a coarse grid when the Chernoff level says untilted but the
+plain FFT's round-off would swamp delta. Within ``upper_only`` only the plain compositions are
+made. Every composition certifies its own bound, so the best over all of them is read.
 """
 
 from __future__ import annotations
