@@ -80,14 +80,16 @@ def _build(
     lower_comps: list[tuple[DirectedProfiles, int]],
     cap: float,
     cut: float = 0.0,
+    h0: float | None = None,
 ) -> Prepared:
-    """The components prepared, with the pure-DP cap ``cap`` (of the uncut components)."""
+    """The components prepared, with the pure-DP cap ``cap`` (of the uncut components), on the
+    coarse grid of spacing ``h0`` when given."""
     span = max(p.loss_hi - p.loss_lo for d, _ in comps for p in (d.remove, d.add))
     symmetric = all(d.remove is d.add for d, _ in comps) and all(
         d.lower_remove is d.lower_add for d, _ in lower_comps
     )
     names = ("remove",) if symmetric else ("remove", "add")
-    h0, coarse = _coarse_grid(comps, names, span)
+    h0, coarse = _coarse_grid(comps, names, span, h0)
     # lumped losses keep lower bounds sound: above the grid they go to +infinity, which
     # lower bounds drop; below -MAX_LOSS they carry P-mass at most e^-MAX_LOSS, inside the
     # BELOW_RANGE_MASS charged per component (and dominated pairs are 1 - e^eps, resp. 0,
@@ -157,7 +159,9 @@ def cut_tails(prep: Prepared, budget: float) -> Prepared | None:
     comps = cut_all(prep.comps)
     lower = comps if prep.lower_comps is prep.comps else cut_all(prep.lower_comps)
     changed = any(made[key] is not p for key, p in _profiles(prep))
-    result = _build(comps, lower, prep.pure_cap, budget) if changed else None
+    # the coarse grid of the whole components guides the windows well enough (a finer one
+    # would only cost more)
+    result = _build(comps, lower, prep.pure_cap, budget, prep.h0) if changed else None
     prep.cuts[budget] = result
     return result
 
@@ -220,12 +224,20 @@ def pure_cap(
 
 
 def _coarse_grid(
-    comps: list[tuple[DirectedProfiles, int]], names: tuple[str, ...], span: float
+    comps: list[tuple[DirectedProfiles, int]],
+    names: tuple[str, ...],
+    span: float,
+    given: float | None = None,
 ) -> tuple[float, dict[str, list[tuple[DiscretePLD, int]]]]:
-    """(spacing, components per direction) of the coarse grid that guides windows and tilts.
+    """(spacing, components per direction) of the coarse grid that guides windows and tilts
+    (of spacing ``given`` when given).
 
     The coarse grid adds rounding noise of variance ~ total h0^2 / 4 to the sum: it is refined
     until that noise is small against the composed window."""
+    if given is not None:
+        return given, {
+            name: [(discretise(getattr(d, name), given), k) for d, k in comps] for name in names
+        }
     h0 = max(span / 1024.0, 1e-9)
     if h0 > MAX_LOSS / 8:
         # the coarse grid cannot resolve the losses the grid represents (+-MAX_LOSS)

@@ -79,6 +79,6 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_prepared.cut_tails",
         status="contrib",
         proof="proofs_checks/pld_cut_tails/proof.md",
-        source_sha256="c00099336159ff67db69cfdae8e0befb62a8699f5de37920bfc7827d5c24670c",
+        source_sha256="5379c373d94430ec0b67bbad6fe714932fd6097cacb52b7c85518ae0e518b68d",
     ),
 )
