@@ -506,29 +506,19 @@ def _dpa_sampled(sigma: float, q: float, steps: int) -> Callable[[bool], object]
     return make
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    ("case", "delta", "epsilon"),
-    [("long", 1e-10, 0.5), ("mixed", 1e-7, 1.0), ("laplace", 1e-9, 2.0), ("dense", 1e-12, 2.0)],
-)
-def test_long_pld_compositions_against_dp_accounting(
-    case: str, delta: float, epsilon: float
-) -> None:
-    """Long and mixed compositions on the PLD grid (dominated pairs with completing atoms,
-    midpoint rule): both queries against dp-accounting at loss spacing 1e-4."""
-    pytest.importorskip("dp_accounting")
+def _long_parts(case: str) -> list[tuple[Event, Callable[[bool], object]]]:
+    """The events of a long or mixed composition, each with its dp-accounting maker."""
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-    parts: list[tuple[Event, Callable[[bool], object]]]
     if case == "long":
-        parts = [
+        return [
             (
                 SelfComposedEvent(PoissonSampledEvent(1e-3, GaussianEvent(1.0)), 10**4),
                 _dpa_sampled(1.0, 1e-3, 10**4),
             )
         ]
     elif case == "mixed":
-        parts = [
+        return [
             (SelfComposedEvent(GaussianEvent(5.0), 10), _dpa_sampled(5.0, 1.0, 10)),
             (
                 SelfComposedEvent(PoissonSampledEvent(0.05, GaussianEvent(1.2)), 300),
@@ -536,7 +526,7 @@ def test_long_pld_compositions_against_dp_accounting(
             ),
         ]
     elif case == "laplace":
-        parts = [
+        return [
             (
                 SelfComposedEvent(LaplaceEvent(4.0), 20),
                 lambda pessimistic: pld_lib.from_laplace_mechanism(
@@ -549,12 +539,26 @@ def test_long_pld_compositions_against_dp_accounting(
             ),
         ]
     else:
-        parts = [
+        return [
             (
                 SelfComposedEvent(PoissonSampledEvent(0.5, GaussianEvent(2.0)), 100),
                 _dpa_sampled(2.0, 0.5, 100),
             )
         ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("case", "delta", "epsilon"),
+    [("long", 1e-10, 0.5), ("mixed", 1e-7, 1.0), ("laplace", 1e-9, 2.0), ("dense", 1e-12, 2.0)],
+)
+def test_long_pld_compositions_against_dp_accounting(
+    case: str, delta: float, epsilon: float
+) -> None:
+    """Long and mixed compositions on the PLD grid (dominated pairs with completing atoms,
+    midpoint rule): both queries against dp-accounting at loss spacing 1e-4."""
+    pytest.importorskip("dp_accounting")
+    parts = _long_parts(case)
     event = ComposedEvent(tuple(e for e, _ in parts)) if len(parts) > 1 else parts[0][0]
     lower, upper = _epsilon_bracket(event, ADD_REMOVE, delta)
     d_lower, d_upper = _delta_bracket(event, ADD_REMOVE, epsilon)
