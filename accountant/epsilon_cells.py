@@ -257,7 +257,8 @@ def _components(
     out: list[tuple[DirectedProfiles, int]] = []
     for leaf, count in events.items():
         found = _leaf_masses(leaf)
-        block = min(BLOCK, math.floor(MAX_BLOCK_LOSS / found[0])) if found else 0
+        room = MAX_BLOCK_LOSS / found[0] if found else 0.0  # inf for a subnormal epsilon
+        block = BLOCK if room >= BLOCK else math.floor(room)
         if count > 1 and block > 1:
             full, rest = divmod(count, block)
             for size, times in ((block, full), (rest, 1)):

@@ -58,6 +58,8 @@ Split = tuple[Hashable, tuple[Value, ...], tuple[bool, ...]]
 Steps = float | dict[Hashable, np.ndarray]
 
 _EPSILON_KINDS = PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent
+#: the largest power j with REPRESENTATIVE_STEP * STEP_GROWTH^j below 1e300
+_MAX_POWER = math.floor(math.log(1e300 / REPRESENTATIVE_STEP) / math.log(STEP_GROWTH))
 
 
 def split(event: Event) -> Split | None:
@@ -174,8 +176,8 @@ class Table:
         finite = [np.abs(x[np.isfinite(x)]) for x in self.logs.values()]
         widest = max((float(np.max(x, initial=0.0)) for x in finite), default=0.0)
         first, last = 0, 1
-        while math.log1p(REPRESENTATIVE_STEP * STEP_GROWTH**last) <= widest:
-            last += 1
+        while last < _MAX_POWER and math.log1p(REPRESENTATIVE_STEP * STEP_GROWTH**last) <= widest:
+            last += 1  # (the power stops at steps near 1e300: logs of subnormals reach 745)
         # the count falls as the step grows: bisect for the first power that fits
         while last - first > 1:
             middle = (first + last) // 2

@@ -447,14 +447,12 @@ def test_full_blocks_bracket_the_exact_composition(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="epsilon_cells._components: block = floor(MAX_BLOCK_LOSS / eps) overflows for a "
-    "positive eps below ~1e-308 (10 / eps = inf); fails closed (no bound), not unsound; the PLD "
-    "route fails earlier in representatives.Table.step for the same leaves",
-)
 def test_subnormal_epsilon_leaf_gets_a_block() -> None:
+    """10 / eps is infinite for a subnormal epsilon: the block size is the largest allowed
+    (it overflowed), and the PLD route's representative grid stops at steps near 1e300."""
     leaf = PureDPEvent(1e-309)
     upper, _ = cells.cell_components({leaf: 3}, {leaf: 3}, ADD_REMOVE)
     assert sum(k for _, k in upper) >= 1
+    leaves = [PureDPEvent(1e-309 * (1 + i)) for i in range(300)]
+    bound = account(ComposedEvent(leaves), ADD_REMOVE, delta=1e-5, backends=["pld"]).bound
+    assert 0.0 <= bound.epsilon <= 1e-300
