@@ -14,22 +14,34 @@ from collections.abc import Callable, Sequence
 import mpmath as mp
 import numpy as np
 
+from dpledger.core.events import (
+    Event,
+    GaussianEvent,
+    LaplaceEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+)
+
 __all__ = [
     "DPS",
     "adaptive_br_policy_delta",
+    "adaptive_policy",
     "allocation_two_steps_delta",
     "approx_dp_delta",
     "br_single_delta",
     "brr_composition_delta",
+    "dpa_laplace_bracket",
     "dpa_poisson_gaussian_bracket",
     "dpa_randomized_response",
     "dpa_rr_composition_epsilon",
+    "dpa_sampled",
     "epsilon_from_delta",
     "gaussian_delta",
     "gaussian_with_rr_delta",
     "grr_composition_delta",
     "laplace_delta",
     "lattice_adaptive_br_delta",
+    "long_parts",
     "rr_composition_delta",
     "sampled_gaussian_delta",
     "sampled_gaussian_two_steps_delta",
@@ -402,3 +414,100 @@ def dpa_randomized_response(
         masses, fail, interval, pessimistic_estimate=pessimistic
     )
     return one.self_compose(count)
+
+
+def adaptive_policy(eps0: float, count: int, eps: float) -> Callable[[int, float], float]:
+    """A strategy for the adaptive composition: each release's position ``t`` chosen from the
+    loss spent so far by a dynamic programme on a loss grid. Only the choice is approximate;
+    the strategy's value is computed exactly (:func:`adaptive_br_policy_delta`)."""
+    grid = np.linspace(-count * eps0 - 1e-9, count * eps0 + 1e-9, 2001)
+    ts = eps0 * np.arange(1, 200) / 200
+    p = (math.exp(eps0) - np.exp(ts)) / math.expm1(eps0)
+    value = np.where(grid > eps, -np.expm1(eps - grid), 0.0)
+    choices = []
+    for _ in range(count):
+        up = np.interp(grid[:, None] + ts[None, :], grid, value)
+        down = np.interp(grid[:, None] + ts[None, :] - eps0, grid, value)
+        both = p * up + (1 - p) * down
+        choices.append(ts[both.argmax(axis=1)])
+        value = both.max(axis=1)
+    choices.reverse()
+    step = grid[1] - grid[0]
+
+    def policy(j: int, loss: float) -> float:
+        i = min(len(grid) - 1, max(0, round((loss - grid[0]) / step)))
+        return float(choices[j][i])
+
+    return policy
+
+
+def dpa_laplace_bracket(epsilons: list[float], delta: float) -> tuple[float, float]:
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    out = []
+    for pessimistic in (False, True):
+        total = None
+        for e in epsilons:
+            one = pld_lib.from_laplace_mechanism(
+                1 / e, value_discretization_interval=1e-5, pessimistic_estimate=pessimistic
+            )
+            total = one if total is None else total.compose(one)
+        assert total is not None
+        out.append(float(total.get_epsilon_for_delta(delta)))
+    return out[0], out[1]
+
+
+def dpa_sampled(sigma: float, q: float, steps: int) -> Callable[[bool], object]:
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    def make(pessimistic: bool) -> object:
+        return pld_lib.from_gaussian_mechanism(
+            sigma,
+            sampling_prob=q,
+            value_discretization_interval=1e-4,
+            pessimistic_estimate=pessimistic,
+            use_connect_dots=pessimistic,
+        ).self_compose(steps)
+
+    return make
+
+
+def long_parts(case: str) -> list[tuple[Event, Callable[[bool], object]]]:
+    """The events of a long or mixed composition, each with its dp-accounting maker."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    if case == "long":
+        return [
+            (
+                SelfComposedEvent(PoissonSampledEvent(1e-3, GaussianEvent(1.0)), 10**4),
+                dpa_sampled(1.0, 1e-3, 10**4),
+            )
+        ]
+    elif case == "mixed":
+        return [
+            (SelfComposedEvent(GaussianEvent(5.0), 10), dpa_sampled(5.0, 1.0, 10)),
+            (
+                SelfComposedEvent(PoissonSampledEvent(0.05, GaussianEvent(1.2)), 300),
+                dpa_sampled(1.2, 0.05, 300),
+            ),
+        ]
+    elif case == "laplace":
+        return [
+            (
+                SelfComposedEvent(LaplaceEvent(4.0), 20),
+                lambda pessimistic: pld_lib.from_laplace_mechanism(
+                    4.0, value_discretization_interval=1e-4, pessimistic_estimate=pessimistic
+                ).self_compose(20),
+            ),
+            (
+                SelfComposedEvent(PoissonSampledEvent(0.02, GaussianEvent(0.9)), 500),
+                dpa_sampled(0.9, 0.02, 500),
+            ),
+        ]
+    else:
+        return [
+            (
+                SelfComposedEvent(PoissonSampledEvent(0.5, GaussianEvent(2.0)), 100),
+                dpa_sampled(2.0, 0.5, 100),
+            )
+        ]

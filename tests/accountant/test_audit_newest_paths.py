@@ -173,31 +173,6 @@ def test_one_exponential_mechanism_release_against_the_pairs_supremum() -> None:
     assert lower <= upper
 
 
-def _adaptive_policy(eps0: float, count: int, eps: float) -> Callable[[int, float], float]:
-    """A strategy for the adaptive composition: each release's position ``t`` chosen from the
-    loss spent so far by a dynamic programme on a loss grid. Only the choice is approximate;
-    the strategy's value is computed exactly (:func:`ref.adaptive_br_policy_delta`)."""
-    grid = np.linspace(-count * eps0 - 1e-9, count * eps0 + 1e-9, 2001)
-    ts = eps0 * np.arange(1, 200) / 200
-    p = (math.exp(eps0) - np.exp(ts)) / math.expm1(eps0)
-    value = np.where(grid > eps, -np.expm1(eps - grid), 0.0)
-    choices = []
-    for _ in range(count):
-        up = np.interp(grid[:, None] + ts[None, :], grid, value)
-        down = np.interp(grid[:, None] + ts[None, :] - eps0, grid, value)
-        both = p * up + (1 - p) * down
-        choices.append(ts[both.argmax(axis=1)])
-        value = both.max(axis=1)
-    choices.reverse()
-    step = grid[1] - grid[0]
-
-    def policy(j: int, loss: float) -> float:
-        i = min(len(grid) - 1, max(0, round((loss - grid[0]) / step)))
-        return float(choices[j][i])
-
-    return policy
-
-
 @pytest.mark.parametrize(("eps0", "count", "delta"), [(1.0, 10, 1e-5)])
 def test_adaptive_bounded_range_upper_above_an_adaptive_strategy(
     eps0: float, count: int, delta: float
@@ -208,7 +183,7 @@ def test_adaptive_bounded_range_upper_above_an_adaptive_strategy(
     lower, upper = _epsilon_bracket(
         SelfComposedEvent(ExponentialMechanismEvent(eps0), count), ADD_REMOVE, delta
     )
-    policy = _adaptive_policy(eps0, count, upper)
+    policy = ref.adaptive_policy(eps0, count, upper)
     assert ref.adaptive_br_policy_delta(eps0, count, upper, policy) <= delta * (1 + SLACK)
     assert ref.brr_composition_delta(eps0, count, upper, points=100) <= delta * (1 + SLACK)
     assert lower <= ref.zcdp_epsilon(count * eps0**2 / 8, delta) * (1 + SLACK)
@@ -351,7 +326,7 @@ def test_exponential_mechanism_battery(eps0: float, count: int, delta: float) ->
     lower, upper = _epsilon_bracket(
         _composed(ExponentialMechanismEvent(eps0), count), ADD_REMOVE, delta
     )
-    policy = _adaptive_policy(eps0, count, upper)
+    policy = ref.adaptive_policy(eps0, count, upper)
     assert ref.adaptive_br_policy_delta(eps0, count, upper, policy) <= delta * (1 + SLACK)
     assert ref.brr_composition_delta(eps0, count, upper, points=100) <= delta * (1 + SLACK)
     # eps0-DP releases: the binomial randomized-response curve bounds them from above
@@ -461,7 +436,7 @@ def test_distinct_pure_leaves_against_dp_accounting(kind: str) -> None:
         leaves = [ExponentialMechanismEvent(e) for e in eps]
     lower, upper = _epsilon_bracket(ComposedEvent(tuple(leaves)), ADD_REMOVE, delta)
     if kind == "laplace":
-        ref_lower, ref_upper = _dpa_laplace_bracket(eps, delta)
+        ref_lower, ref_upper = ref.dpa_laplace_bracket(eps, delta)
     elif kind == "exponential":
         ref_lower = ref.dpa_rr_composition_epsilon([e / 2 for e in eps], delta, round_up=False)
         ref_upper = ref.zcdp_epsilon(sum(e * e for e in eps) / 8, delta)
@@ -470,22 +445,6 @@ def test_distinct_pure_leaves_against_dp_accounting(kind: str) -> None:
         ref_upper = ref.dpa_rr_composition_epsilon(eps, delta, round_up=True)
     assert upper >= ref_lower * (1 - SLACK)
     assert lower <= ref_upper * (1 + SLACK)
-
-
-def _dpa_laplace_bracket(epsilons: list[float], delta: float) -> tuple[float, float]:
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
-    out = []
-    for pessimistic in (False, True):
-        total = None
-        for e in epsilons:
-            one = pld_lib.from_laplace_mechanism(
-                1 / e, value_discretization_interval=1e-5, pessimistic_estimate=pessimistic
-            )
-            total = one if total is None else total.compose(one)
-        assert total is not None
-        out.append(float(total.get_epsilon_for_delta(delta)))
-    return out[0], out[1]
 
 
 @pytest.mark.slow
@@ -507,62 +466,6 @@ def test_adaptive_bounded_range_battery_on_fine_lattices(
     test_adaptive_bounded_range_upper_above_a_fine_lattice_optimum(eps0, count, delta, points)
 
 
-def _dpa_sampled(sigma: float, q: float, steps: int) -> Callable[[bool], object]:
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
-    def make(pessimistic: bool) -> object:
-        return pld_lib.from_gaussian_mechanism(
-            sigma,
-            sampling_prob=q,
-            value_discretization_interval=1e-4,
-            pessimistic_estimate=pessimistic,
-            use_connect_dots=pessimistic,
-        ).self_compose(steps)
-
-    return make
-
-
-def _long_parts(case: str) -> list[tuple[Event, Callable[[bool], object]]]:
-    """The events of a long or mixed composition, each with its dp-accounting maker."""
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
-    if case == "long":
-        return [
-            (
-                SelfComposedEvent(PoissonSampledEvent(1e-3, GaussianEvent(1.0)), 10**4),
-                _dpa_sampled(1.0, 1e-3, 10**4),
-            )
-        ]
-    elif case == "mixed":
-        return [
-            (SelfComposedEvent(GaussianEvent(5.0), 10), _dpa_sampled(5.0, 1.0, 10)),
-            (
-                SelfComposedEvent(PoissonSampledEvent(0.05, GaussianEvent(1.2)), 300),
-                _dpa_sampled(1.2, 0.05, 300),
-            ),
-        ]
-    elif case == "laplace":
-        return [
-            (
-                SelfComposedEvent(LaplaceEvent(4.0), 20),
-                lambda pessimistic: pld_lib.from_laplace_mechanism(
-                    4.0, value_discretization_interval=1e-4, pessimistic_estimate=pessimistic
-                ).self_compose(20),
-            ),
-            (
-                SelfComposedEvent(PoissonSampledEvent(0.02, GaussianEvent(0.9)), 500),
-                _dpa_sampled(0.9, 0.02, 500),
-            ),
-        ]
-    else:
-        return [
-            (
-                SelfComposedEvent(PoissonSampledEvent(0.5, GaussianEvent(2.0)), 100),
-                _dpa_sampled(2.0, 0.5, 100),
-            )
-        ]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "delta", "epsilon"),
@@ -574,7 +477,7 @@ def test_long_pld_compositions_against_dp_accounting(
     """Long and mixed compositions on the PLD grid (dominated pairs with completing atoms,
     midpoint rule): both queries against dp-accounting at loss spacing 1e-4."""
     pytest.importorskip("dp_accounting")
-    parts = _long_parts(case)
+    parts = ref.long_parts(case)
     event = ComposedEvent(tuple(e for e, _ in parts)) if len(parts) > 1 else parts[0][0]
     lower, upper = _epsilon_bracket(event, ADD_REMOVE, delta)
     d_lower, d_upper = _delta_bracket(event, ADD_REMOVE, epsilon)
@@ -638,7 +541,7 @@ def test_pure_blocks_beside_sampled_gaussians_against_dp_accounting(
             interval,
             pessimistic_estimate=pessimistic,
         ).self_compose(pure)
-        sampled: Any = _dpa_sampled(sigma, q, steps)(pessimistic)
+        sampled: Any = ref.dpa_sampled(sigma, q, steps)(pessimistic)
         refs.append(sampled.compose(rr).get_epsilon_for_delta(delta))
     assert upper >= refs[0] * (1 - SLACK) and lower <= refs[1] * (1 + SLACK)
 
@@ -687,10 +590,10 @@ def test_atoms_at_zero_and_infinity_against_dp_accounting(case: str) -> None:
     def make(pessimistic: bool) -> Any:
         if case == "rr5_sampled":
             rr: Any = ref.dpa_randomized_response(0.5, 5, 20, 0.0, pessimistic)
-            return rr.compose(_dpa_sampled(1.0, 0.02, 100)(pessimistic))
+            return rr.compose(ref.dpa_sampled(1.0, 0.02, 100)(pessimistic))
         if case == "approx_sampled":
             rr = ref.dpa_randomized_response(0.1, 2, 10, 1e-10, pessimistic)
-            return rr.compose(_dpa_sampled(1.2, 0.05, 200)(pessimistic))
+            return rr.compose(ref.dpa_sampled(1.2, 0.05, 200)(pessimistic))
         rr = ref.dpa_randomized_response(0.2, 3, 40, 0.0, pessimistic)
         pure: Any = ref.dpa_randomized_response(0.05, 2, 25, 0.0, pessimistic)
         return rr.compose(pure).compose(gauss(pessimistic))
