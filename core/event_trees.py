@@ -21,6 +21,7 @@ from dpledger.core.events import (
     PartitionSelectionEvent,
     PoissonSampledEvent,
     PureDPEvent,
+    RandomAllocationEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
@@ -44,7 +45,9 @@ def canonical(event: Event) -> Event:
     :class:`PartitionSelectionEvent` becomes the events that dominate it
     (:func:`dpledger.core.partition_events.dominating_event`). Plugin events are lowered by
     the plugin host instead. Poisson sampling at rate 1 puts the unit in every batch: it is
-    the sampled event itself, under either relation, and is rewritten to it."""
+    the sampled event itself, under either relation, and is rewritten to it; so is random
+    allocation of every step (``num_selected == num_steps``): the unit is in all ``t`` steps,
+    which are ``t`` runs of the step's event."""
     if not any(_rewritten(e) for e in event.walk()):
         return event
     from dpledger.core.partition_events import dominating_event
@@ -57,6 +60,8 @@ def canonical(event: Event) -> Event:
                 memo[id(e)] = dominating_event(e)
             elif isinstance(e, PoissonSampledEvent) and e.sampling_probability == 1:
                 memo[id(e)] = rewrite(e.event)
+            elif isinstance(e, RandomAllocationEvent) and e.num_selected == e.num_steps:
+                memo[id(e)] = SelfComposedEvent(rewrite(e.event), e.num_steps)
             else:
                 memo[id(e)] = map_children(e, rewrite)
         return memo[id(e)]
@@ -68,6 +73,8 @@ def _rewritten(event: Event) -> bool:
     """Whether :func:`canonical` rewrites ``event`` itself."""
     if isinstance(event, PoissonSampledEvent):
         return event.sampling_probability == 1
+    if isinstance(event, RandomAllocationEvent):
+        return event.num_selected == event.num_steps
     return isinstance(event, PartitionSelectionEvent)
 
 

@@ -225,12 +225,6 @@ def test_allocation_upper_finite_and_near_one_release_at_tiny_delta() -> None:
     assert upper <= single * (1 + 1e-3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="k-of-t allocation with k > 1 reads an infinite upper bound at delta <= 1e-25, "
-    "although the epoch is never above k Gaussian releases (finite; the 1-of-t tables got "
-    "their Gaussian continuation, the k > 1 route not)",
-)
 def test_every_step_allocation_upper_never_above_k_releases_at_tiny_delta() -> None:
     """2-of-2 allocation is exactly two Gaussian releases: at delta = 1e-25 its upper bound
     is finite and within 1e-3 of theirs."""

@@ -1,4 +1,5 @@
-"""canonical: Poisson sampling at rate 1 is the sampled event itself."""
+"""canonical: Poisson sampling at rate 1 is the sampled event itself; random allocation of
+every step is that many runs of the step."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dpledger.core.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    RandomAllocationEvent,
     SelfComposedEvent,
 )
 
@@ -50,3 +52,32 @@ def test_rate_one_composition_is_bracketed_exactly(relation: str) -> None:
         )
     assert bound.epsilon_lower <= exact * (1 + 1e-9) and exact * (1 - 1e-9) <= bound.epsilon
     assert (bound.epsilon - bound.epsilon_lower) / exact < 1e-9
+
+
+def test_allocation_of_every_step_is_that_many_runs() -> None:
+    """k of k steps: the unit is in every step, so the epoch is k runs of the step's event;
+    fewer than k steps per unit stay allocation."""
+    step = ComposedEvent((GaussianEvent(1.0), PoissonSampledEvent(1, LaplaceEvent(2.0))))
+    assert canonical(RandomAllocationEvent(3, step, 3)) == SelfComposedEvent(
+        ComposedEvent((GaussianEvent(1.0), LaplaceEvent(2.0))), 3
+    )
+    kept = RandomAllocationEvent(3, GaussianEvent(1.0), 2)
+    assert canonical(kept) is kept
+
+
+@pytest.mark.parametrize("delta", [1e-5, 1e-25])
+def test_allocation_of_every_step_is_bracketed_exactly(delta: float) -> None:
+    """2 of 2 steps of a Gaussian: two releases, mu = sqrt(2) (the closed form, exact at any
+    delta; the PLD route read infinity at 1e-25), under either relation."""
+    for relation, mu in (("add_remove", math.sqrt(2)), ("replace_one", 2 * math.sqrt(2))):
+        bound = account(
+            RandomAllocationEvent(2, GaussianEvent(1.0), 2),
+            Adjacency(relation=relation),
+            delta=delta,
+        ).bound
+        mp.mp.dps = 60
+        exact = mp.ncdf(-bound.epsilon / mu + mu / 2) - mp.exp(bound.epsilon) * mp.ncdf(
+            -bound.epsilon / mu - mu / 2
+        )
+        assert float(exact) <= delta * (1 + 1e-9)
+        assert bound.epsilon - bound.epsilon_lower <= 1e-9 * bound.epsilon
