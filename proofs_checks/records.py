@@ -446,7 +446,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.event_trees.canonical",
         status="contrib",
         proof="proofs_checks/partition_selection/proof.md",
-        source_sha256="fe38cfaff9769b1bf1392cafa6bb8c462059eeacded6b436da395d50ca0483f3",
+        source_sha256="82a419613ac58e9a59b94f0ee948a6fe09a56edcd7bd6f60405e8a593985e4ae",
     ),
     ProofRecord(
         target="dpledger.core.partition_selection.contribution_sensitivity",
