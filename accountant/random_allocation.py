@@ -536,9 +536,6 @@ def allocation_profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # 
         # the lower curve uses the merged multiplier rounded up (the upper one rounds it down)
         sigma = math.nextafter(allocation_base(event) * (1 + 3e-12), math.inf)
         k = event.num_selected
-        if k == event.num_steps:  # every step holds the record: k Gaussian releases
-            low = gaussian_profile(math.nextafter(math.sqrt(k) / sigma * (1 - 1e-15), 0.0))
-            return DirectedProfiles(up.remove, up.add, low, low)
         pair = allocation_lower_pair(sigma, event.num_steps, k)
         name = f"allocation_max(k={k} of t={event.num_steps}, gaussian scale={sigma:g})"
         mu = math.nextafter(1.0 / sigma, 0.0)  # of the remove pair, 1 / sigma rounded down

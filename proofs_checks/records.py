@@ -268,7 +268,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.random_allocation.allocation_profiles",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="60821b473608ad6fbd1781544a2990af5c8de6adbcd50059ba2c9d8e2af5bb0c",
+        source_sha256="ed77c5d4351e8b3a666abe8c817d133818dde1bbc8eeb65ede69331e875b8e4f",
     ),
     ProofRecord(
         target="dpledger.runtime.ledger_sampling.allocate",
