@@ -32,6 +32,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy import special
 
+from dpledger.accountant.br_heterogeneous import (
+    heterogeneous_delta_lower,
+    heterogeneous_epsilon_lower,
+)
+
 __all__ = [
     "MAX_BR_COUNT",
     "br_composed_delta_lower",
@@ -243,13 +248,16 @@ def _thresholds(releases: Sequence[tuple[float, int]]) -> list[tuple[float, int]
 
 
 def br_ledger_epsilon_lower(releases: Sequence[tuple[float, int]], delta: float) -> float:
-    """Certified lower bound of epsilon(delta) of the ``(eps0, count)`` bounded-range releases
-    (the best of the threshold sub-compositions)."""
-    return max(
+    """Certified lower bound of epsilon(delta) of the ``(eps0, count)`` bounded-range releases:
+    the best of the threshold sub-compositions and, at several epsilons, of the composition of
+    ``GRR(c eps_i)`` at each release's own epsilon (:mod:`br_heterogeneous`)."""
+    best = max(
         (br_composed_epsilon_lower(delta, v, n) for v, n in _thresholds(releases)), default=0.0
     )
+    return max(best, heterogeneous_epsilon_lower(releases, delta))
 
 
 def br_ledger_delta_lower(releases: Sequence[tuple[float, int]], eps: float) -> float:
     """Certified lower bound of delta(eps) of the ``(eps0, count)`` bounded-range releases."""
-    return max((br_composed_delta_lower(eps, v, n) for v, n in _thresholds(releases)), default=0.0)
+    best = max((br_composed_delta_lower(eps, v, n) for v, n in _thresholds(releases)), default=0.0)
+    return max(best, heterogeneous_delta_lower(releases, eps))

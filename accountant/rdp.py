@@ -62,6 +62,9 @@ _NO_FINITE_ORDER = "the RDP curve is infinite at every order"
 MAX_DISTINCT_SAMPLED = 64
 #: ... of this initial relative step, coarsened until at most MAX_DISTINCT_SAMPLED remain
 REPRESENTATIVE_STEP = 1e-3
+#: up to this many distinct exponential-mechanism leaves keep their exact curves (one closed
+#: form each, about 60 microseconds) and are left out of that rounding
+MAX_EXACT_BOUNDED_RANGE = 4096
 
 
 def effective_gaussian_mu(event: Event, sensitivity_factor: float = 1.0) -> float | Event:
@@ -255,14 +258,21 @@ class RDPAccountant(Accountant):
     def _grouped_others(self, merged: dict[Event, int], sampled: set[Event]) -> dict[Event, int]:
         """``merged`` with its leaves other than ``sampled`` rounded to at most
         MAX_DISTINCT_SAMPLED dominating representatives when there are more
-        (:mod:`~dpledger.accountant.representatives`: epsilons up, noise down)."""
+        (:mod:`~dpledger.accountant.representatives`: epsilons up, noise down); up to
+        MAX_EXACT_BOUNDED_RANGE exponential-mechanism leaves keep their own curves."""
         others = {e: k for e, k in merged.items() if e not in sampled}
+        if len(others) <= MAX_DISTINCT_SAMPLED:
+            return merged
+        exact = {e for e in others if isinstance(e, ExponentialMechanismEvent)}
+        if len(exact) > MAX_EXACT_BOUNDED_RANGE:
+            exact = set()
+        others = {e: k for e, k in others.items() if e not in exact}
         if len(others) <= MAX_DISTINCT_SAMPLED:
             return merged
         table = Table(others)
         step = table.step(MAX_DISTINCT_SAMPLED)
         out = table.grouped(step, up=True)
-        out.update((e, merged[e]) for e in sampled)
+        out.update((e, merged[e]) for e in sampled | exact)
         self._representative_step = max(step, self._representative_step or 0.0)
         return out
 

@@ -1,0 +1,184 @@
+"""Attained lower bounds of exponential-mechanism releases at many distinct epsilons.
+
+Each release at ``eps_i`` admits the two-candidate exponential mechanism ``GRR(t_i)``
+(:mod:`~dpledger.accountant.exp_mech_composition`, claim 1 of its proof), here at one common
+ratio ``t_i = c eps_i``. Their non-adaptive composition is a concrete pair ``(P, Q)``, so for
+every set ``S`` of its outcomes ``P(S) - e^eps Q(S)`` is at most its curve at ``eps``
+(the hockey-stick divergence is a supremum over sets), hence at most the worst case of the
+ledger. The sets used are ``S_m = {K <= m}`` with ``K = sum k_i J_i``: ``J_i`` the indicator
+of release ``i``'s low outcome (loss ``t_i - eps_i``) and ``k_i = round(eps_i / h)`` its
+epsilon in lattice units, so ``K h`` is the composed loss's deficit ``sum eps_i J_i`` up to
+rounding (the rounding only makes the sets slightly worse tests: it costs tightness, never
+validity). The laws of ``K`` under ``P`` and ``Q`` are convolved one release at a time on
+``0..M`` (masses shifted beyond ``M`` never come back), every ``P`` mass rounded down and every
+``Q`` mass up. The ratio ``c`` is searched on a coarse lattice, then evaluated on a fine one:
+every ``c`` gives a certified bound, so the search needs no accuracy. The proof is
+``proofs_checks/exp_mech_composition/proof.md`` (section "Distinct epsilons").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "HET_MAX_COUNT",
+    "heterogeneous_cumulative",
+    "heterogeneous_delta_lower",
+    "heterogeneous_epsilon_lower",
+]
+
+U = 2.0**-53
+#: the smallest subnormal: the absolute error of one rounding of a result below the normals
+TINY = 5e-324
+#: at most this many releases (the largest epsilons first: a sub-composition)
+HET_MAX_COUNT = 2_000
+#: releases at epsilons outside this range are left out (a sub-composition)
+EPS_RANGE = (1e-100, 40.0)
+#: lattice units per largest epsilon: while searching c, and for the reported value
+SEARCH_GRID, FINAL_GRID = 8, 32
+#: the ratio c = t / eps: its search interval, coarse grid and golden-section steps
+C_RANGE = (0.02, 0.98)
+C_GRID = 9
+GOLDEN_STEPS = 12
+
+_Releases = list[tuple[float, int]]
+
+
+def _releases(releases: Sequence[tuple[float, int]]) -> _Releases:
+    """(eps, count) kept: in range, the largest first, at most HET_MAX_COUNT in all."""
+    kept: _Releases = []
+    room = HET_MAX_COUNT
+    for eps, count in sorted(releases, key=lambda r: -r[0]):
+        if room <= 0:
+            break
+        if EPS_RANGE[0] <= eps <= EPS_RANGE[1] and count > 0:
+            kept.append((eps, min(count, room)))
+            room -= kept[-1][1]
+    return kept
+
+
+def _masses(c: float, eps: float) -> tuple[float, float, float, float, float]:
+    """(t, P low mass and P high mass rounded down, Q low and Q high rounded up) of
+    ``GRR(t)``, ``t = fl(c eps)`` (the pair is defined by the rounded ``t``)."""
+    t = c * eps
+    norm = -math.expm1(-eps)
+    q_low = -math.expm1(-t) / norm
+    q_high = math.exp(-t) * -math.expm1(-(eps - t)) / norm
+    p_low = q_low * math.exp(t - eps)
+    p_high = -math.expm1(-(eps - t)) / norm
+    err = 16 * U * (2.0 + eps)
+    down, up = 1 - err, 1 + err
+    return t, p_low * down, p_high * down, min(q_low * up, 1.0), min(q_high * up, 1.0)
+
+
+def heterogeneous_cumulative(
+    releases: Sequence[tuple[float, int]], c: float, grid: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(P[K <= m] rounded down, Q[K <= m] rounded up), m = 0..M, of the composition of
+    ``GRR(c eps_i)`` over the (already filtered) ``releases``."""
+    top = max(e for e, _ in releases)
+    h = top / grid
+    steps = sum(n for _, n in releases)
+    total = math.fsum(e * n for e, n in releases)
+    units = sum(round(e / h) * n for e, n in releases)
+    size = min(units, math.ceil(c * total / h) + 4 * grid) + 1
+    p_mass, q_mass = np.zeros(size), np.zeros(size)
+    p_mass[0] = q_mass[0] = 1.0
+    for eps, count in releases:
+        k = round(eps / h)
+        _, p_low, p_high, q_low, q_high = _masses(c, eps)
+        for _ in range(count):
+            p_mass, q_mass = _shift(p_mass, p_low, p_high, k), _shift(q_mass, q_low, q_high, k)
+    # each step is two products and a sum per entry (relative error (1 + u)^2 each, and an
+    # absolute TINY / 2 per rounding below the normals); then the cumulative sums
+    rel = 4 * U * (steps + size + 4)
+    floor = TINY * (steps + 1.0) * np.arange(1.0, size + 1.0)
+    p_cum = np.cumsum(p_mass) * (1 - rel) - floor
+    q_cum = np.minimum(np.cumsum(q_mass) * (1 + rel) + floor, 1.0 + rel)
+    return p_cum, q_cum
+
+
+def _shift(mass: np.ndarray, low: float, high: float, k: int) -> np.ndarray:
+    """One release: mass ``high`` stays, mass ``low`` moves ``k`` units up (truncated)."""
+    out = mass * high
+    if k < mass.size:
+        out[k:] += mass[: mass.size - k] * low
+    return out
+
+
+def _epsilon_at(releases: _Releases, delta: float, c: float, grid: int) -> float:
+    """max_m log((P[K <= m] - delta) / Q[K <= m]), rounded down (-inf if none)."""
+    p_cum, q_cum = heterogeneous_cumulative(releases, c, grid)
+    ok = p_cum > delta
+    if not ok.any():
+        return -math.inf
+    a = np.log((p_cum[ok] - delta) * (1 - 2 * U))
+    b = np.log(q_cum[ok]) * (1 - 4 * U) + 4 * U  # rounded up (q_cum is at most 1 + rel)
+    return float(np.max(a - b - 8 * U * (np.abs(a) + np.abs(b) + 1.0)))
+
+
+def _delta_at(releases: _Releases, eps: float, c: float, grid: int) -> float:
+    """max_m P[K <= m] - e^eps Q[K <= m], rounded down."""
+    p_cum, q_cum = heterogeneous_cumulative(releases, c, grid)
+    with np.errstate(over="ignore", divide="ignore"):
+        x = eps + np.log(q_cum) * (1 - 4 * U) + 4 * U
+        e_q = np.exp(x + 8 * U * (np.abs(x) + 1.0)) * (1 + 2 * U)
+    d = p_cum - e_q
+    best = float(np.max(d))
+    return best * (1 - 2 * U) if best > 0 else 0.0
+
+
+def _best_ratio(f: Callable[[float], float]) -> float:
+    """The ratio c with the largest ``f(c)`` found: a coarse grid, then a golden section
+    around its best point."""
+    lo_c, hi_c = C_RANGE
+    grid = [lo_c + (hi_c - lo_c) * i / (C_GRID - 1) for i in range(C_GRID)]
+    values = [f(c) for c in grid]
+    i = int(np.argmax(values))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, C_GRID - 1)]
+    g = (math.sqrt(5.0) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = f(a), f(b)
+    for _ in range(GOLDEN_STEPS):
+        if fa >= fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = f(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = f(b)
+    return max((values[i], grid[i]), (fa, a), (fb, b))[1]
+
+
+def _applies(releases: _Releases) -> bool:
+    """At least two distinct epsilons and two releases (one epsilon: the homogeneous optimum
+    of :mod:`exp_mech_composition` is exact)."""
+    return len({e for e, _ in releases}) >= 2
+
+
+def heterogeneous_epsilon_lower(releases: Sequence[tuple[float, int]], delta: float) -> float:
+    """Certified lower bound of epsilon(delta) of the ``(eps, count)`` bounded-range releases
+    at several epsilons (0 if it does not apply)."""
+    kept = _releases(releases)
+    if not (_applies(kept) and 0.0 < delta < 1.0):
+        return 0.0
+    with np.errstate(all="ignore"):
+        c = _best_ratio(lambda c: _epsilon_at(kept, delta, c, SEARCH_GRID))
+        found = _epsilon_at(kept, delta, c, FINAL_GRID)
+    return max(0.0, found) if math.isfinite(found) else 0.0
+
+
+def heterogeneous_delta_lower(releases: Sequence[tuple[float, int]], eps: float) -> float:
+    """Certified lower bound of delta(eps) of the ``(eps, count)`` bounded-range releases at
+    several epsilons (0 if it does not apply)."""
+    kept = _releases(releases)
+    if not (_applies(kept) and math.isfinite(eps)):
+        return 0.0
+    with np.errstate(all="ignore"):
+        c = _best_ratio(lambda c: _delta_at(kept, eps, c, SEARCH_GRID))
+        found = _delta_at(kept, eps, c, FINAL_GRID)
+    return min(1.0, max(0.0, found)) if math.isfinite(found) else 0.0
