@@ -195,7 +195,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.calibrate.calibrate_noise_multiplier",
         status="verified",
         proof="proofs_checks/analytic_gaussian_calibration/proof.md",
-        source_sha256="f26e60fd2987c150a3d796b772a3132a59d7319645482ce06cdbfc26b91d41a7",
+        source_sha256="b97cb95f782a9713cd49f7ce24fabcad3a92fdc2d8d0403ca9bc09bfbd79d843",
         cross_check="check_analytic_gaussian_calibration.py::test_dpledger_calibration_meets_target_and_is_near_optimal",
     ),
     ProofRecord(
@@ -396,7 +396,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.rdp.RDPAccountant._grouped_others",
         status="contrib",
         proof="proofs_checks/representatives/proof.md",
-        source_sha256="8761fd7fbf29129d4e5d932551412b1a3ae51e9a66c658b5640051b12dd5cdb8",
+        source_sha256="58cce317dd83153c5aa57fc45b4baf14f1cd157be40d88a5fd854542fea10b84",
     ),
     ProofRecord(
         target="dpledger.accountant.gaussian_extreme.gaussian_epsilon_extreme",
