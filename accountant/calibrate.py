@@ -122,7 +122,11 @@ def calibrate_noise_multiplier(
         search.add(sigma, gap(known[sigma].epsilon, eps_t))
         return known[sigma]
 
-    _first_evaluations(search, evaluate, math.sqrt(lo * hi) if estimate is None else estimate.sigma)
+    first = math.sqrt(lo * hi) if estimate is None else estimate.sigma
+    if estimate is not None and estimate.precise:
+        # just above the estimated crossing: met there, the next candidate lies just below it
+        first *= 1.0 + rtol / 4
+    _first_evaluations(search, evaluate, first)
     if not any(b.epsilon <= eps_t for b in known.values()):
         at_hi = evaluate(hi)
         if not at_hi.epsilon <= eps_t:

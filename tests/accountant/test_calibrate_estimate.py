@@ -8,6 +8,7 @@ import math
 import pytest
 
 import dpledger.accountant.calibrate as calibrate
+import dpledger.accountant.calibrate_estimate as calibrate_estimate
 from dpledger.accountant.calibrate import calibrate_noise_multiplier
 from dpledger.accountant.calibrate_estimate import Estimate, estimate_crossing
 from dpledger.accountant.calibrate_search import Search, gap
@@ -79,3 +80,28 @@ def test_a_slope_prior_sets_the_step_from_one_evaluation() -> None:
     search = Search(1e-2, 1e3, 1e-4, slope=-4.0)
     search.add(1.0, gap(2.0, 1.0))
     assert search.candidate() == pytest.approx(2**0.25, rel=1e-3)
+
+
+def test_the_plain_stage_reads_the_full_querys_upper_bound() -> None:
+    # one pass of the full query: its upper bound is the plain tilted composition's
+    event = _dpsgd(1.4148)
+    full = account(event, delta=DELTA, backends=("closed_form", "pld")).bound.epsilon
+    assert calibrate_estimate._plain(event, None, DELTA) == full
+
+
+def test_a_precise_estimate_leaves_two_full_queries(monkeypatch: pytest.MonkeyPatch) -> None:
+    found = estimate_crossing(_dpsgd, None, TARGET, DELTA, (1e-2, 1e3))
+    assert found is not None and found.precise
+    calls = _counted(monkeypatch)
+    result = calibrate_noise_multiplier(_dpsgd, None, TARGET, DELTA)
+    assert len(calls) == 2  # one each side of the crossing, within the tolerance
+    assert calls[0] == result.noise_multiplier <= calls[1] * (1 + 1e-4)
+    _check_certified_and_least(result.noise_multiplier, 1e-4)
+
+
+def test_an_imprecise_estimate_is_evaluated_where_it_lies(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(calibrate, "estimate_crossing", lambda *args: Estimate(1.4, -7.0))
+    calls = _counted(monkeypatch)
+    result = calibrate_noise_multiplier(_dpsgd, None, TARGET, DELTA)
+    assert calls[0] == 1.4
+    _check_certified_and_least(result.noise_multiplier, 1e-4)
