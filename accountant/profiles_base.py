@@ -10,6 +10,7 @@ of privacy-loss values outside which the remaining mass is negligible.
 
 from __future__ import annotations
 
+import math
 from collections.abc import (
     Callable,
 )
@@ -18,6 +19,9 @@ import attrs
 import numpy as np
 from numpy.typing import (
     NDArray,
+)
+from scipy import (
+    special,
 )
 
 from dpledger.core.adjacency import (
@@ -32,6 +36,7 @@ __all__ = [
     "DirectedProfiles",
     "Profile",
     "discrete_delta",
+    "gauss_span",
     "identical_profile",
     "noise_factor",
     "self_dual",
@@ -46,8 +51,13 @@ Array = NDArray[np.float64]
 REL_MARGIN = 1e-10
 
 
-#: number of standard deviations kept on each side of Gaussian losses (tail < 1e-23)
+#: number of standard deviations kept on each side of Gaussian losses (tail < 1e-23); a query
+#: at a smaller delta widens it (:meth:`Profile.reaching`, :func:`gauss_span`)
 GAUSS_SPAN = 10.0
+
+
+#: the widest span :func:`gauss_span` gives (the normal tail beyond it is below 1e-300)
+_MAX_SPAN = 37.1
 
 
 #: unit roundoff of IEEE double
@@ -74,6 +84,9 @@ class Profile:
     #: the curve is evaluated accurately (no overflow) for every eps up to this loss; above it
     #: the discretisation lumps the remaining mass at +infinity
     accurate_hi: float = ACCURATE_LOSS
+    #: the same curve on a wider loss range, for a level of the tail beyond it (None: the range
+    #: is the curve's whole support, or cannot be widened); see :meth:`reaching`
+    widen: Callable[[float], Profile] | None = attrs.field(default=None, eq=False)
 
     def __call__(self, eps: Array) -> Array:
         d = self.delta(np.asarray(eps, dtype=float))
@@ -86,6 +99,38 @@ class Profile:
             return np.maximum(0.0, self(eps) + np.expm1(eps))
         d = np.maximum(0.0, self.dual(-eps)) * (1 + REL_MARGIN)
         return np.asarray(np.exp(eps) * np.minimum(d, 1.0), dtype=float)
+
+    def reaching(self, level: float) -> Profile:
+        """The same curve on a loss range wide enough that its value at the top of the range
+        is at most ``level`` (the discretisation charges that value at +infinity: the mass
+        beyond the range); never narrower than this one's. Itself when its value there is at
+        most ``level`` already, or when its range cannot be widened.
+
+        The range decides only where the discretisation stops, not what it certifies: any
+        range gives an upper bound (the charge at +infinity) and a lower one (a dominated
+        pair's curve is 0 beyond its last point)."""
+        top = min(self.loss_hi, self.accurate_hi)
+        if self.widen is None or not (level > 0.0 and math.isfinite(top)):
+            return self
+        if float(self(np.array([top]))[0]) <= level:
+            return self
+        wide = self.widen(level)
+        if wide.loss_hi < self.loss_hi or wide.loss_lo > self.loss_lo:
+            return self
+        return wide
+
+
+def gauss_span(level: float) -> float:
+    """Standard deviations ``z`` (at least GAUSS_SPAN) with normal tail ``Phi(-z) <= level / 2``,
+    checked in log space (``log_ndtr``); GAUSS_SPAN for levels at or above its own tail."""
+    target = math.log(max(level, 1e-300) / 2.0)
+    if float(special.log_ndtr(-GAUSS_SPAN)) <= target:
+        return GAUSS_SPAN
+    z = min(max(float(-special.ndtri(math.exp(target))), GAUSS_SPAN), _MAX_SPAN)
+    # ndtri is accurate to a few ulps; step past any rounding, checked by log_ndtr
+    while z < _MAX_SPAN and float(special.log_ndtr(-z)) > target - 1e-9:
+        z = math.nextafter(z * (1 + 1e-9), math.inf)
+    return min(z, _MAX_SPAN)
 
 
 def discrete_delta(losses: Array, masses: Array, inf_mass: float) -> Callable[[Array], Array]:
@@ -116,7 +161,9 @@ def self_dual(profile: Profile, exact: bool) -> Profile:
 
     hi = max(profile.loss_hi, -profile.loss_lo)
     name = f"self_dual({profile.name})"
-    return Profile(delta, -hi, hi, exact, name, delta, profile.accurate_hi)
+    base_widen = profile.widen
+    widen = None if base_widen is None else (lambda level: self_dual(base_widen(level), exact))
+    return Profile(delta, -hi, hi, exact, name, delta, profile.accurate_hi, widen)
 
 
 def identical_profile() -> Profile:

@@ -23,6 +23,7 @@ from dpledger.accountant.profiles_base import (
     Array,
     Profile,
     discrete_delta,
+    gauss_span,
 )
 from dpledger.core.errors import (
     UnsupportedEventError,
@@ -87,12 +88,22 @@ def gaussian_delta(mu: float) -> Callable[[Array], Array]:
     return delta
 
 
-def gaussian_profile(mu: float) -> Profile:
-    lo = mu * mu / 2 - GAUSS_SPAN * mu
-    hi = mu * mu / 2 + GAUSS_SPAN * mu
+def gaussian_profile(mu: float, span: float = GAUSS_SPAN) -> Profile:
+    """The Gaussian curve on the losses within ``span`` standard deviations (``mu``) of the
+    mean ``mu^2 / 2``: beyond its top the P-mass is ``Phi(-span)``, which bounds the curve
+    there; widened for a tail level by :func:`~dpledger.accountant.profiles_base.gauss_span`."""
+    lo = mu * mu / 2 - span * mu
+    hi = mu * mu / 2 + span * mu
     d = gaussian_delta(mu)
+
+    def widen(level: float) -> Profile:
+        return gaussian_profile(mu, max(span, gauss_span(level)))
+
     # the curve is evaluated in log space: accurate at every loss
-    return Profile(d, min(lo, -hi), hi, True, f"gaussian(mu={mu:.6g})", d, math.inf)
+    name = f"gaussian(mu={mu:.6g})"
+    if span != GAUSS_SPAN:
+        name = f"gaussian(mu={mu:.6g}, z={span:.4g})"
+    return Profile(d, min(lo, -hi), hi, True, name, d, math.inf, widen)
 
 
 def laplace_delta(eps0: float) -> Callable[[Array], Array]:

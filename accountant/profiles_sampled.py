@@ -21,6 +21,7 @@ from dpledger.accountant.profiles_base import (
     Array,
     DirectedProfiles,
     Profile,
+    gauss_span,
     symmetric_profiles,
 )
 
@@ -114,6 +115,17 @@ def _pure_top(base: Profile) -> bool:
     return math.isfinite(base.loss_hi) and float(base(np.array([base.loss_hi]))[0]) == 0.0
 
 
+def _widened(
+    base: Profile, make: Callable[[Profile], Profile], scale: float
+) -> Callable[[float], Profile] | None:
+    """The widening of a curve made by ``make`` from ``base``: ``make`` of the base widened
+    for the level times ``scale`` (None when the base cannot be widened)."""
+    base_widen = base.widen
+    if base_widen is None:
+        return None
+    return lambda level: make(base_widen(min(level * scale, 1.0)))
+
+
 def poisson_remove(base: Profile, q: float, side: float = 1.0) -> Profile:
     """(1-q)Q0 + qP0 vs Q0: delta'(eps') = q * delta0(log(1 + (e^eps' - 1)/q)); an upper curve
     (``side`` = 1) or a lower one (``side`` = -1), differing only in how rounding is charged."""
@@ -132,7 +144,9 @@ def poisson_remove(base: Profile, q: float, side: float = 1.0) -> Profile:
     # the curve at eps reads the base at a loss >= eps: accurate while that loss is
     accurate = base.accurate_hi + math.log(q) if math.isfinite(base.accurate_hi) else math.inf
     name = f"poisson_remove(q={q:g}, {base.name})"
-    return Profile(curve, lo, hi, base.exact, name, dual, accurate)
+    # at its top the curve is q times the base's at its own top
+    widen = _widened(base, lambda wide: poisson_remove(wide, q, side), 1.0 / q)
+    return Profile(curve, lo, hi, base.exact, name, dual, accurate, widen)
 
 
 def poisson_add(base_reverse: Profile, q: float, side: float = 1.0) -> Profile:
@@ -153,7 +167,9 @@ def poisson_add(base_reverse: Profile, q: float, side: float = 1.0) -> Profile:
     # is e^eps itself
     accurate = base_reverse.accurate_hi if q < 1 else min(base_reverse.accurate_hi, ACCURATE_LOSS)
     name = f"poisson_add(q={q:g}, {base_reverse.name})"
-    return Profile(curve, lo, hi, base_reverse.exact, name, dual, accurate)
+    # at its top the curve is c <= 1 times the reverse base's at its own top
+    widen = _widened(base_reverse, lambda wide: poisson_add(wide, q, side), 1.0)
+    return Profile(curve, lo, hi, base_reverse.exact, name, dual, accurate, widen)
 
 
 #: losses above which the replace-one Poisson curve is evaluated in log space
@@ -185,11 +201,14 @@ def replace_one_profiles(a: float, q: float) -> DirectedProfiles:
     return DirectedProfiles(upper, upper, lower, lower)
 
 
-def poisson_gaussian_replace_one(a: float, q: float, charge: float = 0.0) -> Profile:
+def poisson_gaussian_replace_one(
+    a: float, q: float, charge: float = 0.0, span: float = GAUSS_SPAN
+) -> Profile:
     """(1-q)N(0)+qN(a) vs (1-q)N(0)+qN(-a): Poisson sampling under replace-one (symmetric).
 
     ``charge`` = 1 adds the bound on the rounding of the tails' difference (an upper curve),
-    -1 subtracts it (a lower one), 0 leaves it to the profile's relative margin."""
+    -1 subtracts it (a lower one), 0 leaves it to the profile's relative margin. The loss
+    range holds the outputs within ``a + span`` of 0 (:func:`_replace_one_profile`)."""
     a2 = a * a
 
     def delta(eps: Array) -> Array:
@@ -225,12 +244,27 @@ def poisson_gaussian_replace_one(a: float, q: float, charge: float = 0.0) -> Pro
             out = np.where(far, _replace_one_far(a, q, np.where(far, eps, REPLACE_ONE_TURN)), out)
         return np.asarray(np.maximum(out, 0.0), dtype=float)
 
-    # for |x| <= a + GAUSS_SPAN (all but < 1e-23 of either law) the loss is at most
-    # log(1 + e^t), t = log(q / (1 - q)) + a^2 / 2 + GAUSS_SPAN a, and at least minus that
-    t = math.log(q) - math.log1p(-q) + a * a / 2 + GAUSS_SPAN * a
+    return _replace_one_profile(delta, a, q, charge, span)
+
+
+def _replace_one_profile(
+    delta: Callable[[Array], Array], a: float, q: float, charge: float, span: float
+) -> Profile:
+    """The replace-one curve ``delta`` on the losses of the outputs within ``a + span`` of 0
+    (all but ``Phi(-span)`` of either law on each side), widened for a tail level by
+    :func:`gauss_span`."""
+    # for |x| <= a + span the loss is at most log(1 + e^t), t = log(q / (1 - q)) + a^2 / 2 +
+    # span a, and at least minus that
+    t = math.log(q) - math.log1p(-q) + a * a / 2 + span * a
     hi = (t if t > 0 else 0.0) + math.log1p(math.exp(-abs(t)))
     name = f"poisson_replace_one(q={q:g}, gaussian a={a:g}{', charged' if charge else ''})"
-    return Profile(delta, -hi, hi, True, name, delta, math.inf)
+    if span != GAUSS_SPAN:
+        name = f"{name[:-1]}, z={span:.4g})"
+
+    def widen(level: float) -> Profile:
+        return poisson_gaussian_replace_one(a, q, charge, max(span, gauss_span(level)))
+
+    return Profile(delta, -hi, hi, True, name, delta, math.inf, widen)
 
 
 def _replace_one_log_root(a: float, q: float, eps: Array) -> Array:

@@ -61,6 +61,7 @@ from dpledger.accountant.conversions import NDTR_REL
 from dpledger.accountant.nonnegative_convolution import nonnegative_convolve
 from dpledger.accountant.profiles import (
     DirectedProfiles,
+    gauss_span,
     gaussian_attack_profiles,
     gaussian_profile,
     larger_profile,
@@ -446,10 +447,13 @@ def allocation_parts(event: RandomAllocationEvent) -> tuple[tuple[RandomAllocati
     return tuple(parts)
 
 
-def allocation_table_event(event: RandomAllocationEvent, adjacency: Adjacency) -> Event:
+def allocation_table_event(
+    event: RandomAllocationEvent, adjacency: Adjacency, span: float | None = None
+) -> Event:
     """The certified curve of one epoch as a tabulated profile (add/remove only). For ``k > 1``
     steps per record it is the curve of ``k`` Gaussian releases (no amplification); the PLD
-    accountant composes the tighter :func:`allocation_parts` instead, which is never above it."""
+    accountant composes the tighter :func:`allocation_parts` instead, which is never above it.
+    Its tail goes on to ``span`` standard deviations (:func:`_gaussian_tail`) when given."""
     sigma = _table_sigma(event, adjacency)
     if event.num_selected > 1:
         tables = allocation_tables(sigma, 1)
@@ -460,7 +464,7 @@ def allocation_table_event(event: RandomAllocationEvent, adjacency: Adjacency) -
             f"random_allocation(t={event.num_steps}, sigma={sigma:.6g}): balls-in-bins pair "
             "(Chua et al. 2025; Feldman & Shenfeld 2025), certified grid"
         )
-    eps, remove, add = _gaussian_tail(tables, sigma)
+    eps, remove, add = _gaussian_tail(tables, sigma, span)
     return TabulatedProfileEvent(
         tuple(float(e) for e in eps),
         tuple(float(d) for d in remove),
@@ -490,17 +494,31 @@ def _upper_profiles(event: RandomAllocationEvent, adjacency: Adjacency) -> Direc
         return DirectedProfiles(one, one, one, one)
     table = allocation_table_event(event, adjacency)
     assert isinstance(table, TabulatedProfileEvent)
-    return tabulated_profiles(table, adjacency)
+    up = tabulated_profiles(table, adjacency)
+
+    def widened(level: float) -> DirectedProfiles:
+        # the table's tail on to where the one-release Gaussian's curve is below the level
+        wide = allocation_table_event(event, adjacency, gauss_span(level))
+        assert isinstance(wide, TabulatedProfileEvent)
+        return tabulated_profiles(wide, adjacency)
+
+    remove = attrs.evolve(up.remove, widen=lambda level: widened(level).remove)
+    add = attrs.evolve(up.add, widen=lambda level: widened(level).add)
+    return DirectedProfiles(remove, add, remove, add)
 
 
-def _gaussian_tail(tables: AllocationTables, sigma: float) -> tuple[Array, Array, Array]:
+def _gaussian_tail(
+    tables: AllocationTables, sigma: float, span: float | None = None
+) -> tuple[Array, Array, Array]:
     """The tables continued past their last epsilon by the one-release Gaussian profile down to
-    TAIL_FLOOR (each point no larger than the table's last value, which it implies), so a small
-    delta reads a finite epsilon."""
+    TAIL_FLOOR, or to ``span`` standard deviations beyond its mean loss when given (each point
+    no larger than the table's last value, which it implies), so a small delta reads a finite
+    epsilon."""
     mu = 1.0 / sigma
     eps = tables.epsilons
     step = float(eps[1] - eps[0]) * TAIL_STRIDE
-    end = mu * (mu / 2 + float(-special.ndtri(TAIL_FLOOR)))
+    z = float(-special.ndtri(TAIL_FLOOR)) if span is None else span
+    end = mu * (mu / 2 + z)
     if end > EXP_LIMIT or end <= eps[-1]:
         return eps, tables.remove, tables.add
     tail = eps[-1] + step * np.arange(1, math.ceil((end - eps[-1]) / step) + 1)
