@@ -20,11 +20,13 @@ from dpledger.accountant.pld_epsilon import (
     tilt_level,
 )
 from dpledger.accountant.pld_prepared import Prepared
-from dpledger.accountant.pld_read import delta_at
+from dpledger.accountant.pld_read import delta_at, lower_shift
 from dpledger.accountant.pld_tilt import chernoff_level, tilt_for_epsilon
 from dpledger.core.errors import BoundUnavailable
 
 __all__ = [
+    "CHORD_ETA",
+    "CHORD_REACH_MARGIN",
     "DELTA_BRACKET_GOAL",
     "DELTA_SCREEN_RETRY",
     "SPLIT_DROPPED_SHARE",
@@ -41,6 +43,11 @@ SPLIT_DROPPED_SHARE = 1e-2
 #: a direction screened on a coarse grid is screened again on the finer one only when its
 #: upper bound came within this factor of the other direction's lower bound
 DELTA_SCREEN_RETRY = 4.0
+#: the chord's lower bound of delta is taken to reach at most this many times the upper
+#: composition's delta at epsilon plus the chord's shift (:meth:`DeltaSearch._chord_reach`)
+CHORD_REACH_MARGIN = 2.0
+#: the probability the chord's shift loses, as a delta lower bound reads it
+CHORD_ETA = 1e-12
 
 
 class DeltaSearch:
@@ -95,12 +102,15 @@ class DeltaSearch:
                 self.cache.points = max(MIN_SCREEN_POINTS, points // factor)
                 if self.cache.points >= points:
                     break
-                # tilted: a coarse untilted composition cannot resolve a small delta
-                level = min(
-                    chernoff_level(prep.coarse[name], epsilon),
-                    self.cache.levels.get((name, epsilon), 1.0),
-                    0.5 * UNTILTED_DELTA,
-                )
+                # tilted: a coarse untilted composition cannot resolve a small delta; untilted
+                # when the bound it must reach is itself large enough for the plain FFT
+                level = lower
+                if tilt_level(prep, lower) < UNTILTED_DELTA:
+                    level = min(
+                        chernoff_level(prep.coarse[name], epsilon),
+                        self.cache.levels.get((name, epsilon), 1.0),
+                        0.5 * UNTILTED_DELTA,
+                    )
                 best = min(best, self._plain_upper(prep, name, epsilon, level)[0])
                 if best <= lower or not best <= lower * DELTA_SCREEN_RETRY:
                     break
@@ -164,13 +174,38 @@ class DeltaSearch:
         self, prep: Prepared, name: str, epsilon: float, tilt: float, level: float
     ) -> bool:
         """Make the lower-bound compositions at one tilt until the bracket is within the goal;
-        whether it is."""
-        for kind in ("chord", "dominated") if prep.keep_lower else ():
+        whether it is. The chord's lower bound is shifted by its Hoeffding shift: where that
+        keeps it below the goal (:meth:`_chord_reach`) the dominated pairs come first, and the
+        chord is made only while it could raise the lower bound."""
+        if not prep.keep_lower:
+            return False
+        reach = self._chord_reach(prep, name, epsilon, tilt, level)
+        best_up, best_lo = self.cache.known_deltas(name, epsilon)
+        kinds = ("chord", "dominated")
+        if reach < best_up / DELTA_BRACKET_GOAL:
+            kinds = ("dominated", "chord")
+        for kind in kinds:
+            if kind == "chord" and reach <= best_lo:
+                continue
             self.cache.composed(prep, name, tilt, level, kind)
             best_up, best_lo = self.cache.known_deltas(name, epsilon)
             if best_lo >= best_up / DELTA_BRACKET_GOAL:
                 return True
         return False
+
+    def _chord_reach(
+        self, prep: Prepared, name: str, epsilon: float, tilt: float, level: float
+    ) -> float:
+        """About the most the chord's lower bound of delta(epsilon) can reach, CHORD_REACH_MARGIN
+        times over: the upper composition at this tilt read at epsilon plus the chord's
+        Hoeffding shift, less the probability that shift loses (the chord composes pairs below
+        the upper ones, on the same spacing). Only which lower-bound compositions are made
+        depends on it."""
+        up = self.cache.composed(prep, name, tilt, level)
+        if up is None:
+            return 1.0
+        shift = lower_shift(up, CHORD_ETA)
+        return CHORD_REACH_MARGIN * (delta_at(up, epsilon + shift, upper=True) - CHORD_ETA)
 
     def _delta_upper(
         self, prep: Prepared, name: str, epsilon: float

@@ -120,3 +120,29 @@ def test_direction_settled_on_a_coarse_grid() -> None:
     full._deltas._screen = lambda *args: 1.0  # type: ignore[method-assign]
     both = full.get_delta(1.0)
     assert (both.delta_lower, both.delta) == (bound.delta_lower, bound.delta)
+
+
+def _states(
+    event: SelfComposedEvent, epsilon: float
+) -> tuple[DeltaBound, list[tuple[str, float, int, str]]]:
+    acc = PLDAccountant()
+    acc.compose(event)
+    bound = acc.get_delta(epsilon)
+    return bound, list(acc._states)
+
+
+def test_no_chord_where_its_shift_keeps_it_below_the_dominated_pairs() -> None:
+    # delta ~ 1e-15: the chord's Hoeffding shift (and the 1e-12 it loses) leaves it at 0; the
+    # dominated pairs alone reach the goal, with the bracket of both
+    bound, states = _states(_dp_sgd(1.0, 0.01, 1000), 4.86)
+    assert [key[3] for key in states if key[0] == "remove"] == ["upper", "dominated"]
+    assert (bound.delta_lower, bound.delta) == (9.550738932203026e-16, 9.624821920054903e-16)
+
+
+def test_the_chord_first_where_it_can_reach_the_goal() -> None:
+    bound, states = _states(_dp_sgd(1.1, 0.00427, 500), 0.43)
+    assert [key[3] for key in states if key[0] == "remove"] == ["upper", "chord", "dominated"]
+    assert (bound.delta_lower, bound.delta) == (9.993315915095247e-06, 1.0075653466099353e-05)
+    # the other direction screened untilted: the lower bound it had to reach, ~1e-5, is within
+    # the plain FFT's range
+    assert [key[1] for key in states if key[0] == "add"] == [0.0]
