@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 
 import mpmath as mp
 import numpy as np
@@ -12,19 +13,25 @@ import pytest
 
 from dpledger.accountant import br_heterogeneous as bh
 
-DPS = 40  # set per computation (mp.workdps), never globally
+DPS = 40
+
+
+@pytest.fixture(autouse=True)
+def _digits() -> Iterator[None]:
+    """Every test at DPS digits, without changing mpmath's precision for other modules."""
+    with mp.workdps(DPS):
+        yield
+
 
 EPSILONS = [0.05, 0.08, 0.11, 0.2, 0.24, 0.37, 0.5, 0.9]
 
 
-@mp.workdps(DPS)
 def _grr(t: mp.mpf, eps: mp.mpf) -> tuple[tuple[mp.mpf, mp.mpf, mp.mpf], ...]:
     """(loss, P mass, Q mass) of GRR(t) at eps, from its definition (E_Q[e^L] = 1)."""
     q_low = (1 - mp.e ** (-t)) / (1 - mp.e ** (-eps))
     return (t, (1 - q_low) * mp.e**t, 1 - q_low), (t - eps, q_low * mp.e ** (t - eps), q_low)
 
 
-@mp.workdps(DPS)
 def _exact_delta(epsilons: list[float], c: float, eps: float) -> mp.mpf:
     """delta(eps) of the composed GRR(fl(c e_i)): the hockey-stick sum over every outcome."""
     pairs = [_grr(mp.mpf(c * e), mp.mpf(e)) for e in epsilons]

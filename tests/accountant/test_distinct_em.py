@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 
 import mpmath as mp
 import numpy as np
@@ -29,10 +30,16 @@ from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import ComposedEvent, ExponentialMechanismEvent
 
-DPS = 40  # set per computation (mp.workdps), never globally
+DPS = 40
 
 
-@mp.workdps(DPS)
+@pytest.fixture(autouse=True)
+def _digits() -> Iterator[None]:
+    """Every test at DPS digits, without changing mpmath's precision for other modules."""
+    with mp.workdps(DPS):
+        yield
+
+
 def _grr(t: mp.mpf, eps: mp.mpf) -> tuple[tuple[mp.mpf, mp.mpf, mp.mpf], ...]:
     """(loss, P mass, Q mass) of GRR(t) at eps, high outcome first."""
     q_low = (1 - mp.e ** (-t)) / (1 - mp.e ** (-eps))
@@ -40,7 +47,6 @@ def _grr(t: mp.mpf, eps: mp.mpf) -> tuple[tuple[mp.mpf, mp.mpf, mp.mpf], ...]:
     return (t, q_high * mp.e**t, q_high), (t - eps, q_low * mp.e ** (t - eps), q_low)
 
 
-@mp.workdps(DPS)
 def _exact_delta(epsilons: list[float], c: float, eps: float) -> mp.mpf:
     """delta(eps) of the composition of GRR(fl(c e_i)) at e_i, by enumerating every outcome."""
     pairs = [_grr(mp.mpf(c * e), mp.mpf(e)) for e in epsilons]
@@ -139,7 +145,6 @@ def test_bounded_range_rdp_is_the_supremum_over_grr_pairs(eps0: float) -> None:
         assert _best_renyi(float(a), eps0) <= value <= _best_renyi(float(a), eps0) * (1 + 1e-3)
 
 
-@mp.workdps(DPS)
 def _best_renyi(a: float, eps0: float) -> mp.mpf:
     """The largest D_a(GRR(t)) over a grid of t in (0, eps0)."""
     best = mp.mpf(0)
