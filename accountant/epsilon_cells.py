@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import numpy as np
 
 from dpledger.accountant.leaves import leaf_profiles
+from dpledger.accountant.pld_dominated import InfinitySplit
 from dpledger.accountant.profiles_base import Array, DirectedProfiles, Profile
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import (
@@ -133,11 +135,16 @@ class _Evaluator:
         self.losses, self.masses, self.inf_mass, self.up = losses, masses, inf_mass, up
         n = losses.size
         self.suffix = np.append(np.cumsum(masses[::-1])[::-1], 0.0)
-        ratio = np.exp(losses[:-1] - losses[1:]) if n > 1 else np.empty(0)
-        r = np.zeros(n + 1)
-        for k in range(n - 1, -1, -1):  # n is at most 2 BLOCK + 3
-            r[k] = masses[k] + (ratio[k] * r[k + 1] if k + 1 < n else 0.0)
-        self.r = r
+        ratio = (np.exp(losses[:-1] - losses[1:]) if n > 1 else np.empty(0)).tolist()
+        # the recursion in Python floats (the same IEEE operations as on the array's entries,
+        # without a NumPy scalar per step); n is at most 2 BLOCK + 3
+        mass = masses.tolist()
+        r = [0.0] * (n + 1)
+        if n:
+            r[n - 1] = mass[n - 1]
+        for k in range(n - 2, -1, -1):
+            r[k] = mass[k] + ratio[k] * r[k + 1]
+        self.r = np.array(r)
         # relative error of a suffix difference, and of a near sum, each rounded generously
         self.far_error = 16.0 * (n + 4) * _U / -math.expm1(-NEAR_GAP)
         self.near_error = 8.0 * (n + 4) * _U
@@ -160,15 +167,16 @@ class _Evaluator:
             scale = np.exp(eps - loss[at]) if loss.size else np.zeros(eps.size)
             tail = self.suffix[far] - np.where(far < loss.size, scale * self.r[far], 0.0)
         tail = np.maximum(tail, 0.0)
-        # atoms in (eps, eps + NEAR_GAP) term by term
+        # atoms in (eps, eps + NEAR_GAP) term by term, one offset from the first at a time
         width = int(np.max(far - first, initial=0))
         near = np.zeros(eps.size)
-        if width:
-            j = first[:, None] + np.arange(width)
-            jj = np.minimum(j, loss.size - 1)
+        for k in range(width):
+            j = first + k
+            inside = j < far
+            np.minimum(j, loss.size - 1, out=j)
             with np.errstate(over="ignore"):
-                terms = p[jj] * -np.expm1(eps[:, None] - loss[jj])
-            near = np.sum(np.where(j < far[:, None], np.maximum(terms, 0.0), 0.0), axis=1)
+                terms = p[j] * -np.expm1(eps - loss[j])
+            near += np.where(inside, np.maximum(terms, 0.0), 0.0)
         sign = 1.0 if self.up else -1.0
         total = tail * (1 + sign * self.far_error) + near * (1 + sign * self.near_error)
         return np.asarray(self.inf_mass + np.maximum(total, 0.0), dtype=float)
@@ -209,24 +217,46 @@ def _merged(eps: float, p: np.ndarray, m: int, part: slice) -> tuple[float, floa
 
 def _lower(eps: float, p: np.ndarray, error: float, scale: float, inf_mass: float) -> Profile:
     """The block's lower curve: tails merged into one outcome each, losses rounded down,
-    masses deflated."""
+    masses deflated. With a mass at +infinity, the curve also names its parts
+    (:class:`~dpledger.accountant.pld_dominated.InfinitySplit`): that mass, deflated, and the
+    lower curve of the finite part's own pair (the same atoms without the factor ``scale``)."""
+    whole = _curve(*_lower_atoms(eps, p, scale * (1 - error)), inf_mass * (1 - error), up=False)
+    if inf_mass <= 0.0:
+        return whole
+    finite = _curve(*_lower_atoms(eps, p, 1 - error), 0.0, up=False)
+    return InfinitySplit(
+        whole.delta,
+        whole.loss_lo,
+        whole.loss_hi,
+        whole.exact,
+        whole.name,
+        whole.dual,
+        whole.accurate_hi,
+        finite=finite,
+        inf_lower=inf_mass * (1 - error),
+    )
+
+
+def _lower_atoms(eps: float, p: np.ndarray, shrink: float) -> tuple[Array, Array]:
+    """(losses, masses) of the lower curve's atoms, sorted by loss: the kept atoms at losses
+    rounded down with masses times ``shrink``, each tail merged into one outcome."""
     m = (p.size - 1) // 2
     lo, hi = _kept(p)
-    shrink = scale * (1 - error)
-    losses = list(np.nextafter((np.arange(lo, hi + 1) - m) * eps, -math.inf))
-    masses = list(p[lo : hi + 1] * shrink)
+    losses = [np.nextafter((np.arange(lo, hi + 1) - m) * eps, -math.inf)]
+    masses = [p[lo : hi + 1] * shrink]
     below = _merged(eps, p, m, slice(0, lo))
     above = _merged(eps, p, m, slice(hi + 1, p.size))
     if below[0] > 0:
-        losses.insert(0, below[1])
-        masses.insert(0, below[0] * shrink)
+        losses.insert(0, np.array([below[1]]))
+        masses.insert(0, np.array([below[0] * shrink]))
     if above[0] > 0:
-        losses.append(above[1])
-        masses.append(above[0] * shrink)
-    order = np.argsort(losses, kind="stable")
-    arr_l = np.asarray(losses, dtype=float)[order]
-    arr_p = np.asarray(masses, dtype=float)[order]
-    return _curve(arr_l, arr_p, inf_mass * (1 - error), up=False)
+        losses.append(np.array([above[1]]))
+        masses.append(np.array([above[0] * shrink]))
+    arr_l, arr_p = np.concatenate(losses), np.concatenate(masses)
+    if np.any(arr_l[1:] < arr_l[:-1]):
+        order = np.argsort(arr_l, kind="stable")
+        return arr_l[order], arr_p[order]
+    return arr_l, arr_p
 
 
 def cell_profiles(event: Event, m: int) -> DirectedProfiles | None:
@@ -266,8 +296,21 @@ def _components(
                 if cell is not None:
                     out.append((cell, times))
             continue
-        out.append((leaf_profiles(leaf, adjacency), count))
+        out.append((_single(leaf, adjacency), count))
     return out
+
+
+def _single(leaf: Event, adjacency: Adjacency) -> DirectedProfiles:
+    """A leaf's own curves; an approximate-DP leaf's lower curves those of its block of one,
+    which name their mass at +infinity (:class:`~dpledger.accountant.pld_dominated.
+    InfinitySplit`), so that lower bounds keep it."""
+    profiles = leaf_profiles(leaf, adjacency)
+    if not (isinstance(leaf, ApproxDPEvent) and leaf.delta > 0):
+        return profiles
+    cell = cell_profiles(leaf, 1)
+    if cell is None:
+        return profiles
+    return attrs.evolve(profiles, lower_remove=cell.lower_remove, lower_add=cell.lower_add)
 
 
 def cell_components(

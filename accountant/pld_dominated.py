@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import numpy as np
 
 from dpledger.accountant.pld_discrete import (
@@ -22,7 +23,24 @@ from dpledger.accountant.pld_read import (
 )
 from dpledger.accountant.profiles_base import Profile
 
-__all__ = ["MAX_LOWER_SCALE_LOSS", "RECURSION_ABS", "discretise_lower", "recursion_error"]
+__all__ = [
+    "MAX_LOWER_SCALE_LOSS",
+    "RECURSION_ABS",
+    "InfinitySplit",
+    "discretise_lower",
+    "recursion_error",
+]
+
+
+@attrs.frozen
+class InfinitySplit(Profile):
+    """The curve ``D + (1 - D) finite(eps)`` of a pair that, with probability ``D``, gives an
+    outcome only one law can give (loss +infinity under P, -infinity under Q), and otherwise the
+    pair of ``finite``. Its dominated pair (:func:`discretise_lower`) keeps ``inf_lower``
+    (at most ``D``) at +infinity and ``1 - inf_lower`` times a dominated pair of ``finite``."""
+
+    finite: Profile = attrs.field(kw_only=True)
+    inf_lower: float = attrs.field(kw_only=True)
 
 
 # -- lower bounds: a dominated discrete pair ---------------------------------------------------
@@ -147,6 +165,8 @@ def discretise_lower(profile: Profile, h: float) -> DiscretePLD | None:
     ``h`` where the curve is smooth, like the upper bound's. See
     proofs_checks/pld_dominated_pair.
     """
+    if isinstance(profile, InfinitySplit):
+        return _split_lower(profile, h)
     j_lo = min(math.floor(max(profile.loss_lo, -MAX_LOSS) / h), -2)
     j_hi = max(math.ceil(min(profile.loss_hi, MAX_LOSS) / h), 3)
     eps: Array = np.asarray(np.arange(j_lo, j_hi + 1) * h, dtype=np.float64)
@@ -156,6 +176,16 @@ def discretise_lower(profile: Profile, h: float) -> DiscretePLD | None:
         return None
     p = _minorant_masses(z_c, z_h, np.exp(eps), k)
     return _certified_lower(p, eps, z_c[:k], z_h, k, h, j_lo)
+
+
+def _split_lower(profile: InfinitySplit, h: float) -> DiscretePLD | None:
+    """``inf_lower`` at +infinity and ``1 - inf_lower`` times the finite part's dominated pair
+    (its masses scaled down past the rounding of ``1 - inf_lower`` and of the products)."""
+    pair = discretise_lower(profile.finite, h)
+    if pair is None or not 0.0 < profile.inf_lower < 1.0:
+        return pair
+    keep = (1.0 - profile.inf_lower) * (1 - 8 * U)
+    return DiscretePLD(pair.offset, pair.masses * keep, profile.inf_lower, h, dominated=True)
 
 
 def _brackets(

@@ -3,7 +3,9 @@
 Upper bounds read the composed masses with wrapped and truncated mass charged to delta. Lower
 bounds: the same chord shifted down by one grid step lies below the true curve of an exact
 profile, so composing shifted chords (= the upper composition shifted by ``count * h``, read with
-its Hoeffding shift) gives a dominated pair; mass below the window is subtracted from them.
+its Hoeffding shift) gives a dominated pair; mass below the window is subtracted from them. A
+composition of dominated pairs also adds a lower bound of its mass at +infinity
+(:func:`infinity_lower`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "delta_at",
     "epsilon_for",
     "excess_mass",
+    "infinity_lower",
     "lower_shift",
     "rounding_bias",
     "wrap_above",
@@ -169,11 +172,23 @@ def _lower_extra(pld: ComposedPLD, eta: float) -> float:
 SUM_SLACK = 8 * U
 
 
+def infinity_lower(pld: ComposedPLD) -> float:
+    """A lower bound of the composed mass at +infinity that a lower reading adds: for a
+    composition of dominated pairs, ``inf_mass`` less its upward rounding (``infinite_mass``
+    errs up by less than a relative ``U (6 T + 40)`` over ``T <= total_count`` terms); 0 for
+    chords, whose mass at +infinity holds the chord's raise and deficit (proofs_checks/
+    pld_tilted_fft, "Reading lower bounds")."""
+    if not pld.dominated or pld.inf_mass <= 0.0:
+        return 0.0
+    return pld.inf_mass * (1.0 - 16 * U * (pld.total_count + 8))
+
+
 def delta_at(pld: ComposedPLD, eps: float, *, upper: bool, eta: float = 1e-12) -> float:
     """Certified delta(eps): upper bound (charges tails) or lower bound.
 
-    The lower bound drops the mass at infinity and shifts the chord composition down by
-    :func:`lower_shift`, losing ``eta`` of probability.
+    The lower bound shifts the chord composition down by :func:`lower_shift`, losing ``eta``
+    of probability, and adds the mass at infinity where it is certified (:func:`infinity_lower`:
+    the finite masses already carry the factor of no infinite loss, so the two add).
     """
     losses = pld.losses
     if upper:
@@ -190,7 +205,8 @@ def delta_at(pld: ComposedPLD, eps: float, *, upper: bool, eta: float = 1e-12) -
     slack = SUM_SLACK * masses.size * float(masses[above].sum())
     if upper:
         return min(1.0, extra + finite + slack)
-    return max(0.0, extra + finite - slack)
+    # the finite part of the composed law is non-negative whatever its reading
+    return min(1.0, infinity_lower(pld) + max(0.0, extra + finite - slack))
 
 
 #: the suffix sums of the last two arrays read (a lower bound reads one array up to three
@@ -255,7 +271,7 @@ def epsilon_for(pld: ComposedPLD, delta: float, *, upper: bool) -> float:
     eta = delta * 1e-3
     shift = lower_shift(pld, eta)
     shifted = losses - shift
-    base = -_lower_extra(pld, eta)
+    base = infinity_lower(pld) - _lower_extra(pld, eta)
     guess = _lower_pass(pld, shifted, base, delta)
     for x0 in (guess - 0.05 * abs(guess) - 10 * pld.h, float(shifted[0])):
         eps = _lower_pass(pld, shifted, base - wrap_above(pld, x0 + shift), delta)

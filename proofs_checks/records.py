@@ -256,7 +256,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated.discretise_lower",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="66050436369fa43d86cac211043eece66577f5a2c72434da6fcd2da354ac3267",
+        source_sha256="f535d4d8fe2c5c19bb3bdba37cee5636b1ac7f1e609a6ee4b0998f12a907923b",
     ),
     ProofRecord(
         target="dpledger.accountant.random_allocation._tables",

@@ -32,7 +32,19 @@ EPSILON_CELL_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.epsilon_cells._lower",
         status="contrib",
         proof="proofs_checks/epsilon_cells/proof.md",
-        source_sha256="8466a57bdfb854f029fa1305e1f49b940fa25293862871747fc149f4a4ea5ae3",
+        source_sha256="2608e868d9e64745fa401e815b735a8bbdff605c1f287b80c75d8ff556b766a6",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.epsilon_cells._lower_atoms",
+        status="contrib",
+        proof="proofs_checks/epsilon_cells/proof.md",
+        source_sha256="6941ebf9aa5cefa398a662ffa70ec411322d496657645cb5c24d9d956e14c6af",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.epsilon_cells._single",
+        status="contrib",
+        proof="proofs_checks/epsilon_cells/proof.md",
+        source_sha256="3e83a130131d22239286240174804523671af3dc63c6d0dc13103e4793c6636f",
     ),
     ProofRecord(
         target="dpledger.accountant.epsilon_cells._merged",
@@ -44,7 +56,7 @@ EPSILON_CELL_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.epsilon_cells._Evaluator",
         status="contrib",
         proof="proofs_checks/epsilon_cells/proof.md",
-        source_sha256="4f4eb8fdb3dc7c73d2c61c95a8451f8aa16be6102dd7c0634212e956b2a37964",
+        source_sha256="f9439cf267f6c871b1271e5892d6d9c36ac28c43b57492ab254c76ae7bef7268",
     ),
     ProofRecord(
         target="dpledger.accountant.epsilon_cells._leaf_masses",

@@ -70,6 +70,18 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="8e2c3e1edcf36cd3b3ac3a1d0526e7382224006c5df2ed906bc853a3e3bd07b6",
     ),
     ProofRecord(
+        target="dpledger.accountant.pld_read.infinity_lower",
+        status="contrib",
+        proof="proofs_checks/pld_tilted_fft/proof.md",
+        source_sha256="ea0408f9a0a76090ff62bdd4a852b7e14ece1a86df7c205043f3e2c0cf0f04b5",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._split_lower",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="94eb43d0cd2e668a8793c18683c22f255c6e735f200dbeb83a7243f548994d3a",
+    ),
+    ProofRecord(
         target="dpledger.accountant.pld_prepared._cut_profile",
         status="contrib",
         proof="proofs_checks/pld_cut_tails/proof.md",
