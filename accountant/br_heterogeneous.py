@@ -10,9 +10,10 @@ of release ``i``'s low outcome (loss ``t_i - eps_i``) and ``k_i = round(eps_i / 
 epsilon in lattice units, so ``K h`` is the composed loss's deficit ``sum eps_i J_i`` up to
 rounding (the rounding only makes the sets slightly worse tests: it costs tightness, never
 validity). The laws of ``K`` under ``P`` and ``Q`` are convolved one release at a time on
-``0..M`` (masses shifted beyond ``M`` never come back), every ``P`` mass rounded down and every
-``Q`` mass up. The ratio ``c`` is searched on a coarse lattice, then evaluated on a fine one:
-every ``c`` gives a certified bound, so the search needs no accuracy. The proof is
+``0..M`` (masses shifted beyond ``M`` never come back; an epsilon booked many times enters as
+one binomial kernel), every ``P`` mass rounded down and every ``Q`` mass up. The ratio ``c``
+is searched on a coarse lattice, then evaluated on a fine one: every ``c`` gives a certified
+bound, so the search needs no accuracy. The proof is
 ``proofs_checks/exp_mech_composition/proof.md`` (section "Distinct epsilons").
 """
 
@@ -22,6 +23,9 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from scipy import special
+
+from dpledger.accountant.nonnegative_convolution import nonnegative_convolve
 
 __all__ = [
     "HET_MAX_COUNT",
@@ -33,6 +37,8 @@ __all__ = [
 U = 2.0**-53
 #: the smallest subnormal: the absolute error of one rounding of a result below the normals
 TINY = 5e-324
+#: the smallest normal double
+NORMAL = 2.2250738585072014e-308
 #: at most this many releases (the largest epsilons first: a sub-composition)
 HET_MAX_COUNT = 2_000
 #: releases at epsilons outside this range are left out (a sub-composition)
@@ -43,6 +49,8 @@ SEARCH_GRID, FINAL_GRID = 8, 32
 C_RANGE = (0.02, 0.98)
 C_GRID = 9
 GOLDEN_STEPS = 12
+#: releases at one epsilon this many times or more enter as one binomial kernel
+BINOMIAL_FROM = 16
 
 _Releases = list[tuple[float, int]]
 
@@ -79,23 +87,31 @@ def heterogeneous_cumulative(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(P[K <= m] rounded down, Q[K <= m] rounded up), m = 0..M, of the composition of
     ``GRR(c eps_i)`` over the (already filtered) ``releases``."""
-    top = max(e for e, _ in releases)
-    h = top / grid
-    steps = sum(n for _, n in releases)
+    h = max(e for e, _ in releases) / grid
     total = math.fsum(e * n for e, n in releases)
     units = sum(round(e / h) * n for e, n in releases)
     size = min(units, math.ceil(c * total / h) + 4 * grid) + 1
     p_mass, q_mass = np.zeros(size), np.zeros(size)
     p_mass[0] = q_mass[0] = 1.0
+    rel, absolute = 0.0, 0.0  # relative and absolute (per entry) error bounds so far
     for eps, count in releases:
         k = round(eps / h)
         _, p_low, p_high, q_low, q_high = _masses(c, eps)
+        if count >= BINOMIAL_FROM and 0 < k < size:
+            p_mass, p_err = _strided(p_mass, _binomial(p_low, p_high, count, size // k, -1), k)
+            q_mass, q_err = _strided(q_mass, _binomial(q_low, q_high, count, size // k, 1), k)
+            rel += max(p_err, q_err)
+            absolute += NORMAL * (count + 2.0)  # as if a product library flushed subnormals
+            continue
         for _ in range(count):
             p_mass, q_mass = _shift(p_mass, p_low, p_high, k), _shift(q_mass, q_low, q_high, k)
-    # each step is two products and a sum per entry (relative error (1 + u)^2 each, and an
-    # absolute TINY / 2 per rounding below the normals); then the cumulative sums
-    rel = 4 * U * (steps + size + 4)
-    floor = TINY * (steps + 1.0) * np.arange(1.0, size + 1.0)
+        # two products and a sum per entry and step: (1 + u)^2, and TINY / 2 per product
+        rel += 2 * U * count
+        absolute += TINY * count
+    # the cumulative sums of at most size non-negative terms; the factor 2 covers the
+    # products of the relative errors
+    rel = 2 * (rel + U * (size + 4))
+    floor = absolute * 2 * np.arange(1.0, size + 1.0) + TINY
     p_cum = np.cumsum(p_mass) * (1 - rel) - floor
     q_cum = np.minimum(np.cumsum(q_mass) * (1 + rel) + floor, 1.0 + rel)
     return p_cum, q_cum
@@ -107,6 +123,41 @@ def _shift(mass: np.ndarray, low: float, high: float, k: int) -> np.ndarray:
     if k < mass.size:
         out[k:] += mass[: mass.size - k] * low
     return out
+
+
+def _binomial(low: float, high: float, n: int, top: int, side: int) -> np.ndarray:
+    """``C(n, j) high^(n-j) low^j`` for j = 0..min(n, top), rounded down (``side`` -1) or up
+    (``side`` 1, with the smallest subnormal added for an underflow), from logarithms whose
+    absolute errors are charged: ``gammaln`` (64u of the magnitudes), the two logarithms
+    (one rounding each, times the multiplicities) and the sum (8u of the magnitudes)."""
+    j = np.arange(min(n, top) + 1, dtype=np.float64)
+    lg_n = float(special.gammaln(n + 1.0))
+    lg_j: np.ndarray = special.gammaln(j + 1.0)
+    lg_r: np.ndarray = special.gammaln(n - j + 1.0)
+    log_high, log_low = math.log(high), math.log(low)
+    log_w = lg_n - lg_j - lg_r + (n - j) * log_high + j * log_low
+    err = 64 * U * (abs(lg_n) + np.abs(lg_j) + np.abs(lg_r) + 4.0)
+    err += 8 * U * ((n - j) * (abs(log_high) + 1.0) + j * (abs(log_low) + 1.0))
+    err += 8 * U * (np.abs(log_w) + 1.0)
+    out: np.ndarray
+    if side < 0:
+        out = np.exp(log_w - err) * (1 - 2 * U)
+    else:
+        out = np.exp(log_w + err) * (1 + 2 * U) + TINY
+    return out
+
+
+def _strided(mass: np.ndarray, kernel: np.ndarray, k: int) -> tuple[np.ndarray, float]:
+    """``mass`` convolved with ``kernel`` placed at multiples of ``k`` (truncated to the size
+    of ``mass``): one convolution per residue modulo ``k``; and its relative error bound."""
+    out = np.zeros_like(mass)
+    worst = 0.0
+    for r in range(min(k, mass.size)):
+        part = mass[r::k]
+        conv, err = nonnegative_convolve(part, kernel)
+        out[r::k] = conv[: part.size]
+        worst = max(worst, err)
+    return out, worst
 
 
 def _epsilon_at(releases: _Releases, delta: float, c: float, grid: int) -> float:

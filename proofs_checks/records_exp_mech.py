@@ -42,7 +42,7 @@ EXP_MECH_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.br_heterogeneous.heterogeneous_cumulative",
         status="verified",
         proof="proofs_checks/exp_mech_composition/proof.md",
-        source_sha256="1442cf055a35b9e12703a05e5b35e54ac262382b627b653f5f1f1e3ef0094549",
+        source_sha256="8fb87ed1dcf3d7a785f4f23847ea290d50e53162bd19286b65bb4aa68bb53450",
         cross_check="check_br_heterogeneous.py::test_every_ratio_and_lattice_gives_a_lower_bound_of_the_enumerated_curve",
     ),
     ProofRecord(
@@ -65,6 +65,18 @@ EXP_MECH_RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/exp_mech_composition/proof.md",
         source_sha256="4b29d9d5858145158a750ec886bc99224bba0494e6220b3cb4ef25dd724dc7d2",
         cross_check="check_br_heterogeneous.py::test_masses_bracket_the_40_digit_masses",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.br_heterogeneous._binomial",
+        status="contrib",
+        proof="proofs_checks/exp_mech_composition/proof.md",
+        source_sha256="d557d752a3c19ebb8967cf4556a3c0ea29797cfa3148ac1fab0bfcbacc5ce03e",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.br_heterogeneous._strided",
+        status="contrib",
+        proof="proofs_checks/exp_mech_composition/proof.md",
+        source_sha256="deb49692d3921660fca998dbd0986e1b20f210f67191943d02b06f8200871246",
     ),
     ProofRecord(
         target="dpledger.accountant.br_adaptive.adaptive_br_curves",

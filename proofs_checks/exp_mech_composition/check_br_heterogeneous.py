@@ -80,3 +80,39 @@ def test_epsilon_lower_is_attained_by_an_enumerated_pair() -> None:
         assert _exact_delta(EPSILONS, c, found) > delta
         assert _exact_delta(EPSILONS, c, found * 1.001 + 1e-9) < delta
     assert bh.heterogeneous_epsilon_lower(releases, delta) > 0.0
+
+
+def _exact_delta_counts(releases: list[tuple[float, int]], c: float, eps: float) -> mp.mpf:
+    """delta(eps) of the composed GRR(fl(c e)) of each (e, count), summed over the numbers of
+    low outcomes per epsilon with binomial weights."""
+    parts = []
+    for e, n in releases:
+        (lh, ph, qh), (ll, pl, ql) = _grr(mp.mpf(c * e), mp.mpf(e))
+        parts.append(
+            [
+                (
+                    (n - j) * lh + j * ll,
+                    mp.binomial(n, j) * ph ** (n - j) * pl**j,
+                    mp.binomial(n, j) * qh ** (n - j) * ql**j,
+                )
+                for j in range(n + 1)
+            ]
+        )
+    ee = mp.e ** mp.mpf(eps)
+    total = mp.mpf(0)
+    for outcome in itertools.product(*parts):
+        if mp.fsum(o[0] for o in outcome) > eps:
+            total += mp.fprod(o[1] for o in outcome) - ee * mp.fprod(o[2] for o in outcome)
+    return total
+
+
+@pytest.mark.parametrize("eps", [0.5, 2.0, 4.0])
+def test_repeated_epsilons_enter_as_binomial_kernels_below_the_exact_curve(eps: float) -> None:
+    releases = [(0.45, 40), (0.3, 17), (0.2, 3)]
+    assert all(n >= bh.BINOMIAL_FROM for _, n in releases[:2])
+    for c in (0.3, 0.55):
+        exact = _exact_delta_counts(releases, c, eps)
+        for grid in (3, 16, 64):
+            p_cum, q_cum = bh.heterogeneous_cumulative(releases, c, grid)
+            assert float(np.max(p_cum - math.exp(eps) * q_cum)) <= exact
+        assert bh._delta_at(releases, eps, c, 64) >= float(exact) * (1 - 1e-9) - 1e-15
