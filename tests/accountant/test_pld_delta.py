@@ -139,9 +139,17 @@ def test_no_chord_where_its_shift_keeps_it_below_the_dominated_pairs() -> None:
     assert (bound.delta_lower, bound.delta) == (9.550738932203026e-16, 9.624821920054903e-16)
 
 
-def test_the_chord_first_where_it_can_reach_the_goal() -> None:
-    bound, states = _states(_dp_sgd(1.1, 0.00427, 500), 0.43)
+def test_the_chord_where_it_can_reach_the_goal() -> None:
+    # ten steps: the chord's shift is small, it comes first (the dominated pairs narrow it)
+    bound, states = _states(_dp_sgd(1.0, 0.1, 10), 1.0)
     assert [key[3] for key in states if key[0] == "remove"] == ["upper", "chord", "dominated"]
+    assert (bound.delta_lower, bound.delta) == (0.006900444106424245, 0.006900592016701165)
+
+
+def test_the_dominated_pairs_alone_where_they_reach_the_goal() -> None:
+    # the chord reaches about half of delta here; the dominated pairs reach the goal alone
+    bound, states = _states(_dp_sgd(1.1, 0.00427, 500), 0.43)
+    assert [key[3] for key in states if key[0] == "remove"] == ["upper", "dominated"]
     assert (bound.delta_lower, bound.delta) == (9.993315915095247e-06, 1.0075653466099353e-05)
     # the other direction screened untilted: the lower bound it had to reach, ~1e-5, is within
     # the plain FFT's range
