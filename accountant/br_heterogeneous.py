@@ -51,6 +51,8 @@ C_GRID = 9
 GOLDEN_STEPS = 12
 #: releases at one epsilon this many times or more enter as one binomial kernel
 BINOMIAL_FROM = 16
+#: the search for c merges neighbouring epsilons into this many
+PROXY_GROUPS = 24
 
 _Releases = list[tuple[float, int]]
 
@@ -205,6 +207,23 @@ def _best_ratio(f: Callable[[float], float]) -> float:
     return max((values[i], grid[i]), (fa, a), (fb, b))[1]
 
 
+def _proxy(releases: _Releases) -> _Releases:
+    """The releases the search for c runs on: beyond PROXY_GROUPS distinct epsilons, runs of
+    neighbouring epsilons (sorted) merged into one at their root mean square, so each run
+    enters as a binomial kernel. Only the choice of c depends on it (the reported value is
+    computed on the releases themselves), so it needs no guarantee."""
+    if len(releases) <= PROXY_GROUPS:
+        return releases
+    ordered = sorted(releases)
+    out: _Releases = []
+    for part in np.array_split(np.arange(len(ordered)), PROXY_GROUPS):
+        chunk = [ordered[i] for i in part]
+        count = sum(n for _, n in chunk)
+        mean = math.fsum(e * e * n for e, n in chunk) / count
+        out.append((math.sqrt(mean), count))
+    return sorted(out, reverse=True)
+
+
 def _applies(releases: _Releases) -> bool:
     """At least two distinct epsilons and two releases (one epsilon: the homogeneous optimum
     of :mod:`exp_mech_composition` is exact)."""
@@ -218,7 +237,8 @@ def heterogeneous_epsilon_lower(releases: Sequence[tuple[float, int]], delta: fl
     if not (_applies(kept) and 0.0 < delta < 1.0):
         return 0.0
     with np.errstate(all="ignore"):
-        c = _best_ratio(lambda c: _epsilon_at(kept, delta, c, SEARCH_GRID))
+        proxy = _proxy(kept)
+        c = _best_ratio(lambda c: _epsilon_at(proxy, delta, c, SEARCH_GRID))
         found = _epsilon_at(kept, delta, c, FINAL_GRID)
     return max(0.0, found) if math.isfinite(found) else 0.0
 
@@ -230,6 +250,7 @@ def heterogeneous_delta_lower(releases: Sequence[tuple[float, int]], eps: float)
     if not (_applies(kept) and math.isfinite(eps)):
         return 0.0
     with np.errstate(all="ignore"):
-        c = _best_ratio(lambda c: _delta_at(kept, eps, c, SEARCH_GRID))
+        proxy = _proxy(kept)
+        c = _best_ratio(lambda c: _delta_at(proxy, eps, c, SEARCH_GRID))
         found = _delta_at(kept, eps, c, FINAL_GRID)
     return min(1.0, max(0.0, found)) if math.isfinite(found) else 0.0

@@ -49,14 +49,14 @@ EXP_MECH_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.br_heterogeneous.heterogeneous_epsilon_lower",
         status="verified",
         proof="proofs_checks/exp_mech_composition/proof.md",
-        source_sha256="6dd48b6f058185161ade9ce07f1d87b953f52aae619a1558e83a66610ec8c2f4",
+        source_sha256="bfa76e0d7ae7f279cb31cc002332f2fa9ecca2805a6f097317ee15b72abe09a6",
         cross_check="check_br_heterogeneous.py::test_epsilon_lower_is_attained_by_an_enumerated_pair",
     ),
     ProofRecord(
         target="dpledger.accountant.br_heterogeneous.heterogeneous_delta_lower",
         status="verified",
         proof="proofs_checks/exp_mech_composition/proof.md",
-        source_sha256="22f34b1edf9ad0df5c4982b32dfa0d7fdee77273449375834f971c0664f4802e",
+        source_sha256="dcaae1ff4438ad5af4501fd4831fd4d9ff7f20cf992200a350db3013abd55a1b",
         cross_check="check_br_heterogeneous.py::test_delta_lower_is_below_the_enumerated_maximum_over_the_ratio",
     ),
     ProofRecord(
