@@ -122,10 +122,11 @@ def estimate_crossing(
 ) -> Estimate | None:
     """The sigma in ``bracket`` where the plain PLD upper bound crosses ``target`` (started from
     the RDP bound's crossing, then the coarse grid's), by secant steps on (log sigma, log
-    epsilon); None if no bound is available or the bracket holds no crossing of them."""
+    epsilon); a stage that fails leaves the estimate of the one before it; None if no bound is
+    available or the bracket holds no crossing of any."""
     lo, hi = bracket
     start = Estimate(math.sqrt(lo * hi), -1.0)
-    found = None
+    best = None
     for name in ("rdp", "coarse", "plain"):
         stage = _STAGES[name]
 
@@ -137,8 +138,8 @@ def estimate_crossing(
         except (DPLedgerError, ArithmeticError, ValueError):
             continue
         if found is not None:
-            start = found
-    return found
+            start = best = found
+    return best
 
 
 def _secant(
@@ -167,4 +168,4 @@ def _secant(
     root = x + max(-MAX_STEP, min(MAX_STEP, -g / slope))
     if abs(g) >= GAP_CAP or not lo <= root <= hi:
         return None
-    return Estimate(math.exp(root), slope, abs(root - x) < PRECISE_TOLERANCE)
+    return Estimate(math.exp(root), slope, stage == "plain" and abs(root - x) < PRECISE_TOLERANCE)

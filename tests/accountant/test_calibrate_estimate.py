@@ -13,6 +13,7 @@ from dpledger.accountant.calibrate import calibrate_noise_multiplier
 from dpledger.accountant.calibrate_estimate import Estimate, estimate_crossing
 from dpledger.accountant.calibrate_search import Search, gap
 from dpledger.accountant.select import account
+from dpledger.core.errors import BoundUnavailable
 from dpledger.core.events import Event, GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 
 TARGET, DELTA = 1.0, 1e-5
@@ -104,4 +105,15 @@ def test_an_imprecise_estimate_is_evaluated_where_it_lies(monkeypatch: pytest.Mo
     calls = _counted(monkeypatch)
     result = calibrate_noise_multiplier(_dpsgd, None, TARGET, DELTA)
     assert calls[0] == 1.4
+    _check_certified_and_least(result.noise_multiplier, 1e-4)
+
+
+def test_a_failing_stage_leaves_the_estimate_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object) -> float:
+        raise BoundUnavailable("pld", "refused")
+
+    monkeypatch.setitem(calibrate_estimate._STAGES, "plain", refuse)
+    found = estimate_crossing(_dpsgd, None, TARGET, DELTA, (1e-2, 1e3))
+    assert found is not None and not found.precise  # the coarse grid's crossing
+    result = calibrate_noise_multiplier(_dpsgd, None, TARGET, DELTA)
     _check_certified_and_least(result.noise_multiplier, 1e-4)
