@@ -29,6 +29,7 @@ from dpledger.accountant.base import (
 )
 from dpledger.accountant.epsilon_cells import cell_components
 from dpledger.accountant.leaves import leaf_profiles
+from dpledger.accountant.pld_blocks import block_components
 from dpledger.accountant.pld_components import (
     MAX_DISTINCT_COMPONENTS,
     REPRESENTATIVE_STEP,
@@ -241,6 +242,13 @@ class PLDAccountant(Accountant):
                     continue
                 merged[leaf] = merged.get(leaf, 0) + k * count
         merged = _merge_gaussians(merged)
+        blocks: list[tuple[DirectedProfiles, int]] = []
+        blocked: dict[Event, int] = {}
+        if len(merged) > MAX_DISTINCT_COMPONENTS:
+            # many distinct Laplace leaves: composed in blocks on fine grids of their own
+            rest, blocks = block_components(merged, self.adjacency)
+            blocked = {e: k for e, k in merged.items() if e not in rest}
+            merged = rest
         upper_events = lower_events = merged
         self._step = None
         if len(merged) > MAX_DISTINCT_COMPONENTS:
@@ -248,14 +256,16 @@ class PLDAccountant(Accountant):
                 merged, MAX_DISTINCT_COMPONENTS
             )
         upper_events = _allocation_reduced(upper_events)
-        self._upper_events = upper_events
+        # the blocks' leaves as they are (the pure cap reads them)
+        self._upper_events = {**upper_events, **blocked} if blocked else upper_events
         if self._step is not None:
-            return cell_components(upper_events, lower_events, self.adjacency)
+            up, low = cell_components(upper_events, lower_events, self.adjacency)
+            return up + blocks, low + blocks
         upper = [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in upper_events.items()]
-        if lower_events is upper_events:
+        if lower_events is upper_events and not blocks:
             return upper, upper
         lower = [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in lower_events.items()]
-        return upper, lower
+        return upper + blocks, lower + blocks
 
     def _prepared(self) -> Prepared | None:
         if self._prep is not None:

@@ -1,0 +1,359 @@
+"""Many distinct Laplace leaves composed in blocks on fine grids of their own.
+
+A Laplace leaf of a large scale has losses within ``+-1 / scale``, often only a few spacings of
+the composed loss grid: discretised on that grid leaf by leaf, each pays up to a spacing, and
+the lower bound most of all. Here the leaves (distinct scales, no rounding to representatives)
+are composed a block at a time on a grid of spacing ``h_f = eps_min / FINE_POINTS`` (the
+block's smallest leaf epsilon): the upper pairs (connect-the-dots, which dominate the leaves)
+and the dominated pairs (which the leaves dominate) are convolved exactly up to floating-point
+error of non-negative sums, and each block becomes one component whose curves are those of the
+composed pairs; the PLD backend then discretises a block once, not every leaf.
+
+Soundness (``proofs_checks/pld_blocks/proof.md``): the upper curve is that of the composed
+dominating pairs with masses raised by a bound on their relative error and losses raised to the
+next double; the lower curve is that of the composed dominated pairs with masses lowered and
+losses lowered (its excess below zero with losses raised), a convex curve below the block's
+own, as the dominated-pair construction needs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpledger.accountant.leaves import leaf_profiles
+from dpledger.accountant.pld_components import _unbounded_loss
+from dpledger.accountant.pld_discrete import DiscretePLD, discretise
+from dpledger.accountant.pld_dominated import discretise_lower
+from dpledger.accountant.profiles_base import Array, DirectedProfiles, Profile
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.events import Event, LaplaceEvent
+
+__all__ = [
+    "BLOCK_LEAVES",
+    "EVALUATION_ERROR",
+    "FINE_POINTS",
+    "MAX_BLOCK_EPSILON",
+    "MIN_BLOCKED",
+    "ROUNDING",
+    "block_components",
+    "block_profiles",
+    "compose_masses",
+]
+
+#: leaves (counted with their multiplicity) composed into one block
+BLOCK_LEAVES = 32
+#: relative step of the scales' grid: each leaf's pairs are those of the smallest (upper) and
+#: largest (lower) scale of its cell, which it dominates, resp. is dominated by
+ROUNDING = 1e-3
+#: grid points of the fine grid per leaf epsilon (the block's smallest)
+FINE_POINTS = 256
+#: leaves of a larger epsilon (sensitivity over scale for Laplace) keep their own curves
+MAX_BLOCK_EPSILON = 0.05
+#: at least this many Laplace leaves (with multiplicity) before they are composed in blocks
+MIN_BLOCKED = 64
+#: a composed mass below this is too close to underflow for the relative error bound
+_SMALLEST = 1e-250
+#: unit roundoff of IEEE double, and of the platform's long double
+_U = 2.0**-53
+_ULD = float(np.finfo(np.longdouble).eps) / 2
+#: products of points and atoms per chunk of a curve evaluation
+_CHUNK = 1 << 22
+#: most relative error of a block's curve values (far below the profiles' REL_MARGIN, which
+#: the dominated-pair construction takes as the curve's exactness)
+EVALUATION_ERROR = 3e-11
+
+
+def compose_masses(parts: list[DiscretePLD], *, up: bool) -> tuple[int, Array, float, float] | None:
+    """(offset, P-masses, mass at +infinity, relative error bound) of the composition of
+    discrete pairs on one grid: the finite masses convolved (sums of non-negative products,
+    each within ``(terms + 1) u`` of its exact value given its inputs), the masses at +infinity
+    by the union bound. A mass near underflow (below _SMALLEST) is dropped for a lower bound
+    (which may lose mass); for an upper bound the result is then None (the error bound would
+    not be relative)."""
+    offset = 0
+    masses = np.array([1.0])
+    error = 0.0
+    inf_mass = 0.0
+    for part in parts:
+        terms = min(masses.size, part.masses.size)
+        masses = np.convolve(masses, part.masses)
+        error = (1 + error) * (1 + (terms + 2) * _U) - 1
+        offset += part.offset
+        inf_mass += part.inf_mass
+        small = (masses > 0) & (masses < _SMALLEST)
+        if small.any():
+            if up:
+                return None
+            masses[small] = 0.0
+    # second-order terms, subnormal products inside kept sums (absolute, far below a relative
+    # 1e-60 of a kept mass) and the error of the bound itself
+    return offset, masses, min(inf_mass * (1 + 4 * _U * len(parts)), 1.0), error * 1.01 + 4 * _U
+
+
+class _Atoms:
+    """The curve ``inf_mass + sum_j p_j (1 - e^{eps - l_j})_+`` of atoms sorted by loss, scaled
+    by ``1 +- error`` (``up``: raised) where ``error`` bounds the relative error of its
+    evaluation (at most EVALUATION_ERROR).
+
+    Atoms less than ``gap`` above a point are summed term by term; the others as
+    ``S_f - e^{eps - l_0} T_f`` from suffix sums ``S_f = sum_{j >= f} p_j`` and
+    ``T_f = sum_{j >= f} p_j e^{l_0 - l_j}`` (summed in blocks of about sqrt(n): each within a
+    relative ``count u``), a difference of at least ``S_f (1 - e^{-gap})``, whose relative error
+    is that of its parts over ``1 - e^{-gap}``; ``gap`` is the narrowest that keeps this within
+    EVALUATION_ERROR."""
+
+    def __init__(self, losses: Array, masses: Array, inf_mass: float, *, up: bool) -> None:
+        keep = masses > 0
+        self.losses, self.masses, self.inf_mass = losses[keep], masses[keep], inf_mass
+        n = self.losses.size
+        base = float(self.losses[0]) if n else 0.0
+        span = float(self.losses[-1] - base) if n else 0.0
+        # the suffix sums in extended precision (where the platform has it)
+        wide = self.masses.astype(np.longdouble)
+        self.suffix, s_count = _suffix(wide)
+        self.tilted, t_count = _suffix(wide * np.exp(base - self.losses.astype(np.longdouble)))
+        self.base = base
+        # the parts' relative errors: the suffix sums, the exponentials (their arguments
+        # rounded: a relative unit of magnitudes at most span + |eps - base|), the product
+        self.parts = (s_count + t_count + 2 * span + 16) * _ULD
+        ratio = EVALUATION_ERROR / (4 * self.parts * (1 + span))
+        self.gap = math.inf if ratio <= 1.0 else -math.log1p(-1.0 / ratio)
+        self.sign = 1.0 if up else -1.0
+
+    def __call__(self, eps: Array) -> Array:
+        flat = np.asarray(eps, dtype=float).ravel()
+        out = np.empty(flat.size)
+        error = np.empty(flat.size)
+        loss = self.losses
+        first = np.searchsorted(loss, flat, side="right")  # first atom above eps
+        far = np.searchsorted(loss, flat + self.gap, side="left")
+        width = int(np.max(far - first, initial=0))
+        step = max(1, _CHUNK // max(1, width))
+        for start in range(0, flat.size, step):
+            part = slice(start, start + step)
+            out[part], error[part] = self._values(flat[part], first[part], far[part])
+        total = np.maximum(out, 0.0) * (1 + self.sign * error)
+        return np.asarray(self.inf_mass + total, dtype=float).reshape(np.shape(eps))
+
+    def _values(self, eps: Array, first: Array, far: Array) -> tuple[Array, Array]:
+        """(values, their relative error bounds) at points ``eps``."""
+        loss, p, n = self.losses, self.masses, self.losses.size
+        width = int(np.max(far - first, initial=0))
+        near = np.zeros(eps.size)
+        if width:
+            j = first[:, None] + np.arange(width)
+            jj = np.minimum(j, n - 1)
+            with np.errstate(over="ignore"):
+                terms = p[jj] * np.maximum(-np.expm1(eps[:, None] - loss[jj]), 0.0)
+            near = np.sum(np.where(j < far[:, None], terms, 0.0), axis=1)
+        at = np.minimum(far, max(n - 1, 0))
+        with np.errstate(over="ignore", invalid="ignore"):
+            scale = np.exp(eps.astype(np.longdouble) - self.base)
+            wide = np.where(far < n, self.suffix[at] - scale * self.tilted[at], 0.0)
+        tail = np.maximum(np.asarray(wide, dtype=float), 0.0)
+        # each part's error relative to itself, hence to their sum; the tail's rounding to a
+        # double adds a unit
+        far_error = self.parts * (1 + np.abs(eps - self.base)) / -math.expm1(-self.gap) + 2 * _U
+        near_error = (width + 8) * _U
+        return near + tail, np.full(eps.size, max(far_error.max(initial=0.0), near_error))
+
+
+def _suffix(values: np.ndarray) -> tuple[np.ndarray, float]:
+    """(s_f = sum_{j >= f} values_j for f = 0..n, an error count), in the type of ``values``:
+    in blocks of about sqrt(n), so each s_f is a sum of at most ``count`` rounded additions of
+    non-negative terms (its relative error at most ``count`` units of that type)."""
+    n = values.size
+    block = max(1, math.isqrt(n))
+    pad = (-n) % block
+    rows = np.concatenate([values, np.zeros(pad, dtype=values.dtype)]).reshape(-1, block)
+    within = np.cumsum(rows[:, ::-1], axis=1)[:, ::-1]
+    after = np.concatenate([np.cumsum(within[::-1, 0])[::-1][1:], np.zeros(1, values.dtype)])
+    out = np.append((within + after[:, None]).reshape(-1)[:n], np.zeros(1, values.dtype))
+    return out, float(2 * block + rows.shape[0] + 4)
+
+
+def _upper_profile(offset: int, masses: Array, inf_mass: float, error: float, h: float) -> Profile:
+    """The curve of the composed dominating pairs, masses raised by ``error``, losses raised
+    to the next double (the curve grows with every mass and every loss)."""
+    losses = np.nextafter((offset + np.arange(masses.size)) * h, math.inf)
+    curve = _Atoms(losses, masses * (1 + error) * (1 + 2 * _U), inf_mass * (1 + 4 * _U), up=True)
+    lo, hi = _range(losses, masses)
+    name = f"laplace_block({masses.size} atoms, upper)"
+    return Profile(curve, lo, hi, True, name)
+
+
+def _lower_profile(offset: int, masses: Array, error: float, h: float) -> Profile:
+    """The curve of the composed dominated pairs, masses lowered by ``error``: losses lowered
+    to the previous double for the curve, raised to the next for its excess below zero (read
+    through the dual: the curve of the atoms at ``-l_j`` with Q-masses ``p_j e^{-l_j}``), each
+    of them below the block's own (both fall with a lowered mass, the curve with a lowered loss
+    and the excess with a raised one)."""
+    exact = (offset + np.arange(masses.size)) * h
+    low = masses * (1 - error) * (1 - 2 * _U)
+    losses = np.nextafter(exact, -math.inf)
+    curve = _Atoms(losses, low, 0.0, up=False)
+    raised = np.nextafter(exact, math.inf)
+    q = low * np.exp(-raised) * (1 - 4 * _U)
+    dual = _Atoms(-raised[::-1], q[::-1], 0.0, up=False)
+    lo, hi = _range(losses, masses)
+    name = f"laplace_block({masses.size} atoms, lower)"
+    return Profile(curve, lo, hi, True, name, dual)
+
+
+def _range(losses: Array, masses: Array) -> tuple[float, float]:
+    """The first and last loss carrying mass."""
+    nonzero = np.flatnonzero(masses > 0)
+    if nonzero.size == 0:
+        return 0.0, 0.0
+    return float(losses[nonzero[0]]), float(losses[nonzero[-1]])
+
+
+class _Parts:
+    """The fine-grid pairs of Laplace leaves, made once per (scale, spacing): connect-the-dots
+    pairs (dominating) and dominated pairs (None where one cannot be certified)."""
+
+    def __init__(self, adjacency: Adjacency) -> None:
+        self.adjacency = adjacency
+        self.upper: dict[tuple[Event, float], DiscretePLD] = {}
+        self.lower: dict[tuple[Event, float], DiscretePLD | None] = {}
+
+    def curves(self, leaf: Event) -> DirectedProfiles:
+        return leaf_profiles(leaf, self.adjacency)
+
+    def up(self, leaf: Event, h: float) -> DiscretePLD:
+        found = self.upper.get((leaf, h))
+        if found is None:
+            found = self.upper[(leaf, h)] = discretise(self.curves(leaf).remove, h)
+        return found
+
+    def down(self, leaf: Event, h: float) -> DiscretePLD | None:
+        if (leaf, h) not in self.lower:
+            self.lower[(leaf, h)] = discretise_lower(self.curves(leaf).lower_remove, h)
+        return self.lower[(leaf, h)]
+
+
+def _spacing(leaves: list[Event], parts: _Parts) -> float | None:
+    """The block's fine spacing: a power of two at most its smallest leaf epsilon over
+    FINE_POINTS (blocks of similar leaves share it, and their parts); None when a leaf's
+    curves are not symmetric or its losses not finite."""
+    eps = math.inf
+    for leaf in leaves:
+        d = parts.curves(leaf)
+        if not (d.remove is d.add and d.lower_remove is d.lower_add):
+            return None
+        eps = min(eps, max(abs(d.remove.loss_lo), abs(d.remove.loss_hi)))
+    if not (0 < eps < math.inf):
+        return None
+    return 2.0 ** math.floor(math.log2(eps / FINE_POINTS))
+
+
+def block_profiles(
+    upper: list[Event], lower: list[Event], adjacency: Adjacency, parts: _Parts | None = None
+) -> DirectedProfiles | None:
+    """The curves of one block: the composition of the ``upper`` leaves' pairs on their fine
+    grid (upper curve) and of the ``lower`` leaves' dominated pairs (lower curve); None when a
+    part cannot be certified (the leaves then stay as they are)."""
+    parts = parts or _Parts(adjacency)
+    h = _spacing([*upper, *lower], parts)
+    if h is None:
+        return None
+    lowers = [parts.down(leaf, h) for leaf in lower]
+    if any(p is None for p in lowers):
+        return None
+    up = compose_masses([parts.up(leaf, h) for leaf in upper], up=True)
+    down = compose_masses([p for p in lowers if p is not None], up=False)
+    if up is None or down is None:
+        return None
+    upper_curve = _upper_profile(up[0], up[1], up[2], up[3], h)
+    lower_curve = _lower_profile(down[0], down[1], down[3], h)
+    return DirectedProfiles(upper_curve, upper_curve, lower_curve, lower_curve)
+
+
+def _cost(event: Event) -> tuple[str, float] | None:
+    """(kind, a parameter the leaf's cost grows with) of a leaf composed in blocks: Laplace,
+    the inverse of its noise; None for any other leaf (equal epsilon-type leaves are composed
+    exactly elsewhere, :mod:`~dpledger.accountant.epsilon_cells`)."""
+    if isinstance(event, LaplaceEvent):
+        return "laplace", 1.0 / event.noise_multiplier
+    return None
+
+
+def _rounded(costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per leaf, the index of (the costliest, the cheapest) member of its cell on the grid
+    ``(1 + ROUNDING)^i`` of costs (sorted ascending): each leaf's pair is dominated by the
+    costliest member's and dominates the cheapest's (the representatives' order)."""
+    cells = np.floor(np.log(costs) / math.log1p(ROUNDING))
+    starts = np.flatnonzero(np.r_[True, np.diff(cells) != 0])
+    ends = np.r_[starts[1:], costs.size] - 1
+    cell = np.cumsum(np.r_[True, np.diff(cells) != 0]) - 1
+    return ends[cell], starts[cell]
+
+
+def _blocks(events: dict[Event, int]) -> list[tuple[tuple[Event, ...], tuple[Event, ...], int]]:
+    """The leaves of one kind, sorted by cost, as blocks of BLOCK_LEAVES copies (a leaf of a
+    large count as equal blocks of its own): per block its leaves rounded to the costly side
+    (upper), to the cheap side (lower), and how many times it occurs."""
+    items = sorted(events.items(), key=lambda item: _order(item[0]))
+    leaves = [leaf for leaf, _ in items]
+    costly, cheap = _rounded(np.array([_order(leaf) for leaf in leaves], dtype=float))
+    out: dict[tuple[tuple[Event, ...], tuple[Event, ...]], int] = {}
+    up: list[Event] = []
+    down: list[Event] = []
+    for (_, count), a, b in zip(items, costly, cheap, strict=True):
+        high, low = leaves[a], leaves[b]
+        full, rest = divmod(count, BLOCK_LEAVES)
+        if full:
+            key = ((high,) * BLOCK_LEAVES, (low,) * BLOCK_LEAVES)
+            out[key] = out.get(key, 0) + full
+        up.extend([high] * rest)
+        down.extend([low] * rest)
+        while len(up) >= BLOCK_LEAVES:
+            key = (tuple(up[:BLOCK_LEAVES]), tuple(down[:BLOCK_LEAVES]))
+            out[key] = out.get(key, 0) + 1
+            up, down = up[BLOCK_LEAVES:], down[BLOCK_LEAVES:]
+    if up:
+        key = (tuple(up), tuple(down))
+        out[key] = out.get(key, 0) + 1
+    return [(a, b, times) for (a, b), times in out.items()]
+
+
+def _order(event: Event) -> float:
+    found = _cost(event)
+    assert found is not None
+    return found[1]
+
+
+def block_components(
+    merged: dict[Event, int], adjacency: Adjacency
+) -> tuple[dict[Event, int], list[tuple[DirectedProfiles, int]]]:
+    """(the leaves left as they are, the blocks' components): beside a leaf of unbounded loss
+    (a Gaussian inside: the composed loss grid is then coarse against small epsilons), per
+    kind of :func:`_cost`, its leaves, when there are at least MIN_BLOCKED of them with
+    epsilons within MAX_BLOCK_EPSILON, composed in blocks (:func:`block_profiles`); a kind
+    with a block that cannot be certified keeps its leaves as they are."""
+    if not any(_unbounded_loss(leaf) for leaf in merged):
+        return merged, []
+    kinds: dict[str, dict[Event, int]] = {}
+    for leaf, count in merged.items():
+        found = _cost(leaf)
+        if found is not None and 0.0 < found[1] <= MAX_BLOCK_EPSILON:
+            kinds.setdefault(found[0], {})[leaf] = count
+    rest = dict(merged)
+    comps: list[tuple[DirectedProfiles, int]] = []
+    parts = _Parts(adjacency)
+    for events in kinds.values():
+        if sum(events.values()) < MIN_BLOCKED:
+            continue
+        made = []
+        for upper, lower, times in _blocks(events):
+            found = block_profiles(list(upper), list(lower), adjacency, parts)
+            if found is None:
+                break
+            made.append((found, times))
+        else:
+            comps.extend(made)
+            for leaf in events:
+                del rest[leaf]
+    return rest, comps
