@@ -57,10 +57,9 @@ MAX_CELL_EPSILON = 300.0
 MAX_BLOCK_LOSS = 10.0
 #: unit roundoff of IEEE double
 _U = 2.0**-53
-#: atoms less than this above a point are summed term by term (the others by suffix sums)
+#: atoms less than this above a point were summed term by term (the curves are now evaluated
+#: without cancellation at every point: the name stays for code that reads it)
 NEAR_GAP = 0.01
-#: curve values per chunk of evaluation points (bounds the memory of one evaluation)
-_CHUNK = 1 << 20
 
 _CELL_KINDS = PureDPEvent | RandomizedResponseEvent | ApproxDPEvent
 
@@ -123,63 +122,47 @@ def _curve(losses: Array, masses: Array, inf_mass: float, *, up: bool) -> Profil
 
 
 class _Evaluator:
-    """The curve of atoms sorted by loss, in O(points * window): at each point the atoms less
-    than NEAR_GAP above it are summed term by term, the others through suffix sums
-    ``S_k = sum_{j >= k} p_j`` and ``R_k = sum_{j >= k} p_j e^{l_k - l_j}`` (the recursion
-    ``R_k = p_k + e^{l_k - l_{k+1}} R_{k+1}`` of non-negative terms), whose difference
-    ``S_k - e^{eps - l_k} R_k >= S_k (1 - e^{-NEAR_GAP})`` loses at most a factor
-    ``1 / (1 - e^{-NEAR_GAP})`` of their relative error; that error, bounded, is charged to the
-    safe side (``up``)."""
+    """The curve of atoms sorted by loss, in O(points) after O(atoms): at a point ``eps`` with
+    ``l_k`` the first loss above it, ``delta(eps) = (1 - e^{eps - l_k}) S_k + e^{eps - l_k} W_k``
+    with ``S_k = sum_{j >= k} p_j`` and ``W_k = delta(l_k) = sum_{j > k} p_j (1 - e^{l_k - l_j})``,
+    by the recursion ``W_k = (1 - e^{l_k - l_{k+1}}) S_{k+1} + e^{l_k - l_{k+1}} W_{k+1}``: every
+    term is non-negative, so no difference cancels, and the relative error, bounded per point
+    (:meth:`_error`), is charged to the safe side (``up``)."""
 
     def __init__(self, losses: Array, masses: Array, inf_mass: float, *, up: bool) -> None:
         self.losses, self.masses, self.inf_mass, self.up = losses, masses, inf_mass, up
         n = losses.size
         self.suffix = np.append(np.cumsum(masses[::-1])[::-1], 0.0)
-        ratio = (np.exp(losses[:-1] - losses[1:]) if n > 1 else np.empty(0)).tolist()
-        # the recursion in Python floats (the same IEEE operations as on the array's entries,
+        gaps = (losses[:-1] - losses[1:]).tolist()  # l_k - l_{k+1} <= 0
+        # the recursion in Python floats (the same IEEE operations as on array entries,
         # without a NumPy scalar per step); n is at most 2 BLOCK + 3
-        mass = masses.tolist()
-        r = [0.0] * (n + 1)
-        if n:
-            r[n - 1] = mass[n - 1]
+        s = self.suffix.tolist()
+        w = [0.0] * (n + 1)
         for k in range(n - 2, -1, -1):
-            r[k] = mass[k] + ratio[k] * r[k + 1]
-        self.r = np.array(r)
-        # relative error of a suffix difference, and of a near sum, each rounded generously
-        self.far_error = 16.0 * (n + 4) * _U / -math.expm1(-NEAR_GAP)
-        self.near_error = 8.0 * (n + 4) * _U
+            w[k] = -math.expm1(gaps[k]) * s[k + 1] + math.exp(gaps[k]) * w[k + 1]
+        self.w = np.array(w)
+        span = float(losses[-1] - losses[0]) if n else 0.0
+        # relative error of S_k and W_k (and of the final sums), rounded generously
+        self.base_error = 2.0 * (abs(span) + 8.0 * n + 16.0) * _U
 
     def __call__(self, eps: Array) -> Array:
         flat = np.asarray(eps, dtype=float).ravel()
-        out = np.empty(flat.size)
-        step = max(1, _CHUNK // max(1, self.losses.size))
-        for start in range(0, flat.size, step):
-            out[start : start + step] = self._values(flat[start : start + step])
-        return out.reshape(np.shape(eps))
+        return self._values(flat).reshape(np.shape(eps))
 
     def _values(self, eps: Array) -> Array:
-        loss, p = self.losses, self.masses
-        first = np.searchsorted(loss, eps, side="right")  # first atom above eps
-        far = np.searchsorted(loss, eps + NEAR_GAP, side="left")
-        # atoms in [eps + NEAR_GAP, ...) through the suffix sums
-        at = np.minimum(far, loss.size - 1) if loss.size else far
-        with np.errstate(over="ignore", invalid="ignore"):
-            scale = np.exp(eps - loss[at]) if loss.size else np.zeros(eps.size)
-            tail = self.suffix[far] - np.where(far < loss.size, scale * self.r[far], 0.0)
-        tail = np.maximum(tail, 0.0)
-        # atoms in (eps, eps + NEAR_GAP) term by term, one offset from the first at a time
-        width = int(np.max(far - first, initial=0))
-        near = np.zeros(eps.size)
-        for k in range(width):
-            j = first + k
-            inside = j < far
-            np.minimum(j, loss.size - 1, out=j)
-            with np.errstate(over="ignore"):
-                terms = p[j] * -np.expm1(eps - loss[j])
-            near += np.where(inside, np.maximum(terms, 0.0), 0.0)
+        loss = self.losses
+        n = loss.size
+        if n == 0:
+            return np.full(eps.size, self.inf_mass)
+        k = np.searchsorted(loss, eps, side="right")  # first atom above eps
+        at = np.minimum(k, n - 1)
+        x = np.minimum(eps - loss[at], 0.0)  # < 0 where an atom is above eps
+        total = -np.expm1(x) * self.suffix[k] + np.exp(x) * self.w[k]
+        total = np.where(k < n, total, 0.0)
+        # exp of a rounded argument errs by |x| units more
+        error = self.base_error + 2.0 * np.abs(x) * _U
         sign = 1.0 if self.up else -1.0
-        total = tail * (1 + sign * self.far_error) + near * (1 + sign * self.near_error)
-        return np.asarray(self.inf_mass + np.maximum(total, 0.0), dtype=float)
+        return np.asarray(self.inf_mass + np.maximum(total * (1 + sign * error), 0.0), dtype=float)
 
 
 def _upper(eps: float, p: np.ndarray, error: float, scale: float, inf_mass: float) -> Profile:

@@ -56,7 +56,7 @@ EPSILON_CELL_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.epsilon_cells._Evaluator",
         status="contrib",
         proof="proofs_checks/epsilon_cells/proof.md",
-        source_sha256="f9439cf267f6c871b1271e5892d6d9c36ac28c43b57492ab254c76ae7bef7268",
+        source_sha256="2d40d525f119931d2b1cc65ac597b53366c45ff85d0a5995036d17e58254e0b3",
     ),
     ProofRecord(
         target="dpledger.accountant.epsilon_cells._leaf_masses",
