@@ -1,0 +1,90 @@
+"""Blocks of distinct Laplace leaves on fine grids: the upper curve above 60-digit references
+of the block's composition, the lower curve below them; the curve evaluation on its side."""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+
+import dpledger.accountant.pld_blocks as blocks
+from dpledger.accountant.pld_blocks import EVALUATION_ERROR, _Atoms, _Parts, block_profiles
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.events import LaplaceEvent
+
+mpmath.mp.dps = 60
+
+
+def _binned_pair(scale: float, bins: int) -> list[tuple[mpmath.mpf, mpmath.mpf]]:
+    """(P-mass, loss) of the Laplace pair (P = Lap(0, b), Q = Lap(1, b)) post-processed by
+    cutting the output at ``bins`` evenly spaced points of [0, 1]: a pair the leaf dominates,
+    whose losses are exact log-ratios."""
+    b = mpmath.mpf(scale)
+
+    def cdf(x: mpmath.mpf, mu: mpmath.mpf) -> mpmath.mpf:
+        z = (x - mu) / b
+        return mpmath.exp(z) / 2 if z < 0 else 1 - mpmath.exp(-z) / 2
+
+    cuts = [mpmath.mpf(i) / bins for i in range(bins + 1)]
+    out = [(cdf(cuts[0], 0), cdf(cuts[0], 1))]  # x <= 0
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        out.append((cdf(hi, 0) - cdf(lo, 0), cdf(hi, 1) - cdf(lo, 1)))
+    out.append((1 - cdf(cuts[-1], 0), 1 - cdf(cuts[-1], 1)))  # x > 1
+    return [(p, mpmath.log(p / q)) for p, q in out]
+
+
+def _composed_curve(pairs: list[list[tuple[mpmath.mpf, mpmath.mpf]]], eps: float) -> mpmath.mpf:
+    atoms = [(mpmath.mpf(1), mpmath.mpf(0))]
+    for pair in pairs:
+        atoms = [(p * r, l + s) for p, l in atoms for r, s in pair]
+    e = mpmath.mpf(eps)
+    return mpmath.fsum(p * (1 - mpmath.exp(e - l)) for p, l in atoms if l > e)
+
+
+def _rr_curve(epsilons: list[float], eps: float) -> mpmath.mpf:
+    """The composition of binary randomized responses at the leaves' epsilons (pure DP: it
+    dominates each Laplace leaf)."""
+    pairs = []
+    for x in epsilons:
+        e = mpmath.mpf(x)
+        pairs.append([(mpmath.exp(e) / (1 + mpmath.exp(e)), e), (1 / (1 + mpmath.exp(e)), -e)])
+    return _composed_curve(pairs, eps)
+
+
+@pytest.mark.parametrize("scales", [(700.0, 910.0), (500.0, 640.0, 990.0)])
+def test_block_curves_against_the_composition(
+    scales: tuple[float, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(blocks, "FINE_POINTS", 32)
+    leaves = [LaplaceEvent(s) for s in scales]
+    adjacency = Adjacency()
+    d = block_profiles(list(leaves), list(leaves), adjacency, _Parts(adjacency))
+    assert d is not None
+    bins = 12 if len(scales) == 3 else 40
+    binned = [_binned_pair(s, bins) for s in scales]
+    top = sum(1.0 / s for s in scales)
+    for eps in np.linspace(0.0, top, 7).tolist():
+        upper = float(d.remove(np.array([eps]))[0])
+        lower = float(d.lower_remove.delta(np.array([eps]))[0])
+        # the binned pairs are dominated by the leaves: their composition lies below the truth
+        assert upper >= _composed_curve(binned, eps)
+        # randomized response dominates each leaf: its composition lies above the truth
+        assert lower <= _rr_curve([1.0 / s for s in scales], eps)
+        assert lower <= upper
+
+
+def test_curve_evaluation_is_on_its_side() -> None:
+    rng = np.random.default_rng(5)
+    losses = np.sort(rng.uniform(-0.02, 0.02, 800))
+    masses = rng.uniform(0.0, 1.0, losses.size) / losses.size
+    eps = np.linspace(-0.03, 0.03, 25)
+    up = _Atoms(losses, masses, 0.0, up=True)(eps)
+    down = _Atoms(losses, masses, 0.0, up=False)(eps)
+    for e, a, b in zip(eps.tolist(), up.tolist(), down.tolist(), strict=True):
+        exact = mpmath.fsum(
+            mpmath.mpf(p) * (1 - mpmath.exp(mpmath.mpf(e) - mpmath.mpf(x)))
+            for x, p in zip(losses.tolist(), masses.tolist(), strict=True)
+            if x > e
+        )
+        assert a >= exact >= b
+        assert b >= exact * (1 - EVALUATION_ERROR)
