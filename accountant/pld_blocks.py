@@ -34,6 +34,7 @@ __all__ = [
     "BLOCK_LEAVES",
     "EVALUATION_ERROR",
     "FINE_POINTS",
+    "MAX_BLOCKS",
     "MAX_BLOCK_EPSILON",
     "MIN_BLOCKED",
     "ROUNDING",
@@ -48,9 +49,12 @@ BLOCK_LEAVES = 32
 #: largest (lower) scale of its cell, which it dominates, resp. is dominated by
 ROUNDING = 1e-3
 #: grid points of the fine grid per leaf epsilon (the block's smallest)
-FINE_POINTS = 256
+FINE_POINTS = 128
 #: leaves of a larger epsilon (sensitivity over scale for Laplace) keep their own curves
 MAX_BLOCK_EPSILON = 0.05
+#: a kind with more blocks than this keeps its leaves as they are (each block is one more
+#: component for the composition's FFTs)
+MAX_BLOCKS = 128
 #: at least this many Laplace leaves (with multiplicity) before they are composed in blocks
 MIN_BLOCKED = 64
 #: a composed mass below this is too close to underflow for the relative error bound
@@ -331,8 +335,9 @@ def block_components(
     """(the leaves left as they are, the blocks' components): beside a leaf of unbounded loss
     (a Gaussian inside: the composed loss grid is then coarse against small epsilons), per
     kind of :func:`_cost`, its leaves, when there are at least MIN_BLOCKED of them with
-    epsilons within MAX_BLOCK_EPSILON, composed in blocks (:func:`block_profiles`); a kind
-    with a block that cannot be certified keeps its leaves as they are."""
+    epsilons within MAX_BLOCK_EPSILON in at most MAX_BLOCKS blocks, composed in blocks
+    (:func:`block_profiles`); a kind with a block that cannot be certified keeps its leaves
+    as they are."""
     if not any(_unbounded_loss(leaf) for leaf in merged):
         return merged, []
     kinds: dict[str, dict[Event, int]] = {}
@@ -344,10 +349,11 @@ def block_components(
     comps: list[tuple[DirectedProfiles, int]] = []
     parts = _Parts(adjacency)
     for events in kinds.values():
-        if sum(events.values()) < MIN_BLOCKED:
+        found_blocks = _blocks(events)
+        if sum(events.values()) < MIN_BLOCKED or len(found_blocks) > MAX_BLOCKS:
             continue
         made = []
-        for upper, lower, times in _blocks(events):
+        for upper, lower, times in found_blocks:
             found = block_profiles(list(upper), list(lower), adjacency, parts)
             if found is None:
                 break

@@ -651,7 +651,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks.block_components",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="d4197a31ad4c4b434e6e58c08d0fb8f9e3c64d23420984b37b714c685b036a27",
+        source_sha256="0891945aabe331d8e2b72f19b4c1e081a685358d50e2a69434d8524b994db493",
     ),
 )
 
