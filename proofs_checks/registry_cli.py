@@ -34,6 +34,7 @@ RECORD_FILES = (
     REGISTRY_FILE.with_name("records_exp_mech.py"),
     REGISTRY_FILE.with_name("records_pld.py"),
     REGISTRY_FILE.with_name("records_cells.py"),
+    REGISTRY_FILE.with_name("records_blocks.py"),
 )
 
 

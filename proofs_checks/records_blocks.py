@@ -1,0 +1,67 @@
+"""The proof records of the blocks of distinct Laplace leaves on fine grids
+(:mod:`dpledger.accountant.pld_blocks`; data of :mod:`dpledger.proofs_checks.registry`,
+appended to its records). ``python -m dpledger.proofs_checks.registry --update TARGET``
+refreshes a hash here too; a new record of this proof is added here by hand, in the same form."""
+
+from __future__ import annotations
+
+from dpledger.proofs_checks.proof_record import ProofRecord
+
+__all__ = ["PLD_BLOCK_RECORDS"]
+
+PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
+    ProofRecord(
+        target="dpledger.accountant.pld_blocks.compose_masses",
+        status="contrib",
+        proof="proofs_checks/pld_blocks/proof.md",
+        source_sha256="077285072a1b52551f8c923890ea623a3aeeac1062bedb0f4261aa5e9e7447f4",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_blocks._Atoms",
+        status="contrib",
+        proof="proofs_checks/pld_blocks/proof.md",
+        source_sha256="0bff59fa2a1ea82d48d3d941b5b45bbbc4dd62fb2747553823de09872abfd6c3",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_blocks._suffix",
+        status="contrib",
+        proof="proofs_checks/pld_blocks/proof.md",
+        source_sha256="fa242b6f143f4fc0fc00751216f0bd9a41a1956d9811261f594596dc646c2355",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_blocks._upper_profile",
+        status="contrib",
+        proof="proofs_checks/pld_blocks/proof.md",
+        source_sha256="f6911aaa4986e6e4edecafb005266b983928ea263533b14798d36d5611c250b5",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_blocks._lower_profile",
+        status="contrib",
+        proof="proofs_checks/pld_blocks/proof.md",
+        source_sha256="2179e536a69c8dfdf9276e40dae1b4954c39c005ce678839f9d2005f7dc2cb3f",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_blocks.block_profiles",
+        status="contrib",
+        proof="proofs_checks/pld_blocks/proof.md",
+        source_sha256="9ebae874d417c30000b588b39c28ab92d957355702534713b0293e43dd0d2222",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_blocks._rounded",
+        status="contrib",
+        proof="proofs_checks/pld_blocks/proof.md",
+        source_sha256="d0660daa827b5fc9096a48302b5acd176d2422458b7163f2b3ae3ed5bdf7f62a",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_blocks._blocks",
+        status="contrib",
+        proof="proofs_checks/pld_blocks/proof.md",
+        source_sha256="c2a241464a445d39371b75bb4339968890a5929f845701250dfbea7b42696faa",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_blocks.block_components",
+        status="contrib",
+        proof="proofs_checks/pld_blocks/proof.md",
+        source_sha256="0891945aabe331d8e2b72f19b4c1e081a685358d50e2a69434d8524b994db493",
+    ),
+)
