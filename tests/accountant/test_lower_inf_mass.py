@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import mpmath as mp
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -196,3 +197,28 @@ def _random_mix(
     exact = exact_delta(leaves, eps, 30)
     assert bound.delta_lower <= exact * (1 + 1e-12) + 1e-300
     assert exact <= bound.delta * (1 + 2e-12) + 1e-300
+
+
+def test_blocks_and_single_leaves_name_their_mass_at_infinity():
+    """Approximate-DP blocks, and an approximate-DP leaf left alone in its cell, give lower
+    curves that name their mass at +infinity; pure DP and randomized response none."""
+    from dpledger.accountant.epsilon_cells import cell_components
+    from dpledger.accountant.pld_dominated import InfinitySplit
+    from dpledger.core.adjacency import Adjacency
+
+    leaves: dict[Event, int] = {
+        ApproxDPEvent(0.2, 1e-6): 7,
+        ApproxDPEvent(0.3, 1e-6): 1,
+        RandomizedResponseEvent(0.2): 5,
+    }
+    _, lower = cell_components(leaves, leaves, Adjacency())
+    kinds = [isinstance(d.lower_remove, InfinitySplit) for d, _ in lower]
+    assert kinds == [True, True, False]
+    for d, _ in lower[:2]:
+        assert isinstance(d.lower_remove, InfinitySplit)
+        split = d.lower_remove
+        # the whole curve is the mass at +infinity plus the finite part's, scaled
+        for x in (0.0, 0.5, 5.0):
+            whole = float(split.delta(np.array([x]))[0])
+            part = float(split.finite.delta(np.array([x]))[0])
+            assert whole == pytest.approx(split.inf_lower + (1 - split.inf_lower) * part, rel=1e-9)
