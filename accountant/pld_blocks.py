@@ -141,7 +141,7 @@ class _Atoms:
         total = np.maximum(out, 0.0) * (1 + self.sign * error)
         return np.asarray(self.inf_mass + total, dtype=float).reshape(np.shape(eps))
 
-    def _values(self, eps: Array, first: Array, far: Array) -> tuple[Array, Array]:
+    def _values(self, eps: Array, first: np.ndarray, far: np.ndarray) -> tuple[Array, Array]:
         """(values, their relative error bounds) at points ``eps``."""
         loss, p, n = self.losses, self.masses, self.losses.size
         width = int(np.max(far - first, initial=0))
@@ -342,9 +342,9 @@ def block_components(
         return merged, []
     kinds: dict[str, dict[Event, int]] = {}
     for leaf, count in merged.items():
-        found = _cost(leaf)
-        if found is not None and 0.0 < found[1] <= MAX_BLOCK_EPSILON:
-            kinds.setdefault(found[0], {})[leaf] = count
+        cost = _cost(leaf)
+        if cost is not None and 0.0 < cost[1] <= MAX_BLOCK_EPSILON:
+            kinds.setdefault(cost[0], {})[leaf] = count
     rest = dict(merged)
     comps: list[tuple[DirectedProfiles, int]] = []
     parts = _Parts(adjacency)
@@ -352,7 +352,7 @@ def block_components(
         found_blocks = _blocks(events)
         if sum(events.values()) < MIN_BLOCKED or len(found_blocks) > MAX_BLOCKS:
             continue
-        made = []
+        made: list[tuple[DirectedProfiles, int]] = []
         for upper, lower, times in found_blocks:
             found = block_profiles(list(upper), list(lower), adjacency, parts)
             if found is None:

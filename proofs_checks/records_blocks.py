@@ -20,7 +20,7 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks._Atoms",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="0bff59fa2a1ea82d48d3d941b5b45bbbc4dd62fb2747553823de09872abfd6c3",
+        source_sha256="bcc8823f9678b7100fc690b8c8cf159d7850712cd3af1d49be51bd75c2565fc1",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks._suffix",
@@ -62,6 +62,6 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks.block_components",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="0891945aabe331d8e2b72f19b4c1e081a685358d50e2a69434d8524b994db493",
+        source_sha256="df725807902ceae66db13a2420aaee1f01750341ef9452e6d58ce74b9fa41542",
     ),
 )
