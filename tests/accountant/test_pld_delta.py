@@ -7,6 +7,8 @@ import time
 
 from dpledger.accountant.base import DeltaBound
 from dpledger.accountant.pld import PLDAccountant, upper_only
+from dpledger.accountant.pld_delta import CHORD_REACH_MARGIN
+from dpledger.accountant.pld_read import delta_at
 from dpledger.accountant.select import account
 from dpledger.core.events import (
     ExponentialMechanismEvent,
@@ -154,3 +156,26 @@ def test_the_dominated_pairs_alone_where_they_reach_the_goal() -> None:
     # the other direction screened untilted: the lower bound it had to reach, ~1e-5, is within
     # the plain FFT's range
     assert [key[1] for key in states if key[0] == "add"] == [0.0]
+
+
+def test_the_chord_stays_below_its_estimated_reach() -> None:
+    # the estimate skips a chord only where it could not raise the lower bound: the chord's
+    # lower bound is never above the reach (before the margin), with pairs of their own too
+    for event, epsilon in ((_dp_sgd(1.1, 0.00427, 500), 0.43), (_dp_sgd(1.0, 0.1, 10), 1.0)):
+        acc = PLDAccountant()
+        acc.compose(event)
+        acc.get_delta(epsilon)
+        prep = acc._prepared()
+        assert prep is not None
+        search, cache = acc._deltas, acc._cache
+        checked = 0
+        for name, tilt, points, kind in list(cache.states):
+            if kind != "upper" or points < 16384:
+                continue
+            cache.points = points
+            reach = search._chord_reach(prep, name, epsilon, tilt, 1e-5)
+            chord = cache.composed(prep, name, tilt, 1e-5, "chord")
+            assert chord is not None
+            assert 0.0 < delta_at(chord, epsilon, upper=False) <= reach / CHORD_REACH_MARGIN
+            checked += 1
+        assert checked >= 1
