@@ -3,6 +3,8 @@ of the block's composition, the lower curve below them; the curve evaluation on 
 
 from __future__ import annotations
 
+import itertools
+
 import mpmath
 import numpy as np
 import pytest
@@ -27,7 +29,7 @@ def _binned_pair(scale: float, bins: int) -> list[tuple[mpmath.mpf, mpmath.mpf]]
 
     cuts = [mpmath.mpf(i) / bins for i in range(bins + 1)]
     out = [(cdf(cuts[0], 0), cdf(cuts[0], 1))]  # x <= 0
-    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+    for lo, hi in itertools.pairwise(cuts):
         out.append((cdf(hi, 0) - cdf(lo, 0), cdf(hi, 1) - cdf(lo, 1)))
     out.append((1 - cdf(cuts[-1], 0), 1 - cdf(cuts[-1], 1)))  # x > 1
     return [(p, mpmath.log(p / q)) for p, q in out]
@@ -36,9 +38,9 @@ def _binned_pair(scale: float, bins: int) -> list[tuple[mpmath.mpf, mpmath.mpf]]
 def _composed_curve(pairs: list[list[tuple[mpmath.mpf, mpmath.mpf]]], eps: float) -> mpmath.mpf:
     atoms = [(mpmath.mpf(1), mpmath.mpf(0))]
     for pair in pairs:
-        atoms = [(p * r, l + s) for p, l in atoms for r, s in pair]
+        atoms = [(p * r, loss + s) for p, loss in atoms for r, s in pair]
     e = mpmath.mpf(eps)
-    return mpmath.fsum(p * (1 - mpmath.exp(e - l)) for p, l in atoms if l > e)
+    return mpmath.fsum(p * (1 - mpmath.exp(e - loss)) for p, loss in atoms if loss > e)
 
 
 def _rr_curve(epsilons: list[float], eps: float) -> mpmath.mpf:
@@ -88,3 +90,29 @@ def test_curve_evaluation_is_on_its_side() -> None:
         )
         assert a >= exact >= b
         assert b >= exact * (1 - EVALUATION_ERROR)
+
+
+@pytest.mark.parametrize("h", [2e-4, 3e-5])
+def test_dominated_pair_of_a_block_stays_below_its_upper_curve(
+    h: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The backend's dominated pair of a block's lower curve, on the composed grid, has its
+    curve below the block's upper curve (which lies above the block's own)."""
+    from dpledger.accountant.pld_dominated import discretise_lower
+
+    monkeypatch.setattr(blocks, "FINE_POINTS", 32)
+    rng = np.random.default_rng(7)
+    leaves = [LaplaceEvent(float(b)) for b in rng.uniform(500.0, 1000.0, 32)]
+    adjacency = Adjacency()
+    d = block_profiles(list(leaves), list(leaves), adjacency, _Parts(adjacency))
+    assert d is not None
+    pair = discretise_lower(d.lower_remove, h)
+    assert pair is not None
+    losses = pair.losses
+    eps = np.linspace(-0.02, 0.06, 81)
+    with np.errstate(over="ignore"):
+        curve = pair.inf_mass + np.sum(
+            pair.masses * np.maximum(-np.expm1(eps[:, None] - losses), 0.0), axis=1
+        )
+    upper = d.remove(eps)
+    assert np.all(curve <= upper * (1 + 1e-12) + 1e-300)
