@@ -29,6 +29,8 @@ __all__ = [
     "CHORD_REACH_MARGIN",
     "DELTA_BRACKET_GOAL",
     "DELTA_SCREEN_RETRY",
+    "LOWER_LEVEL_POINTS",
+    "LOWER_LEVEL_SHARE",
     "SPLIT_DROPPED_SHARE",
     "SPLIT_LEVEL_PASSES",
     "DeltaSearch",
@@ -50,6 +52,11 @@ DELTA_SCREEN_RETRY = 4.0
 CHORD_REACH_MARGIN = 1.1
 #: the probability the chord's shift loses, as a delta lower bound reads it
 CHORD_ETA = 1e-12
+#: a direction makes no lower-bound composition when the Chernoff bound on its lower pairs
+#: (:meth:`DeltaSearch._lower_level`) is below this share of another direction's lower bound
+LOWER_LEVEL_SHARE = 1e-6
+#: ... read only from coarse lower pairs of at most this many points in all
+LOWER_LEVEL_POINTS = 1 << 20
 
 
 class DeltaSearch:
@@ -77,7 +84,11 @@ class DeltaSearch:
         order = {name: up for name, (up, _) in known.items()}
         if any(up >= 1.0 for up in order.values()):
             order = {n: chernoff_level(prep.coarse[n], epsilon) for n in prep.names}
-        for name in sorted(prep.names, key=lambda n: -order[n]):
+        # on a tie (symmetric upper pairs), the direction whose lower pairs can reach further
+        # first: its lower bound may spare the other's lower-bound compositions
+        ties = len(set(order.values())) < len(order)
+        reach = {n: self._lower_level(prep, n, epsilon) if ties else 1.0 for n in prep.names}
+        for name in sorted(prep.names, key=lambda n: (-order[n], -reach[n])):
             first = known[name][0]
             if first >= 1.0:
                 screened = self._screen(prep, name, epsilon, lower) if lower > 0.0 else 1.0
@@ -139,8 +150,12 @@ class DeltaSearch:
         direction's lower bound), then the split ones while the bracket is wider than the goal.
         Once a coarser pass needed the split ones, finer passes make them first, and the plain
         ones only when the split bracket is still wider than the goal."""
+        # lower pairs whose Chernoff bound is far below ``floor``: no lower bound of this
+        # direction could raise the bracket's
+        lowers = self._lower_level(prep, name, epsilon) > LOWER_LEVEL_SHARE * floor
         if ("delta", name, epsilon) in self.cache.split_first:
-            h = self._split_delta(prep, name, epsilon, self.cache.levels[(name, epsilon)])
+            level = self.cache.levels[(name, epsilon)]
+            h = self._split_delta(prep, name, epsilon, level, lowers)
             best_up, best_lo = self.cache.known_deltas(name, epsilon)
             if best_up <= floor or best_lo >= best_up / DELTA_BRACKET_GOAL:
                 return best_up, best_lo, h
@@ -159,7 +174,7 @@ class DeltaSearch:
                 self.cache.composed(prep, name, retilt[0], found)
                 tilt, level = retilt[0], found
         best_up, best_lo = self.cache.known_deltas(name, epsilon)
-        if best_up <= floor or self._delta_lowers(prep, name, epsilon, tilt, level):
+        if best_up <= floor or (lowers and self._delta_lowers(prep, name, epsilon, tilt, level)):
             return (*self.cache.known_deltas(name, epsilon), h)
         best_up, best_lo = self.cache.known_deltas(name, epsilon)
         found = min(found, best_up)
@@ -168,7 +183,7 @@ class DeltaSearch:
         # for the tilt), or delta found below the untilted range: a heavy step's tail
         screened = self.screened.get((name, epsilon, self.cache.points)) is self.cache.levels
         if (tilts[0] > 0 and not screened) or found < UNTILTED_DELTA:
-            self._split_delta(prep, name, epsilon, found)
+            self._split_delta(prep, name, epsilon, found, lowers)
             self.cache.split_first.add(("delta", name, epsilon))
         return (*self.cache.known_deltas(name, epsilon), h)
 
@@ -194,6 +209,23 @@ class DeltaSearch:
             if best_lo >= best_up / DELTA_BRACKET_GOAL:
                 return True
         return False
+
+    def _lower_level(self, prep: Prepared, name: str, epsilon: float) -> float:
+        """A bound on every lower bound of one direction's delta(epsilon): the Chernoff bound
+        on its lower pairs' connect-the-dots curves on the coarse grid (they dominate the lower
+        pairs, whose composition every lower bound is below); 1.0 where they hold mass at
+        +infinity (the Chernoff bound reads finite losses only), have no coarse grid, or
+        exceed LOWER_LEVEL_POINTS."""
+        if not prep.keep_lower:
+            return 1.0
+        if self.cache.same_lower(prep, name):
+            guide = prep.coarse[name]
+        else:
+            guide = (prep.coarse_lower or {}).get(name, [])
+        size = sum(p.masses.size for p, _ in guide)
+        if not guide or size > LOWER_LEVEL_POINTS or any(p.inf_mass > 0 for p, _ in guide):
+            return 1.0
+        return chernoff_level(guide, epsilon)
 
     def _chord_reach(
         self, prep: Prepared, name: str, epsilon: float, tilt: float, level: float
@@ -278,10 +310,13 @@ class DeltaSearch:
         self.screened[(name, epsilon, self.cache.points)] = self.cache.levels
         return found
 
-    def _split_delta(self, prep: Prepared, name: str, epsilon: float, level: float) -> float:
-        """Split compositions for delta(epsilon); their spacing (0 when none applies). Their
-        remainder is budgeted against ``level`` (the Chernoff estimate of delta): when delta
-        comes out far lower, the cut is made again against it."""
+    def _split_delta(
+        self, prep: Prepared, name: str, epsilon: float, level: float, lowers: bool = True
+    ) -> float:
+        """Split compositions for delta(epsilon) (the dominated ones unless ``lowers`` is
+        False); their spacing (0 when none applies). Their remainder is budgeted against
+        ``level`` (the Chernoff estimate of delta): when delta comes out far lower, the cut is
+        made again against it."""
         for _ in range(SPLIT_LEVEL_PASSES):
             up = self.cache.split(prep, name, level, "upper", epsilon)
             if up is None:
@@ -290,7 +325,7 @@ class DeltaSearch:
             if up.dropped <= SPLIT_DROPPED_SHARE * value:
                 break
             level = max(value - up.dropped, level * 1e-6)
-        if prep.keep_lower:
+        if prep.keep_lower and lowers:
             self.cache.split(prep, name, level, "dominated", epsilon)
         # finer passes start from the level the tails were last cut against
         self.cache.levels[(name, epsilon)] = level

@@ -10,10 +10,12 @@ from dpledger.accountant.pld import PLDAccountant, upper_only
 from dpledger.accountant.pld_delta import CHORD_REACH_MARGIN
 from dpledger.accountant.pld_read import delta_at
 from dpledger.accountant.select import account
+from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import (
     ExponentialMechanismEvent,
     GaussianEvent,
     PoissonSampledEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
 
@@ -179,3 +181,19 @@ def test_the_chord_stays_below_its_estimated_reach() -> None:
             assert 0.0 < delta_at(chord, epsilon, upper=False) <= reach / CHORD_REACH_MARGIN
             checked += 1
         assert checked >= 1
+
+
+def test_no_lower_bound_of_a_direction_whose_lower_pairs_cannot_reach_the_other() -> None:
+    # replace-one without replacement: the remove direction's lower pairs lose little per step
+    # (their Chernoff bound at epsilon 6.64 is below 1e-300), the add direction's lower bound
+    # is 7.7e-6: the add direction goes first (the upper pairs tie), the remove direction
+    # makes its upper compositions only, and the bracket is the one both directions' lower
+    # bounds gave
+    event = SelfComposedEvent(SampledWithoutReplacementEvent(60000, 600, GaussianEvent(1.0)), 100)
+    acc = PLDAccountant(Adjacency(relation="replace_one"))
+    acc.compose(event)
+    bound = acc.get_delta(6.64)
+    states = list(acc._states)
+    assert states[0][0] == "add"
+    assert {key[3] for key in states if key[0] == "remove"} == {"upper"}
+    assert (bound.delta_lower, bound.delta) == (7.706537651991662e-06, 1.001345694148173e-05)
