@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 
-import attrs
 import numpy as np
 
 from dpledger.accountant.pld_discrete import (
@@ -21,7 +20,7 @@ from dpledger.accountant.pld_discrete import (
 from dpledger.accountant.pld_read import (
     DISCOUNT_SPAN,
 )
-from dpledger.accountant.profiles_base import Profile
+from dpledger.accountant.profiles_base import InfinitySplit, Profile
 
 __all__ = [
     "MAX_LOWER_SCALE_LOSS",
@@ -30,17 +29,6 @@ __all__ = [
     "discretise_lower",
     "recursion_error",
 ]
-
-
-@attrs.frozen
-class InfinitySplit(Profile):
-    """The curve ``D + (1 - D) finite(eps)`` of a pair that, with probability ``D``, gives an
-    outcome only one law can give (loss +infinity under P, -infinity under Q), and otherwise the
-    pair of ``finite``. Its dominated pair (:func:`discretise_lower`) keeps ``inf_lower``
-    (at most ``D``) at +infinity and ``1 - inf_lower`` times a dominated pair of ``finite``."""
-
-    finite: Profile = attrs.field(kw_only=True)
-    inf_lower: float = attrs.field(kw_only=True)
 
 
 # -- lower bounds: a dominated discrete pair ---------------------------------------------------

@@ -34,6 +34,7 @@ __all__ = [
     "REL_MARGIN",
     "Array",
     "DirectedProfiles",
+    "InfinitySplit",
     "Profile",
     "discrete_delta",
     "gauss_span",
@@ -118,6 +119,18 @@ class Profile:
         if wide.loss_hi < self.loss_hi or wide.loss_lo > self.loss_lo:
             return self
         return wide
+
+
+@attrs.frozen
+class InfinitySplit(Profile):
+    """The curve ``D + (1 - D) finite(eps)`` of a pair that, with probability ``D``, gives an
+    outcome only one law can give (loss +infinity under P, -infinity under Q), and otherwise the
+    pair of ``finite``. Its dominated pair
+    (:func:`~dpledger.accountant.pld_dominated.discretise_lower`) keeps ``inf_lower`` (at most
+    ``D``) at +infinity and ``1 - inf_lower`` times a dominated pair of ``finite``."""
+
+    finite: Profile = attrs.field(kw_only=True)
+    inf_lower: float = attrs.field(kw_only=True)
 
 
 def gauss_span(level: float) -> float:

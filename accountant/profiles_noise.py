@@ -21,6 +21,7 @@ from dpledger.accountant.profiles_base import (
     _U,
     GAUSS_SPAN,
     Array,
+    InfinitySplit,
     Profile,
     discrete_delta,
     gauss_span,
@@ -118,12 +119,23 @@ def laplace_delta(eps0: float) -> Callable[[Array], Array]:
 
 
 def approx_dp_profile(eps0: float, delta0: float) -> Profile:
-    """Tight pair for a black-box (eps0, delta0)-DP release (Kairouz, Oh, Viswanath 2015)."""
+    """Tight pair for a black-box (eps0, delta0)-DP release (Kairouz, Oh, Viswanath 2015).
+
+    With probability ``delta0`` it gives an outcome only one law can give, and otherwise
+    randomized response at ``eps0``: for ``delta0 > 0`` the curve names that split
+    (:class:`~dpledger.accountant.profiles_base.InfinitySplit`, the mass exactly ``delta0``
+    and the finite part normalised), so that lower bounds keep the mass at +infinity."""
     ex = math.exp(eps0)
     losses = np.array([eps0, -eps0])
     masses = (1 - delta0) * np.array([ex / (1 + ex), 1 / (1 + ex)])
     d = discrete_delta(losses, masses, delta0)
-    return Profile(d, -eps0, eps0, True, f"approx_dp({eps0:g},{delta0:g})", d)
+    name = f"approx_dp({eps0:g},{delta0:g})"
+    if not delta0 > 0.0:
+        return Profile(d, -eps0, eps0, True, name, d)
+    finite = approx_dp_profile(eps0, 0.0)
+    return InfinitySplit(
+        d, -eps0, eps0, True, name, d, finite=finite, inf_lower=min(float(delta0), 1.0)
+    )
 
 
 def bounded_range_profile(eps0: float) -> Profile:

@@ -4,7 +4,8 @@
 proof stale; what a lower reading of a composition subtracts (``pld_read``) rests on that
 pair and on the tilted FFT's brackets (proofs_checks/pld_tilted_fft, "Reading lower bounds");
 components cut at their far tails (``pld_prepared``) rest on both discretisations
-(proofs_checks/pld_cut_tails).
+(proofs_checks/pld_cut_tails); the approximate-DP curve names the split at +infinity its
+dominated pair keeps (proofs_checks/approx_dp_split).
 ``python -m dpledger.proofs_checks.registry --update TARGET`` refreshes a hash
 here too; a new record of this proof is added here by hand, in the same form."""
 
@@ -92,5 +93,11 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/pld_cut_tails/proof.md",
         source_sha256="5379c373d94430ec0b67bbad6fe714932fd6097cacb52b7c85518ae0e518b68d",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles_noise.approx_dp_profile",
+        status="contrib",
+        proof="proofs_checks/approx_dp_split/proof.md",
+        source_sha256="14aa4a4e6e6d0ec18176f997a8105badcb45c148e5bf3d6cc5293b0228050fca",
     ),
 )
