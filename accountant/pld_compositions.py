@@ -82,6 +82,10 @@ UPPER_KINDS = frozenset({"upper"})
 CUT_SHARE = 1e-5
 
 
+#: a composition made, with the preparation it was made of
+_Made = tuple[Prepared, ComposedPLD | None]
+
+
 def _resolution(target_points: int, components: int, total: int = 1) -> int:
     """Grid points for the composed window: ``target_points`` grown with the number of
     compositions (the lower bound's Hoeffding shift grows like h sqrt(total)), up to
@@ -119,6 +123,10 @@ class Compositions:
         self.read: dict[tuple[tuple[str, float, int, str], float], float] = {}
         #: whether many components are composed with their tails cut (:meth:`cut`)
         self.cutting = True
+        #: every composition made, by (preparation, direction, tilt, spacing, window, kind)
+        #: (:meth:`compose_at`): passes whose grids coincide (the fixed budget of many
+        #: components, a screen on the full grid) share them
+        self.made: dict[tuple[int, str, float, float, tuple[float, float], str], _Made] = {}
 
     def clear(self) -> None:
         """Forget every composition and what was learned from them (the ledger changed)."""
@@ -126,6 +134,7 @@ class Compositions:
         self.levels = {}
         self.split_first = set()
         self.read = {}
+        self.made = {}
 
     def window(
         self, prep: Prepared, name: str, tilt: float, delta: float, extend: int
@@ -217,6 +226,25 @@ class Compositions:
         )
 
     def compose_at(
+        self,
+        prep: Prepared,
+        name: str,
+        tilt: float,
+        h: float,
+        win: tuple[float, float],
+        kind: str,
+    ) -> ComposedPLD | None:
+        """One direction's composition of ``kind`` at ``tilt`` on the grid of spacing ``h``
+        over the window ``win`` (made once: it depends on nothing else)."""
+        key = (id(prep), name, tilt, h, win, kind)
+        found = self.made.get(key)
+        if found is not None and found[0] is prep:
+            return found[1]
+        result = self._compose_at(prep, name, tilt, h, win, kind)
+        self.made[key] = (prep, result)
+        return result
+
+    def _compose_at(
         self,
         prep: Prepared,
         name: str,

@@ -33,6 +33,7 @@ from dpledger.accountant.pld_tilt import (
     THETAS,
     _chernoff_upper,
     _near,
+    log_mgf_bound_total,
     log_mgf_total,
 )
 from dpledger.core.errors import (
@@ -320,14 +321,14 @@ def _tails(
     th_up = float(THETAS[int(np.argmin(log_mgf_total(guide, THETAS) - THETAS * top_x))])
     upper_tail = _chernoff_upper(plds, _near(th_up), top_x)
     th_dn = float(THETAS[int(np.argmin(log_mgf_total(guide, -THETAS) + THETAS * bottom))])
-    below = float(np.min(log_mgf_total(plds, -_near(th_dn)) + _near(th_dn) * bottom))
+    below = float(np.min(log_mgf_bound_total(plds, -_near(th_dn)) + _near(th_dn) * bottom))
     lower_tail = min(1.0, math.exp(min(0.0, below + 1e-9 * (1 + abs(bottom) * th_dn))))
     # wrap-around from above, for thresholds near the tilted centre
     mid = bottom + 0.5 * n * h
     wrap = log_mgf_total(guide, tilt + THETAS) - THETAS * (mid + n * h) - tilt * mid
     th_w = float(THETAS[int(np.argmin(wrap))])
     ths = np.concatenate([[0.0], th_w * np.geomspace(1 / 64, 64, 19)])
-    k_fine = log_mgf_total(plds, tilt + ths)
+    k_fine = log_mgf_bound_total(plds, tilt + ths)
     return (
         upper_tail,
         lower_tail,

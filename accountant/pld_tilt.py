@@ -25,9 +25,12 @@ __all__ = [
     "MGF_DIRECT_WORK",
     "MGF_FLOOR",
     "MGF_MEMO_SIZE",
+    "MGF_MIN_BLOCK",
+    "MGF_SPLIT_WORK",
     "THETAS",
     "chernoff_epsilon",
     "chernoff_level",
+    "log_mgf_bound_total",
     "log_mgf_total",
     "tilt_for_delta",
     "tilt_for_epsilon",
@@ -58,15 +61,49 @@ MGF_MEMO_SIZE = 64
 
 
 def _log_mgf_blocked(pld: DiscretePLD, lam: Array) -> Array:
-    """:func:`_log_mgf`, computed."""
+    """:func:`_log_mgf`, computed (in blocks unless they would be short or the sum small)."""
     masses = pld.masses
     if not (masses > 0).any():
         return np.full(lam.shape, -np.inf)
     n = masses.size
-    reach = float(np.max(np.abs(lam))) * pld.h
-    block = max(1, min(math.isqrt(n) + 1, int(MGF_BLOCK_SPAN / reach) if reach > 0 else n))
-    if block < 16 or n * lam.size < MGF_DIRECT_WORK:
+    block = _block(math.isqrt(n) + 1, float(np.max(np.abs(lam))) * pld.h)
+    if block < MGF_MIN_BLOCK or n * lam.size < MGF_DIRECT_WORK:
         return _log_mgf_direct(pld, lam)
+    return _log_mgf_rows(pld, lam, block)
+
+
+def _log_mgf_split(pld: DiscretePLD, lam: Array) -> Array:
+    """:func:`_log_mgf_blocked` with the exponents that allow blocks of at least
+    MGF_MIN_BLOCK points summed in blocks even when others do not (those term by term), and
+    blocks from MGF_SPLIT_WORK terms on: the same error bound per value, at a fraction of the
+    exponentials."""
+    masses = pld.masses
+    if not (masses > 0).any():
+        return np.full(lam.shape, -np.inf)
+    n = masses.size
+    widest = math.isqrt(n) + 1
+    reach = np.abs(lam) * pld.h
+    gentle = reach * MGF_MIN_BLOCK <= MGF_BLOCK_SPAN
+    if widest < MGF_MIN_BLOCK or n * lam.size < MGF_SPLIT_WORK or not gentle.any():
+        return _log_mgf_direct(pld, lam)
+    if gentle.all():
+        return _log_mgf_rows(pld, lam, _block(widest, float(np.max(reach))))
+    out = np.empty(lam.shape, dtype=np.float64)
+    out[~gentle] = _log_mgf_direct(pld, lam[~gentle])
+    out[gentle] = _log_mgf_rows(pld, lam[gentle], _block(widest, float(np.max(reach[gentle]))))
+    return out
+
+
+def _block(widest: int, reach: float) -> int:
+    """Block length: at most ``widest``, and ``|lam| h B`` at most MGF_BLOCK_SPAN."""
+    return max(1, min(widest, int(MGF_BLOCK_SPAN / reach) if reach > 0 else widest))
+
+
+def _log_mgf_rows(pld: DiscretePLD, lam: Array, block: int) -> Array:
+    """:func:`_log_mgf` in blocks of ``block`` points (``|lam| h block`` at most
+    MGF_BLOCK_SPAN for every ``lam``)."""
+    masses = pld.masses
+    n = masses.size
     pad = (-n) % block
     rows = np.concatenate([masses, np.zeros(pad)]).reshape(-1, block)
     top = rows.max(axis=1)
@@ -104,6 +141,15 @@ def _log_mgf_direct(pld: DiscretePLD, lam: Array) -> Array:
 MGF_DIRECT_WORK = 1 << 18
 
 
+#: the same for :func:`log_mgf_bound_total` (measured: blocks of 16 points and more win from
+#: about 1e4 terms on)
+MGF_SPLIT_WORK = 1 << 14
+
+
+#: shortest block of :func:`_log_mgf_blocked` (steeper exponents are summed term by term)
+MGF_MIN_BLOCK = 16
+
+
 #: largest |lam| h B within one block of :func:`_log_mgf` (e^-500 is far above underflow)
 MGF_BLOCK_SPAN = 500.0
 
@@ -121,6 +167,18 @@ def log_mgf_total(plds: Sequence[tuple[DiscretePLD, int]], lam: Array) -> Array:
     out = np.zeros(lam.shape, dtype=np.float64)
     for pld, count in plds:
         out += count * _log_mgf(pld, lam)
+    return out
+
+
+def log_mgf_bound_total(plds: Sequence[tuple[DiscretePLD, int]], lam: Array) -> Array:
+    """:func:`log_mgf_total` for Chernoff bounds on a composition's own masses, which round
+    their exponents up far beyond the sums' error: each value summed the fastest way within
+    the same error bound (:func:`_log_mgf_split`), not memoised. The values that choose tilts,
+    windows and grids come from :func:`log_mgf_total` alone (they decide the grid, and so the
+    bounds, to the last bit)."""
+    out = np.zeros(lam.shape, dtype=np.float64)
+    for pld, count in plds:
+        out += count * _log_mgf_split(pld, np.asarray(lam, dtype=np.float64))
     return out
 
 
@@ -176,7 +234,7 @@ def tilted_window(
 
 def _chernoff_upper(plds: Sequence[tuple[DiscretePLD, int]], thetas: Array, x: float) -> float:
     """P(S >= x) <= min_theta E[e^{theta S}] e^{-theta x} (theta > 0), rounded up."""
-    vals = log_mgf_total(plds, thetas) - thetas * x
+    vals = log_mgf_bound_total(plds, thetas) - thetas * x
     best = float(np.min(vals))
     return math.exp(min(0.0, best + 1e-9 * (1.0 + abs(best))))
 

@@ -341,7 +341,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_fft._tails",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="9e203ff16a7e7c8af175c46574235f8b86aac1cd914b29b2396ae85000744500",
+        source_sha256="9d6e331270a0593f5b4a0a8bcaca084b7565732e2981a93a74d9b8015563bfea",
     ),
     ProofRecord(
         target="dpledger.accountant.allocation_ratio.allocation_sum_pair",
