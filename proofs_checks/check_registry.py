@@ -69,7 +69,7 @@ def test_a_changed_source_is_reported(tmp_path: Path) -> None:
 def test_update_and_add_rewrite_a_registry_file(tmp_path: Path) -> None:
     copy = tmp_path / "records.py"
     text = registry.REGISTRY_FILE.read_text(encoding="utf-8")
-    target = "dpledger.core.events.LaplaceEvent"
+    target = "dpledger.accountant.conversions.laplace_delta_bracket"
     good = registry.source_hash(target)
     copy.write_text(text.replace(good, "0" * 64), encoding="utf-8")
     assert registry.update_hash(target, copy) == good

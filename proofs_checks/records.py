@@ -8,116 +8,12 @@ from dpledger.proofs_checks.proof_record import ProofRecord
 from dpledger.proofs_checks.records_blocks import PLD_BLOCK_RECORDS
 from dpledger.proofs_checks.records_cells import EPSILON_CELL_RECORDS
 from dpledger.proofs_checks.records_exp_mech import EXP_MECH_RECORDS
+from dpledger.proofs_checks.records_kernel import KERNEL_RECORDS
 from dpledger.proofs_checks.records_pld import PLD_DOMINATED_RECORDS
 
 __all__ = ["PENDING", "RECORDS"]
 
 RECORDS: tuple[ProofRecord, ...] = (
-    ProofRecord(
-        target="dpledger.budget.rules._decide_renyi",
-        status="contrib",
-        proof="proofs_checks/budget_filters/proof.md",
-        source_sha256="85e8936b9d60273a537885244afd08ca0e0331732b0a663564d91d49d010d74f",
-    ),
-    ProofRecord(
-        target="dpledger.budget.rules.renyi_budgets",
-        status="contrib",
-        proof="proofs_checks/budget_filters/proof.md",
-        source_sha256="2e26f199b8623beeb93b4479cff7b98bb6b5fd0fa4d33b6b845df3ebaf93370d",
-    ),
-    ProofRecord(
-        target="dpledger.budget.rules._decide_approx",
-        status="contrib",
-        proof="proofs_checks/budget_filters/proof.md",
-        source_sha256="d1dd588b5f12e09e1759439299ea18d8921269c095e8beb7b8e090182b112a1a",
-    ),
-    ProofRecord(
-        target="dpledger.budget.rules.approx_level",
-        status="contrib",
-        proof="proofs_checks/budget_filters/proof.md",
-        source_sha256="7c3285964ac30cb73c89a2a5afa598ff5954277fb60732be99c9f3bb7e0274db",
-    ),
-    ProofRecord(
-        target="dpledger.budget.rules._decide_gdp",
-        status="contrib",
-        proof="proofs_checks/budget_filters/proof.md",
-        source_sha256="3b89627b2364c1c9629da15cd9fb5597e21f701bebd64063acaecb38b7d40c7a",
-    ),
-    ProofRecord(
-        target="dpledger.budget.rules.gdp_mu",
-        status="contrib",
-        proof="proofs_checks/budget_filters/proof.md",
-        source_sha256="d0f326630869559015cce0d1361123bf732f03c2d43dc651f3c44cd9550508e2",
-    ),
-    ProofRecord(
-        target="dpledger.budget.rules._decide_pld",
-        status="contrib",
-        proof="proofs_checks/budget_filters/proof.md",
-        source_sha256="5604bb018dd88b690e31d4ef7063194429632c7c8c03c08d96d94c3bad8303e5",
-    ),
-    ProofRecord(
-        target="dpledger.core.events.GaussianEvent",
-        status="verified",
-        proof="proofs_checks/gaussian/proof.md",
-        source_sha256="33f5167f3c76940d423111178b417441dabce8690de10b2e204ffa2fd236b2fb",
-        cross_check="check_gaussian.py::test_accountant_epsilon_is_an_upper_bound_and_tight",
-    ),
-    ProofRecord(
-        target="dpledger.core.events.LaplaceEvent",
-        status="verified",
-        proof="proofs_checks/laplace/proof.md",
-        source_sha256="f60d6d75db5a45abfcf36770be8416f7870f0f611687b9c8f6ca43f0ed1961e1",
-        cross_check="check_laplace.py::test_accountant_epsilon_brackets_the_exact_value",
-    ),
-    ProofRecord(
-        target="dpledger.core.events.PoissonSampledEvent",
-        status="contrib",
-        proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="02a40260759b054793faa5ed640d16c9f728115896d44754c294480bbf16eaf1",
-    ),
-    ProofRecord(
-        target="dpledger.core.events.SampledWithoutReplacementEvent",
-        status="contrib",
-        proof="proofs_checks/wor_subsampling/proof.md",
-        source_sha256="4fbd9c463a2ca56858c3fa3c537fa8aa104cf58cac542a2ccc7708c0d0d1d317",
-    ),
-    ProofRecord(
-        target="dpledger.core.events.SelfComposedEvent",
-        status="verified",
-        proof="proofs_checks/composition/proof.md",
-        source_sha256="d758c9b774edfbb8376e3fa43440cf11bc4a76252b7867fb2eed43a02146d144",
-        cross_check="check_composition.py::test_accountant_delta_is_an_upper_bound",
-    ),
-    ProofRecord(
-        target="dpledger.core.events.ComposedEvent",
-        status="contrib",
-        proof="proofs_checks/composition/proof.md",
-        source_sha256="fc647094cbf249f0dcc9a7b3af54d2c4491a359bda71a3b45402e53994ef23b2",
-    ),
-    ProofRecord(
-        target="dpledger.core.event_trees.flatten",
-        status="contrib",
-        proof="proofs_checks/composition/proof.md",
-        source_sha256="a45c93661a594b85cf968d2529fb36113621852f16a3adf8a4b9ae8d8f7353c0",
-    ),
-    ProofRecord(
-        target="dpledger.core.event_trees.pure_epsilon",
-        status="contrib",
-        proof="proofs_checks/composition/proof.md",
-        source_sha256="3bb642dbaf86bc3d13063376ffb3a9c87d6a0d523d2bacb67454e227b5c72651",
-    ),
-    ProofRecord(
-        target="dpledger.core.events.RandomizedResponseEvent",
-        status="contrib",
-        proof="proofs_checks/composition/proof.md",
-        source_sha256="5740766d710ce93675f8f2591c5bd9d4e7af218da6400d3a16dbcfb382f3840a",
-    ),
-    ProofRecord(
-        target="dpledger.core.adjacency.Adjacency",
-        status="contrib",
-        proof="proofs_checks/group_privacy_lifting/proof.md",
-        source_sha256="b10f525e08fef0c5981d9c5e946a60de256c122abc516741896816bf14428950",
-    ),
     ProofRecord(
         target="dpledger.accountant.conversions.gaussian_delta_bracket",
         status="verified",
@@ -187,12 +83,6 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="1e01e9bb6da588adac4b91d1e9da66b45de218fb86685af660063ff3968509ed",
     ),
     ProofRecord(
-        target="dpledger.core.lifting.lift_event",
-        status="contrib",
-        proof="proofs_checks/group_privacy_lifting/proof.md",
-        source_sha256="b7d88b585794981d29dc998b13271f80a4ded57172ad61cb86e979405a059695",
-    ),
-    ProofRecord(
         target="dpledger.accountant.calibrate.calibrate_noise_multiplier",
         status="verified",
         proof="proofs_checks/analytic_gaussian_calibration/proof.md",
@@ -212,12 +102,6 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="3fe70bf2cc981c72ff73cb3168f8c8541e2ab0838bb9edac6977bce9cae4059d",
     ),
     ProofRecord(
-        target="dpledger.core.events.ShuffledBatchesEvent",
-        status="contrib",
-        proof="proofs_checks/shuffled_batches/proof.md",
-        source_sha256="12eb48f028d6f8b84f2114234a5a8848e5d8a78bff8e544959de11cedcbb1abe",
-    ),
-    ProofRecord(
         target="dpledger.accountant.profiles_shuffled.shuffled_profiles",
         status="contrib",
         proof="proofs_checks/shuffled_batches/proof.md",
@@ -230,12 +114,6 @@ RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="ce423e586e1960673e800a3a8b0ae791db5b34c1a659c34f168033cd2bf9d0a7",
     ),
     ProofRecord(
-        target="dpledger.core.events.TabulatedProfileEvent",
-        status="contrib",
-        proof="proofs_checks/tabulated_profile/proof.md",
-        source_sha256="a86a846fcb086af6e010dd194da0e804c51af123b1f1b6be3d68f496389f90d8",
-    ),
-    ProofRecord(
         target="dpledger.accountant.profiles_tabulated.tabulated_delta",
         status="contrib",
         proof="proofs_checks/tabulated_profile/proof.md",
@@ -246,12 +124,6 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/tabulated_profile/proof.md",
         source_sha256="8fa23773f8ea56d0525d9ac51ab860005e04c88619d3934863fa6b043c8bc27e",
-    ),
-    ProofRecord(
-        target="dpledger.runtime.lowering.profile_to_core",
-        status="contrib",
-        proof="proofs_checks/tabulated_profile/proof.md",
-        source_sha256="132876c6d0886ef8f68db8188c68e0bb92472d553b4204393e65966d49baa979",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated.discretise_lower",
@@ -270,12 +142,6 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
         source_sha256="ed77c5d4351e8b3a666abe8c817d133818dde1bbc8eeb65ede69331e875b8e4f",
-    ),
-    ProofRecord(
-        target="dpledger.runtime.ledger_sampling.allocate",
-        status="contrib",
-        proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="85c9e6bf6d0b9a41273cb67fa943af6bcaaaca51da51601397579224bbebe293",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_split.compose_split",
@@ -414,54 +280,6 @@ RECORDS: tuple[ProofRecord, ...] = (
         cross_check="check_gaussian_extreme.py::test_epsilon_bracket_contains_the_80_digit_value",
     ),
     ProofRecord(
-        target="dpledger.core.events.PartitionSelectionEvent",
-        status="contrib",
-        proof="proofs_checks/partition_selection/proof.md",
-        source_sha256="caa204c79ddb0178676b7b4ca2693569cf4d7ff845c51ab2876144acd9ccf17f",
-    ),
-    ProofRecord(
-        target="dpledger.core.partition_selection.key_budget",
-        status="contrib",
-        proof="proofs_checks/partition_selection/proof.md",
-        source_sha256="de7a3f3085082d1c26548bb168efff8162857c426a2c787edf98fc929dda6666",
-    ),
-    ProofRecord(
-        target="dpledger.core.partition_selection.selection_parameters",
-        status="contrib",
-        proof="proofs_checks/partition_selection/proof.md",
-        source_sha256="bd69bcec9e3e3c309f2a1af23d170b61ab4e398210c9c89c6b2d14d704383354",
-    ),
-    ProofRecord(
-        target="dpledger.core.partition_selection._geometric_table",
-        status="contrib",
-        proof="proofs_checks/partition_selection/proof.md",
-        source_sha256="9736c140628fad7ae4746765a2323568040608c68be3253009887fa538868b86",
-    ),
-    ProofRecord(
-        target="dpledger.core.partition_events.dominating_event",
-        status="contrib",
-        proof="proofs_checks/partition_selection/proof.md",
-        source_sha256="94bbaa78404e853593d05e60cf53e1bd0241e9b81deb381760485890e56de1b5",
-    ),
-    ProofRecord(
-        target="dpledger.core.event_trees.canonical",
-        status="contrib",
-        proof="proofs_checks/partition_selection/proof.md",
-        source_sha256="82a419613ac58e9a59b94f0ee948a6fe09a56edcd7bd6f60405e8a593985e4ae",
-    ),
-    ProofRecord(
-        target="dpledger.core.partition_selection.contribution_sensitivity",
-        status="contrib",
-        proof="proofs_checks/contribution_bounds/proof.md",
-        source_sha256="82331e01eee469a6de1fc2dd4118e7fe9962e14c329408ce6672475e60ccc621",
-    ),
-    ProofRecord(
-        target="dpledger.core.partition_events.partitioned_noise_event",
-        status="contrib",
-        proof="proofs_checks/contribution_bounds/proof.md",
-        source_sha256="bd6a7f2d5c331162860230a7b062b3827c5b1c6852d7ce075ee39cc7e1e98e70",
-    ),
-    ProofRecord(
         target="dpledger.accountant.allocation_geometric.geometric_tables",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
@@ -479,44 +297,6 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/pld_hit_count/proof.md",
         source_sha256="e4208b845e25e3decb3d6526cff8482d42851efbe098ab468d108b2d1c960374",
-    ),
-    ProofRecord(
-        target="dpledger.runtime.engines.aggregate.release_cost",
-        status="contrib",
-        proof="proofs_checks/contribution_bounds/proof.md",
-        source_sha256="424f1e4a5965bb59defbacb812c0eb91cdeca0ede90b6b28aa9531967df8afc2",
-    ),
-    ProofRecord(
-        target="dpledger.runtime.engines.query.AggregationQuery.row_sensitivity",
-        status="contrib",
-        proof="proofs_checks/contribution_bounds/proof.md",
-        source_sha256="41d3a352608f5d321cb373e7a777c06088a26a1fbd7a7f19858b142b00c22e53",
-    ),
-    ProofRecord(
-        target="dpledger.budget.odometer.renyi_odometer",
-        status="verified",
-        proof="proofs_checks/budget_odometer/proof.md",
-        source_sha256="7e5a230aa03ade8c9c2107dc91a6e84471dbbbbdc1076e56555600f2df3cee69",
-        cross_check="check_budget_odometer.py::test_renyi_odometer_is_the_root_of_the_mean_of_the_orders",
-    ),
-    ProofRecord(
-        target="dpledger.budget.odometer.mixture_boundary",
-        status="verified",
-        proof="proofs_checks/budget_odometer/proof.md",
-        source_sha256="415b7dc65648345760cc921eae7264da8004f42e4e72cc3f7897f01d8669e2fd",
-        cross_check="check_budget_odometer.py::test_mixture_boundary_is_the_root_of_the_mixture_integral",
-    ),
-    ProofRecord(
-        target="dpledger.budget.odometer.odometer",
-        status="contrib",
-        proof="proofs_checks/budget_odometer/proof.md",
-        source_sha256="52b21598f88d3018a86500bcc88b0a5f4989a428c7795bc5fd930ae372dc6473",
-    ),
-    ProofRecord(
-        target="dpledger.budget.odometer._threshold",
-        status="contrib",
-        proof="proofs_checks/budget_odometer/proof.md",
-        source_sha256="eb74742d664858c7424d4808d0154f50666bbea56baa96ff18d4be32ac63042b",
     ),
     ProofRecord(
         target="dpledger.accountant.exact_lower.pure_plus_one_delta_lower",
@@ -551,18 +331,6 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/exact_lower/proof.md",
         source_sha256="255dca246b504a865da8100856cc45ff76f9336418ae38e9cff035e4a0192b8e",
-    ),
-    ProofRecord(
-        target="dpledger.budget.individual.IndividualRenyiFilter",
-        status="contrib",
-        proof="proofs_checks/budget_odometer/proof.md",
-        source_sha256="7787933fa3480303db634f2552b9b4ac2a9840370a2d805a67dd242f603c1620",
-    ),
-    ProofRecord(
-        target="dpledger.budget.individual.gaussian_costs",
-        status="contrib",
-        proof="proofs_checks/budget_odometer/proof.md",
-        source_sha256="ab2802d189ae03fa8c106de445eee3ba4dc0961244872ff2ed80ac5dc2a6ba6c",
     ),
     ProofRecord(
         target="dpledger.accountant.random_allocation._upper_profiles",
@@ -614,3 +382,5 @@ RECORDS += PLD_DOMINATED_RECORDS
 RECORDS += EPSILON_CELL_RECORDS
 #: the blocks of distinct Laplace leaves on fine grids
 RECORDS += PLD_BLOCK_RECORDS
+#: the records of the kernel, the budget store and the runtime (beyond the accountant)
+RECORDS += KERNEL_RECORDS

@@ -35,6 +35,7 @@ RECORD_FILES = (
     REGISTRY_FILE.with_name("records_pld.py"),
     REGISTRY_FILE.with_name("records_cells.py"),
     REGISTRY_FILE.with_name("records_blocks.py"),
+    REGISTRY_FILE.with_name("records_kernel.py"),
 )
 
 

@@ -71,6 +71,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dpledger.proofs_checks.records_pld",
             "dpledger.proofs_checks.records_cells",
             "dpledger.proofs_checks.records_blocks",
+            "dpledger.proofs_checks.records_kernel",
             "dpledger.proofs_checks.proof_record",
             "dpledger.proofs_checks.check_registry",
         ),
