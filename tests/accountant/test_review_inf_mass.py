@@ -477,3 +477,17 @@ def test_mixtures_against_pure_counterparts(
     deltas = [x for x in (1e-1, 1e-3, 1e-5, 1e-10, 1e-20, 1e-30) if x < 1]
     deltas += [d * (1 - 1e-6), d * (1 + 1e-3)] if d < 0.5 else []
     _check_against_pure(leaves, adjacency, [0.5, 3.0, 20.0], deltas, monkeypatch)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a block of approximate-DP leaves whose composed delta rounds to 1 (128 copies of "
+    "ApproxDPEvent(1e-3, 0.5): 1 - 2^-128) gives a chord with inf_mass == 1.0, and the FFT "
+    "composition's math.log1p(-1.0) raises, so PLD declines (numerical failure); reachable "
+    "without patching, e.g. SelfComposedEvent(ApproxDPEvent(1e-3, 0.5), 100) beside 257 "
+    "distinct PureDPEvent leaves (sound: the caller falls back to the closed form)",
+)
+def test_blocks_whose_mass_at_infinity_rounds_to_one(monkeypatch: pytest.MonkeyPatch):
+    """The blocks' path composes a cell whose mass at +infinity is 1 in double precision."""
+    leaves: Leaves = {ApproxDPEvent(1e-3, 0.5): 128, PureDPEvent(1.0): 1}
+    _run(leaves, Adjacency(), [2.0], [], True, monkeypatch)
