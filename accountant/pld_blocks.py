@@ -32,6 +32,7 @@ from dpledger.core.events import Event, LaplaceEvent
 
 __all__ = [
     "BLOCK_LEAVES",
+    "BLOCK_SPREAD",
     "EVALUATION_ERROR",
     "FINE_POINTS",
     "MAX_BLOCKS",
@@ -50,6 +51,9 @@ BLOCK_LEAVES = 32
 ROUNDING = 1e-3
 #: grid points of the fine grid per leaf epsilon (the block's smallest)
 FINE_POINTS = 128
+#: a block's costliest leaf is at most this many times its cheapest (its fine grid
+#: follows the cheapest, so its atoms grow with the spread)
+BLOCK_SPREAD = 2.0
 #: leaves of a larger epsilon (sensitivity over scale for Laplace) keep their own curves
 MAX_BLOCK_EPSILON = 0.05
 #: a kind with more blocks than this keeps its leaves as they are (each block is one more
@@ -297,7 +301,8 @@ def _rounded(costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _blocks(events: dict[Event, int]) -> list[tuple[tuple[Event, ...], tuple[Event, ...], int]]:
     """The leaves of one kind, sorted by cost, as blocks of BLOCK_LEAVES copies (a leaf of a
-    large count as equal blocks of its own): per block its leaves rounded to the costly side
+    large count as equal blocks of its own; a block closed early where the costs spread past
+    BLOCK_SPREAD): per block its leaves rounded to the costly side
     (upper), to the cheap side (lower), and how many times it occurs."""
     items = sorted(events.items(), key=lambda item: _order(item[0]))
     leaves = [leaf for leaf, _ in items]
@@ -308,6 +313,11 @@ def _blocks(events: dict[Event, int]) -> list[tuple[tuple[Event, ...], tuple[Eve
     for (_, count), a, b in zip(items, costly, cheap, strict=True):
         high, low = leaves[a], leaves[b]
         full, rest = divmod(count, BLOCK_LEAVES)
+        if up and _order(high) > BLOCK_SPREAD * _order(down[0]):
+            # a block's grid follows its smallest epsilon: no block spans epsilons far apart
+            key = (tuple(up), tuple(down))
+            out[key] = out.get(key, 0) + 1
+            up, down = [], []
         if full:
             key = ((high,) * BLOCK_LEAVES, (low,) * BLOCK_LEAVES)
             out[key] = out.get(key, 0) + full

@@ -56,7 +56,7 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks._blocks",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="c2a241464a445d39371b75bb4339968890a5929f845701250dfbea7b42696faa",
+        source_sha256="254c45e6714459c122dc2b6f84b7dc898a387c7ee7e248bb766a977ae9ef2a51",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks.block_components",

@@ -234,12 +234,6 @@ def test_blocks_meet_the_leaf_by_leaf_bracket_wide(
     _meets(_mixed(seed, n, lo, hi, extra), relation, [1e-1, 1e-3, 1e-5, 1e-10, 1e-20, 1e-30])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a block straddling leaf epsilons 1e-4 and 0.05 gets the fine spacing of its "
-    "smallest (eps / 128): ~5.7e6 composed atoms by direct convolution, the first query does "
-    "not end in minutes (sound, a time problem)",
-)
 def test_no_block_spans_epsilons_far_apart() -> None:
     """300 Laplace leaves of noise ~20 and 100 of noise ~1e4 beside a sampled Gaussian: the
     leftover small-epsilon leaves share a block with 28 leaves of epsilon 0.05, whose grid then
