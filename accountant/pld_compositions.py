@@ -123,9 +123,9 @@ class Compositions:
         self.read: dict[tuple[tuple[str, float, int, str], float], float] = {}
         #: whether many components are composed with their tails cut (:meth:`cut`)
         self.cutting = True
-        #: every composition made, by (preparation, direction, tilt, spacing, window, kind)
-        #: (:meth:`compose_at`): passes whose grids coincide (the fixed budget of many
-        #: components, a screen on the full grid) share them
+        #: the compositions of :meth:`composed`, by (preparation, direction, tilt, spacing,
+        #: window, kind): passes whose grids coincide (the fixed budget of many components, a
+        #: screen on the full grid) share them
         self.made: dict[tuple[int, str, float, float, tuple[float, float], str], _Made] = {}
 
     def clear(self) -> None:
@@ -182,15 +182,29 @@ class Compositions:
             result: ComposedPLD | None = self.composed(prep, name, tilt, delta)
         else:
             h, win = self.window(prep, name, tilt, delta, self.extend(prep, name, kind))
-            while True:
-                try:
-                    result = self.compose_at(prep, name, tilt, h, win, kind)
-                    break
-                except BoundUnavailable:
-                    h *= 2.0
-                    if h > 1.0:
-                        raise
+            result = self._made_at(prep, name, tilt, h, win, kind)
         self.states[key] = result
+        return result
+
+    def _made_at(
+        self, prep: Prepared, name: str, tilt: float, h: float, win: tuple[float, float], kind: str
+    ) -> ComposedPLD | None:
+        """:meth:`compose_at`, retried at twice the spacing while the FFT cannot hold the
+        window; made once per grid and window (it depends on nothing else), so passes whose
+        grids coincide share it."""
+        key = (id(prep), name, tilt, h, win, kind)
+        found = self.made.get(key)
+        if found is not None and found[0] is prep:
+            return found[1]
+        while True:
+            try:
+                result = self.compose_at(prep, name, tilt, h, win, kind)
+                break
+            except BoundUnavailable:
+                h *= 2.0
+                if h > 1.0:
+                    raise
+        self.made[key] = (prep, result)
         return result
 
     def cut(self, prep: Prepared, delta: float) -> tuple[str, Prepared]:
@@ -226,25 +240,6 @@ class Compositions:
         )
 
     def compose_at(
-        self,
-        prep: Prepared,
-        name: str,
-        tilt: float,
-        h: float,
-        win: tuple[float, float],
-        kind: str,
-    ) -> ComposedPLD | None:
-        """One direction's composition of ``kind`` at ``tilt`` on the grid of spacing ``h``
-        over the window ``win`` (made once: it depends on nothing else)."""
-        key = (id(prep), name, tilt, h, win, kind)
-        found = self.made.get(key)
-        if found is not None and found[0] is prep:
-            return found[1]
-        result = self._compose_at(prep, name, tilt, h, win, kind)
-        self.made[key] = (prep, result)
-        return result
-
-    def _compose_at(
         self,
         prep: Prepared,
         name: str,
