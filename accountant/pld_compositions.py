@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from dpledger.accountant.pld_discrete import MAX_FFT_LEN, DiscretePLD, discretise
 from dpledger.accountant.pld_dominated import discretise_lower
 from dpledger.accountant.pld_fft import ComposedPLD, compose
-from dpledger.accountant.pld_prepared import TAIL_MASS, Prepared, cut_tails
+from dpledger.accountant.pld_prepared import TAIL_MASS, Prepared, cut_tails, reach_tails
 from dpledger.accountant.pld_read import delta_at
 from dpledger.accountant.pld_split import compose_split
 from dpledger.accountant.pld_tilt import (
@@ -210,18 +210,25 @@ class Compositions:
     def cut(self, prep: Prepared, delta: float) -> tuple[str, Prepared]:
         """(tag of the cache key, preparation) to compose at the level ``delta``: the
         components cut at the power of 100 at most CUT_SHARE times ``delta``
-        (:func:`~dpledger.accountant.pld_prepared.cut_tails`) where that cuts any, else
-        ``prep`` itself (tag ""); whole components while ``cutting`` is off (delta queries,
-        whose levels are estimates, and whole profiles)."""
+        (:func:`~dpledger.accountant.pld_prepared.cut_tails`) where that cuts any, after
+        widening their ranges where the mass those leave out would matter at ``delta``
+        (:func:`~dpledger.accountant.pld_prepared.reach_tails`), else ``prep`` itself (tag
+        ""); whole components while ``cutting`` is off (delta queries, whose levels are
+        estimates, and whole profiles)."""
         if prep.cut > 0.0:
             return f"|cut={prep.cut:.0e}", prep
         if not (self.cutting and delta > 0.0 and math.isfinite(delta)):
             return "", prep
         budget = 10.0 ** (2 * math.floor(math.log10(CUT_SHARE * delta) / 2))
+        tag = ""
+        # at a delta below the tails the components' ranges leave out, their ranges widened
+        reached = reach_tails(prep, delta, budget)
+        if reached is not None:
+            tag, prep = f"|reach={budget:.0e}", reached
         found = cut_tails(prep, budget)
         if found is None:
-            return "", prep
-        return f"|cut={budget:.0e}", found
+            return tag, prep
+        return f"{tag}|cut={budget:.0e}", found
 
     def extend(self, prep: Prepared, name: str, kind: str) -> int:
         """Grid points up to which a composition's window extends over the heavy tilted tail:

@@ -28,6 +28,7 @@ __all__ = [
     "cut_tails",
     "prepare",
     "pure_cap",
+    "reach_tails",
 ]
 
 #: most grid points per component on the coarse grid that guides windows and tilts
@@ -41,6 +42,9 @@ CUT_COMPONENTS = 16
 CUT_POINTS = 256
 #: a curve is cut only where that shortens its loss range by at least this fraction
 CUT_MIN_SAVING = 0.1
+#: the components' ranges are widened (:func:`reach_tails`) once the mass their
+#: discretisations charge at +infinity exceeds this share of the delta of interest
+REACH_SHARE = 1e-3
 
 
 @attrs.frozen
@@ -164,6 +168,57 @@ def cut_tails(prep: Prepared, budget: float) -> Prepared | None:
     result = _build(comps, lower, prep.pure_cap, budget, prep.h0) if changed else None
     prep.cuts[budget] = result
     return result
+
+
+def reach_tails(prep: Prepared, delta: float, budget: float) -> Prepared | None:
+    """The preparation with every curve's loss range widened (:meth:`Profile.reaching`) until
+    its value at the top, which the discretisation charges at +infinity, is at most ``budget``
+    over the total count (cached in ``prep``); None when the charges of the whole components
+    sum to at most REACH_SHARE times ``delta`` (nothing moves at such deltas) or no curve
+    widens. Any range keeps both bounds certified; the widened one keeps the charge
+    negligible at a delta far below the tails of the Gaussian-type curves' default ranges."""
+    if prep.cut > 0.0:
+        return None
+    key = -budget  # beside the cut preparations, by a key no budget takes
+    if key in prep.cuts:
+        return prep.cuts[key]
+    charge = sum(k * max(_top_value(d.remove), _top_value(d.add)) for d, k in prep.comps)
+    result = None
+    if charge > REACH_SHARE * delta:
+        total = max(sum(k for _, k in prep.comps), sum(k for _, k in prep.lower_comps))
+        made: dict[int, Profile] = {}
+
+        def wide(profile: Profile) -> Profile:
+            found = made.get(id(profile))
+            if found is None:
+                found = made[id(profile)] = profile.reaching(budget / total)
+            return found
+
+        def wide_all(
+            comps: list[tuple[DirectedProfiles, int]],
+        ) -> list[tuple[DirectedProfiles, int]]:
+            return [
+                (
+                    DirectedProfiles(
+                        wide(d.remove), wide(d.add), wide(d.lower_remove), wide(d.lower_add)
+                    ),
+                    k,
+                )
+                for d, k in comps
+            ]
+
+        comps = wide_all(prep.comps)
+        lower = comps if prep.lower_comps is prep.comps else wide_all(prep.lower_comps)
+        if any(made[i] is not p for i, p in _profiles(prep)):
+            result = _build(comps, lower, prep.pure_cap, 0.0, prep.h0)
+    prep.cuts[key] = result
+    return result
+
+
+def _top_value(profile: Profile) -> float:
+    """The curve at the top of its discretised range (charged at +infinity there)."""
+    top = min(profile.loss_hi, profile.accurate_hi, MAX_UPPER_LOSS)
+    return float(profile(_arr(top))[0]) if math.isfinite(top) else 0.0
 
 
 def _profiles(prep: Prepared) -> list[tuple[int, Profile]]:

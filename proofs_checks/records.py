@@ -368,6 +368,12 @@ RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/poisson_subsampling/proof.md",
         source_sha256="bbf4ab70d2a32d89eca88686b2e7cb56600597d5de920e763eb3433db5fdd756",
     ),
+    ProofRecord(
+        target="dpledger.accountant.pld_prepared.reach_tails",
+        status="contrib",
+        proof="proofs_checks/pld_cut_tails/proof.md",
+        source_sha256="73fc54a3a9c623b1a1d20880b49da3647213b8c566964a90e32c423b5eb711da",
+    ),
 )
 
 #: proofs whose code objects are still changing: (proof folder, intended target, reason).
