@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy import special
 
+from dpledger.accountant.golden_section import golden_section
 from dpledger.accountant.nonnegative_convolution import nonnegative_convolve
 
 __all__ = [
@@ -192,18 +193,7 @@ def _best_ratio(f: Callable[[float], float]) -> float:
     values = [f(c) for c in grid]
     i = int(np.argmax(values))
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, C_GRID - 1)]
-    g = (math.sqrt(5.0) - 1) / 2
-    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, fb = f(a), f(b)
-    for _ in range(GOLDEN_STEPS):
-        if fa >= fb:
-            hi, b, fb = b, a, fa
-            a = hi - g * (hi - lo)
-            fa = f(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + g * (hi - lo)
-            fb = f(b)
+    (fa, a), (fb, b) = golden_section(f, lo, hi, GOLDEN_STEPS)
     return max((values[i], grid[i]), (fa, a), (fb, b))[1]
 
 

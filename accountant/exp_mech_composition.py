@@ -36,6 +36,7 @@ from dpledger.accountant.br_heterogeneous import (
     heterogeneous_delta_lower,
     heterogeneous_epsilon_lower,
 )
+from dpledger.accountant.golden_section import golden_section
 
 __all__ = [
     "MAX_BR_COUNT",
@@ -164,18 +165,7 @@ def _grr_delta(t: float, eps0: float, k: int, eps: float) -> float:
 
 def _golden(f: Callable[[float], float], lo: float, hi: float) -> float:
     """The best value of ``f`` a golden-section search on ``[lo, hi]`` finds."""
-    g = (math.sqrt(5.0) - 1) / 2
-    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, fb = f(a), f(b)
-    for _ in range(GOLDEN_STEPS):
-        if fa >= fb:
-            hi, b, fb = b, a, fa
-            a = hi - g * (hi - lo)
-            fa = f(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + g * (hi - lo)
-            fb = f(b)
+    (fa, _), (fb, _) = golden_section(f, lo, hi, GOLDEN_STEPS)
     return max(fa, fb)
 
 
