@@ -1,7 +1,16 @@
 """The filters' halting rules on the papers' statements and worked examples, where found.
 
-What could be read of each source, and from where (the copies available held a web page's
-first ~2,000 characters only, and no public repository found holds a filter paper's full text):
+What could be read of each source, and from where. Every stored copy of a web page returns its
+first ~2,000 characters only, whatever the query, and no public repository found holds a filter
+paper's full text. That includes the full-text copies: the ICML 2023 text of Whitehouse et al.
+(the ``ml-papers-txt`` copy on object.cloud.sdsc.edu) stops at its abstract and the heading
+"1. Introduc"; both arxiv-vanity copies of Feldman & Zrnic
+(https://www.arxiv-vanity.com/papers/2008.11193/) stop in the second paragraph of their
+Section 1 ("... typically done using composition theorems. Importantly, given that statistical
+analyses often rely on"); arcxiv.org's page of Smith & Thakurta holds the abstract only.
+Queries worded on the filter theorem, the figures, the experiments and the noisy gradient
+descent example returned those same openings; no code or documentation copy of the three
+texts (LaTeX sources, converted papers) was found by meaning or by their phrases.
 
 * Whitehouse, Ramdas, Rogers & Wu, "Fully-adaptive composition in differential privacy"
   (arXiv 2203.05481, ICML 2023; the PMLR page's metadata in a public repository, an ICML text
@@ -29,6 +38,15 @@ first ~2,000 characters only, and no public repository found holds a filter pape
 * OpenDP (proof documents and user guide in its repository): fully adaptive composition of
   Renyi DP cites Feldman & Zrnic's Theorem 4.3; the documented privacy-filter examples are
   pure-DP basic composition (budget 2.0, Laplace of scale 1), not a dpledger rule.
+* Feldman & Zrnic, secondary: two review notes in public repositories that read arXiv v4 name
+  the parts read (Definitions 2.5-2.6, Example 2.7, Theorem 3.1 and Remark 3.2, Theorem 4.3
+  and Remark 4.4, Theorem 4.5, Corollary 4.7, Algorithm 7, Proposition 5.2) and quote no
+  number: Theorem 3.1 "handles adaptively chosen two-direction conditional RDP costs through
+  a supermartingale when their pathwise sum stays below a fixed bound", Theorem 4.3 "treats a
+  Rényi filter with stopping", Corollary 4.7 "uses squared query norms for Gaussian
+  accounting". At one order, that filter with the standard RDP conversion is the ``renyi``
+  rule; the rule's union bound over k orders is dpledger's own and lowers each order's budget
+  by log(k) / (a - 1) (both pinned below).
 * Feldman & Zrnic (arXiv 2008.11193; arxiv-vanity, OpenReview, NeurIPS pages), Smith &
   Thakurta (arXiv 2210.17520; ar5iv), Lecuyer (arXiv 2103.01379; ar5iv), Koskela, Tobaben &
   Honkela (arXiv 2209.15596; ar5iv, an ICLR text copy, the SPIQA TeX copy, and their
@@ -49,6 +67,9 @@ first ~2,000 characters only, and no public repository found holds a filter pape
 
 No paper's worked number for a filter's halting rule was found, so the rules of Feldman &
 Zrnic, Whitehouse et al. and Smith & Thakurta are not checked on a paper's worked example.
+This does not show that the papers print none: their bodies past the openings above (the
+theorems' sections, Whitehouse et al.'s figures, Feldman & Zrnic's experiments) could not be
+read, so the question stays open until a full text can be.
 The theorem-derived counts of ``test_rules.py`` stay. The one printed number reproduced here
 is from the Gaussian-DP line of work the ``gdp`` rule converts with: Bu, Dong, Long & Su
 ("Deep learning with Gaussian differential privacy", Harvard Data Science Review 2020,
@@ -215,3 +236,54 @@ def test_approx_filter_splits_delta_as_the_theorem_states() -> None:
     assert admitted == 4
     assert _advanced_composition(5 * 1e-3**2, 4e-6) < 0.1
     assert 4 * 1.3e-6 <= state["sum_delta"] <= 6e-6
+
+
+def _renyi_count(total: tuple[float, float], orders: list[float], sigma: float) -> int:
+    params = {"orders": orders}
+    state = rules.initial_state("renyi", params)
+    cost = rules.charge("renyi", params, GaussianEvent(sigma), "add_remove")
+    while (decision := rules.decide("renyi", total, params, state, cost)).fits:
+        state = decision.state
+    return int(state["count"])
+
+
+def test_renyi_rule_at_one_order_is_the_feldman_zrnic_filter_with_the_standard_conversion() -> None:
+    """Feldman & Zrnic's filter at order a halts before the summed RDP passes B; the whole is
+    then (a, B)-RDP, and (eps, delta)-DP for B = eps - log(1/delta) / (a - 1) (the standard
+    conversion, Mironov 2017). Gaussian steps of noise sigma cost a / (2 sigma^2) each, so the
+    filter of total (2, 1e-5) at a = 12 admits floor(2 sigma^2 B / a) = 63 steps of sigma = 20
+    (63.558, far from a rounding), and the rule's statistic after them is that conversion."""
+    eps, delta, a, sigma = 2.0, 1e-5, 12.0, 20.0
+    mpmath.mp.dps = 40
+    budget = eps - mpmath.log(1 / mpmath.mpf(delta)) / (a - 1)
+    expected = int(mpmath.floor(2 * sigma**2 * budget / a))
+    assert expected == 63
+    assert _renyi_count((eps, delta), [a], sigma) == expected
+    params = {"orders": [a]}
+    cost = rules.charge("renyi", params, GaussianEvent(sigma), "add_remove")
+    assert a / (2 * sigma**2) <= cost["rdp"][0] <= a / (2 * sigma**2) * (1 + 1e-12)
+    state = {"count": expected, "rdp": [expected * cost["rdp"][0]]}
+    converted = expected * a / (2 * sigma**2) + mpmath.log(1 / mpmath.mpf(delta)) / (a - 1)
+    statistic = rules.spent("renyi", (eps, delta), params, state)["epsilon"]
+    assert converted <= statistic <= converted * (1 + 1e-12)
+    assert statistic <= eps
+
+
+def test_renyi_rule_pays_for_its_orders_with_log_k_per_order() -> None:
+    """Where the rule and the paper differ: the paper's filter runs at one order chosen in
+    advance; the rule halts only when every one of its k orders is spent, and pays for that
+    freedom with a union bound (delta / k per order), which lowers each budget by
+    log(k) / (a - 1). Adding an order too small to hold anything (a = 1.5: B < 0) leaves
+    order 12 the only usable one at log(2e5) / 11 instead of log(1e5) / 11: 59 steps, not 63."""
+    eps, delta, sigma = 2.0, 1e-5, 20.0
+    mpmath.mp.dps = 40
+    assert rules.renyi_budgets([1.5, 12.0], eps, delta)[0] < 0
+    lowered = eps - mpmath.log(2 / mpmath.mpf(delta)) / 11
+    expected = int(mpmath.floor(2 * sigma**2 * lowered / 12))
+    assert expected == 59
+    assert _renyi_count((eps, delta), [1.5, 12.0], sigma) == expected
+    one, two = (
+        rules.renyi_budgets([12.0], eps, delta)[0],
+        rules.renyi_budgets([1.5, 12.0], eps, delta)[1],
+    )
+    assert one - two == pytest.approx(math.log(2) / 11, rel=1e-12)
