@@ -162,7 +162,22 @@ class _Evaluator:
         # exp of a rounded argument errs by |x| units more
         error = self.base_error + 2.0 * np.abs(x) * _U
         sign = 1.0 if self.up else -1.0
-        return np.asarray(self.inf_mass + np.maximum(total * (1 + sign * error), 0.0), dtype=float)
+        return self.add_directed(
+            self.inf_mass, np.maximum(total * (1 + sign * error), 0.0), self.up
+        )
+
+    @staticmethod
+    def add_directed(a: float, b: Array, up: bool) -> Array:
+        """``a + b`` (both non-negative) rounded up (``up``) or down: the nearest sum, moved one
+        unit to the safe side where its exact error (Knuth's two-sum) lies on the other side."""
+        s = a + b
+        if a == 0.0:
+            return np.asarray(s, dtype=float)  # exact
+        bv = s - a
+        err = (a - (s - bv)) + (b - bv)  # exactly (a + b) - s
+        if up:
+            return np.asarray(np.where(err > 0.0, np.nextafter(s, math.inf), s), dtype=float)
+        return np.asarray(np.where(err < 0.0, np.nextafter(s, -math.inf), s), dtype=float)
 
 
 def _upper(eps: float, p: np.ndarray, error: float, scale: float, inf_mass: float) -> Profile:

@@ -56,7 +56,7 @@ EPSILON_CELL_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.epsilon_cells._Evaluator",
         status="contrib",
         proof="proofs_checks/epsilon_cells/proof.md",
-        source_sha256="2d40d525f119931d2b1cc65ac597b53366c45ff85d0a5995036d17e58254e0b3",
+        source_sha256="cb609f2dc308bcc7822ad1d43dc11752598209d9c32e37fd562c9e975a719a80",
     ),
     ProofRecord(
         target="dpledger.accountant.epsilon_cells._leaf_masses",

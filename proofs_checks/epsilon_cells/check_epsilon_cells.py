@@ -19,11 +19,15 @@ from dpledger.core.events import (
 
 Leaf: TypeAlias = PureDPEvent | RandomizedResponseEvent | ApproxDPEvent
 
-mpmath.mp.dps = 60
-
 
 def _exact(event: Leaf, m: int, eps: np.ndarray) -> list[mpmath.mpf]:
-    """delta(eps) of ``m`` copies of ``event`` composed, at 60 digits."""
+    """delta(eps) of ``m`` copies of ``event`` composed, at 60 digits (set here, not for the
+    whole process: other checks read mpmath's precision)."""
+    with mpmath.workdps(60):
+        return _exact_here(event, m, eps)
+
+
+def _exact_here(event: Leaf, m: int, eps: np.ndarray) -> list[mpmath.mpf]:
     e = mpmath.mpf(event.epsilon)
     k = event.num_buckets if isinstance(event, RandomizedResponseEvent) else 2
     z = mpmath.exp(e) + (k - 1)
