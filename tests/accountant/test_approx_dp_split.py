@@ -13,19 +13,17 @@ import mpmath as mp
 import pytest
 
 from dpledger.accountant import profiles_noise
-from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.profiles_base import InfinitySplit, Profile
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import (
     ApproxDPEvent,
     ComposedEvent,
-    Event,
     GaussianEvent,
     RandomizedResponseEvent,
 )
 
-Mix = dict[Event, int]
+from .approx_dp_reference import Mix, exact_delta, infinity_mass, pld_of
 
 #: (leaves, epsilon of the delta query)
 MIXES: dict[str, tuple[Mix, float]] = {
@@ -46,51 +44,6 @@ MIXES: dict[str, tuple[Mix, float]] = {
 }
 
 
-def exact_delta(leaves: Mix, eps: float) -> mp.mpf:
-    """delta(eps) of the composition at 60 digits: the mass at +infinity ``1 - keep`` plus
-    ``keep`` times the finite lattice's atoms read through the merged Gaussian's curve."""
-    with mp.workdps(60):
-        keep, precision = mp.mpf(1), mp.mpf(0)
-        atoms: dict[mp.mpf, mp.mpf] = {mp.mpf(0): mp.mpf(1)}
-        for leaf, m in leaves.items():
-            if isinstance(leaf, GaussianEvent):
-                precision += m / mp.mpf(leaf.noise_multiplier) ** 2
-                continue
-            assert isinstance(leaf, ApproxDPEvent | RandomizedResponseEvent)
-            if isinstance(leaf, ApproxDPEvent):
-                keep *= (1 - mp.mpf(leaf.delta)) ** m
-            e = mp.mpf(leaf.epsilon)
-            a = mp.exp(e) / (1 + mp.exp(e))
-            for _ in range(m):
-                nxt: dict[mp.mpf, mp.mpf] = {}
-                for loss, p in atoms.items():
-                    for step, w in ((e, a), (-e, 1 - a)):
-                        nxt[loss + step] = nxt.get(loss + step, mp.mpf(0)) + p * w
-                atoms = nxt
-        mu, x = mp.sqrt(precision), mp.mpf(eps)
-
-        def finite(t: mp.mpf) -> mp.mpf:
-            if mu == 0:
-                return max(mp.mpf(0), 1 - mp.exp(t))
-            return mp.ncdf(-t / mu + mu / 2) - mp.exp(t) * mp.ncdf(-t / mu - mu / 2)
-
-        body = mp.fsum(p * finite(x - loss) for loss, p in atoms.items())
-        return 1 - keep + keep * body
-
-
-def infinity_mass(leaves: Mix) -> float:
-    return 1.0 - math.prod(
-        (1.0 - leaf.delta) ** m for leaf, m in leaves.items() if isinstance(leaf, ApproxDPEvent)
-    )
-
-
-def _pld(leaves: Mix) -> PLDAccountant:
-    acc = PLDAccountant()
-    for leaf, m in leaves.items():
-        acc.compose(leaf, m)
-    return acc
-
-
 def _unsplit(eps0: float, delta0: float) -> Profile:
     """The curve without its parts named (the lower bound before the split)."""
     p = _ORIGINAL(eps0, delta0)
@@ -108,7 +61,7 @@ GAINS = ("three_equal_and_gaussian", "four_distinct_and_gaussian", "with_randomi
 @pytest.mark.parametrize("name", MIXES)
 def test_delta_bracket_holds_the_exact_value(name: str) -> None:
     leaves, eps = MIXES[name]
-    bound = _pld(leaves).get_delta(eps)
+    bound = pld_of(leaves).get_delta(eps)
     exact = exact_delta(leaves, eps)
     assert bound.delta_lower <= exact * (1 + mp.mpf(1e-12)) <= bound.delta * (1 + mp.mpf(2e-12))
     if name in GAINS:
@@ -131,10 +84,10 @@ def test_lower_rises_over_the_curves_without_the_split_wide(
 
 def _compare_with_unsplit(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     leaves, eps = MIXES[name]
-    new = _pld(leaves).get_delta(eps)
+    new = pld_of(leaves).get_delta(eps)
     with monkeypatch.context() as patch:
         patch.setattr(profiles_noise, "approx_dp_profile", _unsplit)
-        old = _pld(leaves).get_delta(eps)
+        old = pld_of(leaves).get_delta(eps)
     # the upper bound's curves are the same; the query may stop at a coarser grid once the
     # lower bound meets its target, so the upper may rise by a little, never fall
     assert old.delta <= new.delta <= old.delta * (1 + 1e-5)
@@ -153,7 +106,7 @@ EPSILON_CASES = [(name, 1e-5) for name in MIXES] + [
 @pytest.mark.parametrize(("name", "delta"), EPSILON_CASES)
 def test_epsilon_bracket_holds_the_exact_value(name: str, delta: float) -> None:
     leaves, _ = MIXES[name]
-    bound = _pld(leaves).get_epsilon(delta)
+    bound = pld_of(leaves).get_epsilon(delta)
     assert bound.epsilon_lower <= bound.epsilon
     if bound.epsilon_lower > 0:
         assert exact_delta(leaves, bound.epsilon_lower) >= delta * (1 - 1e-12)

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import math
 
-import mpmath as mp
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpledger.accountant import pld as pld_module
-from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.select import account
 from dpledger.core.events import (
     ApproxDPEvent,
@@ -22,6 +20,8 @@ from dpledger.core.events import (
     GaussianEvent,
     RandomizedResponseEvent,
 )
+
+from .approx_dp_reference import exact_delta, pld_of
 
 #: dp-accounting at a fine grid (docs/accountants.md)
 REFERENCE = (1.92565, 1.92628)
@@ -52,58 +52,16 @@ def test_1000_distinct_approximate_dp_delta_bracket_narrower():
 # -- exact compositions ------------------------------------------------------------------------
 
 
-def _lattice(leaf: ApproxDPEvent | RandomizedResponseEvent, m: int) -> list[tuple[mp.mpf, mp.mpf]]:
-    """(loss, P-mass) of the finite part of ``m`` copies (binary randomized response)."""
-    e = mp.mpf(leaf.epsilon)
-    a = mp.exp(e) / (1 + mp.exp(e))
-    return [((2 * k - m) * e, mp.binomial(m, k) * a**k * (1 - a) ** (m - k)) for k in range(m + 1)]
-
-
-def exact_delta(leaves: dict[Event, int], eps: float, dps: int = 60) -> float:
-    """delta(eps) of the composition: the mass at +infinity D plus the finite lattice's atoms,
-    each read through the merged Gaussian's curve (or its own hinge without one)."""
-    with mp.workdps(dps):
-        keep = mp.mpf(1)
-        atoms = [(mp.mpf(0), mp.mpf(1))]
-        precision = mp.mpf(0)
-        for leaf, m in leaves.items():
-            if isinstance(leaf, GaussianEvent):
-                precision += m / mp.mpf(leaf.noise_multiplier) ** 2
-                continue
-            assert isinstance(leaf, ApproxDPEvent | RandomizedResponseEvent)
-            if isinstance(leaf, ApproxDPEvent):
-                keep *= (1 - mp.mpf(leaf.delta)) ** m
-            lat = _lattice(leaf, m)
-            atoms = [(l1 + l2, p1 * p2) for l1, p1 in atoms for l2, p2 in lat]
-        mu = mp.sqrt(precision)
-        x = mp.mpf(eps)
-
-        def finite(t: mp.mpf) -> mp.mpf:
-            if mu == 0:
-                return 1 - mp.exp(t) if t < 0 else mp.mpf(0)
-            return mp.ncdf(-t / mu + mu / 2) - mp.exp(t) * mp.ncdf(-t / mu - mu / 2)
-
-        body = mp.fsum(p * finite(x - loss) for loss, p in atoms)
-        return float(1 - keep + keep * body)
-
-
-def _pld(leaves: dict[Event, int]) -> PLDAccountant:
-    acc = PLDAccountant()
-    for leaf, m in leaves.items():
-        acc.compose(leaf, m)
-    return acc
-
-
 def _check(leaves: dict[Event, int], eps: float, delta: float, dps: int = 60) -> None:
-    acc = _pld(leaves)
+    acc = pld_of(leaves)
     d_bound = acc.get_delta(eps)
-    exact = exact_delta(leaves, eps, dps)
+    exact = float(exact_delta(leaves, eps, dps))
     assert d_bound.delta_lower <= exact * (1 + 1e-12) <= d_bound.delta * (1 + 2e-12)
     e_bound = acc.get_epsilon(delta)
     assert e_bound.epsilon_lower <= e_bound.epsilon
-    assert exact_delta(leaves, e_bound.epsilon_lower, dps) >= delta * (1 - 1e-12)
+    assert float(exact_delta(leaves, e_bound.epsilon_lower, dps)) >= delta * (1 - 1e-12)
     if math.isfinite(e_bound.epsilon):
-        assert exact_delta(leaves, e_bound.epsilon, dps) <= delta * (1 + 1e-12)
+        assert float(exact_delta(leaves, e_bound.epsilon, dps)) <= delta * (1 + 1e-12)
 
 
 SMALL = {
@@ -139,9 +97,9 @@ def test_rounded_lower_bound_keeps_the_mass_at_infinity(monkeypatch: pytest.Monk
     holds nearly all of it (without it, it was 0)."""
     monkeypatch.setattr(pld_module, "MAX_DISTINCT_COMPONENTS", 2)
     leaves = {k: m for k, m in SMALL.items() if not isinstance(k, GaussianEvent)}
-    exact = exact_delta(leaves, 7.0)
+    exact = float(exact_delta(leaves, 7.0))
     assert exact == pytest.approx(1 - (1 - 1e-4) ** 4 * (1 - 2e-4) ** 3 * (1 - 1e-5) ** 2)
-    bound = _pld(leaves).get_delta(7.0)
+    bound = pld_of(leaves).get_delta(7.0)
     assert exact * (1 - 1e-9) <= bound.delta_lower <= exact
 
 
@@ -193,8 +151,8 @@ def _random_mix(
     with monkeypatch.context() as patch:
         if rounded:
             patch.setattr(pld_module, "MAX_DISTINCT_COMPONENTS", 1)
-        bound = _pld(leaves).get_delta(eps)
-    exact = exact_delta(leaves, eps, 30)
+        bound = pld_of(leaves).get_delta(eps)
+    exact = float(exact_delta(leaves, eps, 30))
     assert bound.delta_lower <= exact * (1 + 1e-12) + 1e-300
     assert exact <= bound.delta * (1 + 2e-12) + 1e-300
 
