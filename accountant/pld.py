@@ -443,8 +443,9 @@ class PLDAccountant(Accountant):
         full = self.target_points
         points = min(full, ADAPTIVE_START_POINTS)
         previous = math.inf
-        # its levels of interest are estimates: no component is cut for them
-        self._cache.cutting = False
+        # many components are composed with their tails cut for the level of interest (a
+        # Chernoff estimate, then the delta found): the cut mass is charged to every bound
+        # read, whatever the level (:meth:`DeltaSearch._recut` keeps it small)
         try:
             while True:
                 self._cache.points = points
@@ -468,7 +469,6 @@ class PLDAccountant(Accountant):
                 points = _finer_points(points, full, ratio, least=4.0, most=16.0)
         finally:
             self._cache.points = full
-            self._cache.cutting = True
 
     def _delta_at(self, prep: Prepared, epsilon: float) -> DeltaBound:
         """The delta bracket at the current grid (:meth:`DeltaSearch.bracket`)."""

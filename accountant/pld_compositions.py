@@ -123,6 +123,10 @@ class Compositions:
         self.read: dict[tuple[tuple[str, float, int, str], float], float] = {}
         #: whether many components are composed with their tails cut (:meth:`cut`)
         self.cutting = True
+        #: the least level the tails are cut for: a delta query's lower bound so far (a
+        #: direction whose level of interest is far below it cannot decide the bracket, and
+        #: cutting or widening its tails for that level would only cost time)
+        self.cut_floor = 0.0
         #: the compositions of :meth:`composed`, by (preparation, direction, tilt, spacing,
         #: window, kind): passes whose grids coincide (the fixed budget of many components, a
         #: screen on the full grid) share them
@@ -213,12 +217,13 @@ class Compositions:
         (:func:`~dpledger.accountant.pld_prepared.cut_tails`) where that cuts any, after
         widening their ranges where the mass those leave out would matter at ``delta``
         (:func:`~dpledger.accountant.pld_prepared.reach_tails`), else ``prep`` itself (tag
-        ""); whole components while ``cutting`` is off (delta queries, whose levels are
-        estimates, and whole profiles)."""
+        ""); whole components while ``cutting`` is off (whole profiles). ``delta`` is raised
+        to ``cut_floor``."""
         if prep.cut > 0.0:
             return f"|cut={prep.cut:.0e}", prep
         if not (self.cutting and delta > 0.0 and math.isfinite(delta)):
             return "", prep
+        delta = max(delta, self.cut_floor)
         budget = 10.0 ** (2 * math.floor(math.log10(CUT_SHARE * delta) / 2))
         tag = ""
         # at a delta below the tails the components' ranges leave out, their ranges widened

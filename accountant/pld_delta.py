@@ -11,7 +11,7 @@ made. Every composition certifies its own bound, so the best over all of them is
 
 from __future__ import annotations
 
-from dpledger.accountant.pld_compositions import UNTILTED_DELTA, Compositions
+from dpledger.accountant.pld_compositions import UNTILTED_DELTA, Compositions, _resolution
 from dpledger.accountant.pld_epsilon import (
     _UPPER_ONLY,
     FFT_NOISE_PER_STEP,
@@ -31,6 +31,7 @@ __all__ = [
     "DELTA_SCREEN_RETRY",
     "LOWER_LEVEL_POINTS",
     "LOWER_LEVEL_SHARE",
+    "RECUT_SHARE",
     "SPLIT_DROPPED_SHARE",
     "SPLIT_LEVEL_PASSES",
     "DeltaSearch",
@@ -52,6 +53,10 @@ DELTA_SCREEN_RETRY = 4.0
 CHORD_REACH_MARGIN = 1.1
 #: the probability the chord's shift loses, as a delta lower bound reads it
 CHORD_ETA = 1e-12
+#: a delta query whose tails were cut for a level above the delta found composes again, cut
+#: for the delta found, when the mass at +infinity (which holds the cut mass) exceeds this
+#: share of that delta
+RECUT_SHARE = 1e-3
 #: a direction makes no lower-bound composition when the Chernoff bound on its lower pairs
 #: (:meth:`DeltaSearch._lower_level`) is below this share of another direction's lower bound
 LOWER_LEVEL_SHARE = 1e-6
@@ -88,18 +93,30 @@ class DeltaSearch:
         # first: its lower bound may spare the other's lower-bound compositions
         ties = len(set(order.values())) < len(order)
         reach = {n: self._lower_level(prep, n, epsilon) if ties else 1.0 for n in prep.names}
-        for name in sorted(prep.names, key=lambda n: (-order[n], -reach[n])):
-            first = known[name][0]
-            if first >= 1.0:
-                screened = self._screen(prep, name, epsilon, lower) if lower > 0.0 else 1.0
-                first = screened if screened <= lower else self._delta_upper(prep, name, epsilon)[0]
-            if first <= lower:
-                upper = max(upper, first)
-                continue
-            best_up, best_lo, h = self._delta_direction(prep, name, epsilon, lower)
-            upper = max(upper, best_up)
-            lower = max(lower, best_lo)
+        try:
+            for name in sorted(prep.names, key=lambda n: (-order[n], -reach[n])):
+                # tails are cut for no level below the bracket's lower bound so far
+                self.cache.cut_floor = lower
+                up, lo, spacing = self._direction(prep, name, epsilon, known[name][0], lower)
+                upper, lower = max(upper, up), max(lower, lo)
+                h = h if spacing is None else spacing
+        finally:
+            self.cache.cut_floor = 0.0
         return upper, lower, h
+
+    def _direction(
+        self, prep: Prepared, name: str, epsilon: float, first: float, lower: float
+    ) -> tuple[float, float, float | None]:
+        """(upper, lower, grid spacing) of one direction (spacing None when it made no
+        composition at this grid): its upper bound alone when that (``first``, a coarser
+        pass's, else a screen's or this grid's plain composition) is at most ``lower``, another
+        direction's lower bound."""
+        if first >= 1.0:
+            screened = self._screen(prep, name, epsilon, lower) if lower > 0.0 else 1.0
+            first = screened if screened <= lower else self._delta_upper(prep, name, epsilon)[0]
+        if first <= lower:
+            return first, 0.0, None
+        return self._delta_direction(prep, name, epsilon, lower)
 
     def _screen(self, prep: Prepared, name: str, epsilon: float, lower: float) -> float:
         """A certified upper bound of one direction's delta(epsilon) from its plain tilted
@@ -109,11 +126,14 @@ class DeltaSearch:
         came within DELTA_SCREEN_RETRY of it. 1.0 when no screen was made. A coarser grid can
         certify less here: a fine grid lumps a long tail of one step's losses at infinity."""
         points, floored = self.cache.points, self.cache.floored
+        sizes = (len(prep.comps), sum(k for _, k in prep.comps))
         best = 1.0
         try:
             for factor in SCREEN_FACTORS:
                 self.cache.points = max(MIN_SCREEN_POINTS, points // factor)
-                if self.cache.points >= points:
+                # many components hold their windows at a fixed number of points: a coarser
+                # pass would compose on the same grid
+                if _resolution(self.cache.points, *sizes) >= _resolution(points, *sizes):
                     break
                 # tilted: a coarse untilted composition cannot resolve a small delta; untilted
                 # when the bound it must reach is itself large enough for the plain FFT
@@ -173,8 +193,12 @@ class DeltaSearch:
             if retilt[0] > 0:
                 self.cache.composed(prep, name, retilt[0], found)
                 tilt, level = retilt[0], found
+        if found < level and self._recut(prep, name, tilt, level, found):
+            level = found
         best_up, best_lo = self.cache.known_deltas(name, epsilon)
-        if best_up <= floor or (lowers and self._delta_lowers(prep, name, epsilon, tilt, level)):
+        if best_up <= floor or (
+            lowers and self._delta_lowers(prep, name, epsilon, (tilt, level), floor)
+        ):
             return (*self.cache.known_deltas(name, epsilon), h)
         best_up, best_lo = self.cache.known_deltas(name, epsilon)
         found = min(found, best_up)
@@ -187,22 +211,40 @@ class DeltaSearch:
             self.cache.split_first.add(("delta", name, epsilon))
         return (*self.cache.known_deltas(name, epsilon), h)
 
+    def _recut(self, prep: Prepared, name: str, tilt: float, level: float, found: float) -> bool:
+        """Compose the plain upper bound again with the tails cut for ``found`` (the delta
+        found) where they were cut for ``level`` (a higher estimate) and the composition's mass
+        at +infinity, which holds the cut mass, exceeds RECUT_SHARE of ``found``; whether it
+        was. Tightness only: any cut keeps the bounds certified."""
+        cut_tag = self.cache.cut(prep, level)[0]
+        if "cut=" not in cut_tag:
+            return False
+        made = self.cache.composed(prep, name, tilt, level)
+        if made is None or made.inf_mass <= RECUT_SHARE * found:
+            return False
+        if self.cache.cut(prep, found)[0] == cut_tag:
+            return False
+        self.cache.composed(prep, name, tilt, found)
+        return True
+
     def _delta_lowers(
-        self, prep: Prepared, name: str, epsilon: float, tilt: float, level: float
+        self, prep: Prepared, name: str, epsilon: float, at: tuple[float, float], floor: float
     ) -> bool:
-        """Make the lower-bound compositions at one tilt until the bracket is within the goal;
-        whether it is. The chord's lower bound is shifted by its Hoeffding shift: where that
-        keeps it below the goal (:meth:`_chord_reach`) the dominated pairs come first, and the
-        chord is made only while it could raise the lower bound."""
+        """Make the lower-bound compositions at one (tilt, level) until the bracket is within
+        the goal; whether it is. The chord's lower bound is shifted by its Hoeffding shift:
+        where that keeps it below the goal (:meth:`_chord_reach`) the dominated pairs come
+        first, and the chord is made only while it could raise the lower bound (this
+        direction's, and ``floor``, another direction's)."""
         if not prep.keep_lower:
             return False
+        tilt, level = at
         reach = self._chord_reach(prep, name, epsilon, tilt, level)
         best_up, best_lo = self.cache.known_deltas(name, epsilon)
         kinds = ("chord", "dominated")
         if reach < best_up / DELTA_BRACKET_GOAL:
             kinds = ("dominated", "chord")
         for kind in kinds:
-            if kind == "chord" and reach <= best_lo:
+            if kind == "chord" and reach <= max(best_lo, floor):
                 continue
             self.cache.composed(prep, name, tilt, level, kind)
             best_up, best_lo = self.cache.known_deltas(name, epsilon)

@@ -133,11 +133,19 @@ def test_distinct_leaves_against_dp_accounting(delta: float):
     assert bound.epsilon_lower <= pessimistic
 
 
-def test_delta_queries_compose_whole_components():
-    """A delta query's levels of interest are estimates (a Chernoff level can be far above the
-    delta it finds): none of its compositions is of cut components."""
-    acc = PLDAccountant()
-    acc.compose(_distinct())
-    acc.get_delta(1.0)
-    assert acc._cache.states and all("|" not in name for name, *_ in acc._cache.states)
-    assert acc._cache.cutting
+def test_delta_queries_compose_cut_components():
+    """A delta query composes the components cut for its level of interest (a Chernoff
+    estimate, then the delta found; never below the bracket's lower bound so far): its bracket
+    is the whole components' to a small share of delta."""
+    event = _distinct(CUT_COMPONENTS + 1)
+    acc, whole = PLDAccountant(), PLDAccountant()
+    acc.compose(event)
+    whole.compose(event)
+    whole._cache.cutting = False
+    x, y = acc.get_delta(1.0), whole.get_delta(1.0)
+    names = {name for name, *_ in acc._cache.states}
+    assert all("|cut=" in name for name in names)
+    assert acc._cache.cut_floor == 0.0 and acc._cache.cutting
+    assert x.delta >= y.delta_lower and x.delta_lower <= y.delta
+    assert abs(x.delta - y.delta) <= 1e-4 * y.delta
+    assert abs(x.delta_lower - y.delta_lower) <= 1e-4 * y.delta
