@@ -48,6 +48,7 @@ __all__ = [
     "ComposedPLD",
     "compose",
     "infinite_mass",
+    "log_keep_of",
 ]
 
 
@@ -151,6 +152,9 @@ class _SpectrumProduct:
     dropped: float = 0.0
     c_parts: list[float] = attrs.Factory(list)
     c_abs: float = 0.0
+    #: some component keeps no finite mass (its mass at +infinity is one, or every finite
+    #: mass is below TINY_MASS): the composed finite part is zero (:func:`_void`)
+    void: bool = False
     log_in_up: float = 0.0  # sum k log1p(-rho_in) (negated when untilting)
     log_in_dn: float = 0.0  # sum k log1p(rho_in)
     log_pow: float = 0.0  # log of (1 + relative error of the computed spectrum product)
@@ -162,7 +166,18 @@ class _SpectrumProduct:
         """Multiply in ``count`` copies of one component's tilted spectrum."""
         masses = pld.masses
         keep = masses >= TINY_MASS
+        self.log_inf_keep += count * log_keep_of(pld.inf_mass)
+        if pld.inf_mass >= 1.0:
+            # every loss of this component is +infinity, and so is the composed loss (the
+            # composed mass at +infinity is one): its finite masses are not read
+            self.void = True
+            return
         self.dropped += float(masses[~keep].sum()) * (1 + 4 * U * masses.size) * count
+        if self.void or not keep.any():
+            # no finite mass of this component is kept (all of it charged to upper bounds, as
+            # dropped): the composed finite part is zero, and no spectrum is needed
+            self.void = True
+            return
         idx = (pld.offset + np.nonzero(keep)[0]).astype(np.int64)
         logp = np.log(masses[keep])
         lt = tilt * (idx * pld.h)
@@ -192,7 +207,6 @@ class _SpectrumProduct:
         self.c_abs += count * abs(c)
         self.log_in_up += count * math.log1p(-rho_in)
         self.log_in_dn += count * math.log1p(rho_in)
-        self.log_inf_keep += count * math.log1p(-pld.inf_mass)
 
     def _bound(self, f: NDArray[np.complex128], r: float, s_up: float, count: int) -> None:
         """Accumulate the per-frequency moduli that bound the product's error."""
@@ -243,8 +257,12 @@ def compose(
     if n > MAX_FFT_LEN:
         raise BoundUnavailable("pld", f"composition window needs {n} grid points at h={h:g}")
     product = _SpectrumProduct(n, FFT_ERROR_CONSTANT * U * math.log2(n))
+    # a certain +infinity makes every composed loss infinite: no spectrum is needed at all
+    product.void = any(pld.inf_mass >= 1.0 for pld, _ in plds)
     for pld, count in plds:
         product.add(pld, count, tilt)
+    if product.void:
+        return _void(product, plds, lo_idx, n, h)
     tilted_err = product.tilted_error()
     assert product.spectrum is not None
     out = np.roll(sfft.irfft(product.spectrum, n), -(lo_idx % n))
@@ -263,6 +281,33 @@ def compose(
         total_count=sum(c for _, c in plds),
         wrap_thetas=tails[2],
         tilted_error=tilted_err,
+        dominated=all(p_.dominated for p_, _ in plds),
+    )
+
+
+def _void(
+    product: _SpectrumProduct,
+    plds: Sequence[tuple[DiscretePLD, int]],
+    lo_idx: int,
+    n: int,
+    h: float,
+) -> ComposedPLD:
+    """The composition of components one of which keeps no finite mass: no finite mass (zero
+    brackets and tails, nothing wrapped: untilted, with log E[e^{0 S}; S finite] <= 0), the
+    mass at +infinity (one where some component's is one) and the dropped masses."""
+    return ComposedPLD(
+        offset=lo_idx,
+        upper=np.zeros(n),
+        lower=np.zeros(n),
+        inf_mass=infinite_mass(product.log_inf_keep, len(plds)),
+        h=h,
+        tilt=0.0,
+        upper_tail=0.0,
+        lower_tail=0.0,
+        dropped=product.dropped,
+        total_count=sum(c for _, c in plds),
+        wrap_thetas=((0.0, 0.0),),
+        tilted_error=0.0,
         dominated=all(p_.dominated for p_, _ in plds),
     )
 
@@ -334,6 +379,11 @@ def _tails(
         lower_tail,
         tuple((float(a_), float(b_)) for a_, b_ in zip(ths, k_fine, strict=True)),
     )
+
+
+def log_keep_of(inf_mass: float) -> float:
+    """log(1 - inf_mass): -inf where the mass at +infinity is one (log1p(-1) raises)."""
+    return -math.inf if inf_mass >= 1.0 else math.log1p(-inf_mass)
 
 
 def infinite_mass(log_keep: float, terms: int) -> float:

@@ -31,6 +31,7 @@ from dpledger.accountant.pld_engine import (
     compose,
     infinite_mass,
 )
+from dpledger.accountant.pld_fft import log_keep_of
 
 #: the dropped terms' mass, relative to the delta of interest
 SPLIT_REMAINDER = 1e-3
@@ -154,7 +155,7 @@ def _summed(parts: Sequence[ComposedPLD], plds: Components, remainder: float) ->
     ``plds`` and the dropped ``remainder`` (charged to upper bounds only)."""
     first = parts[0]
     m = len(parts)
-    log_keep = math.fsum(count * math.log1p(-pld.inf_mass) for pld, count in plds)
+    log_keep = math.fsum(count * log_keep_of(pld.inf_mass) for pld, count in plds)
     return attrs.evolve(
         first,
         upper=np.minimum(np.sum([p.upper for p in parts], axis=0) * (1 + 2 * U * m), 1.0),

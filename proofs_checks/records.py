@@ -67,8 +67,22 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.conversions.kov_delta_bracket",
         status="verified",
         proof="proofs_checks/composition/proof.md",
-        source_sha256="db0e8435d99ead24cde8c24f708c641c2824419711877393c42979c355ea3abd",
+        source_sha256="f04c588edb22717b73e000f76b6c6051b83b5b3881795a1b36731975142a7ea3",
         cross_check="check_kov_code.py::test_bracket_contains_exact_and_is_tight",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.conversions.KOVProfile",
+        status="verified",
+        proof="proofs_checks/composition/proof.md",
+        source_sha256="957584d1be666434fabb15183e813928ed15b02b9317d7151dcb8ff55f067201",
+        cross_check="check_kov_code.py::test_profile_brackets_the_exact_sum_and_equals_fresh_brackets",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.conversions.fsum_nonnegative",
+        status="verified",
+        proof="proofs_checks/composition/proof.md",
+        source_sha256="dfc514bfbcb08a5dc754d4247dca43434043ae3f267485af9a361b890a26c688",
+        cross_check="check_kov_code.py::test_fsum_nonnegative_is_the_exact_sum_correctly_rounded",
     ),
     ProofRecord(
         target="dpledger.accountant.conversions.rdp_to_epsilon",
@@ -99,7 +113,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_fft.compose",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="3fe70bf2cc981c72ff73cb3168f8c8541e2ab0838bb9edac6977bce9cae4059d",
+        source_sha256="787a7611664ae7d8ce881bec78f162721fac8f08a5c98e99ba64f16c4aceeacc",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles_shuffled.shuffled_profiles",
@@ -183,7 +197,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_fft._SpectrumProduct.add",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="59a16a14f0d629fb7a8b539cbdd82c65d957518845ac0cdf57c2c582781aa3de",
+        source_sha256="bc35cb5366db2f987d82ad91640423a65353b5f7293f0b8a3ced2584c75de051",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_fft._SpectrumProduct._bound",
@@ -202,6 +216,12 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
         source_sha256="a41f9d2f3a8ecf326b482b33264ca98c74db4484ed76f86c21ee47e3fb36eab5",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_fft._void",
+        status="contrib",
+        proof="proofs_checks/pld_tilted_fft/proof.md",
+        source_sha256="f0c5cc5529be0ceb880b81cb3171de2aac352628068caf92a466b6a3dacd2f0f",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_fft._tails",
