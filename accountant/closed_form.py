@@ -44,9 +44,9 @@ from dpledger.accountant.base import Accountant, DeltaBound, EpsilonBound, infin
 from dpledger.accountant.br_adaptive import MAX_SPREAD, spread_br_delta, spread_br_epsilon
 from dpledger.accountant.conversions import (
     REL_SLACK,
+    KOVProfile,
     U,
     gaussian_delta_bracket,
-    kov_delta_bracket,
     laplace_delta_bracket,
     randomized_response_delta_lower,
     solve_epsilon,
@@ -162,10 +162,14 @@ class ClosedFormAccountant(Accountant):
 
     def _unsupported_reason(self, event: Event) -> str | None:
         leaves = flatten(event)
+        supported: set[type] = set()  # support is decided by the leaf's class alone
         for leaf, _ in leaves:
+            if type(leaf) in supported:
+                continue
             reason = self._leaf_reason(leaf)
             if reason is not None:
                 return reason
+            supported.add(type(leaf))
         everything = [leaf for leaf, _ in leaves] + [
             e for ev, _ in self._ledger for e, _ in flatten(ev)
         ]
@@ -243,14 +247,10 @@ class ClosedFormAccountant(Accountant):
         basic = basic_composition_epsilon((p.count, p.eps) for p in pure)
         identical = len({p.eps for p in pure}) == 1
         exact_kov = total <= KOV_MAX_COUNT
-        tail = None if exact_kov else _hoeffding(pure)
+        tail = _hoeffding(pure) if not exact_kov else KOVProfile(eps_max, total).upper
 
         def upper(e: float) -> float:
-            if e >= basic:
-                return 0.0
-            if tail is not None:
-                return tail(e)
-            return kov_delta_bracket(e, eps_max, total)[1]
+            return 0.0 if e >= basic else tail(e)
 
         lowers = _pure_lower_profiles(pure)
 
@@ -507,7 +507,7 @@ def _pure_lower_profiles(pure: tuple[_Pure, ...]) -> list[Callable[[float], floa
     rr = [p for p in pure if p.kind == "rr"]
     for v in _thresholds(sorted({p.eps for p in rr})):
         k = min(KOV_MAX_COUNT, sum(p.count for p in rr if p.eps >= v))
-        out.append(functools.partial(_kov_lower, eps0=v * (1 - 4 * U), k=k))
+        out.append(KOVProfile(v * (1 - 4 * U), k).lower)
     laplace = [p.eps for p in pure if p.kind == "laplace"]
     if laplace:
         out.append(functools.partial(_laplace_lower, eps0=max(laplace) * (1 - 4 * U)))
@@ -515,10 +515,6 @@ def _pure_lower_profiles(pure: tuple[_Pure, ...]) -> list[Callable[[float], floa
     for p in rr_k[-MAX_LOWER_PROFILES:]:
         out.append(functools.partial(_rr_k_lower, eps0=p.eps * (1 - 4 * U), num_buckets=p.buckets))
     return out
-
-
-def _kov_lower(eps: float, eps0: float, k: int) -> float:
-    return kov_delta_bracket(eps, eps0, k)[0]
 
 
 def _laplace_lower(eps: float, eps0: float) -> float:

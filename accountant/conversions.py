@@ -110,39 +110,102 @@ def kov_delta_bracket(eps: float, eps0: float, k: int) -> tuple[float, float]:
 
     delta(eps) = sum_l C(k,l) max(0, e^{(k-l) eps0} - e^{eps + l eps0}) / (1 + e^{eps0})^k,
     the hockey-stick divergence of k independent binary randomized responses (the dominating
-    pair of eps0-DP). Terms are summed in log space with :func:`math.fsum`.
+    pair of eps0-DP). Terms are summed in log space with :func:`math.fsum`
+    (:class:`KOVProfile`, which a caller evaluating many epsilons keeps).
     """
-    if k == 0 or eps0 == 0.0:
-        exact = max(0.0, -math.expm1(eps))
-        return exact * (1 - REL_SLACK), min(1.0, exact * (1 + REL_SLACK) + 4 * U)
-    ls = np.arange(k + 1, dtype=float)
-    x = eps - (k - 2 * ls) * eps0  # log of e^{eps + l eps0} / e^{(k-l) eps0}
-    dx = 8 * U * (abs(eps) + k * eps0) + TINY  # absolute error of x
-    log_norm = k * float(np.logaddexp(0.0, eps0))
-    log_comb = special.gammaln(k + 1) - special.gammaln(ls + 1) - special.gammaln(k - ls + 1)
-    log_a = log_comb + (k - ls) * eps0 - log_norm  # log of the P-mass of outcome class l
-    near = x < dx
-    mass_near = float(np.exp(log_a[near]).sum()) if near.any() else 0.0
-    inside = x < 0
-    if not inside.any():
-        hi_sum, lo_sum = 0.0, 0.0
-    else:
-        log_t = log_a[inside] + np.log(-np.expm1(x[inside]))
-        mag = np.abs(log_comb[inside]) + (k - ls[inside]) * eps0 + log_norm + 1.0
-        rho = float(np.expm1(32 * U * mag.max()))
-        m = float(log_t.max())
-        s = math.fsum(np.exp(log_t - m).tolist())
-        hi_sum = math.exp(m) * s * (1 + rho)
-        strict = x[inside] < -dx
-        lo_sum = (
-            math.exp(m) * math.fsum(np.exp(log_t[strict] - m).tolist()) * (1 - rho)
-            if strict.any()
-            else 0.0
+    return KOVProfile(eps0, k).bracket(eps)
+
+
+class KOVProfile:
+    """:func:`kov_delta_bracket` at one ``(eps0, k)``: the parts that do not depend on eps
+    (binomial coefficients, masses, magnitudes) are computed once, each as the same array
+    expression, so ``bracket(eps)`` returns the same floats as a fresh evaluation."""
+
+    __slots__ = ("_k_eps0", "_log_a", "_log_comb", "_mag", "_shift", "eps0", "k")
+
+    def __init__(self, eps0: float, k: int) -> None:
+        self.eps0, self.k = eps0, k
+        if k == 0 or eps0 == 0.0:
+            return
+        ls = np.arange(k + 1, dtype=float)
+        self._shift = (k - 2 * ls) * eps0  # x_l = eps - shift_l
+        self._k_eps0 = k * eps0
+        log_norm = k * float(np.logaddexp(0.0, eps0))
+        self._log_comb = (
+            special.gammaln(k + 1) - special.gammaln(ls + 1) - special.gammaln(k - ls + 1)
         )
-    slack = dx * mass_near * (1 + 1e-9)
-    hi = hi_sum * (1 + REL_SLACK) + slack
-    lo = (lo_sum - slack) * (1 - REL_SLACK)
-    return max(0.0, lo), min(1.0, hi)
+        self._log_a = self._log_comb + (k - ls) * eps0 - log_norm  # log P-mass of class l
+        self._mag = np.abs(self._log_comb) + (k - ls) * eps0 + log_norm + 1.0
+
+    def upper(self, eps: float) -> float:
+        return self.bracket(eps)[1]
+
+    def lower(self, eps: float) -> float:
+        return self.bracket(eps)[0]
+
+    def bracket(self, eps: float) -> tuple[float, float]:
+        """(lower, upper) bracket of delta(eps), rounded to the safe sides (see
+        :func:`kov_delta_bracket`)."""
+        if self.k == 0 or self.eps0 == 0.0:
+            exact = max(0.0, -math.expm1(eps))
+            return exact * (1 - REL_SLACK), min(1.0, exact * (1 + REL_SLACK) + 4 * U)
+        x = eps - self._shift  # log of e^{eps + l eps0} / e^{(k-l) eps0}
+        dx = 8 * U * (abs(eps) + self._k_eps0) + TINY  # absolute error of x
+        log_a = self._log_a
+        near = x < dx
+        mass_near = float(np.exp(log_a[near]).sum()) if near.any() else 0.0
+        inside = x < 0
+        if not inside.any():
+            hi_sum, lo_sum = 0.0, 0.0
+        else:
+            log_t = log_a[inside] + np.log(-np.expm1(x[inside]))
+            rho = float(np.expm1(32 * U * self._mag[inside].max()))
+            m = float(log_t.max())
+            s = fsum_nonnegative(np.exp(log_t - m))
+            hi_sum = math.exp(m) * s * (1 + rho)
+            strict = x[inside] < -dx
+            lo_sum = (
+                math.exp(m) * fsum_nonnegative(np.exp(log_t[strict] - m)) * (1 - rho)
+                if strict.any()
+                else 0.0
+            )
+        slack = dx * mass_near * (1 + 1e-9)
+        hi = hi_sum * (1 + REL_SLACK) + slack
+        if hi == 0.0 and near.any():
+            hi = TINY  # a positive delta below the double range (the terms underflowed)
+        lo = (lo_sum - slack) * (1 - REL_SLACK)
+        return max(0.0, lo), min(1.0, hi)
+
+
+#: terms below this fraction of the largest are summed apart by :func:`fsum_nonnegative`
+_HEAD = 2.0**-110
+
+
+def fsum_nonnegative(values: np.ndarray) -> float:
+    """``math.fsum(values.tolist())`` of non-negative finite values, the same float, faster.
+
+    fsum is correctly rounded, hence monotone in the exact sum. The terms below
+    ``tau = _HEAD * max`` (n_small of them, often far below the float range's middle, where
+    fsum is slow) sum exactly to some R in [0, n_small tau]; if fsum of the other terms equals
+    fsum of them plus ``n_small tau`` rounded up, the correctly rounded total lies between the
+    two and equals both. Otherwise (a total within 2^-80 relative of a rounding boundary),
+    and for arrays that are short or have a negative or non-finite entry, fsum of all terms.
+    """
+    if values.size <= 64:
+        return math.fsum(values.tolist())
+    top = float(values.max())
+    if not (0.0 < top < math.inf) or float(values.min()) < 0.0:
+        return math.fsum(values.tolist())
+    tau = top * _HEAD
+    head = values[values >= tau].tolist()
+    rest = values.size - len(head)
+    if rest == 0:
+        return math.fsum(head)
+    total = math.fsum(head)
+    head.append(math.nextafter(rest * tau, math.inf))  # >= the exact sum of the rest
+    if math.fsum(head) == total:
+        return total
+    return math.fsum(values.tolist())
 
 
 def randomized_response_delta_lower(eps: float, eps0: float, num_buckets: int) -> float:

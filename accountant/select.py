@@ -31,6 +31,7 @@ from dpledger.core.errors import (
     InvalidParameterError,
     UnsupportedEventError,
 )
+from dpledger.core.event_trees import flatten_memo
 from dpledger.core.events import Event, canonical, flatten
 
 #: (module, class) of every backend, tightest first. Modules that fail to import are skipped
@@ -164,14 +165,15 @@ def account(
     if crosscheck is None:
         crosscheck = _CROSSCHECK.get()
     event = canonical(event)
-    with one_blas_thread():  # the matrix work is small: a second thread only waits for a core
+    # every backend flattens the tree: within one call, it is walked once
+    with flatten_memo(), one_blas_thread():  # one BLAS thread: a second only waits for a core
         candidates, unavailable = _run_backends(
             event, adjacency, delta, epsilon, backends, crosscheck
         )
-    if not candidates:
-        raise UnsupportedEventError(_nothing_bounds(event, unavailable))
-    # a loose bracket's lower end is also read by exact conditioning (exact_lower.py)
-    bound = raise_lower(_bracket(candidates), event, adjacency)
+        if not candidates:
+            raise UnsupportedEventError(_nothing_bounds(event, unavailable))
+        # a loose bracket's lower end is also read by exact conditioning (exact_lower.py)
+        bound = raise_lower(_bracket(candidates), event, adjacency)
     return Selection(bound, tuple(candidates), tuple(unavailable))
 
 

@@ -23,6 +23,8 @@ def basic_composition_epsilon(terms: Iterable[tuple[int, float | Fraction]]) -> 
     infinity, as does a sum beyond the largest float.
     """
     total = Fraction(0)
+    # the float terms, exactly: numerators summed per (power-of-two) denominator
+    by_denominator: dict[int, int] = {}
     for count, epsilon in terms:
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise InvalidParameterError(
@@ -34,9 +36,14 @@ def basic_composition_epsilon(terms: Iterable[tuple[int, float | Fraction]]) -> 
             )
         if count == 0 or epsilon == 0:
             continue
-        if isinstance(epsilon, float) and math.isinf(epsilon):
-            return math.inf
-        total += count * Fraction(epsilon)
+        if isinstance(epsilon, float):
+            if math.isinf(epsilon):
+                return math.inf
+            numerator, denominator = epsilon.as_integer_ratio()
+            by_denominator[denominator] = by_denominator.get(denominator, 0) + count * numerator
+        else:
+            total += count * Fraction(epsilon)
+    total += sum((Fraction(n, d) for d, n in by_denominator.items()), Fraction(0))
     try:
         value = float(total)
     except OverflowError:

@@ -1,10 +1,13 @@
-"""Operations on trees of core events: flattening a composition into its leaves, the pure-DP
-epsilon of a pure tree, the coarsening of tabulated profiles, rewriting sub-events."""
+"""Operations on trees of core events: flattening a composition into its leaves (remembered
+per event object within :func:`flatten_memo`), the pure-DP epsilon of a pure tree, the
+coarsening of tabulated profiles, rewriting sub-events."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -114,7 +117,43 @@ def map_children(event: Event, fn: Callable[[Event], Event]) -> Event:
     return attrs.evolve(event, **changes)
 
 
+_Flat = tuple[tuple[Event, int], ...]
+#: within :func:`flatten_memo`: id(event) -> (event, its flattening); the event is held so
+#: that its id is not reused while the memo lives
+_FLATTENED: contextvars.ContextVar[dict[int, tuple[Event, _Flat]] | None] = contextvars.ContextVar(
+    "flattened", default=None
+)
+
+
+@contextlib.contextmanager
+def flatten_memo() -> Iterator[None]:
+    """Within the block, :func:`flatten` walks each event object once and returns copies of
+    its answer after that (events are immutable; one accounting call flattens the same tree in
+    each backend). Nested blocks share the outermost memo, which ends with its block."""
+    if _FLATTENED.get() is not None:
+        yield
+        return
+    token = _FLATTENED.set({})
+    try:
+        yield
+    finally:
+        _FLATTENED.reset(token)
+
+
 def flatten(event: Event) -> list[tuple[Event, int]]:
+    """Expand composition into ``(leaf_or_sampled_event, count)`` pairs (a new list; within
+    :func:`flatten_memo`, the tree is walked once per event object)."""
+    memo = _FLATTENED.get()
+    if memo is None:
+        return _flatten(event)
+    hit = memo.get(id(event))
+    if hit is None or hit[0] is not event:
+        hit = (event, tuple(_flatten(event)))
+        memo[id(event)] = hit
+    return list(hit[1])
+
+
+def _flatten(event: Event) -> list[tuple[Event, int]]:
     """Expand composition into ``(leaf_or_sampled_event, count)`` pairs.
 
     Sampled events are kept whole (sampling does not distribute over composition).

@@ -96,7 +96,13 @@ KERNEL_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.core.event_trees.flatten",
         status="contrib",
         proof="proofs_checks/composition/proof.md",
-        source_sha256="a45c93661a594b85cf968d2529fb36113621852f16a3adf8a4b9ae8d8f7353c0",
+        source_sha256="4d786767f9420b7b3622d8681ade5431863dfc5969ec7a5fadc260193a047e5a",
+    ),
+    ProofRecord(
+        target="dpledger.core.event_trees._flatten",
+        status="contrib",
+        proof="proofs_checks/composition/proof.md",
+        source_sha256="117b742eeb85e2250f27077605c3f49f5f672cf9103643312ebd930a4869b270",
     ),
     ProofRecord(
         target="dpledger.core.event_trees.pure_epsilon",

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import random
+from fractions import Fraction
 
 import mpmath as mp
 import numpy as np
 import pytest
 from scipy import stats
 
-from dpledger.accountant.conversions import kov_delta_bracket
+from dpledger.accountant.conversions import KOVProfile, fsum_nonnegative, kov_delta_bracket
 
 mp.mp.dps = 50
 KOV_GOLDEN = {0.0: 0.5570521, 1.0: 0.3316785, 2.0: 0.1454664, 3.0: 0.04102841}
@@ -69,3 +71,34 @@ def test_degenerate_cases() -> None:
         lo, hi = kov_delta_bracket(*args)
         exact = max(0.0, -math.expm1(args[0]))
         assert lo <= exact <= hi
+
+
+@pytest.mark.parametrize(("eps0", "k"), [(0.01, 7), (0.3, 400), (0.002, 2000)])
+def test_profile_brackets_the_exact_sum_and_equals_fresh_brackets(eps0: float, k: int) -> None:
+    """One KOVProfile evaluated at many epsilons: each bracket holds the 50-digit sum and is the
+    same pair of floats as a fresh kov_delta_bracket."""
+    profile = KOVProfile(eps0, k)
+    for frac in (-0.2, 0.0, 0.05, 0.3, 0.7, 1.0):
+        eps = frac * k * eps0
+        lo, hi = profile.bracket(eps)
+        assert (lo, hi) == kov_delta_bracket(eps, eps0, k)
+        assert (profile.lower(eps), profile.upper(eps)) == (lo, hi)
+        truth = min(kov_exact(eps, eps0, k), mp.mpf(1))
+        assert lo <= truth <= hi, (eps, eps0, k)
+
+
+def test_fsum_nonnegative_is_the_exact_sum_correctly_rounded() -> None:
+    """fsum_nonnegative against the exact rational sum rounded to nearest (Fraction), on random
+    arrays spanning the float range and on totals at a rounding tie that tiny terms break."""
+    rng = random.Random(7)
+    pool = [1.0, 2.0**-53, 2.0**-52, 3 * 2.0**-54, 2.0**-111, 1e-300, 5e-324, 0.0]
+    arrays = [
+        np.array([rng.choice([*pool, rng.random(), rng.random() * 2.0**-108]) for _ in range(n)])
+        for n in (1, 65, 300, 2000)
+        for _ in range(40)
+    ]
+    arrays.append(np.array([1.0, 2.0**-53] + [2.0**-200] * 100))  # the tie, broken upwards
+    arrays.append(np.array([1.0, 2.0**-53] + [0.0] * 100))  # the tie, kept at 1 (half even)
+    for values in arrays:
+        exact = sum((Fraction(v) for v in values.tolist()), Fraction(0))
+        assert fsum_nonnegative(values) == float(exact) == math.fsum(values.tolist())
