@@ -14,7 +14,10 @@ from scipy import special
 from dpledger.accountant.profiles import bounded_range_profile
 from dpledger.accountant.rdp_orders import bounded_range_rdp, pure_dp_rdp
 
-mp.mp.dps = 60
+#: digits of the references, set by each check for itself (``mp.workdps``): a global setting
+#: would depend on the order in which modules run (another module setting ``mp.mp.dps`` left
+#: the 1e-8 reference at 15 or 30 digits, below the bound's last units)
+DPS = 60
 ORDERS = np.array([1.01, 1.1, 1.5, 2.0, 3.0, 10.0, 64.0, 1000.0, 10000.0])
 EPS0 = (1e-8, 1e-5, 1e-3, 0.01, 0.1, 0.5, 1.0, 3.0, 10.0, 50.0, 1000.0, 1e5)
 
@@ -35,18 +38,21 @@ def exact_rdp(a: float, eps0: float) -> mp.mpf:
 
 @pytest.mark.parametrize(("a", "eps0"), [(1.5, 0.3), (2.0, 1.0), (10.0, 3.0), (1.01, 10.0)])
 def test_stationary_point_is_the_maximum(a: float, eps0: float) -> None:
-    grid = [mp.mpf(i) / 4000 for i in range(4001)] + [mp.mpf(10) ** (-k / 200) for k in range(2401)]
-    best = max(mp.log(_moment(mp.mpf(a), mp.mpf(eps0), w)) / (a - 1) for w in grid)
-    assert best <= exact_rdp(a, eps0) <= best * (1 + mp.mpf(1e-5))
+    with mp.workdps(DPS):
+        grid = [mp.mpf(i) / 4000 for i in range(4001)]
+        grid += [mp.mpf(10) ** (-k / 200) for k in range(2401)]
+        best = max(mp.log(_moment(mp.mpf(a), mp.mpf(eps0), w)) / (a - 1) for w in grid)
+        assert best <= exact_rdp(a, eps0) <= best * (1 + mp.mpf(1e-5))
 
 
 @pytest.mark.parametrize("eps0", EPS0)
 def test_rdp_is_the_exact_supremum_rounded_up(eps0: float) -> None:
     got = bounded_range_rdp(ORDERS, eps0)
-    for a, g in zip(ORDERS.tolist(), got.tolist(), strict=True):
-        truth = exact_rdp(a, eps0)
-        assert g >= truth
-        assert g <= truth * (1 + 1e-5) + mp.mpf(1e-300), (a, eps0, g, truth)
+    with mp.workdps(DPS):
+        for a, g in zip(ORDERS.tolist(), got.tolist(), strict=True):
+            truth = exact_rdp(a, eps0)
+            assert g >= truth
+            assert g <= truth * (1 + 1e-5) + mp.mpf(1e-300), (a, eps0, g, truth)
 
 
 @pytest.mark.parametrize("eps0", EPS0)
@@ -93,9 +99,10 @@ def by_two_point_search(eps: float, eps0: float) -> mp.mpf:
 @pytest.mark.parametrize(("eps", "eps0"), [(0.0, 1.0), (0.5, 1.0), (-0.5, 1.0), (1.0, 3.0)])
 def test_profile_is_the_supremum_over_two_point_pairs(eps: float, eps0: float) -> None:
     got = float(bounded_range_profile(eps0).delta(np.array([eps]))[0])
-    best = by_two_point_search(eps, eps0)
-    assert got >= best * (1 - 1e-12)
-    assert got <= best + mp.mpf(1e-7)
+    with mp.workdps(DPS):
+        best = by_two_point_search(eps, eps0)
+        assert got >= best * (1 - 1e-12)
+        assert got <= best + mp.mpf(1e-7)
 
 
 def test_profile_at_zero_is_tanh_quarter() -> None:
@@ -117,3 +124,18 @@ def test_rdp_not_below_the_truth_where_it_is_subnormal(a: float, eps0: float) ->
 def test_nan_gives_an_infinite_curve() -> None:
     assert np.all(np.isinf(bounded_range_rdp(ORDERS, float("nan"))))
     assert np.isinf(bounded_range_rdp(np.array([2.0, float("nan")]), 1.0)[1])
+
+
+@pytest.mark.parametrize("dps", [15, 30, 200])
+def test_checks_keep_their_own_precision(dps: int) -> None:
+    """The references at their own precision whatever another module left in ``mp.mp.dps``
+    (at 15 or 30 digits the 1e-8 and 1e-5 checks failed)."""
+    kept = mp.mp.dps
+    try:
+        mp.mp.dps = dps
+        for eps0 in EPS0:
+            test_rdp_is_the_exact_supremum_rounded_up(eps0)
+        test_profile_is_the_supremum_over_two_point_pairs(0.5, 1.0)
+        assert mp.mp.dps == dps
+    finally:
+        mp.mp.dps = kept
