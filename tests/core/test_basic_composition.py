@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from fractions import Fraction
 
 import pytest
@@ -23,6 +24,29 @@ def test_the_sum_is_exact_and_rounded_up() -> None:
     assert Fraction(value) >= exact
     assert math.nextafter(value, -math.inf) < exact
     assert basic_composition_epsilon([(2, Fraction(1, 3))]) >= 2 / 3
+
+
+def test_many_distinct_floats_of_every_scale_sum_exactly() -> None:
+    """Float epsilons are summed as integers per power-of-two denominator: the same exact sum
+    (against Fractions), with Fractions, huge counts and subnormals mixed in."""
+    rng = random.Random(11)
+    for _ in range(200):
+        terms: list[tuple[int, float | Fraction]] = [
+            (
+                rng.choice([0, 1, 3, 10**6, 10**20]),
+                rng.choice(
+                    [rng.random(), rng.random() * 1e-200, 5e-324, 1e-310, Fraction(1, 7), 0.0]
+                ),
+            )
+            for _ in range(rng.randint(1, 60))
+        ]
+        exact = sum((c * Fraction(e) for c, e in terms), Fraction(0))
+        value = basic_composition_epsilon(terms)
+        assert Fraction(value) >= exact
+        assert value == 0.0 or Fraction(math.nextafter(value, -math.inf)) < exact
+    assert basic_composition_epsilon([(1, 1e-3 * (1 + i * 1e-4)) for i in range(10_000)]) == (
+        14.999500000000001
+    )
 
 
 def test_edge_cases() -> None:
