@@ -60,23 +60,42 @@ def _log_ndtr_diff_delta(a: Array, eps: Array, mu: float) -> Array:
     the two logs are large and nearly equal (small mu): with Phi(z) = erfcx(-z/sqrt 2)
     e^{-z^2/2} / 2 their Gaussian parts cancel exactly against eps, leaving
     diff = [eps - mu (mu/2 - a)] + log(erfcx((mu - a)/sqrt 2) / erfcx(-a/sqrt 2)).
+    Each point's value depends on that point alone (the same arithmetic whether it comes alone
+    or in an array); a grid, on which the deep points are one run at the end, is read in slices.
     """
-    a, eps = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(eps, dtype=float))
+    a = np.asarray(a, dtype=np.float64)
+    eps = np.asarray(eps, dtype=float)
+    if a.shape != eps.shape:
+        a, eps = np.broadcast_arrays(a, eps)
     la = special.log_ndtr(a)
     deep = a < -1.0
-    # each point's diff by one of the two forms (the other is not computed there)
-    diff = np.empty(a.shape)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        near = ~deep
-        diff[near] = eps[near] + special.log_ndtr(a[near] - mu) - la[near]
-        if np.any(deep):
-            ad = a[deep]
-            e_near = special.erfcx(-ad / math.sqrt(2))
-            e_far = special.erfcx((mu - ad) / math.sqrt(2))
-            ratio = np.log1p((e_far - e_near) / e_near)
-            diff[deep] = (eps[deep] - mu * (mu / 2 - ad)) + ratio
+        n, k = a.size, int(np.count_nonzero(deep))
+        if a.ndim == 1 and (k == 0 or deep[n - k :].all()):
+            # each point's diff by one of the two forms (the other is not computed there)
+            diff = np.empty(n)
+            diff[: n - k] = _near_diff(a[: n - k], eps[: n - k], la[: n - k], mu)
+            diff[n - k :] = _deep_diff(a[n - k :], eps[n - k :], mu)
+        else:
+            diff = np.empty(a.shape)
+            near = ~deep
+            diff[near] = _near_diff(a[near], eps[near], la[near], mu)
+            diff[deep] = _deep_diff(a[deep], eps[deep], mu)
         out = np.exp(la) * -np.expm1(np.minimum(diff, 0.0))
     return np.where(diff >= 0, 0.0, out)
+
+
+def _near_diff(a: Array, eps: Array, la: Array, mu: float) -> Array:
+    """diff of :func:`_log_ndtr_diff_delta` where a >= -1, from the two log-CDFs."""
+    return np.asarray(eps + special.log_ndtr(a - mu) - la, dtype=np.float64)
+
+
+def _deep_diff(a: Array, eps: Array, mu: float) -> Array:
+    """diff of :func:`_log_ndtr_diff_delta` where a < -1, from the ratio of the two erfcx."""
+    e_near = special.erfcx(-a / math.sqrt(2))
+    e_far = special.erfcx((mu - a) / math.sqrt(2))
+    ratio = np.log1p((e_far - e_near) / e_near)
+    return np.asarray((eps - mu * (mu / 2 - a)) + ratio, dtype=np.float64)
 
 
 def gaussian_delta(mu: float) -> Callable[[Array], Array]:

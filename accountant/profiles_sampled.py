@@ -101,14 +101,14 @@ def _zero_top(delta: Callable[[Array], Array], hi: float, base_top_is_zero: bool
     """The top loss raised, by at most ~1e-6 of itself, until the curve is 0 there, when the
     base is pure (its curve is 0 at its own top): the safe-side rounding of an upper curve can
     leave it positive at the rounded top, and pure composition needs the 0."""
-    if not base_top_is_zero or float(delta(np.array([hi]))[0]) == 0.0:
+    if not base_top_is_zero:
         return hi
-    step = max(abs(hi), 1e-300) * 2.0**-50
-    for _ in range(30):
-        if float(delta(np.array([hi + step]))[0]) == 0.0:
-            return hi + step
-        step *= 2.0
-    return hi
+    # hi, then hi + step for the 30 steps 2^-50 |hi| doubled each time, in one evaluation (the
+    # curves are elementwise): the first of them where the curve is 0
+    steps = (max(abs(hi), 1e-300) * 2.0**-50) * 2.0 ** np.arange(30, dtype=np.float64)
+    tried = np.concatenate([[hi], hi + steps])
+    zero = np.flatnonzero(np.asarray(delta(tried)) == 0.0)
+    return float(tried[zero[0]]) if zero.size else hi
 
 
 def _pure_top(base: Profile) -> bool:
