@@ -86,11 +86,13 @@ CUT_SHARE = 1e-5
 _Made = tuple[Prepared, ComposedPLD | None]
 
 
-def _resolution(target_points: int, components: int, total: int = 1) -> int:
+def _resolution(
+    target_points: int, components: int, total: int = 1, least: int = MIN_POINTS
+) -> int:
     """Grid points for the composed window: ``target_points`` grown with the number of
     compositions (the lower bound's Hoeffding shift grows like h sqrt(total)), up to
     MAX_POINTS; for many distinct components a fixed FFT budget is shared among them
-    (never below MIN_POINTS).
+    (never below ``least``, MIN_POINTS unless a screen lowers it).
 
     Upper bounds (connect-the-dots) are insensitive to the grid; only the lower bound's
     shift grows with the spacing, so many-component pipelines trade lower-bound tightness
@@ -100,7 +102,7 @@ def _resolution(target_points: int, components: int, total: int = 1) -> int:
     points = int(target_points * grow)
     if components <= FULL_RESOLUTION_COMPONENTS:
         return points
-    return max(MIN_POINTS, points * FULL_RESOLUTION_COMPONENTS // components)
+    return max(least, points * FULL_RESOLUTION_COMPONENTS // components)
 
 
 class Compositions:
@@ -127,6 +129,9 @@ class Compositions:
         #: direction whose level of interest is far below it cannot decide the bracket, and
         #: cutting or widening its tails for that level would only cost time)
         self.cut_floor = 0.0
+        #: the fewest points of a window of many components (a screen on a coarse grid lowers
+        #: it below MIN_POINTS; its compositions are keyed apart)
+        self.least_points = MIN_POINTS
         #: the compositions of :meth:`composed`, by (preparation, direction, tilt, spacing,
         #: window, kind): passes whose grids coincide (the fixed budget of many components, a
         #: screen on the full grid) share them
@@ -157,11 +162,12 @@ class Compositions:
             b = tilted_window(coarse, tilt, TAIL_MASS, untilted)[1]
         a, b, b_full = a - pad, b + pad, b_full + pad
         width = b - a
-        points = _resolution(self.points, len(prep.comps), total)
+        least = self.least_points
+        points = _resolution(self.points, len(prep.comps), total, least)
         h = width / points
         floor = max(prep.span / MAX_COMPONENT_POINTS, 2.0 * width / MAX_FFT_LEN, 1e-9)
         # a finer pass cannot refine a grid held at its floor or at the most points
-        capped = _resolution(2 * self.points, len(prep.comps), total) <= points
+        capped = _resolution(2 * self.points, len(prep.comps), total, least) <= points
         self.floored = self.floored or capped or h <= 1.2 * floor
         h = max(h, floor)
         # ... and the FFT window extends over the heavy tilted tail where that is affordable,
@@ -179,6 +185,8 @@ class Compositions:
         spacing. Many components are composed with their tails cut for ``delta``
         (:meth:`cut`)."""
         tag, prep = self.cut(prep, delta)
+        if self.least_points != MIN_POINTS and len(prep.comps) > FULL_RESOLUTION_COMPONENTS:
+            tag += f"|least={self.least_points}"
         key = (name + tag, tilt, self.points, kind)
         if key in self.states:
             return self.states[key]

@@ -11,7 +11,12 @@ made. Every composition certifies its own bound, so the best over all of them is
 
 from __future__ import annotations
 
-from dpledger.accountant.pld_compositions import UNTILTED_DELTA, Compositions, _resolution
+from dpledger.accountant.pld_compositions import (
+    MIN_POINTS,
+    UNTILTED_DELTA,
+    Compositions,
+    _resolution,
+)
 from dpledger.accountant.pld_epsilon import (
     _UPPER_ONLY,
     FFT_NOISE_PER_STEP,
@@ -32,6 +37,7 @@ __all__ = [
     "LOWER_LEVEL_POINTS",
     "LOWER_LEVEL_SHARE",
     "RECUT_SHARE",
+    "SCREEN_LEAST_POINTS",
     "SPLIT_DROPPED_SHARE",
     "SPLIT_LEVEL_PASSES",
     "DeltaSearch",
@@ -53,6 +59,9 @@ DELTA_SCREEN_RETRY = 4.0
 CHORD_REACH_MARGIN = 1.1
 #: the probability the chord's shift loses, as a delta lower bound reads it
 CHORD_ETA = 1e-12
+#: the fewest points of a screen's window of many components (their passes hold at least
+#: MIN_POINTS; a coarser screen's upper bound is loose at the deltas it must reach)
+SCREEN_LEAST_POINTS = MIN_POINTS // 4
 #: a delta query whose tails were cut for a level above the delta found composes again, cut
 #: for the delta found, when the mass at +infinity (which holds the cut mass) exceeds this
 #: share of that delta
@@ -121,20 +130,27 @@ class DeltaSearch:
     def _screen(self, prep: Prepared, name: str, epsilon: float, lower: float) -> float:
         """A certified upper bound of one direction's delta(epsilon) from its plain tilted
         compositions on grids SCREEN_FACTORS times coarser than the current one (at least
-        MIN_SCREEN_POINTS), stopping at the first at most ``lower`` (another direction's lower
-        bound: this one cannot decide the bracket); the finer screen only when the coarser
-        came within DELTA_SCREEN_RETRY of it. 1.0 when no screen was made. A coarser grid can
-        certify less here: a fine grid lumps a long tail of one step's losses at infinity."""
+        MIN_SCREEN_POINTS; windows of many components at least SCREEN_LEAST_POINTS), stopping
+        at the first at most ``lower`` (another direction's lower bound: this one cannot decide
+        the bracket); the finer screen only when the coarser came within DELTA_SCREEN_RETRY of
+        it. 1.0 when no screen was made. A coarser grid can certify less here: a fine grid
+        lumps a long tail of one step's losses at infinity."""
         points, floored = self.cache.points, self.cache.floored
         sizes = (len(prep.comps), sum(k for _, k in prep.comps))
+        full, made = _resolution(points, *sizes), 0
         best = 1.0
+        # many components hold their windows at MIN_POINTS at least: a screen at
+        # SCREEN_LEAST_POINTS (the same grid for both factors then: made once)
+        self.cache.least_points = SCREEN_LEAST_POINTS
         try:
             for factor in SCREEN_FACTORS:
                 self.cache.points = max(MIN_SCREEN_POINTS, points // factor)
-                # many components hold their windows at a fixed number of points: a coarser
-                # pass would compose on the same grid
-                if _resolution(self.cache.points, *sizes) >= _resolution(points, *sizes):
+                screen = _resolution(self.cache.points, *sizes, SCREEN_LEAST_POINTS)
+                if screen >= full:
                     break
+                if screen == made:
+                    continue
+                made = screen
                 # tilted: a coarse untilted composition cannot resolve a small delta; untilted
                 # when the bound it must reach is itself large enough for the plain FFT
                 level = lower
@@ -149,6 +165,7 @@ class DeltaSearch:
                     break
         finally:
             self.cache.points, self.cache.floored = points, floored
+            self.cache.least_points = MIN_POINTS
         return best
 
     def _upper_bracket(self, prep: Prepared, epsilon: float) -> tuple[float, float, float]:
