@@ -172,6 +172,10 @@ class _SpectrumProduct:
             # composed mass at +infinity is one): its finite masses are not read
             self.void = True
             return
+        if not (keep.any() or pld.dominated):
+            # a chord's masses sum to one with its mass at +infinity (up to rounding): with
+            # that mass below one, some finite mass is kept; this one is not a valid input
+            raise FloatingPointError("a chord keeps no finite mass and less than one at +inf")
         self.dropped += float(masses[~keep].sum()) * (1 + 4 * U * masses.size) * count
         if self.void or not keep.any():
             # no finite mass of this component is kept (all of it charged to upper bounds, as

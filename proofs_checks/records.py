@@ -197,7 +197,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_fft._SpectrumProduct.add",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="bc35cb5366db2f987d82ad91640423a65353b5f7293f0b8a3ced2584c75de051",
+        source_sha256="00bf7c743ebedc574073bd02a3d42a76a3e77ad77d07b41da5f59bef0e56b312",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_fft._SpectrumProduct._bound",

@@ -84,3 +84,12 @@ def test_component_with_every_mass_dropped(order: str):
     assert epsilon_for(out, 0.82, upper=True) <= 1e-11
     assert epsilon_for(out, 0.8, upper=True) == math.inf
     assert epsilon_for(out, 0.8, upper=False) >= 0.0
+
+
+def test_chord_without_finite_mass_declines():
+    """A chord (not a dominated pair) with no kept finite mass and less than one at +infinity
+    is no law: the composition declines (an arithmetic error, which PLD reports as declining)
+    rather than read an upper bound off it."""
+    lost = DiscretePLD(-1, np.array([TINY_MASS / 2, 0.0]), 0.5, H)
+    with pytest.raises(FloatingPointError):
+        compose([(PLAIN, 1), (lost, 1)], (-1.0, 1.0), 0.0)
