@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from dpledger.accountant.pld import PLDAccountant
+from dpledger.accountant.pld_compositions import MIN_POINTS
+from dpledger.accountant.pld_delta import SCREEN_LEAST_POINTS
 from dpledger.accountant.pld_prepared import CUT_COMPONENTS, Prepared, cut_tails
 from dpledger.core.events import ComposedEvent, Event, GaussianEvent, PoissonSampledEvent
 
@@ -136,8 +138,9 @@ def test_distinct_leaves_against_dp_accounting(delta: float):
 def test_delta_queries_compose_cut_components():
     """A delta query composes the components cut for its level of interest (a Chernoff
     estimate, then the delta found; never below the bracket's lower bound so far): its bracket
-    is the whole components' to a small share of delta."""
-    event = _distinct(CUT_COMPONENTS + 1)
+    is the whole components' to a small share of delta. The add direction, which cannot decide
+    the bracket, is screened on a window of SCREEN_LEAST_POINTS (not MIN_POINTS), keyed apart."""
+    event = _distinct(20)
     acc, whole = PLDAccountant(), PLDAccountant()
     acc.compose(event)
     whole.compose(event)
@@ -145,6 +148,12 @@ def test_delta_queries_compose_cut_components():
     x, y = acc.get_delta(1.0), whole.get_delta(1.0)
     names = {name for name, *_ in acc._cache.states}
     assert all("|cut=" in name for name in names)
+    screens = [
+        made
+        for (name, _tilt, _points, _kind), made in acc._cache.states.items()
+        if f"|least={SCREEN_LEAST_POINTS}" in name
+    ]
+    assert screens and all(s is not None and s.upper.size < MIN_POINTS for s in screens)
     assert acc._cache.cut_floor == 0.0 and acc._cache.cutting
     assert x.delta >= y.delta_lower and x.delta_lower <= y.delta
     assert abs(x.delta - y.delta) <= 1e-4 * y.delta
