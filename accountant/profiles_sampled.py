@@ -50,21 +50,29 @@ def _poisson_remove_delta(
     (``side`` = -1), so that near a kink of the base the rounding errs on the safe side."""
     lo = math.log1p(-q) if q < 1 else -math.inf
     log_q = abs(math.log(q))
+    # (e^eps - 1)/q stays below e^700 up to `turn`; beyond, the same value is
+    # log(1 + (e^eps - 1)/q) = eps - log q + log1p(-(1 - q) e^{-eps}), without overflow
+    turn = max(1.0, ACCURATE_LOSS + math.log(q))
 
     def delta(eps: Array) -> Array:
+        # the branches no point takes are skipped (each point's value is the same)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            # (e^eps - 1)/q stays below e^700 up to `turn`; beyond, the same value is
-            # log(1 + (e^eps - 1)/q) = eps - log q + log1p(-(1 - q) e^{-eps}), without overflow
-            turn = max(1.0, ACCURATE_LOSS + math.log(q))
             inner = np.log1p(np.expm1(np.minimum(eps, turn)) / q)
-            far = np.maximum(eps, turn)
-            big = far - math.log(q) + np.log1p(-(1 - q) * np.exp(-far))
-            inner = np.where(eps > turn, big, inner)
+            above = eps > turn
+            if np.any(above):
+                far = np.maximum(eps, turn)
+                big = far - math.log(q) + np.log1p(-(1 - q) * np.exp(-far))
+                inner = np.where(above, big, inner)
             shift = INNER_ROUNDING * _U * (np.abs(inner) + log_q + 1.0)
-            inner = np.where(np.isfinite(inner), inner - side * shift, inner)
-            val = q * base_delta(np.where(eps > lo, inner, 0.0))
+            finite = np.isfinite(inner)
+            moved = inner - side * shift
+            inner = moved if np.all(finite) else np.where(finite, moved, inner)
+            keep = eps > lo
+            if np.ndim(eps) > 0 and np.all(keep):
+                return np.asarray(q * base_delta(inner), dtype=np.float64)
+            val = q * base_delta(np.where(keep, inner, 0.0))
             below = -np.expm1(np.minimum(eps, lo if math.isfinite(lo) else 0.0))
-        return np.where(eps > lo, val, below)
+        return np.where(keep, val, below)
 
     return delta
 
@@ -79,16 +87,21 @@ def _poisson_add_delta(
     log_q = math.log(q)
 
     def delta(eps: Array) -> Array:
+        # where c > 0 at every point, the masks are skipped (each point's value is the same)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             s = eps + log_keep
             if math.isfinite(log_keep):
                 s = s - side * INNER_ROUNDING * _U * (np.abs(eps) + abs(log_keep))
             c = -np.expm1(s)
-            log_c = np.log(np.where(c > 0, c, 1.0))
+            live = c > 0
+            whole = np.ndim(eps) > 0 and bool(np.all(live))
+            log_c = np.log(c if whole else np.where(live, c, 1.0))
             alpha = eps + log_q - log_c
             alpha = alpha - side * INNER_ROUNDING * _U * (np.abs(eps) + abs(log_q) + np.abs(log_c))
-            val = c * base_reverse(np.where(c > 0, alpha, 0.0))
-        return np.where(c > 0, val, 0.0)
+            if whole:
+                return np.asarray(c * base_reverse(alpha), dtype=np.float64)
+            val = c * base_reverse(np.where(live, alpha, 0.0))
+        return np.where(live, val, 0.0)
 
     return delta
 
