@@ -168,16 +168,24 @@ class _Evaluator:
 
     @staticmethod
     def add_directed(a: float, b: Array, up: bool) -> Array:
-        """``a + b`` (both non-negative) rounded up (``up``) or down: the nearest sum, moved one
-        unit to the safe side where its exact error (Knuth's two-sum) lies on the other side."""
-        s = a + b
+        """``a + b`` (``a >= 0``, ``b >= 0``, finite) rounded up (``up``) or down: the nearest
+        sum, moved one unit to the safe side where its exact error (Knuth's two-sum) lies on
+        the other side."""
+        s = np.asarray(a + b, dtype=float)
         if a == 0.0:
-            return np.asarray(s, dtype=float)  # exact
+            return s  # exact
         bv = s - a
-        err = (a - (s - bv)) + (b - bv)  # exactly (a + b) - s
+        av = s - bv
+        np.subtract(a, av, out=av)
+        np.subtract(b, bv, out=bv)
+        av += bv  # exactly (a + b) - s
+        # the next double above (below) a non-negative double: its bits plus (minus) one
+        bits = s.view(np.int64)
         if up:
-            return np.asarray(np.where(err > 0.0, np.nextafter(s, math.inf), s), dtype=float)
-        return np.asarray(np.where(err < 0.0, np.nextafter(s, -math.inf), s), dtype=float)
+            np.add(bits, 1, out=bits, where=av > 0.0)
+        else:
+            np.subtract(bits, 1, out=bits, where=av < 0.0)
+        return s
 
 
 def _upper(eps: float, p: np.ndarray, error: float, scale: float, inf_mass: float) -> Profile:

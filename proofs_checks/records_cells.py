@@ -56,7 +56,7 @@ EPSILON_CELL_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.epsilon_cells._Evaluator",
         status="contrib",
         proof="proofs_checks/epsilon_cells/proof.md",
-        source_sha256="cb609f2dc308bcc7822ad1d43dc11752598209d9c32e37fd562c9e975a719a80",
+        source_sha256="d164d52fe18a3283ce74c74afe2a7e042aa97e68007634bce6a485436be72179",
     ),
     ProofRecord(
         target="dpledger.accountant.epsilon_cells._leaf_masses",
