@@ -105,7 +105,7 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
     if j_hi <= j_lo:
         j_hi = j_lo + 1
     eps: Array = np.asarray((j_lo + np.arange(j_hi - j_lo + 1)) * h, dtype=np.float64)
-    d = profile(eps)
+    d = _curve_read(profile, eps)
     # enforce monotonicity (a curve is non-increasing); raising values keeps it an upper bound
     d = np.maximum.accumulate(d[::-1])[::-1]
     checked = np.array(d)  # the curve the chord must dominate
@@ -126,11 +126,26 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
     return DiscretePLD(j_lo, p_mass, min(inf_mass, 1.0), h)
 
 
+def _curve_read(profile: Profile, eps: Array) -> Array:
+    """The curve at the grid ``eps`` (increasing) where the chord reads it: with two or more
+    negative points, :func:`_chord_masses` takes the masses below the last of them from the
+    excess curve, and no value of the curve below that point reaches the masses (nor the
+    monotone envelope above it), so it is not evaluated there (1 stands in). Each point's
+    value is the one the curve gives it alone."""
+    skip = max(int(np.count_nonzero(eps < 0)) - 1, 0)
+    if skip == 0:
+        return profile(eps)
+    d = np.ones(eps.size, dtype=np.float64)
+    d[skip:] = profile(eps[skip:])
+    return d
+
+
 def _chord_masses(
     profile: Profile, eps: Array, d: Array, dtype: type[np.floating[Any]] = np.float64
 ) -> tuple[NDArray[Any], NDArray[Any]]:
     """(P-masses, Q-masses) of the chord through ``d`` at ``eps`` (linear in x = e^eps, of type
-    ``dtype``); ``d`` is raised in place below zero where the excess curve gives a higher value."""
+    ``dtype``); ``d`` is raised in place below zero where the excess curve gives a higher value.
+    With two or more negative points, ``d`` is read from the last of them on only."""
     x = np.exp(eps.astype(dtype))
     dx = np.diff(x)
     slopes = np.empty(eps.size + 1, dtype=dtype)
