@@ -516,7 +516,7 @@ def test_blocks_whose_mass_at_infinity_rounds_to_one(
 ):
     """The blocks' path composes a cell whose upper mass at +infinity is 1 (the chord raises
     it to one, or it rounds there): the upper delta is 1 at every epsilon and the upper epsilon
-    infinite (the truth: the mass at +infinity is 1 - 4e-13 or 1 - 2^-128), the lower bounds
+    infinite (the truth: the mass at +infinity is 1 - 0.8^m or 1 - 2^-128), the lower bounds
     below the exact values, the split compositions of small levels included."""
     monkeypatch.setattr(pld_module, "MAX_DISTINCT_COMPONENTS", 1)
     acc = _accountant(leaves, Adjacency())
