@@ -401,6 +401,7 @@ def main() -> None:
     # the one module the accountant imports lazily (isotonic regression for dominated pairs),
     # imported here as the anchors' modules are: a query's time is not an import's
     import scipy.optimize  # noqa: F401
+
     if anchors:
         import dp_accounting  # noqa: F401
         import opacus.accountants  # noqa: F401
