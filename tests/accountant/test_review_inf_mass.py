@@ -525,6 +525,16 @@ def test_blocks_whose_mass_at_infinity_rounds_to_one(
         assert _check_epsilon(acc, leaves, delta)[1] == math.inf
 
 
+@_NO_FINITE
+def test_leaves_whose_mass_at_infinity_rounds_to_one():
+    """Leaves composed one by one (no blocks) whose chords' mass at +infinity the raise makes
+    one (delta = 1 - 1e-10): the upper delta 1, the bounds around the exact values."""
+    leaves: Leaves = {ApproxDPEvent(1e-3, 1 - 1e-10): 3, PureDPEvent(1.0): 2}
+    acc = _accountant(leaves, Adjacency())
+    assert _check_delta(acc, leaves, 2.0)[2] == 1.0
+    assert _check_epsilon(acc, leaves, 1e-3)[1] == math.inf
+
+
 def test_almost_certain_block_beside_many_distinct_leaves():
     """100 approximate-DP (1e-3, 0.5) releases beside 257 distinct pure-DP leaves (the blocks'
     path, unpatched): the block's mass at +infinity is 1 - 2^-100, 1.0 in floating point. The
