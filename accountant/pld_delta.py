@@ -333,10 +333,11 @@ class DeltaSearch:
         """``level``, or the delta read off a tilted composition on a coarse grid
         (MIN_SCREEN_POINTS) where the plain FFT's round-off would swamp it: a long run (over
         UNTILTED_DELTA / FFT_NOISE_PER_STEP steps) whose Chernoff level is too high to be
-        tilted for while the delta found is at least UNTILTED_DELTA, but low enough to be read
-        tilted (:func:`~dpledger.accountant.pld_epsilon.tilt_level`). The plain untilted
-        compositions, which could not resolve it, are then not made; below UNTILTED_DELTA
-        (a heavy step's tail) the plain ones guide the windows as before. Once per direction
+        tilted for while the delta found is low enough to be read tilted
+        (:func:`~dpledger.accountant.pld_epsilon.tilt_level`). The plain untilted
+        compositions, which could not resolve it, are then not made (below UNTILTED_DELTA
+        they were made only to find a level for the tilted ones, no better than the
+        screen's); at least UNTILTED_DELTA, the pass is marked screened. Once per direction
         and epsilon; the screen only chooses the level (it is not kept)."""
         key = (name, epsilon)
         steps = sum(k for _, k in prep.comps)
@@ -363,10 +364,11 @@ class DeltaSearch:
         finally:
             self.cache.points, self.cache.floored = points, floored
         found = 1.0 if screen is None else delta_at(screen, epsilon, upper=True)
-        if not UNTILTED_DELTA <= found < level or tilt_level(prep, found) >= UNTILTED_DELTA:
+        if not found < level or tilt_level(prep, found) >= UNTILTED_DELTA:
             return level
         self.cache.levels[key] = found
-        self.screened[(name, epsilon, self.cache.points)] = self.cache.levels
+        if found >= UNTILTED_DELTA:
+            self.screened[(name, epsilon, self.cache.points)] = self.cache.levels
         return found
 
     def _split_delta(
