@@ -61,7 +61,7 @@ def _log_ndtr_diff_delta(a: Array, eps: Array, mu: float) -> Array:
     e^{-z^2/2} / 2 their Gaussian parts cancel exactly against eps, leaving
     diff = [eps - mu (mu/2 - a)] + log(erfcx((mu - a)/sqrt 2) / erfcx(-a/sqrt 2)).
     Each point's value depends on that point alone (the same arithmetic whether it comes alone
-    or in an array); a grid, on which the deep points are one run at the end, is read in slices.
+    or in an array); a grid, on which the deep points are one run at one end, is read in slices.
     """
     a = np.asarray(a, dtype=np.float64)
     eps = np.asarray(eps, dtype=float)
@@ -71,11 +71,15 @@ def _log_ndtr_diff_delta(a: Array, eps: Array, mu: float) -> Array:
     deep = a < -1.0
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         n, k = a.size, int(np.count_nonzero(deep))
-        if a.ndim == 1 and (k == 0 or deep[n - k :].all()):
-            # each point's diff by one of the two forms (the other is not computed there)
+        # each point's diff by one of the two forms (the other is not computed there)
+        if a.ndim == 1 and deep[n - k :].all():  # increasing losses: the deep points last
             diff = np.empty(n)
             diff[: n - k] = _near_diff(a[: n - k], eps[: n - k], la[: n - k], mu)
             diff[n - k :] = _deep_diff(a[n - k :], eps[n - k :], mu)
+        elif a.ndim == 1 and deep[:k].all():  # decreasing losses: the deep points first
+            diff = np.empty(n)
+            diff[:k] = _deep_diff(a[:k], eps[:k], mu)
+            diff[k:] = _near_diff(a[k:], eps[k:], la[k:], mu)
         else:
             diff = np.empty(a.shape)
             near = ~deep

@@ -74,7 +74,9 @@ def test_gaussian_grid_is_pointwise_and_within_its_margin(
     eps = np.linspace(lo * mu, lo * mu + width * mu, 41)
     raw = gaussian_delta(mu)(eps)
     assert np.array_equal(raw, _alone(gaussian_delta(mu), eps))
-    assert np.array_equal(raw[::-1], gaussian_delta(mu)(eps[::-1].copy()))  # masked path
+    assert np.array_equal(raw[::-1], gaussian_delta(mu)(eps[::-1].copy()))  # deep points first
+    mixed = np.random.default_rng(0).permutation(eps.size)
+    assert np.array_equal(raw[mixed], gaussian_delta(mu)(eps[mixed]))  # masked path
     curve = gaussian_profile(mu)(eps)
     for e, r, c in zip(eps, raw, curve, strict=True):
         truth = _exact_gaussian(float(e), mu)
