@@ -35,6 +35,7 @@ __all__ = [
     "BLOCK_SPREAD",
     "EVALUATION_ERROR",
     "FINE_POINTS",
+    "FINE_POINTS_UPPER",
     "MAX_BLOCKS",
     "MAX_BLOCK_EPSILON",
     "MIN_BLOCKED",
@@ -49,8 +50,13 @@ BLOCK_LEAVES = 32
 #: relative step of the scales' grid: each leaf's pairs are those of the smallest (upper) and
 #: largest (lower) scale of its cell, which it dominates, resp. is dominated by
 ROUNDING = 1e-3
-#: grid points of the fine grid per leaf epsilon (the block's smallest)
-FINE_POINTS = 128
+#: grid points of the lower side's fine grid per leaf epsilon (the block's smallest): the
+#: dominated pairs lose about a fraction of a spacing per leaf, so the lower bound follows it
+FINE_POINTS = 192
+#: grid points of the upper side's fine grid per leaf epsilon: connect-the-dots pairs are
+#: tight at any spacing (their curves meet the leaf's at the grid points), so a coarser grid
+#: barely moves the upper bound and costs a sixteenth of the lower side's convolutions
+FINE_POINTS_UPPER = 48
 #: a block's costliest leaf is at most this many times its cheapest (its fine grid
 #: follows the cheapest, so its atoms grow with the spread)
 BLOCK_SPREAD = 2.0
@@ -242,10 +248,10 @@ class _Parts:
         return self.lower[(leaf, h)]
 
 
-def _spacing(leaves: list[Event], parts: _Parts) -> float | None:
-    """The block's fine spacing: a power of two at most its smallest leaf epsilon over
-    FINE_POINTS (blocks of similar leaves share it, and their parts); None when a leaf's
-    curves are not symmetric or its losses not finite."""
+def _spacing(leaves: list[Event], parts: _Parts, points: int) -> float | None:
+    """A side's fine spacing: a power of two at most its smallest leaf epsilon over ``points``
+    (blocks of similar leaves share it, and their parts); None when a leaf's curves are not
+    symmetric or its losses not finite."""
     eps = math.inf
     for leaf in leaves:
         d = parts.curves(leaf)
@@ -254,27 +260,29 @@ def _spacing(leaves: list[Event], parts: _Parts) -> float | None:
         eps = min(eps, max(abs(d.remove.loss_lo), abs(d.remove.loss_hi)))
     if not (0 < eps < math.inf):
         return None
-    return 2.0 ** math.floor(math.log2(eps / FINE_POINTS))
+    return 2.0 ** math.floor(math.log2(eps / points))
 
 
 def block_profiles(
     upper: list[Event], lower: list[Event], adjacency: Adjacency, parts: _Parts | None = None
 ) -> DirectedProfiles | None:
     """The curves of one block: the composition of the ``upper`` leaves' pairs on their fine
-    grid (upper curve) and of the ``lower`` leaves' dominated pairs (lower curve); None when a
-    part cannot be certified (the leaves then stay as they are)."""
+    grid (upper curve, spacing FINE_POINTS_UPPER per epsilon) and of the ``lower`` leaves'
+    dominated pairs (lower curve, FINE_POINTS per epsilon; each side on a grid of its own);
+    None when a part cannot be certified (the leaves then stay as they are)."""
     parts = parts or _Parts(adjacency)
-    h = _spacing([*upper, *lower], parts)
-    if h is None:
+    h_up = _spacing([*upper, *lower], parts, FINE_POINTS_UPPER)
+    h = _spacing([*upper, *lower], parts, FINE_POINTS)
+    if h is None or h_up is None:
         return None
     lowers = [parts.down(leaf, h) for leaf in lower]
     if any(p is None for p in lowers):
         return None
-    up = compose_masses([parts.up(leaf, h) for leaf in upper], up=True)
+    up = compose_masses([parts.up(leaf, h_up) for leaf in upper], up=True)
     down = compose_masses([p for p in lowers if p is not None], up=False)
     if up is None or down is None:
         return None
-    upper_curve = _upper_profile(up[0], up[1], up[2], up[3], h)
+    upper_curve = _upper_profile(up[0], up[1], up[2], up[3], h_up)
     lower_curve = _lower_profile(down[0], down[1], down[3], h)
     return DirectedProfiles(upper_curve, upper_curve, lower_curve, lower_curve)
 

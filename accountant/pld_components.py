@@ -31,7 +31,13 @@ from dpledger.core.events import (
     flatten,
 )
 
-__all__ = ["MAX_DISTINCT_COMPONENTS", "REPRESENTATIVE_STEP", "representative_components"]
+__all__ = [
+    "MAX_DISTINCT_COMPONENTS",
+    "MAX_ROUNDED_COMPONENTS",
+    "MAX_ROUNDED_STEP",
+    "REPRESENTATIVE_STEP",
+    "representative_components",
+]
 
 #: above this many distinct leaf events, parameters are rounded to dominating representatives
 MAX_DISTINCT_COMPONENTS = 256
@@ -40,6 +46,13 @@ MAX_DISTINCT_COMPONENTS = 256
 MAX_REPRESENTATIVE_STEP = 0.025
 #: the most components composed after rounding to representatives (each costs one FFT)
 MAX_COMPONENTS = 256
+#: a step above MAX_ROUNDED_STEP (and MAX_REPRESENTATIVE_STEP) at MAX_COMPONENTS is lowered to
+#: it (on the grid of steps) where that leaves at most MAX_ROUNDED_COMPONENTS: parameters
+#: spread in several dimensions (a sampling rate and a noise) otherwise round most of the
+#: bracket; a step beyond reach of that budget is left as it is (its components would cost
+#: time without bringing the rounding down to a small part of the bracket)
+MAX_ROUNDED_STEP = 0.03
+MAX_ROUNDED_COMPONENTS = 360
 
 
 def representative_components(
@@ -48,11 +61,18 @@ def representative_components(
     """(upper events, lower events, step): the leaves rounded to dominating resp. dominated
     representatives on the finest grid that leaves at most ``limit`` components
     (:meth:`~dpledger.accountant.representatives.Table.step`); the step stays at most
-    MAX_REPRESENTATIVE_STEP while that leaves at most MAX_COMPONENTS."""
+    MAX_REPRESENTATIVE_STEP while that leaves at most MAX_COMPONENTS, and at most
+    MAX_ROUNDED_STEP while that leaves at most MAX_ROUNDED_COMPONENTS."""
     table = Table(merged)
     step = table.step(limit)
     if step > MAX_REPRESENTATIVE_STEP:
         step = max(table.step(MAX_COMPONENTS), table.step_at_most(MAX_REPRESENTATIVE_STEP))
+    cap = max(MAX_ROUNDED_STEP, MAX_REPRESENTATIVE_STEP)
+    if step > cap:
+        # a coarse step rounds most of the bracket: a finer one where a few more components do
+        finer = table.step_at_most(cap)
+        if table.count(finer) <= MAX_ROUNDED_COMPONENTS:
+            step = finer
     steps = weighted_steps(table, step)
     if steps is not None:
         widest = max(float(np.max(s)) for s in steps.values())

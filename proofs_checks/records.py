@@ -277,7 +277,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_components.representative_components",
         status="contrib",
         proof="proofs_checks/representatives/proof.md",
-        source_sha256="3ded3083b893444b143123c13bf3b5e81dc2cedc69763a2a1d71cb2d303d5f8b",
+        source_sha256="eb1dfaf1fdeb7490d61e1bdecbe67c8aafb89f2fc8c061a1b28c1d3903b091ca",
     ),
     ProofRecord(
         target="dpledger.accountant.rdp.RDPAccountant._grouped_others",

@@ -44,7 +44,7 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks.block_profiles",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="9ebae874d417c30000b588b39c28ab92d957355702534713b0293e43dd0d2222",
+        source_sha256="bf4b279d1d785d014199f7959c4746919f432050924bd8be12772e3d68d8017a",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks._rounded",

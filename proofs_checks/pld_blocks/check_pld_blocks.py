@@ -75,6 +75,27 @@ def test_block_curves_against_the_composition(
         assert lower <= upper
 
 
+@pytest.mark.parametrize(("lower", "upper"), [(32, 8), (8, 32)])
+def test_block_sides_on_grids_of_their_own_against_the_composition(
+    lower: int, upper: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step 8: each side on a fine grid of its own (the upper coarser or finer than the
+    lower), against the same 60-digit references as one common grid."""
+    monkeypatch.setattr(blocks, "FINE_POINTS_UPPER", upper)
+    monkeypatch.setattr(blocks, "FINE_POINTS", lower)
+    leaves = [LaplaceEvent(s) for s in (700.0, 910.0)]
+    adjacency = Adjacency()
+    d = block_profiles(list(leaves), list(leaves), adjacency, _Parts(adjacency))
+    assert d is not None
+    binned = [_binned_pair(s, 40) for s in (700.0, 910.0)]
+    for eps in np.linspace(0.0, 1.0 / 700.0 + 1.0 / 910.0, 7).tolist():
+        upper_value = float(d.remove(np.array([eps]))[0])
+        lower_value = float(d.lower_remove.delta(np.array([eps]))[0])
+        assert upper_value >= _composed_curve(binned, eps)
+        assert lower_value <= _rr_curve([1.0 / 700.0, 1.0 / 910.0], eps)
+        assert lower_value <= upper_value
+
+
 def test_curve_evaluation_is_on_its_side() -> None:
     rng = np.random.default_rng(5)
     losses = np.sort(rng.uniform(-0.02, 0.02, 800))

@@ -110,14 +110,16 @@ def test_block_curves_bracket_the_exact_fine_composition(
     """The upper curve lies above the 60-digit composition of the leaves' dominating pairs,
     the lower below that of their dominated pairs (on a coarser fine grid, for time)."""
     monkeypatch.setattr(blocks_module, "FINE_POINTS", 16)
+    monkeypatch.setattr(blocks_module, "FINE_POINTS_UPPER", 8)
     leaves = _leaves(count, seed=count)
     adjacency = Adjacency()
     parts = _Parts(adjacency)
     found = block_profiles(list(leaves), list(leaves), adjacency, parts)
     assert found is not None
-    h = _spacing(list(leaves), parts)
-    assert h is not None
-    up_offset, up = _exact_convolution([parts.up(leaf, h) for leaf in leaves])
+    h = _spacing(list(leaves), parts, 16)
+    h_up = _spacing(list(leaves), parts, 8)
+    assert h is not None and h_up is not None and h_up > h
+    up_offset, up = _exact_convolution([parts.up(leaf, h_up) for leaf in leaves])
     lows = [parts.down(leaf, h) for leaf in leaves]
     assert all(p is not None for p in lows)
     low_offset, low = _exact_convolution([p for p in lows if p is not None])
@@ -126,7 +128,7 @@ def test_block_curves_bracket_the_exact_fine_composition(
         a = float(found.remove(np.array([eps]))[0])
         # the lower curve as computed (a profile's values add its REL_MARGIN on top)
         b = float(found.lower_remove.delta(np.array([eps]))[0])
-        assert a >= _exact_curve(up_offset, up, h, eps)
+        assert a >= _exact_curve(up_offset, up, h_up, eps)
         assert b <= _exact_curve(low_offset, low, h, eps)
         assert b <= a
 
