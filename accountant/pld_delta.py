@@ -171,12 +171,21 @@ class DeltaSearch:
     def _upper_bracket(self, prep: Prepared, epsilon: float) -> tuple[float, float, float]:
         """Within :func:`~dpledger.accountant.pld_epsilon.upper_only` (the caller reads upper
         bounds only, or another backend's bracket is exact): each direction's plain
-        compositions, and the lower bounds already known."""
+        compositions (cut again for the delta found where the cut mass could matter,
+        :meth:`_recut`), and the lower bounds already known."""
         upper, lower, h = 0.0, 0.0, 0.0
-        for name in prep.names:
-            up, _, _, _, h = self._delta_upper(prep, name, epsilon)
-            upper = max(upper, up)
-            lower = max(lower, self.cache.known_deltas(name, epsilon)[1])
+        try:
+            for name in prep.names:
+                # a direction far below the upper bound so far cannot raise it: its tails are
+                # cut for no level below that
+                self.cache.cut_floor = upper
+                up, level, _, tilt, h = self._delta_upper(prep, name, epsilon)
+                if up < level and self._recut(prep, name, tilt, level, up):
+                    up = self.cache.known_deltas(name, epsilon)[0]
+                upper = max(upper, up)
+                lower = max(lower, self.cache.known_deltas(name, epsilon)[1])
+        finally:
+            self.cache.cut_floor = 0.0
         return upper, lower, h
 
     def _delta_direction(

@@ -13,6 +13,7 @@ import pytest
 from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.pld_compositions import CUT_SHARE
 from dpledger.accountant.pld_delta import RECUT_SHARE
+from dpledger.accountant.pld_epsilon import upper_only
 from dpledger.accountant.pld_prepared import CUT_COMPONENTS
 from dpledger.core.events import ComposedEvent, Event, GaussianEvent, PoissonSampledEvent
 
@@ -71,3 +72,16 @@ def test_cuts_never_below_the_bracket_lower_bound_and_recut_where_it_matters():
     assert len(uppers) == 2
     assert min(made.inf_mass for made in uppers) <= RECUT_SHARE * bound.delta
     assert max(made.inf_mass for made in uppers) > RECUT_SHARE * bound.delta
+
+
+def test_upper_only_delta_queries_recut_and_cut_no_lower_than_the_upper_so_far():
+    """Within ``upper_only`` the remove direction is cut again for the delta found (its upper
+    bound is the full query's), and the add direction for no level below it."""
+    acc = PLDAccountant()
+    acc.compose(_distinct())
+    with upper_only():
+        bound = acc.get_delta(1.0)
+    assert min(_budgets(acc)) >= 1e-2 * CUT_SHARE * bound.delta
+    # the full query (its lower-bound compositions added) reads the same upper bound
+    full = acc.get_delta(1.0)
+    assert bound.delta == full.delta and full.delta_lower >= full.delta / 1.01
