@@ -365,6 +365,8 @@ class DeltaSearch:
         points, floored = self.cache.points, self.cache.floored
         try:
             self.cache.points = min(points, MIN_SCREEN_POINTS)
+            # (a window of many components on SCREEN_LEAST_POINTS, as :meth:`_screen`'s)
+            self.cache.least_points = SCREEN_LEAST_POINTS
             extend = self.cache.extend(prep, name, "upper")
             h, win = self.cache.window(prep, name, tilt[0], forced, extend)
             screen = self.cache.compose_at(prep, name, tilt[0], h, win, "upper")
@@ -372,6 +374,7 @@ class DeltaSearch:
             return level
         finally:
             self.cache.points, self.cache.floored = points, floored
+            self.cache.least_points = MIN_POINTS
         found = 1.0 if screen is None else delta_at(screen, epsilon, upper=True)
         if not found < level or tilt_level(prep, found) >= UNTILTED_DELTA:
             return level
