@@ -7,6 +7,7 @@ randomized response, pure DP and Gaussians is a lattice law, or a Gaussian mixtu
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import mpmath as mp
 import numpy as np
@@ -240,3 +241,29 @@ def test_lower_bound_of_a_failure_mass_near_one():
     lower, upper = _delta_bracket(_accountant(leaves, Adjacency()), leaves, 1.0)
     assert upper == 1.0
     assert lower >= 1.0 - 1e-11
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the deflations of a mass at +infinity read as a lower bound are relative (inf_lower = "
+        "inf_mass (1 - error) in epsilon_cells._lower, inf_mass (1 - 16 U (T + 8)) in "
+        "pld_read.infinity_lower): below 2^-1022 a product by 1 - 1e-15 rounds back to the same "
+        "subnormal, so three releases at delta 5e-324 certify a lower delta of 3 x 5e-324, above "
+        "the exact 1 - (1 - 5e-324)^3 = 3 x 5e-324 - 3 (5e-324)^2 + ... (by about 7e-647)"
+    ),
+)
+@pytest.mark.parametrize("blocks", [False, True], ids=["leaves", "blocks"])
+def test_subnormal_failure_mass_lower_bound_is_below_the_truth(
+    blocks: bool, monkeypatch: pytest.MonkeyPatch
+):
+    """The certified lower delta past every finite loss, compared exactly (as fractions) with
+    the failure mass 1 - (1 - delta)^m."""
+    if blocks:
+        monkeypatch.setattr(pld_module, "MAX_DISTINCT_COMPONENTS", 1)
+    tiny = 5e-324
+    acc = _accountant({ApproxDPEvent(0.5, tiny): 3, PureDPEvent(0.1): 1}, Adjacency())
+    bound = acc.get_delta(1e3)
+    exact = 1 - (1 - Fraction(tiny)) ** 3
+    assert Fraction(bound.delta) >= exact
+    assert Fraction(bound.delta_lower) <= exact, bound.delta_lower
