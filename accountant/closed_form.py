@@ -318,7 +318,8 @@ class ClosedFormAccountant(Accountant):
         if found is not None:
             eps_lo, eps_hi = max(eps_lo, found[0]), min(eps_hi, found[1])
             details = {**details, "adaptive_bounded_range": found}
-        if "basic_composition" in details:
+        if "basic_composition" in details and delta > p_hi:
+            # basic composition certifies (sum eps, P) only: below P's upper bound it says nothing
             eps_hi = min(eps_hi, details["basic_composition"])
             eps_lo = min(eps_lo, eps_hi)
         return EpsilonBound(eps_hi, eps_lo, delta, self.name, details)

@@ -197,16 +197,6 @@ def test_void_composition_read_everywhere(dominated: bool, split: bool):
 # -- found by this review ------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "closed form: the basic-composition cap (eps_hi = min(eps_hi, sum of epsilons)) ignores "
-        "the failure mass P = 1 - prod (1 - delta_i)^m, so a level delta with p_lo < delta <= "
-        "p_hi (within about 8 U (n + 4) of P, where P > delta and the true epsilon is infinite) "
-        "gets the finite basic composition: 10 x (1.0, 1e-6) at delta = P (1 - 1e-15) prints "
-        "epsilon 10.0; 3 x (0.5, 1 - 2^-53) at delta = 1 - 2^-53 prints 1.5 (PLD: inf)"
-    ),
-)
 def test_closed_form_cap_respects_the_failure_mass():
     """delta just below the composed failure mass: the true epsilon is infinite (delta(eps)
     >= P > delta at every epsilon), so no finite upper epsilon is certified."""
