@@ -265,10 +265,25 @@ def test_new_brackets_meet_the_brackets_certified_before(ledger: str, relation: 
     assert bound.delta <= old_up + (old_up - old_lo)
 
 
-#: dp-accounting 0.6 PLD (value_discretization_interval 1e-4, pessimistic estimate) of
-#: ``_poisson(24)`` at epsilon 1 and 3: an estimate from above, so the certified lower bound
-#: must be below it (margin 1e-3 relative for its own discretisation)
-DP_ACCOUNTING_DELTA = {1.0: 1.2490e-06, 3.0: 1.6300e-12}
+#: dp-accounting 0.6 PLD of ``_poisson(24)`` at h = 1e-4 per epsilon: (pessimistic
+#: connect-the-dots estimate, from above; optimistic estimate, from below)
+DP_ACCOUNTING_DELTA = {
+    1.0: (1.248967252139294e-06, 1.2380170618532552e-06),
+    3.0: (1.658191519829282e-12, 1.615412811164855e-12),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("eps", sorted(DP_ACCOUNTING_DELTA))
+def test_cut_delta_brackets_against_dp_accounting(eps: float):
+    """The certified lower bound stays below dp-accounting's estimate from above and the upper
+    bound above its estimate from below (margin 1e-3 for their discretisation)."""
+    pessimistic, optimistic = DP_ACCOUNTING_DELTA[eps]
+    acc = _pld(_poisson(24))
+    bound = acc.get_delta(eps)
+    assert bound.delta_lower <= pessimistic * (1 + 1e-3)
+    assert bound.delta >= optimistic * (1 - 1e-3)
+    assert any("|cut=" in tag for tag in _cut_tags(acc))
 
 
 _LEAVES = st.one_of(
