@@ -65,7 +65,7 @@ SCREEN_LEAST_POINTS = MIN_POINTS // 4
 #: a delta query whose tails were cut for a level above the delta found composes again, cut
 #: for the delta found, when the mass at +infinity (which holds the cut mass) exceeds this
 #: share of that delta
-RECUT_SHARE = 1e-3
+RECUT_SHARE = 1e-4
 #: a direction makes no lower-bound composition when the Chernoff bound on its lower pairs
 #: (:meth:`DeltaSearch._lower_level`) is below this share of another direction's lower bound
 LOWER_LEVEL_SHARE = 1e-6
@@ -180,7 +180,7 @@ class DeltaSearch:
                 # cut for no level below that
                 self.cache.cut_floor = upper
                 up, level, _, tilt, h = self._delta_upper(prep, name, epsilon)
-                if up < level and self._recut(prep, name, tilt, level, up):
+                if up < level and self._recut(prep, name, epsilon, (tilt, level), up):
                     up = self.cache.known_deltas(name, epsilon)[0]
                 upper = max(upper, up)
                 lower = max(lower, self.cache.known_deltas(name, epsilon)[1])
@@ -219,7 +219,7 @@ class DeltaSearch:
             if retilt[0] > 0:
                 self.cache.composed(prep, name, retilt[0], found)
                 tilt, level = retilt[0], found
-        if found < level and self._recut(prep, name, tilt, level, found):
+        if found < level and self._recut(prep, name, epsilon, (tilt, level), found):
             level = found
         best_up, best_lo = self.cache.known_deltas(name, epsilon)
         if best_up <= floor or (
@@ -237,11 +237,16 @@ class DeltaSearch:
             self.cache.split_first.add(("delta", name, epsilon))
         return (*self.cache.known_deltas(name, epsilon), h)
 
-    def _recut(self, prep: Prepared, name: str, tilt: float, level: float, found: float) -> bool:
-        """Compose the plain upper bound again with the tails cut for ``found`` (the delta
-        found) where they were cut for ``level`` (a higher estimate) and the composition's mass
-        at +infinity, which holds the cut mass, exceeds RECUT_SHARE of ``found``; whether it
-        was. Tightness only: any cut keeps the bounds certified."""
+    def _recut(
+        self, prep: Prepared, name: str, epsilon: float, at: tuple[float, float], found: float
+    ) -> bool:
+        """Compose the plain upper bound at ``at`` = (tilt, level) again with the tails cut for
+        ``found`` (the delta found) where they were cut for ``level`` (a higher estimate) and
+        the composition's mass at +infinity, which holds the cut mass, exceeds RECUT_SHARE of
+        ``found``; whether the new composition reads a lower upper bound (then the lower-bound
+        compositions follow its cut; else the first cut's, whose shorter windows have a finer
+        grid). Tightness only: any cut keeps the bounds certified."""
+        tilt, level = at
         cut_tag = self.cache.cut(prep, level)[0]
         if "cut=" not in cut_tag:
             return False
@@ -250,8 +255,10 @@ class DeltaSearch:
             return False
         if self.cache.cut(prep, found)[0] == cut_tag:
             return False
-        self.cache.composed(prep, name, tilt, found)
-        return True
+        again = self.cache.composed(prep, name, tilt, found)
+        if again is None:
+            return False
+        return delta_at(again, epsilon, upper=True) < delta_at(made, epsilon, upper=True)
 
     def _delta_lowers(
         self, prep: Prepared, name: str, epsilon: float, at: tuple[float, float], floor: float
