@@ -130,12 +130,33 @@ def test_cut_delta_brackets_hold_the_exact_lattice_delta(n: int, sigma: float, e
     "certified: the PLD lower bound drops to 0 (4.4999999235e-8 before the change, exact "
     "4.4999999235e-8), account() reads 6.0e-9 from exact conditioning instead, 3-6x slower",
 )
-def test_a_delta_at_the_mass_at_infinity_keeps_its_lower_bound():
-    leaves = _lattice_mix(17, 1.0)
-    exact = _exact_delta(leaves, 20.0)
-    bound = _pld(leaves).get_delta(20.0)
+@pytest.mark.parametrize(
+    ("n", "sigma", "eps"),
+    [(17, 1.0, 20.0), pytest.param(18, 2.0, 14.0, marks=pytest.mark.slow)],
+)
+def test_a_delta_at_the_mass_at_infinity_keeps_its_lower_bound(n: int, sigma: float, eps: float):
+    leaves = _lattice_mix(n, sigma)
+    exact = _exact_delta(leaves, eps)
+    bound = _pld(leaves).get_delta(eps)
     assert bound.delta_lower <= exact <= bound.delta
     assert bound.delta_lower >= 0.99 * exact
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="(before the cut delta queries too) a Poisson-sampled approximate-DP leaf (rate "
+    "0.01, delta 1e-6) holds P-mass 1e-8 at +infinity, so k copies have delta(eps) >= "
+    "1 - (1 - 1e-8)^k at every eps; alone it reads [9.99999999e-9, 1.0e-8], but five copies "
+    "read [0, 4.9999999e-8] (PLD, and so account()), two [0, 2e-8]; beside one Poisson-sampled "
+    "Gaussian [1.04e-15, 1.00000011e-8] in 5-10 s, its epsilon bracket at 1.5e-8 [0.791, 0.924]",
+)
+def test_sampled_approximate_dp_copies_keep_their_mass_at_infinity():
+    acc = PLDAccountant()
+    acc.compose(PoissonSampledEvent(0.01, ApproxDPEvent(0.5, 1e-6)), 5)
+    bound = acc.get_delta(3.0)
+    floor = 1.0 - (1.0 - 1e-8) ** 5
+    assert bound.delta_lower <= floor * (1 + 1e-6) and bound.delta >= floor * (1 - 1e-9)
+    assert bound.delta_lower >= 0.99 * floor
 
 
 def _distinct_mix() -> list[Event]:
@@ -305,7 +326,14 @@ _LEAVES = st.one_of(
 def test_random_mixtures_leave_room_for_one_curve(
     leaves: list[Event], relation: str, delta0: float, eps0: float
 ):
-    _check_pair(leaves, Adjacency(relation=relation), delta0, eps0)
+    """The pair checks of :func:`_check_pair`; and dropping releases is post-processing, so the
+    upper bound of the whole ledger at eps0 is at least the lower bound of its first half
+    (composed whole, at most CUT_COMPONENTS components)."""
+    adjacency = Adjacency(relation=relation)
+    _check_pair(leaves, adjacency, delta0, eps0)
+    whole = _pld(leaves, adjacency).get_delta(eps0)
+    part = _pld(leaves[: len(leaves) // 2], adjacency).get_delta(eps0)
+    assert whole.delta >= part.delta_lower * (1 - 1e-9)
 
 
 @pytest.mark.slow
