@@ -22,8 +22,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpledger.accountant.pld import PLDAccountant
-from dpledger.accountant.pld_components import MAX_ROUNDED_COMPONENTS, representative_components
+from dpledger.accountant.pld_components import (
+    MAX_DISTINCT_COMPONENTS,
+    MAX_ROUNDED_COMPONENTS,
+    MAX_ROUNDED_STEP,
+    representative_components,
+)
 from dpledger.accountant.pld_prepared import CUT_COMPONENTS
+from dpledger.accountant.representatives import Split, Table, split
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import (
@@ -122,14 +128,6 @@ def test_cut_delta_brackets_hold_the_exact_lattice_delta(n: int, sigma: float, e
         assert any("|cut=" in tag for tag in _cut_tags(acc))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a delta query whose delta is the mass at +infinity (epsilon beyond the finite "
-    "losses) takes the Chernoff level of the finite losses (about 1e-300) as its level, widens "
-    "the ranges for it (reach=1e-306), and the dominated pairs of the widened curves are not "
-    "certified: the PLD lower bound drops to 0 (4.4999999235e-8 before the change, exact "
-    "4.4999999235e-8), account() reads 6.0e-9 from exact conditioning instead, 3-6x slower",
-)
 @pytest.mark.parametrize(
     ("n", "sigma", "eps"),
     [(17, 1.0, 20.0), pytest.param(18, 2.0, 14.0, marks=pytest.mark.slow)],
@@ -181,10 +179,11 @@ def _check_pair(leaves: list[Event], adjacency: Adjacency, delta0: float, eps0: 
     found = _pld(leaves, adjacency).get_epsilon(delta0)
     lo, up = found.epsilon_lower, found.epsilon
     assert lo <= up
-    at_up = _pld(leaves, adjacency).get_delta(up)
-    at_lo = _pld(leaves, adjacency).get_delta(lo)
-    assert at_up.delta_lower <= delta0 * (1 + 1e-9)
-    assert at_lo.delta >= delta0 * (1 - 1e-9)
+    # (an infinite end: delta0 is at most the mass at +infinity, no epsilon reaches it)
+    if math.isfinite(up):
+        assert _pld(leaves, adjacency).get_delta(up).delta_lower <= delta0 * (1 + 1e-9)
+    if math.isfinite(lo):
+        assert _pld(leaves, adjacency).get_delta(lo).delta >= delta0 * (1 - 1e-9)
     bracket = _pld(leaves, adjacency).get_delta(eps0)
     dl, du = bracket.delta_lower, bracket.delta
     assert 0.0 <= dl <= du
@@ -204,38 +203,69 @@ def test_delta_and_epsilon_brackets_of_a_mixture_leave_room_for_one_curve(relati
     _check_pair(_distinct_mix(), Adjacency(relation=relation), 1e-5, 3.0)
 
 
-def test_representatives_of_the_second_budget_dominate_their_members():
-    """Leaves spread in rate and noise past MAX_DISTINCT_COMPONENTS: every member has an upper
-    representative at least its rate and at most its noise, and a lower one at most its rate
-    and at least its noise, within the step; each representative counts no more than the
-    members it covers, and both sides count every member."""
-    rng = np.random.default_rng(7)
-    merged: dict[Event, int] = {
-        PoissonSampledEvent(float(q), GaussianEvent(float(s))): 1
-        for q, s in zip(rng.uniform(1e-3, 3e-3, 600), rng.uniform(0.8, 1.2, 600), strict=True)
-    }
+def _covers(rep: Split, member: Split, step: float, *, up: bool) -> bool:
+    """Whether ``rep`` is on the costly (``up``) or cheap side of ``member`` in every
+    parameter, within a factor 1 + ``step`` of it."""
+    if rep[0] != member[0]:
+        return False
+    grow = 1.0 + step
+    for r, m, costly in zip(rep[1], member[1], rep[2], strict=True):
+        assert isinstance(r, float) and isinstance(m, float)
+        larger = costly == up
+        if (r < m) if larger else (r > m):
+            return False
+        if (r > m * grow * (1 + 1e-12)) if larger else (r < m / grow / (1 + 1e-12)):
+            return False
+    return True
+
+
+def _check_representatives(merged: dict[Event, int]) -> float:
+    """Every member has an upper representative on its costly side and a lower one on its
+    cheap side, within the step; a representative counts no more than the members it covers;
+    both sides count every member. The step."""
     upper, lower, step = representative_components(merged)
     assert len(upper) <= MAX_ROUNDED_COMPONENTS and len(lower) <= MAX_ROUNDED_COMPONENTS
     assert sum(upper.values()) == sum(lower.values()) == sum(merged.values())
+    members = [(split(e), k) for e, k in merged.items()]
+    for side, up in ((upper, True), (lower, False)):
+        reps = [(split(e), k) for e, k in side.items()]
+        for member, _ in members:
+            assert member is not None
+            assert any(r is not None and _covers(r, member, step, up=up) for r, _ in reps)
+        for rep, count in reps:
+            assert rep is not None
+            covered = sum(
+                k for m, k in members if m is not None and _covers(rep, m, math.inf, up=up)
+            )
+            assert count <= covered
+    return step
 
-    def params(events: dict[Event, int]) -> np.ndarray:
-        out = []
-        for e in events:
-            assert isinstance(e, PoissonSampledEvent) and isinstance(e.event, GaussianEvent)
-            out.append((e.sampling_probability, e.event.noise_multiplier))
-        return np.array(out)
 
-    members, ups, downs = params(merged), params(upper), params(lower)
-    grow = 1.0 + step
-    for q, s in members:
-        above = (ups[:, 0] >= q) & (ups[:, 1] <= s) & (ups[:, 0] <= q * grow)
-        below = (downs[:, 0] <= q) & (downs[:, 1] >= s) & (downs[:, 0] >= q / grow)
-        assert above.any() and below.any()
-    counts_up, counts_down = np.array(list(upper.values())), np.array(list(lower.values()))
-    for (q, s), c in zip(ups, counts_up, strict=True):
-        assert c <= int(np.sum((members[:, 0] <= q) & (members[:, 1] >= s)))
-    for (q, s), c in zip(downs, counts_down, strict=True):
-        assert c <= int(np.sum((members[:, 0] >= q) & (members[:, 1] <= s)))
+def test_representatives_of_the_second_budget_dominate_their_members():
+    """DP-SGD steps spread in rate and noise whose step is lowered by the second budget (4.4 %
+    at 256 components, 2.8 % at at most 360): every member is covered on both sides."""
+    rng = np.random.default_rng(7)
+    merged: dict[Event, int] = {
+        PoissonSampledEvent(float(q), GaussianEvent(float(s))): 1
+        for q, s in zip(rng.uniform(1e-3, 3e-3, 500), rng.uniform(0.8, 1.2, 500), strict=True)
+    }
+    step = _check_representatives(merged)
+    assert step <= MAX_ROUNDED_STEP < Table(merged).step(MAX_DISTINCT_COMPONENTS)
+
+
+def test_representatives_of_mixed_kinds_dominate_their_members():
+    """Randomized response, approximate DP, Laplace and sampled Gaussians together."""
+    rng = np.random.default_rng(3)
+    merged: dict[Event, int] = {}
+    for q, s in zip(rng.uniform(1e-3, 3e-3, 150), rng.uniform(0.8, 1.2, 150), strict=True):
+        merged[PoissonSampledEvent(float(q), GaussianEvent(float(s)))] = 2
+    for e in rng.uniform(0.01, 0.02, 100):
+        merged[RandomizedResponseEvent(float(e), 2)] = 1
+    for e, d in zip(rng.uniform(0.01, 0.02, 100), rng.uniform(1e-9, 2e-9, 100), strict=True):
+        merged[ApproxDPEvent(float(e), float(d))] = 3
+    for b in rng.uniform(50.0, 100.0, 100):
+        merged[LaplaceEvent(float(b))] = 1
+    _check_representatives(merged)
 
 
 def _poisson(n: int, base: float = 0.01, step: float = 0.04) -> list[Event]:
@@ -316,9 +346,9 @@ _LEAVES = st.one_of(
 
 
 @pytest.mark.slow
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(
-    leaves=st.lists(_LEAVES, min_size=CUT_COMPONENTS + 1, max_size=24, unique=True),
+    leaves=st.lists(_LEAVES, min_size=CUT_COMPONENTS + 1, max_size=20, unique=True),
     relation=st.sampled_from(["add_remove", "replace_one"]),
     delta0=st.sampled_from([1e-5, 1e-8, 1e-12]),
     eps0=st.floats(0.3, 4.0),
