@@ -11,6 +11,8 @@ made. Every composition certifies its own bound, so the best over all of them is
 
 from __future__ import annotations
 
+import math
+
 from dpledger.accountant.pld_compositions import (
     MIN_POINTS,
     UNTILTED_DELTA,
@@ -104,8 +106,9 @@ class DeltaSearch:
         reach = {n: self._lower_level(prep, n, epsilon) if ties else 1.0 for n in prep.names}
         try:
             for name in sorted(prep.names, key=lambda n: (-order[n], -reach[n])):
-                # tails are cut for no level below the bracket's lower bound so far
-                self.cache.cut_floor = lower
+                # tails are cut for no level below the bracket's lower bound so far (nor below
+                # the direction's mass at +infinity, which the Chernoff level leaves out)
+                self.cache.cut_floor = max(lower, _infinity_level(prep, name))
                 up, lo, spacing = self._direction(prep, name, epsilon, known[name][0], lower)
                 upper, lower = max(upper, up), max(lower, lo)
                 h = h if spacing is None else spacing
@@ -178,7 +181,7 @@ class DeltaSearch:
             for name in prep.names:
                 # a direction far below the upper bound so far cannot raise it: its tails are
                 # cut for no level below that
-                self.cache.cut_floor = upper
+                self.cache.cut_floor = max(upper, _infinity_level(prep, name))
                 up, level, _, tilt, h = self._delta_upper(prep, name, epsilon)
                 if up < level and self._recut(prep, name, epsilon, (tilt, level), up):
                     up = self.cache.known_deltas(name, epsilon)[0]
@@ -410,3 +413,14 @@ class DeltaSearch:
         # finer passes start from the level the tails were last cut against
         self.cache.levels[(name, epsilon)] = level
         return 0.0 if up is None else up.h
+
+
+def _infinity_level(prep: Prepared, name: str) -> float:
+    """The mass at +infinity of one direction's coarse components composed (delta at every
+    epsilon is about at least that; a level for cutting tails only)."""
+    total = 0.0
+    for pld, k in prep.coarse[name]:
+        if pld.inf_mass >= 1.0:
+            return 1.0
+        total += k * math.log1p(-pld.inf_mass)
+    return -math.expm1(total)
