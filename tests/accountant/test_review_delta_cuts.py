@@ -134,6 +134,9 @@ def test_cut_delta_brackets_hold_the_exact_lattice_delta(n: int, sigma: float, e
     [(17, 1.0, 20.0), pytest.param(18, 2.0, 14.0, marks=pytest.mark.slow)],
 )
 def test_a_delta_at_the_mass_at_infinity_keeps_its_lower_bound(n: int, sigma: float, eps: float):
+    """An epsilon beyond the finite losses: delta is the mass at +infinity, which the Chernoff
+    level of the finite losses (about 1e-300) leaves out; tails cut or widened for that level
+    left the dominated pairs uncertified and the lower bound at 0 (exact 4.4999999235e-8)."""
     leaves = _lattice_mix(n, sigma)
     exact = _exact_delta(leaves, eps)
     bound = _pld(leaves).get_delta(eps)
