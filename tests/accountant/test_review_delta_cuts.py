@@ -304,6 +304,8 @@ OLD_BRACKETS: dict[tuple[str, str, float], tuple[float, float]] = {
     ("approx", "add_remove", 0.5): (8.754557077929964e-05, 8.75708191808819e-05),
     ("approx", "add_remove", 3.5): (1.0100002558518103e-07, 1.010000257264537e-07),
     ("sampled_approx", "add_remove", 0.5): (4.3223901459707075e-05, 4.323866802619488e-05),
+    ("long_run", "add_remove", 4.0): (4.192441735678697e-12, 4.197985622871855e-12),
+    ("long_run", "add_remove", 6.0): (4.6874748008859747e-23, 1.4414205716517512e-22),
 }
 
 LEDGERS = {
@@ -317,6 +319,8 @@ LEDGERS = {
         *_poisson(20),
         PoissonSampledEvent(0.01, ApproxDPEvent(0.5, 1e-6)),
     ],
+    # a long run (1e5 steps of 20 distinct rates): its level is screened on a coarse window
+    "long_run": lambda: [SelfComposedEvent(e, 5000) for e in _poisson(20, base=1e-3)],
 }
 
 
