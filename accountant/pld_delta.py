@@ -24,6 +24,7 @@ from dpledger.accountant.pld_epsilon import (
     FFT_NOISE_PER_STEP,
     MIN_SCREEN_POINTS,
     SCREEN_FACTORS,
+    SCREEN_LEAST_POINTS,
     tilt_level,
 )
 from dpledger.accountant.pld_prepared import Prepared
@@ -61,9 +62,6 @@ DELTA_SCREEN_RETRY = 4.0
 CHORD_REACH_MARGIN = 1.1
 #: the probability the chord's shift loses, as a delta lower bound reads it
 CHORD_ETA = 1e-12
-#: the fewest points of a screen's window of many components (their passes hold at least
-#: MIN_POINTS; a coarser screen's upper bound is loose at the deltas it must reach)
-SCREEN_LEAST_POINTS = MIN_POINTS // 4
 #: a delta query whose tails were cut for a level above the delta found composes again, cut
 #: for the delta found, when the mass at +infinity (which holds the cut mass) exceeds this
 #: share of that delta

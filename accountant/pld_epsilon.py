@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from dpledger.accountant.pld_compositions import UNTILTED_DELTA, Compositions
+from dpledger.accountant.pld_compositions import MIN_POINTS, UNTILTED_DELTA, Compositions
 from dpledger.accountant.pld_prepared import Prepared
 from dpledger.accountant.pld_read import epsilon_for, lower_shift
 from dpledger.accountant.pld_split import cuts_tails
@@ -28,6 +28,7 @@ __all__ = [
     "FFT_NOISE_PER_STEP",
     "MIN_SCREEN_POINTS",
     "SCREEN_FACTORS",
+    "SCREEN_LEAST_POINTS",
     "SCREEN_RETRY",
     "SHORT_WRAP_SHARE",
     "EpsilonSearch",
@@ -48,6 +49,9 @@ EARLY_SPLIT_RATIO = 1.05
 #: coarser one came within a factor SCREEN_RETRY of the lower bound
 SCREEN_FACTORS = (16, 4)
 MIN_SCREEN_POINTS = 1 << 10
+#: the fewest points of a screen's window of many components (their passes hold at least
+#: MIN_POINTS; a coarser screen's upper bound is loose at the deltas it must reach)
+SCREEN_LEAST_POINTS = MIN_POINTS // 4
 SCREEN_RETRY = 1.1
 #: the plain FFT's round-off adds about 7e-14 per composed step to delta (it is bounded
 #: relative to the whole mass, and grows with the power); a delta of interest below this many
@@ -123,6 +127,8 @@ class EpsilonSearch:
         held at MIN_SCREEN_POINTS or near it, the two grids nearly coincide)."""
         points = self.cache.points
         made = 0
+        # a window of many components is held at SCREEN_LEAST_POINTS, not at its passes' MIN_POINTS
+        self.cache.least_points = SCREEN_LEAST_POINTS
         try:
             for factor in SCREEN_FACTORS:
                 screen = max(MIN_SCREEN_POINTS, points // factor)
@@ -140,6 +146,7 @@ class EpsilonSearch:
             return None
         finally:
             self.cache.points = points
+            self.cache.least_points = MIN_POINTS
 
     def _direction(
         self, prep: Prepared, name: str, delta: float, floor: float, ceiling: float = 0.0
