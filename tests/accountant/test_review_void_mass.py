@@ -214,18 +214,6 @@ def test_closed_form_cap_respects_the_failure_mass():
             assert bound.epsilon == math.inf, (bound.method, bound.epsilon)
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "tightness regression (not soundness): delta queries now compose with the curves' "
-        "ranges widened for their level (reach_tails); that level is the Chernoff level of the "
-        "finite losses, 1e-300 here (the mass at +infinity, 1 - 2^-1100, is not read), so the "
-        "Gaussian's range is widened to z = 37 and its dominated pair is not certified there "
-        "(discretise_lower gives None at every grid): the lower delta is 0 (it was "
-        "0.99999999999803 in 0.9 s) and the query refines to the finest grid (about 50 s)"
-    ),
-)
 def test_lower_bound_of_a_failure_mass_near_one():
     """1100 releases at (0.1, 0.5) and one Gaussian: delta(1) = 1 - 2^-1100 (1 - ...), so the
     certified lower bound should be within 1e-11 of one."""
