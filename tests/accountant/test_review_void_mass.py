@@ -109,9 +109,12 @@ _CERTAIN: list[tuple[Leaves, tuple[Adjacency, ...], bool]] = [
 _NO_FINITE = pytest.mark.filterwarnings("ignore:invalid value encountered in subtract")
 
 
+#: (case, blocks): every case one by one, the blocks' path on the first two (kept short)
+_CERTAIN_RUNS = [(c, False) for c in range(len(_CERTAIN))] + [(0, True), (1, True)]
+
+
 @_NO_FINITE
-@pytest.mark.parametrize("blocks", [False, True], ids=["leaves", "blocks"])
-@pytest.mark.parametrize("case", range(len(_CERTAIN)))
+@pytest.mark.parametrize(("case", "blocks"), _CERTAIN_RUNS)
 def test_almost_certain_failure_is_bracketed(
     case: int, blocks: bool, monkeypatch: pytest.MonkeyPatch
 ):
@@ -121,8 +124,6 @@ def test_almost_certain_failure_is_bracketed(
     1 - 2^-106 or closer to one) at every epsilon, and its upper epsilon is infinite at every
     level, the largest included."""
     leaves, adjacencies, certified = _CERTAIN[case]
-    if blocks and case >= 2:
-        pytest.skip("kept short: the blocks' path is run on the first two cases")
     if blocks:
         monkeypatch.setattr(pld_module, "MAX_DISTINCT_COMPONENTS", 1)
     for adjacency in adjacencies:
