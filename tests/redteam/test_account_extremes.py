@@ -32,7 +32,6 @@ from dpledger.accountant.select import account
 from dpledger.core.adjacency import ROW_ADD_REMOVE, ROW_REPLACE_ONE, Adjacency
 from dpledger.core.events import (
     ComposedEvent,
-    Event,
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
@@ -41,9 +40,10 @@ from dpledger.core.events import (
     SelfComposedEvent,
 )
 
+from .extreme_checks import REL, delta_problems, sweep
+from .extreme_references import poisson_gauss_delta
+
 DIGITS = 50
-REL = 1e-9
-FLOOR = 1e-300
 
 Truth = Callable[[float], mp.mpf]
 Atom = tuple[mp.mpf, mp.mpf, mp.mpf]
@@ -144,23 +144,6 @@ def gauss_laplace_delta(mu: float, e0: float, e: float) -> mp.mpf:
         return total + mp.quad(dens, [-a, 0, a])
 
 
-def poisson_gauss_delta(mu: float, q: float, e: float) -> mp.mpf:
-    with mp.workdps(DIGITS):
-        m, r, x = mp.mpf(mu), mp.mpf(q), mp.exp(mp.mpf(e))
-        if x <= 1 - r:
-            remove = 1 - x  # the loss log(1 - q + q e^{..}) is above e everywhere
-        else:
-            z = (mp.log((x - (1 - r)) / r) + m * m / 2) / m
-            remove = (1 - r) * mp.ncdf(-z) + r * mp.ncdf(m - z) - x * mp.ncdf(-z)
-        y = 1 / x
-        if y <= 1 - r:
-            add = mp.mpf(0)
-        else:
-            z = (mp.log((y - (1 - r)) / r) + m * m / 2) / m
-            add = mp.ncdf(z) - x * ((1 - r) * mp.ncdf(z) + r * mp.ncdf(z - m))
-        return max(remove, add)
-
-
 def poisson_pure_delta(eps: float, q: float, e: float) -> mp.mpf:
     with mp.workdps(DIGITS):
         r = mp.mpf(q)
@@ -172,43 +155,6 @@ def poisson_pure_delta(eps: float, q: float, e: float) -> mp.mpf:
 
 
 # -- the checks -------------------------------------------------------------------------------
-
-
-def epsilon_problems(event: Event, adjacency: Adjacency, delta: float, truth: Truth) -> list[str]:
-    b = account(event, adjacency, delta=delta).bound
-    lo, up = b.epsilon_lower, b.epsilon  # type: ignore[union-attr]
-    out = []
-    if not lo <= up:
-        out.append(f"lower {lo} above upper {up}")
-    if math.isfinite(up) and truth(up) > delta * (1 + REL) + FLOOR:
-        out.append(f"delta({up}) = {mp.nstr(truth(up), 12)} > {delta} ({b.method})")
-    if lo > 0 and truth(lo) < delta * (1 - REL) - FLOOR:
-        out.append(f"delta({lo}) = {mp.nstr(truth(lo), 12)} < {delta} ({b.method})")
-    return out
-
-
-def delta_problems(event: Event, adjacency: Adjacency, eps: float, truth: Truth) -> list[str]:
-    b = account(event, adjacency, epsilon=eps).bound
-    lo, up = b.delta_lower, b.delta  # type: ignore[union-attr]
-    t = truth(eps)
-    if lo * (1 - REL) - FLOOR <= t <= up * (1 + REL) + FLOOR:
-        return []
-    return [f"delta({eps}) = {mp.nstr(t, 15)} outside [{lo!r}, {up!r}] ({b.method})"]
-
-
-def sweep(
-    event: Event,
-    adjacency: Adjacency,
-    truth: Truth,
-    deltas: Sequence[float],
-    epsilons: Sequence[float],
-) -> None:
-    problems = []
-    for d in deltas:
-        problems += epsilon_problems(event, adjacency, d, truth)
-    for e in epsilons:
-        problems += delta_problems(event, adjacency, e, truth)
-    assert not problems, problems
 
 
 BOTH = [ROW_ADD_REMOVE, ROW_REPLACE_ONE]
