@@ -156,9 +156,9 @@ class Compositions:
         pad = 2 * prep.h0 * total**0.5 + 4 * prep.h0
         a, b_full = tilted_window(coarse, tilt, TAIL_MASS)
         b = b_full
-        if tilt > 0:
+        untilted = min(TAIL_MASS, delta * WINDOW_TAIL_REL)
+        if tilt > 0 and untilted > 0.0:  # (a subnormal level's share underflows: no lowering)
             # the grid resolves the part that matters (untilted tails far below delta) ...
-            untilted = min(TAIL_MASS, delta * WINDOW_TAIL_REL)
             b = tilted_window(coarse, tilt, TAIL_MASS, untilted)[1]
         a, b, b_full = a - pad, b + pad, b_full + pad
         width = b - a
@@ -232,6 +232,8 @@ class Compositions:
         if not (self.cutting and delta > 0.0 and math.isfinite(delta)):
             return "", prep
         delta = max(delta, self.cut_floor)
+        if CUT_SHARE * delta < 1e-300:  # a level near the subnormal range: cut nothing
+            return "", prep
         budget = 10.0 ** (2 * math.floor(math.log10(CUT_SHARE * delta) / 2))
         tag = ""
         # at a delta below the tails the components' ranges leave out, their ranges widened

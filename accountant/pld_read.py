@@ -31,10 +31,12 @@ from dpledger.accountant.pld_fft import (
 __all__ = [
     "BELOW_RANGE_MASS",
     "DISCOUNT_SPAN",
+    "LOWER_FLOOR",
     "SUM_SLACK",
     "delta_at",
     "epsilon_for",
     "excess_mass",
+    "floored_lower",
     "infinity_lower",
     "lower_shift",
     "rounding_bias",
@@ -180,7 +182,18 @@ def infinity_lower(pld: ComposedPLD) -> float:
     pld_tilted_fft, "Reading lower bounds")."""
     if not pld.dominated or pld.inf_mass <= 0.0:
         return 0.0
-    return pld.inf_mass * (1.0 - 16 * U * (pld.total_count + 8))
+    return floored_lower(pld.inf_mass * (1.0 - 16 * U * (pld.total_count + 8)))
+
+
+#: lower readings below this are read as 0: near the subnormal range a relative deflation by
+#: 1 - 1e-15 rounds back to the same number (and the errors the deflations stand for are
+#: relative only for normal numbers), so what is left there is not certified to lie below
+LOWER_FLOOR = 1e-290
+
+
+def floored_lower(value: float) -> float:
+    """``value`` read as a lower bound: 0 below LOWER_FLOOR."""
+    return value if value >= LOWER_FLOOR else 0.0
 
 
 def delta_at(pld: ComposedPLD, eps: float, *, upper: bool, eta: float = 1e-12) -> float:
@@ -206,7 +219,7 @@ def delta_at(pld: ComposedPLD, eps: float, *, upper: bool, eta: float = 1e-12) -
     if upper:
         return min(1.0, extra + finite + slack)
     # the finite part of the composed law is non-negative whatever its reading
-    return min(1.0, infinity_lower(pld) + max(0.0, extra + finite - slack))
+    return floored_lower(min(1.0, infinity_lower(pld) + max(0.0, extra + finite - slack)))
 
 
 #: the suffix sums of the last two arrays read (a lower bound reads one array up to three
