@@ -74,7 +74,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_read.infinity_lower",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="ea0408f9a0a76090ff62bdd4a852b7e14ece1a86df7c205043f3e2c0cf0f04b5",
+        source_sha256="b0d63c185c52b0f522b260b9e8c6cbb77b92a9b310204ab068d3c8d4439c3298",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._split_lower",
