@@ -28,7 +28,7 @@ from dpledger.accountant.pld_epsilon import (
     tilt_level,
 )
 from dpledger.accountant.pld_prepared import Prepared
-from dpledger.accountant.pld_read import LOWER_FLOOR, delta_at, lower_shift
+from dpledger.accountant.pld_read import delta_at, lower_shift
 from dpledger.accountant.pld_tilt import chernoff_level, tilt_for_epsilon
 from dpledger.core.errors import BoundUnavailable
 
@@ -397,9 +397,7 @@ class DeltaSearch:
         """Split compositions for delta(epsilon) (the dominated ones unless ``lowers`` is
         False); their spacing (0 when none applies). Their remainder is budgeted against
         ``level`` (the Chernoff estimate of delta): when delta comes out far lower, the cut is
-        made again against it. Levels are held at LOWER_FLOOR or above (a subnormal level's
-        shares underflow; lower readings below it are 0 anyway)."""
-        level = max(level, LOWER_FLOOR)
+        made again against it."""
         for _ in range(SPLIT_LEVEL_PASSES):
             up = self.cache.split(prep, name, level, "upper", epsilon)
             if up is None:
@@ -407,7 +405,7 @@ class DeltaSearch:
             value = delta_at(up, epsilon, upper=True)
             if up.dropped <= SPLIT_DROPPED_SHARE * value:
                 break
-            level = max(value - up.dropped, level * 1e-6, LOWER_FLOOR)
+            level = max(value - up.dropped, level * 1e-6)
         if prep.keep_lower and lowers:
             self.cache.split(prep, name, level, "dominated", epsilon)
         # finer passes start from the level the tails were last cut against
