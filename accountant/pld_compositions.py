@@ -7,8 +7,9 @@ cut_tails`) at a budget far below that delta."""
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from dpledger.accountant.pld_discrete import MAX_FFT_LEN, DiscretePLD, discretise
@@ -40,6 +41,7 @@ __all__ = [
     "PROFILE_DROPPED_SHARE",
     "PROFILE_POINTS",
     "PROFILE_RECUTS",
+    "SCREEN_LEAST_POINTS",
     "UNTILTED_DELTA",
     "UPPER_KINDS",
     "UPPER_WINDOW_POINTS",
@@ -68,6 +70,9 @@ FULL_RESOLUTION_COMPONENTS = 16
 GROWTH_POWER = 1.0
 #: ... beyond, the FFT budget is shared, down to this many points
 MIN_POINTS = 1 << 15
+#: the fewest points of a screen's window of many components (their passes hold at least
+#: MIN_POINTS; a coarser screen's upper bound is loose at the deltas it must reach)
+SCREEN_LEAST_POINTS = MIN_POINTS // 4
 #: grid points of the compositions a whole privacy profile is read from (a figure's)
 PROFILE_POINTS = 1 << 15
 #: a profile's deepest split is cut again, at most this many times, while its dropped terms
@@ -136,6 +141,16 @@ class Compositions:
         #: window, kind): passes whose grids coincide (the fixed budget of many components, a
         #: screen on the full grid) share them
         self.made: dict[tuple[int, str, float, float, tuple[float, float], str], _Made] = {}
+
+    @contextlib.contextmanager
+    def screening(self) -> Iterator[None]:
+        """Windows of many components held at SCREEN_LEAST_POINTS (a screen's coarse grids),
+        at MIN_POINTS again afterwards; their compositions are keyed apart."""
+        self.least_points = SCREEN_LEAST_POINTS
+        try:
+            yield
+        finally:
+            self.least_points = MIN_POINTS
 
     def clear(self) -> None:
         """Forget every composition and what was learned from them (the ledger changed)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from dpledger.accountant.pld_compositions import (
-    MIN_POINTS,
+    SCREEN_LEAST_POINTS,
     UNTILTED_DELTA,
     Compositions,
     _resolution,
@@ -24,7 +24,6 @@ from dpledger.accountant.pld_epsilon import (
     FFT_NOISE_PER_STEP,
     MIN_SCREEN_POINTS,
     SCREEN_FACTORS,
-    SCREEN_LEAST_POINTS,
     tilt_level,
 )
 from dpledger.accountant.pld_prepared import Prepared
@@ -142,31 +141,30 @@ class DeltaSearch:
         best = 1.0
         # many components hold their windows at MIN_POINTS at least: a screen at
         # SCREEN_LEAST_POINTS (the same grid for both factors then: made once)
-        self.cache.least_points = SCREEN_LEAST_POINTS
-        try:
-            for factor in SCREEN_FACTORS:
-                self.cache.points = max(MIN_SCREEN_POINTS, points // factor)
-                screen = _resolution(self.cache.points, *sizes, SCREEN_LEAST_POINTS)
-                if screen >= full:
-                    break
-                if screen == made:
-                    continue
-                made = screen
-                # tilted: a coarse untilted composition cannot resolve a small delta; untilted
-                # when the bound it must reach is itself large enough for the plain FFT
-                level = lower
-                if tilt_level(prep, lower) < UNTILTED_DELTA:
-                    level = min(
-                        chernoff_level(prep.coarse[name], epsilon),
-                        self.cache.levels.get((name, epsilon), 1.0),
-                        0.5 * UNTILTED_DELTA,
-                    )
-                best = min(best, self._plain_upper(prep, name, epsilon, level)[0])
-                if best <= lower or not best <= lower * DELTA_SCREEN_RETRY:
-                    break
-        finally:
-            self.cache.points, self.cache.floored = points, floored
-            self.cache.least_points = MIN_POINTS
+        with self.cache.screening():
+            try:
+                for factor in SCREEN_FACTORS:
+                    self.cache.points = max(MIN_SCREEN_POINTS, points // factor)
+                    screen = _resolution(self.cache.points, *sizes, SCREEN_LEAST_POINTS)
+                    if screen >= full:
+                        break
+                    if screen == made:
+                        continue
+                    made = screen
+                    # tilted: a coarse untilted composition cannot resolve a small delta; untilted
+                    # when the bound it must reach is itself large enough for the plain FFT
+                    level = lower
+                    if tilt_level(prep, lower) < UNTILTED_DELTA:
+                        level = min(
+                            chernoff_level(prep.coarse[name], epsilon),
+                            self.cache.levels.get((name, epsilon), 1.0),
+                            0.5 * UNTILTED_DELTA,
+                        )
+                    best = min(best, self._plain_upper(prep, name, epsilon, level)[0])
+                    if best <= lower or not best <= lower * DELTA_SCREEN_RETRY:
+                        break
+            finally:
+                self.cache.points, self.cache.floored = points, floored
         return best
 
     def _upper_bracket(self, prep: Prepared, epsilon: float) -> tuple[float, float, float]:
@@ -371,18 +369,17 @@ class DeltaSearch:
             return level
         self.tried[key] = self.cache.levels
         points, floored = self.cache.points, self.cache.floored
-        try:
-            self.cache.points = min(points, MIN_SCREEN_POINTS)
-            # (a window of many components on SCREEN_LEAST_POINTS, as :meth:`_screen`'s)
-            self.cache.least_points = SCREEN_LEAST_POINTS
-            extend = self.cache.extend(prep, name, "upper")
-            h, win = self.cache.window(prep, name, tilt[0], forced, extend)
-            screen = self.cache.compose_at(prep, name, tilt[0], h, win, "upper")
-        except BoundUnavailable:
-            return level
-        finally:
-            self.cache.points, self.cache.floored = points, floored
-            self.cache.least_points = MIN_POINTS
+        # (a window of many components on SCREEN_LEAST_POINTS, as :meth:`_screen`'s)
+        with self.cache.screening():
+            try:
+                self.cache.points = min(points, MIN_SCREEN_POINTS)
+                extend = self.cache.extend(prep, name, "upper")
+                h, win = self.cache.window(prep, name, tilt[0], forced, extend)
+                screen = self.cache.compose_at(prep, name, tilt[0], h, win, "upper")
+            except BoundUnavailable:
+                return level
+            finally:
+                self.cache.points, self.cache.floored = points, floored
         found = 1.0 if screen is None else delta_at(screen, epsilon, upper=True)
         if not found < level or tilt_level(prep, found) >= UNTILTED_DELTA:
             return level

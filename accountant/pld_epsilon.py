@@ -15,7 +15,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from dpledger.accountant.pld_compositions import MIN_POINTS, UNTILTED_DELTA, Compositions
+from dpledger.accountant.pld_compositions import (
+    SCREEN_LEAST_POINTS,
+    UNTILTED_DELTA,
+    Compositions,
+)
 from dpledger.accountant.pld_prepared import Prepared
 from dpledger.accountant.pld_read import epsilon_for, lower_shift
 from dpledger.accountant.pld_split import cuts_tails
@@ -49,9 +53,6 @@ EARLY_SPLIT_RATIO = 1.05
 #: coarser one came within a factor SCREEN_RETRY of the lower bound
 SCREEN_FACTORS = (16, 4)
 MIN_SCREEN_POINTS = 1 << 10
-#: the fewest points of a screen's window of many components (their passes hold at least
-#: MIN_POINTS; a coarser screen's upper bound is loose at the deltas it must reach)
-SCREEN_LEAST_POINTS = MIN_POINTS // 4
 SCREEN_RETRY = 1.1
 #: the plain FFT's round-off adds about 7e-14 per composed step to delta (it is bounded
 #: relative to the whole mass, and grows with the power); a delta of interest below this many
@@ -127,26 +128,24 @@ class EpsilonSearch:
         held at MIN_SCREEN_POINTS or near it, the two grids nearly coincide)."""
         points = self.cache.points
         made = 0
-        # a window of many components is held at SCREEN_LEAST_POINTS, not at its passes' MIN_POINTS
-        self.cache.least_points = SCREEN_LEAST_POINTS
-        try:
-            for factor in SCREEN_FACTORS:
-                screen = max(MIN_SCREEN_POINTS, points // factor)
-                if screen < 2 * made:
-                    continue
-                made = self.cache.points = screen
-                tilt = self._tilts(prep, name, delta)[0]
-                up = self.cache.composed(prep, name, tilt, delta)
-                assert up is not None
-                value = epsilon_for(up, delta, upper=True)
-                if value <= lower or (value <= upper and value <= lower * (1 + BRACKET_TARGET)):
-                    return value
-                if not value <= lower * SCREEN_RETRY:
-                    return None
-            return None
-        finally:
-            self.cache.points = points
-            self.cache.least_points = MIN_POINTS
+        with self.cache.screening():
+            try:
+                for factor in SCREEN_FACTORS:
+                    screen = max(MIN_SCREEN_POINTS, points // factor)
+                    if screen < 2 * made:
+                        continue
+                    made = self.cache.points = screen
+                    tilt = self._tilts(prep, name, delta)[0]
+                    up = self.cache.composed(prep, name, tilt, delta)
+                    assert up is not None
+                    value = epsilon_for(up, delta, upper=True)
+                    if value <= lower or (value <= upper and value <= lower * (1 + BRACKET_TARGET)):
+                        return value
+                    if not value <= lower * SCREEN_RETRY:
+                        return None
+                return None
+            finally:
+                self.cache.points = points
 
     def _direction(
         self, prep: Prepared, name: str, delta: float, floor: float, ceiling: float = 0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpledger.accountant import pld_epsilon
+from dpledger.accountant import pld_compositions
 from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.pld_compositions import MIN_POINTS, Compositions
 from dpledger.core.adjacency import Adjacency
@@ -26,7 +26,7 @@ def _bracket(monkeypatch: pytest.MonkeyPatch, least: int) -> tuple[tuple[float, 
         return original(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Compositions, "composed", recording)
-    monkeypatch.setattr(pld_epsilon, "SCREEN_LEAST_POINTS", least)
+    monkeypatch.setattr(pld_compositions, "SCREEN_LEAST_POINTS", least)
     acc = PLDAccountant(Adjacency())
     acc.compose(EVENT, 1)
     bound = acc.get_epsilon(1e-5)
@@ -34,8 +34,8 @@ def _bracket(monkeypatch: pytest.MonkeyPatch, least: int) -> tuple[tuple[float, 
 
 
 def test_screens_of_many_components_use_the_smaller_window(monkeypatch: pytest.MonkeyPatch):
-    fast, seen = _bracket(monkeypatch, pld_epsilon.SCREEN_LEAST_POINTS)
-    assert pld_epsilon.SCREEN_LEAST_POINTS in seen and MIN_POINTS in seen
+    fast, seen = _bracket(monkeypatch, pld_compositions.SCREEN_LEAST_POINTS)
+    assert pld_compositions.SCREEN_LEAST_POINTS in seen and MIN_POINTS in seen
     full, seen_full = _bracket(monkeypatch, MIN_POINTS)
     assert seen_full == {MIN_POINTS}
     # each bracket is certified: they overlap, and the screen leaves the bracket as narrow
