@@ -129,6 +129,7 @@ __all__ = [
     "SCREEN_RETRY",
     "SPLIT_DROPPED_SHARE",
     "SPLIT_LEVEL_PASSES",
+    "SPLIT_PASS_MARGIN",
     "STALLED_GAP",
     "TAIL_MASS",
     "TARGET_POINTS",
@@ -164,6 +165,11 @@ UNDOMINATED_GROWTH = 2.0
 #: on its lower bound only until then)
 PASS_TARGET = BRACKET_TARGET
 BRACKET_ABSOLUTE = 1e-4
+#: a delta query whose split compositions are in use grows its finer pass's points by this
+#: many times sqrt(ratio) of its gap to the goal, not 1.5 (:func:`_finer_points`): their gap
+#: shrinks with the square of the spacing or faster (q = 1e-4, 1e5 steps at epsilon = 0.236:
+#: 12 % at 16384 points, 2.6 % at 32768, 0.59 % at 65536)
+SPLIT_PASS_MARGIN = 1.1
 #: a delta query stops refining its grid once its bracket is also this narrow in absolute terms
 DELTA_ABSOLUTE = 1e-6
 
@@ -466,7 +472,13 @@ class PLDAccountant(Accountant):
                     return bound
                 previous = gap
                 ratio = gap / max(0.8 * goal, 1e-300)
-                points = _finer_points(points, full, ratio, least=4.0, most=16.0)
+                # the split compositions' gap shrinks at least with the square of the
+                # spacing: a smaller margin suffices for them
+                split = any(
+                    key[0] == "delta" and key[2] == epsilon for key in self._cache.split_first
+                )
+                margin = SPLIT_PASS_MARGIN if split else 1.5
+                points = _finer_points(points, full, ratio, least=4.0, most=16.0, margin=margin)
         finally:
             self._cache.points = full
 
@@ -496,8 +508,10 @@ def _narrower_delta(a: DeltaBound, b: DeltaBound) -> DeltaBound:
     return DeltaBound(upper, min(lower, upper), a.epsilon, a.method, best.details)
 
 
-def _finer_points(points: int, full: int, ratio: float, least: float, most: float) -> int:
+def _finer_points(
+    points: int, full: int, ratio: float, least: float, most: float, margin: float = 1.5
+) -> int:
     """Points of the next pass when the bracket is ``ratio`` times wider than wanted: the
     dominated pairs' gap shrinks about with the square of the spacing, so the points grow by
-    1.5 sqrt(ratio), kept within [least, most] times, and never beyond ``full``."""
-    return min(full, math.ceil(points * min(most, max(least, 1.5 * math.sqrt(ratio)))))
+    ``margin`` sqrt(ratio), kept within [least, most] times, and never beyond ``full``."""
+    return min(full, math.ceil(points * min(most, max(least, margin * math.sqrt(ratio)))))
