@@ -33,6 +33,7 @@ from dpledger.core.events import Event, LaplaceEvent
 __all__ = [
     "BLOCK_LEAVES",
     "BLOCK_SPREAD",
+    "CELL_ROUNDINGS",
     "EVALUATION_ERROR",
     "FINE_POINTS",
     "FINE_POINTS_UPPER",
@@ -50,6 +51,11 @@ BLOCK_LEAVES = 32
 #: relative step of the scales' grid: each leaf's pairs are those of the smallest (upper) and
 #: largest (lower) scale of its cell, which it dominates, resp. is dominated by
 ROUNDING = 1e-3
+#: coarser relative steps of the scales' grid, tried in turn where ROUNDING leaves more than
+#: MAX_BLOCKS blocks: a cell's leaves then share one pair on each side, so its blocks of
+#: BLOCK_LEAVES copies are one component, and a block never spans two cells (its rest is one
+#: more); a leaf's epsilon moves by at most the step, up for the upper side, down for the lower
+CELL_ROUNDINGS = (2e-3, 4e-3, 6e-3, 8e-3, 1.2e-2, 1.6e-2)
 #: grid points of the lower side's fine grid per leaf epsilon (the block's smallest): the
 #: dominated pairs lose about a fraction of a spacing per leaf, so the lower bound follows it
 FINE_POINTS = 192
@@ -296,32 +302,38 @@ def _cost(event: Event) -> tuple[str, float] | None:
     return None
 
 
-def _rounded(costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _rounded(costs: np.ndarray, rounding: float = ROUNDING) -> tuple[np.ndarray, np.ndarray]:
     """Per leaf, the index of (the costliest, the cheapest) member of its cell on the grid
-    ``(1 + ROUNDING)^i`` of costs (sorted ascending): each leaf's pair is dominated by the
+    ``(1 + rounding)^i`` of costs (sorted ascending): each leaf's pair is dominated by the
     costliest member's and dominates the cheapest's (the representatives' order)."""
-    cells = np.floor(np.log(costs) / math.log1p(ROUNDING))
+    cells = np.floor(np.log(costs) / math.log1p(rounding))
     starts = np.flatnonzero(np.r_[True, np.diff(cells) != 0])
     ends = np.r_[starts[1:], costs.size] - 1
     cell = np.cumsum(np.r_[True, np.diff(cells) != 0]) - 1
     return ends[cell], starts[cell]
 
 
-def _blocks(events: dict[Event, int]) -> list[tuple[tuple[Event, ...], tuple[Event, ...], int]]:
+def _blocks(
+    events: dict[Event, int], rounding: float = ROUNDING, *, by_cell: bool = False
+) -> list[tuple[tuple[Event, ...], tuple[Event, ...], int]]:
     """The leaves of one kind, sorted by cost, as blocks of BLOCK_LEAVES copies (a leaf of a
     large count as equal blocks of its own; a block closed early where the costs spread past
-    BLOCK_SPREAD): per block its leaves rounded to the costly side
-    (upper), to the cheap side (lower), and how many times it occurs."""
+    BLOCK_SPREAD, and with ``by_cell`` where the cell of ``rounding`` changes): per block its
+    leaves rounded to the costly side (upper), to the cheap side (lower), and how many times
+    it occurs."""
     items = sorted(events.items(), key=lambda item: _order(item[0]))
     leaves = [leaf for leaf, _ in items]
-    costly, cheap = _rounded(np.array([_order(leaf) for leaf in leaves], dtype=float))
+    costs = np.array([_order(leaf) for leaf in leaves], dtype=float)
+    costly, cheap = _rounded(costs, rounding)
     out: dict[tuple[tuple[Event, ...], tuple[Event, ...]], int] = {}
     up: list[Event] = []
     down: list[Event] = []
     for (_, count), a, b in zip(items, costly, cheap, strict=True):
         high, low = leaves[a], leaves[b]
         full, rest = divmod(count, BLOCK_LEAVES)
-        if up and _order(high) > BLOCK_SPREAD * _order(down[0]):
+        if up and (
+            _order(high) > BLOCK_SPREAD * _order(down[0]) or (by_cell and high is not up[-1])
+        ):
             # a block's grid follows its smallest epsilon: no block spans epsilons far apart
             key = (tuple(up), tuple(down))
             out[key] = out.get(key, 0) + 1
@@ -339,6 +351,18 @@ def _blocks(events: dict[Event, int]) -> list[tuple[tuple[Event, ...], tuple[Eve
         key = (tuple(up), tuple(down))
         out[key] = out.get(key, 0) + 1
     return [(a, b, times) for (a, b), times in out.items()]
+
+
+def _grouped(events: dict[Event, int]) -> list[tuple[tuple[Event, ...], tuple[Event, ...], int]]:
+    """The blocks of :func:`_blocks` at ROUNDING, or where those are more than MAX_BLOCKS, by
+    cell at the first of CELL_ROUNDINGS that leaves at most MAX_BLOCKS (the last one tried
+    when none does)."""
+    found = _blocks(events)
+    for rounding in CELL_ROUNDINGS:
+        if len(found) <= MAX_BLOCKS:
+            break
+        found = _blocks(events, rounding, by_cell=True)
+    return found
 
 
 def _order(event: Event) -> float:
@@ -367,7 +391,7 @@ def block_components(
     comps: list[tuple[DirectedProfiles, int]] = []
     parts = _Parts(adjacency)
     for events in kinds.values():
-        found_blocks = _blocks(events)
+        found_blocks = _grouped(events)
         if sum(events.values()) < MIN_BLOCKED or len(found_blocks) > MAX_BLOCKS:
             continue
         made: list[tuple[DirectedProfiles, int]] = []
