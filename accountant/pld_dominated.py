@@ -21,10 +21,12 @@ from dpledger.accountant.pld_read import (
     DISCOUNT_SPAN,
 )
 from dpledger.accountant.profiles_base import InfinitySplit, Profile
+from dpledger.accountant.profiles_sampled import InfinityAtom
 
 __all__ = [
     "MAX_LOWER_SCALE_LOSS",
     "RECURSION_ABS",
+    "InfinityAtom",
     "InfinitySplit",
     "discretise_lower",
     "recursion_error",
@@ -38,6 +40,10 @@ MAX_LOWER_SCALE_LOSS = 1e-6
 
 #: absolute error allowed per value of the positive recursions (subnormal products)
 RECURSION_ABS = 1e-300
+
+
+#: bounds (lower, upper) of a P-only mass beside a sub-pair (:class:`InfinityAtom`): none
+_NO_ATOM = (0.0, 0.0)
 
 
 def _secant_floor(lo: Array, hi: Array, ratio: float) -> Array:
@@ -155,15 +161,37 @@ def discretise_lower(profile: Profile, h: float) -> DiscretePLD | None:
     """
     if isinstance(profile, InfinitySplit):
         return _split_lower(profile, h)
+    if isinstance(profile, InfinityAtom):
+        return _atom_lower(profile, h)
+    return _dominated(profile, h, _NO_ATOM)
+
+
+def _dominated(profile: Profile, h: float, atom: tuple[float, float]) -> DiscretePLD | None:
+    """:func:`discretise_lower` of a pair, or, for ``atom`` = bounds of a mass ``m`` > 0, of a
+    sub-pair of P-mass ``1 - m`` and Q-mass 1 whose curve is ``profile`` (its masses sum to at
+    most ``1 - m``; the P-only mass is the caller's)."""
     j_lo = min(math.floor(max(profile.loss_lo, -MAX_LOSS) / h), -2)
     j_hi = max(math.ceil(min(profile.loss_hi, MAX_LOSS) / h), 3)
     eps: Array = np.asarray(np.arange(j_lo, j_hi + 1) * h, dtype=np.float64)
     k = -j_lo  # eps[k] == 0.0; points below k are read in c-space, from k on in H-space
-    z_c, z_h = _points_below(profile, eps, k, h)
+    z_c, z_h = _points_below(profile, eps, k, h, atom)
     if np.any(z_c < 0) or np.any(z_h[k:] < 0):
         return None
     p = _minorant_masses(z_c, z_h, np.exp(eps), k)
-    return _certified_lower(p, eps, z_c[:k], z_h, k, h, j_lo)
+    return _certified_lower(p, eps, z_c[:k], z_h, k, h, j_lo, atom)
+
+
+def _atom_lower(profile: InfinityAtom, h: float) -> DiscretePLD | None:
+    """``mass[0]`` (at most ``m``) at +infinity beside the dominated sub-pair of ``rest``
+    (P-mass at most ``1 - m``, Q-mass at most 1); when the sub-pair is not certified, the
+    dominated pair of the whole curve (no mass at +infinity)."""
+    m_lo, m_hi = profile.mass
+    if not 0.0 < m_lo <= m_hi < 1.0:
+        return _dominated(profile, h, _NO_ATOM)
+    pair = _dominated(profile.rest, h, profile.mass)
+    if pair is None:
+        return _dominated(profile, h, _NO_ATOM)
+    return DiscretePLD(pair.offset, pair.masses, m_lo, h, dominated=True)
 
 
 def _split_lower(profile: InfinitySplit, h: float) -> DiscretePLD | None:
@@ -177,11 +205,14 @@ def _split_lower(profile: InfinitySplit, h: float) -> DiscretePLD | None:
 
 
 def _brackets(
-    profile: Profile, eps: Array, k: int, after: int = 3
+    profile: Profile, eps: Array, k: int, after: int = 3, atom: tuple[float, float] = _NO_ATOM
 ) -> tuple[Array, Array, Array, Array]:
     """(lo_c, hi_c, lo_h, hi_h): the curve bracketed at the points, as its excess c in the
     points below zero and the ``after`` after (near zero there is no cancellation either way),
-    and as delta itself everywhere."""
+    and as delta itself everywhere. With ``atom`` (bounds of ``m``) the curve is a sub-pair's
+    of P-mass ``1 - m`` and its excess is over ``1 - m - x``."""
+    if atom != _NO_ATOM:
+        return _atom_brackets(profile, eps, k, after, atom)
     shrink = 1.0 / (1.0 + LOWER_DEFLATION) * (1 - 8 * U)
     hi_h = np.array(profile(eps), dtype=np.float64)
     kc = k + after
@@ -195,6 +226,26 @@ def _brackets(
     lo_h = hi_h * shrink
     lo_h[:k] = np.maximum(lo_c[:k] + one_minus_x[:k] - 4 * U, 0.0)
     hi_h[:k] = np.minimum(hi_c[:k] + one_minus_x[:k] + 4 * U, 1.0)
+    return lo_c, hi_c, lo_h, hi_h
+
+
+def _atom_brackets(
+    profile: Profile, eps: Array, k: int, after: int, atom: tuple[float, float]
+) -> tuple[Array, Array, Array, Array]:
+    """:func:`_brackets` of a sub-pair's curve of P-mass ``1 - m`` (``m`` within ``atom``):
+    the excess is ``c = delta - (1 - m - x)`` (from the curve: the sub-pair has no dual);
+    ``1 - x`` and the sums round by at most ``6u`` in all, ``m`` is charged at its bound on
+    the safe side of each bracket, and the upper excess is at least 0 (every excess is)."""
+    m_lo, m_hi = atom
+    shrink = 1.0 / (1.0 + LOWER_DEFLATION) * (1 - 8 * U)
+    hi_h = np.array(profile(eps), dtype=np.float64)
+    kc = k + after
+    one_minus_x = -np.expm1(eps[:kc])
+    hi_c = np.maximum(hi_h[:kc] - one_minus_x + m_hi + 6 * U, 0.0)
+    lo_c = np.maximum(hi_h[:kc] * shrink - one_minus_x + m_lo - 6 * U, 0.0)
+    lo_h = hi_h * shrink
+    lo_h[:k] = np.maximum(lo_c[:k] + one_minus_x[:k] - m_hi - 6 * U, 0.0)
+    hi_h[:k] = np.minimum(np.maximum(hi_c[:k] + one_minus_x[:k] - m_lo + 6 * U, 0.0), 1.0)
     return lo_c, hi_c, lo_h, hi_h
 
 
@@ -221,7 +272,9 @@ def _mid_limits(lo: Array, hi: Array, half: float) -> tuple[Array, Array]:
     return first, last
 
 
-def _points_below(profile: Profile, eps: Array, k: int, h: float) -> tuple[Array, Array]:
+def _points_below(
+    profile: Profile, eps: Array, k: int, h: float, atom: tuple[float, float] = _NO_ATOM
+) -> tuple[Array, Array]:
     """(z_c at points 0..k, z_h at every point): values whose chords stay under the curve;
     z_c is 0 at the first point (the pair's curve is 1 - x before it), z_h is 0 at the last.
 
@@ -230,7 +283,7 @@ def _points_below(profile: Profile, eps: Array, k: int, h: float) -> tuple[Array
     same double as ``j h``, so the points are read at the same losses."""
     half = h / 2
     fine = np.asarray(np.arange(2 * round(eps[0] / h), 2 * round(eps[-1] / h) + 1) * half)
-    lo_cf, hi_cf, lo_hf, hi_hf = _brackets(profile, fine, 2 * k, after=6)
+    lo_cf, hi_cf, lo_hf, hi_hf = _brackets(profile, fine, 2 * k, after=6, atom=atom)
     lo_c, hi_c, lo_h, hi_h = lo_cf[::2], hi_cf[::2], lo_hf[::2], hi_hf[::2]
     left_c, right_c = _secant_floors(lo_c, hi_c, h, from_origin=True)
     left_h, right_h = _secant_floors(lo_h, hi_h, h, from_origin=False)
@@ -250,9 +303,16 @@ def _points_below(profile: Profile, eps: Array, k: int, h: float) -> tuple[Array
     z_h = np.array(lo_h)
     z_h[k:-1] = np.minimum(z_h[k:-1], ha)
     z_h[k + 1 :] = np.minimum(z_h[k + 1 :], hb)
-    z_h[k] = min(float(z_h[k]), float(z_c[k]))
+    # at point k (x = 1) the excess is the curve plus m (0 without an atom): the point joins
+    # both sides at the lower of the two, each lowered past the rounding of the shift
+    m_lo, m_hi = atom
+    if m_hi:
+        z_h[k] = min(float(z_h[k]), max(float(z_c[k]) - m_hi, 0.0) * (1 - 2 * U))
+        z_c[k] = max((float(z_h[k]) + m_lo) * (1 - 2 * U), 0.0)
+    else:
+        z_h[k] = min(float(z_h[k]), float(z_c[k]))
+        z_c[k] = z_h[k]
     z_h[-1] = 0.0
-    z_c[k] = z_h[k]
     return z_c, z_h
 
 
@@ -323,7 +383,14 @@ def _curve_at_points(p: Array, h: float, k: int) -> tuple[Array, Array]:
 
 
 def _certified_lower(
-    p: Array, eps: Array, z_c: Array, z_h: Array, k: int, h: float, offset: int
+    p: Array,
+    eps: Array,
+    z_c: Array,
+    z_h: Array,
+    k: int,
+    h: float,
+    offset: int,
+    atom: tuple[float, float] = _NO_ATOM,
 ) -> DiscretePLD | None:
     """``p`` scaled down until the pair it completes is checked below the points ``z``:
     ``sum_{i > j} p_i (1 - e^{eps_j - eps_i}) <= z_h[j]`` for eps_j >= 0 and
@@ -331,28 +398,23 @@ def _certified_lower(
     MAX_LOWER_SCALE_LOSS. The laws are completed to probability one by a lossless mass at 0
     and the imbalance at +h or -h, which needs ``e^{-h} <= R_Q / R_P <= e^h`` for the
     remainders R_P = 1 - sum p and R_Q = 1 - sum p e^{-eps}; lower bounds of the completing
-    atoms are part of the masses returned (:func:`_add_completion`)."""
+    atoms are part of the masses returned (:func:`_add_completion`). With ``atom`` (bounds of
+    ``m``) P is completed to ``1 - m`` only: ``R_P = 1 - m - sum p``."""
     p = _drop_beyond_zeros(p, z_c, z_h, k)
-    s_p = math.fsum(p.tolist())  # correctly rounded sums; each q_i errs by a few u ...
-    q_terms = p * np.exp(-eps)
-    s_q = math.fsum(q_terms.tolist())
-    err_p = 8 * U * s_p + 1e-300
-    # ... and by |eps_i| u more for the rounding of eps_i = fl(i h) inside the exponential
-    spread = float(np.sum(q_terms * np.abs(eps))) * (1 + 2 * U * q_terms.size)
-    err_q = 16 * U * s_q + 1.01 * U * spread + 1e-300
+    s_p, err_p, s_q, err_q = _mass_sums(p, eps)
     f_val, c_val = _curve_at_points(p, h, k)
-    big = max(s_p + err_p, s_q + err_q)
-    gap = abs(s_p - s_q) + err_p + err_q
+    p_lo, p_hi, lift, big, gap = _totals(s_p, err_p, s_q, err_q, atom, h, k)
     gamma = max(4 * gap / math.expm1(h), 1e-15)
     limit = math.exp(h) * (1 - 8 * U)
+    limit_q = math.exp(lift * h) * (1 - 8 * U) if lift > 1 else limit
     for _ in range(4):
         if gamma > MAX_LOWER_SCALE_LOSS:
             return None
         scale = (1.0 - gamma) / big
-        r_p_lo, r_p_hi = 1.0 - scale * (s_p + err_p), 1.0 - scale * (s_p - err_p)
+        r_p_lo, r_p_hi = p_lo - scale * (s_p + err_p), p_hi - scale * (s_p - err_p)
         r_q_lo, r_q_hi = 1.0 - scale * (s_q + err_q), 1.0 - scale * (s_q - err_q)
         if not (
-            r_p_lo > 0 and r_q_lo > 0 and r_p_hi <= r_q_lo * limit and r_q_hi <= r_p_lo * limit
+            r_p_lo > 0 and r_q_lo > 0 and r_p_hi <= r_q_lo * limit and r_q_hi <= r_p_lo * limit_q
         ):
             gamma *= 4
             continue
@@ -361,6 +423,8 @@ def _certified_lower(
         # only a mass at +h is seen by the checks, at eps = 0, as b (1 - e^{-h}) = R_P - R_Q
         fs[0] += max(0.0, r_p_hi - r_q_lo) * (1 + 4 * U)
         cs = c_val * scale * (1 + 4 * U)
+        if lift > 1:
+            _lifted_completion(cs, k, h, lift, max(0.0, r_q_hi - r_p_lo))
         if np.any((fs > 0) & (z_h[k:] <= 0)) or np.any((cs > 0) & (z_c <= 0)):
             return None
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -370,14 +434,69 @@ def _certified_lower(
             )
         if worst <= 1.0:
             masses = p * scale * (1 - 4 * U)
-            _add_completion(masses, p, eps, k, h, scale, r_p_lo)
+            _add_completion(masses, p, eps, k, h, scale, r_p_lo, atom, lift)
             return DiscretePLD(offset, masses, 0.0, h, dominated=True)
         gamma = 1.0 - (1.0 - gamma) / (worst * (1 + 1e-9))
     return None
 
 
+def _mass_sums(p: Array, eps: Array) -> tuple[float, float, float, float]:
+    """(sum p, its error bound, sum p e^{-eps}, its error bound)."""
+    s_p = math.fsum(p.tolist())  # correctly rounded sums; each q_i errs by a few u ...
+    q_terms = p * np.exp(-eps)
+    s_q = math.fsum(q_terms.tolist())
+    err_p = 8 * U * s_p + 1e-300
+    # ... and by |eps_i| u more for the rounding of eps_i = fl(i h) inside the exponential
+    spread = float(np.sum(q_terms * np.abs(eps))) * (1 + 2 * U * q_terms.size)
+    err_q = 16 * U * s_q + 1.01 * U * spread + 1e-300
+    return s_p, err_p, s_q, err_q
+
+
+def _totals(
+    s_p: float, err_p: float, s_q: float, err_q: float, atom: tuple[float, float], h: float, k: int
+) -> tuple[float, float, int, float, float]:
+    """(p_lo, p_hi, lift, big, gap): P's share of the finite outcomes, bracketed (1 without an
+    atom), the steps ``lift`` of the loss ``-lift h`` of the atom that completes a Q-surplus
+    (:func:`_atom_totals`), the divisor that makes both remainders positive, and the
+    imbalance the first scale is sized for."""
+    if atom == _NO_ATOM:
+        return 1.0, 1.0, 1, max(s_p + err_p, s_q + err_q), abs(s_p - s_q) + err_p + err_q
+    p_lo, p_hi, lift = _atom_totals(atom, h, k)
+    big = max((s_p + err_p) / p_lo * (1 + 2 * U), s_q + err_q)
+    gap = abs(s_q - s_p - atom[0]) + err_p + err_q + 4 * U
+    return p_lo, p_hi, lift, big, gap
+
+
+def _atom_totals(atom: tuple[float, float], h: float, k: int) -> tuple[float, float, int]:
+    """(lower, upper) bounds of a sub-pair's P-mass ``1 - m`` and the steps ``lift`` of its
+    Q-surplus atom: R_Q / R_P is about ``1 / (1 - m)``, so the atom sits at a loss ``-lift h``
+    at most ``2 log(1 - m)`` (1 step for ``m`` up to about ``h / 2``), and at most ``k``
+    steps down (the first point)."""
+    m_lo, m_hi = atom
+    p_lo, p_hi = (1.0 - m_hi) * (1 - 2 * U), (1.0 - m_lo) * (1 + 2 * U)
+    lift = min(max(1, math.ceil(-2.0 * math.log1p(-m_hi) / h)), k)
+    return p_lo, p_hi, lift
+
+
+def _lifted_completion(cs: Array, k: int, h: float, lift: int, gap: float) -> None:
+    """Add to ``cs`` (in place) the excess of the Q-surplus atom at loss ``-lift h`` at the
+    points above it: ``b (e^{eps_j + lift h} - 1)`` with ``b (e^{lift h} - 1)`` at most
+    ``gap``, an upper bound of ``R_Q - R_P``."""
+    b_hi = gap / math.expm1(lift * h) * (1 + 4 * U)
+    # eps_j + lift h = (j - k + lift) h, taken as an integer times h (no cancellation)
+    cs[k - lift + 1 : k] += b_hi * np.expm1(np.arange(1, lift) * h) * (1 + 4 * U)
+
+
 def _add_completion(
-    masses: Array, p: Array, eps: Array, k: int, h: float, scale: float, r_p_lo: float
+    masses: Array,
+    p: Array,
+    eps: Array,
+    k: int,
+    h: float,
+    scale: float,
+    r_p_lo: float,
+    atom: tuple[float, float] = _NO_ATOM,
+    lift: int = 1,
 ) -> None:
     """Add to ``masses`` (in place) lower bounds of the atoms that complete the pair of the
     masses ``scale p`` to probability one: ``(a, a)`` at loss 0 (index ``k``) and the imbalance
@@ -390,7 +509,9 @@ def _add_completion(
     error at most ``(|eps_i| + 4) u``: ``expm1``, the product, and ``eps_i = fl(i h)``;
     ``fsum`` rounds once), not as the difference of two sums near one;
     ``r_p_lo`` is a lower bound of ``R_P``. When the sign of the imbalance is not certain, only
-    ``a`` is added, below ``R_P`` less the larger of the two possible ``b``."""
+    ``a`` is added, below ``R_P`` less the larger of the two possible ``b``. With ``atom``
+    (bounds of ``m``; P completed to ``1 - m``) the imbalance is that sum less ``m``, and a
+    Q-surplus sits at loss ``-lift h`` (``b (e^{lift h} - 1) = R_Q - R_P``)."""
     terms = p * np.expm1(-eps)
     s_d = math.fsum(terms.tolist())  # correctly rounded: errs by u |s_d|
     # each term errs by (|eps_i| + 4) u |t_i|; their sum is bounded in any order of summation
@@ -400,7 +521,10 @@ def _add_completion(
     d_hi = scale * (s_d + err)
     d_lo -= 2 * U * abs(d_lo) + 1e-300
     d_hi += 2 * U * abs(d_hi) + 1e-300
-    up, down = -math.expm1(-h), math.expm1(h)  # 1 - e^{-h}, e^h - 1
+    if atom != _NO_ATOM:
+        d_lo = (d_lo - atom[1]) - 2 * U * (abs(d_lo) + atom[1])
+        d_hi = (d_hi - atom[0]) + 2 * U * (abs(d_hi) + atom[0])
+    up, down = -math.expm1(-h), math.expm1(lift * h)  # 1 - e^{-h}, e^{lift h} - 1
     side, b_lo = 0, 0.0
     if d_lo > 0:
         side, b_lo, b_hi = 1, d_lo / up, d_hi / up
@@ -414,4 +538,5 @@ def _add_completion(
     if a_lo > 0:
         masses[k] = (masses[k] + a_lo) * (1 - 4 * U)
     if side and b_lo > 0:
-        masses[k + side] = (masses[k + side] + b_lo) * (1 - 4 * U)
+        at = k + 1 if side > 0 else k - lift
+        masses[at] = (masses[at] + b_lo) * (1 - 4 * U)

@@ -9,6 +9,7 @@ from collections.abc import (
     Callable,
 )
 
+import attrs
 import numpy as np
 from scipy import (
     special,
@@ -20,6 +21,7 @@ from dpledger.accountant.profiles_base import (
     GAUSS_SPAN,
     Array,
     DirectedProfiles,
+    InfinitySplit,
     Profile,
     gauss_span,
     symmetric_profiles,
@@ -31,6 +33,7 @@ __all__ = [
     "REPLACE_ONE_SHARED_A",
     "REPLACE_ONE_TURN",
     "SUBNORMAL_GUARD",
+    "InfinityAtom",
     "poisson_add",
     "poisson_gaussian_replace_one",
     "poisson_remove",
@@ -139,9 +142,68 @@ def _widened(
     return lambda level: make(base_widen(min(level * scale, 1.0)))
 
 
+@attrs.frozen
+class InfinityAtom(Profile):
+    """The curve ``m + rest(eps)`` of a pair whose law P alone gives, with probability ``m``,
+    an outcome Q never gives (loss +infinity), while every outcome Q gives P may give too:
+    ``rest`` is the curve of the other outcomes, a sub-pair of P-mass ``1 - m`` and Q-mass 1
+    (unlike :class:`~dpledger.accountant.profiles_base.InfinitySplit`, Q has no mass at
+    -infinity). ``mass`` brackets ``m``: its dominated pair
+    (:func:`~dpledger.accountant.pld_dominated.discretise_lower`) keeps ``mass[0]`` at
+    +infinity and a dominated sub-pair of ``rest`` of P-mass at most ``1 - m``."""
+
+    rest: Profile = attrs.field(kw_only=True)
+    mass: tuple[float, float] = attrs.field(kw_only=True)
+
+
 def poisson_remove(base: Profile, q: float, side: float = 1.0) -> Profile:
     """(1-q)Q0 + qP0 vs Q0: delta'(eps') = q * delta0(log(1 + (e^eps' - 1)/q)); an upper curve
-    (``side`` = 1) or a lower one (``side`` = -1), differing only in how rounding is charged."""
+    (``side`` = 1) or a lower one (``side`` = -1), differing only in how rounding is charged.
+    A lower curve of a base that names its mass ``D`` at +infinity names its own, ``q D``
+    (:func:`_remove_atom`)."""
+    plain = _poisson_remove(base, q, side)
+    if side < 0 and isinstance(base, InfinitySplit) and 0.0 < base.inf_lower < 1.0 and q < 1:
+        return _remove_atom(plain, base, q, side)
+    return plain
+
+
+def _remove_atom(plain: Profile, base: InfinitySplit, q: float, side: float) -> InfinityAtom:
+    """The remove curve of a base ``D + (1 - D) f0`` as ``m + rest``: the base's P-only
+    outcome, taken with probability q, is the sampled pair's (``m = q D``); its Q-only outcome
+    has P-mass ``(1 - q) D`` after sampling, so Q keeps no outcome of its own. With
+    ``lo = log(1 - q)``, ``rest = (1 - D) q f0(log(1 + (e^eps - 1)/q))`` above ``lo`` (the
+    sampled finite pair's curve times ``1 - D``) and ``1 - m - e^eps`` at or below it."""
+    d0 = base.inf_lower
+    m = q * d0
+    mass = (m * (1 - 2 * _U), m * (1 + 2 * _U))
+    finite = _poisson_remove_delta(base.finite.delta, q, side)
+    lo = plain.loss_lo
+    keep = 1.0 - d0
+
+    def rest(eps: Array) -> Array:
+        with np.errstate(invalid="ignore", over="ignore"):
+            above = keep * np.asarray(finite(eps))
+            below = np.maximum(-np.expm1(np.minimum(eps, 0.0)) - m, 0.0)
+        return np.asarray(np.where(eps > lo, above, below), dtype=np.float64)
+
+    name = f"{plain.name}, rest"
+    part = Profile(rest, plain.loss_lo, plain.loss_hi, plain.exact, name, None, plain.accurate_hi)
+    return InfinityAtom(
+        plain.delta,
+        plain.loss_lo,
+        plain.loss_hi,
+        plain.exact,
+        plain.name,
+        plain.dual,
+        plain.accurate_hi,
+        plain.widen,
+        rest=part,
+        mass=mass,
+    )
+
+
+def _poisson_remove(base: Profile, q: float, side: float) -> Profile:
+    """:func:`poisson_remove`'s curve, without naming a mass at +infinity."""
     lo = math.log1p(-q) if q < 1 else base.loss_lo
     top = base.loss_hi
     # log(1 + q (e^top - 1)) = top + log(q + (1 - q) e^{-top}), without overflow

@@ -46,7 +46,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles_sampled.poisson_remove",
         status="verified",
         proof="proofs_checks/poisson_subsampling/proof.md",
-        source_sha256="4dfa4a954e623cf2a18b58456365fb3970618c79d25227029f95d23f2f60c0e9",
+        source_sha256="9fc7a02dff7b477c06336db48b2cfcebef4fe59a63d905d7215b00f977ee4a6d",
         cross_check="check_poisson_code.py::test_gaussian_remove_and_add_equal_integration",
     ),
     ProofRecord(
@@ -143,7 +143,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated.discretise_lower",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="f535d4d8fe2c5c19bb3bdba37cee5636b1ac7f1e609a6ee4b0998f12a907923b",
+        source_sha256="951d3f9a59ecfdae1026b561c18043c8b9ed7b62a06c716c429b5adb9dc386db",
     ),
     ProofRecord(
         target="dpledger.accountant.random_allocation._tables",

@@ -5,7 +5,8 @@ proof stale; what a lower reading of a composition subtracts (``pld_read``) rest
 pair and on the tilted FFT's brackets (proofs_checks/pld_tilted_fft, "Reading lower bounds");
 components cut at their far tails (``pld_prepared``) rest on both discretisations
 (proofs_checks/pld_cut_tails); the approximate-DP curve names the split at +infinity its
-dominated pair keeps (proofs_checks/approx_dp_split).
+dominated pair keeps (proofs_checks/approx_dp_split), and its Poisson-sampled remove curve the
+P-only mass its dominated pair keeps (proofs_checks/poisson_subsampling).
 ``python -m dpledger.proofs_checks.registry --update TARGET`` refreshes a hash
 here too; a new record of this proof is added here by hand, in the same form."""
 
@@ -32,7 +33,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated._points_below",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="2617f939d3602cd1379e3322bd7856cb24bf6162e0540348bf07ec9e043ab420",
+        source_sha256="c183340005a9547c2d9e05a434bf0060aefa926891074b224994c3444c11e7ef",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._minorant_masses",
@@ -44,13 +45,13 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated._certified_lower",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="caf7dfea123260efc4e0efba24517757d89c5b3e02e04113108492d379ac9007",
+        source_sha256="0ec7f1cf1464ceb23827a9f148294a24ab4807e0f37b30fc4302412918963ca2",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._add_completion",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="e3918e92fc23b236d47e82ed4e5f1df98a7bb245f27477c903fed4a1e016ba33",
+        source_sha256="0f4d85641e596382f7d6b973c39a18bfe4d2eab160ecd4abe57d8942c32c3907",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_read.excess_mass",
@@ -75,6 +76,60 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
         source_sha256="b0d63c185c52b0f522b260b9e8c6cbb77b92a9b310204ab068d3c8d4439c3298",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._dominated",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="3a71f467558692d4ce93d5ac37ceca0ec1d5085b5123e2aa830e11930880b916",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._mass_sums",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="02e5bb7ebdbd7ba6c86c8fbe0080bc4d8fd8753f379b33318c9dabea23b69fa2",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._totals",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="8272776c702e8837318fb8cb4f02caad4230c4388cbdcf36a034ed2f900841b6",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._atom_lower",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="e76a2f04dd3e838a2325e369f496df90e66c047014c52714c157ceb30986fdb0",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._atom_brackets",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="96767ef2169144bcb9aae639a17ad87e5f9cdd0993dcb30b7b91cf49f8694e1a",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._atom_totals",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="496a76854c6b4cd8d59a641f874ebe0ebdadebd2aeaeceb1c4ce5b7ba6790e4f",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_dominated._lifted_completion",
+        status="contrib",
+        proof="proofs_checks/pld_dominated_pair/proof.md",
+        source_sha256="4842af68a5e056f610af40fd45f092ee8639b3406bb4bea87187243a33072700",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles_sampled._poisson_remove",
+        status="contrib",
+        proof="proofs_checks/poisson_subsampling/proof.md",
+        source_sha256="b40b1e39425f7451bad75dce7938e0f7248e4a421acdc33db05148c56b4bf6ba",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.profiles_sampled._remove_atom",
+        status="contrib",
+        proof="proofs_checks/poisson_subsampling/proof.md",
+        source_sha256="bcb420032a93c3b8408985e52fffbdb8aa8e47bee12a0bf188fb228d7214428d",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._split_lower",
