@@ -34,6 +34,9 @@ from dpledger.core.validation import check_delta_query, check_epsilon_query
 
 _T = TypeVar("_T")
 
+#: a support check: (event, adjacency, ledger, ledger length, reason)
+_SupportMemo = tuple[Event, Adjacency, list[tuple[Event, int]], int, str | None]
+
 
 @attrs.frozen
 class Budget:
@@ -114,6 +117,8 @@ class Accountant(abc.ABC):
         self.budget: Budget | None = None
         #: a tabulated profile was composed as its (eps, delta) point: no lower bound holds
         self._upper_only = False
+        #: the last support check (:meth:`_checked_reason`)
+        self._support_memo: _SupportMemo | None = None
 
     # -- composition -------------------------------------------------------------------
     @abc.abstractmethod
@@ -131,14 +136,22 @@ class Accountant(abc.ABC):
             raise InvalidParameterError(
                 "event", f"expected an Event, got {event!r}", "pass an event"
             )
-        event = canonical(event)
-        if not self.composes_tabulated and any(
-            isinstance(e, TabulatedProfileEvent) for e in event.walk()
-        ):
+        return self._compose_canonical(canonical(event), count)
+
+    def _compose_canonical(
+        self, event: Event, count: int, tabulated: bool | None = None
+    ) -> Accountant:
+        """:meth:`compose` of an event in canonical form and a checked count; ``tabulated``
+        says whether the event holds a :class:`TabulatedProfileEvent` (None: its tree is
+        walked to find out). A caller that has run :meth:`_checked_reason` on the same event
+        does not have it walked again."""
+        if tabulated is None:
+            tabulated = any(isinstance(e, TabulatedProfileEvent) for e in event.walk())
+        if not self.composes_tabulated and tabulated:
             event = coarsen_tabulated(event, self.adjacency.relation)
             # a table only bounds its mechanism from above: nothing certifies a lower bound
             self._upper_only = True
-        reason = self._unsupported_reason(event)
+        reason = self._checked_reason(event)
         if reason is not None:
             raise UnsupportedEventError(
                 f"{self.name} accountant cannot handle {_shown(event)} under "
@@ -148,6 +161,23 @@ class Accountant(abc.ABC):
             self._ledger.append((event, count))
             self._invalidate()
         return self
+
+    def _checked_reason(self, event: Event) -> str | None:
+        """:meth:`_unsupported_reason` of ``event``, remembered for the last event checked: the
+        same event object, adjacency and ledger give the same reason without a second walk
+        of the tree (the check depends on nothing else)."""
+        memo: _SupportMemo | None = getattr(self, "_support_memo", None)
+        if (
+            memo is not None
+            and memo[0] is event
+            and memo[1] is self.adjacency
+            and memo[2] is self._ledger
+            and memo[3] == len(self._ledger)
+        ):
+            return memo[4]
+        reason = self._unsupported_reason(event)
+        self._support_memo = (event, self.adjacency, self._ledger, len(self._ledger), reason)
+        return reason
 
     def _invalidate(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Hook for subclasses that cache composed state."""

@@ -85,15 +85,22 @@ def _build(
     cap: float,
     cut: float = 0.0,
     h0: float | None = None,
+    known: dict[int, DiscretePLD] | None = None,
 ) -> Prepared:
     """The components prepared, with the pure-DP cap ``cap`` (of the uncut components), on the
-    coarse grid of spacing ``h0`` when given."""
+    coarse grid of spacing ``h0`` when given; ``known`` holds curves already discretised on
+    that grid, by the id of the curve (a discretisation depends on the curve and the spacing
+    only, so reusing one, and the log-MGFs it memoises, changes nothing)."""
+    known = {} if known is None else known
     span = max(p.loss_hi - p.loss_lo for d, _ in comps for p in (d.remove, d.add))
     symmetric = all(d.remove is d.add for d, _ in comps) and all(
         d.lower_remove is d.lower_add for d, _ in lower_comps
     )
     names = ("remove",) if symmetric else ("remove", "add")
-    h0, coarse = _coarse_grid(comps, names, span, h0)
+    h0, coarse = _coarse_grid(comps, names, span, h0, known)
+    for name in names:
+        for (d, _), (pld, _) in zip(comps, coarse[name], strict=True):
+            known.setdefault(id(getattr(d, name)), pld)
     # lumped losses keep lower bounds sound: above the grid they go to +infinity, which
     # lower bounds drop; below -MAX_LOSS they carry P-mass at most e^-MAX_LOSS, inside the
     # BELOW_RANGE_MASS charged per component (and dominated pairs are 1 - e^eps, resp. 0,
@@ -108,8 +115,8 @@ def _build(
     )
     coarse_lower = (
         {
-            name: [(discretise(getattr(d, "lower_" + name), h0), k) for d, k in lower_comps]
-            for name in names
+            name: [(_discretised(getattr(d, low), h0, known), k) for d, k in lower_comps]
+            for name, low in ((n, "lower_" + n) for n in names)
         }
         if distinct and lower_exact
         else None
@@ -165,7 +172,7 @@ def cut_tails(prep: Prepared, budget: float) -> Prepared | None:
     changed = any(made[key] is not p for key, p in _profiles(prep))
     # the coarse grid of the whole components guides the windows well enough (a finer one
     # would only cost more)
-    result = _build(comps, lower, prep.pure_cap, budget, prep.h0) if changed else None
+    result = _build(comps, lower, prep.pure_cap, budget, prep.h0, _known(prep)) if changed else None
     prep.cuts[budget] = result
     return result
 
@@ -210,7 +217,7 @@ def reach_tails(prep: Prepared, delta: float, budget: float) -> Prepared | None:
         comps = wide_all(prep.comps)
         lower = comps if prep.lower_comps is prep.comps else wide_all(prep.lower_comps)
         if any(made[i] is not p for i, p in _profiles(prep)):
-            result = _build(comps, lower, prep.pure_cap, 0.0, prep.h0)
+            result = _build(comps, lower, prep.pure_cap, 0.0, prep.h0, _known(prep))
     prep.cuts[key] = result
     return result
 
@@ -283,30 +290,59 @@ def _coarse_grid(
     names: tuple[str, ...],
     span: float,
     given: float | None = None,
+    known: dict[int, DiscretePLD] | None = None,
 ) -> tuple[float, dict[str, list[tuple[DiscretePLD, int]]]]:
     """(spacing, components per direction) of the coarse grid that guides windows and tilts
-    (of spacing ``given`` when given).
+    (of spacing ``given`` when given, reusing the curves ``known`` on it).
 
     The coarse grid adds rounding noise of variance ~ total h0^2 / 4 to the sum: it is refined
     until that noise is small against the composed window."""
-    if given is not None:
-        return given, {
-            name: [(discretise(getattr(d, name), given), k) for d, k in comps] for name in names
+
+    def on_grid(h: float, memo: dict[int, DiscretePLD]) -> dict[str, list[tuple[DiscretePLD, int]]]:
+        # a curve in several places (both directions of a symmetric one) is discretised once
+        return {
+            name: [(_discretised(getattr(d, name), h, memo), k) for d, k in comps] for name in names
         }
+
+    if given is not None:
+        return given, on_grid(given, {} if known is None else known)
     h0 = max(span / 1024.0, 1e-9)
     if h0 > MAX_LOSS / 8:
         # the coarse grid cannot resolve the losses the grid represents (+-MAX_LOSS)
         raise BoundUnavailable("pld", f"privacy losses span {span:g}, beyond the loss grid")
     total = sum(k for _, k in comps)
-    coarse = {name: [(discretise(getattr(d, name), h0), k) for d, k in comps] for name in names}
+    coarse = on_grid(h0, {})
     for _ in range(3):
         a, b = tilted_window(coarse[names[0]], 0.0, TAIL_MASS)
         target = max((b - a) / (40.0 * total**0.5), span / COARSE_MAX_POINTS)
         if target >= h0 / 2:
             break
         h0 = target
-        coarse = {name: [(discretise(getattr(d, name), h0), k) for d, k in comps] for name in names}
+        coarse = on_grid(h0, {})
     return h0, coarse
+
+
+def _discretised(profile: Profile, h: float, known: dict[int, DiscretePLD]) -> DiscretePLD:
+    """``discretise(profile, h)``, or the one ``known`` for it (discretised at ``h``); a new
+    one is added to ``known``."""
+    found = known.get(id(profile))
+    if found is None:
+        found = known[id(profile)] = discretise(profile, h)
+    return found
+
+
+def _known(prep: Prepared) -> dict[int, DiscretePLD]:
+    """The curves of ``prep`` discretised on its coarse grid, by the id of the curve (the
+    directions' curves, and the lower pairs' where they have a coarse grid of their own)."""
+    known: dict[int, DiscretePLD] = {}
+    for name in prep.names:
+        for (d, _), (pld, _) in zip(prep.comps, prep.coarse[name], strict=True):
+            known[id(getattr(d, name))] = pld
+        if prep.coarse_lower is not None:
+            pairs = zip(prep.lower_comps, prep.coarse_lower[name], strict=True)
+            for (d, _), (pld, _) in pairs:
+                known.setdefault(id(getattr(d, "lower_" + name)), pld)
+    return known
 
 
 def _arr(x: float):  # type: ignore[no-untyped-def]

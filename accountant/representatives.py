@@ -136,9 +136,12 @@ class Table:
             rows.setdefault(shape, []).append((values, costly, count))
         self.rows = rows
         self.logs: dict[Hashable, np.ndarray] = {}
+        #: the members' parameters as magnitudes (a rate's b / n rounded), per shape
+        self.magnitudes: dict[Hashable, np.ndarray] = {}
         with np.errstate(divide="ignore"):
             for shape, members in rows.items():
                 mags = np.array([[_magnitude(v) for v in m[0]] for m in members], dtype=float)
+                self.magnitudes[shape] = mags
                 self.logs[shape] = np.log(mags)  # -inf for a zero parameter: a cell of its own
 
     def cells(self, shape: Hashable, step: Steps) -> np.ndarray:
@@ -201,7 +204,8 @@ class Table:
         costliest parameters (``up``) or cheapest, counted as all its members."""
         out = dict(self.fixed)
         for shape, members in self.rows.items():
-            for extreme, total in _fold(self.cells(shape, step), members, up=up):
+            cells = self.cells(shape, step)
+            for extreme, total in _fold(cells, members, self.magnitudes[shape], up=up):
                 rep = build(shape, tuple(extreme))
                 out[rep] = out.get(rep, 0) + total
         return out
@@ -210,10 +214,63 @@ class Table:
 def _fold(
     index: np.ndarray,
     members: list[tuple[tuple[Value, ...], tuple[bool, ...], int]],
+    magnitudes: np.ndarray,
     *,
     up: bool,
 ) -> list[tuple[list[Value], int]]:
-    """Per cell: its members' extreme parameters on the wanted side and their total count."""
+    """Per cell, in the order of the cells' first members: its members' extreme parameters on
+    the wanted side and their total count (``magnitudes``: the members' parameters, rows as
+    ``index``). A shape's members share their kinds of values and their sides (:func:`split`):
+    floats are folded in arrays (their magnitudes are themselves), rates one by one."""
+    if not members:
+        return []
+    floats = all(isinstance(v, float) for v in members[0][0])
+    counts = [m[2] for m in members]
+    if not floats or sum(counts) >= 1 << 62:
+        return _fold_exact(index, members, up=up)
+    key = _row_keys(index)
+    if key is None:
+        return _fold_exact(index, members, up=up)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.intp)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    cell = rank[np.reshape(inverse, -1)]  # each member's cell, numbered by first member
+    values = np.reshape(magnitudes, (len(members), -1))
+    extreme = np.empty((first.size, values.shape[1]))
+    for i, grows in enumerate(members[0][1]):
+        # the costly side is the larger value where cost grows with it (max and min of
+        # floats are exact: the member's own value)
+        larger = grows == up
+        column = np.full(first.size, -np.inf if larger else np.inf)
+        (np.maximum if larger else np.minimum).at(column, cell, values[:, i])
+        extreme[:, i] = column
+    totals = np.zeros(first.size, dtype=np.int64)
+    np.add.at(totals, cell, np.array(counts, dtype=np.int64))
+    return [(list(row), int(t)) for row, t in zip(extreme.tolist(), totals.tolist(), strict=True)]
+
+
+def _row_keys(index: np.ndarray) -> np.ndarray | None:
+    """One integer per row of ``index``, equal exactly where the rows are equal (the rows'
+    ranks per column, mixed in radix); None when they would not fit in 63 bits."""
+    index = np.reshape(index, (index.shape[0], -1))
+    key = np.zeros(index.shape[0], dtype=np.int64)
+    size = 1
+    for column in index.T:
+        values, rank = np.unique(column, return_inverse=True)
+        size *= values.size
+        if size >= 1 << 62:
+            return None
+        key = key * values.size + np.reshape(rank, -1)
+    return key
+
+
+def _fold_exact(
+    index: np.ndarray,
+    members: list[tuple[tuple[Value, ...], tuple[bool, ...], int]],
+    *,
+    up: bool,
+) -> list[tuple[list[Value], int]]:
+    """:func:`_fold` member by member, with exact comparisons (rates) and counts of any size."""
     cells: dict[bytes, tuple[list[Value], int]] = {}
     for row, (values, costly, count) in zip(index, members, strict=True):
         key = row.tobytes()

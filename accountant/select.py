@@ -32,7 +32,7 @@ from dpledger.core.errors import (
     UnsupportedEventError,
 )
 from dpledger.core.event_trees import flatten_memo
-from dpledger.core.events import Event, canonical, flatten
+from dpledger.core.events import Event, TabulatedProfileEvent, canonical, flatten
 
 #: (module, class) of every backend, tightest first. Modules that fail to import are skipped
 #: (recorded as unavailable), so the core works without optional cross-check libraries.
@@ -190,6 +190,13 @@ def _run_backends(
     candidates: list[EpsilonBound | DeltaBound] = []
     unavailable: list[tuple[str, str]] = []
     deferred: list[tuple[str, Callable[[Adjacency], Accountant]]] = []
+    # one walk of the tree for every backend (each composes the same canonical event)
+    tabulated = any(isinstance(e, TabulatedProfileEvent) for e in event.walk())
+
+    def run(name: str, factory: Callable[[Adjacency], Accountant], budget: Budget | None) -> None:
+        args = (event, adjacency, delta, epsilon, budget, candidates, unavailable, tabulated)
+        _run(name, factory, *args)
+
     for name, factory, reason in backend_factories(backends):
         if factory is None:
             unavailable.append((name, reason))
@@ -199,14 +206,14 @@ def _run_backends(
             continue
         # requested in full (named, or crosscheck): in-process and unbounded, as a report asks
         with _upper_only_after_exact(candidates, backends is None and not crosscheck):
-            _run(name, factory, event, adjacency, delta, epsilon, None, candidates, unavailable)
+            run(name, factory, None)
     for name, factory in deferred:
         why = _expensive(name, event, candidates)
         if why is not None:
             unavailable.append((name, why))
             continue
         budget = DEFAULT_BUDGET
-        _run(name, factory, event, adjacency, delta, epsilon, budget, candidates, unavailable)
+        run(name, factory, budget)
     return candidates, unavailable
 
 
@@ -257,9 +264,14 @@ def _run(
     budget: Budget | None,
     candidates: list[EpsilonBound | DeltaBound],
     unavailable: list[tuple[str, str]],
+    tabulated: bool | None = None,
 ) -> None:
+    """Compose ``event`` (canonical; holding a tabulated profile or not, by ``tabulated``,
+    None: unknown) in a new accountant of one backend and query it: its bound goes to
+    ``candidates``, or why it gave none to ``unavailable``."""
     acc = factory(adjacency)
-    why = acc._unsupported_reason(event)
+    # checked once: composing the same event reads the check back (Accountant._checked_reason)
+    why = acc._checked_reason(event)
     if why is not None:
         unavailable.append((name, f"unsupported: {why}"))
         return
@@ -267,7 +279,7 @@ def _run(
     # the PRV library allocates freely: budgeted PRV queries run in a forked, capped child
     acc.isolate = acc.isolate or name == "prv"
     try:
-        acc.compose(event)
+        acc._compose_canonical(event, 1, tabulated)
         if delta is not None:
             candidates.append(acc.get_epsilon(delta))
         else:

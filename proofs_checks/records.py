@@ -265,7 +265,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.representatives._fold",
         status="contrib",
         proof="proofs_checks/representatives/proof.md",
-        source_sha256="e0e23592a8231171713d4d7b219a295f82e94e17ec0240510f42f0f4f1cbab1d",
+        source_sha256="1bc71edad85113ffc81489506d212e1c5fc1b5b90d4835ddd43ab75d52f4540d",
     ),
     ProofRecord(
         target="dpledger.accountant.representatives._beyond",
@@ -392,7 +392,13 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_prepared.reach_tails",
         status="contrib",
         proof="proofs_checks/pld_cut_tails/proof.md",
-        source_sha256="73fc54a3a9c623b1a1d20880b49da3647213b8c566964a90e32c423b5eb711da",
+        source_sha256="94356622f51417dbab44f825020f7e7fb6b99685c83021817a059f524a7488bf",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.representatives._fold_exact",
+        status="contrib",
+        proof="proofs_checks/representatives/proof.md",
+        source_sha256="94bd33dbfe900bb904a90b2cc8772335c37354ae9aa2672de0030e2c8be1efbb",
     ),
 )
 

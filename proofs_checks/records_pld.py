@@ -147,7 +147,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_prepared.cut_tails",
         status="contrib",
         proof="proofs_checks/pld_cut_tails/proof.md",
-        source_sha256="5379c373d94430ec0b67bbad6fe714932fd6097cacb52b7c85518ae0e518b68d",
+        source_sha256="b606a93c39cc1b9f7e13cebc79982c684209183cc5355195dc6307cec9983be1",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles_noise.approx_dp_profile",
