@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import numpy as np
 
 from dpledger.accountant.pld_discrete import (
@@ -177,18 +178,22 @@ def _dominated(profile: Profile, h: float, atom: tuple[float, float]) -> Discret
     z_c, z_h = _points_below(profile, eps, k, h, atom)
     if np.any(z_c < 0) or np.any(z_h[k:] < 0):
         return None
-    p = _minorant_masses(z_c, z_h, np.exp(eps), k)
+    p = _minorant_masses(z_c, z_h, np.exp(eps), k, capped=atom != _NO_ATOM)
     return _certified_lower(p, eps, z_c[:k], z_h, k, h, j_lo, atom)
 
 
 def _atom_lower(profile: InfinityAtom, h: float) -> DiscretePLD | None:
     """``mass[0]`` (at most ``m``) at +infinity beside the dominated sub-pair of ``rest``
     (P-mass at most ``1 - m``, Q-mass at most 1); when the sub-pair is not certified, the
-    dominated pair of the whole curve (no mass at +infinity)."""
+    dominated pair of the whole curve (no mass at +infinity). A range cut short (a lower
+    pair may end anywhere: its curve is 0 beyond its last point) cuts the sub-pair's too."""
     m_lo, m_hi = profile.mass
     if not 0.0 < m_lo <= m_hi < 1.0:
         return _dominated(profile, h, _NO_ATOM)
-    pair = _dominated(profile.rest, h, profile.mass)
+    rest = profile.rest
+    if profile.loss_hi < rest.loss_hi:  # the curve's range was cut: so is the sub-pair's
+        rest = attrs.evolve(rest, loss_hi=profile.loss_hi)
+    pair = _dominated(rest, h, profile.mass)
     if pair is None:
         return _dominated(profile, h, _NO_ATOM)
     return DiscretePLD(pair.offset, pair.masses, m_lo, h, dominated=True)
@@ -316,16 +321,20 @@ def _points_below(
     return z_c, z_h
 
 
-def _minorant_masses(z_c: Array, z_h: Array, x: Array, k: int) -> Array:
+def _minorant_masses(z_c: Array, z_h: Array, x: Array, k: int, *, capped: bool = False) -> Array:
     """P-masses of the greatest convex minorant of the points (below them, so below the
     curve): c-slopes up to point k and H-slopes from there, each side keeping its end points,
     pooled across point k where the two sides meet concavely; masses are slope differences
-    times ``x`` (slope -1 before the first point, 0 after the last)."""
+    times ``x`` (slope -1 before the first point, 0 after the last). ``capped``: the slopes
+    are then lowered to those of a non-increasing curve (c-slopes at most 1, H-slopes at most
+    0; still non-decreasing), which a steep kink between two points can otherwise exceed."""
     dx = np.diff(x)
     sc = _convex_slopes(np.diff(z_c) / dx[:k], dx[:k])
     sh = _convex_slopes(np.diff(z_h[k:]) / dx[k:], dx[k:])
     if sh[0] + 1.0 < sc[-1]:
         sc, sh = _pool_junction(sc, sh, dx, k)
+    if capped:
+        sc, sh = np.minimum(sc, 1.0), np.minimum(sh, 0.0)
     q = np.empty(x.size)
     q[0] = sc[0]
     q[1:k] = sc[1:] - sc[:-1]
@@ -403,7 +412,7 @@ def _certified_lower(
     p = _drop_beyond_zeros(p, z_c, z_h, k)
     s_p, err_p, s_q, err_q = _mass_sums(p, eps)
     f_val, c_val = _curve_at_points(p, h, k)
-    p_lo, p_hi, lift, big, gap = _totals(s_p, err_p, s_q, err_q, atom, h, k)
+    p_lo, p_hi, lift, big, gap = _totals(s_p, err_p, s_q, err_q, atom, h, z_c)
     gamma = max(4 * gap / math.expm1(h), 1e-15)
     limit = math.exp(h) * (1 - 8 * U)
     limit_q = math.exp(lift * h) * (1 - 8 * U) if lift > 1 else limit
@@ -453,7 +462,13 @@ def _mass_sums(p: Array, eps: Array) -> tuple[float, float, float, float]:
 
 
 def _totals(
-    s_p: float, err_p: float, s_q: float, err_q: float, atom: tuple[float, float], h: float, k: int
+    s_p: float,
+    err_p: float,
+    s_q: float,
+    err_q: float,
+    atom: tuple[float, float],
+    h: float,
+    z_c: Array,
 ) -> tuple[float, float, int, float, float]:
     """(p_lo, p_hi, lift, big, gap): P's share of the finite outcomes, bracketed (1 without an
     atom), the steps ``lift`` of the loss ``-lift h`` of the atom that completes a Q-surplus
@@ -461,20 +476,22 @@ def _totals(
     imbalance the first scale is sized for."""
     if atom == _NO_ATOM:
         return 1.0, 1.0, 1, max(s_p + err_p, s_q + err_q), abs(s_p - s_q) + err_p + err_q
-    p_lo, p_hi, lift = _atom_totals(atom, h, k)
+    p_lo, p_hi, lift = _atom_totals(atom, h, z_c)
     big = max((s_p + err_p) / p_lo * (1 + 2 * U), s_q + err_q)
     gap = abs(s_q - s_p - atom[0]) + err_p + err_q + 4 * U
     return p_lo, p_hi, lift, big, gap
 
 
-def _atom_totals(atom: tuple[float, float], h: float, k: int) -> tuple[float, float, int]:
+def _atom_totals(atom: tuple[float, float], h: float, z_c: Array) -> tuple[float, float, int]:
     """(lower, upper) bounds of a sub-pair's P-mass ``1 - m`` and the steps ``lift`` of its
     Q-surplus atom: R_Q / R_P is about ``1 / (1 - m)``, so the atom sits at a loss ``-lift h``
-    at most ``2 log(1 - m)`` (1 step for ``m`` up to about ``h / 2``), and at most ``k``
-    steps down (the first point)."""
+    at most ``2 log(1 - m)`` (1 step for ``m`` up to about ``h / 2``), and not below the last
+    point of ``z_c`` (the points below 0) at 0 (no excess may reach such a point)."""
     m_lo, m_hi = atom
     p_lo, p_hi = (1.0 - m_hi) * (1 - 2 * U), (1.0 - m_lo) * (1 + 2 * U)
-    lift = min(max(1, math.ceil(-2.0 * math.log1p(-m_hi) / h)), k)
+    zeros = np.flatnonzero(z_c <= 0.0)
+    floor = int(zeros[-1]) if zeros.size else 0
+    lift = max(1, min(math.ceil(-2.0 * math.log1p(-m_hi) / h), z_c.size - floor))
     return p_lo, p_hi, lift
 
 

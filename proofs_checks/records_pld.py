@@ -39,13 +39,13 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated._minorant_masses",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="4e4c9ba81cea8157dae0ceb380b9375aa771a658737b560f23309b1e4fa9582e",
+        source_sha256="5d5b236a7426bd6ac3c3eedcd9750a5cba4dda8e46a44379ddacd3459e0378e9",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._certified_lower",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="0ec7f1cf1464ceb23827a9f148294a24ab4807e0f37b30fc4302412918963ca2",
+        source_sha256="6d00a7ccc97b795abe763c651f716457906234f9ebbe5c26c75122b8eb84e72f",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._add_completion",
@@ -81,7 +81,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated._dominated",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="3a71f467558692d4ce93d5ac37ceca0ec1d5085b5123e2aa830e11930880b916",
+        source_sha256="915f7701482ae0773f0528b44925627141c9cf735e7d2a4414ccc06fe17c1977",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._mass_sums",
@@ -93,13 +93,13 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated._totals",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="8272776c702e8837318fb8cb4f02caad4230c4388cbdcf36a034ed2f900841b6",
+        source_sha256="106cad866f0a02cd01f9ace497ef117172129e8ea61017e8d3ddebe6bcb7cfc2",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._atom_lower",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="e76a2f04dd3e838a2325e369f496df90e66c047014c52714c157ceb30986fdb0",
+        source_sha256="9a4574a897b5319b199d24d948ff500a0c12a3784f728a1609ce65d40c830e2a",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._atom_brackets",
@@ -111,7 +111,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated._atom_totals",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="496a76854c6b4cd8d59a641f874ebe0ebdadebd2aeaeceb1c4ce5b7ba6790e4f",
+        source_sha256="7e25729382e4bb461d47dc494dace507b0783b626111201a9ab0fc53ac68b34d",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._lifted_completion",

@@ -39,7 +39,9 @@ def _exact_remove(q: float, eps0: float, delta0: float, eps: float) -> mp.mpf:
 
 
 @pytest.mark.parametrize(("q", "eps0", "delta0", "h"), CASES)
-def test_atom_pair_keeps_the_mass_and_stays_below(q: float, eps0: float, delta0: float, h: float):
+def test_atom_pair_keeps_the_mass_and_stays_below(
+    q: float, eps0: float, delta0: float, h: float
+) -> None:
     """The mass at +infinity is kept (at most q delta0, within 1e-12 of it); P- and Q-totals
     are at most one; the pair's curve is below the exact curve at its points, between them
     and beyond its top loss (read in doubles with a relative charge of 1e-13)."""
