@@ -50,18 +50,24 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks._rounded",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="d0660daa827b5fc9096a48302b5acd176d2422458b7163f2b3ae3ed5bdf7f62a",
+        source_sha256="3430dbf14f50fb2f72ebcb94f6583a892d6367eb8b0f3af8e3e888be10ed7294",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks._blocks",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="254c45e6714459c122dc2b6f84b7dc898a387c7ee7e248bb766a977ae9ef2a51",
+        source_sha256="ddc996ff3e7e32b9a686719c1bbcf7a4a5ee0fe97a1c7cee892b1164a2b1dfca",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_blocks._grouped",
+        status="contrib",
+        proof="proofs_checks/pld_blocks/proof.md",
+        source_sha256="61ca5c8c46af3f3e047de2666808407e0a3e413ad80a3a53fea600fa17eff86b",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks.block_components",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="df725807902ceae66db13a2420aaee1f01750341ef9452e6d58ce74b9fa41542",
+        source_sha256="57f7787deaeab483b6414e3df06b2820153c79e24699d8bba1751bf5b07e25ec",
     ),
 )

@@ -137,3 +137,23 @@ def test_dominated_pair_of_a_block_stays_below_its_upper_curve(
         )
     upper = d.remove(eps)
     assert np.all(curve <= upper * (1 + 1e-12) + 1e-300)
+
+
+@pytest.mark.parametrize("rounding", blocks.CELL_ROUNDINGS)
+def test_cell_blocks_round_each_leaf_to_its_side(rounding: float) -> None:
+    """Blocks by cell (step 1, ``_grouped``'s coarser grids): matched position by position,
+    each upper leaf has at most the noise of the leaf it stands for and each lower leaf at
+    least, every leaf counted once, and every block holds one upper and one lower leaf."""
+    rng = np.random.default_rng(17)
+    scales = np.exp(rng.uniform(np.log(1500.0), np.log(3200.0), 1500))
+    events = {LaplaceEvent(float(b)): 1 + i % 37 for i, b in enumerate(scales)}
+    found = blocks._blocks(events, rounding, by_cell=True)  # type: ignore[arg-type]
+
+    def noises(side: int) -> list[float]:
+        return sorted(e.noise_multiplier for blk in found for e in blk[side] * blk[2])  # type: ignore[attr-defined]
+
+    own = sorted(e.noise_multiplier for e, k in events.items() for _ in range(k))
+    ups, downs = noises(0), noises(1)
+    assert len(ups) == len(downs) == len(own)
+    assert all(u <= o <= d for u, o, d in zip(ups, own, downs, strict=True))
+    assert all(len(set(blk[0])) == 1 and len(set(blk[1])) == 1 for blk in found)
