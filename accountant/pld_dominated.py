@@ -201,8 +201,12 @@ def _atom_lower(profile: InfinityAtom, h: float) -> DiscretePLD | None:
 
 def _split_lower(profile: InfinitySplit, h: float) -> DiscretePLD | None:
     """``inf_lower`` at +infinity and ``1 - inf_lower`` times the finite part's dominated pair
-    (its masses scaled down past the rounding of ``1 - inf_lower`` and of the products)."""
+    (its masses scaled down past the rounding of ``1 - inf_lower`` and of the products). A
+    finite part with no loss but 0 (identical laws: randomized response at 0), which the
+    construction declines, is the pair of one outcome, which every pair dominates."""
     pair = discretise_lower(profile.finite, h)
+    if pair is None and profile.finite.loss_lo == 0.0 == profile.finite.loss_hi:
+        pair = DiscretePLD(-2, np.array([0.0, 0.0, 1.0, 0.0, 0.0]), 0.0, h, dominated=True)
     if pair is None or not 0.0 < profile.inf_lower < 1.0:
         return pair
     keep = (1.0 - profile.inf_lower) * (1 - 8 * U)

@@ -135,7 +135,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated._split_lower",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="94eb43d0cd2e668a8793c18683c22f255c6e735f200dbeb83a7243f548994d3a",
+        source_sha256="68c400ff6f1a6945ef2b60c07f886adfa28124d04a655a8de601bce4f33e966e",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_prepared._cut_profile",

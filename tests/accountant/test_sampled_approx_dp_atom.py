@@ -24,7 +24,7 @@ from dpledger.accountant.pld_dominated import discretise_lower
 from dpledger.accountant.profiles_base import Profile
 from dpledger.accountant.profiles_sampled import InfinityAtom, poisson_remove
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.events import ApproxDPEvent, PoissonSampledEvent
+from dpledger.core.events import ApproxDPEvent, GaussianEvent, PoissonSampledEvent
 
 Pair = list[tuple[mp.mpf, mp.mpf]]
 
@@ -111,7 +111,8 @@ def _check_leaf_pair(q: float, eps0: float, delta0: float, h: float) -> None:
         q_total = mp.fsum(mp.mpf(p) * mp.e ** -mp.mpf(loss) for p, loss in pairs)
         assert q_total <= 1
     remove, _ = _pairs(q, eps0, delta0)
-    grid = np.concatenate([losses[::7], losses[::11] + h / 2, [losses[-1] + h, 5.0]])
+    step = max(1, losses.size // 40)  # about 40 points and 40 midpoints, the top and beyond
+    grid = np.concatenate([losses[::step], losses[::step] + h / 2, [losses[-1] + h, 5.0]])
     for eps in grid:
         terms = masses * np.maximum(0.0, -np.expm1(eps - losses))
         value = pair.inf_mass + math.fsum(terms.tolist())
@@ -167,7 +168,7 @@ def test_composed_bracket_holds_the_exact_curve(
     _check_composed(q, eps0, 10.0**log_delta, m, at * top)
 
 
-@pytest.mark.parametrize("m", [2, 5])
+@pytest.mark.parametrize("m", [2, 3])
 def test_epsilon_lower_is_below_the_exact_epsilon(m: int):
     """An epsilon query above the mass at +infinity: its lower bound stays at most the exact
     epsilon (found by bisection on the exact curve), its upper at least."""
@@ -181,3 +182,34 @@ def test_epsilon_lower_is_below_the_exact_epsilon(m: int):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if _exact(q, eps0, delta0, m, mid) > target else (lo, mid)
     assert found.epsilon_lower <= hi and found.epsilon >= lo
+
+
+#: the tilt search subtracts infinite log-MGFs when the mass at +infinity is near 1 (a warning
+#: only; its readings are not affected)
+_TILT_WARNING = "ignore:invalid value encountered in subtract:RuntimeWarning"
+
+
+@pytest.mark.filterwarnings(_TILT_WARNING)
+@pytest.mark.parametrize("delta0", [1 - 2**-53, 0.5, 1e-6])
+def test_approximate_dp_at_epsilon_zero_keeps_its_mass(delta0: float):
+    """``ApproxDPEvent(0, delta0)``: its finite part is a pair of identical laws, which the
+    dominated construction declines; the split keeps the mass with the one-outcome pair, so
+    two copies read ``1 - (1 - delta0)^2`` (the exact curve at every eps >= 0), not 0."""
+    acc = PLDAccountant()
+    acc.compose(ApproxDPEvent(0.0, delta0), 2)
+    with mp.workdps(40):
+        exact = 1 - (1 - mp.mpf(delta0)) ** 2
+    for eps in (0.0, 0.5, 3.0):
+        bound = acc.get_delta(eps)
+        assert bound.delta_lower <= exact <= bound.delta
+        assert bound.delta_lower >= float(exact) * (1 - 1e-9)
+
+
+@pytest.mark.filterwarnings(_TILT_WARNING)
+def test_near_certain_failure_beside_heavy_sampling_keeps_its_mass():
+    """A near-certain failure beside 50 Poisson-sampled Gaussians: delta(eps) >= delta0."""
+    acc = PLDAccountant()
+    acc.compose(ApproxDPEvent(0.0, 1 - 2**-53), 1)
+    acc.compose(PoissonSampledEvent(0.5, GaussianEvent(0.3)), 50)
+    bound = acc.get_delta(1.0)
+    assert 1 - 1e-12 <= bound.delta_lower <= 1.0 == bound.delta
