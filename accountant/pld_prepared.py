@@ -61,7 +61,7 @@ class Prepared:
     pure_cap: float  # basic-composition epsilon if all parts are pure, else inf
     keep_lower: bool
     span: float
-    width0: dict[str, float]  # width of the untilted window per direction
+    width0: dict[str, float]  # width of the untilted window per direction (read on demand)
     #: the budget of P-mass the components' cut tails hold at most (0: nothing cut)
     cut: float = 0.0
     #: the preparations of the same components cut for a budget (:func:`cut_tails`)
@@ -106,10 +106,7 @@ def _build(
     # BELOW_RANGE_MASS charged per component (and dominated pairs are 1 - e^eps, resp. 0,
     # beyond their first and last points, below any curve)
     lower_exact = all(d.lower_remove.exact and d.lower_add.exact for d, _ in lower_comps)
-    width0 = {}
-    for name in names:
-        a, b = tilted_window(coarse[name], 0.0, TAIL_MASS)
-        width0[name] = max(b - a, 1e-9)
+    width0 = _Widths(coarse)
     distinct = lower_comps is not comps or any(
         getattr(d, "lower_" + name) is not getattr(d, name) for d, _ in comps for name in names
     )
@@ -320,6 +317,20 @@ def _coarse_grid(
         h0 = target
         coarse = on_grid(h0, {})
     return h0, coarse
+
+
+class _Widths(dict[str, float]):
+    """The width of the untilted window per direction, computed when first read (many
+    preparations, cut ones among them, never need it)."""
+
+    def __init__(self, coarse: dict[str, list[tuple[DiscretePLD, int]]]) -> None:
+        super().__init__()
+        self.coarse = coarse
+
+    def __missing__(self, name: str) -> float:
+        a, b = tilted_window(self.coarse[name], 0.0, TAIL_MASS)
+        width = self[name] = max(b - a, 1e-9)
+        return width
 
 
 def _discretised(profile: Profile, h: float, known: dict[int, DiscretePLD]) -> DiscretePLD:

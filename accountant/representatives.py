@@ -140,7 +140,10 @@ class Table:
         self.magnitudes: dict[Hashable, np.ndarray] = {}
         with np.errstate(divide="ignore"):
             for shape, members in rows.items():
-                mags = np.array([[_magnitude(v) for v in m[0]] for m in members], dtype=float)
+                if all(isinstance(v, float) for v in members[0][0]):  # (kinds follow the shape)
+                    mags = np.array([m[0] for m in members], dtype=float)
+                else:
+                    mags = np.array([[_magnitude(v) for v in m[0]] for m in members], dtype=float)
                 self.magnitudes[shape] = mags
                 self.logs[shape] = np.log(mags)  # -inf for a zero parameter: a cell of its own
 

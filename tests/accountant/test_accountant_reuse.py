@@ -1,6 +1,7 @@
 """Work a query does once: the PLD components a tail cut leaves unchanged keep their coarse
-discretisations (accountant/pld_prepared.py), cells of representatives are folded in arrays
-as they are member by member (accountant/representatives.py), and the support check of an event that
+discretisations, and untilted window widths are computed only when read
+(accountant/pld_prepared.py); cells of representatives are folded in arrays as they are
+member by member (accountant/representatives.py); the support check of an event that
 ``select.account`` runs before composing it is not run again by the compose
 (``Accountant._checked_reason`` in accountant/base.py)."""
 
@@ -12,7 +13,8 @@ import pytest
 from dpledger.accountant import select
 from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.pld_discrete import discretise
-from dpledger.accountant.pld_prepared import Prepared, cut_tails
+from dpledger.accountant.pld_prepared import TAIL_MASS, Prepared, cut_tails
+from dpledger.accountant.pld_tilt import tilted_window
 from dpledger.accountant.rdp import RDPAccountant
 from dpledger.accountant.representatives import Table, _fold, _fold_exact
 from dpledger.core.adjacency import Adjacency
@@ -56,8 +58,12 @@ def test_a_cut_reuses_the_discretisations_of_the_curves_it_leaves():
             assert (new.offset, new.inf_mass, new.h) == (made.offset, made.inf_mass, made.h)
             assert np.array_equal(new.masses, made.masses)
     assert reused > 0 and fresh > 0
-    # the window widths of the cut components are those of their discretisations
-    assert set(cut.width0) == set(prep.names)
+    # the untilted window widths are computed when first read, from the coarse grid
+    assert not cut.width0
+    for name in cut.names:
+        a, b = tilted_window(cut.coarse[name], 0.0, TAIL_MASS)
+        assert cut.width0[name] == max(b - a, 1e-9)
+    assert set(cut.width0) == set(cut.names)
 
 
 class _Counting(PLDAccountant):
