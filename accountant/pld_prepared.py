@@ -11,7 +11,13 @@ import attrs
 import numpy as np
 
 from dpledger.accountant.pld_components import _exact_pure_cap, _unbounded_loss
-from dpledger.accountant.pld_discrete import MAX_LOSS, MAX_UPPER_LOSS, DiscretePLD, discretise
+from dpledger.accountant.pld_discrete import (
+    MAX_LOSS,
+    MAX_UPPER_LOSS,
+    Array,
+    DiscretePLD,
+    discretise,
+)
 from dpledger.accountant.pld_tilt import tilted_window
 from dpledger.accountant.profiles_base import DirectedProfiles, Profile
 from dpledger.core.adjacency import Adjacency
@@ -66,6 +72,9 @@ class Prepared:
     cut: float = 0.0
     #: the preparations of the same components cut for a budget (:func:`cut_tails`)
     cuts: dict[float, Prepared | None] = attrs.field(factory=dict, eq=False, repr=False)
+    #: each curve's values at the losses its cut reads (:func:`_cut_profile`), by the id of
+    #: the curve: the losses depend on the curve alone, so every budget reads the same values
+    readings: dict[int, Array] = attrs.field(factory=dict, eq=False, repr=False)
 
 
 def prepare(
@@ -155,7 +164,7 @@ def cut_tails(prep: Prepared, budget: float) -> Prepared | None:
     def cut(profile: Profile) -> Profile:
         found = made.get(id(profile))
         if found is None:
-            found = made[id(profile)] = _cut_profile(profile, level)
+            found = made[id(profile)] = _cut_profile(profile, level, prep.readings)
         return found
 
     def cut_all(comps: list[tuple[DirectedProfiles, int]]) -> list[tuple[DirectedProfiles, int]]:
@@ -234,16 +243,24 @@ def _profiles(prep: Prepared) -> list[tuple[int, Profile]]:
     ]
 
 
-def _cut_profile(profile: Profile, level: float) -> Profile:
+def _cut_profile(
+    profile: Profile, level: float, readings: dict[int, Array] | None = None
+) -> Profile:
     """The curve with its loss range ended at the first of CUT_POINTS evenly spaced losses
     from max(0, loss_lo) to its top where it is at most ``level``; the curve itself when that
-    would shorten the range by less than CUT_MIN_SAVING."""
+    would shorten the range by less than CUT_MIN_SAVING. ``readings`` keeps the curve's
+    values at those losses, by the id of the curve (for other levels)."""
     top = min(profile.loss_hi, profile.accurate_hi, MAX_UPPER_LOSS)
     bottom = max(profile.loss_lo, 0.0)
     if not (math.isfinite(top) and top > bottom):
         return profile
     losses = np.linspace(bottom, top, CUT_POINTS + 1)
-    below = np.flatnonzero(profile(losses) <= level)
+    values = None if readings is None else readings.get(id(profile))
+    if values is None:
+        values = profile(losses)
+        if readings is not None:
+            readings[id(profile)] = values
+    below = np.flatnonzero(values <= level)
     if below.size == 0:
         return profile
     end = float(losses[below[0]])

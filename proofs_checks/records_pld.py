@@ -141,13 +141,13 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_prepared._cut_profile",
         status="contrib",
         proof="proofs_checks/pld_cut_tails/proof.md",
-        source_sha256="4ed116ab1bb93fd99c8badc116ed2d9c6f451eb96faa5e3785d0f33487b3e99b",
+        source_sha256="366bc33849937ceaa994b4011da673233c5e864bf0fab23f361a900827dabfc0",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_prepared.cut_tails",
         status="contrib",
         proof="proofs_checks/pld_cut_tails/proof.md",
-        source_sha256="b606a93c39cc1b9f7e13cebc79982c684209183cc5355195dc6307cec9983be1",
+        source_sha256="6afa68d8f58ac8ed4503f6b44bcbe792ea0b004d80906d080bfb1e77ba8f4480",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles_noise.approx_dp_profile",

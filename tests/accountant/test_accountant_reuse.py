@@ -1,9 +1,9 @@
 """Work a query does once: the PLD components a tail cut leaves unchanged keep their coarse
-discretisations, and untilted window widths are computed only when read
-(accountant/pld_prepared.py); cells of representatives are folded in arrays as they are
-member by member (accountant/representatives.py); the support check of an event that
-``select.account`` runs before composing it is not run again by the compose
-(``Accountant._checked_reason`` in accountant/base.py)."""
+discretisations, cuts at other budgets read the curves once, and untilted window widths
+are computed only when read (accountant/pld_prepared.py); cells of representatives are
+folded in arrays as they are member by member (accountant/representatives.py); the support
+check of an event that ``select.account`` runs before composing it is not run again by the
+compose (``Accountant._checked_reason`` in accountant/base.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from dpledger.accountant import select
 from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.pld_discrete import discretise
-from dpledger.accountant.pld_prepared import TAIL_MASS, Prepared, cut_tails
+from dpledger.accountant.pld_prepared import TAIL_MASS, Prepared, _cut_profile, cut_tails
 from dpledger.accountant.pld_tilt import tilted_window
 from dpledger.accountant.rdp import RDPAccountant
 from dpledger.accountant.representatives import Table, _fold, _fold_exact
@@ -143,3 +143,17 @@ def test_folded_cells_are_those_member_by_member(step: float):
             folded = _fold(index, members, table.magnitudes[shape], up=up)
             assert folded == _fold_exact(index, members, up=up)
             assert all(type(v) is float for row, _ in folded for v in row)
+
+
+def test_cuts_at_other_budgets_read_each_curve_once():
+    prep = _prepared(_mixed())
+    first = cut_tails(prep, 1e-8)
+    assert first is not None and prep.readings
+    read = dict(prep.readings)
+    second = cut_tails(prep, 1e-12)
+    assert second is not None and prep.readings == read  # nothing read again
+    total = sum(k for _, k in prep.comps)
+    for (whole, _), (part, _) in zip(prep.comps, second.comps, strict=True):
+        for name in ("remove", "add", "lower_remove", "lower_add"):
+            made = _cut_profile(getattr(whole, name), 1e-12 / total)
+            assert getattr(part, name).loss_hi == made.loss_hi
