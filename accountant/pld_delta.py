@@ -232,7 +232,7 @@ class DeltaSearch:
         # for the tilt), or delta found below the untilted range: a heavy step's tail
         screened = self.screened.get((name, epsilon, self.cache.points)) is self.cache.levels
         if (tilts[0] > 0 and not screened) or found < UNTILTED_DELTA:
-            self._split_delta(prep, name, epsilon, found, lowers, below=best_up)
+            self._split_delta(prep, name, epsilon, found, lowers)
             self.cache.split_first.add(("delta", name, epsilon))
         return (*self.cache.known_deltas(name, epsilon), h)
 
@@ -389,20 +389,12 @@ class DeltaSearch:
         return found
 
     def _split_delta(
-        self,
-        prep: Prepared,
-        name: str,
-        epsilon: float,
-        level: float,
-        lowers: bool = True,
-        below: float = math.inf,
+        self, prep: Prepared, name: str, epsilon: float, level: float, lowers: bool = True
     ) -> float:
         """Split compositions for delta(epsilon) (the dominated ones unless ``lowers`` is
-        False, or the split upper bound is not below ``below``, the plain compositions' upper
-        bound at this grid: where the split does not narrow the upper bound, its dominated
-        pairs do not beat the plain ones'); their spacing (0 when none applies). Their
-        remainder is budgeted against ``level`` (the Chernoff estimate of delta): when delta
-        comes out far lower, the cut is made again against it."""
+        False); their spacing (0 when none applies). Their remainder is budgeted against
+        ``level`` (the Chernoff estimate of delta): when delta comes out far lower, the cut is
+        made again against it."""
         for _ in range(SPLIT_LEVEL_PASSES):
             up = self.cache.split(prep, name, level, "upper", epsilon)
             if up is None:
@@ -411,7 +403,7 @@ class DeltaSearch:
             if up.dropped <= SPLIT_DROPPED_SHARE * value:
                 break
             level = max(value - up.dropped, level * 1e-6)
-        if prep.keep_lower and lowers and value < below:
+        if prep.keep_lower and lowers:
             self.cache.split(prep, name, level, "dominated", epsilon)
         # finer passes start from the level the tails were last cut against
         self.cache.levels[(name, epsilon)] = level
