@@ -12,7 +12,7 @@ import pytest
 import dpledger.accountant.pld_blocks as blocks
 from dpledger.accountant.pld_blocks import EVALUATION_ERROR, _Atoms, _Parts, block_profiles
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.events import LaplaceEvent
+from dpledger.core.events import Event, LaplaceEvent
 
 mpmath.mp.dps = 60
 
@@ -146,14 +146,18 @@ def test_cell_blocks_round_each_leaf_to_its_side(rounding: float) -> None:
     least, every leaf counted once, and every block holds one upper and one lower leaf."""
     rng = np.random.default_rng(17)
     scales = np.exp(rng.uniform(np.log(1500.0), np.log(3200.0), 1500))
-    events = {LaplaceEvent(float(b)): 1 + i % 37 for i, b in enumerate(scales)}
-    found = blocks._blocks(events, rounding, by_cell=True)  # type: ignore[arg-type]
+    events: dict[Event, int] = {LaplaceEvent(float(b)): 1 + i % 37 for i, b in enumerate(scales)}
+    found = blocks._blocks(events, rounding, by_cell=True)
 
-    def noises(side: int) -> list[float]:
-        return sorted(e.noise_multiplier for blk in found for e in blk[side] * blk[2])  # type: ignore[attr-defined]
+    def noise(leaf: Event) -> float:
+        assert isinstance(leaf, LaplaceEvent)
+        return float(leaf.noise_multiplier)
 
-    own = sorted(e.noise_multiplier for e, k in events.items() for _ in range(k))
-    ups, downs = noises(0), noises(1)
+    def noises(upper: bool) -> list[float]:
+        return sorted(noise(e) for u, d, t in found for e in (u if upper else d) * t)
+
+    own = sorted(noise(e) for e, k in events.items() for _ in range(k))
+    ups, downs = noises(True), noises(False)
     assert len(ups) == len(downs) == len(own)
     assert all(u <= o <= d for u, o, d in zip(ups, own, downs, strict=True))
     assert all(len(set(blk[0])) == 1 and len(set(blk[1])) == 1 for blk in found)
