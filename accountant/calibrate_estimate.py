@@ -59,8 +59,9 @@ def _rdp(event: Event, adjacency: Adjacency | None, delta: float) -> float:
 def _plain_upper(event: Event, adjacency: Adjacency | None, delta: float, coarse: bool) -> float:
     """The PLD accountant's plain tilted upper bound: the direction of the larger Chernoff
     epsilon composed on the grid of the full query's first pass (or COARSE_POINTS when
-    ``coarse``), the others on COARSE_POINTS; the largest epsilon read. No lower bound, no split
-    composition: the full query's upper bound is usually this first one."""
+    ``coarse``), the others on COARSE_POINTS unless their Chernoff bound is at most the epsilon
+    read already; the largest epsilon read. No lower bound, no split composition: the full
+    query's upper bound is usually this first one."""
     from dpledger.accountant.pld import ADAPTIVE_START_POINTS, PLDAccountant
     from dpledger.accountant.pld_compositions import Compositions
     from dpledger.accountant.pld_epsilon import tilt_level
@@ -74,9 +75,14 @@ def _plain_upper(event: Event, adjacency: Adjacency | None, delta: float, coarse
         return 0.0
     first = acc._start_points(min(acc.target_points, ADAPTIVE_START_POINTS), delta)
     cache = Compositions(COARSE_POINTS)
-    order = sorted(prep.names, key=lambda n: -chernoff_epsilon(prep.coarse[n], delta))
+    chernoff = {n: chernoff_epsilon(prep.coarse[n], delta) for n in prep.names}
+    order = sorted(prep.names, key=lambda n: -chernoff[n])
     found = 0.0
     for i, name in enumerate(order):
+        if i > 0 and chernoff[name] <= found:
+            # its Chernoff bound, an upper bound of its epsilon on the coarse grid, cannot
+            # raise the largest epsilon read
+            continue
         cache.points = COARSE_POINTS if coarse or i > 0 else first
         tilt = tilt_for_delta(prep.coarse[name], delta)
         tilts = cache.tilts(prep, name, tilt, tilt_level(prep, delta))

@@ -61,7 +61,9 @@ class Prepared:
     lower_comps: list[tuple[DirectedProfiles, int]]
     names: tuple[str, ...]  # directions to compose ("remove" only when symmetric)
     coarse: dict[str, list[tuple[DiscretePLD, int]]]
-    #: the lower pairs on the coarse grid (guides for their own tails), when they differ
+    #: the lower pairs on the coarse grid (guides for their own tails), when they differ;
+    #: each direction's discretised when first read (estimates and upper-only queries never
+    #: read them)
     coarse_lower: dict[str, list[tuple[DiscretePLD, int]]] | None
     h0: float
     pure_cap: float  # basic-composition epsilon if all parts are pure, else inf
@@ -119,14 +121,7 @@ def _build(
     distinct = lower_comps is not comps or any(
         getattr(d, "lower_" + name) is not getattr(d, name) for d, _ in comps for name in names
     )
-    coarse_lower = (
-        {
-            name: [(_discretised(getattr(d, low), h0, known), k) for d, k in lower_comps]
-            for name, low in ((n, "lower_" + n) for n in names)
-        }
-        if distinct and lower_exact
-        else None
-    )
+    coarse_lower = _LowerGuides(lower_comps, names, h0, known) if distinct and lower_exact else None
     return Prepared(
         comps,
         lower_comps,
@@ -350,6 +345,40 @@ class _Widths(dict[str, float]):
         return width
 
 
+class _LowerGuides(dict[str, list[tuple[DiscretePLD, int]]]):
+    """The lower pairs of each direction on the coarse grid of spacing ``h0``, discretised
+    when first read (reusing the curves ``known`` on that grid: a discretisation depends on
+    the curve and the spacing only, so the guides are the same whenever they are made)."""
+
+    def __init__(
+        self,
+        lower_comps: list[tuple[DirectedProfiles, int]],
+        names: tuple[str, ...],
+        h0: float,
+        known: dict[int, DiscretePLD],
+    ) -> None:
+        super().__init__()
+        self.lower_comps, self.names, self.h0, self.known = lower_comps, names, h0, known
+
+    def __missing__(self, name: str) -> list[tuple[DiscretePLD, int]]:
+        if name not in self.names:
+            raise KeyError(name)
+        low = "lower_" + name
+        found = [
+            (_discretised(getattr(d, low), self.h0, self.known), k) for d, k in self.lower_comps
+        ]
+        self[name] = found
+        return found
+
+    def get(  # type: ignore[override]
+        self, name: str, default: list[tuple[DiscretePLD, int]] | None = None
+    ) -> list[tuple[DiscretePLD, int]] | None:
+        return self[name] if name in self.names else default
+
+    def __bool__(self) -> bool:
+        return True
+
+
 def _discretised(profile: Profile, h: float, known: dict[int, DiscretePLD]) -> DiscretePLD:
     """``discretise(profile, h)``, or the one ``known`` for it (discretised at ``h``); a new
     one is added to ``known``."""
@@ -366,7 +395,7 @@ def _known(prep: Prepared) -> dict[int, DiscretePLD]:
     for name in prep.names:
         for (d, _), (pld, _) in zip(prep.comps, prep.coarse[name], strict=True):
             known[id(getattr(d, name))] = pld
-        if prep.coarse_lower is not None:
+        if prep.coarse_lower is not None and name in prep.coarse_lower:  # the ones made
             pairs = zip(prep.lower_comps, prep.coarse_lower[name], strict=True)
             for (d, _), (pld, _) in pairs:
                 known.setdefault(id(getattr(d, "lower_" + name)), pld)
