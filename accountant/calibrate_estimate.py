@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -19,6 +20,10 @@ from dpledger.accountant.calibrate_search import GAP_CAP, gap
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import DPLedgerError
 from dpledger.core.events import Event
+
+if TYPE_CHECKING:
+    from dpledger.accountant.pld_compositions import Compositions
+    from dpledger.accountant.pld_prepared import Prepared
 
 __all__ = ["COARSE_POINTS", "PRECISE_TOLERANCE", "Estimate", "estimate_crossing"]
 
@@ -59,14 +64,12 @@ def _rdp(event: Event, adjacency: Adjacency | None, delta: float) -> float:
 def _plain_upper(event: Event, adjacency: Adjacency | None, delta: float, coarse: bool) -> float:
     """The PLD accountant's plain tilted upper bound: the direction of the larger Chernoff
     epsilon composed on the grid of the full query's first pass (or COARSE_POINTS when
-    ``coarse``), the others on COARSE_POINTS unless their Chernoff bound is at most the epsilon
-    read already; the largest epsilon read. No lower bound, no split composition: the full
-    query's upper bound is usually this first one."""
+    ``coarse``), the others on COARSE_POINTS unless their Chernoff estimate is at most the
+    epsilon read already; the largest epsilon read. No lower bound, no split composition: the
+    full query's upper bound is usually this first one."""
     from dpledger.accountant.pld import ADAPTIVE_START_POINTS, PLDAccountant
     from dpledger.accountant.pld_compositions import Compositions
-    from dpledger.accountant.pld_epsilon import tilt_level
-    from dpledger.accountant.pld_read import epsilon_for
-    from dpledger.accountant.pld_tilt import chernoff_epsilon, tilt_for_delta
+    from dpledger.accountant.pld_tilt import chernoff_epsilon
 
     acc = PLDAccountant(adjacency)
     acc.compose(event)
@@ -80,28 +83,41 @@ def _plain_upper(event: Event, adjacency: Adjacency | None, delta: float, coarse
     found = 0.0
     for i, name in enumerate(order):
         if i > 0 and chernoff[name] <= found:
-            # its Chernoff bound, an upper bound of its epsilon on the coarse grid, cannot
-            # raise the largest epsilon read
+            # its Chernoff estimate bounds its epsilon on the coarse grid from above (up to
+            # round-off): composing it would not raise the largest epsilon read
             continue
-        cache.points = COARSE_POINTS if coarse or i > 0 else first
-        tilt = tilt_for_delta(prep.coarse[name], delta)
-        tilts = cache.tilts(prep, name, tilt, tilt_level(prep, delta))
-        eps = math.inf
-        for tilt in tilts:
-            if cache.points == COARSE_POINTS:
-                # a coarse window not extended over the heavy tilted tail (wrapped mass only
-                # adds to the upper bound): a fraction of the points, for an estimate
-                h, win = cache.window(prep, name, tilt, delta, 0)
-                up = cache.compose_at(prep, name, tilt, h, win, "upper")
-            else:
-                up = cache.composed(prep, name, tilt, delta)
-            if up is None:
-                continue
-            eps = epsilon_for(up, delta, upper=True)
-            if math.isfinite(eps) and eps > float(up.losses[0]) + up.h:
-                break
-        found = max(found, eps)
+        points = COARSE_POINTS if coarse or i > 0 else first
+        found = max(found, _direction_upper(cache, prep, name, delta, points))
     return min(found, prep.pure_cap)
+
+
+def _direction_upper(
+    cache: Compositions, prep: Prepared, name: str, delta: float, points: int
+) -> float:
+    """One direction's plain tilted upper bound on ``points`` grid points (on COARSE_POINTS,
+    its window not extended over the heavy tilted tail)."""
+    from dpledger.accountant.pld_epsilon import tilt_level
+    from dpledger.accountant.pld_read import epsilon_for
+    from dpledger.accountant.pld_tilt import tilt_for_delta
+
+    cache.points = points
+    tilt = tilt_for_delta(prep.coarse[name], delta)
+    tilts = cache.tilts(prep, name, tilt, tilt_level(prep, delta))
+    eps = math.inf
+    for tilt in tilts:
+        if points == COARSE_POINTS:
+            # a coarse window not extended over the heavy tilted tail (wrapped mass only
+            # adds to the upper bound): a fraction of the points, for an estimate
+            h, win = cache.window(prep, name, tilt, delta, 0)
+            up = cache.compose_at(prep, name, tilt, h, win, "upper")
+        else:
+            up = cache.composed(prep, name, tilt, delta)
+        if up is None:
+            continue
+        eps = epsilon_for(up, delta, upper=True)
+        if math.isfinite(eps) and eps > float(up.losses[0]) + up.h:
+            break
+    return eps
 
 
 def _coarse(event: Event, adjacency: Adjacency | None, delta: float) -> float:
