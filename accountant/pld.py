@@ -72,6 +72,7 @@ from dpledger.accountant.pld_epsilon import (
 )
 from dpledger.accountant.pld_fft import ComposedPLD
 from dpledger.accountant.pld_hits import HitCount, hit_count
+from dpledger.accountant.pld_leaf_check import shapes_in_range
 from dpledger.accountant.pld_prepared import (
     COARSE_MAX_POINTS,
     TAIL_MASS,
@@ -204,6 +205,10 @@ class PLDAccountant(Accountant):
         reason = _extent_reason(leaves, self._ledger, MAX_DISTINCT_COMPONENTS)
         if reason is not None:
             return reason
+        firsts = shapes_in_range(leaves, self.adjacency.sensitivity_factor)
+        if firsts is not None and self._have_curves(firsts):
+            return None
+        # leaf by leaf: the first leaf at fault is named
         shapes: set[Hashable] = set()
         for leaf, _count in leaves:
             if isinstance(leaf, NonPrivateEvent):
@@ -222,6 +227,15 @@ class PLDAccountant(Accountant):
             except UnsupportedEventError as exc:
                 return f"{leaf.describe()}: {exc}"
         return None
+
+    def _have_curves(self, leaves: list[Event]) -> bool:
+        """Whether every one of ``leaves`` has curves under this adjacency."""
+        try:
+            for leaf in leaves:
+                leaf_profiles(leaf, self.adjacency)
+        except UnsupportedEventError:
+            return False
+        return True
 
     def _invalidate(self) -> None:
         self._prep = None

@@ -85,6 +85,15 @@ _CHUNK = 1 << 22
 EVALUATION_ERROR = 3e-11
 
 
+#: a composition in progress: (offset, P-masses, relative error so far, mass at +infinity)
+_State = tuple[int, Array, float, float]
+
+
+def _empty() -> _State:
+    """The composition of no pairs."""
+    return 0, np.array([1.0]), 0.0, 0.0
+
+
 def compose_masses(parts: list[DiscretePLD], *, up: bool) -> tuple[int, Array, float, float] | None:
     """(offset, P-masses, mass at +infinity, relative error bound) of the composition of
     discrete pairs on one grid: the finite masses convolved (sums of non-negative products,
@@ -92,24 +101,35 @@ def compose_masses(parts: list[DiscretePLD], *, up: bool) -> tuple[int, Array, f
     by the union bound. A mass near underflow (below _SMALLEST) is dropped for a lower bound
     (which may lose mass); for an upper bound the result is then None (the error bound would
     not be relative)."""
-    offset = 0
-    masses = np.array([1.0])
-    error = 0.0
-    inf_mass = 0.0
+    state = _empty()
     for part in parts:
-        terms = min(masses.size, part.masses.size)
-        masses = np.convolve(masses, part.masses)
-        error = (1 + error) * (1 + (terms + 2) * _U) - 1
-        offset += part.offset
-        inf_mass += part.inf_mass
-        small = (masses > 0) & (masses < _SMALLEST)
-        if small.any():
-            if up:
-                return None
-            masses[small] = 0.0
+        found = _convolved(state, part, up=up)
+        if found is None:
+            return None
+        state = found
+    return _finished(state, len(parts))
+
+
+def _convolved(state: _State, part: DiscretePLD, *, up: bool) -> _State | None:
+    """One step of :func:`compose_masses`: ``state`` convolved with ``part``."""
+    offset, masses, error, inf_mass = state
+    terms = min(masses.size, part.masses.size)
+    masses = np.convolve(masses, part.masses)
+    error = (1 + error) * (1 + (terms + 2) * _U) - 1
+    small = (masses > 0) & (masses < _SMALLEST)
+    if small.any():
+        if up:
+            return None
+        masses[small] = 0.0
+    return offset + part.offset, masses, error, inf_mass + part.inf_mass
+
+
+def _finished(state: _State, count: int) -> tuple[int, Array, float, float]:
+    """:func:`compose_masses`'s answer from its state after ``count`` parts."""
+    offset, masses, error, inf_mass = state
     # second-order terms, subnormal products inside kept sums (absolute, far below a relative
     # 1e-60 of a kept mass) and the error of the bound itself
-    return offset, masses, min(inf_mass * (1 + 4 * _U * len(parts)), 1.0), error * 1.01 + 4 * _U
+    return offset, masses, min(inf_mass * (1 + 4 * _U * count), 1.0), error * 1.01 + 4 * _U
 
 
 class _Atoms:
@@ -238,6 +258,8 @@ class _Parts:
         self.adjacency = adjacency
         self.upper: dict[tuple[Event, float], DiscretePLD] = {}
         self.lower: dict[tuple[Event, float], DiscretePLD | None] = {}
+        #: per side, the last composition of copies of one leaf's pair: (copies, state)
+        self.copies: dict[tuple[Event, int, bool], tuple[int, _State]] = {}
 
     def curves(self, leaf: Event) -> DirectedProfiles:
         return leaf_profiles(leaf, self.adjacency)
@@ -252,6 +274,29 @@ class _Parts:
         if (leaf, h) not in self.lower:
             self.lower[(leaf, h)] = discretise_lower(self.curves(leaf).lower_remove, h)
         return self.lower[(leaf, h)]
+
+    def composed(
+        self, leaves: list[Event], pairs: list[DiscretePLD], *, up: bool
+    ) -> tuple[int, Array, float, float] | None:
+        """:func:`compose_masses` of ``pairs`` (those of ``leaves``); ``k`` copies of one leaf
+        continue the composition of fewer copies of it last made (the same steps in the same
+        order: the same numbers), so a cell's full blocks and its rest are composed once."""
+        first = leaves[0] if leaves else None
+        if first is None or any(x is not first for x in leaves) or len(set(map(id, pairs))) > 1:
+            return compose_masses(pairs, up=up)
+        key = (first, id(pairs[0]), up)
+        done, state = self.copies.get(key, (0, _empty()))
+        if done > len(pairs):
+            done, state = 0, _empty()
+        for _ in range(done, len(pairs)):
+            found = _convolved(state, pairs[0], up=up)
+            if found is None:
+                return None
+            state = found
+        # the last composition of each side only: a cell's blocks come one after the other
+        self.copies = {k: v for k, v in self.copies.items() if k[2] != up}
+        self.copies[key] = (len(pairs), state)
+        return _finished(state, len(pairs))
 
 
 def _spacing(leaves: list[Event], parts: _Parts, points: int) -> float | None:
@@ -284,8 +329,8 @@ def block_profiles(
     lowers = [parts.down(leaf, h) for leaf in lower]
     if any(p is None for p in lowers):
         return None
-    up = compose_masses([parts.up(leaf, h_up) for leaf in upper], up=True)
-    down = compose_masses([p for p in lowers if p is not None], up=False)
+    up = parts.composed(upper, [parts.up(leaf, h_up) for leaf in upper], up=True)
+    down = parts.composed(lower, [p for p in lowers if p is not None], up=False)
     if up is None or down is None:
         return None
     upper_curve = _upper_profile(up[0], up[1], up[2], up[3], h_up)
@@ -313,55 +358,110 @@ def _rounded(costs: np.ndarray, rounding: float = ROUNDING) -> tuple[np.ndarray,
     return ends[cell], starts[cell]
 
 
+#: the leaves of one kind sorted by cost (ascending), and their costs
+_Kind = tuple[list[tuple[Event, int]], np.ndarray]
+_Block = tuple[tuple[Event, ...], tuple[Event, ...], int]
+
+
+def _sorted_kind(events: dict[Event, int]) -> _Kind:
+    """(the items of ``events`` sorted by cost, stably; their costs)."""
+    listed = list(events.items())
+    costs = [_order(leaf) for leaf, _ in listed]
+    order = sorted(range(len(listed)), key=costs.__getitem__)
+    return [listed[i] for i in order], np.array([costs[i] for i in order], dtype=float)
+
+
 def _blocks(
-    events: dict[Event, int], rounding: float = ROUNDING, *, by_cell: bool = False
-) -> list[tuple[tuple[Event, ...], tuple[Event, ...], int]]:
+    events: dict[Event, int],
+    rounding: float = ROUNDING,
+    *,
+    by_cell: bool = False,
+    kind: _Kind | None = None,
+    limit: int | None = None,
+) -> list[_Block]:
     """The leaves of one kind, sorted by cost, as blocks of BLOCK_LEAVES copies (a leaf of a
     large count as equal blocks of its own; a block closed early where the costs spread past
     BLOCK_SPREAD, and with ``by_cell`` where the cell of ``rounding`` changes): per block its
     leaves rounded to the costly side (upper), to the cheap side (lower), and how many times
-    it occurs."""
-    items = sorted(events.items(), key=lambda item: _order(item[0]))
-    leaves = [leaf for leaf, _ in items]
-    costs = np.array([_order(leaf) for leaf in leaves], dtype=float)
+    it occurs. ``kind``: :func:`_sorted_kind` of ``events`` when already made; ``limit``: the
+    walk stops once there are more blocks than this (the answer then only says so)."""
+    items, costs = kind if kind is not None else _sorted_kind(events)
     costly, cheap = _rounded(costs, rounding)
+    if by_cell and bool(np.all(costs[costly] <= BLOCK_SPREAD * costs[cheap])):
+        return _cell_blocks(items, costly, cheap)
+    return _walk(items, costs, costly, cheap, by_cell=by_cell, limit=limit)
+
+
+def _walk(
+    items: list[tuple[Event, int]],
+    costs: np.ndarray,
+    costly: np.ndarray,
+    cheap: np.ndarray,
+    *,
+    by_cell: bool,
+    limit: int | None = None,
+) -> list[_Block]:
+    """:func:`_blocks` leaf by leaf (``costly``, ``cheap``: per leaf, the index of its
+    rounded leaf on each side)."""
     out: dict[tuple[tuple[Event, ...], tuple[Event, ...]], int] = {}
     up: list[Event] = []
     down: list[Event] = []
-    for (_, count), a, b in zip(items, costly, cheap, strict=True):
-        high, low = leaves[a], leaves[b]
+    at: list[int] = []  # the index of each of ``down``
+    for (_, count), a, b in zip(items, costly.tolist(), cheap.tolist(), strict=True):
+        high, low = items[a][0], items[b][0]
         full, rest = divmod(count, BLOCK_LEAVES)
-        if up and (
-            _order(high) > BLOCK_SPREAD * _order(down[0]) or (by_cell and high is not up[-1])
-        ):
+        if up and (costs[a] > BLOCK_SPREAD * costs[at[0]] or (by_cell and high is not up[-1])):
             # a block's grid follows its smallest epsilon: no block spans epsilons far apart
             key = (tuple(up), tuple(down))
             out[key] = out.get(key, 0) + 1
-            up, down = [], []
+            up, down, at = [], [], []
         if full:
             key = ((high,) * BLOCK_LEAVES, (low,) * BLOCK_LEAVES)
             out[key] = out.get(key, 0) + full
         up.extend([high] * rest)
         down.extend([low] * rest)
+        at.extend([b] * rest)
         while len(up) >= BLOCK_LEAVES:
             key = (tuple(up[:BLOCK_LEAVES]), tuple(down[:BLOCK_LEAVES]))
             out[key] = out.get(key, 0) + 1
-            up, down = up[BLOCK_LEAVES:], down[BLOCK_LEAVES:]
+            up, down, at = up[BLOCK_LEAVES:], down[BLOCK_LEAVES:], at[BLOCK_LEAVES:]
+        if limit is not None and len(out) > limit:
+            break
     if up:
         key = (tuple(up), tuple(down))
         out[key] = out.get(key, 0) + 1
     return [(a, b, times) for (a, b), times in out.items()]
 
 
-def _grouped(events: dict[Event, int]) -> list[tuple[tuple[Event, ...], tuple[Event, ...], int]]:
+def _cell_blocks(
+    items: list[tuple[Event, int]], costly: np.ndarray, cheap: np.ndarray
+) -> list[_Block]:
+    """:func:`_walk` by cell where no cell spreads past BLOCK_SPREAD, a cell at a time: its
+    leaves all round to one pair per side, so its blocks are its full blocks of BLOCK_LEAVES
+    copies and its rest (the walk's blocks, in its order)."""
+    counts = [count for _, count in items]
+    out: list[_Block] = []
+    for start in np.flatnonzero(np.r_[True, np.diff(cheap) != 0]).tolist():
+        end = int(costly[start])
+        high, low = items[end][0], items[start][0]
+        full, rest = divmod(sum(counts[start : end + 1]), BLOCK_LEAVES)
+        if full:
+            out.append(((high,) * BLOCK_LEAVES, (low,) * BLOCK_LEAVES, full))
+        if rest:
+            out.append(((high,) * rest, (low,) * rest, 1))
+    return out
+
+
+def _grouped(events: dict[Event, int]) -> list[_Block]:
     """The blocks of :func:`_blocks` at ROUNDING, or where those are more than MAX_BLOCKS, by
     cell at the first of CELL_ROUNDINGS that leaves at most MAX_BLOCKS (the last one tried
     when none does)."""
-    found = _blocks(events)
+    kind = _sorted_kind(events)
+    found = _blocks(events, kind=kind, limit=MAX_BLOCKS)
     for rounding in CELL_ROUNDINGS:
         if len(found) <= MAX_BLOCKS:
             break
-        found = _blocks(events, rounding, by_cell=True)
+        found = _blocks(events, rounding, by_cell=True, kind=kind)
     return found
 
 
@@ -391,17 +491,34 @@ def block_components(
     comps: list[tuple[DirectedProfiles, int]] = []
     parts = _Parts(adjacency)
     for events in kinds.values():
-        found_blocks = _grouped(events)
-        if sum(events.values()) < MIN_BLOCKED or len(found_blocks) > MAX_BLOCKS:
+        if sum(events.values()) < MIN_BLOCKED:
             continue
-        made: list[tuple[DirectedProfiles, int]] = []
-        for upper, lower, times in found_blocks:
-            found = block_profiles(list(upper), list(lower), adjacency, parts)
-            if found is None:
-                break
-            made.append((found, times))
-        else:
+        found_blocks = _grouped(events)
+        if len(found_blocks) > MAX_BLOCKS:
+            continue
+        made = _made(found_blocks, adjacency, parts)
+        if made is not None:
             comps.extend(made)
             for leaf in events:
                 del rest[leaf]
     return rest, comps
+
+
+def _made(
+    found: list[_Block], adjacency: Adjacency, parts: _Parts
+) -> list[tuple[DirectedProfiles, int]] | None:
+    """The components of blocks ``found`` (in their order), or None when one cannot be
+    certified. Blocks of copies of one pair are made by ascending length, so that a cell's
+    full blocks continue the composition of its rest (:meth:`_Parts.composed`)."""
+    first: dict[Event, int] = {}
+    for i, (upper, _, _) in enumerate(found):
+        first.setdefault(upper[0], i)
+    order = sorted(range(len(found)), key=lambda i: (first[found[i][0][0]], len(found[i][0])))
+    made: dict[int, tuple[DirectedProfiles, int]] = {}
+    for i in order:
+        upper, lower, times = found[i]
+        profiles = block_profiles(list(upper), list(lower), adjacency, parts)
+        if profiles is None:
+            return None
+        made[i] = (profiles, times)
+    return [made[i] for i in range(len(found))]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dpledger.accountant.pld_components import MAX_COMPONENTS, MAX_DISTINCT_COMPONENTS
-from dpledger.accountant.representatives import split
+from dpledger.accountant.representatives import is_rounded
 from dpledger.core.events import (
     Event,
     GaussianEvent,
@@ -94,7 +94,7 @@ def _extent_reason(
     distinct = {e for e, _ in everything if not isinstance(e, GaussianEvent | NonPrivateEvent)}
     if len(distinct) > limit:
         # the roundable kinds fit any number of components (coarser cells); the others do not
-        fixed = [e for e in distinct if split(e) is None]
+        fixed = [e for e in distinct if not is_rounded(e)]
         if len(fixed) > MAX_COMPONENTS:
             kinds = sorted({e.kind for e in fixed})
             return (

@@ -41,7 +41,7 @@ from dpledger.core.events import (
     SampledWithoutReplacementEvent,
 )
 
-__all__ = ["REPRESENTATIVE_STEP", "STEP_GROWTH", "Steps", "Table", "build", "split"]
+__all__ = ["REPRESENTATIVE_STEP", "STEP_GROWTH", "Steps", "Table", "build", "is_rounded", "split"]
 
 #: relative step of the finest representative grid: a parameter moves by less than 0.1 %
 REPRESENTATIVE_STEP = 1e-3
@@ -83,6 +83,19 @@ def split(event: Event) -> Split | None:
             rate = (Fraction(b, n), n, b)
         return (event.kind, shape), (rate, *values), (True, *costly)
     return None
+
+
+#: kinds rounded to representatives by their type alone, plain or Poisson-sampled
+_PLAIN_ROUNDED = frozenset(
+    {GaussianEvent, LaplaceEvent, PureDPEvent, ApproxDPEvent, RandomizedResponseEvent}
+)
+
+
+def is_rounded(event: Event) -> bool:
+    """Whether :func:`split` of ``event`` is not None (by type for the common kinds)."""
+    kind = type(event)
+    inner = type(event.event) if kind is PoissonSampledEvent else kind  # type: ignore[attr-defined]
+    return inner in _PLAIN_ROUNDED or split(event) is not None
 
 
 def build(shape: Hashable, values: tuple[Value, ...]) -> Event:

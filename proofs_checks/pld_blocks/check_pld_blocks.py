@@ -161,3 +161,35 @@ def test_cell_blocks_round_each_leaf_to_its_side(rounding: float) -> None:
     assert len(ups) == len(downs) == len(own)
     assert all(u <= o <= d for u, o, d in zip(ups, own, downs, strict=True))
     assert all(len(set(blk[0])) == 1 and len(set(blk[1])) == 1 for blk in found)
+
+
+@pytest.mark.parametrize("rounding", [*blocks.CELL_ROUNDINGS, 0.5])
+def test_cell_blocks_read_off_the_counts_equal_the_walk(rounding: float) -> None:
+    """Step 7: the blocks by cell read off each cell's total count are the leaf-by-leaf
+    walk's, in its order (counts from 1 to 80, so leaves of full blocks of their own too)."""
+    rng = np.random.default_rng(5)
+    scales = np.exp(rng.uniform(np.log(1500.0), np.log(3200.0), 900))
+    events: dict[Event, int] = {LaplaceEvent(float(b)): 1 + i % 80 for i, b in enumerate(scales)}
+    items, costs = blocks._sorted_kind(events)
+    costly, cheap = blocks._rounded(costs, rounding)
+    walked = blocks._walk(items, costs, costly, cheap, by_cell=True)
+    assert blocks._cell_blocks(items, costly, cheap) == walked
+    assert blocks._blocks(events, rounding, by_cell=True) == walked
+
+
+def test_copies_continued_equal_a_composition_from_scratch() -> None:
+    """Step 7: k copies of one pair composed after j < k copies (in either order of requests)
+    are the same numbers and error bound as compose_masses of the k copies."""
+    adjacency = Adjacency()
+    leaf = LaplaceEvent(700.0)
+    parts = _Parts(adjacency)
+    h = 2.0 ** np.floor(np.log2(1 / 700.0 / 64))
+    for up in (True, False):
+        pair = parts.up(leaf, h) if up else parts.down(leaf, h)
+        assert pair is not None
+        for k in (3, 9, 4, 9, 1):
+            found = parts.composed([leaf] * k, [pair] * k, up=up)
+            fresh = blocks.compose_masses([pair] * k, up=up)
+            assert found is not None and fresh is not None
+            assert found[0] == fresh[0] and found[2:] == fresh[2:]
+            assert np.array_equal(found[1], fresh[1])
