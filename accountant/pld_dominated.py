@@ -62,9 +62,15 @@ def _extension_floor(near_lo: Array, far_hi: Array, ratio: float) -> Array:
     past the near point by ``ratio`` times their distance (:func:`_secant_floor`, per pair)."""
     diff = near_lo - far_hi  # at most the true increment
     # a larger factor on a negative increment (a smaller one on a positive) stays below
-    factor = np.where(diff < 0, ratio * (1 + 4 * U), ratio * (1 - 4 * U))
-    step = diff * factor
-    return np.asarray(near_lo + step - 4 * U * (np.abs(near_lo) + np.abs(step)), dtype=np.float64)
+    step = np.where(diff < 0, ratio * (1 + 4 * U), ratio * (1 - 4 * U))
+    step *= diff
+    # near_lo + step - 4 u (|near_lo| + |step|), in two buffers (the same operations)
+    slack = np.abs(near_lo)
+    slack += np.abs(step, out=diff)  # diff is not read again
+    slack *= 4 * U
+    out = np.add(near_lo, step, out=step)
+    out -= slack
+    return np.asarray(out, dtype=np.float64)
 
 
 def _segment_limits(
@@ -223,7 +229,7 @@ def _brackets(
     if atom != _NO_ATOM:
         return _atom_brackets(profile, eps, k, after, atom)
     shrink = 1.0 / (1.0 + LOWER_DEFLATION) * (1 - 8 * U)
-    hi_h = np.array(profile(eps), dtype=np.float64)
+    hi_h = _curve_from(profile, eps, k if profile.dual is not None else 0)
     kc = k + after
     one_minus_x = -np.expm1(eps[:kc])
     if profile.dual is not None:
@@ -236,6 +242,16 @@ def _brackets(
     lo_h[:k] = np.maximum(lo_c[:k] + one_minus_x[:k] - 4 * U, 0.0)
     hi_h[:k] = np.minimum(hi_c[:k] + one_minus_x[:k] + 4 * U, 1.0)
     return lo_c, hi_c, lo_h, hi_h
+
+
+def _curve_from(profile: Profile, eps: Array, start: int) -> Array:
+    """The curve at the points ``eps[start:]`` (each point's value is the one the curve gives
+    it alone); the points before ``start``, whose values are replaced from the excess, hold 1."""
+    if start <= 0:
+        return np.array(profile(eps), dtype=np.float64)
+    out = np.ones(eps.size, dtype=np.float64)
+    out[start:] = profile(eps[start:])
+    return out
 
 
 def _atom_brackets(
@@ -316,8 +332,8 @@ def _points_below(
     # both sides at the lower of the two, each lowered past the rounding of the shift
     m_lo, m_hi = atom
     if m_hi:
-        z_h[k] = min(float(z_h[k]), max(float(z_c[k]) - m_hi, 0.0) * (1 - 2 * U))
-        z_c[k] = max((float(z_h[k]) + m_lo) * (1 - 2 * U), 0.0)
+        z_h[k] = min(float(z_h[k]), (float(z_c[k]) - m_hi) * (1 - 2 * U))
+        z_c[k] = min(float(z_c[k]), max((float(z_h[k]) + m_lo) * (1 - 2 * U), 0.0))
     else:
         z_h[k] = min(float(z_h[k]), float(z_c[k]))
         z_c[k] = z_h[k]
@@ -453,11 +469,17 @@ def _certified_lower(
     return None
 
 
+def _fsum(values: Array) -> float:
+    """``math.fsum(values.tolist())``: the same float (the buffer yields the same Python floats),
+    without building the list."""
+    return math.fsum(memoryview(np.ascontiguousarray(values, dtype=np.float64)))
+
+
 def _mass_sums(p: Array, eps: Array) -> tuple[float, float, float, float]:
     """(sum p, its error bound, sum p e^{-eps}, its error bound)."""
-    s_p = math.fsum(p.tolist())  # correctly rounded sums; each q_i errs by a few u ...
+    s_p = _fsum(p)  # correctly rounded sums; each q_i errs by a few u ...
     q_terms = p * np.exp(-eps)
-    s_q = math.fsum(q_terms.tolist())
+    s_q = _fsum(q_terms)
     err_p = 8 * U * s_p + 1e-300
     # ... and by |eps_i| u more for the rounding of eps_i = fl(i h) inside the exponential
     spread = float(np.sum(q_terms * np.abs(eps))) * (1 + 2 * U * q_terms.size)
@@ -534,7 +556,7 @@ def _add_completion(
     (bounds of ``m``; P completed to ``1 - m``) the imbalance is that sum less ``m``, and a
     Q-surplus sits at loss ``-lift h`` (``b (e^{lift h} - 1) = R_Q - R_P``)."""
     terms = p * np.expm1(-eps)
-    s_d = math.fsum(terms.tolist())  # correctly rounded: errs by u |s_d|
+    s_d = _fsum(terms)  # correctly rounded: errs by u |s_d|
     # each term errs by (|eps_i| + 4) u |t_i|; their sum is bounded in any order of summation
     spread = float(np.sum(np.abs(terms) * (np.abs(eps) + 4.0))) * (1 + 2 * U * terms.size)
     err = U * abs(s_d) + 1.01 * U * spread + 1e-300

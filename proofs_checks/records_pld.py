@@ -33,7 +33,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated._points_below",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="c183340005a9547c2d9e05a434bf0060aefa926891074b224994c3444c11e7ef",
+        source_sha256="357c937ff2019b2751da7f835cac074b64c030f3c4ebd07cb834ff8a86133f24",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._minorant_masses",
