@@ -6,6 +6,7 @@ type, so 1e5 distinct leaves cost one loop of attribute reads (the leaf-by-leaf 
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import cast
 
 import numpy as np
 
@@ -43,18 +44,19 @@ def shapes_in_range(leaves: list[tuple[Event, int]], factor: float) -> list[Even
         kind = type(leaf)
         if kind is NonPrivateEvent:
             continue
-        inner = leaf.event if kind is PoissonSampledEvent else leaf  # type: ignore[attr-defined]
+        inner = cast(PoissonSampledEvent, leaf).event if kind is PoissonSampledEvent else leaf
         inner_kind = type(inner)
         if inner_kind in _NOISE:
-            noise.append(inner.noise_multiplier)
+            noise.append(cast(GaussianEvent | LaplaceEvent, inner).noise_multiplier)
             key: Hashable = (kind, inner_kind)
         elif inner_kind in _EPSILON:
-            eps.append(inner.epsilon)
+            eps.append(cast(PureDPEvent | ApproxDPEvent, inner).epsilon)
             key = (kind, inner_kind)
         elif inner_kind is RandomizedResponseEvent:
-            eps.append(inner.epsilon)
-            buckets.append(inner.num_buckets)
-            key = (kind, inner_kind, inner.num_buckets)
+            rr = cast(RandomizedResponseEvent, inner)
+            eps.append(rr.epsilon)
+            buckets.append(rr.num_buckets)
+            key = (kind, inner_kind, rr.num_buckets)
         else:
             return None
         if key not in firsts:

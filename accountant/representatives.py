@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable
 from fractions import Fraction
+from typing import cast
 
 import numpy as np
 
@@ -94,7 +95,7 @@ _PLAIN_ROUNDED = frozenset(
 def is_rounded(event: Event) -> bool:
     """Whether :func:`split` of ``event`` is not None (by type for the common kinds)."""
     kind = type(event)
-    inner = type(event.event) if kind is PoissonSampledEvent else kind  # type: ignore[attr-defined]
+    inner = type(cast(PoissonSampledEvent, event).event) if kind is PoissonSampledEvent else kind
     return inner in _PLAIN_ROUNDED or split(event) is not None
 
 
