@@ -187,12 +187,17 @@ def _chord_deficit(eps: Array, checked: Array, p_mass: Array, h: float, inf_mass
     pl = p_mass[k0:].astype(np.longdouble)
     tail_p, terms = _blocked_suffix(pl)
     chord_s, more = _discounted_suffix(tail_p, h)
-    chord = inf_mass + chord_s
-    gap = checked[k0:].astype(np.longdouble) - chord
+    chord = np.add(chord_s, inf_mass, out=chord_s)  # chord_s is not read again
     # each S_i is a sum of non-negative rounded terms: its error is at most (terms + more + 8)
     # u_ext S_i, and adding the mass at infinity rounds once more
-    slack = (terms + more + 8) * np.finfo(np.longdouble).eps * (chord_s + inf_mass)
-    return max(float(np.max(gap + 2 * slack)), 0.0)
+    count = (terms + more + 8) * np.finfo(np.longdouble).eps
+    # (checked - chord) + 2 (count chord), in place (the same operations)
+    gap = checked[k0:].astype(np.longdouble)
+    gap -= chord
+    chord *= count  # the chord is not read again
+    chord *= 2
+    gap += chord
+    return max(float(np.max(gap)), 0.0)
 
 
 def _discounted_suffix(
@@ -217,7 +222,9 @@ def _discounted_suffix(
         carry[r] = within[r, 0] + jump * carry[r + 1]
     # e^{-(block - (i - s)) h} times the next block's sum
     after = np.exp(-(np.longdouble(block) * step - offsets))[None, :] * carry[1:, None]
-    total = (within + after).reshape(-1)[:n] * (-np.expm1(-step))
+    within += after
+    total = within.reshape(-1)[:n]
+    total *= -np.expm1(-step)
     return total, float(2 * block + 3 * rows.shape[0] + 16)
 
 

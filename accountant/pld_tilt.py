@@ -124,9 +124,9 @@ def _log_mgf_rows(pld: DiscretePLD, lam: Array, block: int) -> Array:
 
 def _log_mgf_direct(pld: DiscretePLD, lam: Array) -> Array:
     """:func:`_log_mgf` term by term (for steep exponents, where blocks would be short)."""
-    pos = pld.masses > 0
+    pos = np.flatnonzero(pld.masses > 0)
     logp = np.log(pld.masses[pos])
-    losses = pld.losses[pos]
+    losses = np.asarray((pld.offset + pos) * pld.h, dtype=np.float64)  # pld.losses[pos]
     out = np.empty(lam.shape, dtype=np.float64)
     rows = max(1, (1 << 21) // max(losses.size, 1))  # bound the temporary to ~16 MB
     # one buffer, worked in place (fresh temporaries of this size cost more in page faults

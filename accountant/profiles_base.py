@@ -91,7 +91,11 @@ class Profile:
 
     def __call__(self, eps: Array) -> Array:
         d = self.delta(np.asarray(eps, dtype=float))
-        return np.minimum(1.0, np.maximum(0.0, d) * (1 + REL_MARGIN))
+        out = np.maximum(0.0, d)
+        if np.ndim(out) == 0:
+            return np.minimum(1.0, out * (1 + REL_MARGIN))
+        out *= 1 + REL_MARGIN  # a fresh array, worked in place (the same operations)
+        return np.minimum(1.0, out, out=out)
 
     def excess(self, eps: Array) -> Array:
         """delta(eps) - (1 - e^eps) >= 0, accurate for eps < 0 when the dual curve is known."""

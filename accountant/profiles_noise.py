@@ -67,7 +67,7 @@ def _log_ndtr_diff_delta(a: Array, eps: Array, mu: float) -> Array:
     eps = np.asarray(eps, dtype=float)
     if a.shape != eps.shape:
         a, eps = np.broadcast_arrays(a, eps)
-    la = special.log_ndtr(a)
+    la = np.asarray(special.log_ndtr(a), dtype=np.float64)
     deep = a < -1.0
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         n, k = a.size, int(np.count_nonzero(deep))
@@ -85,8 +85,14 @@ def _log_ndtr_diff_delta(a: Array, eps: Array, mu: float) -> Array:
             near = ~deep
             diff[near] = _near_diff(a[near], eps[near], la[near], mu)
             diff[deep] = _deep_diff(a[deep], eps[deep], mu)
-        out = np.exp(la) * -np.expm1(np.minimum(diff, 0.0))
-    return np.where(diff >= 0, 0.0, out)
+        # exp(la) * -expm1(min(diff, 0)), in place (the same operations)
+        gap = np.asarray(np.minimum(diff, 0.0), dtype=np.float64)
+        np.expm1(gap, out=gap)
+        np.negative(gap, out=gap)
+        out = np.exp(la, out=la)  # la is not read again
+        out *= gap
+    out[diff >= 0] = 0.0
+    return out
 
 
 def _near_diff(a: Array, eps: Array, la: Array, mu: float) -> Array:
@@ -98,8 +104,15 @@ def _deep_diff(a: Array, eps: Array, mu: float) -> Array:
     """diff of :func:`_log_ndtr_diff_delta` where a < -1, from the ratio of the two erfcx."""
     e_near = special.erfcx(-a / math.sqrt(2))
     e_far = special.erfcx((mu - a) / math.sqrt(2))
-    ratio = np.log1p((e_far - e_near) / e_near)
-    return np.asarray((eps - mu * (mu / 2 - a)) + ratio, dtype=np.float64)
+    # (eps - mu (mu / 2 - a)) + log1p((e_far - e_near) / e_near), in place (the same operations)
+    ratio = np.subtract(e_far, e_near, out=e_far)
+    ratio /= e_near
+    np.log1p(ratio, out=ratio)
+    shift = np.subtract(mu / 2, a, out=e_near)  # e_near is not read again
+    shift *= mu
+    out = np.subtract(eps, shift, out=shift)
+    out += ratio
+    return np.asarray(out, dtype=np.float64)
 
 
 def gaussian_delta(mu: float) -> Callable[[Array], Array]:

@@ -60,15 +60,24 @@ def _poisson_remove_delta(
     def delta(eps: Array) -> Array:
         # the branches no point takes are skipped (each point's value is the same)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            inner = np.log1p(np.expm1(np.minimum(eps, turn)) / q)
+            # log1p(expm1(min(eps, turn)) / q), in place (the same operations)
+            inner = np.asarray(np.minimum(eps, turn), dtype=np.float64)
+            np.expm1(inner, out=inner)
+            inner /= q
+            np.log1p(inner, out=inner)
             above = eps > turn
             if np.any(above):
                 far = np.maximum(eps, turn)
                 big = far - math.log(q) + np.log1p(-(1 - q) * np.exp(-far))
                 inner = np.where(above, big, inner)
-            shift = INNER_ROUNDING * _U * (np.abs(inner) + log_q + 1.0)
+            # inner - side * (INNER_ROUNDING u (|inner| + log_q + 1)), in place
+            shift = np.asarray(np.abs(inner), dtype=np.float64)
+            shift += log_q
+            shift += 1.0
+            shift *= INNER_ROUNDING * _U
+            shift *= side
             finite = np.isfinite(inner)
-            moved = inner - side * shift
+            moved = np.subtract(inner, shift, out=shift)
             inner = moved if np.all(finite) else np.where(finite, moved, inner)
             keep = eps > lo
             if np.ndim(eps) > 0 and np.all(keep):
