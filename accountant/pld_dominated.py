@@ -332,8 +332,8 @@ def _points_below(
     # both sides at the lower of the two, each lowered past the rounding of the shift
     m_lo, m_hi = atom
     if m_hi:
-        z_h[k] = min(float(z_h[k]), max(float(z_c[k]) - m_hi, 0.0) * (1 - 2 * U))
-        z_c[k] = max((float(z_h[k]) + m_lo) * (1 - 2 * U), 0.0)
+        z_h[k] = min(float(z_h[k]), (float(z_c[k]) - m_hi) * (1 - 2 * U))
+        z_c[k] = min(float(z_c[k]), max((float(z_h[k]) + m_lo) * (1 - 2 * U), 0.0))
     else:
         z_h[k] = min(float(z_h[k]), float(z_c[k]))
         z_c[k] = z_h[k]
