@@ -33,7 +33,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated._points_below",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="357c937ff2019b2751da7f835cac074b64c030f3c4ebd07cb834ff8a86133f24",
+        source_sha256="b47eef2034e7d61c6f32196eb29f872712d02a15469f65dc894f94df5540eb7f",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._minorant_masses",
@@ -51,7 +51,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated._add_completion",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="0f4d85641e596382f7d6b973c39a18bfe4d2eab160ecd4abe57d8942c32c3907",
+        source_sha256="8fdc02f2fa24e3bd5b4e893258ca8368f4d04c5146d9733b0706802a3d12ea29",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_read.excess_mass",
@@ -87,7 +87,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated._mass_sums",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="02e5bb7ebdbd7ba6c86c8fbe0080bc4d8fd8753f379b33318c9dabea23b69fa2",
+        source_sha256="2d6f648d4cba1a4625ed5419c51b9e78f77006f23ab1ab2c97f29bf58b7347e0",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._totals",
