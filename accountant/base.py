@@ -25,6 +25,7 @@ from dpledger.core.errors import (
 )
 from dpledger.core.events import (
     Event,
+    SelfComposedEvent,
     TabulatedProfileEvent,
     canonical,
     coarsen_tabulated,
@@ -152,6 +153,10 @@ class Accountant(abc.ABC):
             # a table only bounds its mechanism from above: nothing certifies a lower bound
             self._upper_only = True
         reason = self._checked_reason(event)
+        if reason is None and count > 1:
+            # a count is a self-composition: limits on it (grid precision, a backend's largest
+            # count) hold for both spellings
+            reason = self._unsupported_reason(SelfComposedEvent(event, count))
         if reason is not None:
             raise UnsupportedEventError(
                 f"{self.name} accountant cannot handle {_shown(event)} under "

@@ -18,6 +18,7 @@ from dpledger.accountant.pld_tilt import tilted_window
 from dpledger.accountant.rdp import RDPAccountant
 from dpledger.accountant.representatives import Table, _fold, _fold_exact
 from dpledger.core.adjacency import Adjacency
+from dpledger.core.errors import UnsupportedEventError
 from dpledger.core.events import (
     ApproxDPEvent,
     ComposedEvent,
@@ -25,6 +26,7 @@ from dpledger.core.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    SelfComposedEvent,
 )
 
 
@@ -157,3 +159,18 @@ def test_cuts_at_other_budgets_read_each_curve_once():
         for name in ("remove", "add", "lower_remove", "lower_add"):
             made = _cut_profile(getattr(whole, name), 1e-12 / total)
             assert getattr(part, name).loss_hi == made.loss_hi
+
+
+def test_a_count_is_checked_as_the_self_composition_it_spells():
+    """``compose(event, count)`` and ``compose(SelfComposedEvent(event, count))`` meet the same
+    limits: a count beyond the PLD grid's precision is refused either way, nothing added."""
+    event = PoissonSampledEvent(0.01, GaussianEvent(2.0))
+    acc = PLDAccountant()
+    for made in (
+        lambda: acc.compose(event, 10**13),
+        lambda: acc.compose(SelfComposedEvent(event, 10**13)),
+    ):
+        with pytest.raises(UnsupportedEventError, match="1e\\+13 compositions"):
+            made()
+    assert acc._ledger == []
+    assert acc.compose(event, 1000).get_epsilon(1e-5).epsilon < 1
