@@ -101,15 +101,25 @@ def _poisson_add_delta(
     def delta(eps: Array) -> Array:
         # where c > 0 at every point, the masks are skipped (each point's value is the same)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            s = eps + log_keep
+            # in place, the same operations as out of place
+            charge = side * INNER_ROUNDING * _U
+            s = np.asarray(eps + log_keep, dtype=np.float64)
             if math.isfinite(log_keep):
-                s = s - side * INNER_ROUNDING * _U * (np.abs(eps) + abs(log_keep))
-            c = -np.expm1(s)
+                moved = np.asarray(np.abs(eps), dtype=np.float64)
+                moved += abs(log_keep)
+                moved *= charge
+                s -= moved
+            c = np.negative(np.expm1(s, out=s), out=s)
             live = c > 0
             whole = np.ndim(eps) > 0 and bool(np.all(live))
-            log_c = np.log(c if whole else np.where(live, c, 1.0))
-            alpha = eps + log_q - log_c
-            alpha = alpha - side * INNER_ROUNDING * _U * (np.abs(eps) + abs(log_q) + np.abs(log_c))
+            log_c = np.asarray(np.log(c if whole else np.where(live, c, 1.0)), dtype=np.float64)
+            alpha = np.asarray(eps + log_q, dtype=np.float64)
+            alpha -= log_c
+            moved = np.asarray(np.abs(eps), dtype=np.float64)
+            moved += abs(log_q)
+            moved += np.abs(log_c)
+            moved *= charge
+            alpha -= moved
             if whole:
                 return np.asarray(c * base_reverse(alpha), dtype=np.float64)
             val = c * base_reverse(np.where(live, alpha, 0.0))
