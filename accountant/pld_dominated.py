@@ -472,7 +472,7 @@ def _certified_lower(
 def _fsum(values: Array) -> float:
     """``math.fsum(values.tolist())``: the same float (the buffer yields the same Python floats),
     without building the list."""
-    return math.fsum(memoryview(np.ascontiguousarray(values, dtype=np.float64)))
+    return math.fsum(np.ascontiguousarray(values, dtype=np.float64).data)
 
 
 def _mass_sums(p: Array, eps: Array) -> tuple[float, float, float, float]:
