@@ -29,7 +29,7 @@ from dpledger.accountant.base import (
 )
 from dpledger.accountant.epsilon_cells import cell_components
 from dpledger.accountant.leaves import leaf_profiles
-from dpledger.accountant.pld_blocks import block_components
+from dpledger.accountant.pld_blocks import block_components, is_cell_block
 from dpledger.accountant.pld_components import (
     MAX_DISTINCT_COMPONENTS,
     REPRESENTATIVE_STEP,
@@ -99,6 +99,7 @@ from dpledger.core.events import Event, NonPrivateEvent, flatten
 
 __all__ = [
     "ADAPTIVE_START_POINTS",
+    "BLOCK_BUDGET_SHARE",
     "BRACKET_ABSOLUTE",
     "BRACKET_GOAL",
     "BRACKET_TARGET",
@@ -173,6 +174,11 @@ BRACKET_ABSOLUTE = 1e-4
 SPLIT_PASS_MARGIN = 1.1
 #: a delta query stops refining its grid once its bracket is also this narrow in absolute terms
 DELTA_ABSOLUTE = 1e-6
+#: where leaves are rounded to representatives beside blocks by cell of Laplace leaves
+#: (:func:`~dpledger.accountant.pld_blocks.is_cell_block`), this share of the blocks' count is
+#: taken from each of the representatives' budgets (so the components stay about as many as
+#: without the blocks)
+BLOCK_BUDGET_SHARE = 1.0
 
 
 class PLDAccountant(Accountant):
@@ -272,8 +278,10 @@ class PLDAccountant(Accountant):
         upper_events = lower_events = merged
         self._step = None
         if len(merged) > MAX_DISTINCT_COMPONENTS:
+            # blocks by cell take their share of the components' budgets (each is one more FFT)
+            reserved = math.floor(BLOCK_BUDGET_SHARE * sum(is_cell_block(d) for d, _ in blocks))
             upper_events, lower_events, self._step = representative_components(
-                merged, MAX_DISTINCT_COMPONENTS
+                merged, MAX_DISTINCT_COMPONENTS, reserved
             )
         upper_events = _allocation_reduced(upper_events)
         # the blocks' leaves as they are (the pure cap reads them)

@@ -56,22 +56,25 @@ MAX_ROUNDED_COMPONENTS = 360
 
 
 def representative_components(
-    merged: dict[Event, int], limit: int = MAX_DISTINCT_COMPONENTS
+    merged: dict[Event, int], limit: int = MAX_DISTINCT_COMPONENTS, reserved: int = 0
 ) -> tuple[dict[Event, int], dict[Event, int], float]:
     """(upper events, lower events, step): the leaves rounded to dominating resp. dominated
     representatives on the finest grid that leaves at most ``limit`` components
     (:meth:`~dpledger.accountant.representatives.Table.step`); the step stays at most
     MAX_REPRESENTATIVE_STEP while that leaves at most MAX_COMPONENTS, and at most
-    MAX_ROUNDED_STEP while that leaves at most MAX_ROUNDED_COMPONENTS."""
+    MAX_ROUNDED_STEP while that leaves at most MAX_ROUNDED_COMPONENTS; ``reserved``
+    components (made elsewhere) are taken from each of these budgets."""
     table = Table(merged)
-    step = table.step(limit)
+    step = table.step(limit - reserved)
     if step > MAX_REPRESENTATIVE_STEP:
-        step = max(table.step(MAX_COMPONENTS), table.step_at_most(MAX_REPRESENTATIVE_STEP))
+        step = max(
+            table.step(MAX_COMPONENTS - reserved), table.step_at_most(MAX_REPRESENTATIVE_STEP)
+        )
     cap = max(MAX_ROUNDED_STEP, MAX_REPRESENTATIVE_STEP)
     if step > cap:
         # a coarse step rounds most of the bracket: a finer one where a few more components do
         finer = table.step_at_most(cap)
-        if table.count(finer) <= MAX_ROUNDED_COMPONENTS:
+        if table.count(finer) <= MAX_ROUNDED_COMPONENTS - reserved:
             step = finer
     steps = weighted_steps(table, step)
     if steps is not None:

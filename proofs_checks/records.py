@@ -277,7 +277,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_components.representative_components",
         status="contrib",
         proof="proofs_checks/representatives/proof.md",
-        source_sha256="eb1dfaf1fdeb7490d61e1bdecbe67c8aafb89f2fc8c061a1b28c1d3903b091ca",
+        source_sha256="88536dcf64c1a73c5f80feea748418cce42004c968e52134a4e937619a0df3f9",
     ),
     ProofRecord(
         target="dpledger.accountant.rdp.RDPAccountant._grouped_others",

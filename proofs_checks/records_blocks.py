@@ -62,13 +62,13 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks._grouped",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="9a192266039c61d68709a2f53a33388fb53e47f397d19481797fb67116d0eb44",
+        source_sha256="9e1d28434e717a202d11c66710d94e6ac0ea921bc8832d8f9ea62994f927be6f",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks.block_components",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="fa7a05436cc2bd2f8078246146bd20f23c7bd3b3cdf32c35c1de8627d14ec514",
+        source_sha256="cbed22653029c376c2a87a6612ad0e6534f00cb009ff70b3e9654d27080e8fe3",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks._convolved",
@@ -105,5 +105,11 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
         source_sha256="969c6089cddd72543f248744290d8ffde5e26517b2a0038bc06691b6e2394de5",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_blocks._grouping",
+        status="contrib",
+        proof="proofs_checks/pld_blocks/proof.md",
+        source_sha256="564a92db92ed0598287a121ed5f2032a1d616cabaedd522134df055443f7d17d",
     ),
 )

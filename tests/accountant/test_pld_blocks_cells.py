@@ -53,6 +53,7 @@ def test_grouped_keeps_the_fine_blocks_within_the_budget(monkeypatch: pytest.Mon
     monkeypatch.setattr(blocks_module, "MAX_BLOCKS", len(fine))
     assert _grouped(events) == fine
     monkeypatch.setattr(blocks_module, "MAX_BLOCKS", 100)
+    monkeypatch.setattr(blocks_module, "MAX_CELL_BLOCKS", 100)
     found = _grouped(events)
     assert 0 < len(found) <= 100
     first = next(
