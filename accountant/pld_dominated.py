@@ -93,17 +93,23 @@ def _segment_limits(
     A rule with a negative limit is not used (the pair's curve is nonnegative)."""
     a_lo, b_lo = lo[:-1], lo[1:]
     flat = a_lo if increasing else b_lo
-    rules = [(a_lo, left_ext[1:]), (right_ext[:-1], b_lo), mid, (flat, flat)]
-    best_a, best_b = rules[-1]
+    rules = [(a_lo, left_ext[1:]), (right_ext[:-1], b_lo), mid]
+    best_a, best_b = np.array(flat, dtype=np.float64), np.array(flat, dtype=np.float64)
     best_cost = (a_lo - best_a) + (b_lo - best_b)
-    for lim_a, lim_b in rules[:-1]:
+    # each rule's cost and choice in fixed buffers (the same values as out of place)
+    cost, part = np.empty_like(best_cost), np.empty_like(best_cost)
+    use, sign = np.empty(best_cost.shape, dtype=bool), np.empty(best_cost.shape, dtype=bool)
+    for lim_a, lim_b in rules:
         with np.errstate(invalid="ignore"):
-            cost = (a_lo - lim_a) + (b_lo - lim_b)
-            use = (lim_a >= 0) & (lim_b >= 0) & (cost < best_cost)
-        best_a = np.where(use, lim_a, best_a)
-        best_b = np.where(use, lim_b, best_b)
-        best_cost = np.where(use, cost, best_cost)
-    return np.asarray(best_a, dtype=np.float64), np.asarray(best_b, dtype=np.float64)
+            np.subtract(a_lo, lim_a, out=cost)
+            cost += np.subtract(b_lo, lim_b, out=part)
+            np.greater_equal(lim_a, 0, out=use)
+            use &= np.greater_equal(lim_b, 0, out=sign)
+            use &= np.less(cost, best_cost, out=sign)
+        np.copyto(best_a, lim_a, where=use)
+        np.copyto(best_b, lim_b, where=use)
+        np.copyto(best_cost, cost, where=use)
+    return best_a, best_b
 
 
 def _recursion_block(n: int, h: float) -> int:

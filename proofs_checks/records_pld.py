@@ -21,7 +21,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_dominated._segment_limits",
         status="contrib",
         proof="proofs_checks/pld_dominated_pair/proof.md",
-        source_sha256="373c0b25cba170431e4bef384147fb5da6e2d2c1126f0db80a9c77a911208dcb",
+        source_sha256="4e851c335f3d18e61e70d7d8eefca6a19da977824508148c01e2dec34fc1a568",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_dominated._mid_limits",

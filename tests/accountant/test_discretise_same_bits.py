@@ -49,3 +49,38 @@ def test_curves_take_scalars_and_arrays_alike() -> None:
         assert grid.tobytes() == alone.tobytes()
     delta = gaussian_delta(0.5)
     assert float(delta(np.array(0.3))) == float(delta(np.array([0.3]))[0])
+
+
+def _plain_segment_limits(
+    lo: np.ndarray,
+    left: np.ndarray,
+    right: np.ndarray,
+    mid: tuple[np.ndarray, np.ndarray],
+    inc: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    a_lo, b_lo = lo[:-1], lo[1:]
+    flat = a_lo if inc else b_lo
+    best_a, best_b = flat, flat
+    best_cost = (a_lo - best_a) + (b_lo - best_b)
+    for lim_a, lim_b in [(a_lo, left[1:]), (right[:-1], b_lo), mid]:
+        with np.errstate(invalid="ignore"):
+            cost = (a_lo - lim_a) + (b_lo - lim_b)
+            use = (lim_a >= 0) & (lim_b >= 0) & (cost < best_cost)
+        best_a = np.where(use, lim_a, best_a)
+        best_b = np.where(use, lim_b, best_b)
+        best_cost = np.where(use, cost, best_cost)
+    return best_a, best_b
+
+
+def test_segment_limits_match_plain_choice() -> None:
+    rng = np.random.default_rng(5)
+    n = 2000
+    lo = rng.random(n)
+    left, right = lo - 0.1 * rng.random(n), lo - 0.1 * rng.random(n)
+    left[:2], right[-2:] = -np.inf, -np.inf
+    mid = (lo[:-1] - 0.05 * rng.normal(size=n - 1), lo[1:] - 0.05 * rng.normal(size=n - 1))
+    for inc in (True, False):
+        got = dom._segment_limits(lo, left, right, mid, increasing=inc)
+        want = _plain_segment_limits(lo, left, right, mid, inc)
+        assert got[0].tobytes() == want[0].tobytes()
+        assert got[1].tobytes() == want[1].tobytes()
