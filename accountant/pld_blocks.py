@@ -59,10 +59,11 @@ ROUNDING = 1e-3
 #: BLOCK_LEAVES copies are one component, and a block never spans two cells (its rest is one
 #: more); a leaf's epsilon moves by at most the step, up for the upper side, down for the lower
 CELL_ROUNDINGS = (2e-3, 4e-3, 6e-3, 8e-3, 1.2e-2, 1.6e-2, 2.4e-2, 3.2e-2)
-#: blocks by cell are at most this many where a step of CELL_ROUNDINGS allows: each is one
-#: component taken from the representatives' budgets (:func:`is_cell_block`), so fewer,
-#: coarser cells leave the other leaves finer representatives (1e5 heterogeneous leaves:
-#: 2.4 % cells, 59 blocks, bracket 8.9 %, against 1.2 % cells, 115 blocks, 9.7 %)
+#: blocks by cell are at most this many where a step of CELL_ROUNDINGS allows: each is taken
+#: from the representatives' budgets (:func:`is_cell_block`, ``pld.BLOCK_BUDGET_SHARE``), so
+#: fewer, coarser cells leave the other leaves finer representatives (1e5 heterogeneous
+#: leaves, one block per component: 2.4 % cells, 59 blocks, bracket 8.9 %; 1.2 % cells, 115
+#: blocks, 9.7 %)
 MAX_CELL_BLOCKS = 64
 #: grid points of the lower side's fine grid per leaf epsilon (the block's smallest): the
 #: dominated pairs lose about a fraction of a spacing per leaf, so the lower bound follows it
