@@ -378,7 +378,10 @@ def _sorted_kind(events: dict[Event, int]) -> _Kind:
     """(the items of ``events`` sorted by cost, stably; their costs)."""
     listed = list(events.items())
     costs = [_order(leaf) for leaf, _ in listed]
-    order = sorted(range(len(listed)), key=costs.__getitem__)
+    # equal costs of distinct leaves (noises that are adjacent doubles have one reciprocal)
+    # are ordered by the noise itself, so a run still ends at its costliest leaf
+    ties = [-leaf.noise_multiplier if isinstance(leaf, LaplaceEvent) else 0.0 for leaf, _ in listed]
+    order = sorted(range(len(listed)), key=lambda i: (costs[i], ties[i]))
     return [listed[i] for i in order], np.array([costs[i] for i in order], dtype=float)
 
 

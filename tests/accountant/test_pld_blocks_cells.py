@@ -85,3 +85,18 @@ def test_cell_blocks_meet_the_leaf_by_leaf_bracket(
     events: dict[Event, int] = {leaf: 1 for leaf in leaves if isinstance(leaf, LaplaceEvent)}
     assert len(_blocks(events)) > 24 and 0 < len(_grouped(events)) <= 24
     _meets(leaves, relation, [1e-1, 1e-3, 1e-5, 1e-10, 1e-20, 1e-30])
+
+
+def test_noises_with_one_reciprocal_round_each_side_to_its_own_end():
+    """Two noises that are adjacent doubles share a cost (1 / noise): the upper side still takes
+    the smaller noise and the lower side the larger, whatever order the ledger lists them in."""
+    x, y = 6074.225042156455, 6074.225042156456
+    assert 1 / x == 1 / y
+    for made in (
+        {LaplaceEvent(x): 40, LaplaceEvent(y): 40},
+        {LaplaceEvent(y): 40, LaplaceEvent(x): 40},
+    ):
+        for rounding in (blocks_module.ROUNDING, 0.016):
+            for upper, lower, _ in _blocks(made, rounding):
+                assert {e.noise_multiplier for e in upper} == {x}
+                assert {e.noise_multiplier for e in lower} == {y}
