@@ -65,6 +65,10 @@ def representative_components(
     MAX_ROUNDED_STEP while that leaves at most MAX_ROUNDED_COMPONENTS; ``reserved``
     components (made elsewhere) are taken from each of these budgets."""
     table = Table(merged)
+    if reserved and table.count(table.step(limit - reserved)) > limit - reserved:
+        # the leaves that are never rounded alone exceed the reduced budget: reserving would
+        # only coarsen the rounded ones, without saving components
+        reserved = 0
     step = table.step(limit - reserved)
     if step > MAX_REPRESENTATIVE_STEP:
         step = max(

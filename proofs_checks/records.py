@@ -277,7 +277,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_components.representative_components",
         status="contrib",
         proof="proofs_checks/representatives/proof.md",
-        source_sha256="88536dcf64c1a73c5f80feea748418cce42004c968e52134a4e937619a0df3f9",
+        source_sha256="ee1aa388b4660137dd0f51abd9cfd388e111be04f4f97455851e7c1a487daea0",
     ),
     ProofRecord(
         target="dpledger.accountant.rdp.RDPAccountant._grouped_others",

@@ -16,7 +16,13 @@ from dpledger.accountant.pld_components import (
     representative_components,
 )
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.events import Event, GaussianEvent, LaplaceEvent, PoissonSampledEvent
+from dpledger.core.events import (
+    Event,
+    GaussianEvent,
+    LaplaceEvent,
+    PartitionSelectionEvent,
+    PoissonSampledEvent,
+)
 from tests.accountant.test_review_pld_blocks import _scales
 
 
@@ -52,3 +58,20 @@ def test_only_blocks_by_cell_are_marked(monkeypatch: pytest.MonkeyPatch) -> None
     d = cells[0][0]
     assert d.remove is d.add and d.lower_remove is d.lower_add
     assert d.remove.delta is not None and d.lower_remove.dual is not None
+
+
+def test_no_reservation_where_unrounded_leaves_alone_exceed_the_reduced_budget():
+    """200 partition selections (never rounded) beside 400 distinct sampled Gaussians: a
+    reservation of 72 leaves no step that fits, and must not coarsen the Gaussians' step to
+    the grid's coarsest (it was 6.39 against 0.108 without it)."""
+    rng = np.random.default_rng(1)
+    merged: dict[Event, int] = {
+        PartitionSelectionEvent("laplace", float(e), 1e-10): 1 for e in rng.uniform(0.01, 0.02, 200)
+    }
+    rates, noises = rng.uniform(1e-3, 3e-3, 400), rng.uniform(0.8, 1.2, 400)
+    for q, s in zip(rates, noises, strict=True):
+        merged[PoissonSampledEvent(float(q), GaussianEvent(float(s)))] = 1
+    plain = representative_components(merged, 256)
+    reserved = representative_components(merged, 256, 72)
+    assert plain[2] < 0.2
+    assert reserved[2] == plain[2] and reserved[0] == plain[0]
