@@ -6,6 +6,7 @@ pairs' own coarse grid and the pure-DP cap; and the same components with their f
 from __future__ import annotations
 
 import math
+from typing import Generic, TypeVar
 
 import attrs
 import numpy as np
@@ -30,6 +31,7 @@ __all__ = [
     "CUT_MIN_SAVING",
     "CUT_POINTS",
     "TAIL_MASS",
+    "ByCurve",
     "Prepared",
     "cut_tails",
     "prepare",
@@ -76,7 +78,7 @@ class Prepared:
     cuts: dict[float, Prepared | None] = attrs.field(factory=dict, eq=False, repr=False)
     #: each curve's values at the losses its cut reads (:func:`_cut_profile`), by the id of
     #: the curve: the losses depend on the curve alone, so every budget reads the same values
-    readings: dict[int, Array] = attrs.field(factory=dict, eq=False, repr=False)
+    readings: ByCurve[Array] = attrs.field(factory=lambda: ByCurve(), eq=False, repr=False)
 
 
 def prepare(
@@ -96,13 +98,13 @@ def _build(
     cap: float,
     cut: float = 0.0,
     h0: float | None = None,
-    known: dict[int, DiscretePLD] | None = None,
+    known: ByCurve[DiscretePLD] | None = None,
 ) -> Prepared:
     """The components prepared, with the pure-DP cap ``cap`` (of the uncut components), on the
     coarse grid of spacing ``h0`` when given; ``known`` holds curves already discretised on
     that grid, by the id of the curve (a discretisation depends on the curve and the spacing
     only, so reusing one, and the log-MGFs it memoises, changes nothing)."""
-    known = {} if known is None else known
+    known = ByCurve() if known is None else known
     span = max(p.loss_hi - p.loss_lo for d, _ in comps for p in (d.remove, d.add))
     symmetric = all(d.remove is d.add for d, _ in comps) and all(
         d.lower_remove is d.lower_add for d, _ in lower_comps
@@ -111,7 +113,7 @@ def _build(
     h0, coarse = _coarse_grid(comps, names, span, h0, known)
     for name in names:
         for (d, _), (pld, _) in zip(comps, coarse[name], strict=True):
-            known.setdefault(id(getattr(d, name)), pld)
+            known.keep_first(getattr(d, name), pld)
     # lumped losses keep lower bounds sound: above the grid they go to +infinity, which
     # lower bounds drop; below -MAX_LOSS they carry P-mass at most e^-MAX_LOSS, inside the
     # BELOW_RANGE_MASS charged per component (and dominated pairs are 1 - e^eps, resp. 0,
@@ -238,9 +240,7 @@ def _profiles(prep: Prepared) -> list[tuple[int, Profile]]:
     ]
 
 
-def _cut_profile(
-    profile: Profile, level: float, readings: dict[int, Array] | None = None
-) -> Profile:
+def _cut_profile(profile: Profile, level: float, readings: ByCurve[Array] | None = None) -> Profile:
     """The curve with its loss range ended at the first of CUT_POINTS evenly spaced losses
     from max(0, loss_lo) to its top where it is at most ``level``; the curve itself when that
     would shorten the range by less than CUT_MIN_SAVING. ``readings`` keeps the curve's
@@ -250,11 +250,11 @@ def _cut_profile(
     if not (math.isfinite(top) and top > bottom):
         return profile
     losses = np.linspace(bottom, top, CUT_POINTS + 1)
-    values = None if readings is None else readings.get(id(profile))
+    values = None if readings is None else readings.find(profile)
     if values is None:
         values = profile(losses)
         if readings is not None:
-            readings[id(profile)] = values
+            readings.keep_first(profile, values)
     below = np.flatnonzero(values <= level)
     if below.size == 0:
         return profile
@@ -299,7 +299,7 @@ def _coarse_grid(
     names: tuple[str, ...],
     span: float,
     given: float | None = None,
-    known: dict[int, DiscretePLD] | None = None,
+    known: ByCurve[DiscretePLD] | None = None,
 ) -> tuple[float, dict[str, list[tuple[DiscretePLD, int]]]]:
     """(spacing, components per direction) of the coarse grid that guides windows and tilts
     (of spacing ``given`` when given, reusing the curves ``known`` on it).
@@ -307,27 +307,27 @@ def _coarse_grid(
     The coarse grid adds rounding noise of variance ~ total h0^2 / 4 to the sum: it is refined
     until that noise is small against the composed window."""
 
-    def on_grid(h: float, memo: dict[int, DiscretePLD]) -> dict[str, list[tuple[DiscretePLD, int]]]:
+    def on_grid(h: float, memo: ByCurve[DiscretePLD]) -> dict[str, list[tuple[DiscretePLD, int]]]:
         # a curve in several places (both directions of a symmetric one) is discretised once
         return {
             name: [(_discretised(getattr(d, name), h, memo), k) for d, k in comps] for name in names
         }
 
     if given is not None:
-        return given, on_grid(given, {} if known is None else known)
+        return given, on_grid(given, ByCurve() if known is None else known)
     h0 = max(span / 1024.0, 1e-9)
     if h0 > MAX_LOSS / 8:
         # the coarse grid cannot resolve the losses the grid represents (+-MAX_LOSS)
         raise BoundUnavailable("pld", f"privacy losses span {span:g}, beyond the loss grid")
     total = sum(k for _, k in comps)
-    coarse = on_grid(h0, {})
+    coarse = on_grid(h0, ByCurve())
     for _ in range(3):
         a, b = tilted_window(coarse[names[0]], 0.0, TAIL_MASS)
         target = max((b - a) / (40.0 * total**0.5), span / COARSE_MAX_POINTS)
         if target >= h0 / 2:
             break
         h0 = target
-        coarse = on_grid(h0, {})
+        coarse = on_grid(h0, ByCurve())
     return h0, coarse
 
 
@@ -355,7 +355,7 @@ class _LowerGuides(dict[str, list[tuple[DiscretePLD, int]]]):
         lower_comps: list[tuple[DirectedProfiles, int]],
         names: tuple[str, ...],
         h0: float,
-        known: dict[int, DiscretePLD],
+        known: ByCurve[DiscretePLD],
     ) -> None:
         super().__init__()
         self.lower_comps, self.names, self.h0, self.known = lower_comps, names, h0, known
@@ -379,27 +379,53 @@ class _LowerGuides(dict[str, list[tuple[DiscretePLD, int]]]):
         return True
 
 
-def _discretised(profile: Profile, h: float, known: dict[int, DiscretePLD]) -> DiscretePLD:
+def _discretised(profile: Profile, h: float, known: ByCurve[DiscretePLD]) -> DiscretePLD:
     """``discretise(profile, h)``, or the one ``known`` for it (discretised at ``h``); a new
     one is added to ``known``."""
-    found = known.get(id(profile))
-    if found is None:
-        found = known[id(profile)] = discretise(profile, h)
+    found = known.find(profile)
+    if found is None or found.h != h:
+        found = discretise(profile, h)
+        known.keep(profile, found)
     return found
 
 
-def _known(prep: Prepared) -> dict[int, DiscretePLD]:
+def _known(prep: Prepared) -> ByCurve[DiscretePLD]:
     """The curves of ``prep`` discretised on its coarse grid, by the id of the curve (the
     directions' curves, and the lower pairs' where they have a coarse grid of their own)."""
-    known: dict[int, DiscretePLD] = {}
+    known: ByCurve[DiscretePLD] = ByCurve()
     for name in prep.names:
         for (d, _), (pld, _) in zip(prep.comps, prep.coarse[name], strict=True):
-            known[id(getattr(d, name))] = pld
+            known.keep(getattr(d, name), pld)
         if prep.coarse_lower is not None and name in prep.coarse_lower:  # the ones made
             pairs = zip(prep.lower_comps, prep.coarse_lower[name], strict=True)
             for (d, _), (pld, _) in pairs:
-                known.setdefault(id(getattr(d, "lower_" + name)), pld)
+                known.keep_first(getattr(d, "lower_" + name), pld)
     return known
+
+
+V = TypeVar("V")
+
+
+class ByCurve(Generic[V]):
+    """Values kept per curve object: found only for the very object they were kept for (the
+    object is held beside its value, so an id reused after a curve is freed cannot match)."""
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[Profile, V]] = {}
+
+    def find(self, profile: Profile) -> V | None:
+        item = self._items.get(id(profile))
+        return item[1] if item is not None and item[0] is profile else None
+
+    def keep(self, profile: Profile, value: V) -> None:
+        self._items[id(profile)] = (profile, value)
+
+    def keep_first(self, profile: Profile, value: V) -> None:
+        if self.find(profile) is None:
+            self.keep(profile, value)
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 def _arr(x: float):  # type: ignore[no-untyped-def]

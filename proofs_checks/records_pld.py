@@ -141,7 +141,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_prepared._cut_profile",
         status="contrib",
         proof="proofs_checks/pld_cut_tails/proof.md",
-        source_sha256="366bc33849937ceaa994b4011da673233c5e864bf0fab23f361a900827dabfc0",
+        source_sha256="4245e1a9d93437fe4544430c9c66fec16dcf9b09468966380573785eee1de854",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_prepared.cut_tails",

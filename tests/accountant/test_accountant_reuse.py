@@ -12,8 +12,15 @@ import pytest
 
 from dpledger.accountant import select
 from dpledger.accountant.pld import PLDAccountant
-from dpledger.accountant.pld_discrete import discretise
-from dpledger.accountant.pld_prepared import TAIL_MASS, Prepared, _cut_profile, cut_tails
+from dpledger.accountant.pld_discrete import DiscretePLD, discretise
+from dpledger.accountant.pld_prepared import (
+    TAIL_MASS,
+    ByCurve,
+    Prepared,
+    _cut_profile,
+    _discretised,
+    cut_tails,
+)
 from dpledger.accountant.pld_tilt import tilted_window
 from dpledger.accountant.rdp import RDPAccountant
 from dpledger.accountant.representatives import Table, _fold, _fold_exact
@@ -150,10 +157,12 @@ def test_folded_cells_are_those_member_by_member(step: float):
 def test_cuts_at_other_budgets_read_each_curve_once():
     prep = _prepared(_mixed())
     first = cut_tails(prep, 1e-8)
-    assert first is not None and prep.readings
-    read = dict(prep.readings)
+    assert first is not None and len(prep.readings)
+    profiles = [getattr(d, name) for d, _ in prep.comps for name in ("remove", "add")]
+    read = [prep.readings.find(p) for p in profiles]
     second = cut_tails(prep, 1e-12)
-    assert second is not None and prep.readings == read  # nothing read again
+    again = [prep.readings.find(p) for p in profiles]
+    assert second is not None and all(a is b for a, b in zip(again, read, strict=True))
     total = sum(k for _, k in prep.comps)
     for (whole, _), (part, _) in zip(prep.comps, second.comps, strict=True):
         for name in ("remove", "add", "lower_remove", "lower_add"):
@@ -174,3 +183,21 @@ def test_a_count_is_checked_as_the_self_composition_it_spells():
             made()
     assert acc._ledger == []
     assert acc.compose(event, 1000).get_epsilon(1e-5).epsilon < 1
+
+
+def test_kept_values_are_found_for_their_own_curve_only():
+    """A value kept for a curve is not found for another curve, even one equal to it, and a
+    coarse discretisation kept at one spacing is not reused at another."""
+    prep = _prepared(_mixed())
+    comps = prep.comps
+    curve, other = comps[0][0].remove, comps[1][0].remove
+    memo = ByCurve[int]()
+    memo.keep(curve, 1)
+    assert memo.find(curve) == 1 and memo.find(other) is None
+    memo.keep_first(curve, 2)
+    assert memo.find(curve) == 1
+    known = ByCurve[DiscretePLD]()
+    coarse = _discretised(curve, prep.h0, known)
+    assert _discretised(curve, prep.h0, known) is coarse
+    finer = _discretised(curve, prep.h0 / 2, known)
+    assert finer.h == prep.h0 / 2
