@@ -173,9 +173,10 @@ class ClosedFormAccountant(Accountant):
         everything = [leaf for leaf, _ in leaves] + [
             e for ev, _ in self._ledger for e, _ in flatten(ev)
         ]
-        has_gauss = any(isinstance(e, GaussianEvent) for e in everything)
+        if not any(isinstance(e, GaussianEvent) for e in everything):
+            return None  # no Gaussian: nothing to mix (the pure leaves are not looked at)
         pure = [e for e in everything if not isinstance(e, GaussianEvent | NonPrivateEvent)]
-        if has_gauss and any(_pure_eps(e, self.adjacency.sensitivity_factor) > 0 for e in pure):
+        if any(_pure_eps(e, self.adjacency.sensitivity_factor) > 0 for e in pure):
             return (
                 "a composition that mixes Gaussian and pure-DP events (e.g. "
                 f"{pure[0].describe()}) has no closed form"

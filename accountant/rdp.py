@@ -13,6 +13,7 @@ ledgers the result is also capped by basic composition. RDP certifies no lower b
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
@@ -23,6 +24,7 @@ from dpledger.accountant.conversions import U, rdp_to_delta, rdp_to_epsilon
 from dpledger.accountant.rdp_orders import (
     FloatArray,
     bounded_range_rdp,
+    bounded_range_rdp_rows,
     default_orders,
     gaussian_rdp,
     laplace_rdp,
@@ -218,6 +220,16 @@ class RDPAccountant(Accountant):
         self._cache[leaf] = out
         return out
 
+    def _bounded_range_curves(self, leaves: Iterable[Event]) -> None:
+        """The curves of the exponential-mechanism leaves not yet known, found together (one
+        pass over a 2-d array, the same values as :meth:`_leaf_rdp` finds one by one)."""
+        todo = [e for e in leaves if type(e) is ExponentialMechanismEvent and e not in self._cache]
+        if len(todo) < 2:
+            return
+        rows = bounded_range_rdp_rows(self.orders, [float(e.epsilon) for e in todo])
+        for leaf, row in zip(todo, rows, strict=True):
+            self._cache[leaf] = row
+
     def _invalidate(self) -> None:
         self._total = None
         self._representative_step = None
@@ -281,6 +293,7 @@ class RDPAccountant(Accountant):
         if self._total is None:
             total = np.zeros_like(self.orders)
             leaves = self._leaves()
+            self._bounded_range_curves(leaves)
             for leaf, count in leaves.items():
                 with np.errstate(invalid="ignore", over="ignore"):
                     total = total + _as_float(count) * self._leaf_rdp(leaf)

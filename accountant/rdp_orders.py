@@ -7,6 +7,7 @@ the minimum over orders, never set to zero).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -110,6 +111,63 @@ def bounded_range_rdp(orders: FloatArray, eps: float) -> FloatArray:
     exact = np.where(np.isfinite(exact), exact, np.inf)
     zcdp = _orders_times_square(a, eps, 0.125)
     out = np.maximum(np.minimum(np.minimum(exact, zcdp), pure_dp_rdp(a, eps)), 0.0)
+    return np.where(np.isnan(a), np.inf, _floor_positive(out))
+
+
+def bounded_range_rdp_rows(orders: FloatArray, epsilons: Sequence[float]) -> FloatArray:
+    """:func:`bounded_range_rdp` of every epsilon, one row each, in one pass over a 2-d array:
+    every entry goes through the same floating-point operations on the same values, so each
+    row equals ``bounded_range_rdp(orders, eps)`` bit for bit (epsilons outside the common
+    range, where it branches on the value, take it row by row)."""
+    a = np.asarray(orders, dtype=float)
+    out = np.empty((len(epsilons), a.size))
+    common = [i for i, e in enumerate(epsilons) if e > 0 and math.isfinite(e) and _wide(e)]
+    kept = set(common)
+    for i, e in enumerate(epsilons):
+        if i not in kept:
+            out[i] = bounded_range_rdp(a, e)
+    if common:
+        eps = np.array([epsilons[i] for i in common])[:, None]
+        # -math.expm1(-eps) of bounded_range_rdp, taken the same way
+        big_b = np.array([-math.expm1(-epsilons[i]) for i in common])[:, None]
+        out[common] = _bounded_range_block(a, eps, big_b)
+    return out
+
+
+def _wide(eps: float) -> bool:
+    """Whether ``eps^2 / 8`` (hence ``eps^2 / 2``) takes the plain product of
+    :func:`_orders_times_square`."""
+    return eps * eps * 0.125 >= 1e-290
+
+
+def _bounded_range_block(a: FloatArray, eps: FloatArray, big_b: FloatArray) -> FloatArray:
+    """The body of :func:`bounded_range_rdp` (and of :func:`pure_dp_rdp` inside it) with
+    ``eps`` and ``big_b`` columns: positive finite epsilons, each ``eps^2 / 8`` at least
+    1e-290."""
+    big_a = -np.expm1(-a * eps)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        tail = a * big_b * np.exp(-(a - 1.0) * eps)
+        t = big_a - tail
+        t_err = 64 * U * (big_a + tail)
+        log_scale = -eps - np.log((a - 1.0) * big_a * big_b)
+        log_t_hi, log_t_lo = np.log(t + t_err), np.log(np.maximum(t - t_err, 0.0))
+        log_err = 8 * U * (np.abs(log_scale) + np.abs(log_t_hi) + 1.0)
+        log_w_hi = np.minimum(log_scale + log_t_hi + log_err, 0.0)
+        log_w_lo = log_scale + log_t_lo - log_err
+        log_num = np.logaddexp(-a * eps, np.minimum(log_w_hi + np.log(big_a), 0.0))
+        log_den = np.logaddexp(-eps, log_w_lo + np.log(big_b))
+        err = 16 * U * (np.abs(log_num) + a * np.abs(log_den) + 1.0)
+        exact = (log_num - a * log_den + err) / (a - 1.0)
+    exact = np.where(np.isfinite(exact), exact, np.inf)
+    # pure_dp_rdp(a, eps); eps^2 may overflow to inf, as the Python product does
+    with np.errstate(over="ignore", invalid="ignore"):
+        zcdp = a * (eps * eps * 0.125) * (1 + 8 * U)
+        num = np.logaddexp(a * eps, (1 - a) * eps) - np.logaddexp(0.0, eps)
+        rr = (num + 16 * U * (a * eps + eps + 2.0)) / (a - 1.0)
+        quad = a * (eps * eps * 0.5) * (1 + 8 * U)
+    rr = np.where(np.isnan(rr), np.inf, rr)
+    pure = _floor_positive(np.maximum(np.minimum(np.minimum(rr, eps * (1 + 4 * U)), quad), 0.0))
+    out = np.maximum(np.minimum(np.minimum(exact, zcdp), pure), 0.0)
     return np.where(np.isnan(a), np.inf, _floor_positive(out))
 
 

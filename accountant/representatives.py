@@ -59,12 +59,24 @@ Split = tuple[Hashable, tuple[Value, ...], tuple[bool, ...]]
 Steps = float | dict[Hashable, np.ndarray]
 
 _EPSILON_KINDS = PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent
+_NOISE_TYPES: frozenset[type] = frozenset({GaussianEvent, LaplaceEvent})
+_EPSILON_TYPES: frozenset[type] = frozenset(
+    {PureDPEvent, ExponentialMechanismEvent, ReportNoisyMaxEvent}
+)
 #: the largest power j with REPRESENTATIVE_STEP * STEP_GROWTH^j below 1e300
 _MAX_POWER = math.floor(math.log(1e300 / REPRESENTATIVE_STEP) / math.log(STEP_GROWTH))
 
 
 def split(event: Event) -> Split | None:
     """The event as a shape and its ordered parameters; None for a kind that is not rounded."""
+    kind = type(event)
+    if kind in _NOISE_TYPES:  # the common kinds by their exact type (a ledger has many)
+        return (event.kind,), (cast(GaussianEvent, event).noise_multiplier,), (False,)
+    if kind in _EPSILON_TYPES:
+        return (event.kind,), (cast(PureDPEvent, event).epsilon,), (True,)
+    if kind is RandomizedResponseEvent:
+        rr = cast(RandomizedResponseEvent, event)
+        return (rr.kind, rr.num_buckets), (rr.epsilon,), (True,)
     if isinstance(event, GaussianEvent | LaplaceEvent):
         return (event.kind,), (event.noise_multiplier,), (False,)
     if isinstance(event, _EPSILON_KINDS):
