@@ -243,6 +243,18 @@ RECORDS: tuple[ProofRecord, ...] = (
         cross_check="check_bounded_range.py::test_rdp_is_the_exact_supremum_rounded_up",
     ),
     ProofRecord(
+        target="dpledger.accountant.rdp_orders.bounded_range_rdp_rows",
+        status="contrib",
+        proof="proofs_checks/bounded_range/proof.md",
+        source_sha256="a684988b2fb9b6ceb742cfade7c7f15939b32ef2d69fd79153522e2cde8f1385",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.rdp_orders._bounded_range_block",
+        status="contrib",
+        proof="proofs_checks/bounded_range/proof.md",
+        source_sha256="65b558ac71ae2191cd583ff506f995f9e40c76cae71bb5992d1bccca03a4f6e3",
+    ),
+    ProofRecord(
         target="dpledger.accountant.profiles_noise.bounded_range_profile",
         status="verified",
         proof="proofs_checks/bounded_range/proof.md",
@@ -253,7 +265,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.representatives.split",
         status="contrib",
         proof="proofs_checks/representatives/proof.md",
-        source_sha256="6ff908f754009f820f397a4d4ef1f7460a73e5c996bec6ce731e1600ef10850e",
+        source_sha256="273c176d358683956bfcf481dd535332049f62bebec7616e7afc5b941b16c3b2",
     ),
     ProofRecord(
         target="dpledger.accountant.representatives.build",

@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 from scipy import special
 
 from dpledger.accountant.profiles import bounded_range_profile
-from dpledger.accountant.rdp_orders import bounded_range_rdp, pure_dp_rdp
+from dpledger.accountant.rdp_orders import (
+    bounded_range_rdp,
+    bounded_range_rdp_rows,
+    default_orders,
+    pure_dp_rdp,
+)
 
 #: digits of the references, set by each check for itself (``mp.workdps``): a global setting
 #: would depend on the order in which modules run (another module setting ``mp.mp.dps`` left
@@ -139,3 +144,12 @@ def test_checks_keep_their_own_precision(dps: int) -> None:
         assert mp.mp.dps == dps
     finally:
         mp.mp.dps = kept
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.floats(1e-300, 1e3), min_size=1, max_size=12))
+def test_rows_equal_the_curve_bit_for_bit(epsilons: list[float]) -> None:
+    orders = default_orders()
+    rows = bounded_range_rdp_rows(orders, epsilons)
+    for eps, row in zip(epsilons, rows, strict=True):
+        assert np.array_equal(row.view(np.int64), bounded_range_rdp(orders, eps).view(np.int64))
