@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -92,9 +93,20 @@ def bounded_range_rdp(orders: FloatArray, eps: float) -> FloatArray:
         return np.full_like(a, np.inf)
     if eps <= 0:
         return np.zeros_like(a)
-    # w* = e^{-eps} t / ((a-1) A B), t = A - a B e^{-(a-1) eps}: in logs, as e^{-eps} may underflow
+    exact = _bounded_range_exact(a, eps, -math.expm1(-eps))
+    zcdp = _orders_times_square(a, eps, 0.125)
+    out = np.maximum(np.minimum(np.minimum(exact, zcdp), pure_dp_rdp(a, eps)), 0.0)
+    return np.where(np.isnan(a), np.inf, _floor_positive(out))
+
+
+def _bounded_range_exact(a: FloatArray, eps: Any, big_b: Any) -> FloatArray:
+    """The stationary-point bound of :func:`bounded_range_rdp` (``inf`` where not finite), for
+    an epsilon and ``B = 1 - e^{-eps}`` that are numbers or columns (the same operations on
+    the same values either way).
+
+    w* = e^{-eps} t / ((a-1) A B), t = A - a B e^{-(a-1) eps}: in logs, as e^{-eps} may
+    underflow."""
     big_a = -np.expm1(-a * eps)
-    big_b = -math.expm1(-eps)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         tail = a * big_b * np.exp(-(a - 1.0) * eps)
         t = big_a - tail
@@ -108,10 +120,7 @@ def bounded_range_rdp(orders: FloatArray, eps: float) -> FloatArray:
         log_den = np.logaddexp(-eps, log_w_lo + np.log(big_b))
         err = 16 * U * (np.abs(log_num) + a * np.abs(log_den) + 1.0)
         exact = (log_num - a * log_den + err) / (a - 1.0)
-    exact = np.where(np.isfinite(exact), exact, np.inf)
-    zcdp = _orders_times_square(a, eps, 0.125)
-    out = np.maximum(np.minimum(np.minimum(exact, zcdp), pure_dp_rdp(a, eps)), 0.0)
-    return np.where(np.isnan(a), np.inf, _floor_positive(out))
+    return np.where(np.isfinite(exact), exact, np.inf)
 
 
 def bounded_range_rdp_rows(orders: FloatArray, epsilons: Sequence[float]) -> FloatArray:
@@ -144,21 +153,7 @@ def _bounded_range_block(a: FloatArray, eps: FloatArray, big_b: FloatArray) -> F
     """The body of :func:`bounded_range_rdp` (and of :func:`pure_dp_rdp` inside it) with
     ``eps`` and ``big_b`` columns: positive finite epsilons, each ``eps^2 / 8`` at least
     1e-290."""
-    big_a = -np.expm1(-a * eps)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        tail = a * big_b * np.exp(-(a - 1.0) * eps)
-        t = big_a - tail
-        t_err = 64 * U * (big_a + tail)
-        log_scale = -eps - np.log((a - 1.0) * big_a * big_b)
-        log_t_hi, log_t_lo = np.log(t + t_err), np.log(np.maximum(t - t_err, 0.0))
-        log_err = 8 * U * (np.abs(log_scale) + np.abs(log_t_hi) + 1.0)
-        log_w_hi = np.minimum(log_scale + log_t_hi + log_err, 0.0)
-        log_w_lo = log_scale + log_t_lo - log_err
-        log_num = np.logaddexp(-a * eps, np.minimum(log_w_hi + np.log(big_a), 0.0))
-        log_den = np.logaddexp(-eps, log_w_lo + np.log(big_b))
-        err = 16 * U * (np.abs(log_num) + a * np.abs(log_den) + 1.0)
-        exact = (log_num - a * log_den + err) / (a - 1.0)
-    exact = np.where(np.isfinite(exact), exact, np.inf)
+    exact = _bounded_range_exact(a, eps, big_b)
     # pure_dp_rdp(a, eps); eps^2 may overflow to inf, as the Python product does
     with np.errstate(over="ignore", invalid="ignore"):
         zcdp = a * (eps * eps * 0.125) * (1 + 8 * U)

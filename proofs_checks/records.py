@@ -239,7 +239,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.rdp_orders.bounded_range_rdp",
         status="verified",
         proof="proofs_checks/bounded_range/proof.md",
-        source_sha256="79774d089ff4064c564071c6b9403c45404c7c6e8fb042e7841f31fa87a87901",
+        source_sha256="3722037f101d8eae2e19b4b812d9a56596a9eaec172ad3ad0615984dd591a9ce",
         cross_check="check_bounded_range.py::test_rdp_is_the_exact_supremum_rounded_up",
     ),
     ProofRecord(
@@ -252,7 +252,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.rdp_orders._bounded_range_block",
         status="contrib",
         proof="proofs_checks/bounded_range/proof.md",
-        source_sha256="65b558ac71ae2191cd583ff506f995f9e40c76cae71bb5992d1bccca03a4f6e3",
+        source_sha256="ceb3f9f2ffcc39cf504e70ce3727c3d46b0bbac2f20a98f1b7c0671d863e6617",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles_noise.bounded_range_profile",
@@ -411,6 +411,12 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/representatives/proof.md",
         source_sha256="94bd33dbfe900bb904a90b2cc8772335c37354ae9aa2672de0030e2c8be1efbb",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.rdp_orders._bounded_range_exact",
+        status="contrib",
+        proof="proofs_checks/bounded_range/proof.md",
+        source_sha256="ffd3b6b423888627bad17330ffc8b9859055c98d2465363356f978181e80b3f8",
     ),
 )
 
