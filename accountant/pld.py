@@ -281,12 +281,9 @@ class PLDAccountant(Accountant):
         if len(merged) > MAX_DISTINCT_COMPONENTS:
             # blocks by cell take their share of the components' budgets (each is one more FFT)
             reserved = math.floor(BLOCK_BUDGET_SHARE * sum(is_cell_block(d) for d, _ in blocks))
-            rounded = (
-                representative_components(merged, MAX_DISTINCT_COMPONENTS, reserved)
-                if reserved
-                else representative_components(merged, MAX_DISTINCT_COMPONENTS)
+            upper_events, lower_events, self._step = representative_components(
+                merged, MAX_DISTINCT_COMPONENTS, reserved
             )
-            upper_events, lower_events, self._step = rounded
         upper_events = _allocation_reduced(upper_events)
         # the blocks' leaves as they are (the pure cap reads them)
         self._upper_events = {**upper_events, **blocked} if blocked else upper_events

@@ -153,7 +153,7 @@ def _blocks_isolated() -> Iterator[None]:
     limit = pld.MAX_DISTINCT_COMPONENTS
 
     def identity(
-        merged: dict[Event, int], _limit: int = 0
+        merged: dict[Event, int], _limit: int = 0, _reserved: int = 0
     ) -> tuple[dict[Event, int], dict[Event, int], float]:
         return merged, merged, 1e-12
 
