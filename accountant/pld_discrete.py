@@ -34,6 +34,7 @@ __all__ = [
     "MAX_FFT_LEN",
     "MAX_LOSS",
     "MAX_UPPER_LOSS",
+    "SUBNORMAL_SLACK",
     "Array",
     "DiscretePLD",
     "U",
@@ -72,6 +73,12 @@ MAX_FFT_LEN = 1 << 23
 CHORD_RAISE = 1e-9
 
 
+#: absolute allowance per curve value: below the smallest normal double each operation rounds
+#: by up to half of 2^-1074, which relative allowances do not cover (a value takes a few such
+#: operations; added to a normal value it rounds away, so nothing at normal values moves)
+SUBNORMAL_SLACK = 64 * 2.0**-1074
+
+
 #: relative excess of a chord's curve values over the true curve of an exact profile
 #: (REL_MARGIN of the profile, twice, and the raise above)
 LOWER_DEFLATION = 2 * REL_MARGIN + CHORD_RAISE
@@ -106,6 +113,9 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
         j_hi = j_lo + 1
     eps: Array = np.asarray((j_lo + np.arange(j_hi - j_lo + 1)) * h, dtype=np.float64)
     d = _curve_read(profile, eps)
+    # a positive value near the subnormal range may read a few units of 2^-1074 low; a value
+    # read as 0 stays 0 (a pure curve's zeros are exact)
+    np.add(d, SUBNORMAL_SLACK, out=d, where=d > 0.0)
     # enforce monotonicity (a curve is non-increasing); raising values keeps it an upper bound
     d = np.maximum.accumulate(d[::-1])[::-1]
     checked = np.array(d)  # the curve the chord must dominate

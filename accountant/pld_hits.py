@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
+from dpledger.accountant.pld_discrete import SUBNORMAL_SLACK
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import Event, GaussianEvent, PoissonSampledEvent, flatten
 
@@ -58,10 +59,6 @@ MAX_HITS = 4000
 SPECIAL_REL = 1e-12
 #: relative slack on the shifts m_k and on t (covers their rounding many times over)
 SHIFT_REL = 1e-12
-#: absolute allowance per term: below the smallest normal double each operation rounds by up
-#: to half of 2^-1074, which relative allowances do not cover (a term takes a few such
-#: operations; nothing at normal values moves)
-SUBNORMAL_SLACK = 64 * 2.0**-1074
 #: the Gaussian term is 0 to double precision beyond this t
 T_MAX = 40.0
 _SQRT2 = math.sqrt(2.0)

@@ -8,8 +8,7 @@ import math
 
 import numpy as np
 
-from dpledger.accountant.pld_discrete import LOWER_DEFLATION, MAX_CERTIFIED_EPSILON
-from dpledger.accountant.pld_hits import SUBNORMAL_SLACK
+from dpledger.accountant.pld_discrete import LOWER_DEFLATION, MAX_CERTIFIED_EPSILON, SUBNORMAL_SLACK
 from dpledger.accountant.pld_prepared import Prepared, _next_up
 from dpledger.accountant.profiles_base import DirectedProfiles, Profile
 from dpledger.core.events import Event, GaussianEvent
