@@ -103,11 +103,15 @@ class EpsilonSearch:
             if name not in known and lower > 0:
                 # a direction whose upper bound on a coarser grid is below the lower bound found
                 # so far, or below the upper one and near the lower one, cannot decide the bracket
-                cheap = self._screen(prep, name, delta, lower, upper)
+                cheap, seen = self._screen(prep, name, delta, lower, upper)
                 if cheap is not None:
                     known[name] = cheap
                     upper = max(upper, cheap)
                     continue
+                # an unsettled screen still certifies its upper bound (a fine grid's can be
+                # looser: its chords' mass at +infinity)
+                if math.isfinite(seen):
+                    known[name] = seen
             if known.get(name, math.inf) <= lower:
                 upper = max(upper, known[name])
                 continue
@@ -119,15 +123,18 @@ class EpsilonSearch:
 
     def _screen(
         self, prep: Prepared, name: str, delta: float, lower: float, upper: float
-    ) -> float | None:
-        """A certified upper bound of one direction's epsilon(delta) from compositions on
-        grids SCREEN_FACTORS times coarser than the current one, when it settles the direction:
-        at most ``lower``, or at most ``upper`` and within BRACKET_TARGET of ``lower`` (the
-        bracket found so far); None otherwise. A finer screen is made only when the coarser
-        one came within SCREEN_RETRY of settling, and only on at least twice its points (both
-        held at MIN_SCREEN_POINTS or near it, the two grids nearly coincide)."""
+    ) -> tuple[float | None, float]:
+        """(settling bound, best bound) of one direction's epsilon(delta): certified upper
+        bounds from compositions on grids SCREEN_FACTORS times coarser than the current one;
+        the first is the one that settles the direction (at most ``lower``, or at most
+        ``upper`` and within BRACKET_TARGET of ``lower``: the bracket found so far), None when
+        none does; the second the least of them (inf if none is finite). A finer screen is made
+        only when the coarser one came within SCREEN_RETRY of settling, and only on at least
+        twice its points (both held at MIN_SCREEN_POINTS or near it, the two grids nearly
+        coincide)."""
         points = self.cache.points
         made = 0
+        best = math.inf
         with self.cache.screening():
             try:
                 for factor in SCREEN_FACTORS:
@@ -139,11 +146,12 @@ class EpsilonSearch:
                     up = self.cache.composed(prep, name, tilt, delta)
                     assert up is not None
                     value = epsilon_for(up, delta, upper=True)
+                    best = min(best, value)
                     if value <= lower or (value <= upper and value <= lower * (1 + BRACKET_TARGET)):
-                        return value
+                        return value, best
                     if not value <= lower * SCREEN_RETRY:
-                        return None
-                return None
+                        return None, best
+                return None, best
             finally:
                 self.cache.points = points
 

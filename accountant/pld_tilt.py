@@ -223,7 +223,12 @@ def tilted_window(
     """[a, b] holding all but ``tail`` of the tilted distribution on each side (Chernoff);
     ``b`` is lowered to where the *untilted* tail is below ``untilted_tail`` if that is lower
     (heavy-tailed components otherwise stretch the tilted window far beyond what matters)."""
+    lowest = sum(c * float(p.losses[0]) for p, c in plds)
+    highest = sum(c * float(p.losses[-1]) for p, c in plds)
     k0 = float(log_mgf_total(plds, np.array([tilt]))[0])
+    if not math.isfinite(k0):
+        # no finite mass left to tilt (all of it at +infinity): the whole range
+        return lowest, highest
     up = log_mgf_total(plds, tilt + THETAS) - k0
     dn = log_mgf_total(plds, tilt - THETAS) - k0
     log_tail = math.log(tail)
@@ -232,8 +237,6 @@ def tilted_window(
         plain = log_mgf_total(plds, THETAS)
         b = min(b, float(np.min((plain - math.log(untilted_tail)) / THETAS)))
     a = float(np.max((log_tail - dn) / THETAS))
-    lowest = sum(c * float(p.losses[0]) for p, c in plds)
-    highest = sum(c * float(p.losses[-1]) for p, c in plds)
     a = lowest if not math.isfinite(a) else max(a, lowest)
     b = highest if not math.isfinite(b) else min(b, highest)
     return a, max(b, a)

@@ -103,17 +103,10 @@ _CERTAIN: list[tuple[Leaves, tuple[Adjacency, ...], bool]] = [
 ]
 
 
-#: a chord with no finite mass (epsilon 0, every mass raised to +infinity) makes
-#: pld_tilt.tilted_window take -inf - (-inf), a nan it handles (the window falls back to the
-#: support's range; the composition is void and reads no window)
-_NO_FINITE = pytest.mark.filterwarnings("ignore:invalid value encountered in subtract")
-
-
 #: (case, blocks): every case one by one, the blocks' path on the first two (kept short)
 _CERTAIN_RUNS = [(c, False) for c in range(len(_CERTAIN))] + [(0, True), (1, True)]
 
 
-@_NO_FINITE
 @pytest.mark.parametrize(("case", "blocks"), _CERTAIN_RUNS)
 def test_almost_certain_failure_is_bracketed(
     case: int, blocks: bool, monkeypatch: pytest.MonkeyPatch
