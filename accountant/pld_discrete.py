@@ -124,10 +124,10 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
     # for every epsilon, which would dominate queries at delta ~ 1e-15)
     d = np.minimum(1.0, d * (1 + CHORD_RAISE))
     if eps[-1] <= EXTENDED_ABOVE:
-        p_mass, _ = _chord_masses(profile, eps, d)
+        p_mass, _ = _chord_masses(profile, eps, d, h)
     else:
         # x = e^eps in extended precision; the check reads the stored P-masses
-        p_ext, _ = _chord_masses(profile, eps, d, np.longdouble)
+        p_ext, _ = _chord_masses(profile, eps, d, h, np.longdouble)
         p_mass = np.asarray(p_ext, dtype=np.float64)
     inf_mass = float(d[-1])
     deficit = _chord_deficit(eps, checked, p_mass, h, inf_mass)
@@ -151,13 +151,15 @@ def _curve_read(profile: Profile, eps: Array) -> Array:
 
 
 def _chord_masses(
-    profile: Profile, eps: Array, d: Array, dtype: type[np.floating[Any]] = np.float64
+    profile: Profile, eps: Array, d: Array, h: float, dtype: type[np.floating[Any]] = np.float64
 ) -> tuple[NDArray[Any], NDArray[Any]]:
     """(P-masses, Q-masses) of the chord through ``d`` at ``eps`` (linear in x = e^eps, of type
     ``dtype``); ``d`` is raised in place below zero where the excess curve gives a higher value.
     With two or more negative points, ``d`` is read from the last of them on only."""
     x = np.exp(eps.astype(dtype))
-    dx = np.diff(x)
+    # the steps as x e^h - x, not differences of rounded exponentials (near x = 1 those err by
+    # about 2u / h relative, beyond CHORD_RAISE on fine grids)
+    dx = x[:-1] * np.expm1(np.asarray(h, dtype=dtype))
     slopes = np.empty(eps.size + 1, dtype=dtype)
     slopes[0] = (1.0 - d[0]) / x[0]
     slopes[1:-1] = (d[:-1] - d[1:]) / dx
