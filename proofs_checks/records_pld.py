@@ -155,4 +155,22 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/approx_dp_split/proof.md",
         source_sha256="14aa4a4e6e6d0ec18176f997a8105badcb45c148e5bf3d6cc5293b0228050fca",
     ),
+    ProofRecord(
+        target="dpledger.accountant.pld_leaf_check.shapes_in_range",
+        status="contrib",
+        proof="proofs_checks/pld_fast_paths/proof.md",
+        source_sha256="c2581ef829a8f0e246d1d8da14dcda91f1c431f96f100defc147a740c9156e78",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.base.Accountant._checked_reason",
+        status="contrib",
+        proof="proofs_checks/pld_fast_paths/proof.md",
+        source_sha256="f4041784387f49ae25ebc9028cb523d6943055a8bb658fb45cd1a43d92d5a4f4",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_prepared.ByCurve",
+        status="contrib",
+        proof="proofs_checks/pld_fast_paths/proof.md",
+        source_sha256="999a18a1d365a370e6f592dd40efc71a66ce2e3496dabfda2f2c2e4226dc21fe",
+    ),
 )
