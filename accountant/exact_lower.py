@@ -38,8 +38,12 @@ from dpledger.accountant.profiles_base import Profile
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import BackendInconsistencyError, UnsupportedEventError
 from dpledger.core.events import (
+    ApproxDPEvent,
     Event,
     ExponentialMechanismEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PoissonSampledEvent,
     PureDPEvent,
     RandomizedResponseEvent,
     flatten,
@@ -83,12 +87,18 @@ def _pure_eps(leaf: Event) -> float | None:
     return None
 
 
+#: classes whose leaves :func:`_pure_eps` never reads (by their exact type)
+_NOT_PURE: frozenset[type[Event]] = frozenset(
+    {ApproxDPEvent, GaussianEvent, LaplaceEvent, PoissonSampledEvent}
+)
+
+
 def _split(event: Event) -> tuple[list[tuple[float, int]], list[Event]]:
     """((eps, count) of the pure leaves, the other leaves by decreasing count)."""
     pure: list[tuple[float, int]] = []
     others: list[tuple[int, Event]] = []
     for leaf, count in flatten(event):
-        eps = _pure_eps(leaf)
+        eps = None if type(leaf) in _NOT_PURE else _pure_eps(leaf)
         if eps is None:
             others.append((count, leaf))
         elif eps > 0.0:

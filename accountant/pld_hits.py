@@ -69,13 +69,17 @@ def hit_count(ledger: Iterable[tuple[Event, int]], adjacency: Adjacency) -> HitC
     composed ``T`` times under add/remove; None for any other ledger."""
     if adjacency.relation != "add_remove":
         return None
-    events: dict[Event, int] = {}
+    event: Event | None = None
+    steps = 0
     for released, count in ledger:
         for leaf, k in flatten(released):
-            events[leaf] = events.get(leaf, 0) + k * count
-    if len(events) != 1:
+            if event is None:
+                event = leaf
+            elif leaf is not event and leaf != event:
+                return None  # a second distinct leaf
+            steps += k * count
+    if event is None:
         return None
-    ((event, steps),) = events.items()
     if not isinstance(event, PoissonSampledEvent) or not isinstance(event.event, GaussianEvent):
         return None
     q = event.sampling_probability

@@ -4,17 +4,22 @@ the compositions it makes (the closed-form and RDP backends cover the rest)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 
 from dpledger.accountant.pld_components import MAX_COMPONENTS, MAX_DISTINCT_COMPONENTS
 from dpledger.accountant.representatives import is_rounded
 from dpledger.core.events import (
+    ApproxDPEvent,
     Event,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
     PoissonSampledEvent,
+    PureDPEvent,
     RandomAllocationEvent,
     RandomizedResponseEvent,
+    ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
     ShuffledBatchesEvent,
     flatten,
@@ -76,6 +81,20 @@ def _parameter_reason(leaf: Event, factor: float) -> str | None:
     return None
 
 
+#: classes whose leaves are rounded to representatives by their exact type alone
+_ROUNDED_TYPES: frozenset[type[Event]] = frozenset(
+    {
+        ApproxDPEvent,
+        ExponentialMechanismEvent,
+        GaussianEvent,
+        LaplaceEvent,
+        PureDPEvent,
+        RandomizedResponseEvent,
+        ReportNoisyMaxEvent,
+    }
+)
+
+
 def _extent_reason(
     leaves: list[tuple[Event, int]],
     ledger: Sequence[tuple[Event, int]],
@@ -85,16 +104,19 @@ def _extent_reason(
     compositions, or beyond ``limit`` distinct leaves more than MAX_COMPONENTS of kinds that
     are not rounded to representatives (:mod:`~dpledger.accountant.representatives`)."""
     everything = list(leaves) + [(e, k * m) for ev, m in ledger for e, k in flatten(ev)]
-    total = sum(k for _, k in everything)
+    total = sum(map(itemgetter(1), everything))
     if total > MAX_COMPOSITIONS:
         return (
             f"{_count_text(total)} compositions (more than {MAX_COMPOSITIONS:.0e}): beyond the PLD "
             "grid's precision; the closed-form and RDP backends cover them"
         )
-    distinct = {e for e, _ in everything if not isinstance(e, GaussianEvent | NonPrivateEvent)}
+    events = list(map(itemgetter(0), everything))
+    if any(issubclass(t, GaussianEvent | NonPrivateEvent) for t in set(map(type, events))):
+        events = [e for e in events if not isinstance(e, GaussianEvent | NonPrivateEvent)]
+    distinct = set(events)
     if len(distinct) > limit:
         # the roundable kinds fit any number of components (coarser cells); the others do not
-        fixed = [e for e in distinct if not is_rounded(e)]
+        fixed = [e for e in distinct if type(e) not in _ROUNDED_TYPES and not is_rounded(e)]
         if len(fixed) > MAX_COMPONENTS:
             kinds = sorted({e.kind for e in fixed})
             return (

@@ -55,6 +55,19 @@ from dpledger.core.events import (
 
 _PURE = PureDPEvent | ExponentialMechanismEvent | ReportNoisyMaxEvent | RandomizedResponseEvent
 
+#: the leaf classes :meth:`RDPAccountant._leaf_reason` supports whatever their parameters
+_SUPPORTED_TYPES: frozenset[type[Event]] = frozenset(
+    {
+        GaussianEvent,
+        LaplaceEvent,
+        NonPrivateEvent,
+        PureDPEvent,
+        ExponentialMechanismEvent,
+        ReportNoisyMaxEvent,
+        RandomizedResponseEvent,
+    }
+)
+
 _NO_FINITE_ORDER = "the RDP curve is infinite at every order"
 
 #: above this many distinct Poisson-subsampled leaves, (q, sigma) are rounded to dominating
@@ -124,7 +137,17 @@ class RDPAccountant(Accountant):
         if event is not walked:  # compose checks again the event just checked: walk it once
             flat = flatten(event)
             self._walked = (event, flat)
-        for leaf in dict(flat):
+        # the kinds supported by their exact type alone are not looked at one by one
+        sampled = self.adjacency.relation == "add_remove"
+        rest = (
+            leaf
+            for leaf, _ in flat
+            if type(leaf) not in _SUPPORTED_TYPES
+            and not (
+                sampled and type(leaf) is PoissonSampledEvent and type(leaf.event) is GaussianEvent
+            )
+        )
+        for leaf in dict.fromkeys(rest):
             reason = self._leaf_reason(leaf)
             if reason is not None:
                 return reason
@@ -253,10 +276,14 @@ class RDPAccountant(Accountant):
         merged = dict(self._merged())
         sampled: dict[Event, float] = {}
         for e in merged:
-            if isinstance(e, PoissonSampledEvent):
+            if type(e) is PoissonSampledEvent and type(e.event) is GaussianEvent:
+                mu: float | Event = 1.0 / e.event.noise_multiplier  # (effective_gaussian_mu)
+            elif isinstance(e, PoissonSampledEvent):
                 mu = effective_gaussian_mu(e.event)
-                if isinstance(mu, float) and _groupable(mu):
-                    sampled[e] = mu
+            else:
+                continue
+            if isinstance(mu, float) and 0.0 < mu < math.inf:  # (_groupable)
+                sampled[e] = mu
         merged = self._grouped_others(merged, set(sampled))
         if len(sampled) <= MAX_DISTINCT_SAMPLED:
             return merged
@@ -395,6 +422,10 @@ def _sampled_representatives(
 ) -> list[tuple[Event, int]]:
     """Per cell: the sampled Gaussian at its top corner (rate up, noise down; never below a
     member's own parameters) and its members' total count."""
+    counts = [merged[e] for e in sampled]
+    if sum(counts) < 1 << 62:  # the cells' totals fit in 64 bits: grouped in arrays
+        rates = [e.sampling_probability for e in sampled]  # type: ignore[attr-defined]
+        return _grouped_cells(rates, list(sampled.values()), counts, cells, step)
     groups: dict[tuple[int, int], list[Any]] = {}
     for (e, mu), (iq, imu) in zip(sampled.items(), cells.tolist(), strict=True):
         q = e.sampling_probability  # type: ignore[attr-defined]
@@ -407,6 +438,36 @@ def _sampled_representatives(
     for (iq, imu), (q_top, mu_top, total) in groups.items():
         q = min(1.0, max(_cell_value(iq, step), q_top))
         mu = max(_cell_value(imu, step), mu_top)
+        out.append((PoissonSampledEvent(q, GaussianEvent(_noise_for(mu))), total))
+    return out
+
+
+def _grouped_cells(
+    rates: list[float], mus: list[float], counts: list[int], cells: np.ndarray, step: float
+) -> list[tuple[Event, int]]:
+    """:func:`_sampled_representatives` in arrays (the same cells in the same order, the same
+    top corners: a maximum of floats is one of them, exactly), for totals below 2^62."""
+    _, iq = np.unique(cells[:, 0], return_inverse=True)
+    imus, imu = np.unique(cells[:, 1], return_inverse=True)
+    key = np.reshape(iq, -1) * imus.size + np.reshape(imu, -1)  # one per cell, exactly
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # the cells in the order of their first members
+    rank = np.empty(first.size, dtype=np.intp)
+    rank[order] = np.arange(first.size)
+    cell = rank[np.reshape(inverse, -1)]
+    q_top = np.full(first.size, -np.inf)
+    mu_top = np.full(first.size, -np.inf)
+    np.maximum.at(q_top, cell, np.asarray(rates, dtype=float))
+    np.maximum.at(mu_top, cell, np.asarray(mus, dtype=float))
+    totals = np.zeros(first.size, dtype=np.int64)
+    np.add.at(totals, cell, np.asarray(counts, dtype=np.int64))
+    out: list[tuple[Event, int]] = []
+    corners = cells[first[order]].tolist()
+    for (iq, imu), q_max, mu_max, total in zip(
+        corners, q_top.tolist(), mu_top.tolist(), totals.tolist(), strict=True
+    ):
+        q = min(1.0, max(_cell_value(iq, step), q_max))
+        mu = max(_cell_value(imu, step), mu_max)
         out.append((PoissonSampledEvent(q, GaussianEvent(_noise_for(mu))), total))
     return out
 

@@ -70,6 +70,11 @@ _MAX_POWER = math.floor(math.log(1e300 / REPRESENTATIVE_STEP) / math.log(STEP_GR
 def split(event: Event) -> Split | None:
     """The event as a shape and its ordered parameters; None for a kind that is not rounded."""
     kind = type(event)
+    if kind is PoissonSampledEvent:  # the commonest sampled kinds, at once
+        noise = event.event  # type: ignore[attr-defined]
+        if type(noise) is GaussianEvent or type(noise) is LaplaceEvent:
+            q = event.sampling_probability  # type: ignore[attr-defined]
+            return (event.kind, (noise.kind,)), (q, noise.noise_multiplier), (True, False)
     if kind in _NOISE_TYPES:  # the common kinds by their exact type (a ledger has many)
         return (event.kind,), (cast(GaussianEvent, event).noise_multiplier,), (False,)
     if kind in _EPSILON_TYPES:

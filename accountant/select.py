@@ -31,7 +31,7 @@ from dpledger.core.errors import (
     InvalidParameterError,
     UnsupportedEventError,
 )
-from dpledger.core.event_trees import flatten_memo
+from dpledger.core.event_trees import CORE_LEAVES, any_node, flatten_memo
 from dpledger.core.events import Event, TabulatedProfileEvent, canonical, flatten
 
 #: (module, class) of every backend, tightest first. Modules that fail to import are skipped
@@ -191,7 +191,7 @@ def _run_backends(
     unavailable: list[tuple[str, str]] = []
     deferred: list[tuple[str, Callable[[Adjacency], Accountant]]] = []
     # one walk of the tree for every backend (each composes the same canonical event)
-    tabulated = any(isinstance(e, TabulatedProfileEvent) for e in event.walk())
+    tabulated = any_node(event, _is_tabulated, _NOT_TABULATED)
 
     def run(name: str, factory: Callable[[Adjacency], Accountant], budget: Budget | None) -> None:
         args = (event, adjacency, delta, epsilon, budget, candidates, unavailable, tabulated)
@@ -215,6 +215,14 @@ def _run_backends(
         budget = DEFAULT_BUDGET
         run(name, factory, budget)
     return candidates, unavailable
+
+
+#: the core leaf classes that are not tabulated profiles (passed over in bulk by the walk)
+_NOT_TABULATED = CORE_LEAVES - {TabulatedProfileEvent}
+
+
+def _is_tabulated(event: Event) -> bool:
+    return isinstance(event, TabulatedProfileEvent)
 
 
 @contextlib.contextmanager

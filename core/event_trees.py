@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from typing import Any
@@ -16,10 +17,13 @@ import attrs
 from dpledger.core.basic_composition import basic_composition_epsilon
 from dpledger.core.errors import InvalidParameterError, UnsupportedEventError
 from dpledger.core.events import (
+    ApproxDPEvent,
     ComposedEvent,
     Event,
     ExponentialMechanismEvent,
+    GaussianEvent,
     LaplaceEvent,
+    NonPrivateEvent,
     NoOpEvent,
     PartitionSelectionEvent,
     PoissonSampledEvent,
@@ -30,6 +34,7 @@ from dpledger.core.events import (
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
     TabulatedProfileEvent,
+    TabulatedRDPEvent,
 )
 
 __all__ = [
@@ -51,7 +56,7 @@ def canonical(event: Event) -> Event:
     the sampled event itself, under either relation, and is rewritten to it; so is random
     allocation of every step (``num_selected == num_steps``): the unit is in all ``t`` steps,
     which are ``t`` runs of the step's event."""
-    if not any(_rewritten(e) for e in event.walk()):
+    if not any_node(event, _rewritten, _NEVER_REWRITTEN):
         return event
     from dpledger.core.partition_events import dominating_event
 
@@ -70,6 +75,52 @@ def canonical(event: Event) -> Event:
         return memo[id(e)]
 
     return rewrite(event)
+
+
+#: the core leaf classes: no sub-events (plugin subclasses, which may have some, are other types)
+CORE_LEAVES: frozenset[type[Event]] = frozenset(
+    {
+        ApproxDPEvent,
+        ExponentialMechanismEvent,
+        GaussianEvent,
+        LaplaceEvent,
+        NoOpEvent,
+        NonPrivateEvent,
+        PartitionSelectionEvent,
+        PureDPEvent,
+        RandomizedResponseEvent,
+        ReportNoisyMaxEvent,
+        TabulatedProfileEvent,
+        TabulatedRDPEvent,
+    }
+)
+
+
+def any_node(
+    event: Event, test: Callable[[Event], bool], skipped: frozenset[type[Event]] = frozenset()
+) -> bool:
+    """``any(test(e) for e in event.walk())`` (a shared sub-event tested once), without testing
+    the nodes whose exact class is a core leaf class in ``skipped`` (``test`` must be False
+    there): a wide composition of such leaves is passed over in bulk."""
+    skip = skipped & CORE_LEAVES
+    seen: set[int] = set()
+    stack: list[Event] = [event]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node) in skip:
+            continue
+        if test(node):
+            return True
+        kids = node.children()
+        stack.extend([k for k in kids if type(k) not in skip] if skip and len(kids) > 1 else kids)
+    return False
+
+
+#: the core leaf classes that :func:`canonical` leaves as they are
+_NEVER_REWRITTEN = CORE_LEAVES - {PartitionSelectionEvent}
 
 
 def _rewritten(event: Event) -> bool:
@@ -161,6 +212,9 @@ def _flatten(event: Event) -> list[tuple[Event, int]]:
     visits a shared sub-event once (repeats of the same leaf object are merged, adding their
     counts), so neither deep nor shared trees can exhaust the stack or the clock.
     """
+    flat = _flat_composition(event)
+    if flat is not None:
+        return flat
     # post-order over distinct nodes: each node maps to {id(leaf): [leaf, count]}, in order
     done: dict[int, dict[int, list[Any]]] = {}
     stack: list[tuple[Event, bool]] = [(event, False)]
@@ -192,6 +246,37 @@ def _flatten(event: Event) -> list[tuple[Event, int]]:
         else:
             done[id(node)] = {id(node): [node, 1]}
     return [(leaf, k) for leaf, k in done[id(event)].values() if k]
+
+
+#: the classes whose nodes :func:`_flatten` expands or drops (by class or by their fields)
+_EXPANDED = (
+    ComposedEvent,
+    SelfComposedEvent,
+    NoOpEvent,
+    PoissonSampledEvent,
+    SampledWithoutReplacementEvent,
+)
+
+
+def _flat_composition(event: Event) -> list[tuple[Event, int]] | None:
+    """:func:`_flatten` of a composition whose sub-events are all kept whole, in bulk: each
+    distinct sub-event object in the order of its first occurrence, with its number of
+    occurrences; None for any other event."""
+    if type(event) is not ComposedEvent:
+        return None
+    kids = event.events
+    for kind in set(map(type, kids)):
+        if issubclass(kind, _EXPANDED):
+            if kind is not PoissonSampledEvent:
+                return None
+            # a sampling at rate zero is dropped
+            if not all(k.sampling_probability != 0 for k in kids if type(k) is kind):
+                return None
+    counts = Counter(map(id, kids))
+    if len(counts) == len(kids):
+        return [(k, 1) for k in kids]
+    objects = {id(k): k for k in kids}
+    return [(objects[i], n) for i, n in counts.items()]
 
 
 def is_pure(event: Event) -> bool:

@@ -115,7 +115,10 @@ _TREE_OPERATIONS = frozenset(
 
 @attrs.frozen
 class Event:
-    """Base class of all mechanism events."""
+    """Base class of all mechanism events.
+
+    The core event classes compute their hash once per object and keep it (an accountant
+    looks its leaves up many times); pickling and copying drop the kept hash."""
 
     kind: ClassVar[str] = "event"
 
@@ -173,21 +176,21 @@ class Event:
         return f"{self.kind}({params}{sep}{inner})"
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class NoOpEvent(Event):
     """A step that touches no private data."""
 
     kind: ClassVar[str] = "noop"
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class NonPrivateEvent(Event):
     """A release with no privacy guarantee (epsilon = infinity)."""
 
     kind: ClassVar[str] = "non_private"
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class GaussianEvent(Event):
     """Gaussian noise of std ``noise_multiplier * C`` on a query of L2 contribution bound ``C``."""
 
@@ -195,7 +198,7 @@ class GaussianEvent(Event):
     noise_multiplier: float = attrs.field(validator=positive_finite, converter=to_float)
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class LaplaceEvent(Event):
     """Laplace noise of scale ``noise_multiplier * C`` on a query of L1 contribution bound ``C``."""
 
@@ -203,7 +206,7 @@ class LaplaceEvent(Event):
     noise_multiplier: float = attrs.field(validator=positive_finite, converter=to_float)
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class PureDPEvent(Event):
     """A black-box epsilon-DP release (w.r.t. the source's row-level relation)."""
 
@@ -211,7 +214,7 @@ class PureDPEvent(Event):
     epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class TabulatedProfileEvent(Event):
     """A mechanism known by its certified privacy profile, tabulated on an epsilon grid.
 
@@ -291,7 +294,7 @@ class TabulatedProfileEvent(Event):
         )
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class TabulatedRDPEvent(Event):
     """A mechanism known by a Renyi-DP curve, tabulated at orders above 1.
 
@@ -317,7 +320,7 @@ class TabulatedRDPEvent(Event):
         )
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class ApproxDPEvent(Event):
     """A black-box (epsilon, delta)-DP release (w.r.t. the source's row-level relation)."""
 
@@ -326,7 +329,7 @@ class ApproxDPEvent(Event):
     delta: float = attrs.field(validator=delta_closed_open, converter=to_float)
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class RandomizedResponseEvent(Event):
     """k-ary randomized response: report the true bucket w.p. e^eps/(e^eps + k - 1)."""
 
@@ -341,7 +344,7 @@ class RandomizedResponseEvent(Event):
             )
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class ExponentialMechanismEvent(Event):
     """An exponential-mechanism release whose privacy loss spans at most ``epsilon`` under the
     source's relation (``epsilon``-bounded range, Durfee and Rogers 2019; it implies
@@ -358,7 +361,7 @@ class ExponentialMechanismEvent(Event):
     epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class ReportNoisyMaxEvent(Event):
     """Report-noisy-max (Gumbel or Laplace noise), ``epsilon``-DP under the source's relation
     (booked like :class:`ExponentialMechanismEvent`)."""
@@ -367,7 +370,7 @@ class ReportNoisyMaxEvent(Event):
     epsilon: float = attrs.field(validator=nonnegative_finite, converter=to_float)
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class PartitionSelectionEvent(Event):
     """The release of the partition keys whose user count passes a noisy threshold, each user
     holding at most ``max_partitions`` keys; ``(epsilon, delta)`` is the budget of the whole
@@ -393,7 +396,7 @@ def _event_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any)
     check_nesting(attribute.name, (value,))
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class PoissonSampledEvent(Event):
     """Each record is included independently with probability ``sampling_probability``."""
 
@@ -405,7 +408,7 @@ class PoissonSampledEvent(Event):
         return (self.event,)
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class SampledWithoutReplacementEvent(Event):
     """A uniformly random batch of exactly ``sample_size`` of ``source_size`` records."""
 
@@ -437,7 +440,7 @@ SHUFFLED_NEEDS_REPLACE_ONE = (
 )
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class ShuffledBatchesEvent(Event):
     """One epoch of shuffle-and-partition: the ``source_size`` records are shuffled uniformly
     at random and cut into consecutive batches of ``batch_size`` (the last one holds the
@@ -482,7 +485,7 @@ ALLOCATION_NEEDS_ADD_REMOVE = (
 )
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class RandomAllocationEvent(Event):
     """One epoch of random allocation (balls-in-bins): each record is allocated to
     ``num_selected`` of ``num_steps`` steps chosen uniformly at random, independently of the
@@ -522,7 +525,7 @@ class RandomAllocationEvent(Event):
         return (self.event,)
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class SelfComposedEvent(Event):
     """``count`` independent repetitions of ``event``."""
 
@@ -560,7 +563,7 @@ def _events_validator(instance: Any, attribute: attrs.Attribute[Any], value: Any
     check_nesting(attribute.name, value)
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class ComposedEvent(Event):
     """Sequential (possibly heterogeneous) composition of ``events``."""
 

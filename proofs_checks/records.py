@@ -265,7 +265,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.representatives.split",
         status="contrib",
         proof="proofs_checks/representatives/proof.md",
-        source_sha256="273c176d358683956bfcf481dd535332049f62bebec7616e7afc5b941b16c3b2",
+        source_sha256="d9bc3329702fc007cce79a8c557e9a6c6ff7a6aaef465cbe85022a55b5d5d1a2",
     ),
     ProofRecord(
         target="dpledger.accountant.representatives.build",
@@ -328,7 +328,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_hits.hit_count",
         status="contrib",
         proof="proofs_checks/pld_hit_count/proof.md",
-        source_sha256="e4208b845e25e3decb3d6526cff8482d42851efbe098ab468d108b2d1c960374",
+        source_sha256="50c55d852abac16247470ce217720ee56d2bb60a3fb917b793c391c1782af7e6",
     ),
     ProofRecord(
         target="dpledger.accountant.exact_lower.pure_plus_one_delta_lower",
