@@ -30,6 +30,8 @@ SPECIAL_REL = 1e-12
 #: t beyond which the first term is below the smallest double (δ = 0 to machine precision)
 T_MAX = 40.0
 _SQRT2 = math.sqrt(2.0)
+#: the smallest positive double: an upper bound of a positive δ below it
+_SMALLEST = math.ulp(0.0)
 
 
 def _terms(t: float, mu: float) -> tuple[float, float, float]:
@@ -40,12 +42,22 @@ def _terms(t: float, mu: float) -> tuple[float, float, float]:
 
 
 def _delta_upper(t: float, mu: float) -> float:
+    """An upper bound of δ at ``t``: 1 below -T_MAX (the slack, which grows with t², is not
+    charged there), the smallest positive double above T_MAX (δ is positive, below it)."""
+    if not t >= -T_MAX:
+        return 1.0
+    if t > T_MAX:
+        return _SMALLEST
     first, second, rel = _terms(t, mu)
-    return min(1.0, max(0.0, first * (1 + rel) - second * (1 - rel)))
+    return min(1.0, max(_SMALLEST, first * (1 + rel) - second * (1 - rel)))
 
 
 def _delta_lower(t: float, mu: float) -> float:
-    first, second, rel = _terms(t, mu)
+    """A lower bound of δ at ``t``: δ is non-increasing in ``t`` at a fixed μ, so below -T_MAX
+    its value at -T_MAX; 0 above T_MAX."""
+    if t > T_MAX:
+        return 0.0
+    first, second, rel = _terms(max(t, -T_MAX), mu)
     return max(0.0, first * (1 - rel) - second * (1 + rel))
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpledger.accountant.gaussian_extreme import gaussian_epsilon_extreme
+from dpledger.accountant.gaussian_extreme import gaussian_delta_extreme, gaussian_epsilon_extreme
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import GaussianEvent, SelfComposedEvent
@@ -53,3 +53,34 @@ def test_huge_gaussian_compositions_are_bracketed_exactly(count: int) -> None:
     assert bound.method == "closed_form"
     assert bound.epsilon_lower <= exact <= bound.epsilon
     assert (bound.epsilon - bound.epsilon_lower) / exact < 1e-12
+
+
+def _tail(x: float) -> mp.mpf:
+    """Mills' bound Phi(-x) <= phi(x) / x for x > 0, at 80 digits (mpmath's erfc fails beyond
+    ~1e154)."""
+    with mp.workdps(80):
+        z = mp.mpf(x)
+        return mp.exp(-z * z / 2) / (z * mp.sqrt(2 * mp.pi))
+
+
+@pytest.mark.parametrize("sigma", [1e-300, 1e-200, 1e-155])
+@pytest.mark.parametrize("epsilon", [-1.0, 0.0, 1.0, 100.0])
+def test_delta_of_a_vanishing_noise_is_one(sigma: float, epsilon: float) -> None:
+    """mu = 1/sigma beyond 1e154: t = eps/mu - mu/2 is far below -40 and the slack, which grows
+    with t^2, was infinite, its product with a zero term NaN, and the upper delta read 0. The
+    truth Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu) lies within Mills' bounds of 1."""
+    mu = 1.0 / sigma
+    bound = account(GaussianEvent(sigma), Adjacency(), epsilon=epsilon).bound
+    with mp.workdps(80):
+        below = 1 - _tail(mu / 2 - epsilon / mu) - mp.exp(epsilon) * _tail(mu / 2 + epsilon / mu)
+    assert bound.delta == 1.0
+    assert 1 - 1e-8 < bound.delta_lower <= below
+
+
+@pytest.mark.parametrize(("mu", "epsilon"), [(1e100, 1e303), (1e10, 1e30), (1e3, 1e7)])
+def test_delta_far_in_the_tail_is_positive(mu: float, epsilon: float) -> None:
+    """t far above 40: the delta is positive but below Mills' bound on Phi(-t), itself below
+    the smallest double; the upper bound is that smallest double, not 0."""
+    upper, lower = gaussian_delta_extreme(mu, mu, epsilon)
+    assert _tail(epsilon / mu - mu / 2) < 5e-324
+    assert lower == 0.0 and upper == 5e-324
