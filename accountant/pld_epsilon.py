@@ -21,7 +21,7 @@ from dpledger.accountant.pld_compositions import (
     Compositions,
 )
 from dpledger.accountant.pld_prepared import Prepared
-from dpledger.accountant.pld_read import epsilon_for, lower_shift
+from dpledger.accountant.pld_read import epsilon_for, lower_eta, lower_shift
 from dpledger.accountant.pld_split import cuts_tails
 from dpledger.accountant.pld_tilt import THETAS, chernoff_epsilon, log_mgf_total, tilt_for_delta
 
@@ -317,7 +317,7 @@ class EpsilonSearch:
         which lower-bound compositions are made depends on it."""
         up = self.cache.composed(prep, name, tilt, delta)
         assert up is not None
-        return goal * self.goal - lower_shift(up, delta * 1e-3)
+        return goal * self.goal - lower_shift(up, lower_eta(delta))
 
     def _split_bracket(
         self, prep: Prepared, name: str, delta: float, best_up: float, best_lo: float
@@ -365,7 +365,7 @@ def _short_tilt(
         width = b - a + 2 * h
         y = max(x + width, b)
         exponent = log_mgf_total(coarse, gentler + THETAS) - gentler * x - THETAS * y
-        if float(np.min(exponent)) <= math.log(SHORT_WRAP_SHARE * delta):
+        if float(np.min(exponent)) <= math.log(SHORT_WRAP_SHARE) + math.log(delta):
             return gentler, h, (a, b)
     return None
 

@@ -38,6 +38,7 @@ __all__ = [
     "excess_mass",
     "floored_lower",
     "infinity_lower",
+    "lower_eta",
     "lower_shift",
     "rounding_bias",
     "wrap_above",
@@ -264,6 +265,12 @@ def _solve(losses: Array, i: int, a: Array, b: Array, extra: float, delta: float
     return min(max(eps, float(losses[i - 1])), float(losses[i]))
 
 
+def lower_eta(delta: float) -> float:
+    """The probability a lower epsilon bound at ``delta`` gives up (:func:`lower_shift`):
+    ``delta / 1000``, at least the smallest positive double (it underflows below ~5e-321)."""
+    return max(delta * 1e-3, math.ulp(0.0))
+
+
 def epsilon_for(pld: ComposedPLD, delta: float, *, upper: bool) -> float:
     """Upper: smallest eps >= 0 with delta_upper(eps) <= delta.
 
@@ -281,7 +288,7 @@ def epsilon_for(pld: ComposedPLD, delta: float, *, upper: bool) -> float:
         eps = _below_window(pld, extra, delta) if i == 0 else _solve(losses, i, a, b, extra, delta)
         eps = eps + 1e-12 * (1.0 + abs(eps))
         return max(0.0, float(np.nextafter(eps, math.inf)))
-    eta = delta * 1e-3
+    eta = lower_eta(delta)
     shift = lower_shift(pld, eta)
     shifted = losses - shift
     base = infinity_lower(pld) - _lower_extra(pld, eta)

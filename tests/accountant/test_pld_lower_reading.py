@@ -5,6 +5,7 @@ bounds")."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,7 @@ from dpledger.accountant.rdp import RDPAccountant
 from dpledger.core.events import (
     ComposedEvent,
     GaussianEvent,
+    LaplaceEvent,
     PoissonSampledEvent,
     PureDPEvent,
     SelfComposedEvent,
@@ -107,3 +109,16 @@ def test_dominated_lower_reading_never_exceeds_the_exact_composition(law, count,
         above = losses > eps
         truth = float(np.sum(exact[above] * -np.expm1(eps - losses[above])))
         assert delta_at(comp, float(eps), upper=False) <= truth * (1 + 1e-9) + 1e-300
+
+
+@pytest.mark.parametrize("delta", [1e-320, 5e-324])
+def test_epsilon_at_a_subnormal_delta_is_bracketed(delta: float) -> None:
+    """delta / 1000, the probability the lower bound gives up, underflowed to 0 below ~5e-321
+    (its Hoeffding shift divided by it): the PLD accountant now brackets these levels, the
+    pure cap of ten Laplace releases included (exact epsilon 10 at any delta)."""
+    pure = PLDAccountant().compose(SelfComposedEvent(LaplaceEvent(1.0), 10)).get_epsilon(delta)
+    assert pure.epsilon_lower <= 10.0 <= pure.epsilon <= 10.0 * (1 + 1e-9)
+    sampled = SelfComposedEvent(PoissonSampledEvent(0.01, GaussianEvent(1.0)), 100)
+    bound = PLDAccountant().compose(sampled).get_epsilon(delta)
+    rdp = RDPAccountant().compose(sampled).get_epsilon(delta)
+    assert bound.epsilon_lower <= rdp.epsilon <= bound.epsilon
