@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -111,6 +112,9 @@ class _Pure:
     kind: str  # "rr" (worst case = binary RR), "laplace", "rr_k" (k-ary RR), "br" (bounded
     # range: the exponential mechanism), "opaque"
     buckets: int = 2
+    #: the epsilon exactly where ``eps`` is rounded (a Laplace leaf's sensitivity over its
+    #: noise multiplier): basic composition sums it exactly and rounds up
+    exact: Fraction | None = None
 
 
 @attrs.frozen
@@ -204,7 +208,10 @@ class ClosedFormAccountant(Accountant):
                 else:
                     eps = _pure_eps(leaf, s)
                     if eps > 0:
-                        pure.append(_Pure(eps, n, *_pure_kind(leaf)))
+                        exact = None
+                        if isinstance(leaf, LaplaceEvent):
+                            exact = Fraction(s) / Fraction(leaf.noise_multiplier)
+                        pure.append(_Pure(eps, n, *_pure_kind(leaf), exact=exact))
         fail = (0.0, 0.0)
         if log_keep:
             total = math.fsum(log_keep)
@@ -245,7 +252,9 @@ class ClosedFormAccountant(Accountant):
         if single is not None:
             return single
         eps_max = max(p.eps for p in pure) * (1 + 4 * U)
-        basic = basic_composition_epsilon((p.count, p.eps) for p in pure)
+        basic = basic_composition_epsilon(
+            (p.count, p.eps if p.exact is None else p.exact) for p in pure
+        )
         identical = len({p.eps for p in pure}) == 1
         exact_kov = total <= KOV_MAX_COUNT
         tail = _hoeffding(pure) if not exact_kov else KOVProfile(eps_max, total).upper

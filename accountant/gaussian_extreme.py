@@ -49,7 +49,10 @@ def _delta_upper(t: float, mu: float) -> float:
     if t > T_MAX:
         return _SMALLEST
     first, second, rel = _terms(t, mu)
-    return min(1.0, max(_SMALLEST, first * (1 + rel) - second * (1 - rel)))
+    value = first * (1 + rel) - second * (1 - rel)
+    if math.isnan(value):  # e.g. an underflowed e^{-t^2/2} times an overflowed erfcx
+        return 1.0
+    return min(1.0, max(_SMALLEST, value))
 
 
 def _delta_lower(t: float, mu: float) -> float:
@@ -58,7 +61,8 @@ def _delta_lower(t: float, mu: float) -> float:
     if t > T_MAX:
         return 0.0
     first, second, rel = _terms(max(t, -T_MAX), mu)
-    return max(0.0, first * (1 - rel) - second * (1 + rel))
+    value = first * (1 - rel) - second * (1 + rel)
+    return 0.0 if math.isnan(value) else max(0.0, value)
 
 
 def _t_min(mu: float) -> float:

@@ -84,3 +84,10 @@ def test_delta_far_in_the_tail_is_positive(mu: float, epsilon: float) -> None:
     upper, lower = gaussian_delta_extreme(mu, mu, epsilon)
     assert _tail(epsilon / mu - mu / 2) < 5e-324
     assert lower == 0.0 and upper == 5e-324
+
+
+def test_a_nan_term_reads_as_no_information() -> None:
+    """At mu = 1 and t = -39.5, e^{-t^2/2} underflows while erfcx overflows: their product is
+    NaN, read as 1 (upper) and 0 (lower), not as a number (the truth is about 1)."""
+    upper, lower = gaussian_delta_extreme(1.0, 1.0, -39.0)
+    assert (upper, lower) == (1.0, 0.0)
