@@ -9,17 +9,13 @@ from operator import itemgetter
 from dpledger.accountant.pld_components import MAX_COMPONENTS, MAX_DISTINCT_COMPONENTS
 from dpledger.accountant.representatives import is_rounded
 from dpledger.core.events import (
-    ApproxDPEvent,
     Event,
-    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
     PoissonSampledEvent,
-    PureDPEvent,
     RandomAllocationEvent,
     RandomizedResponseEvent,
-    ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
     ShuffledBatchesEvent,
     flatten,
@@ -81,20 +77,6 @@ def _parameter_reason(leaf: Event, factor: float) -> str | None:
     return None
 
 
-#: classes whose leaves are rounded to representatives by their exact type alone
-_ROUNDED_TYPES: frozenset[type[Event]] = frozenset(
-    {
-        ApproxDPEvent,
-        ExponentialMechanismEvent,
-        GaussianEvent,
-        LaplaceEvent,
-        PureDPEvent,
-        RandomizedResponseEvent,
-        ReportNoisyMaxEvent,
-    }
-)
-
-
 def _extent_reason(
     leaves: list[tuple[Event, int]],
     ledger: Sequence[tuple[Event, int]],
@@ -116,7 +98,7 @@ def _extent_reason(
     distinct = set(events)
     if len(distinct) > limit:
         # the roundable kinds fit any number of components (coarser cells); the others do not
-        fixed = [e for e in distinct if type(e) not in _ROUNDED_TYPES and not is_rounded(e)]
+        fixed = [e for e in distinct if not is_rounded(e)]
         if len(fixed) > MAX_COMPONENTS:
             kinds = sorted({e.kind for e in fixed})
             return (

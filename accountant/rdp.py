@@ -276,14 +276,10 @@ class RDPAccountant(Accountant):
         merged = dict(self._merged())
         sampled: dict[Event, float] = {}
         for e in merged:
-            if type(e) is PoissonSampledEvent and type(e.event) is GaussianEvent:
-                mu: float | Event = 1.0 / e.event.noise_multiplier  # (effective_gaussian_mu)
-            elif isinstance(e, PoissonSampledEvent):
+            if isinstance(e, PoissonSampledEvent):
                 mu = effective_gaussian_mu(e.event)
-            else:
-                continue
-            if isinstance(mu, float) and 0.0 < mu < math.inf:  # (_groupable)
-                sampled[e] = mu
+                if isinstance(mu, float) and _groupable(mu):
+                    sampled[e] = mu
         merged = self._grouped_others(merged, set(sampled))
         if len(sampled) <= MAX_DISTINCT_SAMPLED:
             return merged

@@ -105,7 +105,15 @@ def split(event: Event) -> Split | None:
 
 #: kinds rounded to representatives by their type alone, plain or Poisson-sampled
 _PLAIN_ROUNDED = frozenset(
-    {GaussianEvent, LaplaceEvent, PureDPEvent, ApproxDPEvent, RandomizedResponseEvent}
+    {
+        GaussianEvent,
+        LaplaceEvent,
+        PureDPEvent,
+        ApproxDPEvent,
+        RandomizedResponseEvent,
+        ExponentialMechanismEvent,
+        ReportNoisyMaxEvent,
+    }
 )
 
 
