@@ -22,7 +22,6 @@ from dpledger.accountant.threads import one_blas_thread
 
 __all__ = [
     "MGF_BLOCK_SPAN",
-    "MGF_DIRECT_WORK",
     "MGF_FLOOR",
     "MGF_MEMO_SIZE",
     "MGF_MIN_BLOCK",
@@ -50,7 +49,7 @@ def _log_mgf(pld: DiscretePLD, lam: Array) -> Array:
     key = lam.tobytes()
     known = pld.mgf_memo.get(key)
     if known is None:
-        known = _log_mgf_blocked(pld, lam)
+        known = _log_mgf_split(pld, lam)
         if len(pld.mgf_memo) < MGF_MEMO_SIZE:
             pld.mgf_memo[key] = known
     return known.copy()
@@ -60,23 +59,11 @@ def _log_mgf(pld: DiscretePLD, lam: Array) -> Array:
 MGF_MEMO_SIZE = 64
 
 
-def _log_mgf_blocked(pld: DiscretePLD, lam: Array) -> Array:
-    """:func:`_log_mgf`, computed (in blocks unless they would be short or the sum small)."""
-    masses = pld.masses
-    if not (masses > 0).any():
-        return np.full(lam.shape, -np.inf)
-    n = masses.size
-    block = _block(math.isqrt(n) + 1, float(np.max(np.abs(lam))) * pld.h)
-    if block < MGF_MIN_BLOCK or n * lam.size < MGF_DIRECT_WORK:
-        return _log_mgf_direct(pld, lam)
-    return _log_mgf_rows(pld, lam, block)
-
-
 def _log_mgf_split(pld: DiscretePLD, lam: Array) -> Array:
-    """:func:`_log_mgf_blocked` with the exponents that allow blocks of at least
-    MGF_MIN_BLOCK points summed in blocks even when others do not (those term by term), and
-    blocks from MGF_SPLIT_WORK terms on: the same error bound per value, at a fraction of the
-    exponentials."""
+    """:func:`_log_mgf`, computed: the exponents that allow blocks of at least MGF_MIN_BLOCK
+    points summed in blocks (:func:`_log_mgf_rows`) even when others do not (those term by
+    term, :func:`_log_mgf_direct`), and blocks from MGF_SPLIT_WORK terms on: the same error
+    bound per value, at a fraction of the exponentials."""
     masses = pld.masses
     if not (masses > 0).any():
         return np.full(lam.shape, -np.inf)
@@ -144,16 +131,12 @@ def _log_mgf_direct(pld: DiscretePLD, lam: Array) -> Array:
     return out
 
 
-#: below this many terms the direct sum is cheaper than the blocks' set-up
-MGF_DIRECT_WORK = 1 << 18
-
-
-#: the same for :func:`log_mgf_bound_total` (measured: blocks of 16 points and more win from
-#: about 1e4 terms on)
+#: below this many terms the direct sum is cheaper than the blocks' set-up (measured: blocks of
+#: 16 points and more win from about 1e4 terms on)
 MGF_SPLIT_WORK = 1 << 14
 
 
-#: shortest block of :func:`_log_mgf_blocked` (steeper exponents are summed term by term)
+#: shortest block of :func:`_log_mgf_rows` (steeper exponents are summed term by term)
 MGF_MIN_BLOCK = 16
 
 
@@ -179,10 +162,8 @@ def log_mgf_total(plds: Sequence[tuple[DiscretePLD, int]], lam: Array) -> Array:
 
 def log_mgf_bound_total(plds: Sequence[tuple[DiscretePLD, int]], lam: Array) -> Array:
     """:func:`log_mgf_total` for Chernoff bounds on a composition's own masses, which round
-    their exponents up far beyond the sums' error: each value summed the fastest way within
-    the same error bound (:func:`_log_mgf_split`), not memoised. The values that choose tilts,
-    windows and grids come from :func:`log_mgf_total` alone (they decide the grid, and so the
-    bounds, to the last bit)."""
+    their exponents up far beyond the sums' error: the same sums (:func:`_log_mgf_split`),
+    not memoised (each tilt vector is asked once)."""
     out = np.zeros(lam.shape, dtype=np.float64)
     for pld, count in plds:
         out += count * _log_mgf_split(pld, np.asarray(lam, dtype=np.float64))

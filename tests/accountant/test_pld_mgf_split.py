@@ -16,7 +16,6 @@ from dpledger.accountant.pld_tilt import (
     MGF_MIN_BLOCK,
     THETAS,
     _chernoff_upper,
-    _log_mgf_blocked,
     _log_mgf_split,
     log_mgf_bound_total,
     log_mgf_total,
@@ -70,12 +69,13 @@ def test_split_log_mgf_sums_gentle_exponents_in_blocks_beside_steep_ones() -> No
     np.testing.assert_allclose(got, _reference(pld, lam).astype(float), rtol=1e-12, atol=1e-12)
 
 
-def test_the_values_that_choose_tilts_and_windows_keep_their_summation() -> None:
-    # log_mgf_total decides grids, and through them every bound to the last bit: it keeps the
-    # blocked-or-direct summation of the memoised values
+def test_the_values_that_choose_tilts_and_windows_are_the_split_sums() -> None:
+    # log_mgf_total decides grids, and through them every bound to the last bit: its memoised
+    # values are the split sums (blocks wherever the exponents allow them), deterministically
     for pld in _plds():
         memoised = log_mgf_total([(pld, 1)], THETAS)
-        np.testing.assert_array_equal(memoised, _log_mgf_blocked(pld, THETAS))
+        np.testing.assert_array_equal(memoised, _log_mgf_split(pld, THETAS))
+        np.testing.assert_array_equal(log_mgf_total([(pld, 1)], THETAS), memoised)
 
 
 def test_bound_total_is_the_count_weighted_sum_and_empty_masses_give_minus_infinity() -> None:

@@ -33,9 +33,10 @@ def test_a_coarse_pass_within_the_pass_target_ends_the_query() -> None:
     assert bound.epsilon - bound.epsilon_lower <= PASS_TARGET * bound.epsilon
     # inside the bracket of the finer pass made before (0.234957, 0.235514), and tighter than
     # dp-accounting's PLD at h = 1e-4 (0.246894)
-    # measured, to 1e-7 relative (the last digits move with numpy's and scipy's versions)
-    assert bound.epsilon_lower == pytest.approx(0.23470294038646247, rel=1e-7)
-    assert bound.epsilon == pytest.approx(0.23568677045594846, rel=1e-7)
+    # measured, to 1e-6 relative (the last digits move with numpy's and scipy's versions and
+    # with the summation of the log-MGFs that place the window)
+    assert bound.epsilon_lower == pytest.approx(0.23470296455694495, rel=1e-6)
+    assert bound.epsilon == pytest.approx(0.23568677045594846, rel=1e-6)
     assert bound.epsilon_lower <= 0.234957 and bound.epsilon >= 0.235514
     assert bound.epsilon <= 0.246894
 
