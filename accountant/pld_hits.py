@@ -61,6 +61,8 @@ SPECIAL_REL = 1e-12
 SHIFT_REL = 1e-12
 #: the Gaussian term is 0 to double precision beyond this t
 T_MAX = 40.0
+#: t^2 beyond this reads as this in the special functions' slack (still far above 1 / SPECIAL_REL)
+_MAX_SQUARE = 1e300
 _SQRT2 = math.sqrt(2.0)
 
 
@@ -129,7 +131,9 @@ def _gauss_terms(t: Array, mu: Array) -> tuple[Array, Array, Array]:
     first = 0.5 * special.erfc(t / _SQRT2)
     with np.errstate(under="ignore", over="ignore"):
         second = 0.5 * np.exp(-0.5 * t * t) * special.erfcx((mu + t) / _SQRT2)
-    return first, second, SPECIAL_REL * (1.0 + t * t)
+        # capped: an infinite slack times a zero term would read NaN, not "no information"
+        slack = SPECIAL_REL * (1.0 + np.minimum(t * t, _MAX_SQUARE))
+    return first, second, slack
 
 
 class HitCount:

@@ -188,3 +188,17 @@ def test_heavy_hits_against_dp_accounting() -> None:
         bound = _accountant(HEAVY).get_epsilon(delta)
         assert bound.epsilon_lower <= reference
         assert bound.epsilon >= 0.99 * reference
+
+
+def test_a_vanishing_noise_reads_no_information_not_nan() -> None:
+    """mu beyond ~1e154 squares t to infinity: the special functions' slack is capped, so the
+    per-hit profile reads 1 (upper) and 0 (lower), never NaN."""
+    hits = HitCount(0.5, 1e160, 1)
+    k, m = np.array([1.0]), np.array([math.log(0.5)])
+    for eps in (1.0, 1e150, -1e170):
+        upper = hits._gauss(eps, k, m, upper=True)
+        lower = hits._gauss(eps, k, m, upper=False)
+        assert not np.isnan(upper).any() and not np.isnan(lower).any()
+        assert np.all((lower >= 0.0) & (lower <= upper) & (upper <= 1.0))
+    found = hits.remove_delta(1.0, 1e-10)
+    assert found is not None and not math.isnan(found[1]) and found[1] <= found[0]
