@@ -58,6 +58,9 @@ DEFAULT_BUDGET = Budget(seconds=0.5, memory_bytes=1 << 30)
 #: TIGHT_BRACKET: where PLD declines, or leaves the closed form alone, or is looser, they run
 CHEAP_DISTINCT_LEAVES = 64
 TIGHT_BRACKET = 1.01
+#: the same for a delta bracket: delta falls steeply in epsilon (a bracket of 0.5 % in epsilon
+#: is several per cent in delta), and the cross-checks' delta comes from a looser epsilon
+TIGHT_DELTA_BRACKET = 1.1
 #: a certified bracket this narrow (relative) is exact: the backends after it in default mode
 #: certify their upper bound only (a lower bound of theirs could raise the reported one by no
 #: more than this, and refining it is what costs them time)
@@ -315,20 +318,23 @@ def _expensive(
         return None  # PLD declined or left a loose bracket: the cross-check may narrow it
     distinct = len({leaf for leaf, _ in flatten(event)})
     if distinct > CHEAP_DISTINCT_LEAVES:
+        tight = TIGHT_BRACKET if isinstance(candidates[0], EpsilonBound) else TIGHT_DELTA_BRACKET
         return (
             f"skipped: {distinct} distinct releases exceed the default cross-check size "
             f"({CHEAP_DISTINCT_LEAVES}) and the PLD bracket is within "
-            f"{TIGHT_BRACKET - 1:.0%}; run with crosscheck=True"
+            f"{tight - 1:.0%}; run with crosscheck=True"
         )
     return None
 
 
 def _tight(candidates: Sequence[EpsilonBound | DeltaBound]) -> bool:
-    """Whether the PLD backend gave a bracket within TIGHT_BRACKET (a cross-check, which
-    certifies no lower bound, could then lower the upper bound by less than that)."""
+    """Whether the PLD backend gave a bracket within TIGHT_BRACKET (an epsilon) or
+    TIGHT_DELTA_BRACKET (a delta): a cross-check, which certifies no lower bound, could then
+    lower the upper bound by less than that."""
     for c in candidates:
         if c.method == "pld" and math.isfinite(_upper(c)):
-            return _upper(c) <= TIGHT_BRACKET * _lower(c)
+            tight = TIGHT_BRACKET if isinstance(c, EpsilonBound) else TIGHT_DELTA_BRACKET
+            return _upper(c) <= tight * _lower(c)
     return False
 
 
