@@ -94,6 +94,11 @@ class DiscretePLD:
     h: float
     #: the masses are at most those of a pair the mechanism dominates (:func:`discretise_lower`)
     dominated: bool = False
+    #: a chord's (not dominated) relative excess for lower bounds: its finite part's curve at
+    #: every grid point is at most ``1 + excess`` times the true curve plus ``slack``, and its
+    #: finite mass at most ``1 + excess`` (:func:`_chord_excess`)
+    excess: float = LOWER_DEFLATION
+    slack: float = 0.0
     #: log-MGF values already computed, by the bytes of the tilts (the masses never change)
     mgf_memo: dict[bytes, Array] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
@@ -124,16 +129,18 @@ def discretise(profile: Profile, h: float) -> DiscretePLD:
     # for every epsilon, which would dominate queries at delta ~ 1e-15)
     d = np.minimum(1.0, d * (1 + CHORD_RAISE))
     if eps[-1] <= EXTENDED_ABOVE:
-        p_mass, _ = _chord_masses(profile, eps, d, h)
+        p_mass, _, excess_c = _chord_masses(profile, eps, d, h)
     else:
         # x = e^eps in extended precision; the check reads the stored P-masses
-        p_ext, _ = _chord_masses(profile, eps, d, h, np.longdouble)
+        p_ext, _, excess_c = _chord_masses(profile, eps, d, h, np.longdouble)
         p_mass = np.asarray(p_ext, dtype=np.float64)
     inf_mass = float(d[-1])
-    deficit = _chord_deficit(eps, checked, p_mass, h, inf_mass)
+    stored = _stored_curve(p_mass, h)
+    deficit = _chord_deficit(eps, checked, stored, inf_mass)
     if deficit > 0:
         inf_mass += deficit
-    return DiscretePLD(j_lo, p_mass, min(inf_mass, 1.0), h)
+    rho, slack = _chord_excess(eps, checked, excess_c, stored)
+    return DiscretePLD(j_lo, p_mass, min(inf_mass, 1.0), h, excess=rho, slack=slack)
 
 
 def _curve_read(profile: Profile, eps: Array) -> Array:
@@ -152,10 +159,12 @@ def _curve_read(profile: Profile, eps: Array) -> Array:
 
 def _chord_masses(
     profile: Profile, eps: Array, d: Array, h: float, dtype: type[np.floating[Any]] = np.float64
-) -> tuple[NDArray[Any], NDArray[Any]]:
-    """(P-masses, Q-masses) of the chord through ``d`` at ``eps`` (linear in x = e^eps, of type
-    ``dtype``); ``d`` is raised in place below zero where the excess curve gives a higher value.
-    With two or more negative points, ``d`` is read from the last of them on only."""
+) -> tuple[NDArray[Any], NDArray[Any], Array | None]:
+    """(P-masses, Q-masses, excess values) of the chord through ``d`` at ``eps`` (linear in
+    x = e^eps, of type ``dtype``); ``d`` is raised in place below zero where the excess curve
+    gives a higher value. With two or more negative points, ``d`` is read from the last of them
+    on only, and the masses below it come from the excess curve, whose values at the negative
+    points (made non-decreasing and raised) are returned (None otherwise)."""
     x = np.exp(eps.astype(dtype))
     # the steps as x e^h - x, not differences of rounded exponentials (near x = 1 those err by
     # about 2u / h relative, beyond CHORD_RAISE on fine grids)
@@ -179,37 +188,81 @@ def _chord_masses(
         cs[k] = 1.0 - slopes[k]
         q_mass[:k] = cs[1:] - cs[:-1]
         d[:k] = np.maximum(d[:k], -np.expm1(eps[:k]) + c)
+        q_mass = np.maximum(q_mass, 0.0)
+        return x * q_mass, q_mass, np.asarray(c, dtype=np.float64)
     q_mass = np.maximum(q_mass, 0.0)
-    return x * q_mass, q_mass
+    return x * q_mass, q_mass, None
 
 
-def _chord_deficit(eps: Array, checked: Array, p_mass: Array, h: float, inf_mass: float) -> float:
-    """How far the chord falls below the curve it must dominate, on the grid points eps >= 0.
+#: the stored finite curve at every grid point, its finite mass, and the relative error count
+#: of both (:func:`_stored_curve`)
+_Stored = tuple[NDArray[np.longdouble], NDArray[np.longdouble], float]
 
-    The chord is the curve of the stored pair (P-masses ``p_j`` at the grid losses ``j h``, and
-    the mass at infinity): ``inf + S_i`` with ``S_i = sum_{j > i} p_j (1 - e^{-(j - i) h})``. It
-    is summed without cancellation, as ``S_i = (1 - e^{-h}) sum_{l >= i} e^{-(l - i) h} P_l``
-    with ``P_l = sum_{j > l} p_j`` (all terms non-negative), in extended precision, so its
-    round-off is relative to ``S_i`` itself.
-    """
+
+def _stored_curve(p_mass: Array, h: float) -> _Stored:
+    """The curve of the stored finite P-masses ``p_j`` at the grid losses ``j h``, at every
+    grid point: ``S_i = sum_{j > i} p_j (1 - e^{-(j - i) h})``, summed without cancellation as
+    ``S_i = (1 - e^{-h}) sum_{l >= i} e^{-(l - i) h} P_l`` with ``P_l = sum_{j > l} p_j`` (all
+    terms non-negative), in extended precision, so its round-off is relative to ``S_i`` itself;
+    and the finite mass ``p_0 + P_0``. Each errs by at most ``count u_ext`` of itself."""
+    pl = p_mass.astype(np.longdouble)
+    tail_p, terms = _blocked_suffix(pl)
+    mass = np.array([pl[0] + tail_p[0]], dtype=np.longdouble)
+    chord_s, more = _discounted_suffix(tail_p, h)
+    return chord_s, mass, (terms + more + 8) * float(np.finfo(np.longdouble).eps)
+
+
+def _chord_deficit(eps: Array, checked: Array, stored: _Stored, inf_mass: float) -> float:
+    """How far the chord falls below the curve it must dominate, on the grid points eps >= 0:
+    the chord is the curve of the stored pair, ``inf + S_i`` (:func:`_stored_curve`)."""
     nonneg = eps >= 0
     if not nonneg.any():
         return 0.0
     k0 = int(np.argmax(nonneg))
-    pl = p_mass[k0:].astype(np.longdouble)
-    tail_p, terms = _blocked_suffix(pl)
-    chord_s, more = _discounted_suffix(tail_p, h)
-    chord = np.add(chord_s, inf_mass, out=chord_s)  # chord_s is not read again
-    # each S_i is a sum of non-negative rounded terms: its error is at most (terms + more + 8)
-    # u_ext S_i, and adding the mass at infinity rounds once more
-    count = (terms + more + 8) * np.finfo(np.longdouble).eps
-    # (checked - chord) + 2 (count chord), in place (the same operations)
+    chord_s, _, count = stored
+    chord = chord_s[k0:] + inf_mass
+    # each S_i is a sum of non-negative rounded terms: its error is at most count u_ext S_i,
+    # and adding the mass at infinity rounds once more
     gap = checked[k0:].astype(np.longdouble)
     gap -= chord
-    chord *= count  # the chord is not read again
+    chord *= count
     chord *= 2
     gap += chord
     return max(float(np.max(gap)), 0.0)
+
+
+#: a curve value whose certified lower bound is below this is covered by the chord's additive
+#: slack rather than its relative excess (near the subnormal range relative errors are large)
+CHORD_TINY = 1e-250
+
+
+def _chord_excess(
+    eps: Array, checked: Array, excess_c: Array | None, stored: _Stored
+) -> tuple[float, float]:
+    """(excess, slack) of a chord for lower bounds, measured on the stored masses: at every
+    grid point the stored finite curve (:func:`_stored_curve`, rounded up) is at most
+    ``1 + excess`` times a lower bound of the true curve where that is at least CHORD_TINY, and
+    at most ``slack`` elsewhere; the finite mass is at most ``1 + excess``. The lower bounds of
+    the true curve: the curve read, less the subnormal allowance, over ``1 + 2 REL_MARGIN`` (an
+    exact profile's readings are within REL_MARGIN of it, and the monotone envelope only takes
+    readings at larger losses); at the negative points read through the excess curve,
+    ``1 - e^eps`` plus the excess (unraised) over ``1 + 2 REL_MARGIN``. Clamped negative slope
+    differences and rounded masses can raise the stored curve above the raise of the values it
+    was built through (by up to ~1e-16 R / h^2 over a stretch of width R where the curve is
+    linear in e^eps); this measures what the mixture argument of the lower bounds needs."""
+    chord_s, mass, count = stored
+    up = 1 + count
+    shrink = (1 - 8 * U) / (1 + 2 * REL_MARGIN)
+    ref = np.maximum(checked - SUBNORMAL_SLACK, 0.0) * shrink
+    if excess_c is not None:
+        k = excess_c.size
+        ref[:k] = (-np.expm1(eps[:k]) + excess_c / (1 + CHORD_RAISE)) * shrink
+    big = ref >= CHORD_TINY
+    ratio = float(np.max(chord_s[big] * up / ref[big])) if big.any() else 0.0
+    ratio = max(ratio, float(mass[0] * up))
+    excess = max(LOWER_DEFLATION, (ratio - 1.0) * (1 + 8 * U) + 8 * U)
+    slack = float(np.max(chord_s[~big])) * (1 + 2 * count) if (~big).any() else 0.0
+    return excess, slack
 
 
 def _discounted_suffix(

@@ -23,7 +23,6 @@ from scipy import (
 )
 
 from dpledger.accountant.pld_discrete import (
-    LOWER_DEFLATION,
     MAX_FFT_LEN,
     Array,
     DiscretePLD,
@@ -100,6 +99,9 @@ class ComposedPLD:
     dominated: bool = False
     #: the compositions whose sum this is (each bounds its own wrap-around, at its own tilt)
     parts: tuple[ComposedPLD, ...] = ()
+    #: subtracted from lower bounds: the chords' additive slack, sum of count times slack
+    #: (:attr:`DiscretePLD.slack`), rounded up
+    chord_slack: float = 0.0
 
     @property
     def losses(self) -> Array:
@@ -286,7 +288,14 @@ def compose(
         wrap_thetas=tails[2],
         tilted_error=tilted_err,
         dominated=all(p_.dominated for p_, _ in plds),
+        chord_slack=_chord_slack(plds),
     )
+
+
+def _chord_slack(plds: Sequence[tuple[DiscretePLD, int]]) -> float:
+    """Sum of count times additive slack over the chords (not dominated pairs), rounded up."""
+    terms = [c * p_.slack for p_, c in plds if not p_.dominated and p_.slack > 0.0]
+    return math.fsum(terms) * (1 + 4 * U * (len(terms) + 2)) if terms else 0.0
 
 
 def _void(
@@ -332,11 +341,12 @@ def _untilted(
     tilted_losses = tilt * ((lo_idx + np.arange(n)) * h)
     log_g = big_c - tilted_losses
     rho_g = 4 * U * (product.c_abs + float(np.abs(tilted_losses).max()) + 4.0) + 8 * U * len(plds)
-    # lower bounds: each chord was built from curve values at most (1 + LOWER_DEFLATION) times
-    # the true ones; the mixture of that pair (weight 1/(1+rho)) with a lossless pair is dominated
-    # by the mechanism, and its composition has at least (1+rho)^-K times the chord's delta
-    # (pairs from :func:`discretise_lower` were deflated when they were built)
-    chords = sum(c for p_, c in plds if not p_.dominated)
+    # lower bounds: each chord's stored curve is at most (1 + rho) times the true one (plus its
+    # additive slack, subtracted when read), rho its measured excess (at least LOWER_DEFLATION)
+    # and its mass at most 1 + rho; the mixture of that pair (weight 1/(1+rho)) with a lossless
+    # pair is dominated by the mechanism, and its composition has at least prod (1+rho)^-count
+    # times the chords' delta (pairs from :func:`discretise_lower` were deflated when built)
+    chords = math.fsum(c * math.log1p(p_.excess) for p_, c in plds if not p_.dominated)
     # (in place: these arrays are the size of the window)
     upper = out + tilted_err
     lower = np.maximum(out - tilted_err, 0.0)
@@ -347,7 +357,7 @@ def _untilted(
     upper += -product.log_in_up + rho_g + 4 * U
     lower += log_g
     lower -= product.log_in_dn + rho_g + 4 * U
-    lower -= chords * math.log1p(LOWER_DEFLATION)
+    lower -= chords * (1 + 4 * U * (len(plds) + 2))
     for arr in (upper, lower):
         np.minimum(arr, 0.0, out=arr)
         np.exp(arr, out=arr)

@@ -168,7 +168,8 @@ def _lower_extra(pld: ComposedPLD, eta: float) -> float:
     below_wrap = _below_wrap(pld)
     if pld.dominated:
         return below_wrap
-    return below_wrap + eta + pld.total_count * BELOW_RANGE_MASS + 2.0 * excess_mass(pld)
+    extra = pld.total_count * BELOW_RANGE_MASS + 2.0 * excess_mass(pld) + pld.chord_slack
+    return below_wrap + eta + extra
 
 
 #: relative rounding slack of the suffix sums over n terms (per term)

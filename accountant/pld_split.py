@@ -64,9 +64,15 @@ def _cuttable(pld: DiscretePLD, start: int) -> bool:
 def split_at(pld: DiscretePLD, start: int, scale: float) -> tuple[DiscretePLD, DiscretePLD, float]:
     """(body, tail times ``scale``, tail mass rounded up) of a PLD cut at index ``start``; the
     mass at infinity stays with neither."""
-    body = DiscretePLD(pld.offset, pld.masses[:start], 0.0, pld.h, pld.dominated)
+    body = attrs.evolve(pld, masses=pld.masses[:start], inf_mass=0.0)
     tail_masses = pld.masses[start:]
-    tail = DiscretePLD(pld.offset + start, tail_masses * scale, 0.0, pld.h, pld.dominated)
+    tail = attrs.evolve(
+        pld,
+        offset=pld.offset + start,
+        masses=tail_masses * scale,
+        inf_mass=0.0,
+        slack=pld.slack * scale * (1 + 4 * U),
+    )
     mass = math.fsum(tail_masses.tolist()) * (1 + 4 * U)
     return body, tail, mass
 
@@ -168,4 +174,5 @@ def _summed(parts: Sequence[ComposedPLD], plds: Components, remainder: float) ->
         tilted_error=max(p.tilted_error for p in parts),
         dominated=all(p.dominated for p in parts),
         parts=tuple(parts),
+        chord_slack=math.fsum(p.chord_slack for p in parts) * (1 + 4 * U * m),
     )

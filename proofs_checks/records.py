@@ -113,7 +113,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_fft.compose",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="787a7611664ae7d8ce881bec78f162721fac8f08a5c98e99ba64f16c4aceeacc",
+        source_sha256="986acbc607efd34037b6eb1cdeb265ca5141672a4b6bdd7dc51f3546f1e3d7c4",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles_shuffled.shuffled_profiles",
@@ -215,7 +215,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_fft._untilted",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="a41f9d2f3a8ecf326b482b33264ca98c74db4484ed76f86c21ee47e3fb36eab5",
+        source_sha256="90de842bac76ff3cf3fb894187ac5d5b173996605a7f4d4fbe13649aaca5a20b",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_fft._void",

@@ -63,7 +63,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_read._lower_extra",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="81081d7a324d1ae9a7338a66229d3de2e4213135a7f60eb5f8fe17c2322dda07",
+        source_sha256="1d9f83e9ce1186e3ce7b488a2e1fa808bb636261fe98ee76e8ea71c5f5b825bf",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_read.wrap_above",
