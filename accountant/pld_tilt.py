@@ -13,6 +13,7 @@ from collections.abc import (
 )
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dpledger.accountant.pld_discrete import (
     Array,
@@ -270,7 +271,7 @@ class _Stack:
         return out
 
 
-def _segment_logsumexp(logs: Array, owner: Array) -> Array:
+def _segment_logsumexp(logs: Array, owner: NDArray[np.intp]) -> Array:
     """log sum exp of the rows of ``logs`` by ``owner`` (non-decreasing, every owner from 0
     on present), one row per owner."""
     bounds = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
