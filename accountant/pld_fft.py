@@ -341,11 +341,12 @@ def _untilted(
     tilted_losses = tilt * ((lo_idx + np.arange(n)) * h)
     log_g = big_c - tilted_losses
     rho_g = 4 * U * (product.c_abs + float(np.abs(tilted_losses).max()) + 4.0) + 8 * U * len(plds)
-    # lower bounds: each chord's stored curve is at most (1 + rho) times the true one (plus its
-    # additive slack, subtracted when read), rho its measured excess (at least LOWER_DEFLATION)
-    # and its mass at most 1 + rho; the mixture of that pair (weight 1/(1+rho)) with a lossless
-    # pair is dominated by the mechanism, and its composition has at least prod (1+rho)^-count
-    # times the chords' delta (pairs from :func:`discretise_lower` were deflated when built)
+    # lower bounds: each chord's stored curve is at most (1 + rho) times that of the exact
+    # rounding of its true pair onto the grid, plus its additive slack (subtracted when read),
+    # rho its measured excess (at least LOWER_DEFLATION, mass included); so the composed curve
+    # is at most prod (1+rho)^count times the exact roundings' composition plus the slacks
+    # (proofs_checks/pld_tilted_fft; pairs from :func:`discretise_lower` were deflated when
+    # built)
     chords = math.fsum(c * math.log1p(p_.excess) for p_, c in plds if not p_.dominated)
     # (in place: these arrays are the size of the window)
     upper = out + tilted_err

@@ -215,7 +215,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_fft._untilted",
         status="contrib",
         proof="proofs_checks/pld_tilted_fft/proof.md",
-        source_sha256="90de842bac76ff3cf3fb894187ac5d5b173996605a7f4d4fbe13649aaca5a20b",
+        source_sha256="b687530d5c71d63b04c39856f3f5029fdd86bfc057c66fc4ae091045f75f960f",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_fft._void",
