@@ -36,6 +36,7 @@ from dpledger.accountant.pld_components import (
     _allocation_reduced,
     _exact_pure_cap,
     _merge_gaussians,
+    approx_failures,
     representative_components,
 )
 from dpledger.accountant.pld_compositions import (
@@ -95,7 +96,7 @@ from dpledger.accountant.profiles_base import DirectedProfiles
 from dpledger.accountant.representatives import split
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import BoundUnavailable, UnsupportedEventError
-from dpledger.core.events import Event, NonPrivateEvent, flatten
+from dpledger.core.events import ApproxDPEvent, Event, NonPrivateEvent, flatten
 
 __all__ = [
     "ADAPTIVE_START_POINTS",
@@ -281,9 +282,15 @@ class PLDAccountant(Accountant):
         if len(merged) > MAX_DISTINCT_COMPONENTS:
             # blocks by cell take their share of the components' budgets (each is one more FFT)
             reserved = math.floor(BLOCK_BUDGET_SHARE * sum(is_cell_block(d) for d, _ in blocks))
+            # approximate-DP leaves as their pure parts and one exact failure mass
+            rounded, failure = approx_failures(merged)
+            limit = MAX_DISTINCT_COMPONENTS - (failure is not None)
             upper_events, lower_events, self._step = representative_components(
-                merged, MAX_DISTINCT_COMPONENTS, reserved
+                rounded, limit, reserved
             )
+            if failure is not None:
+                upper_events = {**upper_events, ApproxDPEvent(0.0, failure[0]): 1}
+                lower_events = {**lower_events, ApproxDPEvent(0.0, failure[1]): 1}
         upper_events = _allocation_reduced(upper_events)
         # the blocks' leaves as they are (the pure cap reads them)
         self._upper_events = {**upper_events, **blocked} if blocked else upper_events

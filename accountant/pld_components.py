@@ -9,17 +9,20 @@ basic-composition cap of pure leaves.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from dpledger.accountant.conversions import merged_gaussian_multiplier
+from dpledger.accountant.pld_discrete import U
 from dpledger.accountant.random_allocation import allocation_parts
 from dpledger.accountant.representative_steps import weighted_steps
 from dpledger.accountant.representatives import REPRESENTATIVE_STEP, Table
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.basic_composition import basic_composition_epsilon
 from dpledger.core.events import (
+    ApproxDPEvent,
     Event,
     GaussianEvent,
     LaplaceEvent,
@@ -36,6 +39,7 @@ __all__ = [
     "MAX_ROUNDED_COMPONENTS",
     "MAX_ROUNDED_STEP",
     "REPRESENTATIVE_STEP",
+    "approx_failures",
     "representative_components",
 ]
 
@@ -85,6 +89,38 @@ def representative_components(
         widest = max(float(np.max(s)) for s in steps.values())
         return table.grouped(steps, up=True), table.grouped(steps, up=False), widest
     return table.grouped(step, up=True), table.grouped(step, up=False), step
+
+
+#: the least failure mass split off: far above the subnormal range, where relative rounding
+#: (a product with 1 - 4u) would leave a value unmoved
+_SMALLEST_FAILURE = 1e-300
+
+
+def approx_failures(
+    merged: dict[Event, int],
+) -> tuple[dict[Event, int], tuple[float, float] | None]:
+    """(leaves, failure masses): two or more distinct approximate-DP leaves with a positive
+    delta as their pure parts (``PureDPEvent(eps)``) and the failure mass of them all, one
+    ``1 - prod (1 - delta_i)^k_i`` rounded up and one rounded down (None: unchanged). The
+    tight pair of ``(eps, delta)``-DP is the product of the pairs of ``(0, delta)``-DP and of
+    ``eps``-DP, and those of ``(0, delta_i)``-DP compose to that of ``(0, 1 - prod (1 -
+    delta_i))``-DP exactly (proofs_checks/representatives): the parameters then round in one
+    dimension (epsilon), not two."""
+    approx = [(e, k) for e, k in merged.items() if isinstance(e, ApproxDPEvent) and e.delta > 0]
+    if len(approx) < 2:
+        return merged, None
+    log_keep = math.fsum(k * math.log1p(-e.delta) for e, k in approx)
+    slack = 4 * U * (len(approx) + 4)
+    up = -math.expm1(log_keep * (1 + slack)) * (1 + 4 * U)
+    down = -math.expm1(log_keep * (1 - slack)) * (1 - 4 * U)
+    if not _SMALLEST_FAILURE <= down <= up < 1.0:
+        return merged, None  # (a subnormal mass would not move under the rounding down)
+    out = {e: k for e, k in merged.items() if not (isinstance(e, ApproxDPEvent) and e.delta > 0)}
+    for e, k in approx:
+        if e.epsilon > 0.0:
+            pure = PureDPEvent(e.epsilon)
+            out[pure] = out.get(pure, 0) + k
+    return out, (up, down)
 
 
 def _allocation_reduced(events: dict[Event, int]) -> dict[Event, int]:

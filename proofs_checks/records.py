@@ -418,6 +418,12 @@ RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/bounded_range/proof.md",
         source_sha256="ffd3b6b423888627bad17330ffc8b9859055c98d2465363356f978181e80b3f8",
     ),
+    ProofRecord(
+        target="dpledger.accountant.pld_components.approx_failures",
+        status="contrib",
+        proof="proofs_checks/representatives/proof.md",
+        source_sha256="d62bbfa51fdbbf7af2c451e9529863939e41e788575c99a5121dafe1aa06e762",
+    ),
 )
 
 #: proofs whose code objects are still changing: (proof folder, intended target, reason).
