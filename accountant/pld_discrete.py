@@ -175,6 +175,7 @@ def _chord_masses(
     slopes[-1] = 0.0
     q_mass = slopes[:-1] - slopes[1:]
     neg = eps < 0
+    excess_c: Array | None = None
     if neg.sum() > 1:
         # where delta ~ 1 - e^eps, work with the excess c = delta - (1 - e^eps) to avoid
         # cancellation: slope = 1 - c', so q-masses are differences of c-slopes
@@ -188,10 +189,9 @@ def _chord_masses(
         cs[k] = 1.0 - slopes[k]
         q_mass[:k] = cs[1:] - cs[:-1]
         d[:k] = np.maximum(d[:k], -np.expm1(eps[:k]) + c)
-        q_mass = np.maximum(q_mass, 0.0)
-        return x * q_mass, q_mass, np.asarray(c, dtype=np.float64)
+        excess_c = np.asarray(c, dtype=np.float64)
     q_mass = np.maximum(q_mass, 0.0)
-    return x * q_mass, q_mass, None
+    return x * q_mass, q_mass, excess_c
 
 
 #: the stored finite curve at every grid point, its finite mass, and the relative error count

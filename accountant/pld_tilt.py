@@ -247,13 +247,7 @@ class _Stack:
         # each row's sum scaled by its exponent e = log(top) + shift + first * lam (one
         # logarithm per row, not per row and tilt), summed by owner from the largest e
         scale = np.log(top)[:, None] + shift[None, :] + first[:, None] * lam[None, :]
-        bounds = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-        peak = np.maximum.reduceat(scale, bounds, axis=0)
-        scale -= peak[owner]
-        np.exp(scale, out=scale)
-        scale *= sums
-        total = np.add.reduceat(scale, bounds, axis=0)
-        return np.asarray(peak + np.log(total), dtype=np.float64)
+        return _segment_logsumexp(scale, owner, sums)
 
     def terms(self, lam: Array) -> Array:
         """:func:`_log_mgf_direct` of every PLD (chunks of about 16 MB)."""
@@ -271,13 +265,16 @@ class _Stack:
         return out
 
 
-def _segment_logsumexp(logs: Array, owner: NDArray[np.intp]) -> Array:
-    """log sum exp of the rows of ``logs`` by ``owner`` (non-decreasing, every owner from 0
-    on present), one row per owner."""
+def _segment_logsumexp(logs: Array, owner: NDArray[np.intp], weights: Array | None = None) -> Array:
+    """log sum (weights) exp of the rows of ``logs`` by ``owner`` (non-decreasing, every owner
+    from 0 on present), one row per owner; positive ``weights`` multiply the terms (in place,
+    relative to each owner's largest exponent)."""
     bounds = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
     peak = np.maximum.reduceat(logs, bounds, axis=0)
-    sums = np.add.reduceat(np.exp(logs - peak[owner]), bounds, axis=0)
-    return np.asarray(peak + np.log(sums), dtype=np.float64)
+    terms = np.exp(logs - peak[owner])
+    if weights is not None:
+        terms *= weights
+    return np.asarray(peak + np.log(np.add.reduceat(terms, bounds, axis=0)), dtype=np.float64)
 
 
 def log_mgf_bound_total(plds: Sequence[tuple[DiscretePLD, int]], lam: Array) -> Array:
