@@ -87,3 +87,29 @@ def test_pure_epsilon_never_rounds_down() -> None:
     sampled = pure_epsilon(PoissonSampledEvent(0.01, PureDPEvent(1.0)))
     assert sampled >= math.log1p(0.01 * math.expm1(1.0))
     assert sampled <= math.log1p(0.01 * math.expm1(1.0)) * (1 + 1e-14)
+
+
+def test_many_distinct_rational_terms_are_rounded_up_one_by_one() -> None:
+    """Reciprocals of distinct noise scales: beyond EXACT_RATIONAL_TERMS each term is rounded up
+    to a float before the exact sum; never below the exact rational sum, within a few ulps per
+    term above it (and the same value as the exact path for few terms)."""
+    from dpledger.core.basic_composition import EXACT_RATIONAL_TERMS
+
+    rng = random.Random(5)
+    scales = [rng.uniform(500.0, 1000.0) for _ in range(2000)]
+    terms: list[tuple[int, float | Fraction]] = [
+        (rng.choice([1, 7, 10**9]), 1 / Fraction(b)) for b in scales
+    ]
+    terms += [(3, 0.25), (2, rng.random())]
+    exact = sum((c * Fraction(e) for c, e in terms), Fraction(0))
+    value = basic_composition_epsilon(terms)
+    assert len(terms) > EXACT_RATIONAL_TERMS
+    assert Fraction(value) >= exact
+    assert Fraction(value) <= exact * (1 + Fraction(4 * len(terms), 2**52))
+    few = terms[: EXACT_RATIONAL_TERMS - 2]
+    exact_few = sum((c * Fraction(e) for c, e in few), Fraction(0))
+    value_few = basic_composition_epsilon(few)
+    assert Fraction(value_few) >= exact_few > Fraction(math.nextafter(value_few, 0.0))
+    assert basic_composition_epsilon([(10**308, 1 / Fraction(0.5 + i)) for i in range(100)]) == (
+        math.inf
+    )
