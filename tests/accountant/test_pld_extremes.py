@@ -283,8 +283,10 @@ def test_huge_epsilon_bracket_laplace():
     lo, up = _bracket(SelfComposedEvent(LaplaceEvent(0.01), 100), 1e-5)
     assert up <= lo * 1.001
     # the exact epsilon(1e-5) lies in [lo, up]: delta is decreasing in epsilon
-    assert _laplace_composition_delta(0.01, 100, up) <= 1e-5 <= _laplace_composition_delta(
-        0.01, 100, lo
+    assert (
+        _laplace_composition_delta(0.01, 100, up)
+        <= 1e-5
+        <= _laplace_composition_delta(0.01, 100, lo)
     )
 
 
