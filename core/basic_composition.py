@@ -32,7 +32,7 @@ def basic_composition_epsilon(terms: Iterable[tuple[int, float | Fraction]]) -> 
     """
     # the float terms, exactly: numerators summed per (power-of-two) denominator
     by_denominator: dict[int, int] = {}
-    rationals: dict[Fraction, int] = {}
+    rationals: dict[tuple[int, int], int] = {}  # (numerator, denominator) -> count
     for count, epsilon in terms:
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise InvalidParameterError(
@@ -50,26 +50,29 @@ def basic_composition_epsilon(terms: Iterable[tuple[int, float | Fraction]]) -> 
             numerator, denominator = epsilon.as_integer_ratio()
             by_denominator[denominator] = by_denominator.get(denominator, 0) + count * numerator
         else:
-            rational = Fraction(epsilon)
-            rationals[rational] = rationals.get(rational, 0) + count
+            rational = epsilon if isinstance(epsilon, Fraction) else Fraction(epsilon)
+            key = (rational.numerator, rational.denominator)  # (hashing a Fraction is slow)
+            rationals[key] = rationals.get(key, 0) + count
     total = Fraction(0)
     if len(rationals) <= EXACT_RATIONAL_TERMS:
-        total = sum((c * r for r, c in rationals.items()), Fraction(0))
+        total = sum((Fraction(c * n, d) for (n, d), c in rationals.items()), Fraction(0))
     else:
-        for rational, count in rationals.items():
-            term = _float_at_least(count * rational)
+        for (n, d), count in rationals.items():
+            term = _float_at_least(count * n, d)
             if math.isinf(term):
                 return math.inf
             numerator, denominator = term.as_integer_ratio()
             by_denominator[denominator] = by_denominator.get(denominator, 0) + numerator
     total += sum((Fraction(n, d) for d, n in by_denominator.items()), Fraction(0))
-    return _float_at_least(total)
+    return _float_at_least(total.numerator, total.denominator)
 
 
-def _float_at_least(value: Fraction) -> float:
-    """The least float at or above ``value`` (infinity beyond the largest float)."""
+def _float_at_least(numerator: int, denominator: int) -> float:
+    """The least float at or above ``numerator / denominator`` (both non-negative, the
+    denominator positive; infinity beyond the largest float)."""
     try:
-        rounded = float(value)
+        rounded = numerator / denominator  # integer true division rounds correctly
     except OverflowError:
         return math.inf
-    return rounded if Fraction(rounded) >= value else math.nextafter(rounded, math.inf)
+    a, b = rounded.as_integer_ratio()
+    return rounded if a * denominator >= numerator * b else math.nextafter(rounded, math.inf)
