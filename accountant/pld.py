@@ -44,6 +44,7 @@ from dpledger.accountant.pld_compositions import (
     FULL_RESOLUTION_COMPONENTS,
     GROWTH_POWER,
     MAX_COMPONENT_POINTS,
+    MAX_FLOOR_GROWTH,
     MAX_POINTS,
     MAX_TILT_RANGE,
     MIN_POINTS,
@@ -108,6 +109,7 @@ __all__ = [
     "DELTA_ABSOLUTE",
     "DELTA_BRACKET_GOAL",
     "EXTENDED_WINDOW_POINTS",
+    "FINE_ROUNDING",
     "FIRST_PASS_WINDOW",
     "FULL_RESOLUTION_COMPONENTS",
     "GROWTH_POWER",
@@ -148,6 +150,11 @@ __all__ = [
     "upper_only",
 ]
 
+#: a ledger whose leaves were rounded to representatives (or blocks by cell) at a relative step
+#: above this keeps its many components' windows at their floor on finer passes: the bracket
+#: is then mostly the rounding's (1e4 heterogeneous leaves, step 2.8 %: 0.95 % in 9.5 s, 0.78 %
+#: after two finer passes in 41 s more)
+FINE_ROUNDING = 1e-2
 #: grid points targeted for the composed window (accuracy/speed trade-off)
 TARGET_POINTS = 1 << 18
 #: adaptive epsilon queries start at this many grid points and refine until the bracket is
@@ -294,6 +301,11 @@ class PLDAccountant(Accountant):
         upper_events = _allocation_reduced(upper_events)
         # the blocks' leaves as they are (the pure cap reads them)
         self._upper_events = {**upper_events, **blocked} if blocked else upper_events
+        # finer passes refine many components' grids unless the bracket is mostly rounding
+        coarse = any(is_cell_block(d) for d, _ in blocks) or (
+            self._step is not None and self._step > FINE_ROUNDING
+        )
+        self._cache.floor_growth = 1 if coarse else MAX_FLOOR_GROWTH
         if self._step is not None:
             up, low = cell_components(upper_events, lower_events, self.adjacency)
             return up + blocks, low + blocks

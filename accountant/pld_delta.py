@@ -17,7 +17,6 @@ from dpledger.accountant.pld_compositions import (
     SCREEN_LEAST_POINTS,
     UNTILTED_DELTA,
     Compositions,
-    _resolution,
 )
 from dpledger.accountant.pld_epsilon import (
     _UPPER_ONLY,
@@ -136,8 +135,7 @@ class DeltaSearch:
         it. 1.0 when no screen was made. A coarser grid can certify less here: a fine grid
         lumps a long tail of one step's losses at infinity."""
         points, floored = self.cache.points, self.cache.floored
-        sizes = (len(prep.comps), sum(k for _, k in prep.comps))
-        full, made = _resolution(points, *sizes), 0
+        full, made = self.cache.resolution(prep, points), 0
         best = 1.0
         # many components hold their windows at MIN_POINTS at least: a screen at
         # SCREEN_LEAST_POINTS (the same grid for both factors then: made once)
@@ -145,7 +143,7 @@ class DeltaSearch:
             try:
                 for factor in SCREEN_FACTORS:
                     self.cache.points = max(MIN_SCREEN_POINTS, points // factor)
-                    screen = _resolution(self.cache.points, *sizes, SCREEN_LEAST_POINTS)
+                    screen = self.cache.resolution(prep, self.cache.points)
                     if screen >= full:
                         break
                     if screen == made:

@@ -132,7 +132,7 @@ class EpsilonSearch:
         only when the coarser one came within SCREEN_RETRY of settling, and only on at least
         twice its points (both held at MIN_SCREEN_POINTS or near it, the two grids nearly
         coincide)."""
-        points = self.cache.points
+        points, floored = self.cache.points, self.cache.floored
         made = 0
         best = math.inf
         with self.cache.screening():
@@ -153,7 +153,8 @@ class EpsilonSearch:
                         return None, best
                 return None, best
             finally:
-                self.cache.points = points
+                # (a screen's coarse grid says nothing of whether the pass's can be refined)
+                self.cache.points, self.cache.floored = points, floored
 
     def _direction(
         self, prep: Prepared, name: str, delta: float, floor: float, ceiling: float = 0.0
