@@ -7,6 +7,8 @@ import random
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpledger.accountant.closed_form import ClosedFormAccountant
 from dpledger.accountant.pld import _exact_pure_cap
@@ -112,4 +114,31 @@ def test_many_distinct_rational_terms_are_rounded_up_one_by_one() -> None:
     assert Fraction(value_few) >= exact_few > Fraction(math.nextafter(value_few, 0.0))
     assert basic_composition_epsilon([(10**308, 1 / Fraction(0.5 + i)) for i in range(100)]) == (
         math.inf
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 10**12),
+            st.one_of(
+                st.fractions(min_value=0, max_value=10**6, max_denominator=10**20),
+                st.floats(0, 1e6, allow_nan=False),
+            ),
+        ),
+        min_size=1,
+        max_size=150,
+    )
+)
+def test_the_sum_is_never_below_the_exact_one_on_either_path(
+    terms: list[tuple[int, float | Fraction]],
+) -> None:
+    """Either side of EXACT_RATIONAL_TERMS distinct rationals: at or above the exact sum, and
+    within an ulp per term (plus the final rounding) of it."""
+    exact = sum((c * Fraction(e) for c, e in terms), Fraction(0))
+    value = basic_composition_epsilon(terms)
+    assert Fraction(value) >= exact
+    assert Fraction(value) <= exact * (1 + Fraction(2 * (len(terms) + 1), 2**52)) + Fraction(
+        2 * (len(terms) + 1), 2**1074
     )
