@@ -24,6 +24,8 @@ def nesting_depth(event: Event) -> int:
 
 def _depths(roots: tuple[Event, ...]) -> int:
     """The largest nesting depth of ``roots`` (-1 if none); shared sub-events are walked once."""
+    if all(not r.children() for r in roots):  # leaves (a sampled event's usual child), at once
+        return 0 if roots else -1
     depth: dict[int, int] = {}
     stack: list[tuple[Event, bool]] = [(r, False) for r in roots]
     while stack:
