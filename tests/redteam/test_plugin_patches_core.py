@@ -373,6 +373,9 @@ def test_clean_host_has_no_integrity_problem() -> None:
 
 
 def test_fingerprint_is_cheap() -> None:
+    """The per-call check (a retake and its diff) is far cheaper than a full take (about 0.4 s
+    here, cold): 0.02 s idle, 0.06 s beside a parallel suite, so the bound leaves room for load
+    and still fails if each check took the fingerprint anew."""
     baseline = Fingerprint.take()
     timings = []
     for _ in range(10):  # CPU time: other processes on the machine do not count
@@ -380,7 +383,7 @@ def test_fingerprint_is_cheap() -> None:
         changes = diff(baseline, baseline.retake())
         timings.append(time.process_time() - start)
     assert changes == ()
-    assert min(timings) < 0.05, timings
+    assert min(timings) < 0.2, timings
     assert len(baseline) > 1000  # functions, classes, methods and bindings of the core
 
 
