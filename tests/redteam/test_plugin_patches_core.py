@@ -373,9 +373,9 @@ def test_clean_host_has_no_integrity_problem() -> None:
 
 
 def test_fingerprint_is_cheap() -> None:
-    """The per-call check (a retake and its diff) is far cheaper than a full take (about 0.4 s
-    here, cold): 0.02 s idle, 0.06 s beside a parallel suite, so the bound leaves room for load
-    and still fails if each check took the fingerprint anew."""
+    """The per-call check (a retake and its diff) stays cheap: 0.02 s idle, 0.06 s beside a
+    parallel suite (a first, cold take is about 0.4 s); the bound leaves room for load and
+    still fails if the check grew an order of magnitude."""
     baseline = Fingerprint.take()
     timings = []
     for _ in range(10):  # CPU time: other processes on the machine do not count
