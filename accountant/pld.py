@@ -41,6 +41,7 @@ from dpledger.accountant.pld_components import (
 )
 from dpledger.accountant.pld_compositions import (
     EXTENDED_WINDOW_POINTS,
+    FLOOR_PASS_POINTS,
     FULL_RESOLUTION_COMPONENTS,
     GROWTH_POWER,
     MAX_COMPONENT_POINTS,
@@ -158,8 +159,9 @@ FINE_ROUNDING = 1e-2
 #: grid points targeted for the composed window (accuracy/speed trade-off)
 TARGET_POINTS = 1 << 18
 #: adaptive epsilon queries start at this many grid points and refine until the bracket is
-#: narrower than BRACKET_TARGET (relative) or BRACKET_ABSOLUTE
-ADAPTIVE_START_POINTS = 1 << 14
+#: narrower than BRACKET_TARGET (relative) or BRACKET_ABSOLUTE; the passes beyond it raise the
+#: floor of many components' windows (the compositions' FLOOR_PASS_POINTS)
+ADAPTIVE_START_POINTS = FLOOR_PASS_POINTS
 #: at a delta of interest of at least UNTILTED_DELTA the first pass's windows hold at most
 #: this many points (its grid points are lowered by quarter octaves, down to
 #: MIN_START_POINTS, until they do): with dominated pairs a coarser first pass of a long run

@@ -74,8 +74,8 @@ GROWTH_POWER = 1.0
 MIN_POINTS = 1 << 15
 #: passes of more points than this raise the floor of many components' windows with them:
 #: a pass of ``p`` points holds at least ``least * p / FLOOR_PASS_POINTS``, at most
-#: :attr:`Compositions.floor_growth` times ``least`` (its first pass,
-#: ``pld.ADAPTIVE_START_POINTS`` or fewer, holds ``least``). A bracket still wider than the
+#: :attr:`Compositions.floor_growth` times ``least`` (the first pass, which starts here
+#: (``pld.ADAPTIVE_START_POINTS``) or lower, holds ``least``). A bracket still wider than the
 #: goal then refines on finer grids (200 distinct Poisson-subsampled Gaussians composed 250
 #: times each, delta = 1e-5: 2.3 % at MIN_POINTS, 0.44 % at twice, 0.10 % at four times)
 FLOOR_PASS_POINTS = 1 << 14
