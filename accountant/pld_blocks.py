@@ -24,6 +24,7 @@ import attrs
 import numpy as np
 
 from dpledger.accountant.leaves import leaf_profiles
+from dpledger.accountant.nonnegative_convolution import nonnegative_convolve
 from dpledger.accountant.pld_components import _unbounded_loss
 from dpledger.accountant.pld_discrete import DiscretePLD, discretise
 from dpledger.accountant.pld_dominated import discretise_lower
@@ -108,31 +109,67 @@ def _empty() -> _State:
 def compose_masses(parts: list[DiscretePLD], *, up: bool) -> tuple[int, Array, float, float] | None:
     """(offset, P-masses, mass at +infinity, relative error bound) of the composition of
     discrete pairs on one grid: the finite masses convolved (sums of non-negative products,
-    each within ``(terms + 1) u`` of its exact value given its inputs), the masses at +infinity
-    by the union bound. A mass near underflow (below _SMALLEST) is dropped for a lower bound
-    (which may lose mass); for an upper bound the result is then None (the error bound would
-    not be relative)."""
-    state = _empty()
+    :func:`~dpledger.accountant.nonnegative_convolution.nonnegative_convolve`, with its
+    relative rounding bound), the masses at +infinity by the union bound. The parts are
+    convolved as a balanced tree, pairwise from the left (an odd one out joins the next
+    level): the largest convolutions come last and run as blocked matrix products, and
+    operands that are the same objects are convolved once per level, so k copies of one pair
+    cost about log2(k) convolutions. A mass near underflow (below _SMALLEST) is dropped for a
+    lower bound (which may lose mass); for an upper bound the result is then None (the error
+    bound would not be relative)."""
+    if not parts:
+        return _finished(_empty(), 0)
+    states: dict[int, _State] = {}
+    level: list[_State] = []
     for part in parts:
-        found = _convolved(state, part, up=up)
+        found = states.get(id(part))
         if found is None:
-            return None
-        state = found
-    return _finished(state, len(parts))
+            found = _checked(part.offset, part.masses.copy(), 0.0, part.inf_mass, up=up)
+            if found is None:
+                return None
+            states[id(part)] = found
+        level.append(found)
+    while len(level) > 1:
+        # keyed by the operands' ids: both stay referenced by ``level`` while the key is used
+        made: dict[tuple[int, int], _State] = {}
+        joined: list[_State] = []
+        for a, b in zip(level[0::2], level[1::2], strict=False):
+            key = (id(a), id(b))
+            product = made.get(key)
+            if product is None:
+                product = _convolved(a, b, up=up)
+                if product is None:
+                    return None
+                made[key] = product
+            joined.append(product)
+        if len(level) % 2:
+            joined.append(level[-1])
+        level = joined
+    return _finished(level[0], len(parts))
 
 
-def _convolved(state: _State, part: DiscretePLD, *, up: bool) -> _State | None:
-    """One step of :func:`compose_masses`: ``state`` convolved with ``part``."""
-    offset, masses, error, inf_mass = state
-    terms = min(masses.size, part.masses.size)
-    masses = np.convolve(masses, part.masses)
-    error = (1 + error) * (1 + (terms + 2) * _U) - 1
+def _convolved(a: _State, b: _State, *, up: bool) -> _State | None:
+    """One node of :func:`compose_masses`: two compositions convolved. Inputs within a
+    relative ``e_a`` and ``e_b`` of their exact values (non-negative) give a convolution within
+    ``(1 + e_a)(1 + e_b) - 1`` of the exact one, and its rounding adds its relative bound."""
+    offset_a, masses_a, error_a, inf_a = a
+    offset_b, masses_b, error_b, inf_b = b
+    masses, rounding = nonnegative_convolve(masses_a, masses_b)
+    error = (1 + error_a) * (1 + error_b) * (1 + rounding) - 1
+    return _checked(offset_a + offset_b, masses, error, inf_a + inf_b, up=up)
+
+
+def _checked(
+    offset: int, masses: Array, error: float, inf_mass: float, *, up: bool
+) -> _State | None:
+    """A state whose masses near underflow (below _SMALLEST) are dropped (lower bounds), or
+    None when it has any (upper bounds)."""
     small = (masses > 0) & (masses < _SMALLEST)
     if small.any():
         if up:
             return None
         masses[small] = 0.0
-    return offset + part.offset, masses, error, inf_mass + part.inf_mass
+    return offset, masses, error, inf_mass
 
 
 def _finished(state: _State, count: int) -> tuple[int, Array, float, float]:
@@ -269,8 +306,8 @@ class _Parts:
         self.adjacency = adjacency
         self.upper: dict[tuple[Event, float], DiscretePLD] = {}
         self.lower: dict[tuple[Event, float], DiscretePLD | None] = {}
-        #: per side, the last composition of copies of one leaf's pair: (copies, state)
-        self.copies: dict[tuple[Event, int, bool], tuple[int, _State]] = {}
+        #: per side, the compositions of copies of one leaf's pair, by count
+        self.copies: dict[tuple[Event, int, bool, int], tuple[int, Array, float, float] | None] = {}
 
     def curves(self, leaf: Event) -> DirectedProfiles:
         return leaf_profiles(leaf, self.adjacency)
@@ -289,25 +326,19 @@ class _Parts:
     def composed(
         self, leaves: list[Event], pairs: list[DiscretePLD], *, up: bool
     ) -> tuple[int, Array, float, float] | None:
-        """:func:`compose_masses` of ``pairs`` (those of ``leaves``); ``k`` copies of one leaf
-        continue the composition of fewer copies of it last made (the same steps in the same
-        order: the same numbers), so a cell's full blocks and its rest are composed once."""
+        """:func:`compose_masses` of ``pairs`` (those of ``leaves``); the compositions of
+        copies of one leaf are kept by count (a cell's full blocks are one composition), for
+        the last leaf of each side."""
         first = leaves[0] if leaves else None
         if first is None or any(x is not first for x in leaves) or len(set(map(id, pairs))) > 1:
             return compose_masses(pairs, up=up)
-        key = (first, id(pairs[0]), up)
-        done, state = self.copies.get(key, (0, _empty()))
-        if done > len(pairs):
-            done, state = 0, _empty()
-        for _ in range(done, len(pairs)):
-            found = _convolved(state, pairs[0], up=up)
-            if found is None:
-                return None
-            state = found
-        # the last composition of each side only: a cell's blocks come one after the other
-        self.copies = {k: v for k, v in self.copies.items() if k[2] != up}
-        self.copies[key] = (len(pairs), state)
-        return _finished(state, len(pairs))
+        key = (first, id(pairs[0]), up, len(pairs))
+        if key not in self.copies:
+            # the compositions of the last leaf of each side only: a cell's blocks come one
+            # after the other
+            self.copies = {k: v for k, v in self.copies.items() if k[2] != up or k[:3] == key[:3]}
+            self.copies[key] = compose_masses(pairs, up=up)
+        return self.copies[key]
 
 
 def _spacing(leaves: list[Event], parts: _Parts, points: int) -> float | None:
@@ -541,8 +572,9 @@ def _made(
     found: list[_Block], adjacency: Adjacency, parts: _Parts
 ) -> list[tuple[DirectedProfiles, int]] | None:
     """The components of blocks ``found`` (in their order), or None when one cannot be
-    certified. Blocks of copies of one pair are made by ascending length, so that a cell's
-    full blocks continue the composition of its rest (:meth:`_Parts.composed`)."""
+    certified. Blocks of copies of one pair are made one after the other (by ascending length),
+    so that a cell's compositions stay kept while its blocks are made
+    (:meth:`_Parts.composed`)."""
     first: dict[Event, int] = {}
     for i, (upper, _, _) in enumerate(found):
         first.setdefault(upper[0], i)

@@ -14,7 +14,7 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks.compose_masses",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="70637b03dac9912bf6b799b4eff51d334719f5cfae86c87d9686cb8faca90479",
+        source_sha256="a676741632be0531f671239bffc6f7e3fffcfda32cf1ce1c03ab3091345f9d96",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks._Atoms",
@@ -74,7 +74,13 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks._convolved",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="5950f607486e877f1c64dbc986eef8747afb89e683a7d2def5093b8ffaa4e5e8",
+        source_sha256="452b815b7228bf91e879f46f52248607b46310dca09249fccaf855bc4e862829",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_blocks._checked",
+        status="contrib",
+        proof="proofs_checks/pld_blocks/proof.md",
+        source_sha256="cd4ce744c67cb92ac2ffbeb43c73d4e9f446bf157bfd33b31f0e0532c49bd593",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks._finished",
@@ -86,7 +92,7 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks._Parts",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="8557847557caba0d5b946c4f9cb785aaa8c984a0115d4a7d6d81cc87e7588dce",
+        source_sha256="cf8503b17c0f8e41fd92d890d01bf83adc6022818b6d12b9495e8c32aa93900b",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks._walk",
@@ -104,7 +110,7 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks._made",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="969c6089cddd72543f248744290d8ffde5e26517b2a0038bc06691b6e2394de5",
+        source_sha256="567cc5c5dd70ee48ea4d2f53fc15f05ac20051e27a56c91424e1f0dc0b75f740",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks._grouping",

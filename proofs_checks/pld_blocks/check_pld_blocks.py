@@ -177,9 +177,9 @@ def test_cell_blocks_read_off_the_counts_equal_the_walk(rounding: float) -> None
     assert blocks._blocks(events, rounding, by_cell=True) == walked
 
 
-def test_copies_continued_equal_a_composition_from_scratch() -> None:
-    """Step 7: k copies of one pair composed after j < k copies (in either order of requests)
-    are the same numbers and error bound as compose_masses of the k copies."""
+def test_copies_kept_equal_a_composition_from_scratch() -> None:
+    """Step 7: k copies of one pair, kept by count (requested in any order, again after
+    another count), are the same numbers and error bound as compose_masses of the k copies."""
     adjacency = Adjacency()
     leaf = LaplaceEvent(700.0)
     parts = _Parts(adjacency)

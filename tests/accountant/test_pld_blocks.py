@@ -85,6 +85,70 @@ def test_compose_masses_bounds_the_exact_convolution() -> None:
             assert abs(mpmath.mpf(got) - exact) <= error * exact
 
 
+def _long_double_convolution(parts: list[DiscretePLD]) -> tuple[int, np.ndarray]:
+    """(offset, P-masses) of the composed pairs, convolved in turn in long double (a relative
+    error of at most the terms times its unit roundoff per step)."""
+    out = np.array([1.0], dtype=np.longdouble)
+    offset = 0
+    for part in parts:
+        out = np.convolve(out, part.masses.astype(np.longdouble))
+        offset += part.offset
+    return offset, out
+
+
+@pytest.mark.parametrize("up", [True, False])
+def test_compose_masses_on_long_parts_is_within_its_bound(up: bool) -> None:
+    """Parts long enough for the blocked matrix products, an odd count, and one pair given
+    twice as the same object (convolved once per level): the offset, the mass at +infinity
+    and every mass within the returned bound of a long-double composition."""
+    rng = np.random.default_rng(3)
+    long_part = DiscretePLD(-1500, rng.uniform(0.0, 1.0, 3000) / 3000, 1e-9, 1e-4)
+    parts = [
+        long_part,
+        DiscretePLD(-1200, rng.uniform(0.0, 1.0, 2500) / 2500, 2e-9, 1e-4),
+        long_part,
+        DiscretePLD(-40, rng.uniform(0.0, 1.0, 81) / 81, 0.0, 1e-4),
+        DiscretePLD(-1100, np.exp(-rng.uniform(0.0, 300.0, 2200)), 0.0, 1e-4),
+    ]
+    found = compose_masses(parts, up=up)
+    assert found is not None
+    offset, masses, inf_mass, error = found
+    ref_offset, ref = _long_double_convolution(parts)
+    assert offset == ref_offset
+    assert masses.size == ref.size
+    assert inf_mass >= 4e-9 and inf_mass <= 4e-9 * (1 + 1e-12)
+    # the reference's own error: 5 steps of at most 3000 terms in long double
+    slack = 5 * 3000 * float(np.finfo(np.longdouble).eps)
+    assert error < 1e-11
+    gap = np.abs(masses.astype(np.longdouble) - ref)
+    assert bool(np.all(gap <= (error + slack) * ref))
+
+
+def test_compose_masses_of_one_pair_repeated_is_that_of_equal_copies() -> None:
+    """Operands that are the same object are convolved once per level: the numbers are those
+    of the same tree over equal but distinct copies."""
+    rng = np.random.default_rng(4)
+    pair = DiscretePLD(-700, rng.uniform(0.0, 1.0, 1401) / 1401, 0.0, 1e-4)
+    for k in (1, 2, 5, 9, 32):
+        for up in (True, False):
+            same = compose_masses([pair] * k, up=up)
+            copies = [DiscretePLD(-700, pair.masses.copy(), 0.0, 1e-4) for _ in range(k)]
+            distinct = compose_masses(copies, up=up)
+            assert same is not None and distinct is not None
+            assert same[0] == distinct[0] == -700 * k and same[2:] == distinct[2:]
+            assert np.array_equal(same[1], distinct[1])
+
+
+def test_compose_masses_drops_or_refuses_masses_near_underflow() -> None:
+    """A mass below 1e-250: dropped for a lower bound, no composition for an upper bound."""
+    tiny = DiscretePLD(0, np.array([0.5, 1e-260, 0.5]), 0.0, 1e-3)
+    plain = DiscretePLD(0, np.array([0.5, 0.5]), 0.0, 1e-3)
+    assert compose_masses([plain, tiny], up=True) is None
+    lower = compose_masses([plain, tiny], up=False)
+    assert lower is not None
+    assert lower[1].tolist() == [0.25, 0.25, 0.25, 0.25]
+
+
 def test_atoms_evaluation_is_on_its_side_and_close() -> None:
     rng = np.random.default_rng(2)
     losses = np.sort(rng.uniform(-0.05, 0.05, 3000))
