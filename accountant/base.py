@@ -104,7 +104,7 @@ class Accountant(abc.ABC):
     name: str = "abstract"
 
     #: run budgeted queries in a forked child process (hard time and memory limits); backends
-    #: that check their own budget leave this False
+    #: that run in-process leave this False (they check no budget of their own)
     isolate: bool = False
 
     #: whether the backend composes tabulated privacy profiles as curves; the others get each

@@ -4,10 +4,14 @@ The reported bound is ``[max of certified lowers, min of certified uppers]`` ove
 that ran. If any backend's certified lower bound exceeds another's certified upper bound, one of
 them is broken: :class:`BackendInconsistencyError` is raised rather than a number printed.
 
-By default the tight backends (closed form, PLD) always run and the independent cross-checks
-(RDP, PRV) run only where cheap and within a time and memory budget; a cross-check that is
-skipped or exceeds its budget is listed as unavailable with the reason. ``crosscheck=True`` (or
-:func:`crosscheck_mode`) runs every backend in full, in-process and unbounded.
+By default the tight backends (closed form, PLD) always run; of the independent cross-checks,
+RDP runs where cheap (:func:`_expensive`), in-process and to completion (its cost is linear in
+the distinct leaves, which it rounds to a bounded number of representatives, so the reported
+bound never depends on the machine's load), and PRV runs on request only; a cross-check that
+is skipped is listed as unavailable with the reason. A backend that runs isolated (a forked
+child) is held to :data:`DEFAULT_BUDGET` and listed as unavailable when it exceeds it.
+``crosscheck=True`` (or :func:`crosscheck_mode`) runs every backend in full, in-process and
+unbounded.
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ DELTA_CONSISTENCY_FLOOR = 1e-300
 
 #: backends whose bound is the reported one in practice: they always run
 PRIMARY: tuple[str, ...] = ("closed_form", "pld")
-#: default-mode budget of a cross-check backend (seconds, bytes of address space)
+#: default-mode budget of a cross-check backend that runs isolated (seconds, bytes of address
+#: space); in-process backends check no budget of their own
 DEFAULT_BUDGET = Budget(seconds=0.5, memory_bytes=1 << 30)
 #: default-mode cross-checks skip ledgers with more distinct leaves than this (they group them
 #: into representatives, so their cost stays linear) when the PLD bracket is within
@@ -155,8 +160,8 @@ def account(
     """Certified epsilon at ``delta`` (or delta at ``epsilon``) of one event tree.
 
     ``crosscheck`` (default: the enclosing :func:`crosscheck_mode`, else False) runs the
-    independent backends in full; otherwise they run only where cheap, within
-    :data:`DEFAULT_BUDGET`. Backends named in ``backends`` always run, in full.
+    independent backends in full; otherwise they run only where cheap (isolated ones within
+    :data:`DEFAULT_BUDGET`). Backends named in ``backends`` always run, in full.
     """
     if (delta is None) == (epsilon is None):
         raise InvalidParameterError(
