@@ -151,12 +151,23 @@ def compose_masses(parts: list[DiscretePLD], *, up: bool) -> tuple[int, Array, f
 def _convolved(a: _State, b: _State, *, up: bool) -> _State | None:
     """One node of :func:`compose_masses`: two compositions convolved. Inputs within a
     relative ``e_a`` and ``e_b`` of their exact values (non-negative) give a convolution within
-    ``(1 + e_a)(1 + e_b) - 1`` of the exact one, and its rounding adds its relative bound."""
+    ``(1 + e_a)(1 + e_b) - 1`` of the exact one, and its rounding adds its relative bound. An
+    upper composition is given up where a product of positive masses may fall below
+    _SMALLEST: an output whose every product underflowed would read 0 where its exact mass is
+    positive."""
     offset_a, masses_a, error_a, inf_a = a
     offset_b, masses_b, error_b, inf_b = b
+    if up and not _least_positive(masses_a) * _least_positive(masses_b) >= _SMALLEST:
+        return None
     masses, rounding = nonnegative_convolve(masses_a, masses_b)
     error = (1 + error_a) * (1 + error_b) * (1 + rounding) - 1
     return _checked(offset_a + offset_b, masses, error, inf_a + inf_b, up=up)
+
+
+def _least_positive(masses: Array) -> float:
+    """The least positive mass (1 where there is none: no product to underflow)."""
+    positive = masses[masses > 0]
+    return float(positive.min()) if positive.size else 1.0
 
 
 def _checked(
@@ -307,7 +318,10 @@ class _Parts:
         self.upper: dict[tuple[Event, float], DiscretePLD] = {}
         self.lower: dict[tuple[Event, float], DiscretePLD | None] = {}
         #: per side, the compositions of copies of one leaf's pair, by count
-        self.copies: dict[tuple[Event, int, bool, int], tuple[int, Array, float, float] | None] = {}
+        self.copies: dict[
+            tuple[Event, int, bool, int],
+            tuple[DiscretePLD, tuple[int, Array, float, float] | None],
+        ] = {}
 
     def curves(self, leaf: Event) -> DirectedProfiles:
         return leaf_profiles(leaf, self.adjacency)
@@ -333,12 +347,14 @@ class _Parts:
         if first is None or any(x is not first for x in leaves) or len(set(map(id, pairs))) > 1:
             return compose_masses(pairs, up=up)
         key = (first, id(pairs[0]), up, len(pairs))
-        if key not in self.copies:
+        kept = self.copies.get(key)
+        # the pair is kept beside its compositions: an id can match no other object
+        if kept is None or kept[0] is not pairs[0]:
             # the compositions of the last leaf of each side only: a cell's blocks come one
             # after the other
             self.copies = {k: v for k, v in self.copies.items() if k[2] != up or k[:3] == key[:3]}
-            self.copies[key] = compose_masses(pairs, up=up)
-        return self.copies[key]
+            kept = self.copies[key] = (pairs[0], compose_masses(pairs, up=up))
+        return kept[1]
 
 
 def _spacing(leaves: list[Event], parts: _Parts, points: int) -> float | None:

@@ -74,7 +74,13 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks._convolved",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="452b815b7228bf91e879f46f52248607b46310dca09249fccaf855bc4e862829",
+        source_sha256="d49f257ad4d4ad3ec0e838562a7335cab39a517824c469ad9dd9060c9df309e4",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.pld_blocks._least_positive",
+        status="contrib",
+        proof="proofs_checks/pld_blocks/proof.md",
+        source_sha256="8c0ff3bcc8140d129ebdf12f17632f9c46828be9b5c221d3a2ad116a05df801b",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks._checked",
@@ -92,7 +98,7 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks._Parts",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="cf8503b17c0f8e41fd92d890d01bf83adc6022818b6d12b9495e8c32aa93900b",
+        source_sha256="d67212f9eb411224b319ef488b99bfa165acfc7d1c1706f7ddf1db0080cc48ef",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks._walk",

@@ -147,6 +147,12 @@ def test_compose_masses_drops_or_refuses_masses_near_underflow() -> None:
     lower = compose_masses([plain, tiny], up=False)
     assert lower is not None
     assert lower[1].tolist() == [0.25, 0.25, 0.25, 0.25]
+    # masses that pass alone but whose product underflows to 0 (exact 1e-400): an upper
+    # composition would read 0 there, so none is made; a lower one may lose that mass
+    edge = DiscretePLD(0, np.array([1e-200, 1.0]), 0.0, 1e-3)
+    assert compose_masses([edge, edge], up=True) is None
+    kept = compose_masses([edge, edge], up=False)
+    assert kept is not None and kept[1][0] == 0.0 and kept[1][2] == 1.0
 
 
 def test_atoms_evaluation_is_on_its_side_and_close() -> None:
