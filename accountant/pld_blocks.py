@@ -108,15 +108,11 @@ def _empty() -> _State:
 
 def compose_masses(parts: list[DiscretePLD], *, up: bool) -> tuple[int, Array, float, float] | None:
     """(offset, P-masses, mass at +infinity, relative error bound) of the composition of
-    discrete pairs on one grid: the finite masses convolved (sums of non-negative products,
-    :func:`~dpledger.accountant.nonnegative_convolution.nonnegative_convolve`, with its
-    relative rounding bound), the masses at +infinity by the union bound. The parts are
-    convolved as a balanced tree, pairwise from the left (an odd one out joins the next
-    level): the largest convolutions come last and run as blocked matrix products, and
-    operands that are the same objects are convolved once per level, so k copies of one pair
-    cost about log2(k) convolutions. A mass near underflow (below _SMALLEST) is dropped for a
-    lower bound (which may lose mass); for an upper bound the result is then None (the error
-    bound would not be relative)."""
+    discrete pairs on one grid: the finite masses convolved as a balanced tree, pairwise from
+    the left (:func:`_convolved`; the largest convolutions last, as blocked matrix products;
+    operands that are one object once per level: k copies in about log2(k) convolutions),
+    the masses at +infinity by the union bound. A mass below _SMALLEST is dropped for a lower
+    bound; for an upper bound the result is then None (the bound would not be relative)."""
     if not parts:
         return _finished(_empty(), 0)
     states: dict[int, _State] = {}
@@ -149,12 +145,10 @@ def compose_masses(parts: list[DiscretePLD], *, up: bool) -> tuple[int, Array, f
 
 
 def _convolved(a: _State, b: _State, *, up: bool) -> _State | None:
-    """One node of :func:`compose_masses`: two compositions convolved. Inputs within a
-    relative ``e_a`` and ``e_b`` of their exact values (non-negative) give a convolution within
-    ``(1 + e_a)(1 + e_b) - 1`` of the exact one, and its rounding adds its relative bound. An
-    upper composition is given up where a product of positive masses may fall below
-    _SMALLEST: an output whose every product underflowed would read 0 where its exact mass is
-    positive."""
+    """One node of :func:`compose_masses`: non-negative inputs within relative ``e_a``, ``e_b``
+    give a convolution within ``(1 + e_a)(1 + e_b) - 1``, and rounding adds its bound. An upper
+    composition is given up where a product of positive masses may fall below _SMALLEST (an
+    output whose every product underflowed would read 0)."""
     offset_a, masses_a, error_a, inf_a = a
     offset_b, masses_b, error_b, inf_b = b
     if up and not _least_positive(masses_a) * _least_positive(masses_b) >= _SMALLEST:

@@ -14,7 +14,7 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks.compose_masses",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="a676741632be0531f671239bffc6f7e3fffcfda32cf1ce1c03ab3091345f9d96",
+        source_sha256="d35dd96e6910047795eb357f67e8c05a28f465f0d72502b934ae99cfcc22efec",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks._Atoms",
@@ -74,7 +74,7 @@ PLD_BLOCK_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.pld_blocks._convolved",
         status="contrib",
         proof="proofs_checks/pld_blocks/proof.md",
-        source_sha256="d49f257ad4d4ad3ec0e838562a7335cab39a517824c469ad9dd9060c9df309e4",
+        source_sha256="ad933f50537abda724eb2ab0c6bbbcd49804e7433da97decbd8d4667556f8c16",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_blocks._least_positive",
