@@ -11,6 +11,7 @@ import math
 import attrs
 import numpy as np
 
+from dpledger.accountant.isotonic import isotonic_regression
 from dpledger.accountant.pld_discrete import (
     LOWER_DEFLATION,
     MAX_LOSS,
@@ -154,9 +155,7 @@ def _convex_slopes(slopes: Array, widths: Array) -> Array:
     """Slopes of the greatest convex minorant of the piecewise-linear curve with these segment
     slopes and widths (pool-adjacent-violators): it lies below the curve and meets it at
     both ends."""
-    from scipy.optimize import isotonic_regression
-
-    return np.asarray(isotonic_regression(slopes, weights=widths).x, dtype=np.float64)
+    return isotonic_regression(slopes, widths)[0]
 
 
 def discretise_lower(profile: Profile, h: float) -> DiscretePLD | None:
@@ -373,14 +372,10 @@ def _minorant_masses(z_c: Array, z_h: Array, x: Array, k: int, *, capped: bool =
 def _pool_junction(sc: Array, sh: Array, dx: Array, k: int) -> tuple[Array, Array]:
     """Both sides' convex slopes made one convex sequence: the block around the junction
     pooled to its width-weighted mean, in H-slopes (c-slopes are H-slopes plus one)."""
-    from scipy.optimize import isotonic_regression
-
-    joined = np.concatenate([sc - 1.0, sh])
-    result = isotonic_regression(joined, weights=dx)
-    blocks = np.asarray(result.blocks)
+    values, blocks = isotonic_regression(np.concatenate([sc - 1.0, sh]), dx)
     i = int(np.searchsorted(blocks, k - 1, side="right")) - 1
     a, b = int(blocks[i]), int(blocks[i + 1])
-    pooled = float(result.x[a])
+    pooled = float(values[a])
     sc, sh = np.array(sc), np.array(sh)
     sc[a:] = pooled + 1.0
     sh[: b - k] = pooled
