@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from dpledger.accountant.base import EpsilonBound
-from dpledger.accountant.calibrate_estimate import estimate_crossing
+from dpledger.accountant.calibrate_estimate import Estimate, estimate_crossing
 from dpledger.accountant.calibrate_search import GAP_CAP, Search, gap
 from dpledger.accountant.conversions import U, gaussian_delta_bracket
 from dpledger.accountant.select import account
@@ -242,11 +242,27 @@ def calibrate_on_grid(
     It costs at most ``10^(1 - digits)`` more noise (relative), and a run that uses it stays the
     same when the accountant's bounds move slightly: the result changes only if the certified
     epsilon at a grid point crosses the target, where an unrounded calibration moves with every
-    change, and with it every number of the run."""
+    change, and with it every number of the run.
+
+    Where the PLD accountant gives an estimate of the crossing, the grid points are searched
+    from the one above it (:func:`_grid_search`: usually two full queries, that point met and
+    the one below failed); otherwise, or when that search does not end within
+    MAX_GRID_QUERIES queries, the unrounded calibration is made first and its grid neighbours
+    are queried."""
     if isinstance(digits, bool) or not isinstance(digits, int) or not 1 <= digits <= 12:
         raise InvalidParameterError(
             "digits", f"must be an integer in [1, 12], got {digits!r}", "pass e.g. 3"
         )
+    eps_t, delta = _check_targets(target_epsilon, target_delta)
+    lo, hi = _check_bracket(bracket, 0.5 * 10.0**-digits)
+    if backends is None or "pld" in backends:
+        estimate = estimate_crossing(make_event, adjacency, eps_t, delta, (lo, hi))
+        if estimate is not None:
+            found = _grid_search(
+                make_event, adjacency, (eps_t, delta), backends, estimate, digits, (lo, hi)
+            )
+            if found is not None:
+                return found
     found = calibrate_noise_multiplier(
         make_event,
         adjacency,
@@ -265,6 +281,71 @@ def calibrate_on_grid(
         if bound.epsilon <= target_epsilon:
             return CalibrationResult(sigma, bound.epsilon, found.delta, bound.method)
     return found
+
+
+#: most full queries of a search on the grid (:func:`calibrate_on_grid`) before the unrounded
+#: calibration takes over
+MAX_GRID_QUERIES = 6
+
+
+def _grid_search(
+    make_event: Callable[[float], Event],
+    adjacency: Adjacency | None,
+    targets: tuple[float, float],
+    backends: Sequence[str] | None,
+    estimate: Estimate,
+    digits: int,
+    bracket: tuple[float, float],
+) -> CalibrationResult | None:
+    """The least grid point in ``bracket`` whose full query meets the targets: full queries at
+    grid points (the ceiling of the estimated crossing first, then of the crossing the last
+    two queries, or the estimate's slope, predict), each strictly between the greatest point
+    known to fail and the least known to meet (epsilon does not increase with the noise),
+    until those two are neighbours or the least met is the bracket's lowest grid point. None
+    when MAX_GRID_QUERIES queries do not settle it or no grid point in the bracket can meet."""
+    eps_t, delta = targets
+    lo, hi = bracket
+    low_end, high_end = _grid_index(lo, digits), _grid_index(hi, digits, ceiling=False)
+    failed, met = low_end - 1, high_end + 1  # (indices beyond the bracket: not queried)
+    best: EpsilonBound | None = None
+    points: list[tuple[float, float]] = []
+    aim = estimate.sigma
+    for _ in range(MAX_GRID_QUERIES):
+        index = min(max(_grid_index(aim, digits), failed + 1), met - 1)
+        if index > high_end:
+            return None
+        sigma = _grid_value(index, digits)
+        bound = _account(make_event(sigma), adjacency, delta, backends)
+        points.append((math.log(sigma), gap(bound.epsilon, eps_t)))
+        if bound.epsilon <= eps_t:
+            met, best = index, bound
+        else:
+            failed = index
+        if best is not None and failed == met - 1:
+            return CalibrationResult(_grid_value(met, digits), best.epsilon, delta, best.method)
+        if failed >= high_end:
+            return None
+        slope = _slope(points) if len(points) > 1 else estimate.slope
+        x, g = points[-1]
+        step = -g / slope if slope < 0 and abs(g) < GAP_CAP else 0.0
+        aim = math.exp(x + max(-1.0, min(1.0, step)))
+    return None
+
+
+def _grid_index(sigma: float, digits: int, *, ceiling: bool = True) -> int:
+    """The position on the grid of the least grid point at or above ``sigma`` (within 1e-9
+    relative, as :func:`grid_neighbours`), or with ``ceiling`` False of the greatest at or
+    below it; positions increase with the points, ``9 10^(digits - 1)`` to a decade."""
+    exponent = math.floor(math.log10(sigma)) - (digits - 1)
+    scaled = round(sigma / _on_grid(1, exponent), 9)
+    count = math.ceil(scaled) if ceiling else math.floor(scaled)
+    return exponent * 9 * 10 ** (digits - 1) + count - 10 ** (digits - 1)
+
+
+def _grid_value(index: int, digits: int) -> float:
+    """The grid point at a position of :func:`_grid_index`."""
+    exponent, rest = divmod(index, 9 * 10 ** (digits - 1))
+    return _on_grid(rest + 10 ** (digits - 1), exponent)
 
 
 def calibrate_steps(

@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpledger.accountant import calibrate, calibrate_estimate
+from dpledger.accountant.base import EpsilonBound
 from dpledger.accountant.calibrate import (
     analytic_gaussian_sigma,
     calibrate_noise_multiplier,
@@ -19,7 +21,13 @@ from dpledger.accountant.conversions import gaussian_delta_bracket
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import InvalidParameterError
-from dpledger.core.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent, SelfComposedEvent
+from dpledger.core.events import (
+    Event,
+    GaussianEvent,
+    LaplaceEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+)
 
 BACKENDS = ("closed_form", "rdp")
 
@@ -240,3 +248,82 @@ def test_steps_calibration_is_certified_by_the_full_query() -> None:
     assert res.count > 1 and res.method == "pld"
     assert account(steps(res.count), delta=1e-5).bound.epsilon <= 2.0
     assert account(steps(res.count + 1), delta=1e-5).bound.epsilon > 2.0
+
+
+@given(st.floats(min_value=1e-3, max_value=1e6), st.integers(min_value=1, max_value=6))
+def test_grid_positions_are_the_grid_neighbours(sigma: float, digits: int) -> None:
+    below, top = grid_neighbours(sigma, digits)
+    index = calibrate._grid_index(sigma, digits)
+    assert calibrate._grid_value(index, digits) == top
+    assert calibrate._grid_value(index - 1, digits) == below
+    assert calibrate._grid_value(index + 1, digits) > top
+    floor = calibrate._grid_index(sigma, digits, ceiling=False)
+    assert floor in (index, index - 1) and calibrate._grid_value(floor, digits) <= sigma * (
+        1 + 1e-9
+    )
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The noise multipliers of the full queries a calibration makes, in order."""
+    queried: list[float] = []
+    full = calibrate._account
+
+    def counting(event: Event, *args: object) -> EpsilonBound:
+        queried.append(event.event.event.noise_multiplier)  # type: ignore[attr-defined]
+        return full(event, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(calibrate, "_account", counting)
+    return queried
+
+
+@pytest.mark.parametrize(
+    ("q", "steps", "target", "digits"),
+    [(0.01, 200, 1.0, 2), (0.01, 200, 1.0, 4), (256 / 60000, 1404, 2.0, 3), (1e-3, 2000, 0.3, 3)],
+)
+def test_grid_search_finds_the_grid_point_of_the_unrounded_calibration(
+    monkeypatch: pytest.MonkeyPatch, q: float, steps: int, target: float, digits: int
+) -> None:
+    make = _dpsgd(q, steps)
+    queried = _counted(monkeypatch)
+    searched = calibrate_on_grid(make, None, target, 1e-5, digits=digits)
+    searched_queries = len(queried)
+    monkeypatch.setattr(calibrate, "MAX_GRID_QUERIES", 0)  # the unrounded calibration first
+    unrounded = calibrate_on_grid(make, None, target, 1e-5, digits=digits)
+    assert searched == unrounded
+    # the point below is certified to fail, the point itself to meet
+    below, top = grid_neighbours(searched.noise_multiplier, digits)
+    assert top == searched.noise_multiplier and searched.epsilon <= target
+    assert account(make(below), delta=1e-5).bound.epsilon > target
+    assert searched_queries < len(queried) - searched_queries
+
+
+def test_grid_search_from_a_precise_estimate_makes_two_full_queries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    queried = _counted(monkeypatch)
+    found = calibrate_on_grid(_dpsgd(0.01, 200), None, 1.0, 1e-5)
+    assert found.noise_multiplier == 0.968 and len(queried) == 2
+    assert queried == [0.968, 0.967]
+
+
+@pytest.mark.parametrize("far", [0.5, 2.0, 50.0])
+def test_grid_search_from_a_wrong_estimate_gives_the_same_point(
+    monkeypatch: pytest.MonkeyPatch, far: float
+) -> None:
+    make = _dpsgd(0.01, 200)
+    estimate = calibrate_estimate.estimate_crossing(make, None, 1.0, 1e-5, (1e-2, 1e3))
+    assert estimate is not None
+    wrong = calibrate_estimate.Estimate(estimate.sigma * far, estimate.slope, True)
+    monkeypatch.setattr(calibrate, "estimate_crossing", lambda *args: wrong)
+    assert calibrate_on_grid(make, None, 1.0, 1e-5).noise_multiplier == 0.968
+
+
+def test_grid_search_at_the_bracket_ends() -> None:
+    make = _dpsgd(0.01, 200)
+    # every grid point in the bracket meets: its lowest one
+    low = calibrate_on_grid(make, None, 50.0, 1e-5, bracket=(0.7012, 10.0))
+    assert low.noise_multiplier == 0.702
+    # none meets: the bracket is named
+    with pytest.raises(InvalidParameterError) as err:
+        calibrate_on_grid(make, None, 1.0, 1e-5, bracket=(0.1, 0.5))
+    assert err.value.field == "bracket"
