@@ -367,33 +367,61 @@ def calibrate_steps(
             "max_count", f"must be an integer >= 1, got {max_count!r}", "pass e.g. 10000"
         )
 
+    points: list[tuple[float, float]] = []  # (log count, gap) of every full query
+
     def meets(count: int) -> EpsilonBound | None:
         # the full query: the count returned is one whose printed bound meets the target
         bound = _account(make_event(count), adjacency, delta, backends)
+        points.append((math.log(count), gap(bound.epsilon, eps_t)))
         return bound if bound.epsilon <= eps_t else None
 
     first = meets(1)
     if first is None:
         return StepsCalibrationResult(0, 0.0, delta, "none")
     good, best = 1, first
-    bad = None
-    while bad is None:  # exponential search for a failing count
-        nxt = min(good * 2, max_count)
-        if nxt == good:
-            return StepsCalibrationResult(good, best.epsilon, delta, best.method)
-        bound = meets(nxt)
+    bad: int | None = None  # the least count known to fail
+    for _ in range(MAX_STEPS_QUERIES):
+        if good == max_count or (bad is not None and bad - good <= 1):
+            break
+        count = _next_count(points, good, max_count + 1 if bad is None else bad)
+        bound = meets(count)
         if bound is None:
-            bad = nxt
+            bad = count
         else:
-            good, best = nxt, bound
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        bound = meets(mid)
-        if bound is None:
-            bad = mid
-        else:
-            good, best = mid, bound
+            good, best = count, bound
+    else:  # pragma: no cover - the bisections of _next_count end far sooner
+        raise InvalidParameterError("max_count", "the step search did not end", "lower it")
     return StepsCalibrationResult(good, best.epsilon, delta, best.method)
+
+
+#: most full queries of a step calibration (each interpolation is safeguarded by bisection)
+MAX_STEPS_QUERIES = 200
+#: d log(epsilon) / d log(count) assumed before two queries measure it (epsilon of a long
+#: composition grows about as the square root of its length)
+STEPS_SLOPE = 0.5
+#: one interpolated step moves the count by at most this factor
+MAX_STEPS_GROWTH = 1000.0
+
+
+def _next_count(points: Sequence[tuple[float, float]], good: int, bad: int) -> int:
+    """The next count to query, strictly between ``good`` (met) and ``bad`` (the least count
+    known to fail, or one above the largest allowed): where the crossing the two queries
+    nearest it predict (on log count and log epsilon; one query: STEPS_SLOPE) lies, on the
+    side the last query did not fall on; a bisection after three queries on one side."""
+    if len(points) >= 3 and len({g <= 0 for _, g in points[-3:]}) == 1:
+        return (good + bad) // 2
+    x, g = points[-1]
+    slope = STEPS_SLOPE
+    near = sorted((p for p in points if abs(p[1]) < GAP_CAP), key=lambda p: abs(p[1]))[:2]
+    if len(near) == 2 and near[0][0] != near[1][0]:
+        (x1, g1), (x2, g2) = near
+        if (g2 - g1) / (x2 - x1) > 0:
+            x, g, slope = x1, g1, (g2 - g1) / (x2 - x1)
+    step = max(-math.log(MAX_STEPS_GROWTH), min(math.log(MAX_STEPS_GROWTH), -g / slope))
+    root = math.exp(x + step)
+    # the last query met: aim at the first count predicted to fail, else at the last to meet
+    aim = math.floor(root) + (1 if points[-1][1] <= 0 else 0)
+    return min(bad - 1, max(good + 1, aim))
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:

@@ -327,3 +327,39 @@ def test_grid_search_at_the_bracket_ends() -> None:
     with pytest.raises(InvalidParameterError) as err:
         calibrate_on_grid(make, None, 1.0, 1e-5, bracket=(0.1, 0.5))
     assert err.value.field == "bracket"
+
+
+@pytest.mark.parametrize(
+    ("sigma", "target", "delta"),
+    [
+        (10.0, 1.0, 1e-5),
+        (30.0, 0.5, 1e-6),
+        (100.0, 2.0, 1e-10),
+        (3.0, 8.0, 1e-5),
+        (500.0, 0.1, 1e-5),
+    ],
+)
+def test_steps_calibration_interpolates_to_the_closed_form_count(
+    monkeypatch: pytest.MonkeyPatch, sigma: float, target: float, delta: float
+) -> None:
+    # K Gaussians of noise sigma compose to mu = sqrt(K) / sigma: the largest K meeting the
+    # target is floor((sigma / sigma_1)^2), sigma_1 the noise of one Gaussian at the target
+    queried: list[int] = []
+    full = calibrate._account
+
+    def counting(event: Event, *args: object) -> EpsilonBound:
+        queried.append(event.count)  # type: ignore[attr-defined]
+        return full(event, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(calibrate, "_account", counting)
+    make = lambda n: SelfComposedEvent(GaussianEvent(sigma), n)  # noqa: E731
+    res = calibrate_steps(make, None, target, delta, backends=("closed_form",))
+    expected = math.floor((sigma / analytic_gaussian_sigma(target, delta)) ** 2)
+    assert res.count == expected
+    assert res.epsilon <= target
+    assert (
+        account(make(res.count + 1), delta=delta, backends=("closed_form",)).bound.epsilon > target
+    )
+    # an interpolated search: a handful of full queries (doubling then bisecting took about
+    # 2 log2(count): 20 for 1092 steps)
+    assert len(queried) <= 6
