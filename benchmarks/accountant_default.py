@@ -397,10 +397,8 @@ def main() -> None:
     args = parser.parse_args()
     anchors = not args.no_anchors
     # lazy imports and first-call set-up happen here, once; the forked children inherit them
+    # (as they do the anchors' modules): a query's time is not an import's
     account(dp_sgd(1.0, 0.01, 10), delta=1e-5)
-    # the one module the accountant imports lazily (isotonic regression for dominated pairs),
-    # imported here as the anchors' modules are: a query's time is not an import's
-    import scipy.optimize  # noqa: F401
 
     if anchors:
         import dp_accounting  # noqa: F401
