@@ -1,10 +1,8 @@
 """Isotonic regression without ``scipy.optimize`` (accountant/isotonic.py): the same values and
-blocks as SciPy's public function, a fallback to it, and no import of its package."""
+blocks as SciPy's public function, and a fallback to it (that a query does not import the
+package: tests/cli/test_lazy_imports.py)."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -83,21 +81,3 @@ def test_a_core_that_answers_differently_is_not_used(monkeypatch: pytest.MonkeyP
         assert isotonic._loaded_core() is None
     finally:
         isotonic._loaded_core.cache_clear()
-
-
-def test_a_query_that_builds_dominated_pairs_does_not_import_scipy_optimize() -> None:
-    code = (
-        "import sys\n"
-        "from dpledger.accountant.select import account\n"
-        "from dpledger.core.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent\n"
-        "e = SelfComposedEvent(PoissonSampledEvent(1e-4, GaussianEvent(0.8)), 100000)\n"
-        "b = account(e, None, delta=1e-10).bound\n"
-        "print(b.epsilon_lower, b.epsilon, 'scipy.optimize' in sys.modules)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
-    ).stdout.split()
-    lower, upper, imported = float(out[0]), float(out[1]), out[2]
-    assert imported == "False"
-    # the bracket of the dominated pairs (docs/accountants.md: [0.54632, 0.54702])
-    assert 0.5463 < lower < upper < 0.5471
