@@ -306,6 +306,9 @@ def _grid_search(
     eps_t, delta = targets
     lo, hi = bracket
     low_end, high_end = _grid_index(lo, digits), _grid_index(hi, digits, ceiling=False)
+    # (a bracket end within the snapping of a grid point: the point inside the bracket)
+    low_end += _grid_value(low_end, digits) < lo
+    high_end -= _grid_value(high_end, digits) > hi
     failed, met = low_end - 1, high_end + 1  # (indices beyond the bracket: not queried)
     best: EpsilonBound | None = None
     points: list[tuple[float, float]] = []
@@ -333,13 +336,19 @@ def _grid_search(
 
 
 def _grid_index(sigma: float, digits: int, *, ceiling: bool = True) -> int:
-    """The position on the grid of the least grid point at or above ``sigma`` (within 1e-9
-    relative, as :func:`grid_neighbours`), or with ``ceiling`` False of the greatest at or
-    below it; positions increase with the points, ``9 10^(digits - 1)`` to a decade."""
+    """The position on the grid of the least grid point at or above ``sigma``, or with
+    ``ceiling`` False of the greatest at or below it; a ``sigma`` within 5e-10 of a grid step
+    (as :func:`grid_neighbours`) or a few units in the last place of it (the rounding of a
+    grid point itself, at many digits) counts as on it. Positions increase with the points,
+    ``9 10^(digits - 1)`` to a decade."""
     exponent = math.floor(math.log10(sigma)) - (digits - 1)
-    scaled = round(sigma / _on_grid(1, exponent), 9)
+    scaled = sigma / _on_grid(1, exponent)
+    nearest = round(scaled)
+    if abs(scaled - nearest) <= max(5e-10, 4 * math.ulp(scaled)):
+        scaled = float(nearest)
     count = math.ceil(scaled) if ceiling else math.floor(scaled)
-    return exponent * 9 * 10 ** (digits - 1) + count - 10 ** (digits - 1)
+    first = int(10 ** (digits - 1))  # the first count of a decade
+    return exponent * 9 * first + count - first
 
 
 def _grid_value(index: int, digits: int) -> float:
@@ -379,23 +388,29 @@ def calibrate_steps(
     if first is None:
         return StepsCalibrationResult(0, 0.0, delta, "none")
     good, best = 1, first
-    bad: int | None = None  # the least count known to fail
-    for _ in range(MAX_STEPS_QUERIES):
-        if good == max_count or (bad is not None and bad - good <= 1):
-            break
-        count = _next_count(points, good, max_count + 1 if bad is None else bad)
+    bad = max_count + 1  # the least count known to fail (one above max_count: none known)
+    last = 1  # the count queried last
+    steps: list[int] = []  # the moves made once a count failed
+    patience = 4 * max_count.bit_length() + 8  # queries before only bisections are made
+    while good < max_count and bad - good > 1:
+        count = _next_count(points, good, bad)
+        if bad > max_count:  # nothing failed yet: at least a doubling
+            count = max(count, min(2 * good, max_count))
+        else:
+            # as Brent's safeguard: a bisection where the move is not half the one before
+            # last (a jump in epsilon would otherwise keep the interpolation creeping)
+            if len(points) > patience or (len(steps) >= 2 and 2 * abs(count - last) > steps[-2]):
+                count = (good + bad) // 2
+            steps.append(abs(count - last))
         bound = meets(count)
+        last = count
         if bound is None:
             bad = count
         else:
             good, best = count, bound
-    else:  # pragma: no cover - the bisections of _next_count end far sooner
-        raise InvalidParameterError("max_count", "the step search did not end", "lower it")
     return StepsCalibrationResult(good, best.epsilon, delta, best.method)
 
 
-#: most full queries of a step calibration (each interpolation is safeguarded by bisection)
-MAX_STEPS_QUERIES = 200
 #: d log(epsilon) / d log(count) assumed before two queries measure it (epsilon of a long
 #: composition grows about as the square root of its length)
 STEPS_SLOPE = 0.5
@@ -407,9 +422,8 @@ def _next_count(points: Sequence[tuple[float, float]], good: int, bad: int) -> i
     """The next count to query, strictly between ``good`` (met) and ``bad`` (the least count
     known to fail, or one above the largest allowed): where the crossing the two queries
     nearest it predict (on log count and log epsilon; one query: STEPS_SLOPE) lies, on the
-    side the last query did not fall on; a bisection after three queries on one side."""
-    if len(points) >= 3 and len({g <= 0 for _, g in points[-3:]}) == 1:
-        return (good + bad) // 2
+    side the last query did not fall on (the caller bisects where that does not halve the
+    bracket every second query)."""
     x, g = points[-1]
     slope = STEPS_SLOPE
     near = sorted((p for p in points if abs(p[1]) < GAP_CAP), key=lambda p: abs(p[1]))[:2]

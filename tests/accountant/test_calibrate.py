@@ -26,6 +26,7 @@ from dpledger.core.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    PureDPEvent,
     SelfComposedEvent,
 )
 
@@ -363,3 +364,54 @@ def test_steps_calibration_interpolates_to_the_closed_form_count(
     # an interpolated search: a handful of full queries (doubling then bisecting took about
     # 2 log2(count): 20 for 1092 steps)
     assert len(queried) <= 6
+
+
+@pytest.mark.parametrize(
+    ("digits", "bracket", "expected"),
+    [
+        (3, (0.97 + 1e-13, 10.0), 0.971),  # a lower end a hair above a grid point
+        (7, (0.9693, 10.0), 0.9693),  # an on-grid lower end that meets, many digits
+        (11, (0.9693, 10.0), 0.9693),
+    ],
+)
+def test_grid_search_stays_inside_the_bracket_and_keeps_an_on_grid_end(
+    digits: int, bracket: tuple[float, float], expected: float
+) -> None:
+    # every grid point from 0.968 up meets (test above), so the least one in the bracket
+    found = calibrate_on_grid(_dpsgd(0.01, 200), None, 1.0, 1e-5, digits=digits, bracket=bracket)
+    assert found.noise_multiplier == expected and found.noise_multiplier >= bracket[0]
+
+
+@given(st.floats(min_value=1e-3, max_value=1e6), st.integers(min_value=1, max_value=12))
+def test_grid_positions_round_trip_at_any_number_of_digits(sigma: float, digits: int) -> None:
+    index = calibrate._grid_index(sigma, digits)
+    point = calibrate._grid_value(index, digits)
+    assert calibrate._grid_index(point, digits) == index
+    assert calibrate._grid_index(point, digits, ceiling=False) == index
+    assert (
+        calibrate._grid_value(index + 1, digits) > point > calibrate._grid_value(index - 1, digits)
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "expected", "most"),
+    [
+        # epsilon jumps past the target after 1000 steps: interpolation alone would creep
+        (lambda n: PureDPEvent(0.5 if n <= 1000 else 2.0), 1000, 40),
+        # flat just under the target for a million steps
+        (lambda n: PureDPEvent(0.999 if n <= 10**6 else 2.0), 10**6, 100),
+    ],
+)
+def test_steps_calibration_ends_where_epsilon_jumps(
+    monkeypatch: pytest.MonkeyPatch, make: object, expected: int, most: int
+) -> None:
+    queried: list[int] = []
+    full = calibrate._account
+
+    def counting(event: Event, *args: object) -> EpsilonBound:
+        queried.append(1)
+        return full(event, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(calibrate, "_account", counting)
+    res = calibrate_steps(make, None, 1.0, 1e-5, backends=("closed_form",))  # type: ignore[arg-type]
+    assert res.count == expected and len(queried) <= most

@@ -81,3 +81,40 @@ def test_a_core_that_answers_differently_is_not_used(monkeypatch: pytest.MonkeyP
         assert isotonic._loaded_core() is None
     finally:
         isotonic._loaded_core.cache_clear()
+
+
+def _naive_core(x: np.ndarray, w: np.ndarray, starts: np.ndarray) -> tuple:
+    """One pass that pools a point into the block before it, never further back."""
+    values, blocks = [float(x[0])], [0]
+    weights = [float(w[0])]
+    for i in range(1, x.size):
+        if x[i] < values[-1]:
+            total = weights[-1] + w[i]
+            values[-1] = (values[-1] * weights[-1] + x[i] * w[i]) / total
+            weights[-1] = total
+        else:
+            values.append(float(x[i]))
+            weights.append(float(w[i]))
+            blocks.append(i)
+    out = np.repeat(values, np.diff([*blocks, x.size]))
+    starts[: len(blocks) + 1] = [*blocks, x.size]
+    return out, np.array(weights), starts, len(blocks)
+
+
+def test_the_known_inputs_tell_a_core_that_does_not_merge_back() -> None:
+    assert isotonic.answers_known_inputs(isotonic._loaded_core())
+    assert not isotonic.answers_known_inputs(_naive_core)
+
+
+@pytest.mark.parametrize(
+    ("y", "w", "message"),
+    [
+        (-np.arange(1000.0), np.ones(1), "equal length"),
+        (np.array([3.0, 1.0, 2.0]), np.array([1.0, 0.0, 1.0]), "strictly positive"),
+    ],
+)
+def test_inputs_the_core_does_not_check_are_refused_as_scipy_refuses_them(
+    y: np.ndarray, w: np.ndarray, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        isotonic.isotonic_regression(y, w)
