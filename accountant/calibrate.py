@@ -217,12 +217,10 @@ def grid_neighbours(sigma: float, digits: int = GRID_DIGITS) -> tuple[float, flo
     """(the grid point below the ceiling, the ceiling): the least point at or above ``sigma``
     with ``digits`` significant digits, and the one a step under it. A ``sigma`` within 1e-9
     (relative) of a grid point counts as on it, so the ceiling can be below ``sigma`` by that
-    much (callers certify what they return)."""
-    exponent = math.floor(math.log10(sigma)) - (digits - 1)
-    count = math.ceil(round(sigma / _on_grid(1, exponent), 9))
-    if count == 10 ** (digits - 1):  # a decade's first point: the one below has a finer step
-        return _on_grid(10**digits - 1, exponent - 1), _on_grid(count, exponent)
-    return _on_grid(count - 1, exponent), _on_grid(count, exponent)
+    much (callers certify what they return); so does a grid point itself at any number of
+    digits (:func:`_grid_index`). A decade's first point has the finer step below it."""
+    index = _grid_index(sigma, digits)
+    return _grid_value(index - 1, digits), _grid_value(index, digits)
 
 
 def calibrate_on_grid(

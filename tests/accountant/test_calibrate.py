@@ -251,17 +251,32 @@ def test_steps_calibration_is_certified_by_the_full_query() -> None:
     assert account(steps(res.count + 1), delta=1e-5).bound.epsilon > 2.0
 
 
+def _old_neighbours(sigma: float, digits: int) -> tuple[float, float]:
+    """The grid neighbours as first written (valid up to 6 digits: its 1e-9 snapping is
+    absolute in the count)."""
+    exponent = math.floor(math.log10(sigma)) - (digits - 1)
+    unit = 1 / 10.0**-exponent if exponent < 0 else 10.0**exponent
+    count = math.ceil(round(sigma / unit, 9))
+
+    def on_grid(c: int, e: int) -> float:
+        return c / 10.0**-e if e < 0 else c * 10.0**e
+
+    if count == 10 ** (digits - 1):
+        return on_grid(10**digits - 1, exponent - 1), on_grid(count, exponent)
+    return on_grid(count - 1, exponent), on_grid(count, exponent)
+
+
 @given(st.floats(min_value=1e-3, max_value=1e6), st.integers(min_value=1, max_value=6))
 def test_grid_positions_are_the_grid_neighbours(sigma: float, digits: int) -> None:
-    below, top = grid_neighbours(sigma, digits)
+    below, top = _old_neighbours(sigma, digits)
+    assert grid_neighbours(sigma, digits) == (below, top)
     index = calibrate._grid_index(sigma, digits)
     assert calibrate._grid_value(index, digits) == top
     assert calibrate._grid_value(index - 1, digits) == below
     assert calibrate._grid_value(index + 1, digits) > top
     floor = calibrate._grid_index(sigma, digits, ceiling=False)
-    assert floor in (index, index - 1) and calibrate._grid_value(floor, digits) <= sigma * (
-        1 + 1e-9
-    )
+    assert floor in (index, index - 1)
+    assert calibrate._grid_value(floor, digits) <= sigma * (1 + 1e-9)
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch) -> list[float]:
