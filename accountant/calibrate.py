@@ -273,7 +273,7 @@ def calibrate_on_grid(
     # found is within half a smallest grid step (10^-digits relative) of the least certified
     # value, so the grid point below its ceiling is the only smaller candidate
     for sigma in grid_neighbours(found.noise_multiplier, digits):
-        if sigma < bracket[0]:
+        if not bracket[0] <= sigma <= bracket[1]:
             continue
         bound = _account(make_event(sigma), adjacency, found.delta, backends)
         if bound.epsilon <= target_epsilon:
@@ -300,13 +300,16 @@ def _grid_search(
     two queries, or the estimate's slope, predict), each strictly between the greatest point
     known to fail and the least known to meet (epsilon does not increase with the noise),
     until those two are neighbours or the least met is the bracket's lowest grid point. None
-    when MAX_GRID_QUERIES queries do not settle it or no grid point in the bracket can meet."""
+    when MAX_GRID_QUERIES queries do not settle it, no grid point in the bracket can meet, or
+    the bracket holds none."""
     eps_t, delta = targets
     lo, hi = bracket
     low_end, high_end = _grid_index(lo, digits), _grid_index(hi, digits, ceiling=False)
     # (a bracket end within the snapping of a grid point: the point inside the bracket)
     low_end += _grid_value(low_end, digits) < lo
     high_end -= _grid_value(high_end, digits) > hi
+    if low_end > high_end:  # no grid point in the bracket
+        return None
     failed, met = low_end - 1, high_end + 1  # (indices beyond the bracket: not queried)
     best: EpsilonBound | None = None
     points: list[tuple[float, float]] = []

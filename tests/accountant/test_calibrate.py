@@ -430,3 +430,8 @@ def test_steps_calibration_ends_where_epsilon_jumps(
     monkeypatch.setattr(calibrate, "_account", counting)
     res = calibrate_steps(make, None, 1.0, 1e-5, backends=("closed_form",))  # type: ignore[arg-type]
     assert res.count == expected and len(queried) <= most
+
+
+def test_a_bracket_holding_no_grid_point_gives_the_unrounded_calibration_inside_it() -> None:
+    found = calibrate_on_grid(_dpsgd(0.01, 200), None, 1.0, 1e-5, bracket=(0.9701, 0.9709))
+    assert found.noise_multiplier == 0.9701  # the bracket's low end meets; no grid point inside
