@@ -394,13 +394,15 @@ def calibrate_steps(
     steps: list[int] = []  # the moves made once a count failed
     patience = 4 * max_count.bit_length() + 8  # queries before only bisections are made
     while good < max_count and bad - good > 1:
-        count = _next_count(points, good, bad)
-        if bad > max_count:  # nothing failed yet: at least a doubling
-            count = max(count, min(2 * good, max_count))
+        count = _next_count(points, bad)
+        if bad > max_count:  # nothing failed yet: at least a doubling, at most max_count
+            count = min(max(count, 2 * good), max_count)
         else:
-            # as Brent's safeguard: a bisection where the move is not half the one before
-            # last (a jump in epsilon would otherwise keep the interpolation creeping)
-            if len(points) > patience or (len(steps) >= 2 and 2 * abs(count - last) > steps[-2]):
+            # a bisection where the interpolation aims outside the bracket (the model
+            # disagrees with the queries), or, as in Brent's method, where the move is not half
+            # the one before last (a jump in epsilon would otherwise keep it creeping)
+            creeping = len(steps) >= 2 and 2 * abs(count - last) > steps[-2]
+            if not good < count < bad or creeping or len(points) > patience:
                 count = (good + bad) // 2
             steps.append(abs(count - last))
         bound = meets(count)
@@ -419,12 +421,12 @@ STEPS_SLOPE = 0.5
 MAX_STEPS_GROWTH = 1000.0
 
 
-def _next_count(points: Sequence[tuple[float, float]], good: int, bad: int) -> int:
-    """The next count to query, strictly between ``good`` (met) and ``bad`` (the least count
-    known to fail, or one above the largest allowed): where the crossing the two queries
-    nearest it predict (on log count and log epsilon; one query: STEPS_SLOPE) lies, on the
-    side the last query did not fall on (the caller bisects where that does not halve the
-    bracket every second query)."""
+def _next_count(points: Sequence[tuple[float, float]], bad: int) -> int:
+    """The next count the interpolation asks for (the caller keeps it inside the bracket or
+    bisects): where the crossing the two queries nearest it predict (on log count and log
+    epsilon; one query: STEPS_SLOPE) lies, on the side the last query did not fall on;
+    ``bad`` (the least count known to fail, or one above the largest allowed) when it
+    predicts one at or beyond it."""
     x, g = points[-1]
     slope = STEPS_SLOPE
     near = sorted((p for p in points if abs(p[1]) < GAP_CAP), key=lambda p: abs(p[1]))[:2]
@@ -433,10 +435,10 @@ def _next_count(points: Sequence[tuple[float, float]], good: int, bad: int) -> i
         if (g2 - g1) / (x2 - x1) > 0:
             x, g, slope = x1, g1, (g2 - g1) / (x2 - x1)
     step = max(-math.log(MAX_STEPS_GROWTH), min(math.log(MAX_STEPS_GROWTH), -g / slope))
-    root = math.exp(x + step)
+    if x + step >= math.log(bad):
+        return bad
     # the last query met: aim at the first count predicted to fail, else at the last to meet
-    aim = math.floor(root) + (1 if points[-1][1] <= 0 else 0)
-    return min(bad - 1, max(good + 1, aim))
+    return math.floor(math.exp(x + step)) + (1 if points[-1][1] <= 0 else 0)
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
