@@ -428,12 +428,11 @@ def _next_count(points: Sequence[tuple[float, float]], bad: int) -> int:
     ``bad`` (the least count known to fail, or one above the largest allowed) when it
     predicts one at or beyond it."""
     x, g = points[-1]
-    slope = STEPS_SLOPE
-    near = sorted((p for p in points if abs(p[1]) < GAP_CAP), key=lambda p: abs(p[1]))[:2]
-    if len(near) == 2 and near[0][0] != near[1][0]:
-        (x1, g1), (x2, g2) = near
-        if (g2 - g1) / (x2 - x1) > 0:
-            x, g, slope = x1, g1, (g2 - g1) / (x2 - x1)
+    slope = _slope(points)
+    if slope > 0:  # from the query nearest the crossing
+        x, g = min((p for p in points if abs(p[1]) < GAP_CAP), key=lambda p: abs(p[1]))
+    else:
+        slope = STEPS_SLOPE
     step = max(-math.log(MAX_STEPS_GROWTH), min(math.log(MAX_STEPS_GROWTH), -g / slope))
     if x + step >= math.log(bad):
         return bad
