@@ -20,6 +20,13 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable
 
+from dpledger.accountant.allocation_cells import (
+    cell_sides,
+    grouped_allocations,
+    is_cell_allocation,
+    joined,
+    plain,
+)
 from dpledger.accountant.base import (
     Accountant,
     DeltaBound,
@@ -36,8 +43,8 @@ from dpledger.accountant.pld_components import (
     _allocation_reduced,
     _exact_pure_cap,
     _merge_gaussians,
-    approx_failures,
-    representative_components,
+    ledger_leaves,
+    rounded_components,
 )
 from dpledger.accountant.pld_compositions import (
     EXTENDED_WINDOW_POINTS,
@@ -98,7 +105,12 @@ from dpledger.accountant.profiles_base import DirectedProfiles
 from dpledger.accountant.representatives import split
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import BoundUnavailable, UnsupportedEventError
-from dpledger.core.events import ApproxDPEvent, Event, NonPrivateEvent, flatten
+from dpledger.core.events import (
+    ALLOCATION_NEEDS_ADD_REMOVE,
+    Event,
+    NonPrivateEvent,
+    flatten,
+)
 
 __all__ = [
     "ADAPTIVE_START_POINTS",
@@ -206,6 +218,8 @@ class PLDAccountant(Accountant):
         self._non_private = False
         #: the step of the representatives' grid when the leaves were rounded to them
         self._step: float | None = None
+        #: the relative step of the cells many allocations were grouped into
+        self._allocation_step: float | None = None
         #: the compositions made (at the grid size of the current pass) and the searches that
         #: read them
         self._cache = Compositions(target_points)
@@ -233,6 +247,12 @@ class PLDAccountant(Accountant):
             reason = _parameter_reason(leaf, self.adjacency.sensitivity_factor)
             if reason is not None:
                 return f"{leaf.describe()}: {reason}"
+            if is_cell_allocation(leaf):
+                # an allocation of a Gaussian step in range has curves under add/remove (its
+                # tables are made when composed, not here: each costs a fraction of a second)
+                if self.adjacency.relation != "add_remove":
+                    return f"{leaf.describe()}: {ALLOCATION_NEEDS_ADD_REMOVE}"
+                continue
             # whether a rounded kind has curves depends on its shape only: one check per shape
             found = split(leaf)
             shape = leaf if found is None else found[0]
@@ -267,18 +287,11 @@ class PLDAccountant(Accountant):
         They are the same unless more than MAX_DISTINCT_COMPONENTS distinct leaves remain:
         then the upper bound composes dominating representatives (parameters rounded to the
         costly side) and the lower bound dominated ones (rounded to the cheap side), so that
-        both stay certified; or unless a k-of-t allocation (k > 1) is present: the upper bound
+        both stay certified (many allocations of a Gaussian step as cells, each one
+        allocation table); or unless a k-of-t allocation (k > 1) is present: the upper bound
         composes its k-of-t reduction, the lower bound the event itself.
         """
-        merged: dict[Event, int] = {}
-        self._non_private = False
-        for event, count in self._ledger:
-            for leaf, k in flatten(event):
-                if isinstance(leaf, NonPrivateEvent):
-                    self._non_private = True
-                    continue
-                merged[leaf] = merged.get(leaf, 0) + k * count
-        merged = _merge_gaussians(merged)
+        merged, self._non_private = ledger_leaves(self._ledger)
         blocks: list[tuple[DirectedProfiles, int]] = []
         blocked: dict[Event, int] = {}
         if len(merged) > MAX_DISTINCT_COMPONENTS:
@@ -286,36 +299,52 @@ class PLDAccountant(Accountant):
             rest, blocks = block_components(merged, self.adjacency)
             blocked = {e: k for e, k in merged.items() if e not in rest}
             merged = rest
-        upper_events = lower_events = merged
         self._step = None
-        if len(merged) > MAX_DISTINCT_COMPONENTS:
-            # blocks by cell take their share of the components' budgets (each is one more FFT)
+        # many distinct allocations of a Gaussian step: a few cells (each one table)
+        merged, cells_up, cells_low, self._allocation_step = grouped_allocations(
+            merged, MAX_DISTINCT_COMPONENTS
+        )
+        upper_events = lower_events = merged
+        if merged and len(merged) + len(cells_up) > MAX_DISTINCT_COMPONENTS:
+            # blocks by cell and allocation cells take their share of the components' budgets
             reserved = math.floor(BLOCK_BUDGET_SHARE * sum(is_cell_block(d) for d, _ in blocks))
-            # approximate-DP leaves as their pure parts and one exact failure mass
-            rounded, failure = approx_failures(merged)
-            limit = MAX_DISTINCT_COMPONENTS - (failure is not None)
-            upper_events, lower_events, self._step = representative_components(
-                rounded, limit, reserved
+            upper_events, lower_events, self._step = rounded_components(
+                merged, MAX_DISTINCT_COMPONENTS, reserved + len(cells_up)
             )
-            if failure is not None:
-                upper_events = {**upper_events, ApproxDPEvent(0.0, failure[0]): 1}
-                lower_events = {**lower_events, ApproxDPEvent(0.0, failure[1]): 1}
         upper_events = _allocation_reduced(upper_events)
-        # the blocks' leaves as they are (the pure cap reads them)
-        self._upper_events = {**upper_events, **blocked} if blocked else upper_events
+        if cells_up:
+            # the cells' 1-of-1 parts (their step's Gaussian) compose with the other Gaussians
+            upper_events = _merge_gaussians(joined(upper_events, plain(cells_up)))
+        # the blocks' and cells' leaves as they are (the pure cap reads them)
+        kept = {**blocked, **cells_up}
+        self._upper_events = joined(upper_events, kept) if kept else upper_events
         # finer passes refine many components' grids unless the bracket is mostly rounding
-        coarse = any(is_cell_block(d) for d, _ in blocks) or (
-            self._step is not None and self._step > FINE_ROUNDING
+        coarse = any(is_cell_block(d) for d, _ in blocks) or any(
+            step is not None and step > FINE_ROUNDING
+            for step in (self._step, self._allocation_step)
         )
         self._cache.floor_growth = 1 if coarse else MAX_FLOOR_GROWTH
+        extra_up = blocks + cell_sides(cells_up, self.adjacency, upper=True)
+        extra_low = blocks + cell_sides(cells_low, self.adjacency, upper=False)
+        return self._profiled(upper_events, lower_events, extra_up, extra_low)
+
+    def _profiled(
+        self,
+        upper_events: dict[Event, int],
+        lower_events: dict[Event, int],
+        extra_up: list[tuple[DirectedProfiles, int]],
+        extra_low: list[tuple[DirectedProfiles, int]],
+    ) -> tuple[list[tuple[DirectedProfiles, int]], list[tuple[DirectedProfiles, int]]]:
+        """(upper components, lower components): the leaves' curves (by cell where they were
+        rounded to representatives), and ``extra_up`` / ``extra_low`` made elsewhere."""
         if self._step is not None:
             up, low = cell_components(upper_events, lower_events, self.adjacency)
-            return up + blocks, low + blocks
+            return up + extra_up, low + extra_low
         upper = [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in upper_events.items()]
-        if lower_events is upper_events and not blocks:
+        if lower_events is upper_events and not extra_up and not extra_low:
             return upper, upper
         lower = [(leaf_profiles(leaf, self.adjacency), k) for leaf, k in lower_events.items()]
-        return upper + blocks, lower + blocks
+        return upper + extra_up, lower + extra_low
 
     def _prepared(self) -> Prepared | None:
         if self._prep is not None:
@@ -532,10 +561,14 @@ class PLDAccountant(Accountant):
         return DeltaBound(upper, min(lower, upper), epsilon, self.name, self._details(h))
 
     def _details(self, h: float) -> dict[str, float]:
-        """The grid spacing, and the representatives' step when the leaves were rounded."""
-        if self._step is None:
-            return {"grid_spacing": h}
-        return {"grid_spacing": h, "representative_step": self._step}
+        """The grid spacing, and the representatives' (or allocation cells') step when the
+        leaves were rounded."""
+        details = {"grid_spacing": h}
+        if self._step is not None:
+            details["representative_step"] = self._step
+        if self._allocation_step is not None:
+            details["allocation_step"] = self._allocation_step
+        return details
 
 
 def _narrower_epsilon(a: EpsilonBound, b: EpsilonBound) -> EpsilonBound:

@@ -26,6 +26,7 @@ from dpledger.core.events import (
     Event,
     GaussianEvent,
     LaplaceEvent,
+    NonPrivateEvent,
     PoissonSampledEvent,
     PureDPEvent,
     RandomAllocationEvent,
@@ -40,7 +41,9 @@ __all__ = [
     "MAX_ROUNDED_STEP",
     "REPRESENTATIVE_STEP",
     "approx_failures",
+    "ledger_leaves",
     "representative_components",
+    "rounded_components",
 ]
 
 #: above this many distinct leaf events, parameters are rounded to dominating representatives
@@ -121,6 +124,36 @@ def approx_failures(
             pure = PureDPEvent(e.epsilon)
             out[pure] = out.get(pure, 0) + k
     return out, (up, down)
+
+
+def rounded_components(
+    merged: dict[Event, int], limit: int, reserved: int
+) -> tuple[dict[Event, int], dict[Event, int], float]:
+    """(upper events, lower events, step) of many distinct leaves: approximate-DP leaves as
+    their pure parts and one exact failure mass (:func:`approx_failures`), the rest rounded to
+    at most ``limit`` representatives (:func:`representative_components`, ``reserved`` taken
+    from its budgets)."""
+    rounded, failure = approx_failures(merged)
+    limit -= failure is not None
+    upper, lower, step = representative_components(rounded, limit, reserved)
+    if failure is not None:
+        upper = {**upper, ApproxDPEvent(0.0, failure[0]): 1}
+        lower = {**lower, ApproxDPEvent(0.0, failure[1]): 1}
+    return upper, lower, step
+
+
+def ledger_leaves(ledger: Sequence[tuple[Event, int]]) -> tuple[dict[Event, int], bool]:
+    """(the ledger's private leaves with their total counts, unsampled Gaussians merged into
+    one; whether it holds a non-private leaf)."""
+    merged: dict[Event, int] = {}
+    non_private = False
+    for event, count in ledger:
+        for leaf, k in flatten(event):
+            if isinstance(leaf, NonPrivateEvent):
+                non_private = True
+                continue
+            merged[leaf] = merged.get(leaf, 0) + k * count
+    return _merge_gaussians(merged), non_private
 
 
 def _allocation_reduced(events: dict[Event, int]) -> dict[Event, int]:

@@ -61,9 +61,11 @@ from dpledger.accountant.conversions import NDTR_REL
 from dpledger.accountant.nonnegative_convolution import nonnegative_convolve
 from dpledger.accountant.profiles import (
     DirectedProfiles,
+    Profile,
     gauss_span,
     gaussian_attack_profiles,
     gaussian_profile,
+    identical_profile,
     larger_profile,
     lower_pair_profiles,
     max_of_batches_pair,
@@ -551,19 +553,43 @@ def allocation_profiles(event: RandomAllocationEvent, adjacency: Adjacency):  # 
     accountant is called without :func:`~dpledger.accountant.select.account`."""
     with one_blas_thread():
         up = _upper_profiles(event, adjacency)
-        # the lower curve uses the merged multiplier rounded up (the upper one rounds it down)
-        sigma = math.nextafter(allocation_base(event) * (1 + 3e-12), math.inf)
-        k = event.num_selected
-        pair = allocation_lower_pair(sigma, event.num_steps, k)
-        name = f"allocation_max(k={k} of t={event.num_steps}, gaussian scale={sigma:g})"
-        mu = math.nextafter(1.0 / sigma, 0.0)  # of the remove pair, 1 / sigma rounded down
-        if k == 1:  # and the likelihood ratio of the remove pair
-            forward, backward = gaussian_attack_profiles(pair, mu, event.num_steps, name)
-        else:  # and the lattice sums of the step outputs' likelihood ratios (to SUM_POWERS)
-            forward, backward = lower_pair_profiles(pair, name)
-            for power in SUM_POWERS if k * SUM_POWER_SHARE >= event.num_steps else (1.0,):
-                sum_pair = allocation_sum_pair(mu, event.num_steps, k, power)
-                sum_f, sum_b = lower_pair_profiles(sum_pair, name)
-                forward = larger_profile(forward, sum_f, f"lower({name}, max and sums)")
-                backward = larger_profile(backward, sum_b, f"lower_swapped({name}, max and sums)")
+        forward, backward = _lower_curves(event)
         return DirectedProfiles(up.remove, up.add, forward, backward)
+
+
+def allocation_side_profiles(
+    event: RandomAllocationEvent, adjacency: Adjacency, upper: bool
+) -> DirectedProfiles:
+    """One side of :func:`allocation_profiles`, the other side trivially certified and cheap:
+    the upper curves with the identical pair's curve as lower bounds (below every curve), or
+    the lower curves with the curve of the epoch's k Gaussian releases without amplification
+    as upper bounds (above the epoch's: it is their post-processing). For a component that
+    only one bound composes (an allocation cell's representative)."""
+    with one_blas_thread():
+        if upper:
+            up = _upper_profiles(event, adjacency)
+            same = identical_profile()
+            return DirectedProfiles(up.remove, up.add, same, same)
+        one = gaussian_profile(1.0 / _table_sigma(event, adjacency))
+        forward, backward = _lower_curves(event)
+        return DirectedProfiles(one, one, forward, backward)
+
+
+def _lower_curves(event: RandomAllocationEvent) -> tuple[Profile, Profile]:
+    """The epoch's certified lower curves (remove, add)."""
+    # the lower curve uses the merged multiplier rounded up (the upper one rounds it down)
+    sigma = math.nextafter(allocation_base(event) * (1 + 3e-12), math.inf)
+    k = event.num_selected
+    pair = allocation_lower_pair(sigma, event.num_steps, k)
+    name = f"allocation_max(k={k} of t={event.num_steps}, gaussian scale={sigma:g})"
+    mu = math.nextafter(1.0 / sigma, 0.0)  # of the remove pair, 1 / sigma rounded down
+    if k == 1:  # and the likelihood ratio of the remove pair
+        return gaussian_attack_profiles(pair, mu, event.num_steps, name)
+    # and the lattice sums of the step outputs' likelihood ratios (to SUM_POWERS)
+    forward, backward = lower_pair_profiles(pair, name)
+    for power in SUM_POWERS if k * SUM_POWER_SHARE >= event.num_steps else (1.0,):
+        sum_pair = allocation_sum_pair(mu, event.num_steps, k, power)
+        sum_f, sum_b = lower_pair_profiles(sum_pair, name)
+        forward = larger_profile(forward, sum_f, f"lower({name}, max and sums)")
+        backward = larger_profile(backward, sum_b, f"lower_swapped({name}, max and sums)")
+    return forward, backward

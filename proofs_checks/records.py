@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dpledger.proofs_checks.proof_record import ProofRecord
 from dpledger.proofs_checks.records_blocks import PLD_BLOCK_RECORDS
-from dpledger.proofs_checks.records_cells import EPSILON_CELL_RECORDS
+from dpledger.proofs_checks.records_cells import ALLOCATION_CELL_RECORDS, EPSILON_CELL_RECORDS
 from dpledger.proofs_checks.records_exp_mech import EXP_MECH_RECORDS
 from dpledger.proofs_checks.records_kernel import KERNEL_RECORDS
 from dpledger.proofs_checks.records_pld import PLD_DOMINATED_RECORDS
@@ -155,7 +155,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.random_allocation.allocation_profiles",
         status="contrib",
         proof="proofs_checks/random_allocation/proof.md",
-        source_sha256="ed77c5d4351e8b3a666abe8c817d133818dde1bbc8eeb65ede69331e875b8e4f",
+        source_sha256="0b0a65f781bd52e9be7fbbed244489a244aaef05334c8cefea9f9b5e06db5672",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_split.compose_split",
@@ -435,7 +435,7 @@ RECORDS += EXP_MECH_RECORDS
 #: the dominated pair's helpers: each carries a rule of its proof
 RECORDS += PLD_DOMINATED_RECORDS
 #: the exact blocks of equal epsilon-type leaves
-RECORDS += EPSILON_CELL_RECORDS
+RECORDS += EPSILON_CELL_RECORDS + ALLOCATION_CELL_RECORDS
 #: the blocks of distinct Laplace leaves on fine grids
 RECORDS += PLD_BLOCK_RECORDS
 #: the records of the kernel, the budget store and the runtime (beyond the accountant)

@@ -1,13 +1,14 @@
 """The proof records of the exact blocks of equal epsilon-type leaves
-(:mod:`dpledger.accountant.epsilon_cells`; data of :mod:`dpledger.proofs_checks.registry`,
-appended to its records). ``python -m dpledger.proofs_checks.registry --update TARGET``
+(:mod:`dpledger.accountant.epsilon_cells`) and of the cells of many random allocations
+(:mod:`dpledger.accountant.allocation_cells`); data of :mod:`dpledger.proofs_checks.registry`,
+appended to its records. ``python -m dpledger.proofs_checks.registry --update TARGET``
 refreshes a hash here too; a new record of this proof is added here by hand, in the same form."""
 
 from __future__ import annotations
 
 from dpledger.proofs_checks.proof_record import ProofRecord
 
-__all__ = ["EPSILON_CELL_RECORDS"]
+__all__ = ["ALLOCATION_CELL_RECORDS", "EPSILON_CELL_RECORDS"]
 
 EPSILON_CELL_RECORDS: tuple[ProofRecord, ...] = (
     ProofRecord(
@@ -63,5 +64,39 @@ EPSILON_CELL_RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/epsilon_cells/proof.md",
         source_sha256="8bc1b02e1ae0c865e636c4700292bbb88489c70d5ca5de1a5238b14d504ad04a",
+    ),
+)
+
+#: the cells of many distinct random allocations (:mod:`dpledger.accountant.allocation_cells`)
+ALLOCATION_CELL_RECORDS: tuple[ProofRecord, ...] = (
+    ProofRecord(
+        target="dpledger.accountant.allocation_cells.allocation_cells",
+        status="contrib",
+        proof="proofs_checks/allocation_cells/proof.md",
+        source_sha256="d1f9903c6d8ac59ed45b675cf69e64e7bb41b925c909f0de02ba7df0ef019bb5",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_cells._grouped",
+        status="contrib",
+        proof="proofs_checks/allocation_cells/proof.md",
+        source_sha256="2b2d0e08f77c3aea09454a34aec24bcb63d9a3dd7b3c44a1a4b46e1b7ac6f92f",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_cells._representative",
+        status="contrib",
+        proof="proofs_checks/allocation_cells/proof.md",
+        source_sha256="f6e267da2996a9e094d49a319f97d3848f793f3b617a749a124baa708bff6f9c",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_cells._lower_members",
+        status="contrib",
+        proof="proofs_checks/allocation_cells/proof.md",
+        source_sha256="c90c300e64dc6e3f8ab8f6796cd79fd4ec92cef32b998eb434a1647ca58ce50c",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.random_allocation.allocation_side_profiles",
+        status="contrib",
+        proof="proofs_checks/allocation_cells/proof.md",
+        source_sha256="57093378b53f3ea92b6bfce16464c7061d2d4135f831ac67e7c9bd253694561f",
     ),
 )

@@ -34,6 +34,7 @@ from scipy.special import gammaln
 
 import dpledger.accountant.epsilon_cells as cells
 import dpledger.accountant.pld as pld
+import dpledger.accountant.pld_components as pld_components
 from dpledger.accountant.epsilon_cells import cell_profiles
 from dpledger.accountant.pld_discrete import LOWER_DEFLATION
 from dpledger.accountant.select import account
@@ -149,7 +150,7 @@ def _exact_curve(p: dict[int, mp.mpf], inf: mp.mpf, eps: float, t: float) -> mp.
 def _blocks_isolated() -> Iterator[None]:
     """The PLD backend with every leaf handed to the blocks unrounded (identity
     representatives, whatever the number of distinct leaves)."""
-    saved_rep, saved_comp = pld.representative_components, pld.PLDAccountant._components
+    saved_rep, saved_comp = pld_components.representative_components, pld.PLDAccountant._components
     limit = pld.MAX_DISTINCT_COMPONENTS
 
     def identity(
@@ -164,12 +165,12 @@ def _blocks_isolated() -> Iterator[None]:
         finally:
             pld.MAX_DISTINCT_COMPONENTS = limit
 
-    pld.representative_components = identity
+    pld_components.representative_components = identity
     pld.PLDAccountant._components = components
     try:
         yield
     finally:
-        pld.representative_components = saved_rep
+        pld_components.representative_components = saved_rep
         pld.PLDAccountant._components = saved_comp
 
 
