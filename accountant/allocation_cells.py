@@ -1,8 +1,8 @@
-"""Many distinct random allocations of a Gaussian step as a few cells: allocations are sorted
-into cells of a geometric grid in (number of steps, noise multiplier), those of one number of
-steps per record apart, and each cell is composed as one allocation, its count the cell's
-total, at the fewest steps and least noise of its members (upper bounds) or the most steps and
-most noise (lower bounds).
+"""Many distinct epochs of a Gaussian step as a few cells: random allocations and shuffled
+epochs are sorted into cells of a geometric grid in (number of steps, noise multiplier), those
+of another kind or number of steps per record apart, and each cell is composed as one epoch,
+its count the cell's total, at the fewest steps and least noise of its members (upper bounds)
+or the most steps and most noise (lower bounds).
 
 Why both bounds stay certified (``proofs_checks/allocation_cells/proof.md``): for k-of-t'
 allocation with t' <= t, appending t - t' steps that see no record of the unit and permuting
@@ -12,18 +12,32 @@ noise s' onto any s >= s'; neither reads data. So within a cell the upper repres
 (fewest steps, least noise) dominates every member, and every member's pair, which its
 mechanism attains, dominates the lower representative's; composition keeps dominance. The
 upper bound groups 1-of-t allocations only: a k-of-t allocation (k > 1) enters it as its k
-epochs of 1-of-t/k (:func:`~dpledger.accountant.random_allocation.allocation_parts`).
+epochs of 1-of-t/k (:func:`~dpledger.accountant.random_allocation.allocation_parts`). A
+shuffled epoch's upper curve is its step's Gaussian alone (no amplification is claimed), so the
+upper bound composes those Gaussians exactly; its lower curve is that of the random-allocation
+pair of its batches (the max-of-batch-sums attack), grouped as above.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 
+from dpledger.accountant.leaves import leaf_profiles
 from dpledger.accountant.pld_components import _allocation_reduced
 from dpledger.accountant.profiles import DirectedProfiles
+from dpledger.accountant.profiles_shuffled import shuffled_base
 from dpledger.accountant.random_allocation import allocation_side_profiles
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.events import Event, GaussianEvent, RandomAllocationEvent
+from dpledger.core.events import (
+    ALLOCATION_NEEDS_ADD_REMOVE,
+    SHUFFLED_NEEDS_REPLACE_ONE,
+    Event,
+    GaussianEvent,
+    RandomAllocationEvent,
+    ShuffledBatchesEvent,
+    flatten,
+)
 
 __all__ = [
     "ALLOCATION_CELLS",
@@ -32,20 +46,28 @@ __all__ = [
     "CELL_STEP",
     "allocation_cells",
     "cell_sides",
+    "epoch_reason",
     "grouped_allocations",
     "is_cell_allocation",
+    "is_cell_epoch",
+    "is_cell_shuffled",
     "joined",
     "plain",
+    "shuffled_cells",
 ]
 
 #: where more than MAX_DISTINCT_COMPONENTS distinct leaves remain and more than this many are
-#: allocations of a Gaussian step, those are grouped into cells ...
+#: allocations (or shuffled epochs) of a Gaussian step, those are grouped into cells ...
 ALLOCATION_LIMIT = 16
-#: ... at most this many cells (each costs one allocation table, the costliest component)
+#: ... at most this many cells of each kind (an allocation cell costs one allocation table,
+#: the costliest component)
 ALLOCATION_CELLS = 16
 #: relative step of the finest cell grid, and the growth of each coarser one
 CELL_STEP = 1e-3
 CELL_GROWTH = 1.25
+
+#: a member: (the epoch, its count)
+Member = tuple[Event, int]
 
 
 def is_cell_allocation(event: Event) -> bool:
@@ -53,44 +75,87 @@ def is_cell_allocation(event: Event) -> bool:
     return isinstance(event, RandomAllocationEvent) and type(event.event) is GaussianEvent
 
 
-def _cell(
-    event: RandomAllocationEvent, step: float, least: tuple[int, float]
-) -> tuple[int, int, int]:
-    """The cell of an allocation on the grid of relative ``step`` from the members' ``least``
-    (number of steps, noise multiplier), those of another number of steps per record apart."""
-    sigma = event.event.noise_multiplier  # type: ignore[attr-defined]
-    scale = math.log1p(step)
-    t_cell = math.floor(math.log(event.num_steps / least[0]) / scale)
-    return event.num_selected, t_cell, math.floor(math.log(sigma / least[1]) / scale)
+def is_cell_shuffled(event: Event) -> bool:
+    """Whether ``event`` is a shuffled epoch whose batches run Gaussians only."""
+    return isinstance(event, ShuffledBatchesEvent) and all(
+        type(leaf) is GaussianEvent for leaf, _ in flatten(event.event)
+    )
+
+
+def is_cell_epoch(event: Event) -> bool:
+    """Whether ``event`` is grouped into cells: :func:`is_cell_allocation` or
+    :func:`is_cell_shuffled`."""
+    return is_cell_allocation(event) or is_cell_shuffled(event)
+
+
+def epoch_reason(event: Event, adjacency: Adjacency) -> str | None:
+    """Why an epoch of :func:`is_cell_epoch` (its noise in range) has no curves under
+    ``adjacency``, without making them: allocations are analysed under add/remove, shuffled
+    epochs under replace-one; None when it has them."""
+    if is_cell_allocation(event):
+        return None if adjacency.relation == "add_remove" else ALLOCATION_NEEDS_ADD_REMOVE
+    return None if adjacency.relation == "replace_one" else SHUFFLED_NEEDS_REPLACE_ONE
+
+
+def _params(event: Event) -> tuple[Hashable, int, float]:
+    """(shape, number of steps, noise multiplier) of an epoch: an allocation's steps per record
+    and a shuffled epoch's kind make its shape; a shuffled epoch's noise is that of its batch's
+    release (Gaussians merged, the multiplier rounded up as its lower curve takes it)."""
+    if isinstance(event, RandomAllocationEvent):
+        noise = event.event.noise_multiplier  # type: ignore[attr-defined]
+        return ("random_allocation", event.num_selected), event.num_steps, noise
+    assert isinstance(event, ShuffledBatchesEvent)
+    release = shuffled_base(event)[1]
+    assert isinstance(release, GaussianEvent)
+    return ("shuffled_batches",), event.num_batches, release.noise_multiplier
 
 
 def _grouped(
-    members: list[tuple[RandomAllocationEvent, int]], cells: int
-) -> tuple[dict[tuple[int, int, int], list[tuple[RandomAllocationEvent, int]]], float]:
-    """The members by cell on the finest grid with at most ``cells`` non-empty cells (the
-    members hold at most ``cells`` distinct numbers of steps per record)."""
-    least = (
-        min((e.num_steps for e, _ in members), default=1),
-        min((e.event.noise_multiplier for e, _ in members), default=1.0),  # type: ignore[attr-defined]
-    )
+    members: list[Member], cells: int
+) -> tuple[dict[tuple[Hashable, int, int], list[Member]], float]:
+    """The members by cell on the finest grid, relative to their least number of steps and
+    noise, with at most ``cells`` non-empty cells (the members hold at most ``cells``
+    shapes)."""
+    params = {event: _params(event) for event, _ in members}
+    least_t = min((p[1] for p in params.values()), default=1)
+    least_s = min((p[2] for p in params.values()), default=1.0)
     step = CELL_STEP
     while True:
-        by_cell: dict[tuple[int, int, int], list[tuple[RandomAllocationEvent, int]]] = {}
+        scale = math.log1p(step)
+        by_cell: dict[tuple[Hashable, int, int], list[Member]] = {}
         for event, count in members:
-            by_cell.setdefault(_cell(event, step, least), []).append((event, count))
+            shape, t, s = params[event]
+            key = (
+                shape,
+                math.floor(math.log(t / least_t) / scale),
+                math.floor(math.log(s / least_s) / scale),
+            )
+            by_cell.setdefault(key, []).append((event, count))
         if len(by_cell) <= cells:
             return by_cell, step
         step = (1.0 + step) ** CELL_GROWTH - 1.0
 
 
-def _representative(
-    members: list[tuple[RandomAllocationEvent, int]], costly: bool
-) -> RandomAllocationEvent:
+def _representative(members: list[Member], costly: bool) -> Event:
     """The cell's representative: fewest steps and least noise when ``costly``, else most."""
     pick = min if costly else max
-    steps = pick(e.num_steps for e, _ in members)
-    sigma = pick(e.event.noise_multiplier for e, _ in members)  # type: ignore[attr-defined]
-    return RandomAllocationEvent(steps, GaussianEvent(sigma), members[0][0].num_selected)
+    found = [_params(e) for e, _ in members]
+    steps, noise = pick(p[1] for p in found), pick(p[2] for p in found)
+    first = members[0][0]
+    if isinstance(first, RandomAllocationEvent):
+        return RandomAllocationEvent(steps, GaussianEvent(noise), first.num_selected)
+    # a shuffled epoch's lower curves read its number of batches and release only
+    return ShuffledBatchesEvent(steps, 1, GaussianEvent(noise))
+
+
+def _cells(members: list[Member], cells: int, costly: bool) -> tuple[dict[Event, int], float]:
+    """The representatives of ``members`` grouped into at most ``cells`` cells, with counts,
+    and the grid's step."""
+    by_cell, step = _grouped(members, cells)
+    out: dict[Event, int] = {}
+    for group in by_cell.values():
+        _add(out, _representative(group, costly), sum(k for _, k in group))
+    return out, step
 
 
 def allocation_cells(
@@ -104,28 +169,35 @@ def allocation_cells(
     numbers, those of the fewest releases are left out)."""
     reduced = _allocation_reduced(allocations)
     up = [(e, k) for e, k in reduced.items() if is_cell_allocation(e)]
-    up_cells, step = _grouped(up, cells)  # type: ignore[arg-type]
+    up_cells, step = _cells(up, cells, costly=True)
     # parts of one step are their step's own Gaussian (merged into one)
-    upper = {e: k for e, k in reduced.items() if not is_cell_allocation(e)}
-    for members in up_cells.values():
-        _add(upper, _representative(members, True), sum(k for _, k in members))
-    low = _lower_members(allocations, max(1, cells // 2))
-    low_cells, low_step = _grouped(low, cells)
-    lower: dict[Event, int] = {}
-    for members in low_cells.values():
-        _add(lower, _representative(members, False), sum(k for _, k in members))
+    upper = joined(plain(reduced), up_cells)
+    lower, low_step = _cells(_lower_members(allocations, max(1, cells // 2)), cells, False)
     return upper, lower, max(step, low_step)
 
 
-def _lower_members(
-    allocations: dict[Event, int], most: int
-) -> list[tuple[RandomAllocationEvent, int]]:
+def shuffled_cells(
+    shuffled: dict[Event, int], cells: int = ALLOCATION_CELLS
+) -> tuple[dict[Event, int], dict[Event, int], float]:
+    """(upper components, lower components, the cells' relative step) of shuffled epochs of
+    Gaussian batches (:func:`is_cell_shuffled`, with their counts): the upper bound's are
+    each epoch's Gaussian (its upper curve, exactly), the lower bound's the epochs grouped
+    into at most ``cells`` cells."""
+    upper: dict[Event, int] = {}
+    for event, count in shuffled.items():
+        _add(upper, shuffled_base(event)[0], count)  # type: ignore[arg-type]
+    lower, step = _cells(list(shuffled.items()), cells, costly=False)
+    return upper, lower, step
+
+
+def _lower_members(allocations: dict[Event, int], most: int) -> list[Member]:
     """The allocations the lower bound composes: those of the ``most`` numbers of steps per
     record with the most releases (leaving a release out only lowers the composed curve)."""
     members = [(e, k) for e, k in allocations.items() if isinstance(e, RandomAllocationEvent)]
     releases: dict[int, int] = {}
     for event, count in members:
-        releases[event.num_selected] = releases.get(event.num_selected, 0) + count
+        k = event.num_selected
+        releases[k] = releases.get(k, 0) + count
     kept = set(sorted(releases, key=lambda k: (-releases[k], k))[:most])
     return [(e, k) for e, k in members if e.num_selected in kept]
 
@@ -134,14 +206,24 @@ def grouped_allocations(
     merged: dict[Event, int], distinct: int
 ) -> tuple[dict[Event, int], dict[Event, int], dict[Event, int], float | None]:
     """(the other leaves, upper cells, lower cells, the cells' step) of a ledger's leaves
-    ``merged``: its allocations of a Gaussian step grouped into ALLOCATION_CELLS cells
-    (:func:`allocation_cells`) when it holds more than ``distinct`` distinct leaves and more
-    than ALLOCATION_LIMIT of them are such allocations; else ``merged``, no cells and None."""
-    allocations = {e: k for e, k in merged.items() if is_cell_allocation(e)}
-    if len(merged) <= distinct or len(allocations) <= ALLOCATION_LIMIT:
-        return merged, {}, {}, None
-    upper, lower, step = allocation_cells(allocations, ALLOCATION_CELLS)
-    return {e: k for e, k in merged.items() if e not in allocations}, upper, lower, step
+    ``merged``: where it holds more than ``distinct`` distinct leaves, its allocations of a
+    Gaussian step and its shuffled epochs of Gaussian batches, each kind when more than
+    ALLOCATION_LIMIT, grouped into ALLOCATION_CELLS cells (:func:`allocation_cells`,
+    :func:`shuffled_cells`); else ``merged``, no cells and None."""
+    upper: dict[Event, int] = {}
+    lower: dict[Event, int] = {}
+    steps: list[float] = []
+    if len(merged) <= distinct:
+        return merged, upper, lower, None
+    for kind, group in ((is_cell_allocation, allocation_cells), (is_cell_shuffled, shuffled_cells)):
+        members = {e: k for e, k in merged.items() if kind(e)}
+        if len(members) <= ALLOCATION_LIMIT:
+            continue
+        up, low, step = group(members, ALLOCATION_CELLS)
+        upper, lower = joined(upper, up), joined(lower, low)
+        steps.append(step)
+        merged = {e: k for e, k in merged.items() if e not in members}
+    return merged, upper, lower, max(steps, default=None)
 
 
 def joined(events: dict[Event, int], more: dict[Event, int]) -> dict[Event, int]:
@@ -153,21 +235,24 @@ def joined(events: dict[Event, int], more: dict[Event, int]) -> dict[Event, int]
 
 
 def plain(cells: dict[Event, int]) -> dict[Event, int]:
-    """The leaves of ``cells`` other than allocations (the Gaussians of 1-of-1 parts)."""
-    return {e: k for e, k in cells.items() if not is_cell_allocation(e)}
+    """The leaves of ``cells`` other than epochs (the Gaussians of 1-of-1 parts and of
+    shuffled epochs' upper curves)."""
+    return {e: k for e, k in cells.items() if not is_cell_epoch(e)}
 
 
 def cell_sides(
     cells: dict[Event, int], adjacency: Adjacency, upper: bool
 ) -> list[tuple[DirectedProfiles, int]]:
-    """The components of the allocation cells of one bound: each representative's curves of
+    """The components of the cells of one bound: an allocation representative's curves of
     that side only (:func:`~dpledger.accountant.random_allocation.allocation_side_profiles`;
-    the other bound's cells are other representatives)."""
-    return [
-        (allocation_side_profiles(e, adjacency, upper), k)  # type: ignore[arg-type]
-        for e, k in cells.items()
-        if is_cell_allocation(e)
-    ]
+    the other bound's cells are other representatives), a shuffled one's own curves."""
+    out: list[tuple[DirectedProfiles, int]] = []
+    for event, count in cells.items():
+        if isinstance(event, RandomAllocationEvent):
+            out.append((allocation_side_profiles(event, adjacency, upper), count))
+        elif is_cell_shuffled(event):
+            out.append((leaf_profiles(event, adjacency), count))
+    return out
 
 
 def _add(events: dict[Event, int], event: Event, count: int) -> None:

@@ -22,8 +22,9 @@ from collections.abc import Hashable
 
 from dpledger.accountant.allocation_cells import (
     cell_sides,
+    epoch_reason,
     grouped_allocations,
-    is_cell_allocation,
+    is_cell_epoch,
     joined,
     plain,
 )
@@ -106,7 +107,6 @@ from dpledger.accountant.representatives import split
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import BoundUnavailable, UnsupportedEventError
 from dpledger.core.events import (
-    ALLOCATION_NEEDS_ADD_REMOVE,
     Event,
     NonPrivateEvent,
     flatten,
@@ -247,11 +247,10 @@ class PLDAccountant(Accountant):
             reason = _parameter_reason(leaf, self.adjacency.sensitivity_factor)
             if reason is not None:
                 return f"{leaf.describe()}: {reason}"
-            if is_cell_allocation(leaf):
-                # an allocation of a Gaussian step in range has curves under add/remove (its
-                # tables are made when composed, not here: each costs a fraction of a second)
-                if self.adjacency.relation != "add_remove":
-                    return f"{leaf.describe()}: {ALLOCATION_NEEDS_ADD_REMOVE}"
+            if is_cell_epoch(leaf):  # (its curves are made when composed, not here)
+                reason = epoch_reason(leaf, self.adjacency)
+                if reason is not None:
+                    return f"{leaf.describe()}: {reason}"
                 continue
             # whether a rounded kind has curves depends on its shape only: one check per shape
             found = split(leaf)
@@ -287,8 +286,8 @@ class PLDAccountant(Accountant):
         They are the same unless more than MAX_DISTINCT_COMPONENTS distinct leaves remain:
         then the upper bound composes dominating representatives (parameters rounded to the
         costly side) and the lower bound dominated ones (rounded to the cheap side), so that
-        both stay certified (many allocations of a Gaussian step as cells, each one
-        allocation table); or unless a k-of-t allocation (k > 1) is present: the upper bound
+        both stay certified (many allocations or shuffled epochs of a Gaussian step as
+        cells); or unless a k-of-t allocation (k > 1) is present: the upper bound
         composes its k-of-t reduction, the lower bound the event itself.
         """
         merged, self._non_private = ledger_leaves(self._ledger)
@@ -300,7 +299,7 @@ class PLDAccountant(Accountant):
             blocked = {e: k for e, k in merged.items() if e not in rest}
             merged = rest
         self._step = None
-        # many distinct allocations of a Gaussian step: a few cells (each one table)
+        # many distinct allocations or shuffled epochs of a Gaussian step: a few cells
         merged, cells_up, cells_low, self._allocation_step = grouped_allocations(
             merged, MAX_DISTINCT_COMPONENTS
         )
@@ -316,7 +315,7 @@ class PLDAccountant(Accountant):
             # the cells' 1-of-1 parts (their step's Gaussian) compose with the other Gaussians
             upper_events = _merge_gaussians(joined(upper_events, plain(cells_up)))
         # the blocks' and cells' leaves as they are (the pure cap reads them)
-        kept = {**blocked, **cells_up}
+        kept = {**blocked, **{e: k for e, k in cells_up.items() if is_cell_epoch(e)}}
         self._upper_events = joined(upper_events, kept) if kept else upper_events
         # finer passes refine many components' grids unless the bracket is mostly rounding
         coarse = any(is_cell_block(d) for d, _ in blocks) or any(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import itemgetter
 
-from dpledger.accountant.allocation_cells import is_cell_allocation
+from dpledger.accountant.allocation_cells import is_cell_epoch
 from dpledger.accountant.pld_components import MAX_COMPONENTS, MAX_DISTINCT_COMPONENTS
 from dpledger.accountant.representatives import is_rounded
 from dpledger.core.events import (
@@ -99,7 +99,7 @@ def _extent_reason(
     distinct = set(events)
     if len(distinct) > limit:
         # the roundable kinds fit any number of components (coarser cells); the others do not
-        fixed = [e for e in distinct if not (is_rounded(e) or is_cell_allocation(e))]
+        fixed = [e for e in distinct if not (is_rounded(e) or is_cell_epoch(e))]
         if len(fixed) > MAX_COMPONENTS:
             kinds = sorted({e.kind for e in fixed})
             return (

@@ -64,6 +64,7 @@ __all__ = [
     "max_of_batches_edges",
     "max_of_batches_log_cdf",
     "max_of_batches_pair",
+    "shuffled_base",
     "shuffled_profiles",
 ]
 
@@ -307,7 +308,7 @@ def gaussian_attack_profiles(
     )
 
 
-def _shuffled_base(event: ShuffledBatchesEvent) -> tuple[Event, Event | None]:
+def shuffled_base(event: ShuffledBatchesEvent) -> tuple[Event, Event | None]:
     """(the event an epoch costs at most, the single noise release of a batch or None).
 
     The inner event runs on the one batch that holds the differing record; Gaussians on the
@@ -338,7 +339,7 @@ def shuffled_profiles(event: ShuffledBatchesEvent, adjacency: Adjacency) -> Dire
     if adjacency.relation != "replace_one":
         raise UnsupportedEventError(SHUFFLED_NEEDS_REPLACE_ONE)
     factor = noise_factor(adjacency)
-    upper_event, release = _shuffled_base(event)
+    upper_event, release = shuffled_base(event)
     upper = base_profile(upper_event, factor)
     if release is None:
         low = identical_profile()

@@ -119,7 +119,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles_shuffled.shuffled_profiles",
         status="contrib",
         proof="proofs_checks/shuffled_batches/proof.md",
-        source_sha256="a9ef6df74ffd908ce135a351388c76326df36d15693f4a1deab6bfeb6285ac0c",
+        source_sha256="b0ca709c8773fd747818799b350930f93320efdadf206aebfe3401cf4f69df92",
     ),
     ProofRecord(
         target="dpledger.accountant.profiles_shuffled.max_of_batches_pair",

@@ -1,16 +1,24 @@
-"""Many distinct random allocations grouped into cells: both bounds stay certified, nothing is
-refused, and composing them builds no table."""
+"""Many distinct random allocations and shuffled epochs grouped into cells: both bounds stay
+certified, nothing is refused, and composing them builds no table."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import optimize, special
 
 from dpledger.accountant import allocation_cells as allocation_cells_module
 from dpledger.accountant import pld
-from dpledger.accountant.allocation_cells import allocation_cells, is_cell_allocation
+from dpledger.accountant.allocation_cells import (
+    allocation_cells,
+    is_cell_allocation,
+    shuffled_cells,
+)
 from dpledger.accountant.pld import PLDAccountant
+from dpledger.accountant.profiles_shuffled import shuffled_base
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import UnsupportedEventError
 from dpledger.core.events import (
@@ -19,6 +27,8 @@ from dpledger.core.events import (
     LaplaceEvent,
     PoissonSampledEvent,
     RandomAllocationEvent,
+    SelfComposedEvent,
+    ShuffledBatchesEvent,
 )
 
 _ALLOCATIONS = st.lists(
@@ -171,3 +181,98 @@ def test_three_hundred_distinct_allocations_inside_the_homogeneous_sandwich() ->
     assert got.epsilon >= most.get_epsilon(1e-5).epsilon_lower
     assert got.epsilon_lower <= fewest.get_epsilon(1e-5).epsilon
     assert got.epsilon <= 1.08 * got.epsilon_lower
+
+
+_SHUFFLED = st.lists(
+    st.tuples(
+        st.integers(1, 500),  # batch size
+        st.floats(0.3, 5.0),  # noise multiplier
+        st.integers(1, 50),  # count
+        st.integers(1, 3),  # Gaussian releases per batch
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_SHUFFLED, st.integers(1, 16))
+def test_shuffled_epochs_upper_their_gaussians_lower_below_every_member(
+    rows: list[tuple[int, float, int, int]], cells: int
+) -> None:
+    ledger: dict[Event, int] = {}
+    for b, sigma, count, r in rows:
+        inner: Event = (
+            GaussianEvent(sigma) if r == 1 else SelfComposedEvent(GaussianEvent(sigma), r)
+        )
+        event = ShuffledBatchesEvent(1000, b, inner)
+        ledger[event] = ledger.get(event, 0) + count
+    upper, lower, _ = shuffled_cells(ledger, cells)
+    # the upper bound: each epoch's Gaussian (its upper curve), counts kept
+    want: dict[Event, int] = {}
+    for event, count in ledger.items():
+        gauss = shuffled_base(event)[0]  # type: ignore[arg-type]
+        want[gauss] = want.get(gauss, 0) + count
+    assert upper == want
+    # the lower bound: every member above some cell (more batches, more noise)
+    assert len(lower) <= cells and sum(lower.values()) == sum(ledger.values())
+    for member in ledger:
+        release = shuffled_base(member)[1]  # type: ignore[arg-type]
+        assert isinstance(release, GaussianEvent)
+        assert any(
+            c.num_batches >= member.num_batches  # type: ignore[attr-defined]
+            and c.event.noise_multiplier >= release.noise_multiplier  # type: ignore[attr-defined]
+            for c in lower
+        )
+
+
+def test_grouped_shuffled_epochs_keep_the_upper_and_lower_below_the_leafwise_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ten distinct shuffled epochs, leaf by leaf and grouped into 3 cells: the same upper
+    bound (their Gaussians, merged into one), a lower bound below the leaf-by-leaf one but
+    not far (cells of at most ~50 % apart here)."""
+    replace = Adjacency(relation="replace_one")
+    ledger = [
+        (ShuffledBatchesEvent(6000, 20 + 6 * i, GaussianEvent(1.5 + i / 20)), 2) for i in range(10)
+    ]
+    exact = PLDAccountant(replace)
+    for event, count in ledger:
+        exact.compose(event, count)
+    want = exact.get_epsilon(1e-5)
+    _grouped_accountant(monkeypatch, 3)
+    grouped = PLDAccountant(replace)
+    for event, count in ledger:
+        grouped.compose(event, count)
+    got = grouped.get_epsilon(1e-5)
+    assert got.details["allocation_step"] > 0.1
+    assert got.epsilon == pytest.approx(want.epsilon, rel=1e-5)
+    assert got.epsilon >= want.epsilon_lower
+    assert 0.5 * want.epsilon_lower < got.epsilon_lower <= want.epsilon_lower * (1 + 1e-3)
+
+
+def test_shuffled_epoch_under_add_remove_is_refused_in_one_line() -> None:
+    with pytest.raises(UnsupportedEventError) as caught:
+        PLDAccountant().compose(ShuffledBatchesEvent(100, 10, GaussianEvent(1.0)), 1)
+    message = str(caught.value)
+    assert "replace-one" in message and "\n" not in message
+
+
+@pytest.mark.slow
+def test_three_hundred_distinct_shuffled_epochs_are_bracketed() -> None:
+    """300 distinct shuffled epochs (once refused): the upper bound is their Gaussians
+    composed (the Gaussian curve at mu = sqrt(sum (2 / s_i)^2), solved here with SciPy), the
+    lower bound positive."""
+    acc = PLDAccountant(Adjacency(relation="replace_one"))
+    sigmas = [1.0 + i / 300 for i in range(300)]
+    for i, sigma in enumerate(sigmas):
+        acc.compose(ShuffledBatchesEvent(60000, 100 + i, GaussianEvent(sigma)), 1)
+    got = acc.get_epsilon(1e-5)
+    mu = math.sqrt(sum((2.0 / s) ** 2 for s in sigmas))
+
+    def excess(eps: float) -> float:
+        tail = math.exp(eps + special.log_ndtr(-eps / mu - mu / 2))
+        return float(special.ndtr(-eps / mu + mu / 2)) - tail - 1e-5
+
+    assert got.epsilon == pytest.approx(optimize.brentq(excess, 1.0, 2000.0), rel=1e-4)
+    assert 10.0 < got.epsilon_lower < got.epsilon
