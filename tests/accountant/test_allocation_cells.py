@@ -276,3 +276,35 @@ def test_three_hundred_distinct_shuffled_epochs_are_bracketed() -> None:
 
     assert got.epsilon == pytest.approx(optimize.brentq(excess, 1.0, 2000.0), rel=1e-4)
     assert 10.0 < got.epsilon_lower < got.epsilon
+
+
+@pytest.mark.slow
+@settings(max_examples=8, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(2, 30), st.floats(0.7, 1.5), st.integers(1, 3)),
+        min_size=5,
+        max_size=8,
+        unique_by=lambda row: row[0],
+    ),
+    st.integers(1, 3),
+)
+def test_grouped_bounds_never_cross_the_leafwise_bracket(
+    rows: list[tuple[int, float, int]], cells: int
+) -> None:
+    """Random small sets of allocations, leaf by leaf and grouped: the grouped upper bound is
+    never below the leaf-by-leaf lower bound, the grouped lower never above its upper."""
+    ledger = [(RandomAllocationEvent(t, GaussianEvent(s)), k) for t, s, k in rows]
+    exact = PLDAccountant()
+    for event, count in ledger:
+        exact.compose(event, count)
+    want = exact.get_epsilon(1e-5)
+    with pytest.MonkeyPatch.context() as patch:
+        _grouped_accountant(patch, cells)
+        grouped = PLDAccountant()
+        for event, count in ledger:
+            grouped.compose(event, count)
+        got = grouped.get_epsilon(1e-5)
+    assert "allocation_step" in got.details
+    assert got.epsilon >= want.epsilon_lower
+    assert got.epsilon_lower <= want.epsilon
