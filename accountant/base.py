@@ -253,6 +253,20 @@ def infinite_epsilon(delta: float, method: str) -> EpsilonBound:
     return EpsilonBound(math.inf, math.inf, delta, method)
 
 
+def narrower_epsilon(a: EpsilonBound, b: EpsilonBound) -> EpsilonBound:
+    """The intersection of two certified brackets (the details of the narrower one)."""
+    upper, lower = min(a.epsilon, b.epsilon), max(a.epsilon_lower, b.epsilon_lower)
+    best = a if a.epsilon - a.epsilon_lower <= b.epsilon - b.epsilon_lower else b
+    return EpsilonBound(upper, min(lower, upper), a.delta, a.method, best.details)
+
+
+def narrower_delta(a: DeltaBound, b: DeltaBound) -> DeltaBound:
+    """The intersection of two certified delta brackets (the details of the narrower one)."""
+    upper, lower = min(a.delta, b.delta), max(a.delta_lower, b.delta_lower)
+    best = a if a.delta - a.delta_lower <= b.delta - b.delta_lower else b
+    return DeltaBound(upper, min(lower, upper), a.epsilon, a.method, best.details)
+
+
 #: libraries whose threads make a forked child unsafe (the budget is then not enforced)
 _FORK_UNSAFE = ("jax",)
 

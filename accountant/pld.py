@@ -34,6 +34,8 @@ from dpledger.accountant.base import (
     EpsilonBound,
     identical_delta,
     infinite_epsilon,
+    narrower_delta,
+    narrower_epsilon,
 )
 from dpledger.accountant.epsilon_cells import cell_components
 from dpledger.accountant.leaves import leaf_profiles
@@ -118,6 +120,7 @@ __all__ = [
     "BRACKET_ABSOLUTE",
     "BRACKET_GOAL",
     "BRACKET_TARGET",
+    "COARSE_CELL_GROWTH",
     "COARSE_MAX_POINTS",
     "DELTA_ABSOLUTE",
     "DELTA_BRACKET_GOAL",
@@ -168,6 +171,9 @@ __all__ = [
 #: is then mostly the rounding's (1e4 heterogeneous leaves, step 2.8 %: 0.95 % in 9.5 s, 0.78 %
 #: after two finer passes in 41 s more)
 FINE_ROUNDING = 1e-2
+#: ... and where epochs were grouped into cells at a step above it, a query's passes hold at
+#: most this many times the first pass's points (docs/accountants.md, "Many distinct leaves")
+COARSE_CELL_GROWTH = 4
 #: grid points targeted for the composed window (accuracy/speed trade-off)
 TARGET_POINTS = 1 << 18
 #: adaptive epsilon queries start at this many grid points and refine until the bracket is
@@ -376,7 +382,7 @@ class PLDAccountant(Accountant):
             if upper - lower <= max(PASS_TARGET * upper, BRACKET_ABSOLUTE):
                 return bound
             try:
-                return _narrower_epsilon(bound, self._grid_epsilon(delta))
+                return narrower_epsilon(bound, self._grid_epsilon(delta))
             except BoundUnavailable:
                 return bound
         return self._grid_epsilon(delta)
@@ -393,8 +399,8 @@ class PLDAccountant(Accountant):
         single = self._single_leaf_epsilon(delta)
         if single is not None:
             return single
-        full = self.target_points
-        points = start = self._start_points(min(full, ADAPTIVE_START_POINTS), delta)
+        points = start = self._start_points(min(self.target_points, ADAPTIVE_START_POINTS), delta)
+        full = self._finest(start)
         uppers: dict[str, float] = {}  # certified upper bound per direction, coarsest pass
         previous = math.inf
         try:
@@ -432,6 +438,12 @@ class PLDAccountant(Accountant):
         finally:
             self._cache.points = full
             self._epsilons.goal = BRACKET_GOAL
+
+    def _finest(self, start: int) -> int:
+        """The most grid points of a query's passes (epochs in coarse cells: the bracket is
+        then mostly their rounding)."""
+        coarse = self._allocation_step is not None and self._allocation_step > FINE_ROUNDING
+        return min(self.target_points, COARSE_CELL_GROWTH * start) if coarse else self.target_points
 
     def _start_points(self, points: int, delta: float) -> int:
         """The first pass's grid points: ``points``; at a delta of interest of at least
@@ -493,7 +505,7 @@ class PLDAccountant(Accountant):
         if found[0] - found[1] <= min((DELTA_BRACKET_GOAL - 1) * found[1], DELTA_ABSOLUTE):
             return bound
         try:
-            return _narrower_delta(bound, self._grid_delta(epsilon))
+            return narrower_delta(bound, self._grid_delta(epsilon))
         except BoundUnavailable:
             return bound
 
@@ -518,8 +530,8 @@ class PLDAccountant(Accountant):
         DELTA_BRACKET_GOAL, never finer than ``target_points`` (every pass's compositions stay
         cached and each certifies its own bound, so the best of them all is read); one pass
         within :func:`upper_only`, and none after a finer grid barely narrowed the bracket."""
-        full = self.target_points
-        points = min(full, ADAPTIVE_START_POINTS)
+        points = min(self.target_points, ADAPTIVE_START_POINTS)
+        full = self._finest(points)
         previous = math.inf
         # many components are composed with their tails cut for the level of interest (a
         # Chernoff estimate, then the delta found): the cut mass is charged to every bound
@@ -568,20 +580,6 @@ class PLDAccountant(Accountant):
         if self._allocation_step is not None:
             details["allocation_step"] = self._allocation_step
         return details
-
-
-def _narrower_epsilon(a: EpsilonBound, b: EpsilonBound) -> EpsilonBound:
-    """The intersection of two certified brackets (the details of the narrower one)."""
-    upper, lower = min(a.epsilon, b.epsilon), max(a.epsilon_lower, b.epsilon_lower)
-    best = a if a.epsilon - a.epsilon_lower <= b.epsilon - b.epsilon_lower else b
-    return EpsilonBound(upper, min(lower, upper), a.delta, a.method, best.details)
-
-
-def _narrower_delta(a: DeltaBound, b: DeltaBound) -> DeltaBound:
-    """The intersection of two certified delta brackets (the details of the narrower one)."""
-    upper, lower = min(a.delta, b.delta), max(a.delta_lower, b.delta_lower)
-    best = a if a.delta - a.delta_lower <= b.delta - b.delta_lower else b
-    return DeltaBound(upper, min(lower, upper), a.epsilon, a.method, best.details)
 
 
 def _finer_points(

@@ -118,6 +118,9 @@ def test_grouped_bracket_contains_the_exact_one(monkeypatch: pytest.MonkeyPatch)
     assert got.details["allocation_step"] > 0.1
     assert got.epsilon >= want.epsilon_lower
     assert got.epsilon_lower <= want.epsilon
+    # coarse cells: the passes stop at COARSE_CELL_GROWTH times the first pass's points
+    assert grouped._finest(1 << 14) == pld.COARSE_CELL_GROWTH << 14
+    assert exact._finest(1 << 14) == exact.target_points
     # the sandwich: all at the fewest steps and least noise, all at the most and most
     assert want.epsilon_lower < got.epsilon < 1.25 * want.epsilon
     assert 0.8 * want.epsilon_lower < got.epsilon_lower <= want.epsilon
