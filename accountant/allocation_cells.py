@@ -21,7 +21,7 @@ pair of its batches (the max-of-batch-sums attack), grouped as above.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 
 from dpledger.accountant.leaves import leaf_profiles
 from dpledger.accountant.pld_components import _allocation_reduced
@@ -46,8 +46,9 @@ __all__ = [
     "CELL_STEP",
     "allocation_cells",
     "cell_sides",
+    "epoch_components",
     "epoch_reason",
-    "grouped_allocations",
+    "grouped_epochs",
     "is_cell_allocation",
     "is_cell_epoch",
     "is_cell_shuffled",
@@ -86,6 +87,15 @@ def is_cell_epoch(event: Event) -> bool:
     """Whether ``event`` is grouped into cells: :func:`is_cell_allocation` or
     :func:`is_cell_shuffled`."""
     return is_cell_allocation(event) or is_cell_shuffled(event)
+
+
+def epoch_components(epochs: Iterable[Event]) -> int:
+    """The most components that distinct ``epochs`` (of :func:`is_cell_epoch`) compose as
+    beside many other leaves: each kind's own count up to ALLOCATION_LIMIT, else its cells."""
+    counts = [0, 0]
+    for event in epochs:
+        counts[is_cell_shuffled(event)] += 1
+    return sum(n if n <= ALLOCATION_LIMIT else ALLOCATION_CELLS for n in counts)
 
 
 def epoch_reason(event: Event, adjacency: Adjacency) -> str | None:
@@ -202,7 +212,7 @@ def _lower_members(allocations: dict[Event, int], most: int) -> list[Member]:
     return [(e, k) for e, k in members if e.num_selected in kept]
 
 
-def grouped_allocations(
+def grouped_epochs(
     merged: dict[Event, int], distinct: int
 ) -> tuple[dict[Event, int], dict[Event, int], dict[Event, int], float | None]:
     """(the other leaves, upper cells, lower cells, the cells' step) of a ledger's leaves

@@ -23,7 +23,7 @@ from collections.abc import Hashable
 from dpledger.accountant.allocation_cells import (
     cell_sides,
     epoch_reason,
-    grouped_allocations,
+    grouped_epochs,
     is_cell_epoch,
     joined,
     plain,
@@ -224,7 +224,7 @@ class PLDAccountant(Accountant):
         self._non_private = False
         #: the step of the representatives' grid when the leaves were rounded to them
         self._step: float | None = None
-        #: the relative step of the cells many allocations were grouped into
+        #: the relative step of the cells many allocations or shuffled epochs were grouped into
         self._allocation_step: float | None = None
         #: the compositions made (at the grid size of the current pass) and the searches that
         #: read them
@@ -306,7 +306,7 @@ class PLDAccountant(Accountant):
             merged = rest
         self._step = None
         # many distinct allocations or shuffled epochs of a Gaussian step: a few cells
-        merged, cells_up, cells_low, self._allocation_step = grouped_allocations(
+        merged, cells_up, cells_low, self._allocation_step = grouped_epochs(
             merged, MAX_DISTINCT_COMPONENTS
         )
         upper_events = lower_events = merged

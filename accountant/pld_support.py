@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import itemgetter
 
-from dpledger.accountant.allocation_cells import is_cell_epoch
+from dpledger.accountant.allocation_cells import epoch_components, is_cell_epoch
 from dpledger.accountant.pld_components import MAX_COMPONENTS, MAX_DISTINCT_COMPONENTS
 from dpledger.accountant.representatives import is_rounded
 from dpledger.core.events import (
@@ -98,16 +98,23 @@ def _extent_reason(
         events = [e for e in events if not isinstance(e, GaussianEvent | NonPrivateEvent)]
     distinct = set(events)
     if len(distinct) > limit:
-        # the roundable kinds fit any number of components (coarser cells); the others do not
+        # the roundable kinds fit any number of components (coarser cells), epochs of a
+        # Gaussian step a few cells each; the others do not
         fixed = [e for e in distinct if not (is_rounded(e) or is_cell_epoch(e))]
-        if len(fixed) > MAX_COMPONENTS:
+        epochs = epoch_components(e for e in distinct if is_cell_epoch(e))
+        if len(fixed) + epochs > MAX_COMPONENTS:
             kinds = sorted({e.kind for e in fixed})
             return (
                 f"{len(fixed)} distinct {'/'.join(kinds[:4])} releases (more than "
-                f"{MAX_COMPONENTS}), which are not rounded to representatives; each costs one "
-                "FFT. Group identical releases with a count"
+                f"{MAX_COMPONENTS - epochs}{_beside(epochs)}), which are not rounded to "
+                "representatives; each costs one FFT. Group identical releases with a count"
             )
     return None
+
+
+def _beside(epochs: int) -> str:
+    """The components the epochs of a Gaussian step take, for a message ('' when none)."""
+    return f" beside {epochs} components of allocations or shuffled epochs" if epochs else ""
 
 
 def _count_text(n: int) -> str:

@@ -18,6 +18,7 @@ from dpledger.accountant.allocation_cells import (
     shuffled_cells,
 )
 from dpledger.accountant.pld import PLDAccountant
+from dpledger.accountant.pld_support import _extent_reason
 from dpledger.accountant.profiles_shuffled import shuffled_base
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import UnsupportedEventError
@@ -29,6 +30,7 @@ from dpledger.core.events import (
     RandomAllocationEvent,
     SelfComposedEvent,
     ShuffledBatchesEvent,
+    TabulatedProfileEvent,
 )
 
 _ALLOCATIONS = st.lists(
@@ -311,3 +313,22 @@ def test_grouped_bounds_never_cross_the_leafwise_bracket(
     assert "allocation_step" in got.details
     assert got.epsilon >= want.epsilon_lower
     assert got.epsilon_lower <= want.epsilon
+
+
+def test_epochs_count_against_the_components_left_to_unrounded_leaves() -> None:
+    """250 distinct tabulated profiles fit alone; beside 10 distinct allocations (not grouped:
+    ten components) they exceed the budget of 256 and are refused in one line naming both;
+    beside 300 distinct allocations (16 cells) 230 of them fit and 250 do not."""
+    tables = [
+        TabulatedProfileEvent((0.0, 1.0), (0.5, 0.1 + i * 1e-4), relation="add_remove")
+        for i in range(250)
+    ]
+    few = [RandomAllocationEvent(10 + i, GaussianEvent(1.0)) for i in range(10)]
+    many = [RandomAllocationEvent(10 + i, GaussianEvent(1.0)) for i in range(300)]
+    assert _extent_reason([(e, 1) for e in tables], []) is None
+    why = _extent_reason([(e, 1) for e in tables + few], [])
+    assert why is not None and "\n" not in why
+    assert "250 distinct tabulated_profile releases (more than 246 beside 10 components" in why
+    assert _extent_reason([(e, 1) for e in tables[:230] + many], []) is None
+    why = _extent_reason([(e, 1) for e in tables + many], [])
+    assert why is not None and "more than 240 beside 16 components" in why
