@@ -36,7 +36,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 # U (unit roundoff) and TINY (the smallest subnormal double, charged to every value that
 # may have been rounded below it)
@@ -56,7 +55,7 @@ __all__ = [
 
 #: lattice points per eps0: at least, at most, and the work budget (k * N * points) between
 MIN_POINTS, MAX_POINTS = 8, 512
-WORK = 3e6
+WORK = 6e7
 #: the lattice's top is where the Rényi bound of the composition is this factor below delta
 TOP_FACTOR = 1e-4
 #: releases above this epsilon are left to the other bounds (e^eps0 nears the double range)
@@ -104,20 +103,24 @@ def _mirror(values: np.ndarray, eps0: float, n: int, up: bool) -> np.ndarray:
     return low
 
 
-def _windows(values: np.ndarray, neg: np.ndarray, above: float, n: int) -> np.ndarray:
-    """Row s holds the values at the indices s - (n+1) + (0..T) (T + 1 = values.size)."""
-    ext = np.concatenate([neg, values, np.full(n + 1, above)])
-    return sliding_window_view(ext, values.size)
+def _extended(values: np.ndarray, neg: np.ndarray, above: float, n: int) -> np.ndarray:
+    """The values at the indices -(n+1)..T+n+1: ``ext[k + n + 1]`` is the value at index k."""
+    return np.concatenate([neg, values, np.full(n + 1, above)])
 
 
 def _step_lower(low: np.ndarray, eps0: float, n: int, p: np.ndarray, r: np.ndarray) -> np.ndarray:
     """One release of the lower programme: the best lattice t, rounded down."""
-    win = _windows(low, _mirror(low, eps0, n, up=False), 0.0, n)
-    off = n + 1
-    js = np.arange(n + 1)
-    cand = p[:, None] * win[off - js] + r[:, None] * win[off + n - js]
-    best: np.ndarray = np.maximum(cand.max(axis=0) * (1 - 4 * U) - 4 * TINY, 0.0)
-    return best
+    ext = _extended(low, _mirror(low, eps0, n, up=False), 0.0, n)
+    size = low.size
+    best = np.zeros(size)  # every candidate is nonnegative
+    cand, part = np.empty(size), np.empty(size)
+    for j in range(n + 1):  # t = j h: the values at i - j and i - j + n
+        np.multiply(p[j], ext[n + 1 - j : n + 1 - j + size], out=cand)
+        np.multiply(r[j], ext[2 * n + 1 - j : 2 * n + 1 - j + size], out=part)
+        np.add(cand, part, out=cand)
+        np.maximum(best, cand, out=best)
+    result: np.ndarray = np.maximum(best * (1 - 4 * U) - 4 * TINY, 0.0)
+    return result
 
 
 def _step_upper(
@@ -125,33 +128,45 @@ def _step_upper(
 ) -> np.ndarray:
     """One release of the upper programme: every t, each lattice cell's excess charged."""
     alpha, kappa = coef
-    win = _windows(up, _mirror(up, eps0, n, up=True), float(up[-1]), n)
-    off = n + 1
-    js = np.arange(n + 1)
-    a0, b0 = win[off - js], win[off + n - js]
-    g = p[:, None] * a0 + r[:, None] * b0  # at t = j h, j = 0..n
-    rise_a = np.maximum(win[off - js[:-1] - 1] - a0[:-1], 0.0)  # U[i-j-1] - U[i-j]
-    fall_b = np.maximum(b0[:-1] - win[off + n - js[:-1] - 1], 0.0)  # U[i-j+n] - U[i-j-1+n]
-    excess = kappa * (alpha * rise_a + (alpha - 1.0) * fall_b)
-    cell = np.maximum(g[:-1], g[1:]) + excess
-    best: np.ndarray = np.minimum(cell.max(axis=0) * (1 + 16 * U) + 8 * TINY, 1.0)
-    return best
+    ext = _extended(up, _mirror(up, eps0, n, up=True), float(up[-1]), n)
+    size = up.size
+    # rise[k] = alpha (ext[k] - ext[k+1])_+ and fall[k] = (alpha - 1) (ext[k+1] - ext[k])_+
+    diff = ext[:-1] - ext[1:]
+    rise = np.maximum(diff, 0.0) * alpha
+    fall = np.maximum(-diff, 0.0) * (alpha - 1.0)
+    best = np.zeros(size)  # every candidate is nonnegative
+    g_here = p[0] * ext[n + 1 : n + 1 + size] + r[0] * ext[2 * n + 1 : 2 * n + 1 + size]
+    g_next, part = np.empty(size), np.empty(size)
+    for j in range(n):  # the cell t in [j h, (j+1) h]
+        np.multiply(p[j + 1], ext[n - j : n - j + size], out=g_next)
+        np.multiply(r[j + 1], ext[2 * n - j : 2 * n - j + size], out=part)
+        np.add(g_next, part, out=g_next)  # g_{j+1}
+        # the excess: kappa (alpha (U[i-j-1] - U[i-j])_+ + (alpha-1) (U[i-j+n] - U[i-j-1+n])_+)
+        np.add(rise[n - j : n - j + size], fall[2 * n - j : 2 * n - j + size], out=part)
+        np.multiply(part, kappa, out=part)
+        np.add(np.maximum(g_here, g_next), part, out=part)
+        np.maximum(best, part, out=best)
+        g_here, g_next = g_next, g_here
+    result: np.ndarray = np.minimum(best * (1 + 16 * U) + 8 * TINY, 1.0)
+    return result
 
 
 def adaptive_br_curves(
-    eps0: float, count: int, x_top: float, n: int
+    eps0: float, count: int, x_top: float, n: int, *, lower: bool = True, upper: bool = True
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """(lower, upper, h): bounds of ``F_count`` at ``x_i = i h``, ``h = eps0 / n``, i = 0..T
-    (``x_T >= x_top``)."""
+    (``x_T >= x_top``). A side not asked for is its trivial bound (0 below, 1 above)."""
     top = max(math.ceil(x_top * n / eps0) + 2, n + 2)
     p_lo, p_hi, r_lo, r_hi = _masses(eps0, n)
     alpha = 1.0 / -math.expm1(-eps0) * (1 + 8 * U)
     kappa = math.tanh(eps0 / n / 4.0) * (1 + 16 * U)
     low = np.zeros(top + 1)
-    up = np.zeros(top + 1)
+    up = np.zeros(top + 1) if upper else np.ones(top + 1)
     for _ in range(count):
-        low = _step_lower(low, eps0, n, p_lo, r_lo)
-        up = _step_upper(up, eps0, n, p_hi, r_hi, (alpha, kappa))
+        if lower:
+            low = _step_lower(low, eps0, n, p_lo, r_lo)
+        if upper:
+            up = _step_upper(up, eps0, n, p_hi, r_hi, (alpha, kappa))
     return low, up, eps0 / n
 
 
@@ -162,22 +177,32 @@ def _rdp_top(eps0: float, count: int, delta: float) -> float:
     return min(rdp_to_epsilon(orders, curve, delta)[0], count * eps0)
 
 
-def adaptive_br_epsilon(delta: float, eps0: float, count: int) -> Bracket | None:
+def adaptive_br_epsilon(
+    delta: float, eps0: float, count: int, *, lower: bool = True, upper: bool = True
+) -> Bracket | None:
     """(lower, upper) of epsilon(delta) of ``count`` adaptively chosen ``eps0``-bounded-range
-    releases (None: outside the supported range or the work budget)."""
+    releases (None: outside the supported range or the work budget). A side not asked for is
+    not computed: 0 (lower) or infinity (upper)."""
     if not (count >= 2 and 0.0 < eps0 <= MAX_EPS0 and 0.0 < delta < 1.0):
         return None
     x_top = _rdp_top(eps0, count, max(delta * TOP_FACTOR, min(delta, 1e-300)))
     n = _points(eps0, count, x_top) if math.isfinite(x_top) else None
     if n is None:
         return None
-    low, up, h = adaptive_br_curves(eps0, count, x_top, n)
-    return _epsilon_lower(low, up, h, delta), _epsilon_upper(up, h, delta)
+    low, up, h = adaptive_br_curves(eps0, count, x_top, n, lower=lower, upper=upper)
+    return (
+        _epsilon_lower(low, up, h, delta) if lower else 0.0,
+        # every loss is at most eps0, so F is 0 from count * eps0 on (basic composition)
+        min(_epsilon_upper(up, h, delta), count * eps0 * (1 + 4 * U)) if upper else math.inf,
+    )
 
 
-def adaptive_br_delta(eps: float, eps0: float, count: int) -> Bracket | None:
+def adaptive_br_delta(
+    eps: float, eps0: float, count: int, *, lower: bool = True, upper: bool = True
+) -> Bracket | None:
     """(lower, upper) of delta(eps) of ``count`` adaptively chosen ``eps0``-bounded-range
-    releases, ``eps >= 0`` (None: outside the supported range or the work budget)."""
+    releases, ``eps >= 0`` (None: outside the supported range or the work budget). A side not
+    asked for is not computed: 0 (lower) or 1 (upper)."""
     if not (count >= 2 and 0.0 < eps0 <= MAX_EPS0 and 0.0 <= eps < count * eps0):
         return None
     orders = default_orders()
@@ -188,8 +213,11 @@ def adaptive_br_delta(eps: float, eps0: float, count: int) -> Bracket | None:
     n = _points(eps0, count, x_top)
     if n is None:
         return None
-    low, up, h = adaptive_br_curves(eps0, count, x_top, n)
-    return _delta_lower(low, up, h, eps), _delta_upper(up, h, eps)
+    low, up, h = adaptive_br_curves(eps0, count, x_top, n, lower=lower, upper=upper)
+    return (
+        _delta_lower(low, up, h, eps) if lower else 0.0,
+        _delta_upper(up, h, eps) if upper else 1.0,
+    )
 
 
 def spread_br_epsilon(delta: float, eps_lo: float, eps_hi: float, count: int) -> Bracket | None:
@@ -201,10 +229,10 @@ def spread_br_epsilon(delta: float, eps_lo: float, eps_hi: float, count: int) ->
         return adaptive_br_epsilon(delta, eps_hi, count)
     if not 0.0 < eps_lo < eps_hi <= eps_lo * MAX_SPREAD:
         return None
-    high = adaptive_br_epsilon(delta, eps_hi, count)
+    high = adaptive_br_epsilon(delta, eps_hi, count, lower=False)
     if high is None:
         return None
-    low = adaptive_br_epsilon(delta, eps_lo, count)
+    low = adaptive_br_epsilon(delta, eps_lo, count, upper=False)
     return (0.0 if low is None else low[0]), high[1]
 
 
@@ -215,10 +243,10 @@ def spread_br_delta(eps: float, eps_lo: float, eps_hi: float, count: int) -> Bra
         return adaptive_br_delta(eps, eps_hi, count)
     if not 0.0 < eps_lo < eps_hi <= eps_lo * MAX_SPREAD:
         return None
-    high = adaptive_br_delta(eps, eps_hi, count)
+    high = adaptive_br_delta(eps, eps_hi, count, lower=False)
     if high is None:
         return None
-    low = adaptive_br_delta(eps, eps_lo, count)
+    low = adaptive_br_delta(eps, eps_lo, count, upper=False)
     return (0.0 if low is None else low[0]), high[1]
 
 

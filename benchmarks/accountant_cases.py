@@ -26,6 +26,7 @@ from dpledger.core.events import (
     RandomizedResponseEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
+    ShuffledBatchesEvent,
 )
 
 __all__ = ["CALIBRATION", "Case", "cases", "dp_sgd", "heterogeneous"]
@@ -197,6 +198,13 @@ def _allocation_and_lower_cases() -> list[Case]:
             1e-5,
         ),
         Case(
+            "1000 EM eps=0.01527",
+            "exact lower",
+            lambda: SelfComposedEvent(ExponentialMechanismEvent(0.01527), 1000),
+            1e-5,
+            reference="RDP 0.97419",
+        ),
+        Case(
             "q=1 s=2 T=1e6",
             "exact lower",
             lambda: dp_sgd(2.0, 1.0, 1_000_000),
@@ -230,7 +238,30 @@ def _allocation_and_lower_cases() -> list[Case]:
             1e-5,
             REPLACE,
         ),
+        Case(
+            "300 distinct allocations t=100..399 s=1",
+            "random allocation",
+            lambda: ComposedEvent(
+                [RandomAllocationEvent(100 + i, GaussianEvent(1.0)) for i in range(300)]
+            ),
+            1e-5,
+            reference="all t=399: 5.117; all t=100: 11.707",
+        ),
+        Case(
+            "300 distinct shuffled epochs (replace-one)",
+            "random allocation",
+            _distinct_shuffled,
+            1e-5,
+            REPLACE,
+        ),
     ]
+
+
+def _distinct_shuffled() -> Event:
+    """300 shuffled epochs of 60,000 records, batches of 100..399, noise 1..2."""
+    return ComposedEvent(
+        [ShuffledBatchesEvent(60_000, 100 + i, GaussianEvent(1.0 + i / 300)) for i in range(300)]
+    )
 
 
 def cases() -> list[Case]:

@@ -5,12 +5,14 @@ adaptively too, at several epsilons) and the symmetry identity."""
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import mpmath as mp
 import numpy as np
 import pytest
 
+from dpledger.accountant import br_adaptive
 from dpledger.accountant.br_adaptive import (
     adaptive_br_curves,
     adaptive_br_delta,
@@ -248,3 +250,59 @@ def test_random_orders_and_positions_stay_under_the_spread_upper_bound() -> None
         for x, found in zip(xs, brackets, strict=True):
             assert found is not None
             assert _ordered_strategy_delta(eps, x, rule) <= found[1]
+
+
+def _matrix_step_upper(
+    up: np.ndarray, eps0: float, n: int, p: np.ndarray, r: np.ndarray
+) -> np.ndarray:
+    """The pseudocode's _step_upper as one N x T matrix of candidates (gathered windows)."""
+    alpha = 1.0 / -math.expm1(-eps0) * (1 + 8 * br_adaptive.U)
+    kappa = math.tanh(eps0 / n / 4.0) * (1 + 16 * br_adaptive.U)
+    neg = br_adaptive._mirror(up, eps0, n, up=True)
+    ext = np.concatenate([neg, up, np.full(n + 1, float(up[-1]))])
+
+    def at(shift: np.ndarray) -> np.ndarray:  # row j: the values at i + shift[j], i = 0..T
+        return np.stack([ext[n + 1 + s : n + 1 + s + up.size] for s in shift])
+
+    js = np.arange(n + 1)
+    a0, b0 = at(-js), at(n - js)
+    g = p[:, None] * a0 + r[:, None] * b0
+    rise = np.maximum(at(-js[:-1] - 1) - a0[:-1], 0.0)
+    fall = np.maximum(b0[:-1] - at(n - js[:-1] - 1), 0.0)
+    cell = np.maximum(g[:-1], g[1:]) + kappa * (alpha * rise + (alpha - 1.0) * fall)
+    return np.minimum(cell.max(axis=0) * (1 + 16 * br_adaptive.U) + 8 * br_adaptive.TINY, 1.0)
+
+
+def _matrix_step_lower(
+    low: np.ndarray, eps0: float, n: int, p: np.ndarray, r: np.ndarray
+) -> np.ndarray:
+    neg = br_adaptive._mirror(low, eps0, n, up=False)
+    ext = np.concatenate([neg, low, np.zeros(n + 1)])
+    rows = [
+        p[j] * ext[n + 1 - j : n + 1 - j + low.size]
+        + r[j] * ext[2 * n + 1 - j : 2 * n + 1 - j + low.size]
+        for j in range(n + 1)
+    ]
+    best = np.max(np.stack(rows), axis=0)
+    return np.maximum(best * (1 - 4 * br_adaptive.U) - 4 * br_adaptive.TINY, 0.0)
+
+
+@pytest.mark.parametrize(("eps0", "n", "steps"), [(0.05, 8, 12), (0.7, 23, 6), (3.0, 64, 4)])
+def test_whole_array_passes_equal_the_candidate_matrix_bit_for_bit(
+    eps0: float, n: int, steps: int
+) -> None:
+    """Each release's passes give exactly the pseudocode's maxima over the candidate matrix."""
+    p_lo, p_hi, r_lo, r_hi = br_adaptive._masses(eps0, n)
+    coef = (
+        1.0 / -math.expm1(-eps0) * (1 + 8 * br_adaptive.U),
+        math.tanh(eps0 / n / 4.0) * (1 + 16 * br_adaptive.U),
+    )
+    size = 6 * n + 5
+    low, up = np.zeros(size), np.zeros(size)
+    for _ in range(steps):
+        new_low = br_adaptive._step_lower(low, eps0, n, p_lo, r_lo)
+        new_up = br_adaptive._step_upper(up, eps0, n, p_hi, r_hi, coef)
+        assert np.array_equal(new_low, _matrix_step_lower(low, eps0, n, p_lo, r_lo))
+        assert np.array_equal(new_up, _matrix_step_upper(up, eps0, n, p_hi, r_hi))
+        low, up = new_low, new_up
+    assert up.max() > 0.0 and low.max() > 0.0
