@@ -19,6 +19,7 @@ from dpledger.accountant.br_adaptive import (
     adaptive_br_epsilon,
     spread_br_delta,
 )
+from dpledger.accountant.conversions import TINY, U
 from dpledger.accountant.exp_mech_composition import br_composed_epsilon_lower
 
 mp.mp.dps = 30
@@ -256,8 +257,8 @@ def _matrix_step_upper(
     up: np.ndarray, eps0: float, n: int, p: np.ndarray, r: np.ndarray
 ) -> np.ndarray:
     """The pseudocode's _step_upper as one N x T matrix of candidates (gathered windows)."""
-    alpha = 1.0 / -math.expm1(-eps0) * (1 + 8 * br_adaptive.U)
-    kappa = math.tanh(eps0 / n / 4.0) * (1 + 16 * br_adaptive.U)
+    alpha = 1.0 / -math.expm1(-eps0) * (1 + 8 * U)
+    kappa = math.tanh(eps0 / n / 4.0) * (1 + 16 * U)
     neg = br_adaptive._mirror(up, eps0, n, up=True)
     ext = np.concatenate([neg, up, np.full(n + 1, float(up[-1]))])
 
@@ -270,7 +271,8 @@ def _matrix_step_upper(
     rise = np.maximum(at(-js[:-1] - 1) - a0[:-1], 0.0)
     fall = np.maximum(b0[:-1] - at(n - js[:-1] - 1), 0.0)
     cell = np.maximum(g[:-1], g[1:]) + kappa * (alpha * rise + (alpha - 1.0) * fall)
-    return np.minimum(cell.max(axis=0) * (1 + 16 * br_adaptive.U) + 8 * br_adaptive.TINY, 1.0)
+    result: np.ndarray = np.minimum(cell.max(axis=0) * (1 + 16 * U) + 8 * TINY, 1.0)
+    return result
 
 
 def _matrix_step_lower(
@@ -284,7 +286,8 @@ def _matrix_step_lower(
         for j in range(n + 1)
     ]
     best = np.max(np.stack(rows), axis=0)
-    return np.maximum(best * (1 - 4 * br_adaptive.U) - 4 * br_adaptive.TINY, 0.0)
+    result: np.ndarray = np.maximum(best * (1 - 4 * U) - 4 * TINY, 0.0)
+    return result
 
 
 @pytest.mark.parametrize(("eps0", "n", "steps"), [(0.05, 8, 12), (0.7, 23, 6), (3.0, 64, 4)])
@@ -294,8 +297,8 @@ def test_whole_array_passes_equal_the_candidate_matrix_bit_for_bit(
     """Each release's passes give exactly the pseudocode's maxima over the candidate matrix."""
     p_lo, p_hi, r_lo, r_hi = br_adaptive._masses(eps0, n)
     coef = (
-        1.0 / -math.expm1(-eps0) * (1 + 8 * br_adaptive.U),
-        math.tanh(eps0 / n / 4.0) * (1 + 16 * br_adaptive.U),
+        1.0 / -math.expm1(-eps0) * (1 + 8 * U),
+        math.tanh(eps0 / n / 4.0) * (1 + 16 * U),
     )
     size = 6 * n + 5
     low, up = np.zeros(size), np.zeros(size)
