@@ -106,6 +106,7 @@ from dpledger.accountant.pld_support import (
 )
 from dpledger.accountant.profiles_base import DirectedProfiles
 from dpledger.accountant.representatives import split
+from dpledger.accountant.tabulated_cells import grouped_tabulated
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import BoundUnavailable, UnsupportedEventError
 from dpledger.core.events import (
@@ -292,9 +293,9 @@ class PLDAccountant(Accountant):
         They are the same unless more than MAX_DISTINCT_COMPONENTS distinct leaves remain:
         then the upper bound composes dominating representatives (parameters rounded to the
         costly side) and the lower bound dominated ones (rounded to the cheap side), so that
-        both stay certified (many allocations or shuffled epochs of a Gaussian step as
-        cells); or unless a k-of-t allocation (k > 1) is present: the upper bound
-        composes its k-of-t reduction, the lower bound the event itself.
+        both stay certified (many allocations or shuffled epochs of a Gaussian step, and
+        many tabulated profiles, as cells); or unless a k-of-t allocation (k > 1) is
+        present: the upper bound composes its k-of-t reduction, the lower bound the event.
         """
         merged, self._non_private = ledger_leaves(self._ledger)
         blocks: list[tuple[DirectedProfiles, int]] = []
@@ -309,6 +310,8 @@ class PLDAccountant(Accountant):
         merged, cells_up, cells_low, self._allocation_step = grouped_epochs(
             merged, MAX_DISTINCT_COMPONENTS
         )
+        merged, tab_up, tab_low = grouped_tabulated(merged, MAX_DISTINCT_COMPONENTS, self.adjacency)
+        cells_up = joined(cells_up, tab_up)
         upper_events = lower_events = merged
         if merged and len(merged) + len(cells_up) > MAX_DISTINCT_COMPONENTS:
             # blocks by cell and allocation cells take their share of the components' budgets
@@ -318,7 +321,8 @@ class PLDAccountant(Accountant):
             )
         upper_events = _allocation_reduced(upper_events)
         if cells_up:
-            # the cells' 1-of-1 parts (their step's Gaussian) compose with the other Gaussians
+            # the cells' 1-of-1 parts (their step's Gaussian) compose with the other Gaussians,
+            # tabulated cells with the other leaves
             upper_events = _merge_gaussians(joined(upper_events, plain(cells_up)))
         # the blocks' and cells' leaves as they are (the pure cap reads them)
         kept = {**blocked, **{e: k for e, k in cells_up.items() if is_cell_epoch(e)}}
@@ -330,7 +334,7 @@ class PLDAccountant(Accountant):
         )
         self._cache.floor_growth = 1 if coarse else MAX_FLOOR_GROWTH
         extra_up = blocks + cell_sides(cells_up, self.adjacency, upper=True)
-        extra_low = blocks + cell_sides(cells_low, self.adjacency, upper=False)
+        extra_low = blocks + cell_sides(cells_low, self.adjacency, upper=False) + tab_low
         return self._profiled(upper_events, lower_events, extra_up, extra_low)
 
     def _profiled(

@@ -9,6 +9,7 @@ from operator import itemgetter
 from dpledger.accountant.allocation_cells import epoch_components, is_cell_epoch
 from dpledger.accountant.pld_components import MAX_COMPONENTS, MAX_DISTINCT_COMPONENTS
 from dpledger.accountant.representatives import is_rounded
+from dpledger.accountant.tabulated_cells import groupable, tabulated_components
 from dpledger.core.events import (
     Event,
     GaussianEvent,
@@ -100,8 +101,9 @@ def _extent_reason(
     if len(distinct) > limit:
         # the roundable kinds fit any number of components (coarser cells), epochs of a
         # Gaussian step a few cells each; the others do not
-        fixed = [e for e in distinct if not (is_rounded(e) or is_cell_epoch(e))]
+        fixed = [e for e in distinct if not (is_rounded(e) or is_cell_epoch(e) or groupable(e))]
         epochs = epoch_components(e for e in distinct if is_cell_epoch(e))
+        epochs += tabulated_components(distinct)
         if len(fixed) + epochs > MAX_COMPONENTS:
             kinds = sorted({e.kind for e in fixed})
             return (
@@ -114,7 +116,7 @@ def _extent_reason(
 
 def _beside(epochs: int) -> str:
     """The components the epochs of a Gaussian step take, for a message ('' when none)."""
-    return f" beside {epochs} components of allocations or shuffled epochs" if epochs else ""
+    return f" beside {epochs} components of cells" if epochs else ""
 
 
 def _count_text(n: int) -> str:

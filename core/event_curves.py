@@ -78,7 +78,9 @@ def profile_table_validator(instance: Any, attribute: attrs.Attribute[Any], valu
         return
     if not all(0.0 <= v <= 1.0 for v in value):
         raise InvalidParameterError(name, "must lie in [0, 1]", "tabulate deltas in [0, 1]")
-    floor = [(e, d) for e, d in zip(instance.epsilons, value, strict=False) if d < -math.expm1(e)]
+    # 1 - e^eps is negative above epsilon 0 (and e^eps overflows beyond ~709.8)
+    pairs = zip(instance.epsilons, value, strict=False)
+    floor = [(e, d) for e, d in pairs if e < 0.0 and d < -math.expm1(e)]
     if floor:
         raise InvalidParameterError(
             name,

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from dpledger.proofs_checks.proof_record import ProofRecord
 from dpledger.proofs_checks.records_blocks import PLD_BLOCK_RECORDS
-from dpledger.proofs_checks.records_cells import ALLOCATION_CELL_RECORDS, EPSILON_CELL_RECORDS
+from dpledger.proofs_checks.records_cells import (
+    ALLOCATION_CELL_RECORDS,
+    EPSILON_CELL_RECORDS,
+    TABULATED_CELL_RECORDS,
+)
 from dpledger.proofs_checks.records_exp_mech import EXP_MECH_RECORDS
 from dpledger.proofs_checks.records_kernel import KERNEL_RECORDS
 from dpledger.proofs_checks.records_pld import PLD_DOMINATED_RECORDS
@@ -435,7 +439,7 @@ RECORDS += EXP_MECH_RECORDS
 #: the dominated pair's helpers: each carries a rule of its proof
 RECORDS += PLD_DOMINATED_RECORDS
 #: the exact blocks of equal epsilon-type leaves
-RECORDS += EPSILON_CELL_RECORDS + ALLOCATION_CELL_RECORDS
+RECORDS += EPSILON_CELL_RECORDS + ALLOCATION_CELL_RECORDS + TABULATED_CELL_RECORDS
 #: the blocks of distinct Laplace leaves on fine grids
 RECORDS += PLD_BLOCK_RECORDS
 #: the records of the kernel, the budget store and the runtime (beyond the accountant)

@@ -1,6 +1,7 @@
 """The proof records of the exact blocks of equal epsilon-type leaves
 (:mod:`dpledger.accountant.epsilon_cells`) and of the cells of many random allocations
-(:mod:`dpledger.accountant.allocation_cells`); data of :mod:`dpledger.proofs_checks.registry`,
+(:mod:`dpledger.accountant.allocation_cells`) and of the cells of many tabulated profiles
+(:mod:`dpledger.accountant.tabulated_cells`); data of :mod:`dpledger.proofs_checks.registry`,
 appended to its records. ``python -m dpledger.proofs_checks.registry --update TARGET``
 refreshes a hash here too; a new record of this proof is added here by hand, in the same form."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from dpledger.proofs_checks.proof_record import ProofRecord
 
-__all__ = ["ALLOCATION_CELL_RECORDS", "EPSILON_CELL_RECORDS"]
+__all__ = ["ALLOCATION_CELL_RECORDS", "EPSILON_CELL_RECORDS", "TABULATED_CELL_RECORDS"]
 
 EPSILON_CELL_RECORDS: tuple[ProofRecord, ...] = (
     ProofRecord(
@@ -116,5 +117,50 @@ ALLOCATION_CELL_RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/allocation_cells/proof.md",
         source_sha256="135cbbad95f50d862f44365d1d626b16094da8f0db488fee22f3c453e499fabe",
+    ),
+)
+
+TABULATED_CELL_RECORDS: tuple[ProofRecord, ...] = (
+    ProofRecord(
+        target="dpledger.accountant.tabulated_cells.grouped_tabulated",
+        status="contrib",
+        proof="proofs_checks/tabulated_cells/proof.md",
+        source_sha256="073e8990a8ef6e2a2f757de3fac55c603c475062a1da2fcb9ca1bdb30f00fe6a",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.tabulated_cells.upper_table",
+        status="contrib",
+        proof="proofs_checks/tabulated_cells/proof.md",
+        source_sha256="3e749cfbd09654c56d8ba9d05b1370971682a65ac17fc35395b31dcdf62e2405",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.tabulated_cells.lower_profiles",
+        status="contrib",
+        proof="proofs_checks/tabulated_cells/proof.md",
+        source_sha256="46eb78f2bac709a9621e9d6a35badfe3e44c7f730954f7d253556629c2f8da87",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.tabulated_cells._table_error",
+        status="contrib",
+        proof="proofs_checks/tabulated_cells/proof.md",
+        source_sha256="2ddc6c61dad341470b04b650f093be172bfb7280ef01a553e2da9063e0f00316",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.tabulated_cells._minorant",
+        status="contrib",
+        proof="proofs_checks/tabulated_cells/proof.md",
+        source_sha256="f95088f5a45c76b31344d012499258d601197a342b42c7a0bb029f8704b15e41",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.tabulated_cells._chords_below",
+        status="contrib",
+        proof="proofs_checks/tabulated_cells/proof.md",
+        source_sha256="957b0ec367940c6d58b2aeded85b8a7d6948129a68fe50870275c77c674f8164",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.tabulated_cells._chord_curve",
+        status="contrib",
+        proof="proofs_checks/tabulated_cells/proof.md",
+        source_sha256="b4edd551437f5083cc380564af14524c62dbcf63e3d670a8b4e5953ea836c300",
     ),
 )

@@ -316,19 +316,29 @@ def test_grouped_bounds_never_cross_the_leafwise_bracket(
 
 
 def test_epochs_count_against_the_components_left_to_unrounded_leaves() -> None:
-    """250 distinct tabulated profiles fit alone; beside 10 distinct allocations (not grouped:
-    ten components) they exceed the budget of 256 and are refused in one line naming both;
-    beside 300 distinct allocations (16 cells) 230 of them fit and 250 do not."""
+    """250 distinct shuffled epochs of Laplace batches (a kind neither rounded nor grouped)
+    fit alone; beside 10 distinct allocations (not grouped: ten components) they exceed the
+    budget of 256 and are refused in one line naming both; beside 300 distinct allocations
+    (16 cells) 230 of them fit and 250 do not. 250 distinct tabulated profiles are grouped
+    into 64 cells and fit beside either."""
+    epochs = [ShuffledBatchesEvent(60_000, 100 + i, LaplaceEvent(1.0)) for i in range(250)]
+    few = [RandomAllocationEvent(10 + i, GaussianEvent(1.0)) for i in range(10)]
+    many = [RandomAllocationEvent(10 + i, GaussianEvent(1.0)) for i in range(300)]
+    assert _extent_reason([(e, 1) for e in epochs], []) is None
+    why = _extent_reason([(e, 1) for e in epochs + few], [])
+    assert why is not None and "\n" not in why
+    assert "250 distinct shuffled_batches releases (more than 246 beside 10 components" in why
+    assert _extent_reason([(e, 1) for e in epochs[:230] + many], []) is None
+    why = _extent_reason([(e, 1) for e in epochs + many], [])
+    assert why is not None and "more than 240 beside 16 components" in why
     tables = [
         TabulatedProfileEvent((0.0, 1.0), (0.5, 0.1 + i * 1e-4), relation="add_remove")
         for i in range(250)
     ]
-    few = [RandomAllocationEvent(10 + i, GaussianEvent(1.0)) for i in range(10)]
-    many = [RandomAllocationEvent(10 + i, GaussianEvent(1.0)) for i in range(300)]
-    assert _extent_reason([(e, 1) for e in tables], []) is None
-    why = _extent_reason([(e, 1) for e in tables + few], [])
-    assert why is not None and "\n" not in why
-    assert "250 distinct tabulated_profile releases (more than 246 beside 10 components" in why
-    assert _extent_reason([(e, 1) for e in tables[:230] + many], []) is None
-    why = _extent_reason([(e, 1) for e in tables + many], [])
-    assert why is not None and "more than 240 beside 16 components" in why
+    assert _extent_reason([(e, 1) for e in tables + few], []) is None
+    assert _extent_reason([(e, 1) for e in tables + many], []) is None
+    far = [
+        TabulatedProfileEvent((0.0, 800.0), (0.5, 0.1 + i * 1e-4), relation="add_remove")
+        for i in range(250)
+    ]  # epsilons beyond 700 are not grouped
+    assert _extent_reason([(e, 1) for e in far + few], []) is not None

@@ -90,3 +90,12 @@ def test_event_from_dict_names_the_field() -> None:
         deep = {"kind": "self_composed", "count": 1, "event": deep}
     with pytest.raises(InvalidParameterError, match=r"nested more than 100 levels"):
         event_from_dict(deep)
+
+
+def test_tables_reaching_beyond_epsilon_709_construct() -> None:
+    """The check that no delta lies below 1 - e^eps applies below epsilon 0 only: e^eps
+    overflowed beyond ~709.8 and the table was refused with a traceback."""
+    table = TabulatedProfileEvent((0.0, 800.0), (0.5, 0.0))
+    assert table.epsilons == (0.0, 800.0)
+    with pytest.raises(InvalidParameterError, match="below 1 - e"):
+        TabulatedProfileEvent((-1.0, 800.0), (0.1, 0.0))

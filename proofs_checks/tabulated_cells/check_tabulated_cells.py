@@ -1,0 +1,154 @@
+"""Numeric checks of the cells of many tabulated profiles (proofs_checks/tabulated_cells)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+from dpledger.accountant import pld, tabulated_cells
+from dpledger.accountant.pld import PLDAccountant
+from dpledger.accountant.tabulated_cells import lower_profiles, upper_table
+from dpledger.core.adjacency import Adjacency
+from dpledger.core.events import ComposedEvent, TabulatedProfileEvent
+
+mp.mp.dps = 40
+
+
+def _exact_chord(epsilons: tuple[float, ...], deltas: tuple[float, ...], eps: float) -> Fraction:
+    xs = [Fraction(float(v)) for v in np.exp(np.asarray(epsilons))]
+    ds = [Fraction(float(v)) for v in np.maximum.accumulate(np.asarray(deltas)[::-1])[::-1]]
+    x = Fraction(float(np.exp(eps)))
+    if x < xs[0]:
+        return 1 - (1 - ds[0]) * x / xs[0]
+    for i in range(len(xs) - 1):
+        if xs[i] <= x < xs[i + 1]:
+            return ds[i] + (ds[i + 1] - ds[i]) * (x - xs[i]) / (xs[i + 1] - xs[i])
+    return ds[-1]
+
+
+def _pair_curve(
+    losses: tuple[float, ...], masses: tuple[float, ...], inf: float, eps: float
+) -> mp.mpf:
+    e = mp.mpf(eps)
+    terms = [
+        mp.mpf(p) * (1 - mp.e ** (e - mp.mpf(v)))
+        for v, p in zip(losses, masses, strict=True)
+        if v > eps
+    ]
+    return mp.mpf(inf) + mp.fsum(terms)
+
+
+def _claimed(
+    losses: tuple[float, ...], masses: tuple[float, ...], inf: float
+) -> TabulatedProfileEvent:
+    grid = sorted({0.0, *(abs(v) for v in losses), max(abs(v) for v in losses) + 1.0})
+    deltas = tuple(
+        min(1.0, float(_pair_curve(losses, masses, inf, e)) * (1 + 1e-12) + 1e-300) for e in grid
+    )
+    return TabulatedProfileEvent(
+        tuple(grid),
+        deltas,
+        tight_losses=losses,
+        tight_masses=masses,
+        tight_inf_mass=inf,
+        tight_claim="a check pair",
+    )
+
+
+def _random_pair(rng: np.random.Generator) -> tuple[tuple[float, ...], tuple[float, ...], float]:
+    n = int(rng.integers(1, 6))
+    losses = [float(v) for v in rng.uniform(-4.0, 4.0, n)]
+    raw = rng.uniform(0.01, 1.0, n)
+    inf = float(rng.choice([0.0, rng.uniform(0.0, 0.05)]))
+    ps = [float(v) for v in raw / raw.sum() * (1 - inf)]
+    q = math.fsum(p * math.exp(-v) for p, v in zip(ps, losses, strict=True))
+    if q > 1.0:
+        losses = [v + math.log(q) + 1e-9 for v in losses]
+    return tuple(losses), tuple(ps), inf
+
+
+def test_upper_tables_lie_above_every_member_exactly() -> None:
+    rng = np.random.default_rng(2024)
+    for _ in range(60):
+        cell = []
+        for _ in range(int(rng.integers(2, 6))):
+            grid = np.sort(
+                rng.choice(np.linspace(-1.0, 9.0, 1001), int(rng.integers(2, 15)), replace=False)
+            )
+            deltas = np.sort(rng.uniform(0.0, 1.0, grid.size))[::-1]
+            deltas = np.maximum(deltas, -np.expm1(np.minimum(grid, 0.0)))
+            add = (
+                None
+                if rng.random() < 0.5
+                else tuple(
+                    np.maximum(
+                        np.sort(rng.uniform(0, 1, grid.size))[::-1],
+                        -np.expm1(np.minimum(grid, 0.0)),
+                    ).tolist()
+                )
+            )
+            cell.append(TabulatedProfileEvent(tuple(grid.tolist()), tuple(deltas.tolist()), add))
+        up = upper_table(cell)
+        up_add = up.deltas if up.deltas_add is None else up.deltas_add
+        for eps in rng.uniform(0.0, 10.0, 60):
+            for event in cell:
+                add = event.deltas if event.deltas_add is None else event.deltas_add
+                assert _exact_chord(up.epsilons, up.deltas, eps) >= _exact_chord(
+                    event.epsilons, event.deltas, eps
+                )
+                assert _exact_chord(up.epsilons, up_add, eps) >= _exact_chord(
+                    event.epsilons, add, eps
+                )
+
+
+def test_lower_curve_lies_below_every_claimed_curve_at_40_digits() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        cell = [_claimed(*_random_pair(rng)) for _ in range(int(rng.integers(2, 6)))]
+        low = lower_profiles(cell, upper_table(cell), Adjacency())
+        assert low is not None
+        points = np.concatenate([rng.uniform(-8.0, 8.0, 80), [0.0]])
+        values = low.lower_remove.delta(points)
+        assert low.lower_add is low.lower_remove
+        for event in cell:
+            assert event.tight_losses is not None and event.tight_masses is not None
+            for eps, value in zip(points, values, strict=True):
+                exact = _pair_curve(
+                    event.tight_losses, event.tight_masses, event.tight_inf_mass, eps
+                )
+                assert value <= exact, (eps, value, exact)
+
+
+def test_a_member_corner_below_the_others_chord_stays_below() -> None:
+    """Two pairs whose curves cross: the least of them is not convex, and the minorant's
+    chords pass under the crossing; at the crossing the lower curve is below both."""
+    p = math.e / (1 + math.e)  # randomized response at 1 (Q's masses sum to 1)
+    a = _claimed((1.0, -1.0), (p, 1 - p), 0.0)
+    b = _claimed((2.5, -0.2), (0.2, 0.8), 0.0)
+    low = lower_profiles([a, b], upper_table([a, b]), Adjacency())
+    assert low is not None
+    for eps in np.linspace(-3.0, 3.0, 601):
+        value = float(low.lower_remove.delta(np.array([eps]))[0])
+        for event in (a, b):
+            assert event.tight_losses is not None and event.tight_masses is not None
+            assert value <= _pair_curve(event.tight_losses, event.tight_masses, 0.0, eps)
+
+
+def test_grouped_composition_brackets_the_leaf_by_leaf_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    tables = [_claimed(*_random_pair(rng)) for _ in range(24)]
+    exact = PLDAccountant()
+    exact.compose(ComposedEvent(tables))
+    want = exact.get_epsilon(1e-3)
+    monkeypatch.setattr(pld, "MAX_DISTINCT_COMPONENTS", 4)
+    monkeypatch.setattr(tabulated_cells, "TABULATED_LIMIT", 4)
+    monkeypatch.setattr(tabulated_cells, "TABULATED_CELLS", 5)
+    grouped = PLDAccountant()
+    grouped.compose(ComposedEvent(tables))
+    got = grouped.get_epsilon(1e-3)
+    assert got.epsilon >= want.epsilon_lower
+    assert got.epsilon_lower <= want.epsilon
