@@ -174,20 +174,24 @@ def lower_profiles(
     exact pair (None otherwise: a table alone is no lower bound, and the cell is left out of
     the lower bound, a sub-composition). The claimed curves are piecewise linear in ``x =
     e^eps`` with corners at their losses; the least of them at every loss of the cell, with
-    ``(0, 1)``, has a greatest convex minorant, which is the lower curve (for both directions,
-    as a claim is attained in both), rounded down. Its upper curves are ``upper``'s."""
+    their least total mass at ``x = 0``, has a greatest convex minorant, which is the lower
+    curve (for both directions, as a claim is attained in both), rounded down. Its upper
+    curves are ``upper``'s."""
     if any(event.tight_losses is None for event in cell):
         return None
     grid = np.array(sorted({0.0}.union(*(event.tight_losses or () for event in cell))))
-    least = np.ones(grid.size)
+    # the curve at x = 0 (eps -> -infinity) is the pair's total P-mass, 1 up to rounding
+    least = np.ones(grid.size + 1)
     for event in cell:
-        np.minimum(least, claimed_pair_profile(event).delta(grid), out=least)
+        curve = claimed_pair_profile(event).delta(np.concatenate([[-800.0], grid]))
+        np.minimum(least, curve, out=least)
     x = np.concatenate([[0.0], np.exp(grid)])
-    y = np.concatenate([[1.0], np.maximum(least, 0.0)])
-    values = _chords_below(x, y, _minorant(x, y))
+    y = np.maximum(least, 0.0)
+    hull = _minorant(x, y)
+    values = _lowered_corners(x, y, hull)
     reach = float(np.max(np.abs(grid)))
     name = f"lower cell of {len(cell)} claimed pairs"
-    lower = Profile(_chord_curve(x, values), -reach, reach, True, name)
+    lower = Profile(_chord_curve(x[hull], values), -reach, reach, True, name)
     up = tabulated_profiles(upper, adjacency)
     return DirectedProfiles(up.remove, up.add, lower, lower)
 
@@ -239,30 +243,46 @@ def _minorant(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.array(hull)
 
 
-def _chords_below(x: np.ndarray, y: np.ndarray, hull: np.ndarray) -> np.ndarray:
-    """The minorant through the points ``hull`` at every ``x``, rounded down and lowered
-    until its chords lie below every point ``(x_i, y_i)`` (the orientation tests round: a
-    point a hair below a chord may have been passed over). A uniform lowering keeps the
-    values convex and non-increasing."""
-    values = np.interp(x, x[hull], y[hull])
-    values = np.maximum(values * (1 - _SLACK) - 1e-300, 0.0)
-    err = 4 * U * np.concatenate([[values[0]], values[:-1]])  # a few units of the left end
-    excess = float(np.max(values + err - y))
+def _chord_error(xa: Array, xb: Array, va: Array, vb: Array) -> Array:
+    """A bound on how far a chord from ``(xa, va)`` to ``(xb, vb)`` read in floating point
+    (``np.interp`` at a rounded ``e^eps``, between rounded corners) may lie above the chord
+    between the true ``e^eps`` positions: each exponential errs by a unit relative, which moves
+    the chord's weight by about ``2u xb / (xb - xa)`` (never by more than the whole drop), and
+    the arithmetic rounds by a few units of ``va``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shift = np.where(xb > xa, 8 * U * xb / (xb - xa), 1.0)
+    return (va - vb) * np.minimum(shift, 1.0) + 4 * U * va + 1e-300
+
+
+def _lowered_corners(x: np.ndarray, y: np.ndarray, hull: np.ndarray) -> np.ndarray:
+    """The minorant's corner values, lowered uniformly until its chords, read in floating
+    point and less :func:`_chord_error`, lie below every point ``(x_i, y_i)`` (the monotone
+    chain's orientation tests round, and the corners' ``e^eps`` are rounded). A uniform
+    lowering keeps the values convex and non-increasing."""
+    values = y[hull]
+    seg = np.clip(np.searchsorted(x[hull], x, side="right") - 1, 0, hull.size - 1)
+    nxt = np.minimum(seg + 1, hull.size - 1)
+    chord = np.interp(x, x[hull], values)
+    err = _chord_error(x[hull][seg], x[hull][nxt], values[seg], values[nxt])
+    excess = float(np.max(np.where(np.isin(np.arange(x.size), hull), 0.0, chord + err - y)))
     if excess > 0.0:
-        values = np.maximum(values - excess * (1 + _SLACK), 0.0)
-    lowered: np.ndarray = values
+        values = values - excess * (1 + _SLACK)
+    lowered: np.ndarray = np.maximum(values, 0.0)
     return lowered
 
 
 def _chord_curve(x: np.ndarray, values: np.ndarray) -> Callable[[Array], Array]:
-    """The chord interpolation in ``e^eps`` of ``values`` at ``x`` (from ``x = 0``), flat
-    beyond the last point, rounded down (a few units of each chord's larger, left end)."""
+    """The chord interpolation in ``e^eps`` of the corner ``values`` at ``x`` (from ``x = 0``),
+    flat beyond the last corner, rounded down: less :func:`_chord_error`, and never below the
+    segment's right end (the curve is non-increasing)."""
 
     def delta(eps: Array) -> Array:
         at = np.exp(np.minimum(np.asarray(eps, dtype=float), 700.0))
-        left = np.clip(np.searchsorted(x, at, side="right") - 1, 0, x.size - 1)
+        seg = np.clip(np.searchsorted(x, at, side="right") - 1, 0, x.size - 1)
+        nxt = np.minimum(seg + 1, x.size - 1)
         inside = np.interp(at, x, values)
-        below: Array = np.maximum(inside * (1 - _SLACK) - 4 * U * values[left] - 1e-300, 0.0)
+        err = _chord_error(x[seg], x[nxt], values[seg], values[nxt])
+        below: Array = np.maximum(np.maximum(inside - err, values[nxt]), 0.0)
         return below
 
     return delta

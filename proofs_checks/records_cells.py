@@ -137,7 +137,7 @@ TABULATED_CELL_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.tabulated_cells.lower_profiles",
         status="contrib",
         proof="proofs_checks/tabulated_cells/proof.md",
-        source_sha256="46eb78f2bac709a9621e9d6a35badfe3e44c7f730954f7d253556629c2f8da87",
+        source_sha256="b154867660b7aba09dacc14c9b567590973a3fb161c439fac62e7a0e30d9a980",
     ),
     ProofRecord(
         target="dpledger.accountant.tabulated_cells._table_error",
@@ -152,15 +152,21 @@ TABULATED_CELL_RECORDS: tuple[ProofRecord, ...] = (
         source_sha256="f95088f5a45c76b31344d012499258d601197a342b42c7a0bb029f8704b15e41",
     ),
     ProofRecord(
-        target="dpledger.accountant.tabulated_cells._chords_below",
+        target="dpledger.accountant.tabulated_cells._lowered_corners",
         status="contrib",
         proof="proofs_checks/tabulated_cells/proof.md",
-        source_sha256="957b0ec367940c6d58b2aeded85b8a7d6948129a68fe50870275c77c674f8164",
+        source_sha256="3b5ef0338ca32684c5a7ac061e03e6097b5483613c9a3266210ebd0b1df405a9",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.tabulated_cells._chord_error",
+        status="contrib",
+        proof="proofs_checks/tabulated_cells/proof.md",
+        source_sha256="9fdb188ca079c79b0cecb5acf27d9b542d7829b45228d409435f7766e33e235d",
     ),
     ProofRecord(
         target="dpledger.accountant.tabulated_cells._chord_curve",
         status="contrib",
         proof="proofs_checks/tabulated_cells/proof.md",
-        source_sha256="b4edd551437f5083cc380564af14524c62dbcf63e3d670a8b4e5953ea836c300",
+        source_sha256="6bebf6ed5a248ea7f0219a29f8e25a56421a32d68b991b2756367437f8a78f7a",
     ),
 )

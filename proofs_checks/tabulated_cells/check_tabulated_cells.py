@@ -152,3 +152,41 @@ def test_grouped_composition_brackets_the_leaf_by_leaf_one(monkeypatch: pytest.M
     got = grouped.get_epsilon(1e-3)
     assert got.epsilon >= want.epsilon_lower
     assert got.epsilon_lower <= want.epsilon
+
+
+def _exact_least(cell: list[TabulatedProfileEvent], eps: float) -> mp.mpf:
+    values = []
+    for event in cell:
+        assert event.tight_losses is not None and event.tight_masses is not None
+        values.append(
+            _pair_curve(event.tight_losses, event.tight_masses, event.tight_inf_mass, eps)
+        )
+    return min(values)
+
+
+def test_masses_summing_below_one_keep_the_curve_below() -> None:
+    """A claimed pair whose masses sum to 1 - 9e-10 (the validator allows 1e-9): its curve at
+    epsilons below every loss is its total mass, below 1 (found by a review: the minorant
+    through (0, 1) lay above it there)."""
+    a = _claimed((0.2, 1.0), (0.5, 0.5 - 0.9e-9), 0.0)
+    b = _claimed((0.5,), (1.0,), 0.0)
+    low = lower_profiles([a, b], upper_table([a, b]), Adjacency())
+    assert low is not None
+    for eps in (-40.0, -5.0, -1.0, 0.0, 0.19):
+        value = float(low.lower_remove.delta(np.array([eps]))[0])
+        assert value <= _exact_least([a, b], eps), eps
+
+
+def test_losses_a_hair_apart_keep_the_chord_below() -> None:
+    """Two losses 1e-12 apart: just below the upper one the chord, read at rounded
+    exponentials, rose above the true curve by about u times the mass (found by a review)."""
+    top = 1.6331005491607187
+    a = _claimed((top - 1e-12, top), (0.5, 0.5), 0.0)
+    b = _claimed((top - 1e-12, top + 1.0), (0.5, 0.5), 0.0)
+    low = lower_profiles([a, b], upper_table([a, b]), Adjacency())
+    assert low is not None
+    eps = top
+    for _ in range(40):  # the floats just below the upper loss
+        eps = math.nextafter(eps, -math.inf)
+        value = float(low.lower_remove.delta(np.array([eps]))[0])
+        assert value <= _exact_least([a, b], eps), eps
