@@ -49,6 +49,7 @@ __all__ = [
     "adaptive_br_curves",
     "adaptive_br_delta",
     "adaptive_br_epsilon",
+    "lattice_points",
     "spread_br_delta",
     "spread_br_epsilon",
 ]
@@ -68,7 +69,7 @@ MAX_SPREAD = 1.05
 Bracket = tuple[float, float]
 
 
-def _points(eps0: float, count: int, x_top: float) -> int | None:
+def lattice_points(eps0: float, count: int, x_top: float) -> int | None:
     """N, the lattice points per eps0, from the work budget (None: over budget)."""
     span = max(x_top / eps0, 1.0) * count
     n = int(math.sqrt(WORK / span))
@@ -186,7 +187,7 @@ def adaptive_br_epsilon(
     if not (count >= 2 and 0.0 < eps0 <= MAX_EPS0 and 0.0 < delta < 1.0):
         return None
     x_top = _rdp_top(eps0, count, max(delta * TOP_FACTOR, min(delta, 1e-300)))
-    n = _points(eps0, count, x_top) if math.isfinite(x_top) else None
+    n = lattice_points(eps0, count, x_top) if math.isfinite(x_top) else None
     if n is None:
         return None
     low, up, h = adaptive_br_curves(eps0, count, x_top, n, lower=lower, upper=upper)
@@ -210,7 +211,7 @@ def adaptive_br_delta(
     if not rdp_delta > 1e-300:
         return None
     x_top = max(_rdp_top(eps0, count, max(rdp_delta * TOP_FACTOR, 1e-300)), eps)
-    n = _points(eps0, count, x_top)
+    n = lattice_points(eps0, count, x_top)
     if n is None:
         return None
     low, up, h = adaptive_br_curves(eps0, count, x_top, n, lower=lower, upper=upper)

@@ -37,6 +37,7 @@ from dpledger.accountant.base import (
     narrower_delta,
     narrower_epsilon,
 )
+from dpledger.accountant.br_blocks import range_blocks
 from dpledger.accountant.epsilon_cells import cell_components
 from dpledger.accountant.leaves import leaf_profiles
 from dpledger.accountant.pld_blocks import block_components, is_cell_block
@@ -319,7 +320,7 @@ class PLDAccountant(Accountant):
             upper_events, lower_events, self._step = rounded_components(
                 merged, MAX_DISTINCT_COMPONENTS, reserved + len(cells_up)
             )
-        upper_events = _allocation_reduced(upper_events)
+        upper_events = range_blocks(_allocation_reduced(upper_events))  # one EM leaf in blocks
         if cells_up:
             # the cells' 1-of-1 parts (their step's Gaussian) compose with the other Gaussians,
             # tabulated cells with the other leaves

@@ -113,14 +113,14 @@ EXP_MECH_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.br_adaptive.adaptive_br_epsilon",
         status="verified",
         proof="proofs_checks/br_adaptive/proof.md",
-        source_sha256="90f69494c3bc1fe1330fee88d60c5e20d3edce291ae9a8bb163a4ad7685cee2d",
+        source_sha256="e69971407c1d1d7d029ab828d3abde662b2dd94d5b3c7756e965563a3ee555e1",
         cross_check="check_br_adaptive.py::test_upper_is_above_the_non_adaptive_optimum",
     ),
     ProofRecord(
         target="dpledger.accountant.br_adaptive.adaptive_br_delta",
         status="verified",
         proof="proofs_checks/br_adaptive/proof.md",
-        source_sha256="aacd8ed170f51920e55bc4bfc70b1473ac362f185db685b714664a8174e9ccef",
+        source_sha256="0120708db77945e772c4b5c711942e1da45978473d15c82bcdce0cc115e73ff9",
         cross_check="check_br_adaptive.py::test_two_releases_bracket_the_30_digit_optimum",
     ),
     ProofRecord(
@@ -165,5 +165,29 @@ EXP_MECH_RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/br_adaptive/proof.md",
         source_sha256="e8a9176f0d12b78ac81aa9c21c29efba5a2f713e68f9b2669c85db32ea5676b7",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.br_blocks.range_blocks",
+        status="contrib",
+        proof="proofs_checks/br_blocks/proof.md",
+        source_sha256="af61ad3708b64b6a5138a9ca336279359131d06ccf81f26aecc18a06ef5427f5",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.br_blocks.block_table",
+        status="contrib",
+        proof="proofs_checks/br_blocks/proof.md",
+        source_sha256="a0c0d09cbbf3edfefcf054f8a8800092d4bb836e1249fabd4ce2c0a9e1ad4408",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.br_blocks.block_size",
+        status="contrib",
+        proof="proofs_checks/br_blocks/proof.md",
+        source_sha256="943fb2e054c35a492200db2a811c3e0d7d9f79cab6e01d6fd8dfd6d239020c6d",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.br_blocks._top",
+        status="contrib",
+        proof="proofs_checks/br_blocks/proof.md",
+        source_sha256="e653c29414fc6a7886ffccd147e191d5e9ef3e82b3c6e5284cf0ed58fcc4ce70",
     ),
 )

@@ -124,7 +124,7 @@ def test_distinct_epsilons_within_the_spread_are_bracketed_within_one_percent() 
     event = ComposedEvent([EM(0.5 * (1 + i * 1e-4)) for i in range(20)])
     bound = account(event, delta=1e-5).bound
     assert isinstance(bound, EpsilonBound)
-    assert bound.method == "closed_form"
+    assert bound.method in ("closed_form", "pld")  # PLD composes the releases in blocks
     assert bound.epsilon <= 1.01 * bound.epsilon_lower
     rdp = RDPAccountant(Adjacency())
     rdp.compose(event)
@@ -185,7 +185,7 @@ def test_a_thousand_releases_are_bracketed_within_one_percent() -> None:
     event = SelfComposedEvent(EM(0.01527), 1000)
     bound = account(event, delta=1e-5).bound
     assert isinstance(bound, EpsilonBound)
-    assert bound.method == "closed_form"
+    assert bound.method in ("closed_form", "pld")  # PLD composes the releases in blocks
     assert bound.epsilon <= 1.01 * bound.epsilon_lower
     rdp = RDPAccountant(Adjacency())
     rdp.compose(event)
