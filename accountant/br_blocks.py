@@ -34,6 +34,7 @@ from dpledger.core.events import Event, ExponentialMechanismEvent, TabulatedProf
 
 __all__ = [
     "BLOCK_SIZES",
+    "MAX_TABLE_EPSILON",
     "MIN_BLOCK_POINTS",
     "TOP_DELTA",
     "block_size",
@@ -45,18 +46,22 @@ __all__ = [
 BLOCK_SIZES = (1000, 500, 250, 100, 50, 25, 10, 5, 2)
 #: a block's lattice has at least this many points per eps0 (the bracket narrows like 1/N^2)
 MIN_BLOCK_POINTS = 60
+#: a block's table ends below this epsilon (tables are read up to 700: beyond, a block's last
+#: value would stay at every epsilon)
+MAX_TABLE_EPSILON = 600.0
 #: a block's table reaches where the Rényi bound of the block is this small: beyond, its last
 #: value is charged at +infinity in every block
 TOP_DELTA = 1e-30
 
 
 def block_size(eps0: float, count: int) -> int | None:
-    """The largest of BLOCK_SIZES, at most ``count / 2``, whose programme has at least
-    MIN_BLOCK_POINTS lattice points per eps0 within its work budget (None: none)."""
+    """The largest of BLOCK_SIZES, at most ``count / 2``, whose table ends below
+    MAX_TABLE_EPSILON and whose programme has at least MIN_BLOCK_POINTS lattice points per
+    eps0 within its work budget (None: none)."""
     if not 0.0 < eps0 <= MAX_EPS0:
         return None
     for m in BLOCK_SIZES:
-        if 2 * m > count:
+        if 2 * m > count or _top(eps0, m) > MAX_TABLE_EPSILON:
             continue
         n = lattice_points(eps0, m, _top(eps0, m))
         if n is not None and n >= MIN_BLOCK_POINTS:
@@ -72,7 +77,7 @@ def _top(eps0: float, m: int) -> float:
 
 
 @functools.lru_cache(maxsize=16)
-def block_table(eps0: float, m: int) -> TabulatedProfileEvent:
+def block_table(eps0: float, m: int, relation: str = "add_remove") -> TabulatedProfileEvent:
     """The certified upper curve of ``m`` adaptively chosen ``eps0``-bounded-range releases
     on the programme's lattice, as a table for both directions (the class is closed under
     swapping the datasets); at most MAX_PROFILE_POINTS of its points, every point kept where
@@ -90,13 +95,16 @@ def block_table(eps0: float, m: int) -> TabulatedProfileEvent:
     return TabulatedProfileEvent(
         tuple(float(v) for v in eps),
         tuple(float(v) for v in np.minimum(up[index], 1.0)),
+        relation=relation,
         name=f"exponential_mechanism block({eps0:g} x {m})",
     )
 
 
-def range_blocks(events: dict[Event, int]) -> dict[Event, int]:
+def range_blocks(events: dict[Event, int], relation: str) -> dict[Event, int]:
     """The upper bound's leaves with the unsampled exponential-mechanism leaf of the most
-    releases (at least four) as blocks and single releases; ``events`` itself when none is."""
+    releases (at least four) as blocks and single releases, their table stated under
+    ``relation`` (the release's epsilon holds under the ledger's relation, and so does the
+    programme's curve); ``events`` itself when none is."""
     leaves = [(e, k) for e, k in events.items() if type(e) is ExponentialMechanismEvent]
     if not leaves:
         return events
@@ -106,7 +114,7 @@ def range_blocks(events: dict[Event, int]) -> dict[Event, int]:
         return events
     blocks, rest = divmod(count, m)
     out = {e: k for e, k in events.items() if e != leaf}
-    table = block_table(leaf.epsilon, m)
+    table = block_table(leaf.epsilon, m, relation)
     out[table] = out.get(table, 0) + blocks
     if rest:
         out[leaf] = rest

@@ -170,19 +170,19 @@ EXP_MECH_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.br_blocks.range_blocks",
         status="contrib",
         proof="proofs_checks/br_blocks/proof.md",
-        source_sha256="af61ad3708b64b6a5138a9ca336279359131d06ccf81f26aecc18a06ef5427f5",
+        source_sha256="cf96f0c7a97e59952f582deb27b83c930d30df0a518f6566e50c9aea0b4e5146",
     ),
     ProofRecord(
         target="dpledger.accountant.br_blocks.block_table",
         status="contrib",
         proof="proofs_checks/br_blocks/proof.md",
-        source_sha256="a0c0d09cbbf3edfefcf054f8a8800092d4bb836e1249fabd4ce2c0a9e1ad4408",
+        source_sha256="2da8bcfbb30821e3a38e6747f08c14ec366e3a1ba40d746a4fa872e71e7b9bcb",
     ),
     ProofRecord(
         target="dpledger.accountant.br_blocks.block_size",
         status="contrib",
         proof="proofs_checks/br_blocks/proof.md",
-        source_sha256="943fb2e054c35a492200db2a811c3e0d7d9f79cab6e01d6fd8dfd6d239020c6d",
+        source_sha256="0df9d8bd9e51f02ea7c8aa82a501bbc8ab838a2ae42dfc88c780bcd21634a153",
     ),
     ProofRecord(
         target="dpledger.accountant.br_blocks._top",

@@ -15,6 +15,7 @@ from dpledger.accountant.br_blocks import block_size, block_table, range_blocks
 from dpledger.accountant.exp_mech_composition import br_composed_epsilon_lower
 from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.select import account
+from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import (
     ComposedEvent,
     Event,
@@ -45,11 +46,11 @@ def test_block_size_prefers_large_blocks_with_a_fine_lattice() -> None:
 
 def test_one_leaf_is_blocked_the_one_of_most_releases() -> None:
     events: dict[Event, int] = {EM(0.01): 1001, EM(0.02): 40, GaussianEvent(1.0): 3}
-    out = range_blocks(events)
+    out = range_blocks(events, "add_remove")
     table = block_table(0.01, 100)
     assert out == {table: 10, EM(0.01): 1, EM(0.02): 40, GaussianEvent(1.0): 3}
     assert isinstance(table, TabulatedProfileEvent) and table.deltas_add is None
-    assert range_blocks({GaussianEvent(1.0): 5}) == {GaussianEvent(1.0): 5}
+    assert range_blocks({GaussianEvent(1.0): 5}, "add_remove") == {GaussianEvent(1.0): 5}
 
 
 @pytest.mark.parametrize(
@@ -96,3 +97,24 @@ def test_blocked_upper_is_never_below_the_adaptive_lower_bound(
         return
     _, upper = _pld(SelfComposedEvent(EM(eps0), count), delta)
     assert upper >= found[0] * (1 - 1e-12)
+
+
+def test_replace_one_ledgers_are_blocked_under_their_relation() -> None:
+    """The block's table is stated under the ledger's relation (a table under add/remove was
+    refused under replace-one: found by a review), and bounds as under add/remove (the
+    release's epsilon is not rescaled)."""
+    event = SelfComposedEvent(EM(0.3), 12)
+    acc = PLDAccountant(Adjacency(relation="replace_one"))
+    acc.compose(event)
+    replace = acc.get_epsilon(1e-8)
+    _, upper = _pld(event, 1e-8)
+    assert replace.epsilon == pytest.approx(upper, rel=1e-9)
+    assert replace.epsilon >= br_composed_epsilon_lower(1e-8, 0.3, 12)
+
+
+def test_large_epsilons_are_not_blocked_beyond_the_tables_reach() -> None:
+    """A block whose table would reach past epsilon 600 is not made (read up to 700 only, its
+    last value stayed at every epsilon and the upper bound was infinite: found by a review)."""
+    assert block_size(30.0, 51) is None or block_size(30.0, 51) <= 10
+    _, upper = _pld(SelfComposedEvent(EM(30.0), 51), 1e-6)
+    assert upper < 51 * 30.0
