@@ -18,7 +18,8 @@ from dpledger.core.events import ComposedEvent, TabulatedProfileEvent
 mp.mp.dps = 40
 
 
-def _exact_chord(epsilons: tuple[float, ...], deltas: tuple[float, ...], eps: float) -> Fraction:
+def exact_chord(epsilons: tuple[float, ...], deltas: tuple[float, ...], eps: float) -> Fraction:
+    """A table's chord interpolation in ``x = e^eps`` (the code's own exponentials), exactly."""
     xs = [Fraction(float(v)) for v in np.exp(np.asarray(epsilons))]
     ds = [Fraction(float(v)) for v in np.maximum.accumulate(np.asarray(deltas)[::-1])[::-1]]
     x = Fraction(float(np.exp(eps)))
@@ -97,10 +98,10 @@ def test_upper_tables_lie_above_every_member_exactly() -> None:
         for eps in rng.uniform(0.0, 10.0, 60):
             for event in cell:
                 add = event.deltas if event.deltas_add is None else event.deltas_add
-                assert _exact_chord(up.epsilons, up.deltas, eps) >= _exact_chord(
+                assert exact_chord(up.epsilons, up.deltas, eps) >= exact_chord(
                     event.epsilons, event.deltas, eps
                 )
-                assert _exact_chord(up.epsilons, up_add, eps) >= _exact_chord(
+                assert exact_chord(up.epsilons, up_add, eps) >= exact_chord(
                     event.epsilons, add, eps
                 )
 

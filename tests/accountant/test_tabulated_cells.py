@@ -6,7 +6,6 @@ backend contain the leaf-by-leaf ones."""
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import mpmath as mp
 import numpy as np
@@ -32,6 +31,7 @@ from dpledger.core.events import (
     RandomizedResponseEvent,
     TabulatedProfileEvent,
 )
+from dpledger.proofs_checks.tabulated_cells.check_tabulated_cells import exact_chord
 
 mp.mp.dps = 40
 
@@ -110,19 +110,6 @@ def test_lower_curve_lies_below_every_claimed_curve(
             assert value <= exact, (eps, value, exact)
 
 
-def _chord(epsilons: tuple[float, ...], deltas: tuple[float, ...], eps: float) -> Fraction:
-    """A table's chord interpolation in ``x = e^eps`` (the code's own exponentials), exactly."""
-    xs = [Fraction(float(v)) for v in np.exp(np.asarray(epsilons))]
-    ds = [Fraction(float(v)) for v in np.maximum.accumulate(np.asarray(deltas)[::-1])[::-1]]
-    x = Fraction(float(np.exp(eps)))
-    if x < xs[0]:
-        return 1 - (1 - ds[0]) * x / xs[0]
-    for i in range(len(xs) - 1):
-        if xs[i] <= x < xs[i + 1]:
-            return ds[i] + (ds[i + 1] - ds[i]) * (x - xs[i]) / (xs[i + 1] - xs[i])
-    return ds[-1]
-
-
 def _gauss_table(mu: float, grid: np.ndarray) -> tuple[float, ...]:
     from scipy import stats
 
@@ -157,8 +144,10 @@ def test_upper_table_lies_above_every_member(
     for eps in np.linspace(0.0, 9.0, 91):
         for event in cell:
             add = event.deltas if event.deltas_add is None else event.deltas_add
-            assert _chord(up.epsilons, up.deltas, eps) >= _chord(event.epsilons, event.deltas, eps)
-            assert _chord(up.epsilons, up_add, eps) >= _chord(event.epsilons, add, eps)
+            assert exact_chord(up.epsilons, up.deltas, eps) >= exact_chord(
+                event.epsilons, event.deltas, eps
+            )
+            assert exact_chord(up.epsilons, up_add, eps) >= exact_chord(event.epsilons, add, eps)
 
 
 def _rr_table(eps: float, name: str, claim: bool = True) -> TabulatedProfileEvent:
