@@ -1,22 +1,22 @@
-"""Many exponential-mechanism releases at one epsilon composed in blocks, for PLD upper bounds.
+"""Exponential-mechanism releases composed in blocks, for PLD upper bounds.
 
 The PLD backend composes each exponential-mechanism (``eps0``-bounded-range) release through
 the one-release worst case, a pair whose curve is the supremum over the class; composing it
 ``k`` times lets every release pick its worst pair on its own, 7-19 % above the optimal
-adaptive composition. Here ``k`` releases of one leaf enter the upper bound as ``k // m`` blocks
-of ``m`` releases plus ``k % m`` single ones: a block's curve is the programme's certified
-upper curve of ``m`` adaptively chosen releases (:func:`~dpledger.accountant.br_adaptive.
-adaptive_br_curves`), read as a tabulated profile on its lattice (the chord in ``e^eps`` of a
-convex curve's upper values lies above it).
+adaptive composition. Here the ``k`` releases of a leaf enter the upper bound as blocks: all
+``k`` as one block where its table can be made (``k`` at most 1000), else ``k // m`` blocks of
+``m`` and the rest as one block (or single releases); a block's curve is the programme's
+certified upper curve of its releases chosen adaptively (:func:`~dpledger.accountant.
+br_adaptive.adaptive_br_curves`), read as a tabulated profile on its lattice (the chord in
+``e^eps`` of a convex curve's upper values lies above it). Every such leaf is blocked, most
+releases first, within a work budget for the tables.
 
-Why it is an upper bound (``proofs_checks/br_blocks/proof.md``): cut the ledger's run, in
-the order it happened, after every ``m``-th release of the leaf; each piece is an adaptive
-composition of ``m`` such releases and of other releases, each of those dominated by its own
-pair whatever came before. Letting the other releases of a piece happen first can only help
-the adversary (an expectation of a supremum is at least the supremum of the expectation), and
-then the piece's curve is that of their pairs composed with the block's, so the piece is
-dominated by the product of those pairs; dominating pairs compose adaptively. Only one leaf is
-blocked (pieces cut by two leaves would overlap). Lower bounds keep the leaf's own curves.
+Why it is an upper bound (``proofs_checks/br_blocks/proof.md``): a block is an interactive
+mechanism answering its releases' queries, and its table bounds the view of every adversary
+interacting with it; interactive mechanisms queried in any interleaving compose as their
+non-interactive f-DP pairs do (Vadhan & Zhang, concurrent composition of f-DP, STOC 2023), so
+the ledger is dominated by the product of the blocks' pairs and the other releases' pairs.
+Lower bounds keep the leaves' own curves.
 """
 
 from __future__ import annotations
@@ -34,18 +34,32 @@ from dpledger.core.events import Event, ExponentialMechanismEvent, TabulatedProf
 
 __all__ = [
     "BLOCK_SIZES",
+    "BLOCK_WORK",
+    "MAX_BLOCK_POINTS",
     "MAX_TABLE_EPSILON",
     "MIN_BLOCK_POINTS",
     "TOP_DELTA",
+    "block_points",
     "block_size",
     "block_table",
+    "block_work",
     "range_blocks",
 ]
 
-#: block sizes tried, largest first (at most half the releases: two blocks or more)
+#: block sizes tried, largest first, after the whole leaf as one block where it fits
 BLOCK_SIZES = (1000, 500, 250, 100, 50, 25, 10, 5, 2)
 #: a block's lattice has at least this many points per eps0 (the bracket narrows like 1/N^2)
 MIN_BLOCK_POINTS = 60
+#: and at most this many: finer lattices narrow a block's table by less than its share of the
+#: composition's discretisation, at four times the work per halving of the step
+MAX_BLOCK_POINTS = 128
+#: the programme work (releases x lattice points^2 x span in eps0) spent on block tables of
+#: one upper bound; leaves beyond it (fewest releases last) stay single releases
+BLOCK_WORK = 4e8
+#: more distinct exponential-mechanism leaves than this are merged into cells first: each
+#: cell's releases taken at its largest epsilon, at most CELL_RATIO times its smallest
+MAX_RANGE_LEAVES = 8
+CELL_RATIO = 1.02
 #: a block's table ends below this epsilon (tables are read up to 700: beyond, a block's last
 #: value would stay at every epsilon)
 MAX_TABLE_EPSILON = 600.0
@@ -54,19 +68,39 @@ MAX_TABLE_EPSILON = 600.0
 TOP_DELTA = 1e-30
 
 
-def block_size(eps0: float, count: int) -> int | None:
-    """The largest of BLOCK_SIZES, at most ``count / 2``, whose table ends below
-    MAX_TABLE_EPSILON and whose programme has at least MIN_BLOCK_POINTS lattice points per
-    eps0 within its work budget (None: none)."""
-    if not 0.0 < eps0 <= MAX_EPS0:
+def block_points(eps0: float, m: int) -> int | None:
+    """N, the lattice points per eps0 of a block of ``m`` releases (None: no block: beyond the
+    programme's range, a table reaching past MAX_TABLE_EPSILON, or fewer than
+    MIN_BLOCK_POINTS within the work budget)."""
+    if not 0.0 < eps0 <= MAX_EPS0 or m < 2:
         return None
-    for m in BLOCK_SIZES:
-        if 2 * m > count or _top(eps0, m) > MAX_TABLE_EPSILON:
-            continue
-        n = lattice_points(eps0, m, _top(eps0, m))
-        if n is not None and n >= MIN_BLOCK_POINTS:
+    top = _top(eps0, m)
+    if top > MAX_TABLE_EPSILON:
+        return None
+    n = lattice_points(eps0, m, top)
+    if n is None or n < MIN_BLOCK_POINTS:
+        return None
+    return min(n, MAX_BLOCK_POINTS)
+
+
+def block_size(eps0: float, count: int) -> int | None:
+    """The largest block for ``count`` releases: all of them when a block of ``count`` can be
+    made (at most 1000), else the largest of BLOCK_SIZES below ``count`` that can (None:
+    none)."""
+    sizes = ((count,) if count <= BLOCK_SIZES[0] else ()) + tuple(
+        m for m in BLOCK_SIZES if m < count
+    )
+    for m in sizes:
+        if block_points(eps0, m) is not None:
             return m
     return None
+
+
+def block_work(eps0: float, m: int) -> float:
+    """The programme's work for a block of ``m`` releases (about m N^2 x_top / eps0)."""
+    n = block_points(eps0, m)
+    assert n is not None
+    return float(m) * n * n * max(_top(eps0, m) / eps0, 1.0)
 
 
 def _top(eps0: float, m: int) -> float:
@@ -76,17 +110,16 @@ def _top(eps0: float, m: int) -> float:
     return min(rdp_to_epsilon(orders, rdp, TOP_DELTA)[0], m * eps0)
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=256)
 def block_table(eps0: float, m: int, relation: str = "add_remove") -> TabulatedProfileEvent:
     """The certified upper curve of ``m`` adaptively chosen ``eps0``-bounded-range releases
-    on the programme's lattice, as a table for both directions (the class is closed under
-    swapping the datasets); at most MAX_PROFILE_POINTS of its points, every point kept where
-    they fit, else evenly thinned with the last kept (a chord through fewer points of a convex
-    curve's upper values still lies above it)."""
-    x_top = _top(eps0, m)
-    n = lattice_points(eps0, m, x_top)
+    on the programme's lattice (``block_points`` per eps0), as a table for both directions
+    (the class is closed under swapping the datasets); at most MAX_PROFILE_POINTS of its
+    points, every point kept where they fit, else evenly thinned with the last kept (a chord
+    through fewer points of a convex curve's upper values still lies above it)."""
+    n = block_points(eps0, m)
     assert n is not None
-    _, up, h = adaptive_br_curves(eps0, m, x_top, n, lower=False)
+    _, up, h = adaptive_br_curves(eps0, m, _top(eps0, m), n, lower=False)
     index = np.arange(up.size)
     if up.size > MAX_PROFILE_POINTS:
         stride = math.ceil((up.size - 1) / (MAX_PROFILE_POINTS - 1))
@@ -100,22 +133,68 @@ def block_table(eps0: float, m: int, relation: str = "add_remove") -> TabulatedP
     )
 
 
+def _blocks(eps0: float, count: int) -> list[tuple[int, int]]:
+    """(block size, copies) for ``count`` releases: blocks of ``block_size`` and the rest as
+    one block where one can be made, or as single releases (size 1); [] when no block."""
+    m = block_size(eps0, count)
+    if m is None:
+        return []
+    copies, rest = divmod(count, m)
+    plan = [(m, copies)]
+    if rest:
+        plan.append((rest, 1) if block_points(eps0, rest) is not None else (1, rest))
+    return plan
+
+
 def range_blocks(events: dict[Event, int], relation: str) -> dict[Event, int]:
-    """The upper bound's leaves with the unsampled exponential-mechanism leaf of the most
-    releases (at least four) as blocks and single releases, their table stated under
-    ``relation`` (the release's epsilon holds under the ledger's relation, and so does the
-    programme's curve); ``events`` itself when none is."""
-    leaves = [(e, k) for e, k in events.items() if type(e) is ExponentialMechanismEvent]
+    """The upper bound's leaves with each unsampled exponential-mechanism leaf of two or more
+    releases as blocks (most releases first, while their tables' work fits in BLOCK_WORK, made
+    or not, so that the bound does not depend on what the process made before), their tables
+    stated under ``relation`` (the release's epsilon holds under the ledger's relation, and so
+    does the programme's curve); ``events`` itself when none is."""
+    out = dict(_range_cells(events))  # a copy: the lower bound may share ``events``
+    leaves = sorted(
+        ((e, k) for e, k in out.items() if type(e) is ExponentialMechanismEvent and k >= 2),
+        key=lambda item: (item[1], item[0].epsilon),
+        reverse=True,
+    )
     if not leaves:
         return events
-    leaf, count = max(leaves, key=lambda item: (item[1], item[0].epsilon))
-    m = block_size(leaf.epsilon, count)
-    if m is None:
+    work = 0.0
+    for leaf, count in leaves:
+        plan = [(m, c) for m, c in _blocks(leaf.epsilon, count) if m > 1]
+        new = sum(block_work(leaf.epsilon, m) for m, _ in plan)
+        if not plan or work + new > BLOCK_WORK:
+            continue
+        work += new
+        del out[leaf]
+        singles = count - sum(m * c for m, c in plan)
+        for m, copies in plan:
+            table = block_table(leaf.epsilon, m, relation)
+            out[table] = out.get(table, 0) + copies
+        if singles:
+            out[leaf] = singles
+    return out
+
+
+def _range_cells(events: dict[Event, int]) -> dict[Event, int]:
+    """``events`` with more than MAX_RANGE_LEAVES distinct exponential-mechanism leaves merged
+    into cells (from the smallest epsilon: a cell holds the leaves up to CELL_RATIO times its
+    first), each cell one leaf at its largest epsilon with the cell's releases (an
+    ``eps``-bounded-range release is one at every larger epsilon); ``events`` itself when
+    there are no more."""
+    leaves = sorted(
+        (e.epsilon, k) for e, k in events.items() if type(e) is ExponentialMechanismEvent
+    )
+    if len(leaves) <= MAX_RANGE_LEAVES:
         return events
-    blocks, rest = divmod(count, m)
-    out = {e: k for e, k in events.items() if e != leaf}
-    table = block_table(leaf.epsilon, m, relation)
-    out[table] = out.get(table, 0) + blocks
-    if rest:
-        out[leaf] = rest
+    out = {e: k for e, k in events.items() if type(e) is not ExponentialMechanismEvent}
+    start = 0
+    while start < len(leaves):
+        end = start + 1
+        while end < len(leaves) and leaves[end][0] <= leaves[start][0] * CELL_RATIO:
+            end += 1
+        leaf = ExponentialMechanismEvent(leaves[end - 1][0])
+        out[leaf] = sum(k for _, k in leaves[start:end])
+        start = end
     return out

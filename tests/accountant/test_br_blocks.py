@@ -1,4 +1,4 @@
-"""Exponential-mechanism releases of one leaf composed in blocks by the PLD backend
+"""Exponential-mechanism releases composed in blocks by the PLD backend
 (``accountant/br_blocks.py``): the blocked upper bound stays above every certified lower
 bound (the programme's adaptive lower bound, the attained non-adaptive optimum), below the
 release-by-release one, and within about 1 % of the lower bound where the old one was 9-18 %
@@ -10,8 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpledger.accountant import br_blocks
 from dpledger.accountant.br_adaptive import adaptive_br_epsilon
-from dpledger.accountant.br_blocks import block_size, block_table, range_blocks
+from dpledger.accountant.br_blocks import (
+    CELL_RATIO,
+    _range_cells,
+    block_size,
+    block_table,
+    range_blocks,
+)
 from dpledger.accountant.exp_mech_composition import br_composed_epsilon_lower
 from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.select import account
@@ -36,21 +43,75 @@ def _pld(event: Event, delta: float) -> tuple[float, float]:
     return bound.epsilon_lower, bound.epsilon
 
 
-def test_block_size_prefers_large_blocks_with_a_fine_lattice() -> None:
+def test_block_size_prefers_the_whole_leaf_then_large_blocks_with_a_fine_lattice() -> None:
     assert block_size(0.01, 10_000) == 100
     assert block_size(0.1, 2000) == 100
-    assert block_size(1.0, 200) == 100  # at most half the releases
-    assert block_size(0.1, 3) is None  # fewer than two blocks of two
+    assert block_size(0.1, 3) == 3  # the whole leaf as one block
+    assert block_size(0.02, 40) == 40
+    assert block_size(0.1, 1) is None  # one release is its own pair
     assert block_size(50.0, 100) is None  # beyond the programme's range
 
 
-def test_one_leaf_is_blocked_the_one_of_most_releases() -> None:
-    events: dict[Event, int] = {EM(0.01): 1001, EM(0.02): 40, GaussianEvent(1.0): 3}
+def test_every_leaf_is_blocked_and_the_input_is_kept() -> None:
+    """Every exponential-mechanism leaf of two or more releases is blocked (concurrent
+    composition); the leaves passed in are left as they were (the lower bound shares them:
+    a version that changed them dropped the leaf from the PLD lower bound)."""
+    events: dict[Event, int] = {EM(0.01): 1001, EM(0.02): 40, EM(0.5): 1, GaussianEvent(1.0): 3}
+    before = dict(events)
     out = range_blocks(events, "add_remove")
-    table = block_table(0.01, 100)
-    assert out == {table: 10, EM(0.01): 1, EM(0.02): 40, GaussianEvent(1.0): 3}
-    assert isinstance(table, TabulatedProfileEvent) and table.deltas_add is None
+    assert events == before
+    assert out == {
+        block_table(0.01, 100): 10,
+        EM(0.01): 1,
+        block_table(0.02, 40): 1,
+        EM(0.5): 1,
+        GaussianEvent(1.0): 3,
+    }
+    assert isinstance(block_table(0.01, 100), TabulatedProfileEvent)
+    assert block_table(0.01, 100).deltas_add is None
     assert range_blocks({GaussianEvent(1.0): 5}, "add_remove") == {GaussianEvent(1.0): 5}
+
+
+def test_the_rest_of_a_leaf_is_one_block() -> None:
+    out = range_blocks({EM(0.1): 1017}, "add_remove")
+    assert out == {block_table(0.1, 100): 10, block_table(0.1, 17): 1}
+
+
+def test_many_distinct_leaves_are_merged_into_cells_at_their_largest_epsilon() -> None:
+    """Twenty leaves 1 % apart: cells at most 2 % wide, each at its largest epsilon."""
+    events: dict[Event, int] = {EM(0.1 * 1.01**i): 3 for i in range(20)}
+    cells = _range_cells(events)
+    assert sum(cells.values()) == 60
+    tops = sorted(e.epsilon for e in cells if isinstance(e, EM))
+    assert tops[-1] == max(e.epsilon for e in events if isinstance(e, EM))
+    assert 7 <= len(tops) <= 10
+    for lo, hi in zip([0.1, *tops[:-1]], tops, strict=True):
+        assert hi <= lo * 1.01 * CELL_RATIO * (1 + 1e-12)
+    few: dict[Event, int] = {EM(0.1 * 1.01**i): 3 for i in range(8)}
+    assert _range_cells(few) is few
+
+
+def test_the_work_budget_leaves_the_smallest_leaves_single(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond the budget a leaf stays as it is; which leaves are blocked does not depend on
+    the tables made before."""
+    events: dict[Event, int] = {EM(0.05): 300, EM(0.3): 6}
+    full = range_blocks(events, "add_remove")
+    monkeypatch.setattr(br_blocks, "BLOCK_WORK", br_blocks.block_work(0.05, 100) * 1.005)
+    out = range_blocks(events, "add_remove")
+    assert out[EM(0.3)] == 6 and EM(0.3) not in full
+    assert out[block_table(0.05, 100)] == 3
+
+
+def test_heterogeneous_releases_bracket_below_the_renyi_bound() -> None:
+    """1000 releases at 0.01 (1 + i / 1000): the cells' blocks bring the upper bound below the
+    Rényi bound's 0.97412 (the old default) and stay above the lower bound, which is itself
+    above the homogeneous optimum at the smallest epsilon."""
+    event = ComposedEvent([EM(0.01 * (1 + i / 1000)) for i in range(1000)])
+    bound = account(event, delta=1e-5).bound
+    assert bound.method == "pld"
+    assert bound.epsilon < 0.93
+    assert bound.epsilon_lower <= bound.epsilon
+    assert bound.epsilon >= br_composed_epsilon_lower(1e-5, 0.01, 1000)
 
 
 @pytest.mark.parametrize(
