@@ -53,6 +53,8 @@ MIN_BLOCK_POINTS = 60
 #: and at most this many: finer lattices narrow a block's table by less than its share of the
 #: composition's discretisation, at four times the work per halving of the step
 MAX_BLOCK_POINTS = 128
+#: the same for the blocks of cells (many distinct leaves: many tables, each coarser)
+CELL_BLOCK_POINTS = 64
 #: the programme work (releases x lattice points^2 x span in eps0) spent on block tables of
 #: one upper bound; leaves beyond it (fewest releases last) stay single releases
 BLOCK_WORK = 4e8
@@ -68,7 +70,7 @@ MAX_TABLE_EPSILON = 600.0
 TOP_DELTA = 1e-30
 
 
-def block_points(eps0: float, m: int) -> int | None:
+def block_points(eps0: float, m: int, most: int = MAX_BLOCK_POINTS) -> int | None:
     """N, the lattice points per eps0 of a block of ``m`` releases (None: no block: beyond the
     programme's range, a table reaching past MAX_TABLE_EPSILON, or fewer than
     MIN_BLOCK_POINTS within the work budget)."""
@@ -80,10 +82,10 @@ def block_points(eps0: float, m: int) -> int | None:
     n = lattice_points(eps0, m, top)
     if n is None or n < MIN_BLOCK_POINTS:
         return None
-    return min(n, MAX_BLOCK_POINTS)
+    return min(n, most)
 
 
-def block_size(eps0: float, count: int) -> int | None:
+def block_size(eps0: float, count: int, most: int = MAX_BLOCK_POINTS) -> int | None:
     """The largest block for ``count`` releases: all of them when a block of ``count`` can be
     made (at most 1000), else the largest of BLOCK_SIZES below ``count`` that can (None:
     none)."""
@@ -91,14 +93,14 @@ def block_size(eps0: float, count: int) -> int | None:
         m for m in BLOCK_SIZES if m < count
     )
     for m in sizes:
-        if block_points(eps0, m) is not None:
+        if block_points(eps0, m, most) is not None:
             return m
     return None
 
 
-def block_work(eps0: float, m: int) -> float:
+def block_work(eps0: float, m: int, most: int = MAX_BLOCK_POINTS) -> float:
     """The programme's work for a block of ``m`` releases (about m N^2 x_top / eps0)."""
-    n = block_points(eps0, m)
+    n = block_points(eps0, m, most)
     assert n is not None
     return float(m) * n * n * max(_top(eps0, m) / eps0, 1.0)
 
@@ -111,13 +113,15 @@ def _top(eps0: float, m: int) -> float:
 
 
 @functools.lru_cache(maxsize=256)
-def block_table(eps0: float, m: int, relation: str = "add_remove") -> TabulatedProfileEvent:
+def block_table(
+    eps0: float, m: int, relation: str = "add_remove", most: int = MAX_BLOCK_POINTS
+) -> TabulatedProfileEvent:
     """The certified upper curve of ``m`` adaptively chosen ``eps0``-bounded-range releases
     on the programme's lattice (``block_points`` per eps0), as a table for both directions
     (the class is closed under swapping the datasets); at most MAX_PROFILE_POINTS of its
     points, every point kept where they fit, else evenly thinned with the last kept (a chord
     through fewer points of a convex curve's upper values still lies above it)."""
-    n = block_points(eps0, m)
+    n = block_points(eps0, m, most)
     assert n is not None
     _, up, h = adaptive_br_curves(eps0, m, _top(eps0, m), n, lower=False)
     index = np.arange(up.size)
@@ -133,16 +137,16 @@ def block_table(eps0: float, m: int, relation: str = "add_remove") -> TabulatedP
     )
 
 
-def _blocks(eps0: float, count: int) -> list[tuple[int, int]]:
+def _blocks(eps0: float, count: int, most: int) -> list[tuple[int, int]]:
     """(block size, copies) for ``count`` releases: blocks of ``block_size`` and the rest as
     one block where one can be made, or as single releases (size 1); [] when no block."""
-    m = block_size(eps0, count)
+    m = block_size(eps0, count, most)
     if m is None:
         return []
     copies, rest = divmod(count, m)
     plan = [(m, copies)]
     if rest:
-        plan.append((rest, 1) if block_points(eps0, rest) is not None else (1, rest))
+        plan.append((rest, 1) if block_points(eps0, rest, most) is not None else (1, rest))
     return plan
 
 
@@ -151,50 +155,64 @@ def range_blocks(events: dict[Event, int], relation: str) -> dict[Event, int]:
     releases as blocks (most releases first, while their tables' work fits in BLOCK_WORK, made
     or not, so that the bound does not depend on what the process made before), their tables
     stated under ``relation`` (the release's epsilon holds under the ledger's relation, and so
-    does the programme's curve); ``events`` itself when none is."""
-    out = dict(_range_cells(events))  # a copy: the lower bound may share ``events``
+    does the programme's curve); ``events`` itself when none is. A cell left unblocked keeps
+    its members."""
+    cells = _range_cells(events)
+    most = MAX_BLOCK_POINTS if not cells else CELL_BLOCK_POINTS
+    out = {e: k for e, k in events.items() if not (cells and type(e) is ExponentialMechanismEvent)}
+    out.update({leaf: sum(members.values()) for leaf, members in cells.items()})
     leaves = sorted(
         ((e, k) for e, k in out.items() if type(e) is ExponentialMechanismEvent and k >= 2),
         key=lambda item: (item[1], item[0].epsilon),
         reverse=True,
     )
-    if not leaves:
-        return events
     work = 0.0
     for leaf, count in leaves:
-        plan = [(m, c) for m, c in _blocks(leaf.epsilon, count) if m > 1]
-        new = sum(block_work(leaf.epsilon, m) for m, _ in plan)
+        plan = [(m, c) for m, c in _blocks(leaf.epsilon, count, most) if m > 1]
+        new = sum(block_work(leaf.epsilon, m, most) for m, _ in plan)
         if not plan or work + new > BLOCK_WORK:
             continue
         work += new
         del out[leaf]
         singles = count - sum(m * c for m, c in plan)
         for m, copies in plan:
-            table = block_table(leaf.epsilon, m, relation)
+            table = block_table(leaf.epsilon, m, relation, most)
             out[table] = out.get(table, 0) + copies
         if singles:
             out[leaf] = singles
+    for leaf, members in cells.items():
+        if out.get(leaf) == sum(members.values()):  # not blocked: its members as they were
+            del out[leaf]
+            for member, k in members.items():
+                out[member] = out.get(member, 0) + k
     return out
 
 
-def _range_cells(events: dict[Event, int]) -> dict[Event, int]:
-    """``events`` with more than MAX_RANGE_LEAVES distinct exponential-mechanism leaves merged
-    into cells (from the smallest epsilon: a cell holds the leaves up to CELL_RATIO times its
-    first), each cell one leaf at its largest epsilon with the cell's releases (an
-    ``eps``-bounded-range release is one at every larger epsilon); ``events`` itself when
-    there are no more."""
+def _range_cells(events: dict[Event, int]) -> dict[ExponentialMechanismEvent, dict[Event, int]]:
+    """When ``events`` has more than MAX_RANGE_LEAVES distinct exponential-mechanism leaves,
+    their cells (from the smallest epsilon: a cell holds the leaves up to CELL_RATIO times its
+    first), each as one leaf at its largest epsilon, with its members (an ``eps``-bounded-range
+    release is one at every larger epsilon); else none."""
     leaves = sorted(
-        (e.epsilon, k) for e, k in events.items() if type(e) is ExponentialMechanismEvent
+        ((e, k) for e, k in events.items() if type(e) is ExponentialMechanismEvent),
+        key=lambda item: item[0].epsilon,
     )
     if len(leaves) <= MAX_RANGE_LEAVES:
-        return events
-    out = {e: k for e, k in events.items() if type(e) is not ExponentialMechanismEvent}
+        return {}
+    cells: dict[ExponentialMechanismEvent, dict[Event, int]] = {}
     start = 0
     while start < len(leaves):
+        first = leaves[start][0]
+        assert isinstance(first, ExponentialMechanismEvent)
         end = start + 1
-        while end < len(leaves) and leaves[end][0] <= leaves[start][0] * CELL_RATIO:
+        while end < len(leaves):
+            nxt = leaves[end][0]
+            assert isinstance(nxt, ExponentialMechanismEvent)
+            if nxt.epsilon > first.epsilon * CELL_RATIO:
+                break
             end += 1
-        leaf = ExponentialMechanismEvent(leaves[end - 1][0])
-        out[leaf] = sum(k for _, k in leaves[start:end])
+        top = leaves[end - 1][0]
+        assert isinstance(top, ExponentialMechanismEvent)
+        cells[top] = dict(leaves[start:end])
         start = end
-    return out
+    return cells

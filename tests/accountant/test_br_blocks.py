@@ -78,17 +78,26 @@ def test_the_rest_of_a_leaf_is_one_block() -> None:
 
 
 def test_many_distinct_leaves_are_merged_into_cells_at_their_largest_epsilon() -> None:
-    """Twenty leaves 1 % apart: cells at most 2 % wide, each at its largest epsilon."""
+    """Twenty leaves 1 % apart: cells at most 2 % wide, each at its largest epsilon, holding
+    its members; eight leaves or fewer are not merged."""
     events: dict[Event, int] = {EM(0.1 * 1.01**i): 3 for i in range(20)}
     cells = _range_cells(events)
-    assert sum(cells.values()) == 60
-    tops = sorted(e.epsilon for e in cells if isinstance(e, EM))
-    assert tops[-1] == max(e.epsilon for e in events if isinstance(e, EM))
-    assert 7 <= len(tops) <= 10
-    for lo, hi in zip([0.1, *tops[:-1]], tops, strict=True):
-        assert hi <= lo * 1.01 * CELL_RATIO * (1 + 1e-12)
-    few: dict[Event, int] = {EM(0.1 * 1.01**i): 3 for i in range(8)}
-    assert _range_cells(few) is few
+    assert sum(sum(m.values()) for m in cells.values()) == 60
+    for top, members in cells.items():
+        assert top in members
+        assert all(isinstance(e, EM) and e.epsilon <= top.epsilon for e in members)
+        low = min(e.epsilon for e in members if isinstance(e, EM))
+        assert top.epsilon <= low * CELL_RATIO
+    assert 7 <= len(cells) <= 10
+    assert _range_cells({EM(0.1 * 1.01**i): 3 for i in range(8)}) == {}
+    out = range_blocks(events, "add_remove")
+    assert all(not isinstance(e, EM) for e in out)  # every cell blocked (3 x 2-3 releases)
+
+
+def test_a_cell_left_unblocked_keeps_its_members(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(br_blocks, "BLOCK_WORK", 0.0)
+    events: dict[Event, int] = {EM(0.1 * 1.01**i): 3 for i in range(20)}
+    assert range_blocks(events, "add_remove") == events
 
 
 def test_the_work_budget_leaves_the_smallest_leaves_single(monkeypatch: pytest.MonkeyPatch) -> None:
