@@ -167,12 +167,14 @@ def range_blocks(events: dict[Event, int], relation: str) -> dict[Event, int]:
         reverse=True,
     )
     work = 0.0
+    blocked = False
     for leaf, count in leaves:
         plan = [(m, c) for m, c in _blocks(leaf.epsilon, count, most) if m > 1]
         new = sum(block_work(leaf.epsilon, m, most) for m, _ in plan)
         if not plan or work + new > BLOCK_WORK:
             continue
         work += new
+        blocked = True
         del out[leaf]
         singles = count - sum(m * c for m, c in plan)
         for m, copies in plan:
@@ -180,6 +182,8 @@ def range_blocks(events: dict[Event, int], relation: str) -> dict[Event, int]:
             out[table] = out.get(table, 0) + copies
         if singles:
             out[leaf] = singles
+    if not blocked:
+        return events  # itself: the backend then knows its upper and lower leaves are one
     for leaf, members in cells.items():
         if out.get(leaf) == sum(members.values()):  # not blocked: its members as they were
             del out[leaf]

@@ -170,7 +170,7 @@ EXP_MECH_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.br_blocks.range_blocks",
         status="contrib",
         proof="proofs_checks/br_blocks/proof.md",
-        source_sha256="1071c4534ccb95a516d8ab4a5974dcaf651501a8b966a9f387e6a92c9fe72ccf",
+        source_sha256="a6f35dfe3bbee73f433fd3c1cc132151b9d1d490d808bff298cb2ca41f6f360a",
     ),
     ProofRecord(
         target="dpledger.accountant.br_blocks.block_table",

@@ -69,7 +69,8 @@ def test_every_leaf_is_blocked_and_the_input_is_kept() -> None:
     }
     assert isinstance(block_table(0.01, 100), TabulatedProfileEvent)
     assert block_table(0.01, 100).deltas_add is None
-    assert range_blocks({GaussianEvent(1.0): 5}, "add_remove") == {GaussianEvent(1.0): 5}
+    plain: dict[Event, int] = {GaussianEvent(1.0): 5, EM(0.1): 1}
+    assert range_blocks(plain, "add_remove") is plain  # nothing blocked: the leaves themselves
 
 
 def test_the_rest_of_a_leaf_is_one_block() -> None:
@@ -97,7 +98,13 @@ def test_many_distinct_leaves_are_merged_into_cells_at_their_largest_epsilon() -
 def test_a_cell_left_unblocked_keeps_its_members(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(br_blocks, "BLOCK_WORK", 0.0)
     events: dict[Event, int] = {EM(0.1 * 1.01**i): 3 for i in range(20)}
-    assert range_blocks(events, "add_remove") == events
+    assert range_blocks(events, "add_remove") is events
+    monkeypatch.setattr(br_blocks, "BLOCK_WORK", br_blocks.block_work(0.1 * 1.01**19, 6, 64))
+    out = range_blocks(events, "add_remove")  # the top cell blocked, the others as they were
+    assert sum(k for e, k in out.items() if isinstance(e, EM)) + 6 == 60
+    assert {e: k for e, k in out.items() if isinstance(e, EM)} == {
+        e: k for e, k in events.items() if isinstance(e, EM) and e.epsilon < 0.1 * 1.01**18 * 0.999
+    }
 
 
 def test_the_work_budget_leaves_the_smallest_leaves_single(monkeypatch: pytest.MonkeyPatch) -> None:
