@@ -8,8 +8,13 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import attrs
 import pytest
+
+if TYPE_CHECKING:
+    from dpledger.demo import DemoResult
 
 #: BLAS threads per test process when tests run in parallel (one process per core)
 PARALLEL_BLAS_THREADS = 1
@@ -64,3 +69,24 @@ LONG_FIRST = ("tests/test_typing.py::test_the_package_passes_strict_mypy",)
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not any(item.nodeid.endswith(n) for n in LONG_FIRST))
+
+
+@attrs.frozen
+class TinyDemo:
+    """The demo run once at its tiny size: its published directory and what it returned."""
+
+    out: Path
+    result: DemoResult
+
+
+@pytest.fixture(scope="session")
+def tiny_demo(tmp_path_factory: pytest.TempPathFactory) -> TinyDemo:
+    """``dpledger demo`` at its tiny size (seeded), run once per test process for the tests that
+    read its outputs; a test must not change the directory (its private figure and diagnostics
+    are in ``demo.private`` beside it)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("ot")
+    from dpledger.demo import TINY, run_demo
+
+    out = tmp_path_factory.mktemp("tiny-demo") / "demo"
+    return TinyDemo(out, run_demo(out, TINY, quiet=True))
