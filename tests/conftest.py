@@ -35,6 +35,25 @@ def pytest_configure(config: pytest.Config) -> None:
 MakeDist = Callable[[str, str, Mapping[str, str], Mapping[str, str]], Path]
 
 
+def install_dist(
+    site: Path,
+    name: str,
+    version: str,
+    modules: Mapping[str, str],
+    entry_points: Mapping[str, str],
+) -> Path:
+    """Write a distribution into ``site`` (a folder on ``sys.path``) as an installer would."""
+    for module, source in modules.items():
+        (site / f"{module}.py").write_text(textwrap.dedent(source))
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    lines = "".join(f"{k} = {v}\n" for k, v in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[dpledger]\n{lines}")
+    importlib.invalidate_caches()
+    return site
+
+
 @pytest.fixture
 def make_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeDist]:
     """``make_dist(name, version, {module: source}, {entry_point: target})``."""
@@ -46,16 +65,8 @@ def make_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeD
     def make(
         name: str, version: str, modules: Mapping[str, str], entry_points: Mapping[str, str]
     ) -> Path:
-        for module, source in modules.items():
-            (site / f"{module}.py").write_text(textwrap.dedent(source))
-            created.append(module)
-        info = site / f"{name.replace('-', '_')}-{version}.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        lines = "".join(f"{k} = {v}\n" for k, v in entry_points.items())
-        (info / "entry_points.txt").write_text(f"[dpledger]\n{lines}")
-        importlib.invalidate_caches()
-        return site
+        created.extend(modules)
+        return install_dist(site, name, version, modules, entry_points)
 
     yield make
     for module in created:
