@@ -349,20 +349,21 @@ def test_a_run_that_replaces_verify_is_still_verified(
 
 
 @pytest.mark.parametrize(
-    ("behaviour", "expect"),
+    ("behaviour", "limit", "expect"),
     [
-        ("    import os\n    os._exit(7)", "exited with code 7"),
-        ("    time.sleep(60)", "did not finish its run within 3 s"),
-        ("    ledger.rng.normal()", "uses ledger.rng, which is not available"),
+        ("    import os\n    os._exit(7)", "3", "exited with code 7"),
+        # run() hangs before anything else: stopped at the run's limit whatever it is
+        ("    time.sleep(60)", "1", "did not finish its run within 1 s"),
+        ("    ledger.rng.normal()", "3", "uses ledger.rng, which is not available"),
     ],
 )
 def test_a_run_that_exits_hangs_or_reaches_past_the_ledger_is_named(
-    planted_env: PlantedEnv, tmp_path: Path, behaviour: str, expect: str
+    planted_env: PlantedEnv, tmp_path: Path, behaviour: str, limit: str, expect: str
 ) -> None:
     source = HOSTILE.format(attack=behaviour, after="    pass")
     planted_env.install("tp-hostile", {"tp_hostile": source}, {"hostile": "tp_hostile"})
     _write_run(tmp_path, DATA, "noise_multiplier = 2.0")
-    done = _run(planted_env, tmp_path, "tp_hostile", DPLEDGER_RUN_TIMEOUT="3")
+    done = _run(planted_env, tmp_path, "tp_hostile", DPLEDGER_RUN_TIMEOUT=limit)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert done.stdout == "" and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()

@@ -131,10 +131,7 @@ def test_an_impostor_is_fingerprinted_like_any_third_party(  # type: ignore[no-u
     assert "aaa" in out and "dpledger.accountant.graph_account.account" in out
 
 
-@pytest.mark.parametrize("entry", ["pipeline", "run directory"])
-def test_report_refuses_a_core_patched_by_a_plugin_it_loads(  # type: ignore[no-untyped-def]
-    make_dist, tmp_path: Path, capfd, entry: str
-) -> None:
+def _plant_patcher(make_dist) -> None:  # type: ignore[no-untyped-def]
     make_dist(
         "graph-patcher", "0.1", {"rt_graph_patcher": GRAPH_PATCHER}, {"gp": "rt_graph_patcher"}
     )
@@ -145,8 +142,14 @@ def test_report_refuses_a_core_patched_by_a_plugin_it_loads(  # type: ignore[no-
         {"rt_honest_sum": HONEST},
         {"honest": "rt_honest_sum", "sum_gp": "rt_graph_patcher"},
     )
+
+
+@pytest.mark.parametrize("entry", ["pipeline", "run directory"])
+def test_report_of_a_builtin_input_loads_no_core_patcher(  # type: ignore[no-untyped-def]
+    make_dist, tmp_path: Path, capfd, entry: str
+) -> None:
+    _plant_patcher(make_dist)
     (tmp_path / "g.toml").write_text(PIPELINE)
-    (tmp_path / "third.toml").write_text(THIRD_PARTY_PIPELINE)
     np.save(tmp_path / "data.npy", np.ones(5))
     (tmp_path / "gm.toml").write_text(GAUSSIAN_CONFIG)
     target = tmp_path / "g.toml"
@@ -160,6 +163,12 @@ def test_report_refuses_a_core_patched_by_a_plugin_it_loads(  # type: ignore[no-
     assert _epsilon(capfd.readouterr().out) >= GAUSSIAN_EPSILON
     assert "rt_graph_patcher" not in sys.modules
 
+
+def test_report_refuses_a_core_patched_by_a_plugin_it_loads(  # type: ignore[no-untyped-def]
+    make_dist, tmp_path: Path, capfd
+) -> None:
+    _plant_patcher(make_dist)
+    (tmp_path / "third.toml").write_text(THIRD_PARTY_PIPELINE)
     # a release that needs a third-party method loads the distribution that provides it,
     # whole: the report refuses, naming the patcher (it used to print the bound divided by 100)
     for command in ("report", "account"):

@@ -8,7 +8,9 @@ nothing. The honest ones are accounted as closed forms computed here independent
 
 from __future__ import annotations
 
+import functools
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from dpledger.core.errors import InvalidParameterError, LedgerViolationError
 from dpledger.core.events import GaussianEvent
 from dpledger.runtime.ledger import PrivacyLedger
 from dpledger.runtime.units import DataUnits, units_from_data
+from tests.conftest import install_dist
 
 SIGMA = 2.5
 DELTA = 1e-5
@@ -165,14 +168,28 @@ def _record(out: Path) -> dict[str, Any]:
     return record
 
 
+@pytest.fixture(scope="module")
+def honest_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The honest per-user sum run once (seed 4) for the tests that check it or compare another
+    plugin's run with it; its distribution is on ``sys.path`` only while it runs."""
+    where = tmp_path_factory.mktemp("honest")
+    with pytest.MonkeyPatch.context() as patch:
+        site = where / "site"
+        site.mkdir()
+        patch.syspath_prepend(str(site))
+        try:
+            code, out = _run(functools.partial(install_dist, site), where / "run", "honest")
+        finally:
+            sys.modules.pop("unitsum_honest", None)
+    assert code == 0
+    return out
+
+
 def test_the_honest_per_user_sum_is_clipped_per_user_and_accounted_exactly(
-    make_dist: Any,
-    tmp_path: Path,
-    capfd: pytest.CaptureFixture[str],
+    honest_out: Path,
     honest_gaussian_epsilon: Callable[[float, float], float],
 ) -> None:
-    code, out = _run(make_dist, tmp_path, "honest")
-    assert code == 0, capfd.readouterr().err
+    out = honest_out
     record = _record(out)
     exact = honest_gaussian_epsilon(SIGMA, DELTA)
     assert record["privacy"]["epsilon"] == pytest.approx(exact, rel=1e-6)
@@ -184,12 +201,11 @@ def test_the_honest_per_user_sum_is_clipped_per_user_and_accounted_exactly(
 
 
 def test_keys_swapped_behind_the_ledgers_back_change_nothing(
-    make_dist: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    honest_out: Path, make_dist: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     # the method runs in a worker process: the ledger it writes to is a proxy, and the keys
     # the real ledger (in dpledger's process) read from the data stay what they were
-    code, out = _run(make_dist, tmp_path / "a", "honest")
-    assert code == 0, capfd.readouterr().err
+    out = honest_out
     code, swapped = _run(make_dist, tmp_path / "b", "swapped_units")
     assert code == 0, capfd.readouterr().err
     sums = [json.loads((o / "outputs.json").read_text())["sum"] for o in (out, swapped)]
@@ -198,10 +214,9 @@ def test_keys_swapped_behind_the_ledgers_back_change_nothing(
 
 
 def test_keys_that_group_rows_as_the_data_does_run_and_change_nothing(
-    make_dist: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    honest_out: Path, make_dist: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    code, out = _run(make_dist, tmp_path / "a", "honest")
-    assert code == 0, capfd.readouterr().err
+    out = honest_out
     code, relabelled = _run(make_dist, tmp_path / "b", "honest_keys")
     assert code == 0, capfd.readouterr().err
     sums = [json.loads((o / "outputs.json").read_text())["sum"] for o in (out, relabelled)]

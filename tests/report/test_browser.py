@@ -18,6 +18,7 @@ import pytest
 
 from dpledger.cli import main
 from dpledger.report.numbers import fmt_up
+from tests.conftest import TinyDemo
 
 BROWSER = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
 pytestmark = pytest.mark.skipif(
@@ -105,13 +106,8 @@ def test_a_pipeline_naming_registered_methods(
     _check(measured, epsilon)
 
 
-def test_the_demo_report(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
-    pytest.importorskip("ot")
-    from dpledger.demo import TINY, run_demo
-
-    run_demo(tmp_path / "demo", TINY, quiet=True)
-    record = json.loads((tmp_path / "demo" / "ledger.json").read_text())
-    report = json.loads((tmp_path / "demo" / "report.json").read_text())
+def test_the_demo_report(tiny_demo: TinyDemo, tmp_path: Path) -> None:
+    record = json.loads((tiny_demo.out / "ledger.json").read_text())
+    report = json.loads((tiny_demo.out / "report.json").read_text())
     assert report["bound"]["epsilon"] <= record["privacy"]["epsilon"] * (1 + 1e-9)
-    _check(probe(tmp_path / "demo" / "report.html", tmp_path), report["bound"]["epsilon"])
+    _check(probe(tiny_demo.out / "report.html", tmp_path), report["bound"]["epsilon"])

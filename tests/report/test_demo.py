@@ -8,20 +8,21 @@ import attrs
 import numpy as np
 import pytest
 
+from tests.conftest import TinyDemo
+
 pytest.importorskip("torch")
 pytest.importorskip("ot")
 
 
-def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
+def test_demo_smoke_at_tiny_size(tiny_demo: TinyDemo) -> None:
     from dpledger.accountant.graph_account import account_graph
     from dpledger.core.events import event_from_dict
-    from dpledger.demo import TINY, run_demo
+    from dpledger.demo import TINY
     from dpledger.report.numbers import tidy_text
     from dpledger.runtime.coverage import canonical_multiset
     from dpledger.runtime.pipeline import load_pipeline
 
-    out = tmp_path / "demo"
-    result = run_demo(out, TINY, quiet=True)
+    out, result = tiny_demo.out, tiny_demo.result
     for name in (
         "pipeline.toml",
         "ledger.json",
@@ -35,7 +36,7 @@ def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
     ):
         assert (out / name).is_file(), name
     # the raw data figure and the seed are private: beside the published directory, not in it
-    private = tmp_path / "demo.private"
+    private = out.with_name("demo.private")
     assert sorted(p.name for p in private.iterdir()) == [
         "PRIVATE-diagnostics.json",
         "PRIVATE-trajectories.png",
@@ -66,7 +67,7 @@ def test_demo_smoke_at_tiny_size(tmp_path: Path) -> None:
     # what ran on each Poisson batch is logged privately (a batch's size depends on the data)
     assert len(noises) == 2 and len(ledger["steps"]) == TINY.K + 2
     assert [s["step"].split("/", 1)[1] for s in noises] == ["warm/counts", "warm/sums"]
-    private = json.loads((tmp_path / "demo.private" / "PRIVATE-diagnostics.json").read_text())
+    private = json.loads((out.with_name("demo.private") / "PRIVATE-diagnostics.json").read_text())
     batch_noises = [s for s in private["steps"] if s.get("event", {}).get("kind") == "gaussian"]
     assert len(batch_noises) == TINY.K
     assert all(s["event"]["noise_multiplier"] == TINY.tau for s in batch_noises)

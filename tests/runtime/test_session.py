@@ -16,6 +16,7 @@ from dpledger.core.adjacency import Adjacency
 from dpledger.runtime import session
 from dpledger.runtime.plugin_manager import PluginHost
 from dpledger.runtime.run_record import RECORD_FILE
+from tests.conftest import TinyDemo
 
 #: fields a run directory's writer fills in for itself (which files it wrote, the pipeline
 #: file the demo adds beside the record)
@@ -60,13 +61,12 @@ def test_the_cli_writes_the_record_the_session_builds(tmp_path: Path) -> None:
 
 
 @pytest.mark.filterwarnings("ignore")
-def test_the_demo_and_the_cli_write_one_record_for_one_run(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
-    pytest.importorskip("ot")
-    from dpledger.demo import TINY, demo_example, run_demo
+def test_the_demo_and_the_cli_write_one_record_for_one_run(
+    tiny_demo: TinyDemo, tmp_path: Path
+) -> None:
+    from dpledger.demo import TINY, demo_example
 
-    run_demo(tmp_path / "demo", TINY, quiet=True)
-    demo = _record(tmp_path / "demo")
+    demo = _record(tiny_demo.out)
     host = PluginHost.create(builtin_only=True)
     example = demo_example(host.method("trajectories"), TINY)
     data = {"marginals": np.asarray(example.data["marginals"]), "times": example.data["times"]}
@@ -75,7 +75,7 @@ def test_the_demo_and_the_cli_write_one_record_for_one_run(tmp_path: Path) -> No
     assert demo["exact_match"] is True and demo["accounted"]["lift_rules"] == ["unchanged_k1"]
     # the bound the record keeps (the declaration's) is the one the demo's report certifies
     # from pipeline.toml, up to the rounding of two reductions of one event
-    report = json.loads((tmp_path / "demo" / "report.json").read_text())
+    report = json.loads((tiny_demo.out / "report.json").read_text())
     assert demo["privacy"]["epsilon"] == pytest.approx(report["bound"]["epsilon"], rel=1e-12)
 
 
