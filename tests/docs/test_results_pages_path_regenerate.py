@@ -149,7 +149,7 @@ def test_path_regenerate_reproduces_an_aim_cell(tmp_path: Path) -> None:
     assert len(lines) == 1 and lines[0].startswith("2 | AIM | – | 0 | ")
     assert not_on_page(lines, PATH_RESULTS.read_text()) == []
     fresh = json.loads((tmp_path / "table2_aim.json").read_text())["rows"]
-    assert [r["info"]["sigma0"] for r in fresh] == [20.1]
+    assert [r["info"]["sigma0"] for r in fresh] == [20.0]
 
 
 @pytest.mark.experiments
