@@ -15,6 +15,16 @@ from dpledger.accountant.profiles_tabulated import tabulated_delta
 from dpledger.core.events import ComposedEvent, ExponentialMechanismEvent, SelfComposedEvent
 
 
+def _shift(values: np.ndarray, steps: int) -> np.ndarray:
+    """A curve on a lattice read at ``x - steps h`` (its end values held beyond the ends)."""
+    out = np.roll(values, steps)
+    if steps > 0:
+        out[:steps] = values[0]
+    elif steps < 0:
+        out[steps:] = values[-1]
+    return out
+
+
 @pytest.mark.parametrize(
     ("eps0", "count", "delta"),
     [(0.3, 12, 1e-5), (0.05, 80, 1e-6), (1.2, 9, 1e-3), (0.02, 400, 1e-9)],
@@ -59,24 +69,16 @@ def test_another_release_first_never_lowers_the_value() -> None:
         ),
     )
 
-    def shift(values: np.ndarray, steps: int) -> np.ndarray:  # values at x - steps h
-        out = np.roll(values, steps)
-        if steps > 0:
-            out[:steps] = values[0]
-        elif steps < 0:
-            out[steps:] = values[-1]
-        return out
-
     def br_step(values: np.ndarray) -> np.ndarray:
         best = np.zeros_like(values)
         for j in range(n + 1):
             t = j * h
             p = -np.expm1(t - eps0) / -np.expm1(-eps0)
-            best = np.maximum(best, p * shift(values, j) + (1 - p) * shift(values, j - n))
+            best = np.maximum(best, p * _shift(values, j) + (1 - p) * _shift(values, j - n))
         return best
 
     def other_step(values: np.ndarray) -> np.ndarray:  # losses +-3h, P-masses 0.6 / 0.4
-        return 0.6 * shift(values, 3) + 0.4 * shift(values, -3)
+        return 0.6 * _shift(values, 3) + 0.4 * _shift(values, -3)
 
     first_other = other_step(br_step(v))  # the other release happens first (outer)
     first_br = br_step(other_step(v))
@@ -97,19 +99,11 @@ def interleaved_lower(leaves: dict[int, int], unit: float, n: int, eps: np.ndarr
     x = np.arange(-2 * span, 2 * span + 1) * h
     start = -np.expm1(np.minimum(x, 0.0))  # (1 - e^x)_+: no release
 
-    def shift(values: np.ndarray, k: int) -> np.ndarray:  # values at x - k h
-        out = np.roll(values, k)
-        if k > 0:
-            out[:k] = values[0]
-        elif k < 0:
-            out[k:] = values[-1]
-        return out
-
     def release(values: np.ndarray, a: int) -> np.ndarray:
         e0, s, best = a * unit, steps[a], np.zeros_like(values)
         for j in range(s + 1):
             p = -math.expm1(j * h - e0) / -math.expm1(-e0)
-            best = np.maximum(best, p * shift(values, j) + (1 - p) * shift(values, j - s))
+            best = np.maximum(best, p * _shift(values, j) + (1 - p) * _shift(values, j - s))
         return best
 
     kinds = sorted(leaves)
