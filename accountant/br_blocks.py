@@ -167,14 +167,14 @@ def range_blocks(events: dict[Event, int], relation: str) -> dict[Event, int]:
         reverse=True,
     )
     work = 0.0
-    blocked = False
+    blocked: set[Event] = set()
     for leaf, count in leaves:
         plan = [(m, c) for m, c in _blocks(leaf.epsilon, count, most) if m > 1]
         new = sum(block_work(leaf.epsilon, m, most) for m, _ in plan)
         if not plan or work + new > BLOCK_WORK:
             continue
         work += new
-        blocked = True
+        blocked.add(leaf)
         del out[leaf]
         singles = count - sum(m * c for m, c in plan)
         for m, copies in plan:
@@ -185,7 +185,7 @@ def range_blocks(events: dict[Event, int], relation: str) -> dict[Event, int]:
     if not blocked:
         return events  # itself: the backend then knows its upper and lower leaves are one
     for leaf, members in cells.items():
-        if out.get(leaf) == sum(members.values()):  # not blocked: its members as they were
+        if leaf not in blocked:  # its members as they were
             del out[leaf]
             for member, k in members.items():
                 out[member] = out.get(member, 0) + k
@@ -198,7 +198,11 @@ def _range_cells(events: dict[Event, int]) -> dict[ExponentialMechanismEvent, di
     first), each as one leaf at its largest epsilon, with its members (an ``eps``-bounded-range
     release is one at every larger epsilon); else none."""
     leaves = sorted(
-        ((e, k) for e, k in events.items() if type(e) is ExponentialMechanismEvent),
+        (
+            (e, k)
+            for e, k in events.items()
+            if isinstance(e, ExponentialMechanismEvent) and type(e) is ExponentialMechanismEvent
+        ),
         key=lambda item: item[0].epsilon,
     )
     if len(leaves) <= MAX_RANGE_LEAVES:
@@ -206,17 +210,9 @@ def _range_cells(events: dict[Event, int]) -> dict[ExponentialMechanismEvent, di
     cells: dict[ExponentialMechanismEvent, dict[Event, int]] = {}
     start = 0
     while start < len(leaves):
-        first = leaves[start][0]
-        assert isinstance(first, ExponentialMechanismEvent)
         end = start + 1
-        while end < len(leaves):
-            nxt = leaves[end][0]
-            assert isinstance(nxt, ExponentialMechanismEvent)
-            if nxt.epsilon > first.epsilon * CELL_RATIO:
-                break
+        while end < len(leaves) and leaves[end][0].epsilon <= leaves[start][0].epsilon * CELL_RATIO:
             end += 1
-        top = leaves[end - 1][0]
-        assert isinstance(top, ExponentialMechanismEvent)
-        cells[top] = dict(leaves[start:end])
+        cells[leaves[end - 1][0]] = dict(leaves[start:end])
         start = end
     return cells

@@ -320,7 +320,7 @@ class PLDAccountant(Accountant):
             upper_events, lower_events, self._step = rounded_components(
                 merged, MAX_DISTINCT_COMPONENTS, reserved + len(cells_up)
             )
-        # the releases of one exponential-mechanism leaf in blocks
+        # the releases of each exponential-mechanism leaf in blocks
         upper_events = range_blocks(_allocation_reduced(upper_events), self.adjacency.relation)
         if cells_up:
             # the cells' 1-of-1 parts (their step's Gaussian) compose with the other Gaussians,

@@ -170,7 +170,7 @@ EXP_MECH_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.br_blocks.range_blocks",
         status="contrib",
         proof="proofs_checks/br_blocks/proof.md",
-        source_sha256="a6f35dfe3bbee73f433fd3c1cc132151b9d1d490d808bff298cb2ca41f6f360a",
+        source_sha256="28d27c69e6b47a7aa555d0d6aaef3842596bbfe647ec6084a567fde4c995e802",
     ),
     ProofRecord(
         target="dpledger.accountant.br_blocks.block_table",
@@ -194,7 +194,7 @@ EXP_MECH_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.br_blocks._range_cells",
         status="contrib",
         proof="proofs_checks/br_blocks/proof.md",
-        source_sha256="4da51456221612c62da6189bfba3808b2863f0b36e18af7239b1e51bbf1d9b3c",
+        source_sha256="639452a67f4aaef4b3bf6226166271cf15cdcd4572619522e46d42e2d085d5f9",
     ),
     ProofRecord(
         target="dpledger.accountant.br_blocks._blocks",
