@@ -101,3 +101,47 @@ def test_stored_run_used_todays_calibrated_noise(name: str, method: str, epsilon
     )
     recorded = tuple(float(row["info"][k]) for k in NOISE_KEYS[method])
     assert recorded == _calibrated(name, method, epsilon)
+
+
+def _sweep_cells() -> list[tuple[str, int]]:
+    out = []
+    for path in sorted(FOLDER.glob("sweep_*.json")):
+        for row in json.loads(path.read_text())["rows"]:
+            if row["method"] == "aim":
+                out.append((path.name, int(row["seed"])))
+    return out
+
+
+@functools.cache
+def _sweep_aim_certified(args_json: str, delta: float, n_train: int, n_test: int) -> float:
+    """The certified epsilon of AIM as today's code calibrates it for a sweep's settings."""
+    import argparse
+
+    from dpledger.accountant.select import account
+
+    table2, _ = _experiments()
+    from experiments.path import sweep
+
+    stored = argparse.Namespace(**json.loads(args_json))
+    args = sweep.table2_args(stored, stored.sizes[0], stored.pretrain_steps[0], 0)
+    spec, params, adjacency = table2.method_params(
+        "aim", stored.epsilon, delta, n_train, n_test, None, args
+    )
+    declared = spec.declare(params, adjacency)
+    event = declared.event if isinstance(declared, Declaration) else declared
+    return float(account(event, adjacency, delta=delta).bound.epsilon)
+
+
+@pytest.mark.parametrize(("name", "seed"), _sweep_cells())
+def test_stored_sweep_aim_run_used_todays_calibrated_noise(name: str, seed: int) -> None:
+    """The sweep's AIM rows record no sigma_0; their certified epsilon, a function of it, must
+    be what today's calibration certifies (80/20 split of the sweep's users)."""
+    stored = json.loads((FOLDER / name).read_text())
+    row = next(r for r in stored["rows"] if r["method"] == "aim" and r["seed"] == seed)
+    n_users = int(stored["args"]["n_users"])
+    n_test = n_users // 5
+    assert float(row["delta"]) == 1.0 / (n_users - n_test) ** 2
+    want = _sweep_aim_certified(
+        json.dumps(stored["args"], sort_keys=True), row["delta"], n_users - n_test, n_test
+    )
+    assert float(row["epsilon_certified"]) == pytest.approx(want, rel=1e-9)
