@@ -1,8 +1,8 @@
-"""Many distinct epochs of a Gaussian step as a few cells: random allocations and shuffled
-epochs are sorted into cells of a geometric grid in (number of steps, noise multiplier), those
-of another kind or number of steps per record apart, and each cell is composed as one epoch,
-its count the cell's total, at the fewest steps and least noise of its members (upper bounds)
-or the most steps and most noise (lower bounds).
+"""Many distinct epochs of a Gaussian step (or a Laplace batch) as a few cells: random
+allocations and shuffled epochs are sorted into cells of a geometric grid in (number of
+steps, noise multiplier), those of another kind or number of steps per record apart, and each
+cell is composed as one epoch, its count the cell's total, at the fewest steps and least noise
+of its members (upper bounds) or the most steps and most noise (lower bounds).
 
 Why both bounds stay certified (``proofs_checks/allocation_cells/proof.md``): for k-of-t'
 allocation with t' <= t, appending t - t' steps that see no record of the unit and permuting
@@ -13,9 +13,12 @@ noise s' onto any s >= s'; neither reads data. So within a cell the upper repres
 mechanism attains, dominates the lower representative's; composition keeps dominance. The
 upper bound groups 1-of-t allocations only: a k-of-t allocation (k > 1) enters it as its k
 epochs of 1-of-t/k (:func:`~dpledger.accountant.random_allocation.allocation_parts`). A
-shuffled epoch's upper curve is its step's Gaussian alone (no amplification is claimed), so the
-upper bound composes those Gaussians exactly; its lower curve is that of the random-allocation
-pair of its batches (the max-of-batch-sums attack), grouped as above.
+shuffled epoch's upper curve is its batch's release alone (no amplification is claimed), so the
+upper bound composes those Gaussians exactly, and Laplace releases in cells of their noise
+taken at the least (a Laplace release of more noise is one of less plus independent noise);
+its lower curve is that of the random-allocation pair of its batches (the max-of-batch-sums
+attack), grouped as above: Laplace noise b' <= b becomes b by adding, independently, 0 with
+probability (b'/b)^2 and else a Laplace draw of scale b (the characteristic functions agree).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dpledger.core.events import (
     SHUFFLED_NEEDS_REPLACE_ONE,
     Event,
     GaussianEvent,
+    LaplaceEvent,
     RandomAllocationEvent,
     ShuffledBatchesEvent,
     flatten,
@@ -44,6 +48,7 @@ __all__ = [
     "ALLOCATION_LIMIT",
     "CELL_GROWTH",
     "CELL_STEP",
+    "LAPLACE_CELLS",
     "allocation_cells",
     "cell_sides",
     "epoch_components",
@@ -52,17 +57,22 @@ __all__ = [
     "is_cell_allocation",
     "is_cell_epoch",
     "is_cell_shuffled",
+    "is_laplace_shuffled",
     "joined",
     "plain",
     "shuffled_cells",
 ]
 
 #: where more than MAX_DISTINCT_COMPONENTS distinct leaves remain and more than this many are
-#: allocations (or shuffled epochs) of a Gaussian step, those are grouped into cells ...
+#: allocations of a Gaussian step (or shuffled epochs, Gaussian or Laplace), those are
+#: grouped into cells ...
 ALLOCATION_LIMIT = 16
 #: ... at most this many cells of each kind (an allocation cell costs one allocation table,
 #: the costliest component)
 ALLOCATION_CELLS = 16
+#: at most this many cells of the Laplace releases of many shuffled epochs (the upper bound's
+#: components: one release each, no table)
+LAPLACE_CELLS = 64
 #: relative step of the finest cell grid, and the growth of each coarser one
 CELL_STEP = 1e-3
 CELL_GROWTH = 1.25
@@ -77,10 +87,19 @@ def is_cell_allocation(event: Event) -> bool:
 
 
 def is_cell_shuffled(event: Event) -> bool:
-    """Whether ``event`` is a shuffled epoch whose batches run Gaussians only."""
-    return isinstance(event, ShuffledBatchesEvent) and all(
-        type(leaf) is GaussianEvent for leaf, _ in flatten(event.event)
-    )
+    """Whether ``event`` is a shuffled epoch whose batches run Gaussians only, or one Laplace
+    release each."""
+    if not isinstance(event, ShuffledBatchesEvent):
+        return False
+    leaves = flatten(event.event)
+    if len(leaves) == 1 and type(leaves[0][0]) is LaplaceEvent and leaves[0][1] == 1:
+        return True
+    return all(type(leaf) is GaussianEvent for leaf, _ in leaves)
+
+
+def is_laplace_shuffled(event: Event) -> bool:
+    """Whether ``event`` is a shuffled epoch of one Laplace release per batch."""
+    return is_cell_shuffled(event) and type(shuffled_base(event)[0]) is LaplaceEvent  # type: ignore[arg-type]
 
 
 def is_cell_epoch(event: Event) -> bool:
@@ -92,10 +111,11 @@ def is_cell_epoch(event: Event) -> bool:
 def epoch_components(epochs: Iterable[Event]) -> int:
     """The most components that distinct ``epochs`` (of :func:`is_cell_epoch`) compose as
     beside many other leaves: each kind's own count up to ALLOCATION_LIMIT, else its cells."""
-    counts = [0, 0]
+    counts = [0, 0, 0]
     for event in epochs:
-        counts[is_cell_shuffled(event)] += 1
-    return sum(n if n <= ALLOCATION_LIMIT else ALLOCATION_CELLS for n in counts)
+        counts[is_cell_shuffled(event) + is_laplace_shuffled(event)] += 1
+    total = sum(n if n <= ALLOCATION_LIMIT else ALLOCATION_CELLS for n in counts)
+    return total + (LAPLACE_CELLS if counts[2] > ALLOCATION_LIMIT else 0)
 
 
 def epoch_reason(event: Event, adjacency: Adjacency) -> str | None:
@@ -116,8 +136,8 @@ def _params(event: Event) -> tuple[Hashable, int, float]:
         return ("random_allocation", event.num_selected), event.num_steps, noise
     assert isinstance(event, ShuffledBatchesEvent)
     release = shuffled_base(event)[1]
-    assert isinstance(release, GaussianEvent)
-    return ("shuffled_batches",), event.num_batches, release.noise_multiplier
+    assert isinstance(release, GaussianEvent | LaplaceEvent)
+    return ("shuffled_batches", release.kind), event.num_batches, release.noise_multiplier
 
 
 def _grouped(
@@ -155,7 +175,9 @@ def _representative(members: list[Member], costly: bool) -> Event:
     if isinstance(first, RandomAllocationEvent):
         return RandomAllocationEvent(steps, GaussianEvent(noise), first.num_selected)
     # a shuffled epoch's lower curves read its number of batches and release only
-    return ShuffledBatchesEvent(steps, 1, GaussianEvent(noise))
+    release = shuffled_base(first)[1]  # type: ignore[arg-type]
+    kind = LaplaceEvent if isinstance(release, LaplaceEvent) else GaussianEvent
+    return ShuffledBatchesEvent(steps, 1, kind(noise))
 
 
 def _cells(members: list[Member], cells: int, costly: bool) -> tuple[dict[Event, int], float]:
@@ -189,15 +211,28 @@ def allocation_cells(
 def shuffled_cells(
     shuffled: dict[Event, int], cells: int = ALLOCATION_CELLS
 ) -> tuple[dict[Event, int], dict[Event, int], float]:
-    """(upper components, lower components, the cells' relative step) of shuffled epochs of
-    Gaussian batches (:func:`is_cell_shuffled`, with their counts): the upper bound's are
-    each epoch's Gaussian (its upper curve, exactly), the lower bound's the epochs grouped
-    into at most ``cells`` cells."""
+    """(upper components, lower components, the cells' relative step) of shuffled epochs
+    (:func:`is_cell_shuffled`, with their counts): the upper bound's are each epoch's
+    Gaussian (its upper curve, exactly) and its Laplace release in at most LAPLACE_CELLS cells
+    of the noise (at the least noise of each), the lower bound's the epochs grouped into at
+    most ``cells`` cells."""
     upper: dict[Event, int] = {}
+    releases: list[Member] = []
     for event, count in shuffled.items():
-        _add(upper, shuffled_base(event)[0], count)  # type: ignore[arg-type]
+        base = shuffled_base(event)[0]  # type: ignore[arg-type]
+        if type(base) is LaplaceEvent:
+            # as a 1-step, 1-of-1 member of its own shape: cells of its noise only
+            releases.append((ShuffledBatchesEvent(1, 1, base), count))
+        else:
+            _add(upper, base, count)
+    up_step = 0.0
+    if releases:
+        by_cell, up_step = _grouped(releases, LAPLACE_CELLS)
+        for group in by_cell.values():
+            least = min(_params(e)[2] for e, _ in group)
+            _add(upper, LaplaceEvent(least), sum(k for _, k in group))
     lower, step = _cells(list(shuffled.items()), cells, costly=False)
-    return upper, lower, step
+    return upper, lower, max(step, up_step)
 
 
 def _lower_members(allocations: dict[Event, int], most: int) -> list[Member]:
@@ -217,7 +252,7 @@ def grouped_epochs(
 ) -> tuple[dict[Event, int], dict[Event, int], dict[Event, int], float | None]:
     """(the other leaves, upper cells, lower cells, the cells' step) of a ledger's leaves
     ``merged``: where it holds more than ``distinct`` distinct leaves, its allocations of a
-    Gaussian step and its shuffled epochs of Gaussian batches, each kind when more than
+    Gaussian step and its shuffled epochs of Gaussian or Laplace batches, each kind when more than
     ALLOCATION_LIMIT, grouped into ALLOCATION_CELLS cells (:func:`allocation_cells`,
     :func:`shuffled_cells`); else ``merged``, no cells and None."""
     upper: dict[Event, int] = {}

@@ -294,7 +294,7 @@ class PLDAccountant(Accountant):
         They are the same unless more than MAX_DISTINCT_COMPONENTS distinct leaves remain:
         then the upper bound composes dominating representatives (parameters rounded to the
         costly side) and the lower bound dominated ones (rounded to the cheap side), so that
-        both stay certified (many allocations or shuffled epochs of a Gaussian step, and
+        both stay certified (many allocations of a Gaussian step or shuffled epochs, and
         many tabulated profiles, as cells); or unless a k-of-t allocation (k > 1) is
         present: the upper bound composes its k-of-t reduction, the lower bound the event.
         """
@@ -307,7 +307,7 @@ class PLDAccountant(Accountant):
             blocked = {e: k for e, k in merged.items() if e not in rest}
             merged = rest
         self._step = None
-        # many distinct allocations or shuffled epochs of a Gaussian step: a few cells
+        # many distinct allocations of a Gaussian step or shuffled epochs: a few cells
         merged, cells_up, cells_low, self._allocation_step = grouped_epochs(
             merged, MAX_DISTINCT_COMPONENTS
         )

@@ -100,7 +100,7 @@ def _extent_reason(
     distinct = set(events)
     if len(distinct) > limit:
         # the roundable kinds fit any number of components (coarser cells), epochs of a
-        # Gaussian step a few cells each; the others do not
+        # Gaussian step (or shuffled Laplace batches) a few cells each; the others do not
         fixed = [e for e in distinct if not (is_rounded(e) or is_cell_epoch(e) or groupable(e))]
         epochs = epoch_components(e for e in distinct if is_cell_epoch(e))
         epochs += tabulated_components(distinct)

@@ -86,7 +86,7 @@ ALLOCATION_CELL_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.allocation_cells._representative",
         status="contrib",
         proof="proofs_checks/allocation_cells/proof.md",
-        source_sha256="c2d0eee99f36e499e18743a8a073ed509ddfb9d3333bca38817cd17a15c239fb",
+        source_sha256="85ef4f033e12257f67184df3e3ed7fecba93f6719dfd5a5c95118539b72dede2",
     ),
     ProofRecord(
         target="dpledger.accountant.allocation_cells._lower_members",
@@ -104,7 +104,7 @@ ALLOCATION_CELL_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.allocation_cells._params",
         status="contrib",
         proof="proofs_checks/allocation_cells/proof.md",
-        source_sha256="d0413375ad3ff4ff0306965412a7034baeefcd5169cb37ff6c6d43d060a12882",
+        source_sha256="d2a2297fc2f14965bf4337ecd51b0a0855b31d8e73a05d728e93a123ba444ff7",
     ),
     ProofRecord(
         target="dpledger.accountant.allocation_cells._cells",
@@ -116,7 +116,7 @@ ALLOCATION_CELL_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.allocation_cells.shuffled_cells",
         status="contrib",
         proof="proofs_checks/allocation_cells/proof.md",
-        source_sha256="135cbbad95f50d862f44365d1d626b16094da8f0db488fee22f3c453e499fabe",
+        source_sha256="6859f581fee4941787a0bfbc9d86bbef206e8822fb20375a08b611c20c254121",
     ),
 )
 

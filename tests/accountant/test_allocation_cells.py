@@ -27,6 +27,7 @@ from dpledger.core.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    PureDPEvent,
     RandomAllocationEvent,
     SelfComposedEvent,
     ShuffledBatchesEvent,
@@ -256,6 +257,104 @@ def test_grouped_shuffled_epochs_keep_the_upper_and_lower_below_the_leafwise_one
     assert 0.5 * want.epsilon_lower < got.epsilon_lower <= want.epsilon_lower * (1 + 1e-3)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(10, 500), st.floats(0.5, 40.0), st.integers(1, 20)),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(1, 16),
+    st.integers(1, 16),
+)
+def test_laplace_shuffled_epochs_upper_at_less_noise_lower_below_every_member(
+    rows: list[tuple[int, float, int]], cells: int, laplace_cells: int
+) -> None:
+    ledger: dict[Event, int] = {}
+    for b, scale, count in rows:
+        event = ShuffledBatchesEvent(1000, b, LaplaceEvent(scale))
+        ledger[event] = ledger.get(event, 0) + count
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(allocation_cells_module, "LAPLACE_CELLS", laplace_cells)
+        upper, lower, step = shuffled_cells(ledger, cells)
+    total = sum(ledger.values())
+    assert all(isinstance(e, LaplaceEvent) for e in upper) and len(upper) <= laplace_cells
+    assert sum(upper.values()) == total and sum(lower.values()) == total
+    assert len(lower) <= cells
+    scales = sorted(e.noise_multiplier for e in upper)  # type: ignore[attr-defined]
+    for member in ledger:
+        noise = member.event.noise_multiplier  # type: ignore[attr-defined]
+        # a cell at no more noise, within one cell width
+        below = [s for s in scales if s <= noise]
+        assert below and noise <= below[-1] * (1 + step) ** 1.000001
+        assert any(
+            c.num_batches >= member.num_batches  # type: ignore[attr-defined]
+            and c.event.noise_multiplier >= noise  # type: ignore[attr-defined]
+            and isinstance(c.event, LaplaceEvent)  # type: ignore[attr-defined]
+            for c in lower
+        )
+
+
+def test_grouped_laplace_shuffled_epochs_bracket_the_leafwise_bracket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ten distinct shuffled epochs of Laplace batches, leaf by leaf and grouped into 3 cells
+    (3 noise cells for the upper bound): the grouped upper bound at or above the leafwise one
+    and within 10 %, the lower bound at or below it and above half of it."""
+    replace = Adjacency(relation="replace_one")
+    ledger = [
+        (ShuffledBatchesEvent(2000, 200 + 30 * i, LaplaceEvent(4.0 + i / 10)), 3) for i in range(10)
+    ]
+    exact = PLDAccountant(replace)
+    for event, count in ledger:
+        exact.compose(event, count)
+    want = exact.get_epsilon(1e-5)
+    _grouped_accountant(monkeypatch, 3)
+    monkeypatch.setattr(allocation_cells_module, "LAPLACE_CELLS", 3)
+    grouped = PLDAccountant(replace)
+    for event, count in ledger:
+        grouped.compose(event, count)
+    got = grouped.get_epsilon(1e-5)
+    assert got.details["allocation_step"] > 0.05
+    assert want.epsilon * (1 - 1e-9) <= got.epsilon <= 1.1 * want.epsilon
+    assert 0.5 * want.epsilon_lower < got.epsilon_lower <= want.epsilon_lower * (1 + 1e-3)
+
+
+def test_three_hundred_distinct_laplace_shuffled_epochs_are_bracketed_by_pld() -> None:
+    """300 distinct shuffled epochs of Laplace batches (once refused by PLD, answered by RDP
+    with a lower bound of 0): PLD brackets them between the homogeneous ledgers at the
+    extremes: the upper bound below all 300 at the least noise, the lower bound above all
+    300 at the most batches and most noise."""
+    replace = Adjacency(relation="replace_one")
+
+    def epoch(i: int) -> ShuffledBatchesEvent:
+        return ShuffledBatchesEvent(2000, 200 + i, LaplaceEvent(20.0 + i / 30))
+
+    def bracket(ledger: list[tuple[Event, int]]) -> tuple[float, float]:
+        acc = PLDAccountant(replace)
+        for event, count in ledger:
+            acc.compose(event, count)
+        got = acc.get_epsilon(1e-5)
+        return got.epsilon_lower, got.epsilon
+
+    low, up = bracket([(epoch(i), 1) for i in range(300)])
+    assert up < bracket([(LaplaceEvent(20.0), 300)])[1]
+    assert (
+        low
+        > bracket(
+            [
+                (
+                    ShuffledBatchesEvent(
+                        2000, 200, LaplaceEvent(epoch(299).event.noise_multiplier)
+                    ),
+                    300,
+                )
+            ]
+        )[0]
+    )  # type: ignore[attr-defined]
+    assert 0.0 < low < up
+
+
 def test_shuffled_epoch_under_add_remove_is_refused_in_one_line() -> None:
     with pytest.raises(UnsupportedEventError) as caught:
         PLDAccountant().compose(ShuffledBatchesEvent(100, 10, GaussianEvent(1.0)), 1)
@@ -316,12 +415,12 @@ def test_grouped_bounds_never_cross_the_leafwise_bracket(
 
 
 def test_epochs_count_against_the_components_left_to_unrounded_leaves() -> None:
-    """250 distinct shuffled epochs of Laplace batches (a kind neither rounded nor grouped)
+    """250 distinct shuffled epochs of pure-DP batches (a kind neither rounded nor grouped)
     fit alone; beside 10 distinct allocations (not grouped: ten components) they exceed the
     budget of 256 and are refused in one line naming both; beside 300 distinct allocations
     (16 cells) 230 of them fit and 250 do not. 250 distinct tabulated profiles are grouped
     into 64 cells and fit beside either."""
-    epochs = [ShuffledBatchesEvent(60_000, 100 + i, LaplaceEvent(1.0)) for i in range(250)]
+    epochs = [ShuffledBatchesEvent(60_000, 100 + i, PureDPEvent(1.0)) for i in range(250)]
     few = [RandomAllocationEvent(10 + i, GaussianEvent(1.0)) for i in range(10)]
     many = [RandomAllocationEvent(10 + i, GaussianEvent(1.0)) for i in range(300)]
     assert _extent_reason([(e, 1) for e in epochs], []) is None
