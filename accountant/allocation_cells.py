@@ -111,11 +111,17 @@ def is_cell_epoch(event: Event) -> bool:
 def epoch_components(epochs: Iterable[Event]) -> int:
     """The most components that distinct ``epochs`` (of :func:`is_cell_epoch`) compose as
     beside many other leaves: each kind's own count up to ALLOCATION_LIMIT, else its cells."""
-    counts = [0, 0, 0]
+    allocations, shuffled, laplace = 0, 0, 0
     for event in epochs:
-        counts[is_cell_shuffled(event) + is_laplace_shuffled(event)] += 1
-    total = sum(n if n <= ALLOCATION_LIMIT else ALLOCATION_CELLS for n in counts)
-    return total + (LAPLACE_CELLS if counts[2] > ALLOCATION_LIMIT else 0)
+        allocations += is_cell_allocation(event)
+        shuffled += is_cell_shuffled(event)
+        laplace += is_laplace_shuffled(event)
+    total = allocations if allocations <= ALLOCATION_LIMIT else ALLOCATION_CELLS
+    if shuffled <= ALLOCATION_LIMIT:
+        return total + shuffled
+    # grouped: the lower cells (one more where both kinds of batch are present), and the
+    # Laplace releases' cells of the upper bound
+    return total + ALLOCATION_CELLS + (0 < laplace < shuffled) + min(laplace, LAPLACE_CELLS)
 
 
 def epoch_reason(event: Event, adjacency: Adjacency) -> str | None:
@@ -231,7 +237,9 @@ def shuffled_cells(
         for group in by_cell.values():
             least = min(_params(e)[2] for e, _ in group)
             _add(upper, LaplaceEvent(least), sum(k for _, k in group))
-    lower, step = _cells(list(shuffled.items()), cells, costly=False)
+    # one cell at least per shape (Gaussian and Laplace batches never share one)
+    shapes = len({_params(e)[0] for e in shuffled})
+    lower, step = _cells(list(shuffled.items()), max(cells, shapes), costly=False)
     return upper, lower, max(step, up_step)
 
 

@@ -116,7 +116,7 @@ ALLOCATION_CELL_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.allocation_cells.shuffled_cells",
         status="contrib",
         proof="proofs_checks/allocation_cells/proof.md",
-        source_sha256="6859f581fee4941787a0bfbc9d86bbef206e8822fb20375a08b611c20c254121",
+        source_sha256="ce4d650a28394b3db8a13c1b696bc7eb36375d3239895faa3c688338452b307d",
     ),
 )
 

@@ -13,7 +13,9 @@ from scipy import optimize, special
 from dpledger.accountant import allocation_cells as allocation_cells_module
 from dpledger.accountant import pld
 from dpledger.accountant.allocation_cells import (
+    ALLOCATION_CELLS,
     allocation_cells,
+    epoch_components,
     is_cell_allocation,
     shuffled_cells,
 )
@@ -295,6 +297,19 @@ def test_laplace_shuffled_epochs_upper_at_less_noise_lower_below_every_member(
         )
 
 
+def test_gaussian_and_laplace_batches_never_share_a_cell() -> None:
+    """Shuffled epochs of both kinds of batch: one lower cell per kind at least (a single cell
+    asked for gives two), and the component count charges the extra cell and the Laplace
+    releases' upper cells."""
+    gauss = [ShuffledBatchesEvent(2000, 100 + i, GaussianEvent(1.0)) for i in range(20)]
+    laplace = [ShuffledBatchesEvent(2000, 100 + i, LaplaceEvent(1.0 + i / 10)) for i in range(10)]
+    _, lower, _ = shuffled_cells(dict.fromkeys(gauss + laplace, 1), 1)
+    kinds = sorted(type(c.event).__name__ for c in lower)  # type: ignore[attr-defined]
+    assert kinds == ["GaussianEvent", "LaplaceEvent"]
+    assert epoch_components(gauss + laplace) == ALLOCATION_CELLS + 1 + 10
+    assert epoch_components(gauss[:10] + laplace[:5]) == 15  # leaf by leaf
+
+
 def test_grouped_laplace_shuffled_epochs_bracket_the_leafwise_bracket(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -406,6 +421,44 @@ def test_grouped_bounds_never_cross_the_leafwise_bracket(
     with pytest.MonkeyPatch.context() as patch:
         _grouped_accountant(patch, cells)
         grouped = PLDAccountant()
+        for event, count in ledger:
+            grouped.compose(event, count)
+        got = grouped.get_epsilon(1e-5)
+    assert "allocation_step" in got.details
+    assert got.epsilon >= want.epsilon_lower
+    assert got.epsilon_lower <= want.epsilon
+
+
+@pytest.mark.slow
+@settings(max_examples=8, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(100, 1000), st.floats(0.5, 8.0), st.integers(1, 3), st.booleans()),
+        min_size=5,
+        max_size=8,
+        unique_by=lambda row: row[0],
+    ),
+    st.integers(1, 3),
+)
+def test_grouped_shuffled_bounds_never_cross_the_leafwise_bracket(
+    rows: list[tuple[int, float, int, bool]], cells: int
+) -> None:
+    """Random small sets of shuffled epochs, Laplace or Gaussian batches, leaf by leaf and
+    grouped: the grouped upper bound is never below the leaf-by-leaf lower bound, the grouped
+    lower never above its upper."""
+    replace = Adjacency(relation="replace_one")
+    ledger = [
+        (ShuffledBatchesEvent(2000, b, LaplaceEvent(s) if laplace else GaussianEvent(s)), k)
+        for b, s, k, laplace in rows
+    ]
+    exact = PLDAccountant(replace)
+    for event, count in ledger:
+        exact.compose(event, count)
+    want = exact.get_epsilon(1e-5)
+    with pytest.MonkeyPatch.context() as patch:
+        _grouped_accountant(patch, cells)
+        patch.setattr(allocation_cells_module, "LAPLACE_CELLS", cells)
+        grouped = PLDAccountant(replace)
         for event, count in ledger:
             grouped.compose(event, count)
         got = grouped.get_epsilon(1e-5)
