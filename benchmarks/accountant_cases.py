@@ -254,6 +254,14 @@ def _allocation_and_lower_cases() -> list[Case]:
             1e-5,
             REPLACE,
         ),
+        Case(
+            "300 distinct shuffled Laplace epochs (replace-one)",
+            "random allocation",
+            _distinct_shuffled_laplace,
+            1e-5,
+            REPLACE,
+            reference="RDP alone (before): [0, 6.906]",
+        ),
     ]
 
 
@@ -261,6 +269,13 @@ def _distinct_shuffled() -> Event:
     """300 shuffled epochs of 60,000 records, batches of 100..399, noise 1..2."""
     return ComposedEvent(
         [ShuffledBatchesEvent(60_000, 100 + i, GaussianEvent(1.0 + i / 300)) for i in range(300)]
+    )
+
+
+def _distinct_shuffled_laplace() -> Event:
+    """300 shuffled epochs of 2000 records, batches of 200..499, Laplace scales 20..30."""
+    return ComposedEvent(
+        [ShuffledBatchesEvent(2000, 200 + i, LaplaceEvent(20.0 + i / 30)) for i in range(300)]
     )
 
 
