@@ -4,6 +4,7 @@ certified, nothing is refused, and composing them builds no table."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +20,7 @@ from dpledger.accountant.allocation_cells import (
     is_cell_allocation,
     shuffled_cells,
 )
+from dpledger.accountant.base import EpsilonBound
 from dpledger.accountant.pld import PLDAccountant
 from dpledger.accountant.pld_support import _extent_reason
 from dpledger.accountant.profiles_shuffled import shuffled_base
@@ -105,21 +107,34 @@ def _grouped_accountant(monkeypatch: pytest.MonkeyPatch, cells: int) -> None:
     monkeypatch.setattr(allocation_cells_module, "ALLOCATION_CELLS", cells)
 
 
+def _leafwise_and_grouped(
+    monkeypatch: pytest.MonkeyPatch,
+    ledger: Sequence[tuple[Event, int]],
+    cells: int,
+    adjacency: Adjacency | None = None,
+    laplace_cells: int | None = None,
+) -> tuple[EpsilonBound, EpsilonBound, PLDAccountant, PLDAccountant]:
+    """(leaf-by-leaf bound, grouped bound, their accountants) of ``ledger`` at delta 1e-5: the
+    first queried before ``monkeypatch`` groups into ``cells`` cells (and ``laplace_cells``
+    noise cells of shuffled Laplace releases), the second after."""
+    exact, grouped = PLDAccountant(adjacency), PLDAccountant(adjacency)
+    for event, count in ledger:
+        exact.compose(event, count)
+        grouped.compose(event, count)
+    want = exact.get_epsilon(1e-5)
+    _grouped_accountant(monkeypatch, cells)
+    if laplace_cells is not None:
+        monkeypatch.setattr(allocation_cells_module, "LAPLACE_CELLS", laplace_cells)
+    return want, grouped.get_epsilon(1e-5), exact, grouped
+
+
 def test_grouped_bracket_contains_the_exact_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """Twelve distinct allocations composed leaf by leaf, and the same grouped into 3 cells:
     the grouped bracket contains the exact one (its upper not below the exact lower, its
     lower not above the exact upper) and is wider by the rounding only."""
     ledger = [(RandomAllocationEvent(2 + i, GaussianEvent(0.9 + 0.02 * i)), 3) for i in range(12)]
-    exact = PLDAccountant()
-    for event, count in ledger:
-        exact.compose(event, count)
-    want = exact.get_epsilon(1e-5)
+    want, got, exact, grouped = _leafwise_and_grouped(monkeypatch, ledger, 3)
     assert "allocation_step" not in want.details
-    _grouped_accountant(monkeypatch, 3)
-    grouped = PLDAccountant()
-    for event, count in ledger:
-        grouped.compose(event, count)
-    got = grouped.get_epsilon(1e-5)
     assert got.details["allocation_step"] > 0.1
     assert got.epsilon >= want.epsilon_lower
     assert got.epsilon_lower <= want.epsilon
@@ -244,15 +259,7 @@ def test_grouped_shuffled_epochs_keep_the_upper_and_lower_below_the_leafwise_one
     ledger = [
         (ShuffledBatchesEvent(6000, 20 + 6 * i, GaussianEvent(1.5 + i / 20)), 2) for i in range(10)
     ]
-    exact = PLDAccountant(replace)
-    for event, count in ledger:
-        exact.compose(event, count)
-    want = exact.get_epsilon(1e-5)
-    _grouped_accountant(monkeypatch, 3)
-    grouped = PLDAccountant(replace)
-    for event, count in ledger:
-        grouped.compose(event, count)
-    got = grouped.get_epsilon(1e-5)
+    want, got, _, _ = _leafwise_and_grouped(monkeypatch, ledger, 3, replace)
     assert got.details["allocation_step"] > 0.1
     assert got.epsilon == pytest.approx(want.epsilon, rel=1e-5)
     assert got.epsilon >= want.epsilon_lower
@@ -320,16 +327,7 @@ def test_grouped_laplace_shuffled_epochs_bracket_the_leafwise_bracket(
     ledger = [
         (ShuffledBatchesEvent(2000, 200 + 30 * i, LaplaceEvent(4.0 + i / 10)), 3) for i in range(10)
     ]
-    exact = PLDAccountant(replace)
-    for event, count in ledger:
-        exact.compose(event, count)
-    want = exact.get_epsilon(1e-5)
-    _grouped_accountant(monkeypatch, 3)
-    monkeypatch.setattr(allocation_cells_module, "LAPLACE_CELLS", 3)
-    grouped = PLDAccountant(replace)
-    for event, count in ledger:
-        grouped.compose(event, count)
-    got = grouped.get_epsilon(1e-5)
+    want, got, _, _ = _leafwise_and_grouped(monkeypatch, ledger, 3, replace, laplace_cells=3)
     assert got.details["allocation_step"] > 0.05
     assert want.epsilon * (1 - 1e-9) <= got.epsilon <= 1.1 * want.epsilon
     assert 0.5 * want.epsilon_lower < got.epsilon_lower <= want.epsilon_lower * (1 + 1e-3)
@@ -414,16 +412,8 @@ def test_grouped_bounds_never_cross_the_leafwise_bracket(
     """Random small sets of allocations, leaf by leaf and grouped: the grouped upper bound is
     never below the leaf-by-leaf lower bound, the grouped lower never above its upper."""
     ledger = [(RandomAllocationEvent(t, GaussianEvent(s)), k) for t, s, k in rows]
-    exact = PLDAccountant()
-    for event, count in ledger:
-        exact.compose(event, count)
-    want = exact.get_epsilon(1e-5)
     with pytest.MonkeyPatch.context() as patch:
-        _grouped_accountant(patch, cells)
-        grouped = PLDAccountant()
-        for event, count in ledger:
-            grouped.compose(event, count)
-        got = grouped.get_epsilon(1e-5)
+        want, got, _, _ = _leafwise_and_grouped(patch, ledger, cells)
     assert "allocation_step" in got.details
     assert got.epsilon >= want.epsilon_lower
     assert got.epsilon_lower <= want.epsilon
@@ -451,17 +441,8 @@ def test_grouped_shuffled_bounds_never_cross_the_leafwise_bracket(
         (ShuffledBatchesEvent(2000, b, LaplaceEvent(s) if laplace else GaussianEvent(s)), k)
         for b, s, k, laplace in rows
     ]
-    exact = PLDAccountant(replace)
-    for event, count in ledger:
-        exact.compose(event, count)
-    want = exact.get_epsilon(1e-5)
     with pytest.MonkeyPatch.context() as patch:
-        _grouped_accountant(patch, cells)
-        patch.setattr(allocation_cells_module, "LAPLACE_CELLS", cells)
-        grouped = PLDAccountant(replace)
-        for event, count in ledger:
-            grouped.compose(event, count)
-        got = grouped.get_epsilon(1e-5)
+        want, got, _, _ = _leafwise_and_grouped(patch, ledger, cells, replace, cells)
     assert "allocation_step" in got.details
     assert got.epsilon >= want.epsilon_lower
     assert got.epsilon_lower <= want.epsilon
