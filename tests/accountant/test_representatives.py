@@ -100,8 +100,8 @@ def test_the_step_is_the_finest_that_leaves_the_limit() -> None:
 
 
 def test_many_kinds_that_are_not_rounded_are_refused_in_one_line() -> None:
-    # shuffled epochs of Gaussian batches are grouped into cells; of Laplace ones not
-    leaves = [(ShuffledBatchesEvent(1000 + i, 10, LaplaceEvent(1.0)), 1) for i in range(300)]
+    # shuffled epochs of Gaussian or Laplace batches are grouped into cells; of pure-DP ones not
+    leaves = [(ShuffledBatchesEvent(1000 + i, 10, PureDPEvent(1.0)), 1) for i in range(300)]
     why = _extent_reason(leaves, [])
     assert why is not None and "\n" not in why and len(why) < 300
     assert "300 distinct shuffled_batches" in why
