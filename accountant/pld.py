@@ -131,6 +131,7 @@ __all__ = [
     "FIRST_PASS_WINDOW",
     "FULL_RESOLUTION_COMPONENTS",
     "GROWTH_POWER",
+    "INFINITE_GROWTH",
     "MAX_BUCKETS",
     "MAX_COMPONENTS",
     "MAX_COMPONENT_POINTS",
@@ -193,6 +194,9 @@ STALLED_GAP = 0.9
 #: a pass whose dominated pairs could not be certified is followed by one with at most this
 #: many times its points (its gap is the chord's, which says nothing of theirs)
 UNDOMINATED_GROWTH = 2.0
+#: a pass whose upper bound is infinite (its windows cut the composed loss's tail, or the
+#: ledger's failure mass exceeds delta) is followed by one with this many times its points
+INFINITE_GROWTH = 4
 #: ... and once a pass's bracket is narrower than PASS_TARGET (relative; a coarse pass spends
 #: on its lower bound only until then)
 PASS_TARGET = BRACKET_TARGET
@@ -419,20 +423,19 @@ class PLDAccountant(Accountant):
                 self._epsilons.goal = 1.0 + PASS_TARGET if first else BRACKET_GOAL
                 bound = self._epsilon_at(delta, uppers)
                 gap = bound.epsilon - bound.epsilon_lower
-                narrow = _UPPER_ONLY.get() or gap <= max(
-                    PASS_TARGET * bound.epsilon, BRACKET_ABSOLUTE
+                # an infinite upper bound is narrow beside an infinite lower one, else refined
+                wide = max(PASS_TARGET * bound.epsilon, BRACKET_ABSOLUTE)
+                narrow = bound.epsilon_lower == math.inf or (
+                    math.isfinite(gap) and (_UPPER_ONLY.get() or gap <= wide)
                 )
                 # a finer grid that barely narrowed the bracket will not: what is left is not
                 # the grid's (tails, tilts, the lower bound's construction)
                 stalled = gap > STALLED_GAP * previous
-                if (
-                    points >= full
-                    or narrow
-                    or stalled
-                    or self._cache.floored
-                    or not math.isfinite(bound.epsilon)
-                ):
+                if points >= full or narrow or stalled or self._cache.floored:
                     return bound
+                if not math.isfinite(gap):
+                    previous, points = math.inf, min(full, INFINITE_GROWTH * points)
+                    continue
                 # a grid too coarse for the dominated pairs leaves the chord's lower bound,
                 # whose gap says nothing of theirs: the next pass doubles the points (where
                 # they usually certify) and is not held to have stalled against this gap
