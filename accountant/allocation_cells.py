@@ -88,18 +88,19 @@ def is_cell_allocation(event: Event) -> bool:
 
 def is_cell_shuffled(event: Event) -> bool:
     """Whether ``event`` is a shuffled epoch whose batches run Gaussians only, or one Laplace
-    release each."""
-    if not isinstance(event, ShuffledBatchesEvent):
-        return False
-    leaves = flatten(event.event)
-    if len(leaves) == 1 and type(leaves[0][0]) is LaplaceEvent and leaves[0][1] == 1:
-        return True
-    return all(type(leaf) is GaussianEvent for leaf, _ in leaves)
+    release each (:func:`is_laplace_shuffled`)."""
+    return is_laplace_shuffled(event) or (
+        isinstance(event, ShuffledBatchesEvent)
+        and all(type(leaf) is GaussianEvent for leaf, _ in flatten(event.event))
+    )
 
 
 def is_laplace_shuffled(event: Event) -> bool:
     """Whether ``event`` is a shuffled epoch of one Laplace release per batch."""
-    return is_cell_shuffled(event) and type(shuffled_base(event)[0]) is LaplaceEvent  # type: ignore[arg-type]
+    if not isinstance(event, ShuffledBatchesEvent):
+        return False
+    leaves = flatten(event.event)
+    return len(leaves) == 1 and type(leaves[0][0]) is LaplaceEvent and leaves[0][1] == 1
 
 
 def is_cell_epoch(event: Event) -> bool:
