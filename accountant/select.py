@@ -28,6 +28,7 @@ import attrs
 from dpledger.accountant.base import Accountant, Budget, DeltaBound, EpsilonBound
 from dpledger.accountant.exact_lower import raise_lower
 from dpledger.accountant.threads import one_blas_thread
+from dpledger.accountant.unamplified import split_epochs
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import (
     BackendInconsistencyError,
@@ -178,6 +179,9 @@ def account(
         candidates, unavailable = _run_backends(
             event, adjacency, delta, epsilon, backends, crosscheck
         )
+        if backends is None and not any(c.method == "pld" for c in candidates):
+            # PLD declined: epochs it could not analyse are bounded without amplification
+            candidates += _unamplified_bounds(event, adjacency, delta, epsilon, unavailable)
         if not candidates:
             raise UnsupportedEventError(_nothing_bounds(event, unavailable))
         # a loose bracket's lower end is also read by exact conditioning (exact_lower.py)
@@ -223,6 +227,59 @@ def _run_backends(
         budget = DEFAULT_BUDGET
         run(name, factory, budget)
     return candidates, unavailable
+
+
+#: the backends that bound an event whose epochs are replaced by their unamplified cost
+UNAMPLIFIED_BACKENDS: tuple[str, ...] = ("closed_form", "pld", "rdp")
+
+
+def _unamplified_bounds(
+    event: Event,
+    adjacency: Adjacency,
+    delta: float | None,
+    epsilon: float | None,
+    unavailable: list[tuple[str, str]],
+) -> list[EpsilonBound | DeltaBound]:
+    """Upper bounds of ``event`` with shuffled or allocated epochs replaced by what they cost
+    without amplification (:mod:`~dpledger.accountant.unamplified`): first only the epochs PLD
+    refuses on their own (the others keep their amplification), then every epoch. The lower
+    bound is that of the composition without the replaced epochs (a marginal of the outputs),
+    0 when nothing else remains."""
+    factories = [(n, f) for n, f, _ in backend_factories(UNAMPLIFIED_BACKENDS) if f is not None]
+    pld = dict(factories).get("pld")
+
+    def pld_alone(leaf: Event) -> bool:
+        return pld is not None and pld(adjacency)._checked_reason(leaf) is None
+
+    for keep in (pld_alone, lambda leaf: False):
+        parts = split_epochs(event, adjacency, keep)
+        if parts is None:
+            continue
+        upper, rest, replaced = parts
+        found: list[EpsilonBound | DeltaBound] = []
+        why: list[tuple[str, str]] = []
+        for name, factory in factories:
+            _run(name, factory, canonical(upper), adjacency, delta, epsilon, None, found, why)
+        if not found:
+            continue
+        lower = 0.0
+        if rest is not None:
+            with contextlib.suppress(UnsupportedEventError):
+                sub = account(rest, adjacency, delta=delta, epsilon=epsilon).bound
+                lower = _lower(sub)
+        epochs = "epoch" if replaced == 1 else "epochs"
+        note = f"{replaced} distinct {epochs} bounded by their releases without amplification"
+        out: list[EpsilonBound | DeltaBound] = []
+        for bound in found:
+            extra = {**bound.details, "no_amplification": note}
+            method = f"{bound.method} (no amplification)"
+            if isinstance(bound, EpsilonBound):
+                out.append(attrs.evolve(bound, epsilon_lower=lower, method=method, details=extra))
+            else:
+                out.append(attrs.evolve(bound, delta_lower=lower, method=method, details=extra))
+        return out
+    unavailable.append(("no amplification", "no backend bounds the epochs' releases either"))
+    return []
 
 
 #: the core leaf classes that are not tabulated profiles (passed over in bulk by the walk)

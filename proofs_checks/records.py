@@ -428,6 +428,24 @@ RECORDS: tuple[ProofRecord, ...] = (
         proof="proofs_checks/representatives/proof.md",
         source_sha256="d62bbfa51fdbbf7af2c451e9529863939e41e788575c99a5121dafe1aa06e762",
     ),
+    ProofRecord(
+        target="dpledger.accountant.unamplified.epoch_cost",
+        status="contrib",
+        proof="proofs_checks/no_amplification/proof.md",
+        source_sha256="c69b07140c613545eec78bc46751ec1f55b957557eef342b1a8da2a85acaa3fd",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.unamplified.split_epochs",
+        status="contrib",
+        proof="proofs_checks/no_amplification/proof.md",
+        source_sha256="d9fe6feaac9cd550788a7902129f83584bc96492a4fc59f5e0077248d6de4612",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.select._unamplified_bounds",
+        status="contrib",
+        proof="proofs_checks/no_amplification/proof.md",
+        source_sha256="7ccf3f8dbe8a07a07ed52002aa1d34c99e014cdf38878408e17a604b13d191db",
+    ),
 )
 
 #: proofs whose code objects are still changing: (proof folder, intended target, reason).

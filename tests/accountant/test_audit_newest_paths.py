@@ -16,9 +16,9 @@ import math
 import mpmath as mp
 import pytest
 
+from dpledger.accountant.base import EpsilonBound
 from dpledger.accountant.select import account
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import DPLedgerError
 from dpledger.core.events import (
     ApproxDPEvent,
     ComposedEvent,
@@ -221,11 +221,14 @@ def test_tiny_pure_steps_fewer_times_stay_sound() -> None:
     assert upper >= 0.0
 
 
-def test_extreme_allocation_is_refused_without_warnings() -> None:
-    """An epoch the accountant cannot bound (losses near 1e6) is refused with its own error;
-    the test configuration turns warnings into errors."""
-    with pytest.raises(DPLedgerError):
-        account(RandomAllocationEvent(3, GaussianEvent(1e-3)), ADD_REMOVE, delta=1e-5)
+def test_extreme_allocation_is_bounded_by_its_release_without_warnings() -> None:
+    """An epoch whose amplification the accountant cannot analyse (losses near 1e6) is bounded
+    by its one Gaussian release (no amplification), with a lower bound of 0; the test
+    configuration turns warnings into errors."""
+    bound = account(RandomAllocationEvent(3, GaussianEvent(1e-3)), ADD_REMOVE, delta=1e-5).bound
+    assert isinstance(bound, EpsilonBound) and "no amplification" in bound.method
+    assert bound.epsilon_lower == 0.0
+    assert ref.gaussian_delta(1e3, bound.epsilon) <= 1e-5 * (1 + SLACK)
 
 
 def test_allocation_to_very_many_steps_is_bounded_by_one_release() -> None:
