@@ -28,7 +28,7 @@ import attrs
 from dpledger.accountant.base import Accountant, Budget, DeltaBound, EpsilonBound
 from dpledger.accountant.exact_lower import raise_lower
 from dpledger.accountant.threads import one_blas_thread
-from dpledger.accountant.unamplified import split_epochs
+from dpledger.accountant.unamplified import has_lower_construction, split_epochs
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import (
     BackendInconsistencyError,
@@ -242,19 +242,25 @@ def _unamplified_bounds(
 ) -> list[EpsilonBound | DeltaBound]:
     """Upper bounds of ``event`` with shuffled or allocated epochs replaced by what they cost
     without amplification (:mod:`~dpledger.accountant.unamplified`): first only the epochs PLD
-    refuses on their own (the others keep their amplification), then every epoch. The lower
-    bound is that of the composition without the replaced epochs (a marginal of the outputs),
-    0 when nothing else remains."""
+    refuses on their own (the others keep their amplification), then also those it bounds below
+    by nothing (:func:`~dpledger.accountant.unamplified.has_lower_construction`: replacing them
+    loses nothing), then every epoch. The lower bound is that of the composition without the
+    replaced epochs (a marginal of the outputs), 0 when nothing else remains."""
     factories = [(n, f) for n, f, _ in backend_factories(UNAMPLIFIED_BACKENDS) if f is not None]
     pld = dict(factories).get("pld")
 
     def pld_alone(leaf: Event) -> bool:
         return pld is not None and pld(adjacency)._checked_reason(leaf) is None
 
-    for keep in (pld_alone, lambda leaf: False):
+    def with_lower(leaf: Event) -> bool:
+        return has_lower_construction(leaf) and pld_alone(leaf)
+
+    tried: set[int] = set()
+    for keep in (pld_alone, with_lower, lambda leaf: False):
         parts = split_epochs(event, adjacency, keep)
-        if parts is None:
-            continue
+        if parts is None or parts[2] in tried:
+            continue  # (a stage that replaces as many epochs as one before replaces the same)
+        tried.add(parts[2])
         upper, rest, replaced = parts
         found: list[EpsilonBound | DeltaBound] = []
         why: list[tuple[str, str]] = []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dpledger.accountant.allocation_cells import is_cell_shuffled
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.events import (
     ComposedEvent,
@@ -28,7 +29,7 @@ from dpledger.core.events import (
     flatten,
 )
 
-__all__ = ["epoch_cost", "split_epochs"]
+__all__ = ["epoch_cost", "has_lower_construction", "split_epochs"]
 
 
 def epoch_cost(event: Event, adjacency: Adjacency) -> Event | None:
@@ -41,6 +42,14 @@ def epoch_cost(event: Event, adjacency: Adjacency) -> Event | None:
         k = event.num_selected
         return event.event if k == 1 else SelfComposedEvent(event.event, k)
     return None
+
+
+def has_lower_construction(event: Event) -> bool:
+    """Whether the PLD backend bounds ``event`` from below by more than the identical pair: not
+    a shuffled epoch whose batches run something other than Gaussians or one Laplace release
+    (those it bounds by their batch's event above and nothing below, so replacing them loses
+    nothing)."""
+    return not isinstance(event, ShuffledBatchesEvent) or is_cell_shuffled(event)
 
 
 def split_epochs(

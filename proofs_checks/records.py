@@ -444,7 +444,13 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.select._unamplified_bounds",
         status="contrib",
         proof="proofs_checks/no_amplification/proof.md",
-        source_sha256="7ccf3f8dbe8a07a07ed52002aa1d34c99e014cdf38878408e17a604b13d191db",
+        source_sha256="22a71be096e9bce1e11f108e4fb80ae1945b3d7db1c2b60347aedb7fa9012981",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.unamplified.has_lower_construction",
+        status="contrib",
+        proof="proofs_checks/no_amplification/proof.md",
+        source_sha256="1240be9bdd3c76f1ca94a3f87afe243cc78cbc71658de5b7696c3d0594fd947c",
     ),
 )
 

@@ -19,6 +19,7 @@ from dpledger.core.events import (
     LaplaceEvent,
     PureDPEvent,
     RandomAllocationEvent,
+    RandomizedResponseEvent,
     SelfComposedEvent,
     ShuffledBatchesEvent,
 )
@@ -127,3 +128,20 @@ def test_the_replacement_is_never_below_the_epochs_certified_lower_bound(
     amplified = account(event, adjacency, delta=1e-6).bound
     assert math.isfinite(upper.epsilon)
     assert upper.epsilon >= amplified.epsilon_lower
+
+
+def test_epochs_bounded_below_by_nothing_are_replaced_before_the_others() -> None:
+    # beyond 256 distinct leaves, shuffled randomized-response epochs are refused by PLD (they
+    # are not grouped); replacing them by their releases loses nothing (PLD bounds them below
+    # by nothing), so the shuffled Gaussian epochs keep their max-of-batch-sums lower bound
+    rr = [
+        ShuffledBatchesEvent(1000 + i, 10, RandomizedResponseEvent(0.01 + 1e-5 * i, 3))
+        for i in range(260)
+    ]
+    gauss = [ShuffledBatchesEvent(200 + 10 * i, 10, GaussianEvent(2.0)) for i in range(3)]
+    bound = account(ComposedEvent(rr + gauss), REPLACE, delta=1e-5).bound
+    alone = account(ComposedEvent(gauss), REPLACE, delta=1e-5).bound
+    assert bound.method == "pld (no amplification)"
+    assert bound.epsilon_lower >= alone.epsilon_lower > 0.0
+    releases = ComposedEvent([e.event for e in rr + gauss])
+    assert bound.epsilon <= account(releases, REPLACE, delta=1e-5).bound.epsilon * (1 + 1e-9)
