@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import attrs
 
+from dpledger.accountant.allocation_laplace import (
+    is_laplace_allocation,
+    laplace_allocation_profiles,
+)
 from dpledger.accountant.profiles import (
     DirectedProfiles,
     Profile,
@@ -48,6 +52,8 @@ def leaf_profiles(event: Event, adjacency: Adjacency) -> DirectedProfiles:
         exact = claimed_pair_profile(event)
         return attrs.evolve(tabulated, lower_remove=exact, lower_add=exact)
     if isinstance(event, RandomAllocationEvent):
+        if is_laplace_allocation(event):
+            return laplace_allocation_profiles(event, adjacency)
         return allocation_profiles(event, adjacency)  # type: ignore[no-any-return]
     factor = noise_factor(adjacency)
     if isinstance(event, ShuffledBatchesEvent):

@@ -111,7 +111,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.leaves.leaf_profiles",
         status="contrib",
         proof="proofs_checks/wor_subsampling/proof.md",
-        source_sha256="d9e2d13dc154afe88e27f89cfad90b072d0383d893bab27a84b1164148335416",
+        source_sha256="c505284fb1f89d9f7d54fcad56c6349082be9f717caa8ac0e28624156796c491",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_fft.compose",
@@ -451,6 +451,12 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/no_amplification/proof.md",
         source_sha256="1240be9bdd3c76f1ca94a3f87afe243cc78cbc71658de5b7696c3d0594fd947c",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_laplace.laplace_allocation_profiles",
+        status="contrib",
+        proof="proofs_checks/no_amplification/proof.md",
+        source_sha256="91487e06078180049fe016785095a81fbb8e90e1304ac8185e8484ae579fabb7",
     ),
 )
 

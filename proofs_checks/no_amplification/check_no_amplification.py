@@ -51,11 +51,22 @@ def test_the_exact_curve_lies_below_one_release(epsilon: float, direction: str) 
     assert 0.0 < exact < laplace_delta(epsilon) - 1e-3  # below, strictly: amplification
 
 
-def test_the_default_call_reports_one_release() -> None:
+def test_the_default_call_brackets_the_exact_curve() -> None:
     epoch = RandomAllocationEvent(2, LaplaceEvent(1.0))
     for epsilon in (0.2, 0.5):
         bound = account(epoch, Adjacency(), epsilon=epsilon).bound
-        assert isinstance(bound, DeltaBound) and "no amplification" in bound.method
+        assert isinstance(bound, DeltaBound)
         assert bound.delta == pytest.approx(laplace_delta(epsilon), rel=1e-6)
         exact = max(allocation_delta(epsilon, d) for d in ("remove", "add"))
         assert bound.delta_lower <= exact <= bound.delta
+
+
+def test_the_fallback_reports_one_release() -> None:
+    # under replace-one the PLD backend has no analysis of the allocation: the default call
+    # replaces it by its release (sensitivity factor 2: eps0 = 2 / scale)
+    epoch = RandomAllocationEvent(2, LaplaceEvent(2.0))
+    for epsilon in (0.2, 0.5):
+        bound = account(epoch, Adjacency(relation="replace_one"), epsilon=epsilon).bound
+        assert isinstance(bound, DeltaBound) and "no amplification" in bound.method
+        assert bound.delta == pytest.approx(laplace_delta(epsilon), rel=1e-6)
+        assert bound.delta_lower == 0.0

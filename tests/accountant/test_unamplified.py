@@ -68,18 +68,18 @@ def test_an_allocation_beyond_the_pld_grid_is_bounded_by_its_release(sigma: floa
     assert "1 distinct epoch bounded" in bound.details["no_amplification"]
 
 
-def test_a_laplace_allocation_beside_a_gaussian_one_keeps_the_gaussian_amplification() -> None:
+def test_a_pure_dp_allocation_beside_a_gaussian_one_keeps_the_gaussian_amplification() -> None:
     gauss_epoch = RandomAllocationEvent(100, GaussianEvent(1.0))
-    event = ComposedEvent([gauss_epoch, RandomAllocationEvent(10, LaplaceEvent(4.0))])
+    event = ComposedEvent([gauss_epoch, RandomAllocationEvent(10, PureDPEvent(0.25))])
     bound = account(event, ADD, delta=1e-5).bound
-    replaced = account(ComposedEvent([gauss_epoch, LaplaceEvent(4.0)]), ADD, delta=1e-5).bound
+    replaced = account(ComposedEvent([gauss_epoch, PureDPEvent(0.25)]), ADD, delta=1e-5).bound
     alone = account(gauss_epoch, ADD, delta=1e-5).bound
     assert bound.method == "pld (no amplification)"
     assert bound.epsilon == replaced.epsilon
     # the lower bound is the Gaussian allocation's own (a marginal of the outputs)
     assert alone.epsilon_lower <= bound.epsilon_lower <= alone.epsilon
     # every allocation unamplified costs far more: the Gaussian one kept its amplification
-    unamplified = account(ComposedEvent([GaussianEvent(1.0), LaplaceEvent(4.0)]), ADD, delta=1e-5)
+    unamplified = account(ComposedEvent([GaussianEvent(1.0), PureDPEvent(0.25)]), ADD, delta=1e-5)
     assert bound.epsilon < 0.6 * unamplified.bound.epsilon
 
 
@@ -99,7 +99,7 @@ def test_a_shuffled_epoch_under_add_remove_stays_refused_in_one_line() -> None:
 
 def test_named_backends_get_no_fallback() -> None:
     with pytest.raises(UnsupportedEventError):
-        account(RandomAllocationEvent(10, LaplaceEvent(1.0)), ADD, delta=1e-5, backends=["pld"])
+        account(RandomAllocationEvent(10, PureDPEvent(1.0)), ADD, delta=1e-5, backends=["pld"])
 
 
 @settings(max_examples=15, deadline=None)
