@@ -41,6 +41,7 @@ __all__ = [
     "MAX_ROUNDED_STEP",
     "REPRESENTATIVE_STEP",
     "approx_failures",
+    "gaussian_inside",
     "ledger_leaves",
     "representative_components",
     "rounded_components",
@@ -196,6 +197,12 @@ def _unbounded_loss(event: Event) -> bool:
     while isinstance(inner, PoissonSampledEvent | SampledWithoutReplacementEvent):
         inner = inner.event
     return isinstance(inner, GaussianEvent | ShuffledBatchesEvent | RandomAllocationEvent)
+
+
+def gaussian_inside(event: Event) -> bool:
+    """Whether a Gaussian runs anywhere inside the leaf (however sampled, shuffled or
+    allocated): its curves are 0 at their top loss only by underflow, never a pure bound."""
+    return any(isinstance(node, GaussianEvent) for node in event.walk())
 
 
 def _exact_pure_cap(events: dict[Event, int], adjacency: Adjacency) -> float | None:

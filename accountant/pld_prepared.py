@@ -11,7 +11,7 @@ from typing import Generic, TypeVar
 import attrs
 import numpy as np
 
-from dpledger.accountant.pld_components import _exact_pure_cap, _unbounded_loss
+from dpledger.accountant.pld_components import _exact_pure_cap, gaussian_inside
 from dpledger.accountant.pld_discrete import (
     MAX_LOSS,
     MAX_UPPER_LOSS,
@@ -274,8 +274,9 @@ def pure_cap(
 ) -> float:
     """Basic composition of the components' largest losses when every curve is 0 at its
     top loss (pure composition), rounded up; infinity otherwise."""
-    if any(_unbounded_loss(event) for event in upper_events):
-        # a Gaussian-based curve is 0 at its top loss only by underflow (tiny q): not pure
+    if any(gaussian_inside(event) for event in upper_events):
+        # a Gaussian-based curve is 0 at its top loss only by underflow (tiny q): not pure (an
+        # epoch of Laplace or pure-DP steps is pure: its upper curves are checked below)
         return math.inf
     cap = 0.0
     for d, k in comps:

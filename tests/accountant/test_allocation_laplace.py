@@ -81,3 +81,28 @@ def test_replace_one_falls_back_to_the_releases() -> None:
     release = account(LaplaceEvent(2.0), replace, delta=1e-6).bound
     assert bound.method == "closed_form (no amplification)"
     assert bound.epsilon == release.epsilon and bound.epsilon_lower == 0.0
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.5e-3])
+def test_huge_step_epsilon_is_capped_by_one_release(scale: float) -> None:
+    """Steps of epsilon 1/scale = 1000 or 667: the composed grid cannot hold the losses (the
+    upper bound read infinity), but one Laplace release bounds the epoch, and it is pure: the
+    upper bound is at most its epsilon (rounded up), at least its epsilon at delta, and delta
+    is 0 at its epsilon."""
+    epoch = RandomAllocationEvent(7, LaplaceEvent(scale))
+    bound = account(epoch, ADD, delta=1e-5).bound
+    assert isinstance(bound, EpsilonBound)
+    release = 1.0 / scale + 2.0 * math.log1p(-1e-5)  # one release: 1 - e^((eps - eps0) / 2)
+    assert release - 1e-9 <= bound.epsilon <= (1.0 / scale) * (1 + 1e-9)
+    assert bound.epsilon_lower <= bound.epsilon
+    at_cap = account(epoch, ADD, epsilon=(1.0 / scale) * (1 + 1e-9)).bound
+    assert isinstance(at_cap, DeltaBound) and at_cap.delta == 0.0
+
+
+def test_gaussian_steps_are_never_pure() -> None:
+    """An allocation of Gaussian steps has no pure cap (its curve underflows to 0 at the top of
+    the grid, which is no bound): delta stays positive far out."""
+    epoch = RandomAllocationEvent(7, GaussianEvent(0.5))
+    far = account(epoch, ADD, epsilon=30.0).bound
+    assert isinstance(far, DeltaBound)
+    assert "pure_cap" not in far.details and far.delta > 0.0
