@@ -97,13 +97,15 @@ def _log_cdf(noise: Noise, z: np.ndarray) -> np.ndarray:
 def _log_cdf_error(noise: Noise, z: np.ndarray, value: np.ndarray) -> np.ndarray:
     """A bound on the absolute error of :func:`_log_cdf` at the computed ``z`` (``z`` itself
     rounded once): the function's own relative error (a few units of roundoff, taken as 16)
-    plus the derivative times the error of ``z``. The derivative of ``log G`` is at most 1 for
-    Laplace; for the Gaussian it is the inverse Mills ratio ``phi(z) / Phi(z)``, at most
+    plus the derivative times the error of ``z``. The derivative of ``log G`` for Laplace is 1
+    for ``z < 0`` and ``e^-z / (2 - e^-z) <= e^-z`` for ``z >= 0`` (taken twice over: the
+    error then stays relative where ``G`` is within ``e^-z`` of 1, so the far upper tails keep
+    their masses); for the Gaussian it is the inverse Mills ratio ``phi(z) / Phi(z)``, at most
     ``|z| + 1`` for ``z < 0`` and at most ``2 phi(z)`` for ``z >= 0``."""
     if noise == "gaussian":
         slope = np.where(z < 0, np.abs(z) + 1.0, np.minimum(1.0, 2 * np.exp(-0.5 * z * z)))
     else:
-        slope = np.ones_like(z)
+        slope = np.minimum(1.0, 2 * np.exp(-np.maximum(z, 0.0)))
     err = 16 * _U * np.abs(value) + 4 * _U * slope * (np.abs(z) + 1.0) + 1e-300
     return np.asarray(err, dtype=float)
 

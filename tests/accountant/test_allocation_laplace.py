@@ -106,3 +106,14 @@ def test_gaussian_steps_are_never_pure() -> None:
     far = account(epoch, ADD, epsilon=30.0).bound
     assert isinstance(far, DeltaBound)
     assert "pure_cap" not in far.details and far.delta > 0.0
+
+
+def test_huge_step_epsilon_lower_bound_is_the_max_attack() -> None:
+    """At epsilon 1/scale = 667 per step, the largest step output identifies the record's step:
+    the lower bound reads eps0 - log t (it stopped near 92 while Q's far tail was lost to an
+    absolute error on its log CDF)."""
+    scale, steps = 1.5e-3, 7
+    bound = account(RandomAllocationEvent(steps, LaplaceEvent(scale)), ADD, delta=1e-5).bound
+    assert isinstance(bound, EpsilonBound)
+    attack = 1.0 / scale - math.log(steps)
+    assert attack - 1e-3 <= bound.epsilon_lower <= bound.epsilon

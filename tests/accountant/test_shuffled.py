@@ -263,3 +263,22 @@ def test_an_infinite_upper_bound_of_a_coarse_pass_is_refined() -> None:
         got, want = shuffled.get_epsilon(delta), plain.get_epsilon(delta)
         assert want.epsilon_lower <= got.epsilon <= want.epsilon * (1 + 1e-5)
         assert 0.0 < got.epsilon_lower < got.epsilon
+
+
+def test_laplace_far_upper_tail_keeps_its_masses() -> None:
+    """Laplace noise of scale 0.01 under a shift of 2: Q's mass in the top bin is about
+    T e^(-x/b) / 2, far below double precision of 1; its upper bound must stay within a few
+    ulps of it (it was ~1e-13: an absolute error on log F, which capped the attack near 28-92),
+    and the lower bound of a shuffled epoch reads the attack's 2/b - log T."""
+    batches, scale = 100, 0.01
+    pair = max_of_batches_pair(batches, scale, 2.0, 0.0, "laplace", bins=500)
+    edges = max_of_batches_edges(batches, scale, 2.0, 0.0, "laplace", 500)
+    exact_top = -math.expm1(batches * math.log1p(-0.5 * math.exp(-edges[-1] / scale)))
+    assert exact_top < 1e-80
+    assert pair.q_lower[-1] <= exact_top <= pair.q_upper[-1] <= exact_top * (1 + 1e-9)
+    assert pair.q_lower.sum() <= 1.0 <= pair.q_upper.sum() * (1 + 1e-12)
+    assert pair.p_lower.sum() <= 1.0 <= pair.p_upper.sum() * (1 + 1e-12)
+    epoch = ShuffledBatchesEvent(10 * batches, 10, LaplaceEvent(scale))
+    bound = account(epoch, ROW_REPLACE_ONE, delta=1e-5).bound
+    attack = 2.0 / scale - math.log(batches)
+    assert attack - 1e-3 <= bound.epsilon_lower <= bound.epsilon <= (2.0 / scale) * (1 + 1e-9)
