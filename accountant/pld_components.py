@@ -192,7 +192,9 @@ def _merge_gaussians(merged: dict[Event, int]) -> dict[Event, int]:
 
 
 def _unbounded_loss(event: Event) -> bool:
-    """Whether the leaf's privacy loss is unbounded (a Gaussian inside, however sampled)."""
+    """Whether the leaf widens the composed loss grid as an unbounded loss does: a Gaussian,
+    however sampled, and any shuffled or allocated epoch whatever its step (a choice of grids
+    only; whether a leaf is pure, for the cap, is :func:`gaussian_inside`)."""
     inner = event
     while isinstance(inner, PoissonSampledEvent | SampledWithoutReplacementEvent):
         inner = inner.event

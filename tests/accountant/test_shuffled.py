@@ -267,9 +267,9 @@ def test_an_infinite_upper_bound_of_a_coarse_pass_is_refined() -> None:
 
 def test_laplace_far_upper_tail_keeps_its_masses() -> None:
     """Laplace noise of scale 0.01 under a shift of 2: Q's mass in the top bin is about
-    T e^(-x/b) / 2, far below double precision of 1; its upper bound must stay within a few
-    ulps of it (it was ~1e-13: an absolute error on log F, which capped the attack near 28-92),
-    and the lower bound of a shuffled epoch reads the attack's 2/b - log T."""
+    T e^(-x/b) / 2, far below the rounding of 1; its bracket must hold it to 1e-9 relative (its
+    upper bound was ~1e-13: an absolute error on log F, which capped the attack near 92), and
+    the lower bound of a shuffled epoch reads the attack's 2/b - log T."""
     batches, scale = 100, 0.01
     pair = max_of_batches_pair(batches, scale, 2.0, 0.0, "laplace", bins=500)
     edges = max_of_batches_edges(batches, scale, 2.0, 0.0, "laplace", 500)
