@@ -46,6 +46,8 @@ from dpledger.core.events import (
     PoissonSampledEvent,
     PureDPEvent,
     RandomizedResponseEvent,
+    TabulatedProfileEvent,
+    TabulatedRDPEvent,
     flatten,
 )
 
@@ -54,6 +56,8 @@ __all__ = [
     "MAX_PURE_COUNT",
     "MAX_THRESHOLDS",
     "TIGHT_BRACKET",
+    "attained_ledger",
+    "attained_pure_epsilon",
     "pure_plus_one_delta_lower",
     "pure_plus_one_epsilon_lower",
     "raise_lower",
@@ -74,7 +78,7 @@ STEPS = 80
 _Curve = Callable[[np.ndarray], np.ndarray]
 
 
-def _pure_eps(leaf: Event) -> float | None:
+def attained_pure_epsilon(leaf: Event) -> float | None:
     """The epsilon of a binary randomized response the leaf attains: its exact worst case for
     pure DP and binary randomized response; at epsilon / 2 for the exponential mechanism (two
     candidates whose scores move in opposite directions, :func:`attained_base`)."""
@@ -87,10 +91,28 @@ def _pure_eps(leaf: Event) -> float | None:
     return None
 
 
-#: classes whose leaves :func:`_pure_eps` never reads (by their exact type)
+#: classes whose leaves :func:`attained_pure_epsilon` never reads (by their exact type)
 _NOT_PURE: frozenset[type[Event]] = frozenset(
     {ApproxDPEvent, GaussianEvent, LaplaceEvent, PoissonSampledEvent}
 )
+
+
+def attained_ledger(event: Event, adjacency: Adjacency) -> bool:
+    """Whether every leaf of ``event`` is a release that runs as declared, the premise of every
+    lower bound: False where a table claims no exact pair or a Renyi table has no curve (bounds
+    only, as the events that stand for a partition selection are; the other leaves beside such
+    a table need not run as declared either)."""
+    for leaf, _ in flatten(event):
+        if isinstance(leaf, TabulatedRDPEvent):
+            return False
+        if isinstance(leaf, TabulatedProfileEvent):
+            try:
+                prof = leaf_profiles(leaf, adjacency)
+            except (UnsupportedEventError, ArithmeticError, ValueError):
+                return False
+            if not (prof.lower_remove.exact and prof.lower_add.exact):
+                return False
+    return True
 
 
 def _split(event: Event) -> tuple[list[tuple[float, int]], list[Event]]:
@@ -98,7 +120,7 @@ def _split(event: Event) -> tuple[list[tuple[float, int]], list[Event]]:
     pure: list[tuple[float, int]] = []
     others: list[tuple[int, Event]] = []
     for leaf, count in flatten(event):
-        eps = None if type(leaf) in _NOT_PURE else _pure_eps(leaf)
+        eps = None if type(leaf) in _NOT_PURE else attained_pure_epsilon(leaf)
         if eps is None:
             others.append((count, leaf))
         elif eps > 0.0:
@@ -217,6 +239,8 @@ def raise_lower(
     higher and the bracket is wider than TIGHT_BRACKET (unchanged otherwise)."""
     hi, lo = _ends(bound)
     if not (hi > TIGHT_BRACKET * lo and hi > 0.0) or math.isinf(lo):
+        return bound
+    if not attained_ledger(event, adjacency):
         return bound
     try:
         with np.errstate(all="ignore"):

@@ -27,6 +27,7 @@ import attrs
 
 from dpledger.accountant.base import Accountant, Budget, DeltaBound, EpsilonBound
 from dpledger.accountant.exact_lower import raise_lower
+from dpledger.accountant.product_event_lower import raise_product_lower
 from dpledger.accountant.threads import one_blas_thread
 from dpledger.accountant.unamplified import has_lower_construction, split_epochs
 from dpledger.core.adjacency import Adjacency
@@ -184,8 +185,10 @@ def account(
             candidates += _unamplified_bounds(event, adjacency, delta, epsilon, unavailable)
         if not candidates:
             raise UnsupportedEventError(_nothing_bounds(event, unavailable))
-        # a loose bracket's lower end is also read by exact conditioning (exact_lower.py)
+        # a loose bracket's lower end is also read by exact conditioning (exact_lower.py) and
+        # from one product event of constant loss (product_event_lower.py)
         bound = raise_lower(_bracket(candidates), event, adjacency)
+        bound = raise_product_lower(bound, event, adjacency)
     return Selection(bound, tuple(candidates), tuple(unavailable))
 
 

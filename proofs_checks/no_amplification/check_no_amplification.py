@@ -69,4 +69,7 @@ def test_the_fallback_reports_one_release() -> None:
         bound = account(epoch, Adjacency(relation="replace_one"), epsilon=epsilon).bound
         assert isinstance(bound, DeltaBound) and "no amplification" in bound.method
         assert bound.delta == pytest.approx(laplace_delta(epsilon), rel=1e-6)
-        assert bound.delta_lower == 0.0
+        # the lower end is the product event's: values 1 against -1, both outputs at most -1
+        # (mass 2^-2 e^(-1/2) for -1, e^-1 times that for 1), proofs_checks/product_event_lower
+        m = 0.25 * math.exp(-0.5)
+        assert bound.delta_lower == pytest.approx(m * -math.expm1(epsilon - 1.0), rel=1e-9)

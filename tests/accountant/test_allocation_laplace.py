@@ -76,11 +76,15 @@ def test_k_of_t_is_bounded_by_k_releases() -> None:
 
 
 def test_replace_one_falls_back_to_the_releases() -> None:
+    """The upper bound is one release's; the lower one the product event of values 1 and -1:
+    every output at most -1 (2/b + log(1 - delta / m), m = 2^-10 e^(-9/b))."""
     replace = Adjacency(relation="replace_one")
     bound = account(RandomAllocationEvent(10, LaplaceEvent(2.0)), replace, delta=1e-6).bound
     release = account(LaplaceEvent(2.0), replace, delta=1e-6).bound
     assert bound.method == "closed_form (no amplification)"
-    assert bound.epsilon == release.epsilon and bound.epsilon_lower == 0.0
+    assert bound.epsilon == release.epsilon
+    attack = 1.0 + math.log1p(-1e-6 * 2.0**10 * math.exp(9 / 2.0))
+    assert bound.epsilon_lower == pytest.approx(attack, rel=1e-9)
 
 
 @pytest.mark.parametrize("scale", [1e-3, 1.5e-3])
