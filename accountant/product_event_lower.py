@@ -16,11 +16,11 @@ sensitivity-1 query allows):
   step output at most the other records' sum has probability ``2^-t`` without the record and
   ``2^-(t-k) (e^(-1/b) / 2)^k = 2^-t e^(-k/b)`` with it (the record adds 1 to its ``k`` steps),
   wherever they fall: ``(l, m) = (k / b, 2^-t)``;
-- one Laplace release: ``(1 / b, 1/2)``;
-- a release that attains binary randomized response at ``v`` (pure DP and binary randomized
-  response at ``v``, the exponential mechanism at ``2v``: :func:`attained_pure_epsilon`): the
-  output the first law favours, ``(v, e^v / (1 + e^v))``; symmetric, so it serves the direction
-  of the allocations' event.
+- one Laplace release: ``(1 / b, 1/2)``.
+
+Pure-DP releases are left out: where a user's rows are lifted to a group by group privacy,
+``PureDPEvent(k eps)`` stands for a bound, not for a release that runs (``k`` randomized
+responses at ``eps`` are not one at ``k eps``), and its event would overstate the mass.
 
 Under replace-one the record's value may also be 1 against -1 (a difference of two): every
 output at most 1 below the other records' sum then has probability ``2^-t e^(-(t-k)/b)`` with
@@ -44,11 +44,7 @@ from collections.abc import Callable
 import attrs
 
 from dpledger.accountant.base import DeltaBound, EpsilonBound
-from dpledger.accountant.exact_lower import (
-    TIGHT_BRACKET,
-    attained_ledger,
-    attained_pure_epsilon,
-)
+from dpledger.accountant.exact_lower import TIGHT_BRACKET, attained_ledger
 from dpledger.core.adjacency import Adjacency
 from dpledger.core.errors import BackendInconsistencyError
 from dpledger.core.events import Event, LaplaceEvent, RandomAllocationEvent, flatten
@@ -95,11 +91,7 @@ def _constant_loss(leaf: Event, apart: float) -> tuple[float, float] | None:
         return apart * k / scale, -t * math.log(2.0) - others
     if type(leaf) is LaplaceEvent:
         return apart / float(leaf.noise_multiplier), -math.log(2.0)
-    v = attained_pure_epsilon(leaf)
-    if v is None or not math.isfinite(v):
-        return None
-    # -log m = log(1 + e^-v) > 0, kept positive where it underflows (v near 745 and above)
-    return v, -(math.log1p(math.exp(-v)) + 1e-300)
+    return None
 
 
 @attrs.frozen
@@ -140,13 +132,15 @@ def _epsilon_objective(delta: float, margin: float) -> _Objective:
     log_delta = math.log(delta)
 
     def value(total_l: float, total_a: float) -> float:
+        if not math.isfinite(total_l):  # a sum that overflowed bounds nothing from below
+            return -math.inf
         log_share = log_delta + total_a * (1 + margin) + margin
         if not log_share < 0.0:
             return -math.inf
         return total_l * (1 - margin) + math.log(-math.expm1(log_share)) * (1 + margin)
 
     def peak(total_l: float, total_a: float, loss: float, a: float) -> float:
-        return (math.log(loss / (loss + a)) - log_delta - total_a) / a
+        return (math.log(loss) - math.log(loss + a) - log_delta - total_a) / a
 
     return _Objective(value, peak)
 
@@ -162,7 +156,7 @@ def _delta_objective(epsilon: float, margin: float) -> _Objective:
         return -total_a * (1 + margin) - margin + math.log(-math.expm1(-gap)) * (1 + margin)
 
     def peak(total_l: float, total_a: float, loss: float, a: float) -> float:
-        return (epsilon - total_l - math.log(a / (loss + a))) / loss
+        return (epsilon - total_l - math.log(a) + math.log(loss + a)) / loss
 
     return _Objective(value, peak)
 
@@ -216,10 +210,13 @@ def raise_product_lower(
         return bound
     if not attained_ledger(event, adjacency):
         return bound
-    if isinstance(bound, EpsilonBound):
-        new = product_epsilon_lower(event, adjacency, bound.delta)
-    else:
-        new = product_delta_lower(event, adjacency, bound.epsilon)
+    try:
+        if isinstance(bound, EpsilonBound):
+            new = product_epsilon_lower(event, adjacency, bound.delta)
+        else:
+            new = product_delta_lower(event, adjacency, bound.epsilon)
+    except (ArithmeticError, ValueError):
+        return bound  # parameters beyond floating point (a scale of 1e-309): no lower bound
     if not new > lo:
         return bound
     if new > hi * (1 + 1e-9) + (1e-9 if is_epsilon else 1e-300):

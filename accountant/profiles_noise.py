@@ -161,9 +161,13 @@ def approx_dp_profile(eps0: float, delta0: float) -> Profile:
     randomized response at ``eps0``: for ``delta0 > 0`` the curve names that split
     (:class:`~dpledger.accountant.profiles_base.InfinitySplit`, the mass exactly ``delta0``
     and the finite part normalised), so that lower bounds keep the mass at +infinity."""
-    ex = math.exp(eps0)
     losses = np.array([eps0, -eps0])
-    masses = (1 - delta0) * np.array([ex / (1 + ex), 1 / (1 + ex)])
+    if eps0 <= 700.0:
+        ex = math.exp(eps0)
+        masses = (1 - delta0) * np.array([ex / (1 + ex), 1 / (1 + ex)])
+    else:  # e^eps0 would overflow: the same masses from e^-eps0
+        small = math.exp(-eps0)
+        masses = (1 - delta0) * np.array([1 / (1 + small), small / (1 + small)])
     d = discrete_delta(losses, masses, delta0)
     name = f"approx_dp({eps0:g},{delta0:g})"
     if not delta0 > 0.0:

@@ -21,6 +21,10 @@ from scipy import (
     special,
 )
 
+from dpledger.accountant.allocation_one_top import (
+    allocation_one_top_pair,
+    one_top_matters,
+)
 from dpledger.accountant.allocation_ratio import (
     allocation_ratio_pair,
 )
@@ -299,15 +303,19 @@ def gaussian_attack_profiles(
 ) -> tuple[Profile, Profile]:
     """Lower curves (P vs Q, Q vs P) of the pair ``(1/T) sum_t N(mu e_t, I)`` vs ``N(0, I)``:
     the larger of its binned max statistic's and of its likelihood-ratio statistic's
-    (:func:`~dpledger.accountant.allocation_ratio.allocation_ratio_pair`)."""
+    (:func:`~dpledger.accountant.allocation_ratio.allocation_ratio_pair`, and where one large
+    output matters :func:`~dpledger.accountant.allocation_one_top.allocation_one_top_pair`)."""
     forward, backward = lower_pair_profiles(max_pair, name)
     if num_steps < 2 or mu * mu > 700.0:  # e^(mu^2), the ratio's variance, would overflow
         return forward, backward
-    ratio_f, ratio_b = lower_pair_profiles(allocation_ratio_pair(mu, num_steps), name)
-    return (
-        larger_profile(forward, ratio_f, f"lower({name}, max and ratio)"),
-        larger_profile(backward, ratio_b, f"lower_swapped({name}, max and ratio)"),
-    )
+    pairs = [allocation_ratio_pair(mu, num_steps)]
+    if one_top_matters(mu, num_steps):  # and one large output resolved
+        pairs.append(allocation_one_top_pair(mu, num_steps))
+    for pair in pairs:
+        ratio_f, ratio_b = lower_pair_profiles(pair, name)
+        forward = larger_profile(forward, ratio_f, f"lower({name}, max and ratio)")
+        backward = larger_profile(backward, ratio_b, f"lower_swapped({name}, max and ratio)")
+    return forward, backward
 
 
 def shuffled_base(event: ShuffledBatchesEvent) -> tuple[Event, Event | None]:

@@ -195,7 +195,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles_shuffled.gaussian_attack_profiles",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="38759d22e4394b6669b8c3590e6b31237f591c6ab56af4feeb377bebe41e1d60",
+        source_sha256="e8730b014c6dd6dd4939900b2659b0f22fae4972d2d6f448371ef74ef259c994",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_fft._SpectrumProduct.add",
@@ -476,7 +476,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.product_event_lower._constant_loss",
         status="verified",
         proof="proofs_checks/product_event_lower/proof.md",
-        source_sha256="40816ea5ada6f3fe82d695fcf594e9be01db3f11c5ef150d751558249fa279de",
+        source_sha256="48879c47d5fface78b2c5c31d37cc8fcf84afdb4237d38a59099d1d100ab4308",
         cross_check="check_product_event_lower.py::test_event_masses_equal_scipy_laplace_products",
     ),
     ProofRecord(
@@ -490,7 +490,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.product_event_lower.raise_product_lower",
         status="contrib",
         proof="proofs_checks/product_event_lower/proof.md",
-        source_sha256="5f480dd646fc56a005acecfcbed6f3fc02eca85d07afa36678f52e50204daca1",
+        source_sha256="f2ca57ab4ba0cf9b79e0cb01c3b86c9e01c0de0e3813830e2cb412a66cdde99c",
     ),
     ProofRecord(
         target="dpledger.accountant.product_event_lower.constant_loss_events",
@@ -503,6 +503,36 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/exact_lower/proof.md",
         source_sha256="ce98f3302d0d985beb1f4e891628b65a16fe4a43fbb966bb07b43a16e639c912",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_one_top.allocation_one_top_pair",
+        status="contrib",
+        proof="proofs_checks/allocation_ratio/proof.md",
+        source_sha256="5a4d991136a034568e1052017189c1a833268307c4c1e9b8b8cae181c279b1cf",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_one_top._binned_one_top",
+        status="contrib",
+        proof="proofs_checks/allocation_ratio/proof.md",
+        source_sha256="c630e81ace7769eed5c92b96937269efdaa748d9aa9978a82b697239169edc7c",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_one_top._top_cells",
+        status="contrib",
+        proof="proofs_checks/allocation_ratio/proof.md",
+        source_sha256="ded559077ba2e935547659ce3c88711b51192a52d976a7d3781da59201940eff",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_one_top._top_edge",
+        status="contrib",
+        proof="proofs_checks/allocation_ratio/proof.md",
+        source_sha256="8ba4f571ba840e70c2a24e9e308f1d5c8b0a1ddc4967c097c7edcf721daccabb",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.allocation_one_top.one_top_matters",
+        status="contrib",
+        proof="proofs_checks/allocation_ratio/proof.md",
+        source_sha256="4ea9f6dff223004e1a0018b104c6924069e8c9f308318e7b62789dcc5f55b5ab",
     ),
 )
 

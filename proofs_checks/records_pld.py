@@ -153,7 +153,7 @@ PLD_DOMINATED_RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles_noise.approx_dp_profile",
         status="contrib",
         proof="proofs_checks/approx_dp_split/proof.md",
-        source_sha256="14aa4a4e6e6d0ec18176f997a8105badcb45c148e5bf3d6cc5293b0228050fca",
+        source_sha256="11ad517cdc69058bb46ab0ba38f1fc9c1b0180c0e9d16634abf377b388bf67cc",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_leaf_check.shapes_in_range",
