@@ -55,11 +55,11 @@ Array = NDArray[np.float64]
 
 _U = 2.0**-53
 #: the top cells stop where some output exceeds their right end with at most this probability
-ONE_TOP_TAIL = 1e-36
+ONE_TOP_TAIL = 1e-24
 #: width of the bins, in the logarithm of the ratio, into which one-top outcomes are merged
 ONE_TOP_BIN = 5e-5
 #: sum masses below this fraction of the largest are left out of the one-top outcomes
-REST_FLOOR = 1e-40
+REST_FLOOR = 1e-30
 #: the one-top outcomes are made where some output lies above the top edge with at least this
 #: probability (the window of the sum held the edge low) and the epoch has at least this many
 #: steps (with fewer, the max-of-outputs statistic resolves the large outputs)

@@ -299,17 +299,18 @@ def larger_profile(a: Profile, b: Profile, name: str) -> Profile:
 
 
 def gaussian_attack_profiles(
-    max_pair: DiscretePair, mu: float, num_steps: int, name: str
+    max_pair: DiscretePair, mu: float, num_steps: int, name: str, *, one_top: bool = False
 ) -> tuple[Profile, Profile]:
     """Lower curves (P vs Q, Q vs P) of the pair ``(1/T) sum_t N(mu e_t, I)`` vs ``N(0, I)``:
     the larger of its binned max statistic's and of its likelihood-ratio statistic's
-    (:func:`~dpledger.accountant.allocation_ratio.allocation_ratio_pair`, and where one large
-    output matters :func:`~dpledger.accountant.allocation_one_top.allocation_one_top_pair`)."""
+    (:func:`~dpledger.accountant.allocation_ratio.allocation_ratio_pair`, and with ``one_top``,
+    where one large output matters,
+    :func:`~dpledger.accountant.allocation_one_top.allocation_one_top_pair`)."""
     forward, backward = lower_pair_profiles(max_pair, name)
     if num_steps < 2 or mu * mu > 700.0:  # e^(mu^2), the ratio's variance, would overflow
         return forward, backward
     pairs = [allocation_ratio_pair(mu, num_steps)]
-    if one_top_matters(mu, num_steps):  # and one large output resolved
+    if one_top and one_top_matters(mu, num_steps):  # and one large output resolved
         pairs.append(allocation_one_top_pair(mu, num_steps))
     for pair in pairs:
         ratio_f, ratio_b = lower_pair_profiles(pair, name)

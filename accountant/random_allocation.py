@@ -584,7 +584,7 @@ def _lower_curves(event: RandomAllocationEvent) -> tuple[Profile, Profile]:
     name = f"allocation_max(k={k} of t={event.num_steps}, gaussian scale={sigma:g})"
     mu = math.nextafter(1.0 / sigma, 0.0)  # of the remove pair, 1 / sigma rounded down
     if k == 1:  # and the likelihood ratio of the remove pair
-        return gaussian_attack_profiles(pair, mu, event.num_steps, name)
+        return gaussian_attack_profiles(pair, mu, event.num_steps, name, one_top=True)
     # and the lattice sums of the step outputs' likelihood ratios (to SUM_POWERS)
     forward, backward = lower_pair_profiles(pair, name)
     for power in SUM_POWERS if k * SUM_POWER_SHARE >= event.num_steps else (1.0,):

@@ -195,7 +195,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles_shuffled.gaussian_attack_profiles",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="e8730b014c6dd6dd4939900b2659b0f22fae4972d2d6f448371ef74ef259c994",
+        source_sha256="74040b2ef2655248fe7e33d4b18759f9a96d9d59ffa3d061e829aac0ac0f6ea1",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_fft._SpectrumProduct.add",
