@@ -61,6 +61,8 @@ __all__ = [
     "pure_plus_one_delta_lower",
     "pure_plus_one_epsilon_lower",
     "raise_lower",
+    "raised_lower",
+    "worth_raising",
 ]
 
 U = 2.0**-53
@@ -237,11 +239,9 @@ def raise_lower(
 ) -> EpsilonBound | DeltaBound:
     """``bound`` with its lower end raised to the pure-plus-one lower bound where that is
     higher and the bracket is wider than TIGHT_BRACKET (unchanged otherwise)."""
-    hi, lo = _ends(bound)
-    if not (hi > TIGHT_BRACKET * lo and hi > 0.0) or math.isinf(lo):
+    if not worth_raising(bound, event, adjacency):
         return bound
-    if not attained_ledger(event, adjacency):
-        return bound
+    hi, _ = _ends(bound)
     try:
         with np.errstate(all="ignore"):
             if isinstance(bound, EpsilonBound):
@@ -251,15 +251,34 @@ def raise_lower(
                 new = pure_plus_one_delta_lower(event, adjacency, bound.epsilon)
     except (ArithmeticError, ValueError):
         return bound  # a curve that cannot be evaluated (extreme parameters) gives no lower bound
+    label = "pure_plus_one (exact conditioning on pure releases)"
+    return raised_lower(bound, new, "pure-plus-one", label)
+
+
+def worth_raising(bound: EpsilonBound | DeltaBound, event: Event, adjacency: Adjacency) -> bool:
+    """Whether a lower-bound raiser should look at ``bound``: its bracket is wider than
+    TIGHT_BRACKET, its lower end finite, and every leaf runs as declared."""
+    hi, lo = _ends(bound)
+    if not (hi > TIGHT_BRACKET * lo and hi > 0.0) or math.isinf(lo):
+        return False
+    return attained_ledger(event, adjacency)
+
+
+def raised_lower(
+    bound: EpsilonBound | DeltaBound, new: float, name: str, label: str
+) -> EpsilonBound | DeltaBound:
+    """``bound`` with its lower end raised to ``new`` where that is higher (``label``, which
+    names the method, goes into its details); a ``new`` above the upper end raises
+    :class:`BackendInconsistencyError` naming the ``name`` bound (one of the two is wrong)."""
+    hi, lo = _ends(bound)
     if not new > lo:  # also NaN
         return bound
     if new > hi * (1 + 1e-9) + (1e-9 if isinstance(bound, EpsilonBound) else 1e-300):
         raise BackendInconsistencyError(
-            f"the pure-plus-one lower bound {new:.6g} exceeds {bound.method}'s upper bound "
-            f"{hi:.6g}; one of them is wrong, so no bound is reported"
+            f"the {name} lower bound {new:.6g} exceeds {bound.method}'s upper "
+            f"bound {hi:.6g}; one of them is wrong, so no bound is reported"
         )
-    new = min(new, hi)
-    details = {**bound.details, "lower": "pure_plus_one (exact conditioning on pure releases)"}
+    details = {**bound.details, "lower": label}
     if isinstance(bound, EpsilonBound):
-        return attrs.evolve(bound, epsilon_lower=new, details=details)
-    return attrs.evolve(bound, delta_lower=new, details=details)
+        return attrs.evolve(bound, epsilon_lower=min(new, hi), details=details)
+    return attrs.evolve(bound, delta_lower=min(new, hi), details=details)

@@ -44,9 +44,8 @@ from collections.abc import Callable
 import attrs
 
 from dpledger.accountant.base import DeltaBound, EpsilonBound
-from dpledger.accountant.exact_lower import TIGHT_BRACKET, attained_ledger
+from dpledger.accountant.exact_lower import raised_lower, worth_raising
 from dpledger.core.adjacency import Adjacency
-from dpledger.core.errors import BackendInconsistencyError
 from dpledger.core.events import Event, LaplaceEvent, RandomAllocationEvent, flatten
 
 __all__ = [
@@ -201,14 +200,7 @@ def raise_product_lower(
     """``bound`` with its lower end raised to the product-event bound where that is higher and
     the bracket is wider than TIGHT_BRACKET; a bound above the upper end raises (one of the two
     is wrong)."""
-    is_epsilon = isinstance(bound, EpsilonBound)
-    if isinstance(bound, EpsilonBound):
-        hi, lo = bound.epsilon, bound.epsilon_lower
-    else:
-        hi, lo = bound.delta, bound.delta_lower
-    if not (hi > TIGHT_BRACKET * lo and hi > 0.0) or math.isinf(lo):
-        return bound
-    if not attained_ledger(event, adjacency):
+    if not worth_raising(bound, event, adjacency):
         return bound
     try:
         if isinstance(bound, EpsilonBound):
@@ -217,15 +209,5 @@ def raise_product_lower(
             new = product_delta_lower(event, adjacency, bound.epsilon)
     except (ArithmeticError, ValueError):
         return bound  # parameters beyond floating point (a scale of 1e-309): no lower bound
-    if not new > lo:
-        return bound
-    if new > hi * (1 + 1e-9) + (1e-9 if is_epsilon else 1e-300):
-        raise BackendInconsistencyError(
-            f"the product-event lower bound {new:.6g} exceeds {bound.method}'s upper bound "
-            f"{hi:.6g}; one of them is wrong, so no bound is reported"
-        )
-    new = min(new, hi)
-    details = {**bound.details, "lower": "product_event (constant-loss events composed)"}
-    if isinstance(bound, EpsilonBound):
-        return attrs.evolve(bound, epsilon_lower=new, details=details)
-    return attrs.evolve(bound, delta_lower=new, details=details)
+    label = "product_event (constant-loss events composed)"
+    return raised_lower(bound, new, "product-event", label)

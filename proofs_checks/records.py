@@ -359,7 +359,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.exact_lower.raise_lower",
         status="verified",
         proof="proofs_checks/exact_lower/proof.md",
-        source_sha256="33595ad5af575ffce739f8c3241e3de095a553cd771402c5dc814151fff54bdb",
+        source_sha256="c98c5264ee74fcf327ecfab5d0fa57444aa8736f18f9a51b5b359cc3c01cb6b5",
         cross_check="check_exact_lower.py::test_raise_lower_refuses_an_upper_bound_below_the_truth",
     ),
     ProofRecord(
@@ -490,7 +490,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.product_event_lower.raise_product_lower",
         status="contrib",
         proof="proofs_checks/product_event_lower/proof.md",
-        source_sha256="f2ca57ab4ba0cf9b79e0cb01c3b86c9e01c0de0e3813830e2cb412a66cdde99c",
+        source_sha256="b1d598b12efc790bb56984a812cb8f513157ecbc634fabc26519acd51223b1eb",
     ),
     ProofRecord(
         target="dpledger.accountant.product_event_lower.constant_loss_events",
@@ -533,6 +533,18 @@ RECORDS: tuple[ProofRecord, ...] = (
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
         source_sha256="4ea9f6dff223004e1a0018b104c6924069e8c9f308318e7b62789dcc5f55b5ab",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.exact_lower.raised_lower",
+        status="contrib",
+        proof="proofs_checks/exact_lower/proof.md",
+        source_sha256="6071428181ee8d5603e11c3a10d21e595c759cb2069232bc319aff68d9424ccd",
+    ),
+    ProofRecord(
+        target="dpledger.accountant.exact_lower.worth_raising",
+        status="contrib",
+        proof="proofs_checks/exact_lower/proof.md",
+        source_sha256="7c360103c5256362a9989e7cc91b21a961038810afadb1b06579d58fdb977dc6",
     ),
 )
 
