@@ -9,12 +9,12 @@ where ``t P(L > x)`` is below ``ONE_TOP_TAIL``, and the outcomes are
 
 - "no output above ``big``, lattice sum ``u``": those of ``allocation_ratio_pair``;
 - "exactly one output above ``big``, in top cell ``c``, the other ``t - 1`` in kept cells with
-  lattice sum ``u``": Q-mass ``t q_c Q_{t-1}(u)`` (the ``t`` positions are disjoint events),
-  likelihood ratio ``(sum_rest E_Q[L | cell] + E_Q[L | c]) / t``, within
-  ``[((1 - rho) u h + v_c^-) / t, ((1 + rho) u h + v_c^+) / t]`` (``v_c`` the top cell's
-  conditional mean, bracketed); merged into bins of ``ONE_TOP_BIN`` in the logarithm of the
-  lower end (merging outcomes is post-processing), each bin's ratio bracketed by one bin on
-  either side and the largest relative spread of a member;
+  lattice value ``u`` (``h`` times the lattice index)": Q-mass ``t q_c Q_{t-1}(u)`` (the
+  ``t`` positions are disjoint events), likelihood ratio ``(sum_rest E_Q[L | cell] +
+  E_Q[L | c]) / t``, within ``[((1 - rho) u + v_c^-) / t, ((1 + rho) u + v_c^+) / t]``
+  (``v_c`` the top cell's conditional mean, bracketed); merged into bins of ``ONE_TOP_BIN``
+  in the logarithm of the lower end (merging outcomes is post-processing), each bin's ratio
+  bracketed by one bin on either side and the largest relative spread of a member;
 - everything else (two or more outputs above ``big``, outputs in dropped cells) is dropped:
   the hockey-stick sum over fewer outcomes is smaller.
 
@@ -43,6 +43,7 @@ from dpledger.accountant.allocation_ratio import (
 from dpledger.accountant.discrete_pair import DiscretePair
 
 __all__ = [
+    "MIN_CELLS",
     "MIN_TOP_MASS",
     "MIN_TOP_STEPS",
     "ONE_TOP_BIN",
@@ -114,27 +115,36 @@ def _binned_one_top(
     return np.maximum(q, 0.0), ratio_lo, ratio_hi
 
 
-def _top_edge(mu: float, t: int) -> tuple[float, float, float]:
-    """(lattice step h, top edge big, z of the last kept cell's right end)."""
+def _top_edge(mu: float, t: int) -> tuple[float, float, float, int]:
+    """(lattice step h, top edge big, z of the last matched cell edge, number of cells)."""
     h, big = _grid(mu, t)
-    z, _ = _matched_edges(mu, h, big)
-    return h, big, float(z[-1])
+    z, index = _matched_edges(mu, h, big)
+    return h, big, float(z[-1]), int(index.size)
+
+
+#: fewer matched cells than this (a lattice step near the spread of one output) leave the sum
+#: too coarse for the one-top outcomes to add anything
+MIN_CELLS = 16
 
 
 @functools.lru_cache(maxsize=16)
 def one_top_matters(mu: float, t: int) -> bool:
     """Whether :func:`allocation_one_top_pair` is made for ``t`` steps of noise ``1 / mu``
-    (MIN_TOP_MASS, MIN_TOP_STEPS)."""
+    (MIN_TOP_MASS, MIN_TOP_STEPS, MIN_CELLS; never where the cells end at -infinity: a
+    lattice step so coarse that no cell was matched)."""
     if t < MIN_TOP_STEPS:
         return False
-    return t * float(special.ndtr(-_top_edge(mu, t)[2])) >= MIN_TOP_MASS
+    _, _, z_top, cells = _top_edge(mu, t)
+    if not math.isfinite(z_top) or cells < MIN_CELLS:
+        return False
+    return t * float(special.ndtr(-z_top)) >= MIN_TOP_MASS
 
 
 @functools.lru_cache(maxsize=16)
 def allocation_one_top_pair(mu: float, t: int) -> DiscretePair:
     """The pair of the module docstring as a :class:`DiscretePair` bracketing a sub-pair (the
     no-top outcomes of ``allocation_ratio_pair``, then the merged one-top outcomes)."""
-    h, big, z_top = _top_edge(mu, t)
+    h, big, z_top, _ = _top_edge(mu, t)
     law, rho, _ = _one_output(mu, h, big)
     tops = _top_cells(mu, z_top, t)
     base = allocation_ratio_pair(mu, t)

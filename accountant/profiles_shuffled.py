@@ -8,6 +8,7 @@ attack (:func:`gaussian_attack_profiles`).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import (
     Callable,
@@ -311,7 +312,9 @@ def gaussian_attack_profiles(
         return forward, backward
     pairs = [allocation_ratio_pair(mu, num_steps)]
     if one_top and one_top_matters(mu, num_steps):  # and one large output resolved
-        pairs.append(allocation_one_top_pair(mu, num_steps))
+        # an extra lower curve that cannot be made is left out, never fatal
+        with contextlib.suppress(ArithmeticError, ValueError):
+            pairs.append(allocation_one_top_pair(mu, num_steps))
     for pair in pairs:
         ratio_f, ratio_b = lower_pair_profiles(pair, name)
         forward = larger_profile(forward, ratio_f, f"lower({name}, max and ratio)")

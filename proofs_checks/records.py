@@ -195,7 +195,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.profiles_shuffled.gaussian_attack_profiles",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="74040b2ef2655248fe7e33d4b18759f9a96d9d59ffa3d061e829aac0ac0f6ea1",
+        source_sha256="511c082b71f8069a2a4b030990e7e175fe11da734fc22b615e55447fee20ef35",
     ),
     ProofRecord(
         target="dpledger.accountant.pld_fft._SpectrumProduct.add",
@@ -508,7 +508,7 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.allocation_one_top.allocation_one_top_pair",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="5a4d991136a034568e1052017189c1a833268307c4c1e9b8b8cae181c279b1cf",
+        source_sha256="7a9946319f9dd044437153477f22efe8d8ebeec260244eb8678585f8a17d5f8f",
     ),
     ProofRecord(
         target="dpledger.accountant.allocation_one_top._binned_one_top",
@@ -526,13 +526,13 @@ RECORDS: tuple[ProofRecord, ...] = (
         target="dpledger.accountant.allocation_one_top._top_edge",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="8ba4f571ba840e70c2a24e9e308f1d5c8b0a1ddc4967c097c7edcf721daccabb",
+        source_sha256="bf588eaa798daf1779edcd2ae5b767402aec295d7f38f390757828633ef425b3",
     ),
     ProofRecord(
         target="dpledger.accountant.allocation_one_top.one_top_matters",
         status="contrib",
         proof="proofs_checks/allocation_ratio/proof.md",
-        source_sha256="4ea9f6dff223004e1a0018b104c6924069e8c9f308318e7b62789dcc5f55b5ab",
+        source_sha256="7757f1c7f9117f669abd77202814eae01448af54994fc4cbcf44f3cf40f17318",
     ),
     ProofRecord(
         target="dpledger.accountant.exact_lower.raised_lower",

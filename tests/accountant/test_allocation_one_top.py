@@ -33,3 +33,16 @@ def test_ten_epochs_bracket_within_one_percent() -> None:
     assert isinstance(b, EpsilonBound)
     assert b.epsilon_lower <= b.epsilon < 0.7621
     assert (b.epsilon - b.epsilon_lower) / b.epsilon < 0.01
+
+
+def test_lattice_too_coarse_for_cells_is_left_alone() -> None:
+    """Where the sum's lattice step leaves no matched cell (the cells end at -infinity) the
+    one-top pair is not made: building it failed, and the epoch fell back to its release
+    without amplification (1-of-100,000 at noise 0.7: 6.65 instead of 0.0400)."""
+    assert not one_top_matters(4.0, 1000)
+    assert not one_top_matters(1 / 0.7, 100_000)
+    for steps, sigma, before in [(100_000, 0.7, 0.04), (10_000, 0.5, 1.1638), (100, 0.25, 19.778)]:
+        epoch = RandomAllocationEvent(steps, GaussianEvent(sigma))
+        b = account(epoch, Adjacency(), delta=1e-5).bound
+        assert isinstance(b, EpsilonBound) and b.method == "pld"
+        assert b.epsilon_lower <= b.epsilon <= before

@@ -144,7 +144,8 @@ def test_lower_bounds_never_pass_the_certified_upper_bounds(
     assert isinstance(bound, EpsilonBound)
     assert bound.epsilon_lower <= bound.epsilon
     if bound.epsilon > 1.0001 * bound.epsilon_lower:
-        assert bound.epsilon_lower >= product_epsilon_lower(ledger, adjacency, delta)
+        # (the order of the leaves, hence of the sums, may differ between calls: a few ulps)
+        assert bound.epsilon_lower >= product_epsilon_lower(ledger, adjacency, delta) * (1 - 1e-12)
     at = account(ledger, adjacency, epsilon=epsilon).bound
     assert isinstance(at, DeltaBound)
     assert at.delta_lower <= at.delta
