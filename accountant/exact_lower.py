@@ -57,7 +57,6 @@ __all__ = [
     "MAX_THRESHOLDS",
     "TIGHT_BRACKET",
     "attained_ledger",
-    "attained_pure_epsilon",
     "pure_plus_one_delta_lower",
     "pure_plus_one_epsilon_lower",
     "raise_lower",
@@ -80,7 +79,7 @@ STEPS = 80
 _Curve = Callable[[np.ndarray], np.ndarray]
 
 
-def attained_pure_epsilon(leaf: Event) -> float | None:
+def _pure_eps(leaf: Event) -> float | None:
     """The epsilon of a binary randomized response the leaf attains: its exact worst case for
     pure DP and binary randomized response; at epsilon / 2 for the exponential mechanism (two
     candidates whose scores move in opposite directions, :func:`attained_base`)."""
@@ -93,7 +92,7 @@ def attained_pure_epsilon(leaf: Event) -> float | None:
     return None
 
 
-#: classes whose leaves :func:`attained_pure_epsilon` never reads (by their exact type)
+#: classes whose leaves :func:`_pure_eps` never reads (by their exact type)
 _NOT_PURE: frozenset[type[Event]] = frozenset(
     {ApproxDPEvent, GaussianEvent, LaplaceEvent, PoissonSampledEvent}
 )
@@ -122,7 +121,7 @@ def _split(event: Event) -> tuple[list[tuple[float, int]], list[Event]]:
     pure: list[tuple[float, int]] = []
     others: list[tuple[int, Event]] = []
     for leaf, count in flatten(event):
-        eps = None if type(leaf) in _NOT_PURE else attained_pure_epsilon(leaf)
+        eps = None if type(leaf) in _NOT_PURE else _pure_eps(leaf)
         if eps is None:
             others.append((count, leaf))
         elif eps > 0.0:

@@ -363,10 +363,10 @@ RECORDS: tuple[ProofRecord, ...] = (
         cross_check="check_exact_lower.py::test_raise_lower_refuses_an_upper_bound_below_the_truth",
     ),
     ProofRecord(
-        target="dpledger.accountant.exact_lower.attained_pure_epsilon",
+        target="dpledger.accountant.exact_lower._pure_eps",
         status="contrib",
         proof="proofs_checks/exact_lower/proof.md",
-        source_sha256="c558581f9942a9b01ec2ea91bd911cf9ad05133e87129c4e32cbcf8c6782a096",
+        source_sha256="255dca246b504a865da8100856cc45ff76f9336418ae38e9cff035e4a0192b8e",
     ),
     ProofRecord(
         target="dpledger.accountant.random_allocation._upper_profiles",
